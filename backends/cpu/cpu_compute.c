@@ -1,0 +1,108 @@
+/* cpu_compute.c — CPU compute: GEMM through OpenBLAS, elementwise kernels from
+ * kernels/elementwise.h compiled as C and spread over OpenMP threads. */
+#include "config.h"
+
+#include <cblas.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cpu_internal.h"
+#include "elementwise.h"
+#include "util/status.h"
+
+const char *cpu_blas_version(void) {
+  static char version[64];
+  if (!version[0]) {
+    /* "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64": keep
+     * the name, version and the core it picked. */
+    snprintf(version, sizeof version, "%s", openblas_get_config());
+  }
+  return version;
+}
+
+/* ---------------------------------------------------------------- GEMM */
+
+typedef struct {
+  dlrt_gemm_desc d;
+  const float *a, *b;
+  float *c;
+} gemm_command;
+
+static int run_gemm(void *payload) {
+  const gemm_command *g = payload;
+  const dlrt_gemm_desc *d = &g->d;
+  enum CBLAS_TRANSPOSE ta = d->trans_a ? CblasTrans : CblasNoTrans;
+  enum CBLAS_TRANSPOSE tb = d->trans_b ? CblasTrans : CblasNoTrans;
+  for (int64_t i = 0; i < d->batch; i++)
+    cblas_sgemm(CblasRowMajor, ta, tb, (blasint)d->m, (blasint)d->n, (blasint)d->k, d->alpha,
+                g->a + i * d->stride_a, (blasint)d->lda, g->b + i * d->stride_b,
+                (blasint)d->ldb, d->beta, g->c + i * d->stride_c, (blasint)d->ldc);
+  return DLRT_OK;
+}
+
+int cpu_gemm(void *stream, const dlrt_gemm_desc *d, dlrt_mem a, size_t a_off, dlrt_mem b,
+             size_t b_off, dlrt_mem c, size_t c_off) {
+  if (d->dtype != DLRT_F32)
+    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "dlrt_gemm: the cpu backend computes GEMM in "
+                           "f32 only, not %s; convert the operands to f32", dlrt_dtype_name(d->dtype));
+  const int64_t blas_max = sizeof(blasint) == 4 ? INT32_MAX : INT64_MAX;
+  if (d->m > blas_max || d->n > blas_max || d->k > blas_max || d->lda > blas_max ||
+      d->ldb > blas_max || d->ldc > blas_max)
+    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "dlrt_gemm: a dimension exceeds the %d-bit "
+                           "integers of this OpenBLAS", (int)(8 * sizeof(blasint)));
+  gemm_command g = {*d, (const float *)((char *)a.host + a_off),
+                    (const float *)((char *)b.host + b_off), (float *)((char *)c.host + c_off)};
+  return cpu_stream_enqueue(stream, run_gemm, &g, sizeof g);
+}
+
+/* ---------------------------------------------------------------- elementwise */
+
+/* Below this many elements one thread is faster than waking a team. */
+#define EW_PARALLEL_MIN (1 << 16)
+/* Slices of at least this many elements keep each thread on whole pages. */
+#define EW_GRAIN 4096
+
+typedef struct {
+  dlrt_ew_op op;
+  int64_t n;
+  float alpha;
+  float *y;
+  const float *x, *z;
+} ew_command;
+
+static void ew_slice(const ew_command *c, int64_t lo, int64_t hi) {
+  switch (c->op) {
+  case DLRT_EW_FILL: dlrt_k_fill(lo, hi, c->y, c->alpha, c->n); break;
+  case DLRT_EW_SCALE: dlrt_k_scale(lo, hi, c->y, c->x, c->alpha, c->n); break;
+  case DLRT_EW_AXPY: dlrt_k_axpy(lo, hi, c->y, c->x, c->alpha, c->n); break;
+  case DLRT_EW_ADD: dlrt_k_add(lo, hi, c->y, c->x, c->z, c->n); break;
+  case DLRT_EW_MUL: dlrt_k_mul(lo, hi, c->y, c->x, c->z, c->n); break;
+  case DLRT_EW_RELU: dlrt_k_relu(lo, hi, c->y, c->x, c->n); break;
+  default: break;
+  }
+}
+
+static int run_elementwise(void *payload) {
+  const ew_command *c = payload;
+  if (c->n < EW_PARALLEL_MIN) {
+    ew_slice(c, 0, c->n);
+    return DLRT_OK;
+  }
+  int64_t slices = (c->n + EW_GRAIN - 1) / EW_GRAIN;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+  for (int64_t s = 0; s < slices; s++) {
+    int64_t lo = s * EW_GRAIN, hi = lo + EW_GRAIN < c->n ? lo + EW_GRAIN : c->n;
+    ew_slice(c, lo, hi);
+  }
+  return DLRT_OK;
+}
+
+static void *at(dlrt_mem m, size_t off) { return m.host ? (char *)m.host + off : NULL; }
+
+int cpu_elementwise(void *stream, const dlrt_ew_args *a) {
+  ew_command c = {a->op, a->n, a->alpha, at(a->y, a->y_off), at(a->x, a->x_off),
+                  at(a->z, a->z_off)};
+  return cpu_stream_enqueue(stream, run_elementwise, &c, sizeof c);
+}

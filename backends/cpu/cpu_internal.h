@@ -1,0 +1,14 @@
+/* cpu_internal.h — pieces of the CPU backend shared between its files. */
+#ifndef DLRT_BACKENDS_CPU_INTERNAL_H
+#define DLRT_BACKENDS_CPU_INTERNAL_H
+
+#include "cpu_stream.h"
+#include "device/backend.h"
+
+/* "OpenBLAS 0.3.21 ..." — the BLAS this build calls. */
+const char *cpu_blas_version(void);
+int cpu_gemm(void *stream, const dlrt_gemm_desc *d, dlrt_mem a, size_t a_off, dlrt_mem b,
+             size_t b_off, dlrt_mem c, size_t c_off);
+int cpu_elementwise(void *stream, const dlrt_ew_args *args);
+
+#endif

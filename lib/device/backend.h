@@ -1,0 +1,104 @@
+/*
+ * backend.h — the interface every backend implements (internal).
+ *
+ * One table of function pointers per backend, ggml-style: objects are opaque
+ * `void *` contexts owned by the backend. A backend sees memory handles,
+ * offsets, shapes and strides; never tensors, graphs or policy. Members marked
+ * optional may be NULL; lib/device checks before calling and reports
+ * DLRT_ERR_UNSUPPORTED.
+ *
+ * Every function returns DLRT_OK or a negative dlrt_status, and sets the
+ * detail message (dlrt__set_error) when it fails.
+ */
+#ifndef DLRT_DEVICE_BACKEND_H
+#define DLRT_DEVICE_BACKEND_H
+
+#include "dlrt.h"
+
+/* A raw device allocation. `handle` is what the backend addresses memory by
+ * (a host pointer on the CPU, a device pointer on CUDA, a cl_mem on OpenCL);
+ * `host` is a host pointer to the same bytes where the device has one, else NULL. */
+typedef struct {
+  void *handle;
+  void *host;
+} dlrt_mem;
+
+/* Elementwise arguments: y, x, z are (memory, byte offset) pairs; x/z may be
+ * absent (handle NULL) when the op does not read them. */
+typedef struct {
+  dlrt_ew_op op;
+  int64_t n;
+  float alpha;
+  dlrt_mem y, x, z;
+  size_t y_off, x_off, z_off;
+} dlrt_ew_args;
+
+#define DLRT__FREE_MEMORY_UNKNOWN UINT64_MAX
+
+typedef struct dlrt_backend_iface {
+  int api_version; /* DLRT_BACKEND_API_VERSION */
+  const char *name; /* "cpu", "opencl", "cuda" */
+
+  /* Starts the backend. A missing driver or platform is not an error: return
+   * DLRT_OK with *n_devices = 0 (and *ctx may be NULL). */
+  int (*init)(void **ctx, int *n_devices);
+  void (*shutdown)(void *ctx);
+  /* Fills everything but `spec`; free_memory read now, or
+   * DLRT__FREE_MEMORY_UNKNOWN when the driver cannot tell (lib/device then
+   * reports total minus what this process reserved). */
+  int (*device_props)(void *ctx, int index, dlrt_device_props *props);
+  int (*device_open)(void *ctx, int index, void **dev);
+  void (*device_close)(void *dev);
+
+  /* Raw memory: no caching here (lib/mem caches above it). */
+  int (*mem_alloc)(void *dev, size_t bytes, dlrt_mem *out);
+  void (*mem_free)(void *dev, dlrt_mem mem);
+  /* Pinned host memory this device copies from at full speed. `*handle` is any
+   * backend bookkeeping needed to free it. */
+  int (*host_alloc)(void *dev, size_t bytes, void **ptr, void **handle);
+  void (*host_free)(void *dev, void *ptr, void *handle);
+
+  /* In-order streams. */
+  int (*stream_create)(void *dev, void **stream);
+  void (*stream_destroy)(void *stream); /* waits for queued work first */
+  int (*stream_synchronize)(void *stream);
+
+  /* Events recorded on streams of the same device. */
+  int (*event_create)(void *dev, void **event);
+  void (*event_destroy)(void *event);
+  int (*event_record)(void *event, void *stream);
+  int (*stream_wait_event)(void *stream, void *event);
+  int (*event_synchronize)(void *event);
+  int (*event_query)(void *event); /* 1 done, 0 pending, <0 error */
+  int (*event_elapsed_ms)(void *start, void *end, float *ms);
+
+  /* Asynchronous copies on a stream (the generic layer synchronizes for the
+   * blocking forms). */
+  int (*copy_h2d)(void *stream, dlrt_mem dst, size_t dst_off, const void *src,
+                  size_t bytes);
+  int (*copy_d2h)(void *stream, void *dst, dlrt_mem src, size_t src_off,
+                  size_t bytes);
+  /* Both buffers on this stream's device. */
+  int (*copy_d2d)(void *stream, dlrt_mem dst, size_t dst_off, dlrt_mem src,
+                  size_t src_off, size_t bytes);
+  /* optional: between two devices of this backend (peer access). */
+  int (*copy_peer)(void *stream, void *dst_dev, dlrt_mem dst, size_t dst_off,
+                   void *src_dev, dlrt_mem src, size_t src_off, size_t bytes);
+  int (*memset)(void *stream, dlrt_mem dst, size_t off, int value, size_t bytes);
+
+  /* Compute (optional). Arguments are validated by lib/device beforehand. */
+  int (*gemm)(void *stream, const dlrt_gemm_desc *desc, dlrt_mem a, size_t a_off,
+              dlrt_mem b, size_t b_off, dlrt_mem c, size_t c_off);
+  int (*elementwise)(void *stream, const dlrt_ew_args *args);
+} dlrt_backend_iface;
+
+/* The compiled-in backends (each defined in backends/<name>/). */
+extern const dlrt_backend_iface dlrt__backend_cpu;
+#ifdef DLRT_HAVE_OPENCL
+extern const dlrt_backend_iface dlrt__backend_opencl;
+#endif
+#ifdef DLRT_HAVE_CUDA
+extern const dlrt_backend_iface dlrt__backend_cuda;
+#endif
+
+#endif /* DLRT_DEVICE_BACKEND_H */

@@ -1,0 +1,163 @@
+/* copy.c — copies host<->device, device<->device (same device, same backend,
+ * across backends through pinned bounce buffers) and memset. */
+#include "config.h"
+
+#include <string.h>
+
+#include "device/registry.h"
+#include "util/status.h"
+
+/* Cross-backend copies move through two pinned chunks of this size, so the
+ * device-to-host copy of one chunk overlaps the host-to-device of the other. */
+#define BOUNCE_CHUNK ((size_t)8 << 20)
+
+static int check_buffer(const dlrt_buffer_t *buf, size_t offset, size_t bytes,
+                        const char *what) {
+  DLRT__CHECK_ARG(buf, "%s buffer is NULL", what);
+  if (!dlrt__range_ok(offset, bytes, buf->size))
+    return dlrt__set_error(DLRT_ERR_OUT_OF_RANGE, "%s: bytes [%zu, %zu + %zu) are outside "
+                           "the %zu-byte buffer on %s", what, offset, offset, bytes, buf->size,
+                           buf->dev->spec);
+  return DLRT_OK;
+}
+
+/* Resolves the stream (NULL: default) and checks it belongs to `dev`. */
+static int stream_for(dlrt_device_t *dev, dlrt_stream_t *stream, dlrt_stream_t **out,
+                      const char *what) {
+  if (!stream) {
+    *out = dev->default_stream;
+    return DLRT_OK;
+  }
+  if (stream->dev != dev)
+    return dlrt__set_error(DLRT_ERR_WRONG_DEVICE, "%s: the buffer is on %s but the stream "
+                           "is on %s", what, dev->spec, stream->dev->spec);
+  *out = stream;
+  return DLRT_OK;
+}
+
+static int finish(dlrt_stream_t *s, int blocking, int rc) {
+  if (rc == DLRT_OK && blocking) rc = s->dev->be->stream_synchronize(s->ctx);
+  return rc;
+}
+
+int dlrt_copy_h2d(dlrt_buffer_t *dst, size_t dst_offset, const void *src, size_t bytes,
+                  dlrt_stream_t *stream) {
+  dlrt_stream_t *s = NULL;
+  int rc = check_buffer(dst, dst_offset, bytes, "dlrt_copy_h2d destination");
+  if (rc < 0) return rc;
+  DLRT__CHECK_ARG(src || bytes == 0, "dlrt_copy_h2d: source is NULL");
+  if ((rc = stream_for(dst->dev, stream, &s, "dlrt_copy_h2d")) < 0) return rc;
+  if (bytes == 0) return DLRT_OK;
+  rc = dst->dev->be->copy_h2d(s->ctx, dst->mem, dst->offset + dst_offset, src, bytes);
+  return finish(s, stream == NULL, rc);
+}
+
+int dlrt_copy_d2h(void *dst, dlrt_buffer_t *src, size_t src_offset, size_t bytes,
+                  dlrt_stream_t *stream) {
+  dlrt_stream_t *s = NULL;
+  int rc = check_buffer(src, src_offset, bytes, "dlrt_copy_d2h source");
+  if (rc < 0) return rc;
+  DLRT__CHECK_ARG(dst || bytes == 0, "dlrt_copy_d2h: destination is NULL");
+  if ((rc = stream_for(src->dev, stream, &s, "dlrt_copy_d2h")) < 0) return rc;
+  if (bytes == 0) return DLRT_OK;
+  rc = src->dev->be->copy_d2h(s->ctx, dst, src->mem, src->offset + src_offset, bytes);
+  return finish(s, stream == NULL, rc);
+}
+
+int dlrt_memset(dlrt_buffer_t *dst, size_t offset, int value, size_t bytes,
+                dlrt_stream_t *stream) {
+  dlrt_stream_t *s = NULL;
+  int rc = check_buffer(dst, offset, bytes, "dlrt_memset");
+  if (rc < 0) return rc;
+  DLRT__CHECK_ARG(value >= 0 && value <= 255, "dlrt_memset: value %d is not a byte", value);
+  if ((rc = stream_for(dst->dev, stream, &s, "dlrt_memset")) < 0) return rc;
+  if (bytes == 0) return DLRT_OK;
+  rc = dst->dev->be->memset(s->ctx, dst->mem, dst->offset + offset, value, bytes);
+  return finish(s, stream == NULL, rc);
+}
+
+/* Between backends: chunks go src -> pinned (on src's stream) -> dst (on
+ * dst's stream), two chunks in flight. The host waits for the whole copy. */
+static int copy_bounce(dlrt_buffer_t *dst, size_t dst_off, dlrt_buffer_t *src,
+                       size_t src_off, size_t bytes, dlrt_stream_t *src_s,
+                       dlrt_stream_t *dst_s) {
+  const dlrt_backend_iface *sb = src->dev->be, *db = dst->dev->be;
+  size_t chunk = bytes < BOUNCE_CHUNK ? bytes : BOUNCE_CHUNK;
+  void *bounce[2] = {NULL, NULL};
+  void *done[2] = {NULL, NULL}; /* dst-side events: bounce[i] is free again */
+  int rc;
+  if ((rc = dlrt_host_alloc(src->dev, chunk, &bounce[0])) < 0) goto out;
+  if ((rc = dlrt_host_alloc(src->dev, chunk, &bounce[1])) < 0) goto out;
+  for (int i = 0; i < 2; i++)
+    if ((rc = db->event_create(dst->dev->ctx, &done[i])) < 0) goto out;
+  int recorded[2] = {0, 0};
+  for (size_t pos = 0, k = 0; pos < bytes; pos += chunk, k ^= 1) {
+    size_t n = bytes - pos < chunk ? bytes - pos : chunk;
+    /* Wait until the h2d that last read this bounce buffer has finished. */
+    if (recorded[k] && (rc = db->event_synchronize(done[k])) < 0) goto out;
+    if ((rc = sb->copy_d2h(src_s->ctx, bounce[k], src->mem, src->offset + src_off + pos, n)) < 0)
+      goto out;
+    if ((rc = sb->stream_synchronize(src_s->ctx)) < 0) goto out;
+    if ((rc = db->copy_h2d(dst_s->ctx, dst->mem, dst->offset + dst_off + pos, bounce[k], n)) < 0)
+      goto out;
+    if ((rc = db->event_record(done[k], dst_s->ctx)) < 0) goto out;
+    recorded[k] = 1;
+  }
+  rc = db->stream_synchronize(dst_s->ctx);
+out:
+  for (int i = 0; i < 2; i++) {
+    if (done[i]) db->event_destroy(done[i]);
+    dlrt_host_free(bounce[i]);
+  }
+  return rc;
+}
+
+int dlrt_copy_d2d(dlrt_buffer_t *dst, size_t dst_offset, dlrt_buffer_t *src,
+                  size_t src_offset, size_t bytes, dlrt_stream_t *stream) {
+  int rc = check_buffer(dst, dst_offset, bytes, "dlrt_copy_d2d destination");
+  if (rc == DLRT_OK) rc = check_buffer(src, src_offset, bytes, "dlrt_copy_d2d source");
+  if (rc < 0) return rc;
+  dlrt_device_t *sd = src->dev, *dd = dst->dev;
+  if (stream && stream->dev != sd && stream->dev != dd)
+    return dlrt__set_error(DLRT_ERR_WRONG_DEVICE, "dlrt_copy_d2d from %s to %s on a stream "
+                           "of %s: use a stream of either device", sd->spec, dd->spec,
+                           stream->dev->spec);
+  dlrt_stream_t *s = stream ? stream : dd->default_stream;
+  if (bytes == 0) return DLRT_OK;
+  if (sd == dd) {
+    rc = sd->be->copy_d2d(s->ctx, dst->mem, dst->offset + dst_offset, src->mem,
+                          src->offset + src_offset, bytes);
+    return finish(s, stream == NULL, rc);
+  }
+  /* Order the copy after work queued so far on the given stream, then use
+   * each device's own stream for its side. */
+  dlrt_stream_t *src_s = s->dev == sd ? s : sd->default_stream;
+  dlrt_stream_t *dst_s = s->dev == dd ? s : dd->default_stream;
+  if ((rc = s->dev->be->stream_synchronize(s->ctx)) < 0) return rc;
+  if (sd->be == dd->be && sd->be->copy_peer) {
+    rc = sd->be->copy_peer(s->ctx, dd->ctx, dst->mem, dst->offset + dst_offset, sd->ctx,
+                           src->mem, src->offset + src_offset, bytes);
+    if (rc != DLRT_ERR_UNSUPPORTED) return finish(s, stream == NULL, rc);
+  }
+  /* Host-addressable on both sides (CPU): one memcpy after both are idle. */
+  if (src->mem.host && dst->mem.host) {
+    if ((rc = sd->be->stream_synchronize(src_s->ctx)) < 0) return rc;
+    if ((rc = dd->be->stream_synchronize(dst_s->ctx)) < 0) return rc;
+    memmove((char *)dst->mem.host + dst->offset + dst_offset,
+            (char *)src->mem.host + src->offset + src_offset, bytes);
+    return DLRT_OK;
+  }
+  if (src->mem.host) {
+    if ((rc = sd->be->stream_synchronize(src_s->ctx)) < 0) return rc;
+    return finish(dst_s, 1, dd->be->copy_h2d(dst_s->ctx, dst->mem, dst->offset + dst_offset,
+                                             (char *)src->mem.host + src->offset + src_offset,
+                                             bytes));
+  }
+  if (dst->mem.host) {
+    if ((rc = dd->be->stream_synchronize(dst_s->ctx)) < 0) return rc;
+    return finish(src_s, 1, sd->be->copy_d2h(src_s->ctx, (char *)dst->mem.host + dst->offset +
+                                             dst_offset, src->mem, src->offset + src_offset,
+                                             bytes));
+  }
+  return copy_bounce(dst, dst_offset, src, src_offset, bytes, src_s, dst_s);
+}

@@ -1,0 +1,70 @@
+/* summary.c — dlrt_mem_summary: allocator statistics as a readable table,
+ * in the spirit of torch.cuda.memory_summary(). */
+#include "config.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "device/registry.h"
+#include "util/status.h"
+
+typedef struct {
+  char *buf;
+  size_t size, len; /* len: what the full text needs, may exceed size */
+} text;
+
+static void put(text *t, const char *fmt, ...) DLRT__PRINTF(2, 3);
+static void put(text *t, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  size_t room = t->len < t->size ? t->size - t->len : 0;
+  int n = vsnprintf(room ? t->buf + t->len : NULL, room, fmt, ap);
+  va_end(ap);
+  if (n > 0) t->len += (size_t)n;
+}
+
+static const char *human(char *out, size_t n, uint64_t bytes) {
+  if (bytes >= (uint64_t)1 << 30) snprintf(out, n, "%.2f GiB", (double)bytes / (1 << 30));
+  else if (bytes >= (uint64_t)1 << 20) snprintf(out, n, "%.2f MiB", (double)bytes / (1 << 20));
+  else if (bytes >= 1024) snprintf(out, n, "%.2f KiB", (double)bytes / 1024);
+  else snprintf(out, n, "%" PRIu64 " B", bytes);
+  return out;
+}
+
+static void table(text *t, const char *title, const dlrt_mem_stats *s) {
+  char a[24], b[24];
+  put(t, "| %-24s | %14s | %14s |\n", title, "current", "peak");
+  put(t, "|--------------------------|----------------|----------------|\n");
+#define ROW(label, c) \
+  put(t, "| %-24s | %14s | %14s |\n", label, human(a, sizeof a, (c).current), human(b, sizeof b, (c).peak))
+  ROW("allocated", s->allocated);
+  ROW("requested", s->requested);
+  ROW("active", s->active);
+  ROW("reserved", s->reserved);
+#undef ROW
+  put(t, "| %-24s | %14" PRIu64 " | %14" PRIu64 " |\n", "segments", s->segments.current, s->segments.peak);
+  put(t, "| %-24s | %14s | %14s |\n", "cached free / largest", human(a, sizeof a, s->cached_free),
+      human(b, sizeof b, s->largest_free));
+  put(t, "| %-24s | %13.1f%% | %14s |\n", "fragmentation", 100.0 * s->fragmentation, "");
+  put(t, "| %-24s | %14" PRIu64 " | %14" PRIu64 " |\n", "allocs / frees", s->alloc_count, s->free_count);
+  put(t, "| %-24s | %14" PRIu64 " | %14" PRIu64 " |\n", "cache hits / driver", s->cache_hits, s->driver_allocs);
+  put(t, "| %-24s | %14" PRIu64 " | %14" PRIu64 " |\n", "retries / OOMs", s->retries, s->oom_count);
+  put(t, "| %-24s | %14s | %14s |\n", "budget", s->limit ? human(a, sizeof a, s->limit) : "none", "");
+}
+
+int dlrt_mem_summary(dlrt_device_t *dev, char *buf, size_t size) {
+  DLRT__CHECK_ARG(dev, "device is NULL");
+  DLRT__CHECK_ARG(buf || size == 0, "buf is NULL but size is %zu", size);
+  dlrt_mem_stats dm, hm;
+  int rc = dlrt_mem_stats_get(dev, &dm);
+  if (rc == DLRT_OK) rc = dlrt_host_stats_get(dev, &hm);
+  if (rc < 0) return rc;
+  text t = {buf, size, 0};
+  put(&t, "dlrt memory summary: %s\n", dev->spec);
+  table(&t, "device memory", &dm);
+  put(&t, "\n");
+  table(&t, "pinned host pool", &hm);
+  if (size) buf[t.len < size ? t.len : size - 1] = '\0';
+  return t.len > INT32_MAX ? INT32_MAX : (int)t.len;
+}

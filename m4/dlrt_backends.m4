@@ -1,0 +1,140 @@
+# dlrt_backends.m4 — detection of OpenBLAS, OpenCL, CLBlast and CUDA.
+#
+# Each --with-X takes yes (required), no (off), check (the default: use it when
+# found) or a DIR (required, looked for under DIR/include and DIR/lib*). A
+# required package that cannot be found stops configure naming the package.
+
+# _DLRT_WITH(NAME, HELP): declares --with-NAME and sets dlrt_with_NAME.
+AC_DEFUN([_DLRT_WITH], [
+  AC_ARG_WITH([$1], [AS_HELP_STRING([--with-$1@<:@=DIR@:>@], [$2 (default: check)])],
+    [dlrt_with_$1=$withval], [dlrt_with_$1=check])
+])
+
+# _DLRT_DIR_FLAGS(NAME, VAR_PREFIX): for --with-NAME=DIR, sets VAR_PREFIX_CFLAGS
+# and VAR_PREFIX_LIBS search paths.
+AC_DEFUN([_DLRT_DIR_FLAGS], [
+  case $dlrt_with_$1 in
+    yes|no|check) ;;
+    *) $2_CFLAGS="-I$dlrt_with_$1/include"
+       for d in lib64 lib lib/x86_64-linux-gnu; do
+         AS_IF([test -d "$dlrt_with_$1/$d"], [$2_LIBS="$$2_LIBS -L$dlrt_with_$1/$d"])
+       done ;;
+  esac
+])
+
+# _DLRT_REQUIRED(NAME): whether the user asked for it explicitly.
+AC_DEFUN([_DLRT_REQUIRED], [test "x$dlrt_with_$1" != xcheck && test "x$dlrt_with_$1" != xno])
+
+# _DLRT_TRY_LINK(HEADER, FUNC_CALL, CFLAGS, LIBS, ACTION-IF, ACTION-IF-NOT)
+AC_DEFUN([_DLRT_TRY_LINK], [
+  dlrt_save_CPPFLAGS=$CPPFLAGS; dlrt_save_LIBS=$LIBS
+  CPPFLAGS="$CPPFLAGS $3"; LIBS="$4 $LIBS"
+  AC_LINK_IFELSE([AC_LANG_PROGRAM([[#include <$1>]], [[$2]])], [$5], [$6])
+  CPPFLAGS=$dlrt_save_CPPFLAGS; LIBS=$dlrt_save_LIBS
+])
+
+AC_DEFUN([DLRT_CHECK_OPENBLAS], [
+  _DLRT_WITH([openblas], [OpenBLAS for the CPU backend's GEMM (required)])
+  AS_IF([test "x$dlrt_with_openblas" = xno],
+    [AC_MSG_ERROR([the CPU backend needs OpenBLAS; drop --without-openblas (Debian: apt-get install libopenblas-dev)])])
+  _DLRT_DIR_FLAGS([openblas], [OPENBLAS])
+  AS_IF([test -z "$OPENBLAS_CFLAGS$OPENBLAS_LIBS"],
+    [PKG_CHECK_MODULES([OPENBLAS], [openblas], [], [OPENBLAS_LIBS=-lopenblas])],
+    [OPENBLAS_LIBS="$OPENBLAS_LIBS -lopenblas"])
+  AC_MSG_CHECKING([for cblas_sgemm in OpenBLAS])
+  _DLRT_TRY_LINK([cblas.h], [cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 1, 1, 1, 1.f, 0, 1, 0, 1, 0.f, 0, 1);],
+    [$OPENBLAS_CFLAGS], [$OPENBLAS_LIBS], [AC_MSG_RESULT([yes])],
+    [AC_MSG_RESULT([no])
+     AC_MSG_ERROR([OpenBLAS not found (cblas.h and libopenblas): install libopenblas-dev, or pass --with-openblas=DIR])])
+  AC_SUBST([OPENBLAS_CFLAGS])
+  AC_SUBST([OPENBLAS_LIBS])
+  dlrt_openblas_summary="$OPENBLAS_LIBS"
+])
+
+AC_DEFUN([DLRT_CHECK_OPENCL], [
+  _DLRT_WITH([opencl], [OpenCL backend through the ICD loader])
+  dlrt_have_opencl=no
+  AS_IF([test "x$dlrt_with_opencl" != xno], [
+    _DLRT_DIR_FLAGS([opencl], [OPENCL])
+    AS_IF([test -z "$OPENCL_CFLAGS$OPENCL_LIBS"],
+      [PKG_CHECK_MODULES([OPENCL], [OpenCL], [], [OPENCL_LIBS=-lOpenCL])],
+      [OPENCL_LIBS="$OPENCL_LIBS -lOpenCL"])
+    AC_MSG_CHECKING([for the OpenCL ICD loader])
+    _DLRT_TRY_LINK([CL/cl.h], [cl_uint n; clGetPlatformIDs(0, 0, &n);],
+      [-DCL_TARGET_OPENCL_VERSION=120 $OPENCL_CFLAGS], [$OPENCL_LIBS],
+      [dlrt_have_opencl=yes], [])
+    AC_MSG_RESULT([$dlrt_have_opencl])
+    AS_IF([test $dlrt_have_opencl = no && _DLRT_REQUIRED([opencl])],
+      [AC_MSG_ERROR([--with-opencl: OpenCL headers or ICD loader not found; install ocl-icd-opencl-dev and opencl-c-headers (and a driver such as pocl-opencl-icd)])])
+  ])
+  AS_IF([test $dlrt_have_opencl = yes], [
+    AC_DEFINE([DLRT_HAVE_OPENCL], [1], [Build the OpenCL backend])
+    dlrt_opencl_summary="$OPENCL_LIBS"])
+  AC_SUBST([OPENCL_CFLAGS])
+  AC_SUBST([OPENCL_LIBS])
+])
+
+AC_DEFUN([DLRT_CHECK_CLBLAST], [
+  _DLRT_WITH([clblast], [CLBlast for GEMM on OpenCL devices])
+  dlrt_have_clblast=no
+  AS_IF([test "x$dlrt_with_clblast" != xno], [
+    AS_IF([test $dlrt_have_opencl = no], [
+      AS_IF([_DLRT_REQUIRED([clblast])],
+        [AC_MSG_ERROR([--with-clblast needs the OpenCL backend; install ocl-icd-opencl-dev and opencl-c-headers])])
+    ], [
+      _DLRT_DIR_FLAGS([clblast], [CLBLAST])
+      AS_IF([test -z "$CLBLAST_CFLAGS$CLBLAST_LIBS"],
+        [PKG_CHECK_MODULES([CLBLAST], [clblast], [], [CLBLAST_LIBS=-lclblast])],
+        [CLBLAST_LIBS="$CLBLAST_LIBS -lclblast"])
+      AC_MSG_CHECKING([for CLBlast])
+      _DLRT_TRY_LINK([clblast_c.h], [CLBlastClearCache();],
+        [-DCL_TARGET_OPENCL_VERSION=120 $OPENCL_CFLAGS $CLBLAST_CFLAGS], [$CLBLAST_LIBS $OPENCL_LIBS],
+        [dlrt_have_clblast=yes], [])
+      AC_MSG_RESULT([$dlrt_have_clblast])
+      AS_IF([test $dlrt_have_clblast = no && _DLRT_REQUIRED([clblast])],
+        [AC_MSG_ERROR([--with-clblast: CLBlast not found; install libclblast-dev or pass --with-clblast=DIR])])
+    ])
+  ])
+  AS_IF([test $dlrt_have_clblast = yes],
+    [AC_DEFINE([DLRT_HAVE_CLBLAST], [1], [OpenCL GEMM through CLBlast])])
+  AC_SUBST([CLBLAST_CFLAGS])
+  AC_SUBST([CLBLAST_LIBS])
+])
+
+# CUDA: the runtime is linked statically (libcudart_static.a) so that libdlrt
+# loads and reports zero CUDA devices on machines without the NVIDIA driver.
+AC_DEFUN([DLRT_CHECK_CUDA], [
+  _DLRT_WITH([cuda], [CUDA backend (cudart + cuBLAS)])
+  dlrt_have_cuda=no
+  AS_IF([test "x$dlrt_with_cuda" != xno], [
+    case $dlrt_with_cuda in
+      yes|check)
+        AC_PATH_PROG([NVCC], [nvcc], [], [$PATH:/usr/local/cuda/bin])
+        AS_IF([test -n "$NVCC"], [CUDA_DIR=`dirname "$NVCC"`; CUDA_DIR=`dirname "$CUDA_DIR"`],
+              [CUDA_DIR=/usr/local/cuda]) ;;
+      *) CUDA_DIR=$dlrt_with_cuda
+         AC_PATH_PROG([NVCC], [nvcc], [], [$CUDA_DIR/bin]) ;;
+    esac
+    CUDA_CFLAGS="-I$CUDA_DIR/include"
+    dlrt_cudart=
+    for d in lib64 lib lib/x86_64-linux-gnu targets/x86_64-linux/lib; do
+      AS_IF([test -z "$dlrt_cudart" && test -f "$CUDA_DIR/$d/libcudart_static.a"],
+        [dlrt_cudart="$CUDA_DIR/$d/libcudart_static.a"])
+    done
+    AC_MSG_CHECKING([for the static CUDA runtime])
+    AS_IF([test -n "$dlrt_cudart"], [
+      CUDA_LIBS="-Wl,--exclude-libs,libcudart_static.a $dlrt_cudart -ldl -lrt -lpthread"
+      _DLRT_TRY_LINK([cuda_runtime_api.h], [int n; cudaGetDeviceCount(&n);],
+        [$CUDA_CFLAGS], [$CUDA_LIBS], [dlrt_have_cuda=yes], [])])
+    AC_MSG_RESULT([$dlrt_have_cuda])
+    AS_IF([test $dlrt_have_cuda = no && _DLRT_REQUIRED([cuda])],
+      [AC_MSG_ERROR([--with-cuda: the CUDA toolkit (cuda_runtime_api.h, libcudart_static.a) was not found under $CUDA_DIR; install the CUDA toolkit or pass --with-cuda=DIR])])
+  ])
+  AS_IF([test $dlrt_have_cuda = yes], [
+    AC_DEFINE([DLRT_HAVE_CUDA], [1], [Build the CUDA backend])
+    dlrt_cuda_summary="$CUDA_DIR, static cudart"])
+  AC_SUBST([CUDA_DIR])
+  AC_SUBST([CUDA_CFLAGS])
+  AC_SUBST([CUDA_LIBS])
+  AC_SUBST([NVCC])
+])

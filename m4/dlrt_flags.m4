@@ -1,0 +1,40 @@
+# dlrt_flags.m4 — compiler flag options: visibility, sanitizers, debug.
+
+# DLRT_CHECK_VISIBILITY: build with -fvisibility=hidden so that only symbols
+# marked DLRT_API (lib/dlrt.h) are exported from libdlrt.
+AC_DEFUN([DLRT_CHECK_VISIBILITY], [
+  AC_MSG_CHECKING([whether $CC accepts -fvisibility=hidden])
+  dlrt_save_CFLAGS=$CFLAGS
+  CFLAGS="$CFLAGS -fvisibility=hidden -Werror"
+  AC_COMPILE_IFELSE([AC_LANG_PROGRAM([[]], [[]])],
+    [AC_MSG_RESULT([yes]); AC_SUBST([DLRT_VISIBILITY_CFLAGS], [-fvisibility=hidden])],
+    [AC_MSG_RESULT([no])])
+  CFLAGS=$dlrt_save_CFLAGS
+])
+
+# DLRT_ARG_SANITIZERS: --enable-sanitizers builds everything with ASan + UBSan.
+AC_DEFUN([DLRT_ARG_SANITIZERS], [
+  AC_ARG_ENABLE([sanitizers],
+    [AS_HELP_STRING([--enable-sanitizers],
+      [build with AddressSanitizer and UndefinedBehaviorSanitizer])],
+    [dlrt_enable_sanitizers=$enableval], [dlrt_enable_sanitizers=no])
+  AS_IF([test "x$dlrt_enable_sanitizers" = xyes], [
+    dlrt_san="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+    dlrt_save_CFLAGS=$CFLAGS; dlrt_save_LDFLAGS=$LDFLAGS
+    CFLAGS="$CFLAGS $dlrt_san"; LDFLAGS="$LDFLAGS $dlrt_san"
+    AC_LINK_IFELSE([AC_LANG_PROGRAM([[]], [[]])], [],
+      [AC_MSG_ERROR([--enable-sanitizers: $CC cannot build with $dlrt_san (install gcc with libasan and libubsan)])])
+    CFLAGS=$dlrt_save_CFLAGS; LDFLAGS=$dlrt_save_LDFLAGS
+    AC_SUBST([DLRT_SANITIZER_FLAGS], [$dlrt_san])
+  ])
+])
+
+# DLRT_ARG_DEBUG: --enable-debug: -O0 -g3 and internal assertions.
+AC_DEFUN([DLRT_ARG_DEBUG], [
+  AC_ARG_ENABLE([debug],
+    [AS_HELP_STRING([--enable-debug], [build without optimisation, with assertions])],
+    [dlrt_enable_debug=$enableval], [dlrt_enable_debug=no])
+  AS_IF([test "x$dlrt_enable_debug" = xyes],
+    [AC_SUBST([DLRT_DEBUG_CFLAGS], ["-O0 -g3 -DDLRT_DEBUG=1"])],
+    [AC_SUBST([DLRT_DEBUG_CFLAGS], ["-DNDEBUG"])])
+])
