@@ -124,12 +124,14 @@ typedef struct {
   char name[128];        /* "NVIDIA H200", "pthread-haswell-AMD EPYC ..." */
   char vendor[64];       /* "NVIDIA", "AMD", "Intel", ... */
   char backend[16];      /* "cpu", "opencl", "cuda" */
-  char driver[64];       /* driver/runtime version string, "" if unknown */
+  char driver[128];      /* driver/runtime version string, "" if unknown */
   char spec[32];         /* the spec that opens it: "opencl:0" */
   int index;             /* index within its backend */
   dlrt_device_kind kind;
   uint64_t total_memory; /* bytes */
-  uint64_t free_memory;  /* bytes, as the driver reports it now */
+  uint64_t free_memory;  /* bytes, as the driver reports it now; where the driver
+                            cannot tell (OpenCL), total minus what this process
+                            has reserved */
   size_t alignment;      /* preferred buffer alignment, bytes */
   int host_addressable;  /* 1: buffers are host pointers (CPU, some iGPUs) */
   int compute_units;
@@ -203,7 +205,9 @@ DLRT_API void dlrt_buffer_free(dlrt_buffer_t *buf);
 DLRT_API int dlrt_buffer_record_stream(dlrt_buffer_t *buf, dlrt_stream_t *stream);
 DLRT_API size_t dlrt_buffer_size(const dlrt_buffer_t *buf);
 DLRT_API dlrt_device_t *dlrt_buffer_device(const dlrt_buffer_t *buf);
-/* Host pointer to the buffer's first byte on host-addressable devices, else NULL. */
+/* Host pointer to the buffer's first byte on host-addressable devices, else
+ * NULL. Access through it is not ordered with streams: synchronize the streams
+ * that use the buffer before reading or writing it from the host. */
 DLRT_API void *dlrt_buffer_host_ptr(const dlrt_buffer_t *buf);
 
 /* Device budget for the caching allocator, in bytes (0 = the device's memory).

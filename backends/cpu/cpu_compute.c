@@ -13,9 +13,12 @@
 const char *cpu_blas_version(void) {
   static char version[64];
   if (!version[0]) {
-    /* "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64": keep
-     * the name, version and the core it picked. */
-    snprintf(version, sizeof version, "%s", openblas_get_config());
+    /* "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY Zen MAX_THREADS=64":
+     * keep the name and version, and name the kernels it picked. */
+    char name[16] = "", number[16] = "";
+    sscanf(openblas_get_config(), "%15s %15s", name, number);
+    snprintf(version, sizeof version, "%s %s (%s kernels)", name, number,
+             openblas_get_corename());
   }
   return version;
 }

@@ -39,7 +39,16 @@ typedef struct {
   pthread_mutex_t lock;
   uint64_t allocated;        /* bytes in live cl_mem buffers (free-memory estimate) */
   uint64_t max_alloc;        /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+  cl_uint compute_units;
+  /* Elementwise kernels, built from the embedded source on first use. The
+   * lock also covers setting kernel arguments and enqueueing (cl_kernel
+   * arguments are shared state). */
+  cl_program program;
+  cl_kernel kernels[DLRT_EW_COUNT_];
 } ocl_device;
+
+/* kernels/dialect.h + kernels/elementwise.h, embedded at build time. */
+extern const char dlrt__cl_elementwise_source[];
 
 typedef struct {
   ocl_device *dev;
@@ -154,7 +163,7 @@ static int ocl_device_props(void *ctx, int index, dlrt_device_props *p) {
                         platform, NULL) != CL_SUCCESS)
     platform[0] = '\0';
   platform[sizeof platform - 1] = '\0';
-  snprintf(p->driver, sizeof p->driver, "%.30s %.30s", platform, driver);
+  snprintf(p->driver, sizeof p->driver, "%.60s %.60s", platform, driver);
   cl_device_type type = 0;
   cl_bool unified = CL_FALSE;
   cl_ulong mem = 0;
@@ -204,6 +213,8 @@ static int ocl_device_open(void *ctx, int index, void **out) {
   cl_ulong max_alloc = 0;
   clGetDeviceInfo(dev->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max_alloc, &max_alloc, NULL);
   dev->max_alloc = max_alloc;
+  clGetDeviceInfo(dev->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof dev->compute_units,
+                  &dev->compute_units, NULL);
   pthread_mutex_init(&dev->lock, NULL);
   *out = dev;
   return DLRT_OK;
@@ -211,6 +222,9 @@ static int ocl_device_open(void *ctx, int index, void **out) {
 
 static void ocl_device_close(void *p) {
   ocl_device *dev = p;
+  for (int i = 0; i < DLRT_EW_COUNT_; i++)
+    if (dev->kernels[i]) clReleaseKernel(dev->kernels[i]);
+  if (dev->program) clReleaseProgram(dev->program);
   clFinish(dev->io_queue);
   clReleaseCommandQueue(dev->io_queue);
   clReleaseContext(dev->context);
@@ -451,6 +465,77 @@ static int ocl_gemm(void *ps, const dlrt_gemm_desc *d, dlrt_mem a, size_t a_off,
 }
 #endif
 
+/* ---------------------------------------------------------------- elementwise */
+
+static const char *const ew_kernel_names[DLRT_EW_COUNT_] = {
+    [DLRT_EW_FILL] = "dlrt_k_fill", [DLRT_EW_SCALE] = "dlrt_k_scale",
+    [DLRT_EW_AXPY] = "dlrt_k_axpy", [DLRT_EW_ADD] = "dlrt_k_add",
+    [DLRT_EW_MUL] = "dlrt_k_mul",   [DLRT_EW_RELU] = "dlrt_k_relu"};
+
+/* Builds the program and its kernels; caller holds dev->lock. On a build
+ * failure the error carries the device's build log. */
+static int build_kernels(ocl_device *dev) {
+  cl_int err;
+  const char *src = dlrt__cl_elementwise_source;
+  dev->program = clCreateProgramWithSource(dev->context, 1, &src, NULL, &err);
+  if (!dev->program) return cl_fail(dev, "clCreateProgramWithSource", err);
+  err = clBuildProgram(dev->program, 1, &dev->device, "", NULL, NULL);
+  if (err != CL_SUCCESS) {
+    char log[2048] = "";
+    clGetProgramBuildInfo(dev->program, dev->device, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log,
+                          NULL);
+    clReleaseProgram(dev->program);
+    dev->program = NULL;
+    return dlrt__set_error(DLRT_ERR_BACKEND, "%s: building the elementwise kernels failed "
+                           "(%s); build log:\n%s", dev->name, cl_error_name(err), log);
+  }
+  for (int i = 0; i < DLRT_EW_COUNT_; i++) {
+    dev->kernels[i] = clCreateKernel(dev->program, ew_kernel_names[i], &err);
+    if (!dev->kernels[i]) return cl_fail(dev, ew_kernel_names[i], err);
+  }
+  return DLRT_OK;
+}
+
+static int set_array(cl_kernel k, cl_uint *arg, dlrt_mem m, size_t byte_offset) {
+  cl_long elements = (cl_long)(byte_offset / sizeof(float));
+  cl_int err = clSetKernelArg(k, (*arg)++, sizeof(cl_mem), &m.handle);
+  if (err == CL_SUCCESS) err = clSetKernelArg(k, (*arg)++, sizeof elements, &elements);
+  return err;
+}
+
+static int ocl_elementwise(void *ps, const dlrt_ew_args *a) {
+  ocl_stream *s = ps;
+  ocl_device *dev = s->dev;
+  int rc = DLRT_OK;
+  pthread_mutex_lock(&dev->lock);
+  if (!dev->program && (rc = build_kernels(dev)) < 0) goto out;
+  cl_kernel k = dev->kernels[a->op];
+  cl_uint arg = 0;
+  cl_long n = a->n;
+  /* Argument order follows the kernel signatures in kernels/elementwise.h. */
+  cl_int err = set_array(k, &arg, a->y, a->y_off);
+  if (err == CL_SUCCESS && a->x.handle) err = set_array(k, &arg, a->x, a->x_off);
+  if (err == CL_SUCCESS && a->z.handle) err = set_array(k, &arg, a->z, a->z_off);
+  if (err == CL_SUCCESS && (a->op == DLRT_EW_FILL || a->op == DLRT_EW_SCALE || a->op == DLRT_EW_AXPY))
+    err = clSetKernelArg(k, arg++, sizeof a->alpha, &a->alpha);
+  if (err == CL_SUCCESS) err = clSetKernelArg(k, arg++, sizeof n, &n);
+  if (err != CL_SUCCESS) {
+    rc = cl_fail(dev, "clSetKernelArg", err);
+    goto out;
+  }
+  /* Grid-stride kernels: enough work-items to fill the device, not one per
+   * element. */
+  size_t cap = (size_t)(dev->compute_units ? dev->compute_units : 1) * 2048;
+  size_t global = ((size_t)a->n + 255) / 256 * 256;
+  if (global > cap) global = cap;
+  err = clEnqueueNDRangeKernel(s->queue, k, 1, NULL, &global, NULL, 0, NULL, NULL);
+  if (err != CL_SUCCESS) rc = cl_fail(dev, "clEnqueueNDRangeKernel", err);
+  else clFlush(s->queue);
+out:
+  pthread_mutex_unlock(&dev->lock);
+  return rc;
+}
+
 const dlrt_backend_iface dlrt__backend_opencl = {
     .api_version = DLRT_BACKEND_API_VERSION,
     .name = "opencl",
@@ -481,5 +566,5 @@ const dlrt_backend_iface dlrt__backend_opencl = {
 #ifdef DLRT_HAVE_CLBLAST
     .gemm = ocl_gemm,
 #endif
-    .elementwise = NULL,
+    .elementwise = ocl_elementwise,
 };

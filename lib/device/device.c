@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "device/registry.h"
 #include "util/status.h"
@@ -23,8 +24,12 @@ int dlrt__device_ensure_open(dlrt_device_t *dev) {
     goto out;
   }
   dev->ctx = ctx; /* published below, once streams and allocators exist */
-  if ((rc = dlrt__allocator_create(dev, 0, &dev->alloc)) < 0) goto fail;
-  if ((rc = dlrt__allocator_create(dev, 1, &dev->host_pool)) < 0) goto fail;
+  dlrt_device_props props;
+  if (dev->be->device_props(dev->be_ctx, dev->index, &props) < 0) props.total_memory = 0;
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  uint64_t host_memory = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+  if ((rc = dlrt__allocator_create(dev, 0, props.total_memory, &dev->alloc)) < 0) goto fail;
+  if ((rc = dlrt__allocator_create(dev, 1, host_memory, &dev->host_pool)) < 0) goto fail;
   if ((rc = stream_new(dev, 1, &dev->default_stream)) < 0) goto fail;
   if (dev->initial_limit) dlrt__allocator_set_limit(dev->alloc, dev->initial_limit);
   __atomic_store_n(&dev->open, 1, __ATOMIC_RELEASE);

@@ -66,6 +66,7 @@ struct dlrt__allocator {
   int host;
   pthread_mutex_t lock;
   uint64_t limit; /* budget on reserved bytes; UINT64_MAX: none */
+  uint64_t capacity; /* the memory behind the pool: device memory, or host RAM */
   segment *segments;
   dlrt__block *bins[2][N_BINS];
   uint64_t pending_bytes; /* free bytes still carrying events (in `active`) */
@@ -391,9 +392,18 @@ static void maybe_split(dlrt__allocator *a, dlrt__block *b, size_t size) {
 
 int dlrt__allocator_alloc(dlrt__allocator *a, size_t bytes, dlrt_stream_t *stream,
                           dlrt__block **out, dlrt_mem *mem, size_t *offset) {
-  if (bytes > SIZE_MAX - LARGE_ROUND)
-    return dlrt__set_error(DLRT_ERR_OOM, "%s: %zu bytes can never be allocated",
-                           a->dev->spec, bytes);
+  if (bytes > SIZE_MAX - LARGE_ROUND || (a->capacity && bytes > a->capacity)) {
+    char want[32], have[32];
+    fmt_bytes(want, sizeof want, bytes);
+    fmt_bytes(have, sizeof have, a->capacity);
+    pthread_mutex_lock(&a->lock);
+    a->st.oom_count++;
+    pthread_mutex_unlock(&a->lock);
+    return dlrt__set_error(DLRT_ERR_OOM, "%s: %s%s can never be allocated: the %s has %s "
+                           "in all; use a smaller batch or split the tensor", a->dev->spec, want,
+                           a->host ? " of pinned host memory" : "",
+                           a->host ? "host" : "device", have);
+  }
   size_t size = round_up(bytes, ROUND);
   int pool = pool_of(size);
   int rc = DLRT_OK;
@@ -520,11 +530,13 @@ int dlrt__allocator_record_stream(dlrt__allocator *a, dlrt__block *b,
 
 /* ---------------------------------------------------------------- lifetime */
 
-int dlrt__allocator_create(dlrt_device_t *dev, int host, dlrt__allocator **out) {
+int dlrt__allocator_create(dlrt_device_t *dev, int host, uint64_t capacity,
+                           dlrt__allocator **out) {
   dlrt__allocator *a = calloc(1, sizeof *a);
   if (!a) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   a->dev = dev;
   a->host = host;
+  a->capacity = capacity;
   a->limit = UINT64_MAX;
   pthread_mutex_init(&a->lock, NULL);
   *out = a;

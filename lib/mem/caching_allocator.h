@@ -25,8 +25,10 @@ typedef struct dlrt__allocator dlrt__allocator;
 typedef struct dlrt__block dlrt__block;
 
 /* host = 0: device memory through mem_alloc; host = 1: pinned host memory
- * through host_alloc. */
-int dlrt__allocator_create(dlrt_device_t *dev, int host, dlrt__allocator **out);
+ * through host_alloc. `capacity` is the memory behind the pool in bytes (0:
+ * unknown); a request above it fails at once, without asking the driver. */
+int dlrt__allocator_create(dlrt_device_t *dev, int host, uint64_t capacity,
+                           dlrt__allocator **out);
 /* Releases every segment; live blocks are leaked to the caller (logged). */
 void dlrt__allocator_destroy(dlrt__allocator *a);
 

@@ -1,0 +1,258 @@
+/*
+ * tap.c — the TAP writer declared in tap.h.
+ *
+ * Everything goes to stdout, flushed after every line, so that a test program
+ * that crashes still leaves every point it printed in the log.
+ */
+#include "tap.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlrt.h"
+
+static int planned = -1; /* -1: no plan() call; done_testing() prints it */
+static int points;       /* points printed so far */
+static int failures;
+static int header_printed;
+
+static void print_header(void) {
+  if (!header_printed) {
+    printf("TAP version 13\n");
+    header_printed = 1;
+  }
+}
+
+void plan(int count) {
+  print_header();
+  if (planned >= 0 || points > 0)
+    bail_out("plan() called twice or after the first point");
+  planned = count;
+  printf("1..%d\n", count);
+  fflush(stdout);
+}
+
+int done_testing(void) {
+  print_header();
+  if (planned < 0) {
+    printf("1..%d\n", points);
+  } else if (points != planned) {
+    diag("planned %d points but ran %d", planned, points);
+    failures++;
+  }
+  if (failures > 0)
+    diag("%d of %d points failed", failures, points);
+  fflush(stdout);
+  return failures > 0 ? 1 : 0;
+}
+
+static void vdiag(const char *fmt, va_list ap) {
+  /* A message may hold newlines (dlrt_mem_summary tables): every line of it
+   * must start with '#' or the driver would read it as TAP. */
+  char text[4096];
+  vsnprintf(text, sizeof text, fmt, ap);
+  const char *line = text;
+  for (;;) {
+    const char *end = strchr(line, '\n');
+    int len = end ? (int)(end - line) : (int)strlen(line);
+    printf("# %.*s\n", len, line);
+    if (!end || end[1] == '\0')
+      break;
+    line = end + 1;
+  }
+  fflush(stdout);
+}
+
+void diag(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  print_header();
+  vdiag(fmt, ap);
+  va_end(ap);
+}
+
+/* Prints "ok N - description" or "not ok N - description"; on failure a line
+ * naming where the failed assertion sits. */
+static int vreport(const char *file, int line, int passed, const char *fmt,
+                   va_list ap) {
+  char description[1024];
+  vsnprintf(description, sizeof description, fmt, ap);
+  /* '#' would start a TAP directive inside the description. */
+  for (char *c = description; *c; c++)
+    if (*c == '#' || *c == '\n')
+      *c = ' ';
+  print_header();
+  points++;
+  printf("%sok %d - %s\n", passed ? "" : "not ", points, description);
+  if (!passed) {
+    failures++;
+    printf("#   Failed test at %s line %d\n", file, line);
+  }
+  fflush(stdout);
+  return passed;
+}
+
+void skip(int count, const char *fmt, ...) {
+  char reason[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(reason, sizeof reason, fmt, ap);
+  va_end(ap);
+  for (char *c = reason; *c; c++)
+    if (*c == '\n')
+      *c = ' ';
+  print_header();
+  for (int i = 0; i < count; i++) {
+    points++;
+    printf("ok %d # SKIP %s\n", points, reason);
+  }
+  fflush(stdout);
+}
+
+_Noreturn void bail_out(const char *fmt, ...) {
+  char reason[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(reason, sizeof reason, fmt, ap);
+  va_end(ap);
+  print_header();
+  printf("Bail out! %s\n", reason);
+  fflush(stdout);
+  exit(1);
+}
+
+int tap_ok(const char *file, int line, int passed, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int result = vreport(file, line, passed, fmt, ap);
+  va_end(ap);
+  return result;
+}
+
+int tap_is_int(const char *file, int line, long long got, long long want,
+               const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int result = vreport(file, line, got == want, fmt, ap);
+  va_end(ap);
+  if (!result)
+    diag("       got: %lld\n  expected: %lld", got, want);
+  return result;
+}
+
+int tap_is_u64(const char *file, int line, uint64_t got, uint64_t want, const char *fmt,
+               ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int result = vreport(file, line, got == want, fmt, ap);
+  va_end(ap);
+  if (!result)
+    diag("       got: %llu (0x%llx)\n  expected: %llu (0x%llx)",
+         (unsigned long long)got, (unsigned long long)got, (unsigned long long)want,
+         (unsigned long long)want);
+  return result;
+}
+
+int tap_is_str(const char *file, int line, const char *got, const char *want,
+               const char *fmt, ...) {
+  int same = (got == NULL && want == NULL) ||
+             (got != NULL && want != NULL && strcmp(got, want) == 0);
+  va_list ap;
+  va_start(ap, fmt);
+  int result = vreport(file, line, same, fmt, ap);
+  va_end(ap);
+  if (!result)
+    diag("       got: %s%s%s\n  expected: %s%s%s", got ? "\"" : "", got ? got : "NULL",
+         got ? "\"" : "", want ? "\"" : "", want ? want : "NULL", want ? "\"" : "");
+  return result;
+}
+
+int tap_is_status(const char *file, int line, int got, int want, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int result = vreport(file, line, got == want, fmt, ap);
+  va_end(ap);
+  if (!result)
+    diag("       got: %s (%d)\n  expected: %s (%d)\n  last error: %s",
+         dlrt_err_name(got), got, dlrt_err_name(want), want, dlrt_last_error());
+  return result;
+}
+
+int tap_is_mem(const char *file, int line, const void *got, const void *want,
+               size_t bytes, const char *fmt, ...) {
+  const uint8_t *g = got, *w = want;
+  size_t first = bytes, differing = 0;
+  for (size_t i = 0; i < bytes; i++) {
+    if (g[i] != w[i]) {
+      if (first == bytes)
+        first = i;
+      differing++;
+    }
+  }
+  va_list ap;
+  va_start(ap, fmt);
+  int result = vreport(file, line, differing == 0, fmt, ap);
+  va_end(ap);
+  if (!result)
+    diag("  %zu of %zu bytes differ; first at byte %zu: got 0x%02x, "
+         "expected 0x%02x",
+         differing, bytes, first, g[first], w[first]);
+  return result;
+}
+
+int tap_check_at(const char *file, int line, int status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int result = vreport(file, line, status == DLRT_OK, fmt, ap);
+  va_end(ap);
+  if (!result)
+    diag("  status: %s (%d): %s\n  last error: %s", dlrt_err_name(status), status,
+         dlrt_strerror(status), dlrt_last_error());
+  return result;
+}
+
+int tap_check_op_at(const char *file, int line, int status, const char *fmt, ...) {
+  if (status == DLRT_OK)
+    return 1;
+  char what[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  if (status == DLRT_ERR_UNSUPPORTED)
+    skip(1, "%s: unsupported: %s", what, dlrt_last_error());
+  else
+    tap_check_at(file, line, status, "%s", what);
+  return 0;
+}
+
+uint8_t pattern_byte(size_t i, uint32_t seed) {
+  /* murmur3's 32-bit finaliser over (index, seed). */
+  uint32_t x = (uint32_t)i ^ (uint32_t)((uint64_t)i >> 32) * 0x9E3779B9u;
+  x += seed * 0x85EBCA6Bu + 0x27D4EB2Fu;
+  x ^= x >> 16;
+  x *= 0x85EBCA6Bu;
+  x ^= x >> 13;
+  x *= 0xC2B2AE35u;
+  x ^= x >> 16;
+  return (uint8_t)x;
+}
+
+void fill_pattern(void *dst, size_t bytes, uint32_t seed) {
+  uint8_t *d = dst;
+  for (size_t i = 0; i < bytes; i++)
+    d[i] = pattern_byte(i, seed);
+}
+
+dlrt_buffer_t *upload_buffer(dlrt_device_t *dev, const void *host, size_t bytes) {
+  dlrt_buffer_t *buf = NULL;
+  if (dlrt_buffer_alloc(dev, bytes, NULL, &buf) != DLRT_OK)
+    return NULL;
+  if (dlrt_copy_h2d(buf, 0, host, bytes, NULL) != DLRT_OK) {
+    dlrt_buffer_free(buf);
+    return NULL;
+  }
+  return buf;
+}

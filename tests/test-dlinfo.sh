@@ -1,0 +1,145 @@
+#!/bin/sh
+# test-dlinfo.sh — TAP checks of the dlinfo tool. automake's tap-driver runs it
+# from the top of the build tree; DLINFO may name another binary to test.
+
+DLINFO=${DLINFO:-./tools/dlinfo}
+# The checks expect every compiled backend and no budget: ignore the caller's.
+unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
+
+echo "1..12"
+if [ ! -x "$DLINFO" ]; then
+  echo "Bail out! no dlinfo at $DLINFO (build it, or set DLINFO)"
+  exit 1
+fi
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-dlinfo.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+n=0
+
+# result DESCRIPTION: one test point, passed if the previous command succeeded;
+# on failure the output of the last run goes to the log as diagnostics.
+result() {
+  status=$?
+  n=$((n + 1))
+  if [ $status -eq 0 ]; then
+    echo "ok $n - $1"
+  else
+    echo "not ok $n - $1"
+    echo "# dlinfo exited $rc"
+    for f in out err; do
+      [ -s "$tmp/$f" ] && sed "s/^/# $f: /" "$tmp/$f"
+    done
+  fi
+  return 0
+}
+
+skip() {
+  n=$((n + 1))
+  echo "ok $n - $1 # SKIP $2"
+}
+
+# run ARGS...: runs dlinfo; output in $tmp/out and $tmp/err, exit status in $rc.
+run() {
+  "$DLINFO" "$@" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+}
+
+# json PYTHON: runs PYTHON with d = the JSON document in $tmp/out.
+json() {
+  python3 -c "import json, sys; d = json.load(sys.stdin)
+$1" <"$tmp/out"
+}
+
+have_python=yes
+command -v python3 >/dev/null 2>&1 || have_python=no
+
+# 1
+run
+[ $rc -eq 0 ] && grep -q "^cpu:0 " "$tmp/out"
+result "dlinfo runs and lists cpu:0"
+
+# 2, 3
+run --json
+if [ $have_python = yes ]; then
+  json '
+cpu = [x for x in d["devices"] if x["backend"] == "cpu"]
+assert cpu, "no cpu device"
+for x in cpu:
+    assert x["total_memory"] > 0, x
+    assert 0 <= x["free_memory"] <= x["total_memory"], x
+    assert x["used_memory"] == x["total_memory"] - x["free_memory"], x
+assert d["version"], d
+assert any(b["name"] == "cpu" and b["available"] for b in d["backends"]), d'
+  result "--json parses; the cpu device has total > 0 and free <= total"
+
+  # With the opencl backend compiled in and a platform present (clinfo sees a
+  # device, or dlrt says the backend started), opencl:0 must be listed.
+  opencl=$(json 'b = {x["name"]: x["available"] for x in d["backends"]}
+print("absent" if "opencl" not in b else "up" if b["opencl"] else "down")')
+  if [ "$opencl" = absent ]; then
+    skip "opencl:0 is listed" "no opencl backend in this build"
+  elif [ "$opencl" = up ] || clinfo -l 2>/dev/null | grep -q "Device #"; then
+    json 'assert "opencl:0" in [x["spec"] for x in d["devices"]], d["backends"]'
+    result "opencl:0 is listed (an OpenCL platform is installed)"
+  else
+    skip "opencl:0 is listed" "no OpenCL platform (clinfo -l lists no device)"
+  fi
+else
+  skip "--json parses" "python3 not found"
+  skip "opencl:0 is listed" "python3 not found"
+fi
+
+# 4
+run --device cpu --json
+if [ $have_python = yes ]; then
+  [ $rc -eq 0 ] && json 'assert [x["spec"] for x in d["devices"]] == ["cpu:0"], d'
+else
+  [ $rc -eq 0 ] && grep -q '"cpu:0"' "$tmp/out"
+fi
+result "--device cpu --json shows only cpu:0"
+
+# 5
+run --device cpu:0
+[ $rc -eq 0 ] && grep -q "^cpu:0 " "$tmp/out" &&
+  [ "$(grep -c "^[a-z]*:[0-9]" "$tmp/out")" -eq 1 ]
+result "--device cpu:0 prints a table with the one device"
+
+# 6
+run --device bogus
+[ $rc -ne 0 ] && grep -qi "spec" "$tmp/err" && grep -q "run dlinfo" "$tmp/err"
+result "--device bogus fails with a message about the spec on stderr"
+
+# 7
+run --device cuda:7
+[ $rc -ne 0 ] && [ -s "$tmp/err" ]
+result "--device cuda:7 fails with a message"
+
+# 8
+run --bad-option
+[ $rc -eq 2 ] && grep -q "Usage:" "$tmp/err"
+result "--bad-option is a usage error (exit 2)"
+
+# 9
+run --help
+[ $rc -eq 0 ] && grep -q DLRT_DEVICE "$tmp/out" && grep -q DLRT_MEM_LIMIT "$tmp/out"
+result "--help exits 0 and documents DLRT_DEVICE and DLRT_MEM_LIMIT"
+
+# 10
+run --watch 0
+[ $rc -eq 2 ] && [ ! -s "$tmp/out" ]
+result "--watch 0 is a usage error (exit 2)"
+
+# 11
+run --version
+[ $rc -eq 0 ] && grep -q "[0-9]\.[0-9]" "$tmp/out"
+result "--version prints the version"
+
+# 12: timeout runs dlinfo in the foreground, where SIGINT is not ignored as it
+# is for a background job of a non-interactive shell.
+if command -v timeout >/dev/null 2>&1; then
+  timeout --preserve-status -s INT 2 "$DLINFO" --watch 0.3 >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  [ $rc -eq 0 ] && [ "$(grep -c "^dlrt " "$tmp/out")" -ge 2 ]
+  result "--watch 0.3 refreshes until SIGINT, then exits 0"
+else
+  skip "--watch until SIGINT" "timeout(1) not found"
+fi

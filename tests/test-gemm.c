@@ -1,0 +1,513 @@
+/*
+ * test-gemm.c — dlrt_gemm on every device against a naive reference that
+ * accumulates in double: all four transpose combinations, non-square shapes,
+ * leading dimensions wider than the matrices, byte offsets into buffers,
+ * strided batches with a broadcast operand, alpha and beta (beta != 0 reads
+ * C; beta == 0 must not, so C starts as NaN there). fp16 and bf16 where a
+ * device has them. Then the descriptor helper and argument checking.
+ *
+ * The error measure is max |got - ref| / max |ref| over the computed elements
+ * (1e-4 for fp32); elements of C outside the product (padding between rows
+ * and batches, the bytes around it) must keep their exact bits.
+ * Points: computed at run time (done_testing).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlrt.h"
+#include "tap.h"
+
+/* Bytes past each operand's last element, so a write past the end shows. */
+#define GUARD 64
+#define FP32_TOLERANCE 1e-4
+/* fp16 keeps 11 significant bits, bf16 8: the product is rounded to them. */
+#define HALF_TOLERANCE 1e-2
+
+typedef struct {
+  const char *name;
+  dlrt_gemm_desc d;
+  size_t a_off, b_off, c_off; /* bytes */
+  int nan_in_c;               /* beta == 0: C starts as NaN and must not be read */
+} gemm_case;
+
+#define DESC(ta, tb, M, N, K, LDA, LDB, LDC, ALPHA, BETA, BATCH, SA, SB, SC)           \
+  {                                                                                    \
+    .dtype = DLRT_F32, .trans_a = (ta), .trans_b = (tb), .m = (M), .n = (N), .k = (K), \
+    .alpha = (ALPHA), .beta = (BETA), .lda = (LDA), .ldb = (LDB), .ldc = (LDC),        \
+    .stride_a = (SA), .stride_b = (SB), .stride_c = (SC), .batch = (BATCH)             \
+  }
+
+/* Shapes: op(A) m x k, op(B) k x n, C m x n; A stored (ta ? k x m : m x k),
+ * B stored (tb ? n x k : k x n), all row-major with the given leading dims. */
+/* clang-format off */
+static const gemm_case cases[] = {
+    {"NN 37x53x29, beta 0 over NaN",
+     DESC(0, 0, 37, 53, 29, 29, 53, 53, 1.0f, 0.0f, 1, 0, 0, 0), 0, 0, 0, 1},
+    {"NT 37x53x29",
+     DESC(0, 1, 37, 53, 29, 29, 29, 53, 1.0f, 0.0f, 1, 0, 0, 0), 0, 0, 0, 0},
+    {"TN 37x53x29",
+     DESC(1, 0, 37, 53, 29, 37, 53, 53, 1.0f, 0.0f, 1, 0, 0, 0), 0, 0, 0, 0},
+    {"TT 37x53x29",
+     DESC(1, 1, 37, 53, 29, 37, 29, 53, 1.0f, 0.0f, 1, 0, 0, 0), 0, 0, 0, 0},
+    {"NN wide lds, offsets, alpha 0.75 beta -0.5",
+     DESC(0, 0, 37, 53, 29, 32, 58, 60, 0.75f, -0.5f, 1, 0, 0, 0), 12, 20, 44, 0},
+    {"TT wide lds, offsets, alpha -1.5 beta 2",
+     DESC(1, 1, 37, 53, 29, 38, 31, 54, -1.5f, 2.0f, 1, 0, 0, 0), 4, 8, 16, 0},
+    {"NT wide lds, offsets, alpha 1 beta 1",
+     DESC(0, 1, 19, 7, 41, 43, 44, 9, 1.0f, 1.0f, 1, 0, 0, 0), 28, 4, 8, 0},
+    {"batch 3, A broadcast (stride 0), alpha 1.25 beta 0.5",
+     DESC(0, 0, 17, 23, 19, 19, 25, 23, 1.25f, 0.5f, 3, 0, 19 * 25 + 7, 17 * 23 + 5),
+     8, 4, 12, 0},
+    {"batch 4 TN, B broadcast (stride 0), beta 0 over NaN",
+     DESC(1, 0, 13, 21, 11, 15, 21, 22, 1.0f, 0.0f, 4, 11 * 15 + 3, 0, 13 * 22 + 1),
+     4, 0, 4, 1},
+    {"batch 2 NT, packed strides",
+     DESC(0, 1, 16, 16, 16, 16, 16, 16, 1.0f, 0.0f, 2, 256, 256, 256), 0, 0, 0, 0},
+    {"1x1x1, alpha 2 beta 3",
+     DESC(0, 0, 1, 1, 1, 1, 1, 1, 2.0f, 3.0f, 1, 0, 0, 0), 0, 0, 0, 0},
+    {"outer product 64x64x1",
+     DESC(0, 0, 64, 64, 1, 1, 64, 64, 1.0f, 0.0f, 1, 0, 0, 0), 0, 0, 0, 0},
+    {"NN 128x96x200",
+     DESC(0, 0, 128, 96, 200, 200, 96, 96, 1.0f, 0.0f, 1, 0, 0, 0), 0, 0, 0, 0},
+};
+/* clang-format on */
+enum { CASES = sizeof cases / sizeof cases[0] };
+
+/* Elements a matrix of `rows` x `cols` (leading dim `ld`) spans over `batch`
+ * matrices `stride` apart. */
+static size_t span(int64_t rows, int64_t cols, int64_t ld, int64_t stride,
+                   int64_t batch) {
+  if (rows <= 0 || cols <= 0)
+    return 0;
+  return (size_t)((batch - 1) * stride + (rows - 1) * ld + cols);
+}
+
+typedef struct {
+  size_t a_bytes, b_bytes, c_bytes; /* whole buffers: offset + span + guard */
+} layout;
+
+static layout layout_of(const gemm_case *c, size_t element) {
+  const dlrt_gemm_desc *d = &c->d;
+  layout l;
+  l.a_bytes = c->a_off +
+              element * span(d->trans_a ? d->k : d->m, d->trans_a ? d->m : d->k, d->lda,
+                             d->stride_a, d->batch) +
+              GUARD;
+  l.b_bytes = c->b_off +
+              element * span(d->trans_b ? d->n : d->k, d->trans_b ? d->k : d->n, d->ldb,
+                             d->stride_b, d->batch) +
+              GUARD;
+  l.c_bytes =
+      c->c_off + element * span(d->m, d->n, d->ldc, d->stride_c, d->batch) + GUARD;
+  return l;
+}
+
+/* Values in [-1, 1] from a fixed sequence. */
+static void fill_values(float *v, size_t count, uint32_t seed) {
+  uint32_t x = seed;
+  for (size_t i = 0; i < count; i++) {
+    x = x * 1664525u + 1013904223u;
+    v[i] = (float)((int)((x >> 8) % 2001) - 1000) / 1000.0f;
+  }
+}
+
+/* Element index of op(A)[i][p] etc. inside matrix `batch` of each operand. */
+static size_t index_a(const dlrt_gemm_desc *d, int64_t b, int64_t i, int64_t p) {
+  return (size_t)(b * d->stride_a + (d->trans_a ? p * d->lda + i : i * d->lda + p));
+}
+static size_t index_b(const dlrt_gemm_desc *d, int64_t b, int64_t p, int64_t j) {
+  return (size_t)(b * d->stride_b + (d->trans_b ? j * d->ldb + p : p * d->ldb + j));
+}
+static size_t index_c(const dlrt_gemm_desc *d, int64_t b, int64_t i, int64_t j) {
+  return (size_t)(b * d->stride_c + i * d->ldc + j);
+}
+
+/* want[] starts as a copy of C; the product's elements are replaced by the
+ * reference and marked in `computed`. Returns max |reference|. */
+static double reference_gemm(const dlrt_gemm_desc *d, const float *a, const float *b,
+                             float *want, uint8_t *computed) {
+  double largest = 0.0;
+  for (int64_t bt = 0; bt < d->batch; bt++)
+    for (int64_t i = 0; i < d->m; i++)
+      for (int64_t j = 0; j < d->n; j++) {
+        double sum = 0.0;
+        for (int64_t p = 0; p < d->k; p++)
+          sum += (double)a[index_a(d, bt, i, p)] * (double)b[index_b(d, bt, p, j)];
+        size_t at = index_c(d, bt, i, j);
+        double value = (double)d->alpha * sum;
+        if (d->beta != 0.0f)
+          value += (double)d->beta * (double)want[at];
+        want[at] = (float)value;
+        computed[at] = 1;
+        if (fabs(value) > largest)
+          largest = fabs(value);
+      }
+  return largest;
+}
+
+/* Returns 0 when the device has no fp32 GEMM (after a SKIP point). */
+static int test_case(dlrt_device_t *dev, dlrt_stream_t *stream, const gemm_case *c) {
+  const char *spec = dlrt_device_spec(dev);
+  const dlrt_gemm_desc *d = &c->d;
+  layout l = layout_of(c, sizeof(float));
+  uint8_t *a_host = malloc(l.a_bytes), *b_host = malloc(l.b_bytes);
+  uint8_t *c_host = malloc(l.c_bytes), *got = malloc(l.c_bytes);
+  float *want = malloc(l.c_bytes);
+  uint8_t *computed = calloc(l.c_bytes / sizeof(float) + 1, 1);
+  dlrt_buffer_t *a = NULL, *b = NULL, *cbuf = NULL;
+  int supported = 1;
+  if (!a_host || !b_host || !c_host || !got || !want || !computed)
+    bail_out("out of host memory");
+
+  /* Guards and padding get a pattern too: the GEMM must leave them alone. */
+  fill_pattern(a_host, l.a_bytes, 1);
+  fill_pattern(b_host, l.b_bytes, 2);
+  fill_pattern(c_host, l.c_bytes, 3);
+  float *a_vals = (float *)(a_host + c->a_off);
+  float *b_vals = (float *)(b_host + c->b_off);
+  float *c_vals = (float *)(c_host + c->c_off);
+  fill_values(a_vals, (l.a_bytes - c->a_off - GUARD) / sizeof(float), 11);
+  fill_values(b_vals, (l.b_bytes - c->b_off - GUARD) / sizeof(float), 12);
+  size_t c_count = (l.c_bytes - c->c_off - GUARD) / sizeof(float);
+  if (c->nan_in_c)
+    for (size_t i = 0; i < c_count; i++)
+      c_vals[i] = NAN;
+  else
+    fill_values(c_vals, c_count, 13);
+
+  memcpy(want, c_host, l.c_bytes);
+  double largest = reference_gemm(d, a_vals, b_vals,
+                                  (float *)((uint8_t *)want + c->c_off), computed);
+
+  a = upload_buffer(dev, a_host, l.a_bytes);
+  b = upload_buffer(dev, b_host, l.b_bytes);
+  cbuf = upload_buffer(dev, c_host, l.c_bytes);
+  if (!a || !b || !cbuf) {
+    ok(0, "%s: %s: upload operands: %s", spec, c->name, dlrt_last_error());
+    goto done;
+  }
+  int status = dlrt_gemm(stream, d, a, c->a_off, b, c->b_off, cbuf, c->c_off);
+  if (status == DLRT_ERR_UNSUPPORTED)
+    supported = 0;
+  if (!tap_check_op(status, "%s: gemm %s", spec, c->name))
+    goto done;
+  status = dlrt_stream_synchronize(stream);
+  if (status == DLRT_OK)
+    status = dlrt_copy_d2h(got, cbuf, 0, l.c_bytes, NULL);
+  if (!tap_check(status, "%s: %s: run and read back", spec, c->name))
+    goto done;
+
+  /* Computed elements within tolerance; everything else bit for bit. */
+  const float *got_vals = (const float *)(got + c->c_off);
+  const float *want_vals = (const float *)((uint8_t *)want + c->c_off);
+  double max_error = 0.0;
+  size_t untouched_wrong = 0;
+  for (size_t i = 0; i < c_count; i++) {
+    if (computed[i]) {
+      double err = fabs((double)got_vals[i] - (double)want_vals[i]);
+      if (!(err <= max_error)) /* NaN counts as the largest error */
+        max_error = isnan(err) ? INFINITY : err;
+    } else if (memcmp(&got_vals[i], &want_vals[i], sizeof(float)) != 0) {
+      untouched_wrong++;
+    }
+  }
+  if (memcmp(got, want, c->c_off) != 0 ||
+      memcmp(got + l.c_bytes - GUARD, (uint8_t *)want + l.c_bytes - GUARD, GUARD) != 0)
+    untouched_wrong++;
+  double relative = max_error / (largest > 0.0 ? largest : 1.0);
+  diag("%s: %s: max |err| %.3g, max |ref| %.3g, relative %.3g", spec, c->name,
+       max_error, largest, relative);
+  ok(relative <= FP32_TOLERANCE, "%s: %s: relative error %.3g <= %g", spec, c->name,
+     relative, FP32_TOLERANCE);
+  is_u64(untouched_wrong, 0,
+         "%s: %s: C outside the product unchanged (elements changed)", spec, c->name);
+done:
+  dlrt_buffer_free(a);
+  dlrt_buffer_free(b);
+  dlrt_buffer_free(cbuf);
+  free(a_host);
+  free(b_host);
+  free(c_host);
+  free(got);
+  free(want);
+  free(computed);
+  return supported;
+}
+
+/* IEEE binary16 and bfloat16, round to nearest even. */
+static uint16_t float_to_half(float value) {
+  uint32_t x;
+  memcpy(&x, &value, sizeof x);
+  uint32_t sign = (x >> 16) & 0x8000u, mant = x & 0x7FFFFFu;
+  int exp = (int)((x >> 23) & 0xFF);
+  if (exp == 0xFF)
+    return (uint16_t)(sign | 0x7C00u | (mant ? 0x200u : 0));
+  exp = exp - 127 + 15;
+  if (exp >= 31)
+    return (uint16_t)(sign | 0x7C00u);
+  if (exp <= 0) {
+    if (exp < -10)
+      return (uint16_t)sign;
+    mant |= 0x800000u;
+    unsigned shift = (unsigned)(14 - exp);
+    uint32_t h = mant >> shift, rest = mant & ((1u << shift) - 1),
+             mid = 1u << (shift - 1);
+    if (rest > mid || (rest == mid && (h & 1)))
+      h++;
+    return (uint16_t)(sign | h);
+  }
+  uint32_t h = sign | ((uint32_t)exp << 10) | (mant >> 13), rest = mant & 0x1FFFu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1)))
+    h++; /* a carry into the exponent is the right rounding too */
+  return (uint16_t)h;
+}
+
+static float half_to_float(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1Fu,
+           mant = h & 0x3FFu, x;
+  if (exp == 0) {
+    float f = ldexpf((float)mant, -24);
+    return sign ? -f : f;
+  }
+  if (exp == 31)
+    x = sign | 0x7F800000u | (mant << 13);
+  else
+    x = sign | ((exp - 15 + 127) << 23) | (mant << 13);
+  float f;
+  memcpy(&f, &x, sizeof f);
+  return f;
+}
+
+static uint16_t float_to_bf16(float value) {
+  uint32_t x;
+  memcpy(&x, &value, sizeof x);
+  if ((x & 0x7FFFFFFFu) > 0x7F800000u)
+    return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
+  return (uint16_t)((x + 0x7FFFu + ((x >> 16) & 1)) >> 16);
+}
+
+static float bf16_to_float(uint16_t h) {
+  uint32_t x = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &x, sizeof f);
+  return f;
+}
+
+/* fp16/bf16 GEMM (fp32 accumulation): DLRT_OK with a correct product, or
+ * DLRT_ERR_UNSUPPORTED. Small integers keep the inputs exact in both. */
+static void test_half(dlrt_device_t *dev, dlrt_stream_t *stream, dlrt_dtype dtype) {
+  const char *spec = dlrt_device_spec(dev);
+  const int64_t m = 37, n = 53, k = 29;
+  uint16_t (*to16)(float) = dtype == DLRT_F16 ? float_to_half : float_to_bf16;
+  float (*from16)(uint16_t) = dtype == DLRT_F16 ? half_to_float : bf16_to_float;
+  float *a = malloc((size_t)(m * k) * sizeof *a),
+        *b = malloc((size_t)(k * n) * sizeof *b);
+  uint16_t *a16 = malloc((size_t)(m * k) * 2), *b16 = malloc((size_t)(k * n) * 2);
+  uint16_t *c16 = malloc((size_t)(m * n) * 2);
+  dlrt_buffer_t *abuf = NULL, *bbuf = NULL, *cbuf = NULL;
+  for (int64_t i = 0; i < m * k; i++) {
+    a[i] = (float)((i * 7) % 9 - 4);
+    a16[i] = to16(a[i]);
+  }
+  for (int64_t i = 0; i < k * n; i++) {
+    b[i] = (float)((i * 5) % 9 - 4);
+    b16[i] = to16(b[i]);
+  }
+  abuf = upload_buffer(dev, a16, (size_t)(m * k) * 2);
+  bbuf = upload_buffer(dev, b16, (size_t)(k * n) * 2);
+  if (dlrt_buffer_alloc(dev, (size_t)(m * n) * 2, NULL, &cbuf) != DLRT_OK || !abuf ||
+      !bbuf) {
+    ok(0, "%s: %s operands: %s", spec, dlrt_dtype_name(dtype), dlrt_last_error());
+    goto done;
+  }
+  dlrt_gemm_desc d = dlrt_gemm_desc_make(dtype, 0, 0, m, n, k, 1.0f, 0.0f);
+  int status = dlrt_gemm(stream, &d, abuf, 0, bbuf, 0, cbuf, 0);
+  ok(status == DLRT_OK || status == DLRT_ERR_UNSUPPORTED,
+     "%s: %s GEMM is DLRT_OK or DLRT_ERR_UNSUPPORTED (got %s)", spec,
+     dlrt_dtype_name(dtype), dlrt_err_name(status));
+  if (!tap_check_op(status, "%s: %s GEMM 37x53x29", spec, dlrt_dtype_name(dtype)))
+    goto done;
+  status = dlrt_stream_synchronize(stream);
+  if (status == DLRT_OK)
+    status = dlrt_copy_d2h(c16, cbuf, 0, (size_t)(m * n) * 2, NULL);
+  if (!tap_check(status, "%s: %s: run and read back", spec, dlrt_dtype_name(dtype)))
+    goto done;
+  double max_error = 0.0, largest = 0.0;
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      double sum = 0.0;
+      for (int64_t p = 0; p < k; p++)
+        sum += (double)a[i * k + p] * (double)b[p * n + j];
+      double err = fabs((double)from16(c16[i * n + j]) - sum);
+      if (!(err <= max_error))
+        max_error = isnan(err) ? INFINITY : err;
+      if (fabs(sum) > largest)
+        largest = fabs(sum);
+    }
+  double relative = max_error / (largest > 0.0 ? largest : 1.0);
+  diag("%s: %s: max |err| %.3g, max |ref| %.3g", spec, dlrt_dtype_name(dtype),
+       max_error, largest);
+  ok(relative <= HALF_TOLERANCE, "%s: %s: relative error %.3g <= %g", spec,
+     dlrt_dtype_name(dtype), relative, HALF_TOLERANCE);
+done:
+  dlrt_buffer_free(abuf);
+  dlrt_buffer_free(bbuf);
+  dlrt_buffer_free(cbuf);
+  free(a);
+  free(b);
+  free(a16);
+  free(b16);
+  free(c16);
+}
+
+/* `other`: another device, or NULL. */
+static void test_bad_arguments(dlrt_device_t *dev, dlrt_stream_t *stream,
+                               dlrt_device_t *other) {
+  const char *spec = dlrt_device_spec(dev);
+  enum { N = 8, BYTES = N * N * sizeof(float) };
+  float ones[N * N], got[N * N];
+  for (int i = 0; i < N * N; i++)
+    ones[i] = 1.0f;
+  dlrt_buffer_t *a = upload_buffer(dev, ones, BYTES),
+                *b = upload_buffer(dev, ones, BYTES);
+  dlrt_buffer_t *c = upload_buffer(dev, ones, BYTES);
+  dlrt_buffer_t *c_short = upload_buffer(dev, ones, BYTES - sizeof(float));
+  dlrt_buffer_t *foreign = other ? upload_buffer(other, ones, BYTES) : NULL;
+  if (!a || !b || !c || !c_short) {
+    ok(0, "%s: set up 8x8 operands: %s", spec, dlrt_last_error());
+    goto done;
+  }
+  const dlrt_gemm_desc good = dlrt_gemm_desc_make(DLRT_F32, 0, 0, N, N, N, 2.0f, 0.0f);
+  dlrt_gemm_desc d;
+#define BAD(field_change, want, what)                                                  \
+  do {                                                                                 \
+    d = good;                                                                          \
+    field_change;                                                                      \
+    is_status(dlrt_gemm(stream, &d, a, 0, b, 0, c, 0), want, "%s: %s", spec, what);    \
+  } while (0)
+  BAD(d.m = -1, DLRT_ERR_INVALID_ARG, "m < 0");
+  BAD(d.k = -1, DLRT_ERR_INVALID_ARG, "k < 0");
+  BAD(d.batch = 0, DLRT_ERR_INVALID_ARG, "batch 0");
+  BAD(d.lda = N - 1, DLRT_ERR_INVALID_ARG, "lda < k");
+  BAD(d.ldb = N - 1, DLRT_ERR_INVALID_ARG, "ldb < n");
+  BAD(d.ldc = N - 1, DLRT_ERR_INVALID_ARG, "ldc < n");
+  BAD((d.batch = 2, d.stride_c = 0), DLRT_ERR_INVALID_ARG,
+      "batch 2 writing one C (stride_c 0)");
+  BAD((d.batch = 2, d.stride_c = N * N), DLRT_ERR_OUT_OF_RANGE,
+      "batch 2: the second C is past the buffer");
+#undef BAD
+  is_status(dlrt_gemm(stream, &good, a, 0, b, 0, c_short, 0), DLRT_ERR_OUT_OF_RANGE,
+            "%s: C buffer 4 bytes too small", spec);
+  is_status(dlrt_gemm(stream, &good, a, 0, b, 0, c, 4), DLRT_ERR_OUT_OF_RANGE,
+            "%s: C offset 4 runs past the end", spec);
+  is_status(dlrt_gemm(stream, &good, a, 4, b, 0, c, 0), DLRT_ERR_OUT_OF_RANGE,
+            "%s: A offset 4 runs past the end", spec);
+  /* Room to spare, so that only the misalignment is wrong. */
+  dlrt_buffer_t *a_roomy = NULL;
+  int status = dlrt_buffer_alloc(dev, BYTES + 64, NULL, &a_roomy);
+  if (status == DLRT_OK)
+    is_status(dlrt_gemm(stream, &good, a_roomy, 2, b, 0, c, 0), DLRT_ERR_INVALID_ARG,
+              "%s: A offset 2 is not a multiple of the element size", spec);
+  else
+    tap_check(status, "%s: allocate %d bytes", spec, BYTES + 64);
+  dlrt_buffer_free(a_roomy);
+  is_status(dlrt_gemm(stream, NULL, a, 0, b, 0, c, 0), DLRT_ERR_INVALID_ARG,
+            "%s: NULL descriptor", spec);
+  is_status(dlrt_gemm(stream, &good, NULL, 0, b, 0, c, 0), DLRT_ERR_INVALID_ARG,
+            "%s: NULL A", spec);
+  is_status(dlrt_gemm(stream, &good, a, 0, b, 0, NULL, 0), DLRT_ERR_INVALID_ARG,
+            "%s: NULL C", spec);
+  if (foreign) {
+    is_status(dlrt_gemm(stream, &good, foreign, 0, b, 0, c, 0), DLRT_ERR_WRONG_DEVICE,
+              "%s: A on %s", spec, dlrt_device_spec(other));
+    is_status(dlrt_gemm(dlrt_device_default_stream(other), &good, a, 0, b, 0, c, 0),
+              DLRT_ERR_WRONG_DEVICE, "%s: on a stream of %s", spec,
+              dlrt_device_spec(other));
+  } else {
+    skip(2, "one device only: no operands elsewhere");
+  }
+  /* None of the refused calls may have touched C. */
+  status = dlrt_stream_synchronize(stream);
+  if (status == DLRT_OK)
+    status = dlrt_copy_d2h(got, c, 0, BYTES, NULL);
+  if (tap_check(status, "%s: read C back", spec))
+    is_mem(got, ones, BYTES, "%s: refused calls left C as it was", spec);
+done:
+  dlrt_buffer_free(a);
+  dlrt_buffer_free(b);
+  dlrt_buffer_free(c);
+  dlrt_buffer_free(c_short);
+  dlrt_buffer_free(foreign);
+}
+
+static void test_desc_make(void) {
+  for (int ta = 0; ta <= 1; ta++)
+    for (int tb = 0; tb <= 1; tb++) {
+      dlrt_gemm_desc d = dlrt_gemm_desc_make(DLRT_F32, ta, tb, 3, 5, 7, 0.5f, 2.0f);
+      is_int(d.lda, ta ? 3 : 7, "desc_make(trans %d %d): lda = trans_a ? m : k", ta,
+             tb);
+      is_int(d.ldb, tb ? 7 : 5, "desc_make(trans %d %d): ldb = trans_b ? k : n", ta,
+             tb);
+      is_int(d.ldc, 5, "desc_make(trans %d %d): ldc = n", ta, tb);
+      ok(d.dtype == DLRT_F32 && d.trans_a == ta && d.trans_b == tb && d.m == 3 &&
+             d.n == 5 && d.k == 7 && d.alpha == 0.5f && d.beta == 2.0f &&
+             d.batch == 1 && d.stride_a == 0 && d.stride_b == 0 && d.stride_c == 0,
+         "desc_make(trans %d %d): shape, scalars, batch 1, strides 0", ta, tb);
+    }
+}
+
+static void test_dtypes(void) {
+  const struct {
+    dlrt_dtype dtype;
+    size_t size;
+  } types[] = {
+      {DLRT_F32, 4}, {DLRT_F16, 2}, {DLRT_BF16, 2}, {DLRT_I32, 4}, {DLRT_U8, 1}};
+  enum { N = sizeof types / sizeof types[0] };
+  int names_ok = 1;
+  for (int i = 0; i < N; i++) {
+    is_size(dlrt_dtype_size(types[i].dtype), types[i].size, "dlrt_dtype_size(%d)",
+            (int)types[i].dtype);
+    const char *name = dlrt_dtype_name(types[i].dtype);
+    if (!name || !name[0])
+      names_ok = 0;
+    for (int j = 0; j < i && name; j++) {
+      const char *other = dlrt_dtype_name(types[j].dtype);
+      if (other && strcmp(name, other) == 0)
+        names_ok = 0;
+    }
+  }
+  ok(names_ok, "dlrt_dtype_name gives distinct non-empty names");
+}
+
+int main(void) {
+  test_desc_make();
+  test_dtypes();
+  int count = dlrt_device_count();
+  if (count < 1)
+    bail_out("no devices: %s", dlrt_last_error());
+  for (int i = 0; i < count; i++) {
+    dlrt_device_t *dev = NULL, *other = NULL;
+    dlrt_stream_t *stream = NULL;
+    if (dlrt_device_get(i, &dev) != DLRT_OK ||
+        dlrt_stream_create(dev, &stream) != DLRT_OK)
+      bail_out("device %d: %s", i, dlrt_last_error());
+    if (count > 1)
+      dlrt_device_get((i + 1) % count, &other);
+    diag("device %s", dlrt_device_spec(dev));
+    int supported = 1;
+    for (int c = 0; c < CASES && supported; c++)
+      supported = test_case(dev, stream, &cases[c]);
+    if (supported) {
+      test_half(dev, stream, DLRT_F16);
+      test_half(dev, stream, DLRT_BF16);
+      test_bad_arguments(dev, stream, other);
+    } else {
+      skip(CASES - 1, "%s: no fp32 GEMM", dlrt_device_spec(dev));
+    }
+    dlrt_stream_destroy(stream);
+  }
+  dlrt_shutdown();
+  return done_testing();
+}

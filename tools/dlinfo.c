@@ -1,0 +1,298 @@
+/* dlinfo — dlrt's backends and devices with their memory, like nvidia-smi for
+ * every vendor; public API only. Exit status: 0 success (also when --watch is
+ * interrupted), 1 a dlrt call failed, 2 usage error or a spec that opens nothing. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/select.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dlrt.h"
+
+enum { STATUS_FAIL = 1, STATUS_USAGE = 2 };
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_stop_signal(int sig) {
+  (void)sig;
+  stop_requested = 1;
+}
+
+static void usage(FILE *out) {
+  fputs("Usage: dlinfo [--json] [--watch SECONDS] [--device SPEC] [--help] [--version]\n"
+        "Lists dlrt's backends and devices with their memory.\n\n"
+        "  -j, --json           print one JSON object instead of a table\n"
+        "  -w, --watch SECONDS  refresh every SECONDS (> 0) until interrupted\n"
+        "  -d, --device SPEC    show one device: cpu, cpu:0, opencl:N, cuda:N or\n"
+        "                       auto (\"\" means $DLRT_DEVICE)\n"
+        "  -h, --help           show this help and exit\n"
+        "  -V, --version        show the dlrt version and exit\n\n"
+        "Environment:\n"
+        "  DLRT_DEVICE     device programs open by default (a SPEC; unset: auto)\n"
+        "  DLRT_BACKEND    backends to start, comma-separated (cpu,opencl,cuda);\n"
+        "                  unset: every compiled backend\n"
+        "  DLRT_MEM_LIMIT  allocator budget per device: bytes with an optional\n"
+        "                  K, M, G or T suffix (256M, 1.5G) or a percentage of\n"
+        "                  the device's memory (50%)\n",
+        out);
+}
+
+/* Prints "dlinfo: [WHAT: ]DETAIL" for a failed dlrt call; returns STATUS_FAIL. */
+static int fail(const char *what, int rc) {
+  const char *detail = dlrt_last_error();
+  fprintf(stderr, "dlinfo: %s%s%s\n", what ? what : "", what ? ": " : "",
+          detail && *detail ? detail : dlrt_strerror(rc));
+  return STATUS_FAIL;
+}
+
+/* Accepts a positive, finite number of seconds (fractions allowed). */
+static int parse_seconds(const char *text, double *out) {
+  char *end;
+  errno = 0;
+  *out = strtod(text, &end);
+  return !errno && end != text && !*end && *out > 0 && *out <= 86400.0 * 365;
+}
+
+static void human_size(uint64_t bytes, char *buf, size_t size) {
+  double mib = (double)bytes / (1024.0 * 1024.0);
+  snprintf(buf, size, mib >= 1024 ? "%.1f GiB" : "%.0f MiB", mib >= 1024 ? mib / 1024 : mib);
+}
+
+static uint64_t used_memory(const dlrt_device_props *p) {
+  return p->total_memory > p->free_memory ? p->total_memory - p->free_memory : 0;
+}
+
+/* Writes s as a JSON string (RFC 8259: quote, backslash and control
+ * characters escaped; UTF-8 passes through as the props strings hold it). */
+static void json_string(const char *s) {
+  putchar('"');
+  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+    if (*p == '"' || *p == '\\')
+      printf("\\%c", *p);
+    else if (*p < 0x20 || *p == 0x7f) /* controls, newline and tab included */
+      printf("\\u%04x", *p);
+    else
+      putchar(*p);
+  }
+  putchar('"');
+}
+
+/* Backend i: its name, whether it started and how many devices it has. */
+static int backend_info(int i, const char **name, int *available, int *ndev) {
+  if (!(*name = dlrt_backend_name(i)))
+    return fail("cannot read the backend list", DLRT_ERR_INVALID_ARG);
+  if ((*available = dlrt_backend_available(*name)) < 0)
+    return fail(*name, *available);
+  if ((*ndev = dlrt_backend_device_count(*name)) < 0)
+    return fail(*name, *ndev);
+  return 0;
+}
+
+static int print_json(const dlrt_device_props *props, int ndev, int nb) {
+  printf("{\n  \"version\": ");
+  json_string(dlrt_version_string());
+  printf(",\n  \"backends\": [");
+  for (int i = 0; i < nb; i++) {
+    const char *name;
+    int available, n;
+    if (backend_info(i, &name, &available, &n))
+      return STATUS_FAIL;
+    printf("%s\n    {\"name\": ", i ? "," : "");
+    json_string(name);
+    printf(", \"available\": %s, \"devices\": %d}", available ? "true" : "false", n);
+  }
+  printf("\n  ],\n  \"devices\": [");
+  for (int i = 0; i < ndev; i++) {
+    const dlrt_device_props *p = &props[i];
+    const char *keys[] = {"spec", "backend", "name", "vendor", "kind", "driver"};
+    const char *vals[] = {p->spec,   p->backend, p->name,
+                          p->vendor, dlrt_device_kind_name(p->kind), p->driver};
+    printf("%s\n    {", i ? "," : "");
+    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+      printf("\"%s\": ", keys[k]);
+      json_string(vals[k]);
+      fputs(", ", stdout);
+    }
+    printf("\"total_memory\": %" PRIu64 ", \"free_memory\": %" PRIu64
+           ", \"used_memory\": %" PRIu64 ", \"alignment\": %zu"
+           ", \"host_addressable\": %s, \"compute_units\": %d}",
+           p->total_memory, p->free_memory, used_memory(p), p->alignment,
+           p->host_addressable ? "true" : "false", p->compute_units);
+  }
+  printf("\n  ]\n}\n");
+  return 0;
+}
+
+enum { NCOL = 9, CELL = 128, FIRST_MEM_COL = 5, LAST_MEM_COL = 7 };
+
+/* The table's cells for one device, or its headings when p is NULL. */
+static void table_cells(const dlrt_device_props *p, char cells[NCOL][CELL]) {
+  static const char *const heads[NCOL] = {"SPEC", "BACKEND", "NAME", "VENDOR", "KIND",
+                                          "TOTAL", "USED", "FREE", "DRIVER"};
+  if (!p) {
+    for (int j = 0; j < NCOL; j++)
+      snprintf(cells[j], CELL, "%s", heads[j]);
+    return;
+  }
+  const char *kind = dlrt_device_kind_name(p->kind);
+  const char *text[] = {p->spec, p->backend, p->name, p->vendor, kind ? kind : "?"};
+  for (int j = 0; j < FIRST_MEM_COL; j++)
+    snprintf(cells[j], CELL, "%s", text[j]);
+  human_size(p->total_memory, cells[5], CELL);
+  human_size(used_memory(p), cells[6], CELL);
+  human_size(p->free_memory, cells[7], CELL);
+  snprintf(cells[8], CELL, "%s", *p->driver ? p->driver : "-");
+}
+
+static int print_table(const dlrt_device_props *props, int ndev, int nb, int stamp) {
+  char when[40] = "";
+  time_t now = time(NULL);
+  struct tm *local = localtime(&now);
+  if (stamp && local) /* --watch: when this refresh was taken */
+    strftime(when, sizeof when, "    %Y-%m-%d %H:%M:%S", local);
+  printf("dlrt %s%s\n", dlrt_version_string(), when);
+  for (int i = 0; i < nb; i++) {
+    const char *name;
+    int available, n;
+    if (backend_info(i, &name, &available, &n))
+      return STATUS_FAIL;
+    if (available)
+      printf("  %-8s started, %d device%s\n", name, n, n == 1 ? "" : "s");
+    else
+      printf("  %-8s not available (no driver/platform%s)\n", name,
+             getenv("DLRT_BACKEND") ? ", or left out by DLRT_BACKEND" : "");
+  }
+  putchar('\n');
+  /* Two passes over the same cells: the first measures the columns, the
+   * second prints them (memory right-aligned, the last column unpadded). */
+  int width[NCOL] = {0};
+  for (int pass = 0; pass < 2; pass++) {
+    for (int i = -1; i < ndev; i++) {
+      char cells[NCOL][CELL];
+      table_cells(i < 0 ? NULL : &props[i], cells);
+      for (int j = 0; j < NCOL; j++) {
+        int len = (int)strlen(cells[j]), right = j >= FIRST_MEM_COL && j <= LAST_MEM_COL;
+        if (pass == 0)
+          width[j] = len > width[j] ? len : width[j];
+        else if (j == NCOL - 1)
+          printf("%s\n", cells[j]);
+        else
+          printf(right ? "%*s  " : "%-*s  ", width[j], cells[j]);
+      }
+    }
+  }
+  return 0;
+}
+
+/* One refresh: reads every device's properties now, then prints them. */
+static int report(dlrt_device_t *only, int json, int stamp) {
+  int ndev = only ? 1 : dlrt_device_count();
+  int nb = dlrt_backend_count();
+  if (ndev < 0 || nb < 0)
+    return fail("cannot list devices", ndev < 0 ? ndev : nb);
+  dlrt_device_props *props = calloc((size_t)ndev + 1, sizeof *props);
+  if (!props)
+    return fail("cannot list devices", DLRT_ERR_OOM);
+  int status = 0;
+  for (int i = 0; i < ndev && !status; i++) {
+    dlrt_device_t *dev = only;
+    int rc = only ? DLRT_OK : dlrt_device_get(i, &dev);
+    if (rc == DLRT_OK)
+      rc = dlrt_device_props_get(dev, &props[i]);
+    if (rc != DLRT_OK)
+      status = fail("cannot read device properties", rc);
+  }
+  if (!status)
+    status = json ? print_json(props, ndev, nb) : print_table(props, ndev, nb, stamp);
+  free(props);
+  return status;
+}
+
+/* SIGINT and SIGTERM end --watch. They stay blocked except inside pselect(),
+ * so that none can arrive between the flag check and the sleep. */
+static void watch_signals(sigset_t *wait_mask) {
+  static const int stop_signals[] = {SIGINT, SIGTERM};
+  struct sigaction sa = {.sa_handler = on_stop_signal};
+  sigset_t stop_set;
+  sigemptyset(&sa.sa_mask);
+  sigemptyset(&stop_set);
+  for (int i = 0; i < 2; i++) {
+    sigaction(stop_signals[i], &sa, NULL);
+    sigaddset(&stop_set, stop_signals[i]);
+  }
+  sigprocmask(SIG_BLOCK, &stop_set, wait_mask);
+}
+
+int main(int argc, char **argv) {
+  static const struct option options[] = {
+      {"json", no_argument, NULL, 'j'},         {"watch", required_argument, NULL, 'w'},
+      {"device", required_argument, NULL, 'd'}, {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, 'V'},      {NULL, 0, NULL, 0}};
+  int json = 0, status = 0, rc, c;
+  double watch = 0;
+  const char *spec = NULL;
+  dlrt_device_t *only = NULL;
+  sigset_t wait_mask;
+
+  while ((c = getopt_long(argc, argv, "jw:d:hV", options, NULL)) != -1) {
+    switch (c) {
+    case 'j': json = 1; break;
+    case 'd': spec = optarg; break;
+    case 'w':
+      if (parse_seconds(optarg, &watch))
+        break;
+      fprintf(stderr, "dlinfo: --watch needs a positive number of seconds, not '%s'\n",
+              optarg);
+      goto bad_usage;
+    case 'h': usage(stdout); goto done;
+    case 'V': printf("dlinfo (dlrt) %s\n", dlrt_version_string()); goto done;
+    default: goto bad_usage;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "dlinfo: unexpected argument '%s'\n", argv[optind]);
+    goto bad_usage;
+  }
+
+  if ((rc = dlrt_init()) != DLRT_OK) {
+    status = fail("cannot start dlrt", rc);
+    goto done;
+  }
+  if (spec && (rc = dlrt_device_open(spec, &only)) != DLRT_OK) {
+    fail(NULL, rc);
+    fputs("dlinfo: run dlinfo to list devices\n", stderr);
+    status = STATUS_USAGE;
+    goto done;
+  }
+  if (watch > 0)
+    watch_signals(&wait_mask);
+  for (;;) {
+    if (watch > 0 && isatty(STDOUT_FILENO))
+      fputs("\033[H\033[2J", stdout); /* cursor home, clear screen */
+    status = report(only, json, watch > 0);
+    fflush(stdout);
+    if (status || watch <= 0 || stop_requested)
+      break;
+    struct timespec interval = {(time_t)watch,
+                                (long)((watch - (double)(time_t)watch) * 1e9)};
+    pselect(0, NULL, NULL, NULL, &interval, &wait_mask);
+    if (stop_requested)
+      break;
+  }
+
+done:
+  dlrt_shutdown();
+  return status;
+bad_usage:
+  usage(stderr);
+  status = STATUS_USAGE;
+  goto done;
+}
