@@ -55,6 +55,22 @@ static int backend_enabled(const char *name) {
   return 0;
 }
 
+/* Closes every device and backend; also unwinds a failed init. */
+static void teardown_locked(void) {
+  for (int i = 0; i < reg.n_devices; i++) {
+    dlrt__device_close(&reg.devices[i]);
+    pthread_mutex_destroy(&reg.devices[i].lock);
+  }
+  dlrt__host_registry_clear();
+  free(reg.devices);
+  reg.devices = NULL;
+  reg.n_devices = 0;
+  for (int i = 0; i < N_COMPILED; i++)
+    if (reg.backends[i].ctx) reg.backends[i].be->shutdown(reg.backends[i].ctx);
+  memset(reg.backends, 0, sizeof reg.backends);
+  __atomic_store_n(&reg.initialized, 0, __ATOMIC_RELEASE);
+}
+
 static int init_locked(void) {
   int total = 0, rc;
   const char *limit_text = getenv("DLRT_MEM_LIMIT");
@@ -102,16 +118,10 @@ static int init_locked(void) {
     }
   }
   reg.n_devices = total;
-  reg.initialized = 1;
+  __atomic_store_n(&reg.initialized, 1, __ATOMIC_RELEASE);
   return DLRT_OK;
 fail:
-  for (int i = 0; i < reg.n_devices; i++) pthread_mutex_destroy(&reg.devices[i].lock);
-  free(reg.devices);
-  reg.devices = NULL;
-  reg.n_devices = 0;
-  for (int i = 0; i < N_COMPILED; i++)
-    if (reg.backends[i].ctx) reg.backends[i].be->shutdown(reg.backends[i].ctx);
-  memset(reg.backends, 0, sizeof reg.backends);
+  teardown_locked();
   return rc;
 }
 
@@ -131,20 +141,7 @@ int dlrt__ensure_init(void) {
 
 void dlrt_shutdown(void) {
   pthread_mutex_lock(&reg.lock);
-  if (reg.initialized) {
-    for (int i = 0; i < reg.n_devices; i++) {
-      dlrt__device_close(&reg.devices[i]);
-      pthread_mutex_destroy(&reg.devices[i].lock);
-    }
-    dlrt__host_registry_clear();
-    free(reg.devices);
-    reg.devices = NULL;
-    reg.n_devices = 0;
-    for (int i = 0; i < N_COMPILED; i++)
-      if (reg.backends[i].ctx) reg.backends[i].be->shutdown(reg.backends[i].ctx);
-    memset(reg.backends, 0, sizeof reg.backends);
-    __atomic_store_n(&reg.initialized, 0, __ATOMIC_RELEASE);
-  }
+  if (reg.initialized) teardown_locked();
   pthread_mutex_unlock(&reg.lock);
 }
 
