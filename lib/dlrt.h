@@ -323,23 +323,56 @@ DLRT_API int dlrt_gemm(dlrt_stream_t *stream, const dlrt_gemm_desc *desc,
                        dlrt_buffer_t *a, size_t a_offset, dlrt_buffer_t *b,
                        size_t b_offset, dlrt_buffer_t *c, size_t c_offset);
 
-/* Elementwise kernels over `n` fp32 elements (offsets in bytes). */
+/* Kernels of kernels/ (written once, compiled for every backend). Storage
+ * types F32, F16 and BF16; arithmetic is fp32, stores round to nearest even.
+ * Offsets are in bytes and must be multiples of the element size. */
+
+/* Elementwise over `n` elements of `dtype`. */
 typedef enum {
   DLRT_EW_FILL,  /* y = alpha */
   DLRT_EW_SCALE, /* y = alpha * x */
   DLRT_EW_AXPY,  /* y = alpha * x + y */
   DLRT_EW_ADD,   /* y = x + z */
   DLRT_EW_MUL,   /* y = x * z */
-  DLRT_EW_RELU,  /* y = max(x, 0) */
+  DLRT_EW_RELU,  /* y = max(x, 0); NaN stays NaN */
   DLRT_EW_COUNT_
 } dlrt_ew_op;
 
 DLRT_API const char *dlrt_ew_op_name(dlrt_ew_op op);
 /* Operands an op does not read may be NULL. Operands may alias exactly (in place). */
-DLRT_API int dlrt_elementwise(dlrt_stream_t *stream, dlrt_ew_op op, int64_t n,
-                              float alpha, dlrt_buffer_t *y, size_t y_offset,
-                              dlrt_buffer_t *x, size_t x_offset,
-                              dlrt_buffer_t *z, size_t z_offset);
+DLRT_API int dlrt_elementwise(dlrt_stream_t *stream, dlrt_ew_op op, dlrt_dtype dtype,
+                              int64_t n, float alpha, dlrt_buffer_t *y, size_t y_offset,
+                              dlrt_buffer_t *x, size_t x_offset, dlrt_buffer_t *z,
+                              size_t z_offset);
+
+/* y (y_dtype) = x (x_dtype) for n elements, any of F32, F16, BF16; the same
+ * type copies. Narrowing rounds to nearest even; overflow gives inf. */
+DLRT_API int dlrt_cast(dlrt_stream_t *stream, int64_t n, dlrt_buffer_t *y, size_t y_offset,
+                       dlrt_dtype y_dtype, dlrt_buffer_t *x, size_t x_offset,
+                       dlrt_dtype x_dtype);
+
+typedef enum {
+  DLRT_REDUCE_SUM,
+  DLRT_REDUCE_MAX, /* NaN if any element is NaN */
+  DLRT_REDUCE_COUNT_
+} dlrt_reduce_op;
+
+DLRT_API const char *dlrt_reduce_op_name(dlrt_reduce_op op);
+/* y[r] = op over c of x[r * cols + c]: x is rows x cols row-major, y holds
+ * rows elements, both of `dtype`; accumulation in fp32. A whole-array
+ * reduction is rows = 1. The order of operations depends only on rows and
+ * cols, so a device gives bitwise identical results from run to run; the
+ * sum of zero columns is 0, the max -inf. y must not overlap x. */
+DLRT_API int dlrt_reduce(dlrt_stream_t *stream, dlrt_reduce_op op, dlrt_dtype dtype,
+                         int64_t rows, int64_t cols, dlrt_buffer_t *y, size_t y_offset,
+                         dlrt_buffer_t *x, size_t x_offset);
+
+/* y[b] = x[b]^T for b in [0, batch): x is batch x rows x cols, y is batch x
+ * cols x rows, both row-major and contiguous, of `dtype` (F32, F16, BF16, I32).
+ * y must not overlap x. */
+DLRT_API int dlrt_transpose(dlrt_stream_t *stream, dlrt_dtype dtype, int64_t batch,
+                            int64_t rows, int64_t cols, dlrt_buffer_t *y, size_t y_offset,
+                            dlrt_buffer_t *x, size_t x_offset);
 
 #ifdef __cplusplus
 }

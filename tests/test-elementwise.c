@@ -140,7 +140,7 @@ static void test_op(dlrt_device_t *dev, dlrt_stream_t *stream, dlrt_ew_op op,
   }
 
   int status =
-      dlrt_elementwise(stream, op, n, ALPHA, y, shape->y_off, x, x_off, z, z_off);
+      dlrt_elementwise(stream, op, DLRT_F32, n, ALPHA, y, shape->y_off, x, x_off, z, z_off);
   if (!tap_check_op(status, "%s", label))
     goto done;
   status = dlrt_stream_synchronize(stream);
@@ -187,7 +187,7 @@ static void test_relu_specials(dlrt_device_t *dev, dlrt_stream_t *stream) {
     ok(0, "%s: RELU specials: set up: %s", spec, dlrt_last_error());
     goto done;
   }
-  int status = dlrt_elementwise(stream, DLRT_EW_RELU, N, 0.0f, y, 0, x, 0, NULL, 0);
+  int status = dlrt_elementwise(stream, DLRT_EW_RELU, DLRT_F32, N, 0.0f, y, 0, x, 0, NULL, 0);
   if (!tap_check_op(status,
                     "%s: RELU of -inf, inf, -1, -0, 0, +-FLT_MAX, 3, "
                     "+-1e-30, NaN",
@@ -231,40 +231,40 @@ static void test_bad_arguments(dlrt_device_t *dev, dlrt_stream_t *stream,
   }
 #define BAD(call, want, what)                                                          \
   is_status(dlrt_elementwise call, want, "%s: %s", spec, what)
-  BAD((stream, DLRT_EW_SCALE, N, 2.0f, y, 0, NULL, 0, NULL, 0), DLRT_ERR_INVALID_ARG,
+  BAD((stream, DLRT_EW_SCALE, DLRT_F32, N, 2.0f, y, 0, NULL, 0, NULL, 0), DLRT_ERR_INVALID_ARG,
       "SCALE without x");
-  BAD((stream, DLRT_EW_ADD, N, 2.0f, y, 0, x, 0, NULL, 0), DLRT_ERR_INVALID_ARG,
+  BAD((stream, DLRT_EW_ADD, DLRT_F32, N, 2.0f, y, 0, x, 0, NULL, 0), DLRT_ERR_INVALID_ARG,
       "ADD without z");
-  BAD((stream, DLRT_EW_MUL, N, 2.0f, y, 0, NULL, 0, z, 0), DLRT_ERR_INVALID_ARG,
+  BAD((stream, DLRT_EW_MUL, DLRT_F32, N, 2.0f, y, 0, NULL, 0, z, 0), DLRT_ERR_INVALID_ARG,
       "MUL without x");
-  BAD((stream, DLRT_EW_FILL, N, 2.0f, NULL, 0, NULL, 0, NULL, 0), DLRT_ERR_INVALID_ARG,
+  BAD((stream, DLRT_EW_FILL, DLRT_F32, N, 2.0f, NULL, 0, NULL, 0, NULL, 0), DLRT_ERR_INVALID_ARG,
       "FILL without y");
-  BAD((stream, DLRT_EW_FILL, N - 1, 2.0f, y, 2, NULL, 0, NULL, 0), DLRT_ERR_INVALID_ARG,
+  BAD((stream, DLRT_EW_FILL, DLRT_F32, N - 1, 2.0f, y, 2, NULL, 0, NULL, 0), DLRT_ERR_INVALID_ARG,
       "y offset 2: not a multiple of 4");
-  BAD((stream, DLRT_EW_SCALE, N - 2, 2.0f, y, 0, x, 6, NULL, 0), DLRT_ERR_INVALID_ARG,
+  BAD((stream, DLRT_EW_SCALE, DLRT_F32, N - 2, 2.0f, y, 0, x, 6, NULL, 0), DLRT_ERR_INVALID_ARG,
       "x offset 6: not a multiple of 4");
-  BAD((stream, DLRT_EW_ADD, N - 1, 2.0f, y, 0, x, 0, z, 1), DLRT_ERR_INVALID_ARG,
+  BAD((stream, DLRT_EW_ADD, DLRT_F32, N - 1, 2.0f, y, 0, x, 0, z, 1), DLRT_ERR_INVALID_ARG,
       "z offset 1: not a multiple of 4");
-  BAD((stream, DLRT_EW_FILL, N + 1, 2.0f, y, 0, NULL, 0, NULL, 0),
+  BAD((stream, DLRT_EW_FILL, DLRT_F32, N + 1, 2.0f, y, 0, NULL, 0, NULL, 0),
       DLRT_ERR_OUT_OF_RANGE, "n one past y's end");
-  BAD((stream, DLRT_EW_SCALE, N, 2.0f, y, 0, x, 4, NULL, 0), DLRT_ERR_OUT_OF_RANGE,
+  BAD((stream, DLRT_EW_SCALE, DLRT_F32, N, 2.0f, y, 0, x, 4, NULL, 0), DLRT_ERR_OUT_OF_RANGE,
       "x offset 4 runs past x's end");
-  BAD((stream, DLRT_EW_ADD, N, 2.0f, y, 0, x, 0, z, 8), DLRT_ERR_OUT_OF_RANGE,
+  BAD((stream, DLRT_EW_ADD, DLRT_F32, N, 2.0f, y, 0, x, 0, z, 8), DLRT_ERR_OUT_OF_RANGE,
       "z offset 8 runs past z's end");
-  BAD((stream, DLRT_EW_FILL, 1, 2.0f, y, SIZE_MAX - 3, NULL, 0, NULL, 0),
+  BAD((stream, DLRT_EW_FILL, DLRT_F32, 1, 2.0f, y, SIZE_MAX - 3, NULL, 0, NULL, 0),
       DLRT_ERR_OUT_OF_RANGE, "y offset SIZE_MAX - 3 (offset + 4n wraps)");
-  BAD((stream, DLRT_EW_FILL, INT64_MAX / 2, 2.0f, y, 0, NULL, 0, NULL, 0),
+  BAD((stream, DLRT_EW_FILL, DLRT_F32, INT64_MAX / 2, 2.0f, y, 0, NULL, 0, NULL, 0),
       DLRT_ERR_OUT_OF_RANGE, "n = INT64_MAX / 2 (4n overflows)");
-  BAD((stream, DLRT_EW_FILL, -1, 2.0f, y, 0, NULL, 0, NULL, 0), DLRT_ERR_INVALID_ARG,
+  BAD((stream, DLRT_EW_FILL, DLRT_F32, -1, 2.0f, y, 0, NULL, 0, NULL, 0), DLRT_ERR_INVALID_ARG,
       "n < 0");
-  BAD((stream, DLRT_EW_COUNT_, N, 2.0f, y, 0, x, 0, z, 0), DLRT_ERR_INVALID_ARG,
+  BAD((stream, DLRT_EW_COUNT_, DLRT_F32, N, 2.0f, y, 0, x, 0, z, 0), DLRT_ERR_INVALID_ARG,
       "op DLRT_EW_COUNT_");
-  BAD((stream, (dlrt_ew_op)-1, N, 2.0f, y, 0, x, 0, z, 0), DLRT_ERR_INVALID_ARG,
+  BAD((stream, (dlrt_ew_op)-1, DLRT_F32, N, 2.0f, y, 0, x, 0, z, 0), DLRT_ERR_INVALID_ARG,
       "op -1");
   if (foreign) {
-    BAD((stream, DLRT_EW_SCALE, N, 2.0f, y, 0, foreign, 0, NULL, 0),
+    BAD((stream, DLRT_EW_SCALE, DLRT_F32, N, 2.0f, y, 0, foreign, 0, NULL, 0),
         DLRT_ERR_WRONG_DEVICE, "x on another device");
-    BAD((dlrt_device_default_stream(other), DLRT_EW_FILL, N, 2.0f, y, 0, NULL, 0, NULL,
+    BAD((dlrt_device_default_stream(other), DLRT_EW_FILL, DLRT_F32, N, 2.0f, y, 0, NULL, 0, NULL,
          0),
         DLRT_ERR_WRONG_DEVICE, "on another device's stream");
   } else {

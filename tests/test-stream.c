@@ -168,7 +168,7 @@ static void test_in_order(dlrt_device_t *dev) {
   if (status == DLRT_OK)
     status = dlrt_copy_d2d(y, 0, x, 0, bytes, s);
   if (status == DLRT_OK) {
-    int ew = dlrt_elementwise(s, DLRT_EW_AXPY, COUNT, 2.0f, y, 0, x, 0, NULL, 0);
+    int ew = dlrt_elementwise(s, DLRT_EW_AXPY, DLRT_F32, COUNT, 2.0f, y, 0, x, 0, NULL, 0);
     ran_ew = tap_check_op(ew, "%s: in-order chain: y = 2 x + y", spec);
   }
   if (status == DLRT_OK)

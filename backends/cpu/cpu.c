@@ -219,5 +219,5 @@ const dlrt_backend_iface dlrt__backend_cpu = {
     .copy_peer = NULL,
     .memset = cpu_memset,
     .gemm = cpu_gemm,
-    .elementwise = cpu_elementwise,
+    .launch = cpu_launch,
 };

@@ -1,5 +1,5 @@
-/* cpu_compute.c — CPU compute: GEMM through OpenBLAS, elementwise kernels from
- * kernels/elementwise.h compiled as C and spread over OpenMP threads. */
+/* cpu_compute.c — CPU GEMM through OpenBLAS (kernels of kernels/ run from
+ * cpu_kernels.c). */
 #include "config.h"
 
 #include <cblas.h>
@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "cpu_internal.h"
-#include "elementwise.h"
 #include "util/status.h"
 
 const char *cpu_blas_version(void) {
@@ -58,54 +57,3 @@ int cpu_gemm(void *stream, const dlrt_gemm_desc *d, dlrt_mem a, size_t a_off, dl
   return cpu_stream_enqueue(stream, run_gemm, &g, sizeof g);
 }
 
-/* ---------------------------------------------------------------- elementwise */
-
-/* Below this many elements one thread is faster than waking a team. */
-#define EW_PARALLEL_MIN (1 << 16)
-/* Slices of at least this many elements keep each thread on whole pages. */
-#define EW_GRAIN 4096
-
-typedef struct {
-  dlrt_ew_op op;
-  int64_t n;
-  float alpha;
-  float *y;
-  const float *x, *z;
-} ew_command;
-
-static void ew_slice(const ew_command *c, int64_t lo, int64_t hi) {
-  switch (c->op) {
-  case DLRT_EW_FILL: dlrt_k_fill(lo, hi, c->y, c->alpha, c->n); break;
-  case DLRT_EW_SCALE: dlrt_k_scale(lo, hi, c->y, c->x, c->alpha, c->n); break;
-  case DLRT_EW_AXPY: dlrt_k_axpy(lo, hi, c->y, c->x, c->alpha, c->n); break;
-  case DLRT_EW_ADD: dlrt_k_add(lo, hi, c->y, c->x, c->z, c->n); break;
-  case DLRT_EW_MUL: dlrt_k_mul(lo, hi, c->y, c->x, c->z, c->n); break;
-  case DLRT_EW_RELU: dlrt_k_relu(lo, hi, c->y, c->x, c->n); break;
-  default: break;
-  }
-}
-
-static int run_elementwise(void *payload) {
-  const ew_command *c = payload;
-  if (c->n < EW_PARALLEL_MIN) {
-    ew_slice(c, 0, c->n);
-    return DLRT_OK;
-  }
-  int64_t slices = (c->n + EW_GRAIN - 1) / EW_GRAIN;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static)
-#endif
-  for (int64_t s = 0; s < slices; s++) {
-    int64_t lo = s * EW_GRAIN, hi = lo + EW_GRAIN < c->n ? lo + EW_GRAIN : c->n;
-    ew_slice(c, lo, hi);
-  }
-  return DLRT_OK;
-}
-
-static void *at(dlrt_mem m, size_t off) { return m.host ? (char *)m.host + off : NULL; }
-
-int cpu_elementwise(void *stream, const dlrt_ew_args *a) {
-  ew_command c = {a->op, a->n, a->alpha, at(a->y, a->y_off), at(a->x, a->x_off),
-                  at(a->z, a->z_off)};
-  return cpu_stream_enqueue(stream, run_elementwise, &c, sizeof c);
-}

@@ -305,5 +305,5 @@ const dlrt_backend_iface dlrt__backend_cuda = {
     .copy_peer = cuda_copy_peer,
     .memset = cuda_memset,
     .gemm = NULL,
-    .elementwise = NULL,
+    .launch = NULL,
 };

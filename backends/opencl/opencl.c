@@ -9,60 +9,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef __APPLE__
-#include <OpenCL/cl.h>
-#else
-#include <CL/cl.h>
-#endif
+#include "opencl_internal.h"
 #ifdef DLRT_HAVE_CLBLAST
 #include <clblast_c.h>
 #endif
 
-#include "device/backend.h"
 #include "util/status.h"
-
-typedef struct {
-  cl_platform_id platform;
-  cl_device_id device;
-} ocl_entry;
-
-typedef struct {
-  int n;
-  ocl_entry *entries;
-} ocl_backend;
-
-typedef struct {
-  cl_context context;
-  cl_device_id device;
-  cl_command_queue io_queue; /* maps and unmaps of pinned host memory */
-  char name[32];             /* "opencl:N" for messages */
-  pthread_mutex_t lock;
-  uint64_t allocated;        /* bytes in live cl_mem buffers (free-memory estimate) */
-  uint64_t max_alloc;        /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
-  cl_uint compute_units;
-  /* Elementwise kernels, built from the embedded source on first use. The
-   * lock also covers setting kernel arguments and enqueueing (cl_kernel
-   * arguments are shared state). */
-  cl_program program;
-  cl_kernel kernels[DLRT_EW_COUNT_];
-} ocl_device;
-
-/* kernels/dialect.h + kernels/elementwise.h, embedded at build time. */
-extern const char dlrt__cl_elementwise_source[];
-
-typedef struct {
-  ocl_device *dev;
-  cl_command_queue queue;
-} ocl_stream;
-
-typedef struct {
-  ocl_device *dev;
-  cl_event event; /* the last recorded marker, NULL before the first */
-} ocl_event;
 
 /* ---------------------------------------------------------------- errors */
 
-static const char *cl_error_name(cl_int err) {
+const char *ocl_error_name(cl_int err) {
   switch (err) {
 #define E(x) case x: return #x;
     E(CL_DEVICE_NOT_FOUND) E(CL_DEVICE_NOT_AVAILABLE) E(CL_COMPILER_NOT_AVAILABLE)
@@ -73,20 +29,20 @@ static const char *cl_error_name(cl_int err) {
     E(CL_INVALID_QUEUE_PROPERTIES) E(CL_INVALID_COMMAND_QUEUE) E(CL_INVALID_HOST_PTR)
     E(CL_INVALID_MEM_OBJECT) E(CL_INVALID_BUFFER_SIZE) E(CL_INVALID_EVENT_WAIT_LIST)
     E(CL_INVALID_EVENT) E(CL_INVALID_OPERATION) E(CL_INVALID_WORK_GROUP_SIZE)
-    E(CL_INVALID_KERNEL_ARGS) E(CL_PLATFORM_NOT_FOUND_KHR)
+    E(CL_INVALID_KERNEL_ARGS) E(CL_INVALID_BINARY) E(CL_INVALID_BUILD_OPTIONS)
+    E(CL_INVALID_KERNEL_NAME) E(CL_INVALID_PROGRAM_EXECUTABLE) E(CL_PLATFORM_NOT_FOUND_KHR)
 #undef E
   }
   return "unknown OpenCL error";
 }
 
-/* Maps an OpenCL failure to a status with a message naming the call. */
-static int cl_fail(const ocl_device *dev, const char *call, cl_int err) {
+int ocl_fail(const ocl_device *dev, const char *call, cl_int err) {
   int status = err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_RESOURCES ||
                        err == CL_OUT_OF_HOST_MEMORY
                    ? DLRT_ERR_OOM
                    : DLRT_ERR_BACKEND;
   return dlrt__set_error(status, "%s: %s failed: %s (%d)", dev ? dev->name : "opencl", call,
-                         cl_error_name(err), (int)err);
+                         ocl_error_name(err), (int)err);
 }
 
 /* ---------------------------------------------------------------- enumeration */
@@ -199,13 +155,13 @@ static int ocl_device_open(void *ctx, int index, void **out) {
                                    (cl_context_properties)b->entries[index].platform, 0};
   dev->context = clCreateContext(props, 1, &dev->device, NULL, NULL, &err);
   if (!dev->context) {
-    int rc = cl_fail(dev, "clCreateContext", err);
+    int rc = ocl_fail(dev, "clCreateContext", err);
     free(dev);
     return rc;
   }
   dev->io_queue = clCreateCommandQueue(dev->context, dev->device, 0, &err);
   if (!dev->io_queue) {
-    int rc = cl_fail(dev, "clCreateCommandQueue", err);
+    int rc = ocl_fail(dev, "clCreateCommandQueue", err);
     clReleaseContext(dev->context);
     free(dev);
     return rc;
@@ -213,6 +169,11 @@ static int ocl_device_open(void *ctx, int index, void **out) {
   cl_ulong max_alloc = 0;
   clGetDeviceInfo(dev->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof max_alloc, &max_alloc, NULL);
   dev->max_alloc = max_alloc;
+  {
+    dlrt_device_props p;
+    ocl_device_props(ctx, index, &p);
+    snprintf(dev->driver, sizeof dev->driver, "%.60s|%.20s|%.40s", p.name, p.vendor, p.driver);
+  }
   clGetDeviceInfo(dev->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof dev->compute_units,
                   &dev->compute_units, NULL);
   pthread_mutex_init(&dev->lock, NULL);
@@ -222,9 +183,7 @@ static int ocl_device_open(void *ctx, int index, void **out) {
 
 static void ocl_device_close(void *p) {
   ocl_device *dev = p;
-  for (int i = 0; i < DLRT_EW_COUNT_; i++)
-    if (dev->kernels[i]) clReleaseKernel(dev->kernels[i]);
-  if (dev->program) clReleaseProgram(dev->program);
+  ocl_kernels_release(dev);
   clFinish(dev->io_queue);
   clReleaseCommandQueue(dev->io_queue);
   clReleaseContext(dev->context);
@@ -242,7 +201,7 @@ static int ocl_mem_alloc(void *p, size_t bytes, dlrt_mem *out) {
                            "allocation (%llu bytes, CL_DEVICE_MAX_MEM_ALLOC_SIZE)", dev->name,
                            bytes, (unsigned long long)dev->max_alloc);
   cl_mem m = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
-  if (!m) return cl_fail(dev, "clCreateBuffer", err);
+  if (!m) return ocl_fail(dev, "clCreateBuffer", err);
   pthread_mutex_lock(&dev->lock);
   dev->allocated += bytes;
   pthread_mutex_unlock(&dev->lock);
@@ -268,12 +227,12 @@ static int ocl_host_alloc(void *p, size_t bytes, void **ptr, void **handle) {
   cl_int err;
   cl_mem m = clCreateBuffer(dev->context, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, bytes,
                             NULL, &err);
-  if (!m) return cl_fail(dev, "clCreateBuffer(CL_MEM_ALLOC_HOST_PTR)", err);
+  if (!m) return ocl_fail(dev, "clCreateBuffer(CL_MEM_ALLOC_HOST_PTR)", err);
   void *host = clEnqueueMapBuffer(dev->io_queue, m, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0,
                                   bytes, 0, NULL, NULL, &err);
   if (!host) {
     clReleaseMemObject(m);
-    return cl_fail(dev, "clEnqueueMapBuffer", err);
+    return ocl_fail(dev, "clEnqueueMapBuffer", err);
   }
   *ptr = host;
   *handle = m;
@@ -298,7 +257,7 @@ static int ocl_stream_create(void *p, void **out) {
   s->queue = clCreateCommandQueue(dev->context, dev->device, CL_QUEUE_PROFILING_ENABLE, &err);
   if (!s->queue) {
     free(s);
-    return cl_fail(dev, "clCreateCommandQueue", err);
+    return ocl_fail(dev, "clCreateCommandQueue", err);
   }
   *out = s;
   return DLRT_OK;
@@ -314,7 +273,7 @@ static void ocl_stream_destroy(void *p) {
 static int ocl_stream_synchronize(void *p) {
   ocl_stream *s = p;
   cl_int err = clFinish(s->queue);
-  return err == CL_SUCCESS ? DLRT_OK : cl_fail(s->dev, "clFinish", err);
+  return err == CL_SUCCESS ? DLRT_OK : ocl_fail(s->dev, "clFinish", err);
 }
 
 static int ocl_event_create(void *p, void **out) {
@@ -336,7 +295,7 @@ static int ocl_event_record(void *pe, void *ps) {
   ocl_stream *s = ps;
   cl_event ev;
   cl_int err = clEnqueueMarkerWithWaitList(s->queue, 0, NULL, &ev);
-  if (err != CL_SUCCESS) return cl_fail(s->dev, "clEnqueueMarkerWithWaitList", err);
+  if (err != CL_SUCCESS) return ocl_fail(s->dev, "clEnqueueMarkerWithWaitList", err);
   /* Submit now, so that a host or another queue waiting on it makes progress. */
   clFlush(s->queue);
   if (e->event) clReleaseEvent(e->event);
@@ -349,14 +308,14 @@ static int ocl_stream_wait_event(void *ps, void *pe) {
   ocl_event *e = pe;
   if (!e->event) return DLRT_OK;
   cl_int err = clEnqueueBarrierWithWaitList(s->queue, 1, &e->event, NULL);
-  return err == CL_SUCCESS ? DLRT_OK : cl_fail(s->dev, "clEnqueueBarrierWithWaitList", err);
+  return err == CL_SUCCESS ? DLRT_OK : ocl_fail(s->dev, "clEnqueueBarrierWithWaitList", err);
 }
 
 static int ocl_event_synchronize(void *pe) {
   ocl_event *e = pe;
   if (!e->event) return DLRT_OK;
   cl_int err = clWaitForEvents(1, &e->event);
-  return err == CL_SUCCESS ? DLRT_OK : cl_fail(e->dev, "clWaitForEvents", err);
+  return err == CL_SUCCESS ? DLRT_OK : ocl_fail(e->dev, "clWaitForEvents", err);
 }
 
 static int ocl_event_query(void *pe) {
@@ -365,8 +324,8 @@ static int ocl_event_query(void *pe) {
   if (!e->event) return 1;
   cl_int err = clGetEventInfo(e->event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status,
                               &status, NULL);
-  if (err != CL_SUCCESS) return cl_fail(e->dev, "clGetEventInfo", err);
-  if (status < 0) return cl_fail(e->dev, "a command before the event", status);
+  if (err != CL_SUCCESS) return ocl_fail(e->dev, "clGetEventInfo", err);
+  if (status < 0) return ocl_fail(e->dev, "a command before the event", status);
   return status == CL_COMPLETE;
 }
 
@@ -379,7 +338,7 @@ static int ocl_event_elapsed_ms(void *pa, void *pb, float *ms) {
   cl_int err = clGetEventProfilingInfo(a->event, CL_PROFILING_COMMAND_END, sizeof t0, &t0, NULL);
   if (err == CL_SUCCESS)
     err = clGetEventProfilingInfo(b->event, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
-  if (err != CL_SUCCESS) return cl_fail(a->dev, "clGetEventProfilingInfo", err);
+  if (err != CL_SUCCESS) return ocl_fail(a->dev, "clGetEventProfilingInfo", err);
   *ms = (float)((double)((int64_t)(t1 - t0)) / 1e6);
   return DLRT_OK;
 }
@@ -390,14 +349,14 @@ static int ocl_copy_h2d(void *ps, dlrt_mem dst, size_t off, const void *src, siz
   ocl_stream *s = ps;
   cl_int err = clEnqueueWriteBuffer(s->queue, dst.handle, CL_FALSE, off, bytes, src, 0, NULL, NULL);
   if (err == CL_SUCCESS) clFlush(s->queue);
-  return err == CL_SUCCESS ? DLRT_OK : cl_fail(s->dev, "clEnqueueWriteBuffer", err);
+  return err == CL_SUCCESS ? DLRT_OK : ocl_fail(s->dev, "clEnqueueWriteBuffer", err);
 }
 
 static int ocl_copy_d2h(void *ps, void *dst, dlrt_mem src, size_t off, size_t bytes) {
   ocl_stream *s = ps;
   cl_int err = clEnqueueReadBuffer(s->queue, src.handle, CL_FALSE, off, bytes, dst, 0, NULL, NULL);
   if (err == CL_SUCCESS) clFlush(s->queue);
-  return err == CL_SUCCESS ? DLRT_OK : cl_fail(s->dev, "clEnqueueReadBuffer", err);
+  return err == CL_SUCCESS ? DLRT_OK : ocl_fail(s->dev, "clEnqueueReadBuffer", err);
 }
 
 static int ocl_copy_d2d(void *ps, dlrt_mem dst, size_t doff, dlrt_mem src, size_t soff,
@@ -408,7 +367,7 @@ static int ocl_copy_d2d(void *ps, dlrt_mem dst, size_t doff, dlrt_mem src, size_
     /* clEnqueueCopyBuffer refuses overlapping ranges of one buffer: go
      * through a temporary buffer instead. */
     cl_mem tmp = clCreateBuffer(s->dev->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
-    if (!tmp) return cl_fail(s->dev, "clCreateBuffer", err);
+    if (!tmp) return ocl_fail(s->dev, "clCreateBuffer", err);
     err = clEnqueueCopyBuffer(s->queue, src.handle, tmp, soff, 0, bytes, 0, NULL, NULL);
     if (err == CL_SUCCESS)
       err = clEnqueueCopyBuffer(s->queue, tmp, dst.handle, 0, doff, bytes, 0, NULL, NULL);
@@ -417,7 +376,7 @@ static int ocl_copy_d2d(void *ps, dlrt_mem dst, size_t doff, dlrt_mem src, size_
     err = clEnqueueCopyBuffer(s->queue, src.handle, dst.handle, soff, doff, bytes, 0, NULL, NULL);
   }
   if (err == CL_SUCCESS) clFlush(s->queue);
-  return err == CL_SUCCESS ? DLRT_OK : cl_fail(s->dev, "clEnqueueCopyBuffer", err);
+  return err == CL_SUCCESS ? DLRT_OK : ocl_fail(s->dev, "clEnqueueCopyBuffer", err);
 }
 
 static int ocl_memset(void *ps, dlrt_mem dst, size_t off, int value, size_t bytes) {
@@ -425,7 +384,7 @@ static int ocl_memset(void *ps, dlrt_mem dst, size_t off, int value, size_t byte
   cl_uchar pattern = (cl_uchar)value;
   cl_int err = clEnqueueFillBuffer(s->queue, dst.handle, &pattern, 1, off, bytes, 0, NULL, NULL);
   if (err == CL_SUCCESS) clFlush(s->queue);
-  return err == CL_SUCCESS ? DLRT_OK : cl_fail(s->dev, "clEnqueueFillBuffer", err);
+  return err == CL_SUCCESS ? DLRT_OK : ocl_fail(s->dev, "clEnqueueFillBuffer", err);
 }
 
 /* ---------------------------------------------------------------- GEMM */
@@ -465,77 +424,6 @@ static int ocl_gemm(void *ps, const dlrt_gemm_desc *d, dlrt_mem a, size_t a_off,
 }
 #endif
 
-/* ---------------------------------------------------------------- elementwise */
-
-static const char *const ew_kernel_names[DLRT_EW_COUNT_] = {
-    [DLRT_EW_FILL] = "dlrt_k_fill", [DLRT_EW_SCALE] = "dlrt_k_scale",
-    [DLRT_EW_AXPY] = "dlrt_k_axpy", [DLRT_EW_ADD] = "dlrt_k_add",
-    [DLRT_EW_MUL] = "dlrt_k_mul",   [DLRT_EW_RELU] = "dlrt_k_relu"};
-
-/* Builds the program and its kernels; caller holds dev->lock. On a build
- * failure the error carries the device's build log. */
-static int build_kernels(ocl_device *dev) {
-  cl_int err;
-  const char *src = dlrt__cl_elementwise_source;
-  dev->program = clCreateProgramWithSource(dev->context, 1, &src, NULL, &err);
-  if (!dev->program) return cl_fail(dev, "clCreateProgramWithSource", err);
-  err = clBuildProgram(dev->program, 1, &dev->device, "", NULL, NULL);
-  if (err != CL_SUCCESS) {
-    char log[2048] = "";
-    clGetProgramBuildInfo(dev->program, dev->device, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log,
-                          NULL);
-    clReleaseProgram(dev->program);
-    dev->program = NULL;
-    return dlrt__set_error(DLRT_ERR_BACKEND, "%s: building the elementwise kernels failed "
-                           "(%s); build log:\n%s", dev->name, cl_error_name(err), log);
-  }
-  for (int i = 0; i < DLRT_EW_COUNT_; i++) {
-    dev->kernels[i] = clCreateKernel(dev->program, ew_kernel_names[i], &err);
-    if (!dev->kernels[i]) return cl_fail(dev, ew_kernel_names[i], err);
-  }
-  return DLRT_OK;
-}
-
-static int set_array(cl_kernel k, cl_uint *arg, dlrt_mem m, size_t byte_offset) {
-  cl_long elements = (cl_long)(byte_offset / sizeof(float));
-  cl_int err = clSetKernelArg(k, (*arg)++, sizeof(cl_mem), &m.handle);
-  if (err == CL_SUCCESS) err = clSetKernelArg(k, (*arg)++, sizeof elements, &elements);
-  return err;
-}
-
-static int ocl_elementwise(void *ps, const dlrt_ew_args *a) {
-  ocl_stream *s = ps;
-  ocl_device *dev = s->dev;
-  int rc = DLRT_OK;
-  pthread_mutex_lock(&dev->lock);
-  if (!dev->program && (rc = build_kernels(dev)) < 0) goto out;
-  cl_kernel k = dev->kernels[a->op];
-  cl_uint arg = 0;
-  cl_long n = a->n;
-  /* Argument order follows the kernel signatures in kernels/elementwise.h. */
-  cl_int err = set_array(k, &arg, a->y, a->y_off);
-  if (err == CL_SUCCESS && a->x.handle) err = set_array(k, &arg, a->x, a->x_off);
-  if (err == CL_SUCCESS && a->z.handle) err = set_array(k, &arg, a->z, a->z_off);
-  if (err == CL_SUCCESS && (a->op == DLRT_EW_FILL || a->op == DLRT_EW_SCALE || a->op == DLRT_EW_AXPY))
-    err = clSetKernelArg(k, arg++, sizeof a->alpha, &a->alpha);
-  if (err == CL_SUCCESS) err = clSetKernelArg(k, arg++, sizeof n, &n);
-  if (err != CL_SUCCESS) {
-    rc = cl_fail(dev, "clSetKernelArg", err);
-    goto out;
-  }
-  /* Grid-stride kernels: enough work-items to fill the device, not one per
-   * element. */
-  size_t cap = (size_t)(dev->compute_units ? dev->compute_units : 1) * 2048;
-  size_t global = ((size_t)a->n + 255) / 256 * 256;
-  if (global > cap) global = cap;
-  err = clEnqueueNDRangeKernel(s->queue, k, 1, NULL, &global, NULL, 0, NULL, NULL);
-  if (err != CL_SUCCESS) rc = cl_fail(dev, "clEnqueueNDRangeKernel", err);
-  else clFlush(s->queue);
-out:
-  pthread_mutex_unlock(&dev->lock);
-  return rc;
-}
-
 const dlrt_backend_iface dlrt__backend_opencl = {
     .api_version = DLRT_BACKEND_API_VERSION,
     .name = "opencl",
@@ -566,5 +454,5 @@ const dlrt_backend_iface dlrt__backend_opencl = {
 #ifdef DLRT_HAVE_CLBLAST
     .gemm = ocl_gemm,
 #endif
-    .elementwise = ocl_elementwise,
+    .launch = ocl_launch,
 };

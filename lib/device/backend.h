@@ -14,6 +14,7 @@
 #define DLRT_DEVICE_BACKEND_H
 
 #include "dlrt.h"
+#include "kernel_list.h"
 
 /* A raw device allocation. `handle` is what the backend addresses memory by
  * (a host pointer on the CPU, a device pointer on CUDA, a cl_mem on OpenCL);
@@ -23,15 +24,31 @@ typedef struct {
   void *host;
 } dlrt_mem;
 
-/* Elementwise arguments: y, x, z are (memory, byte offset) pairs; x/z may be
- * absent (handle NULL) when the op does not read them. */
+/* One argument of a kernel launch, in the order of the kernel's signature. */
+typedef enum { DLRT__ARG_BUFFER, DLRT__ARG_F32, DLRT__ARG_I64 } dlrt__arg_kind;
+
 typedef struct {
-  dlrt_ew_op op;
-  int64_t n;
-  float alpha;
-  dlrt_mem y, x, z;
-  size_t y_off, x_off, z_off;
-} dlrt_ew_args;
+  dlrt__arg_kind kind;
+  dlrt_mem mem;      /* buffer: its memory ... */
+  size_t offset;     /* ... the byte offset of element 0 ... */
+  size_t elem_size;  /* ... and the size of one element, bytes */
+  float f;
+  int64_t i;
+} dlrt__arg;
+
+#define DLRT__MAX_ARGS 8
+
+/* A launch of one kernel of kernels/kernel_list.h. Item kernels cover
+ * `items` indices; group kernels (items == 0) run `groups` work-groups of
+ * DLRT_WG work-items. Backends may launch fewer threads or groups: the
+ * kernels stride over the whole range. */
+typedef struct {
+  int kernel; /* dlrt__kernel_id */
+  int64_t items;
+  int64_t groups;
+  int n_args;
+  dlrt__arg args[DLRT__MAX_ARGS];
+} dlrt__launch;
 
 #define DLRT__FREE_MEMORY_UNKNOWN UINT64_MAX
 
@@ -89,7 +106,8 @@ typedef struct dlrt_backend_iface {
   /* Compute (optional). Arguments are validated by lib/device beforehand. */
   int (*gemm)(void *stream, const dlrt_gemm_desc *desc, dlrt_mem a, size_t a_off,
               dlrt_mem b, size_t b_off, dlrt_mem c, size_t c_off);
-  int (*elementwise)(void *stream, const dlrt_ew_args *args);
+  /* optional: runs a kernel of kernels/ (arguments validated beforehand). */
+  int (*launch)(void *stream, const dlrt__launch *launch);
 } dlrt_backend_iface;
 
 /* The compiled-in backends (each defined in backends/<name>/). */

@@ -2,6 +2,8 @@
  * the stream's backend. Backends may assume valid, in-range arguments. */
 #include "config.h"
 
+#include <string.h>
+
 #include "device/registry.h"
 #include "util/status.h"
 
@@ -81,61 +83,258 @@ int dlrt_gemm(dlrt_stream_t *stream, const dlrt_gemm_desc *d, dlrt_buffer_t *a,
                        b->offset + b_offset, c->mem, c->offset + c_offset);
 }
 
+/* ---------------------------------------------------------------- kernels */
+
+/* Kernel-name suffix of a storage type, or NULL when kernels lack it. */
+static const char *type_suffix(dlrt_dtype t) {
+  switch (t) {
+  case DLRT_F32: return "f32";
+  case DLRT_F16: return "f16";
+  case DLRT_BF16: return "bf16";
+  default: return NULL;
+  }
+}
+
+/* Index of a storage type within a kernel family of DLRT__KERNELS_OF_TYPE,
+ * whose families repeat in the order f32, f16, bf16. */
+static int type_index(dlrt_dtype t) { return t == DLRT_F32 ? 0 : t == DLRT_F16 ? 1 : 2; }
+
+#define KERNELS_PER_TYPE (DLRT__K_fill_f16 - DLRT__K_fill_f32)
+
+static int kernel_for(int f32_kernel, dlrt_dtype t) {
+  return f32_kernel + type_index(t) * KERNELS_PER_TYPE;
+}
+
+typedef struct {
+  const char *call; /* "dlrt_elementwise(add)" for messages */
+  dlrt_device_t *dev;
+  dlrt__launch launch;
+} launch_builder;
+
+static int check_operand(launch_builder *lb, const char *name, dlrt_buffer_t *buf,
+                         size_t offset, int64_t count, size_t esize) {
+  DLRT__CHECK_ARG(buf, "%s: operand %s is NULL", lb->call, name);
+  if (buf->dev != lb->dev)
+    return dlrt__set_error(DLRT_ERR_WRONG_DEVICE, "%s: %s is on %s but the stream is on %s",
+                           lb->call, name, buf->dev->spec, lb->dev->spec);
+  DLRT__CHECK_ARG(offset % esize == 0, "%s: offset %zu of %s is not a multiple of the "
+                  "element size %zu", lb->call, offset, name, esize);
+  if ((uint64_t)count > SIZE_MAX / esize ||
+      !dlrt__range_ok(offset, (size_t)count * esize, buf->size))
+    return dlrt__set_error(DLRT_ERR_OUT_OF_RANGE, "%s: %lld elements of %s (%zu bytes each) "
+                           "from offset %zu do not fit its %zu bytes", lb->call,
+                           (long long)count, name, esize, offset, buf->size);
+  return DLRT_OK;
+}
+
+static void arg_buffer(launch_builder *lb, dlrt_mem mem, size_t offset, size_t esize) {
+  dlrt__arg *a = &lb->launch.args[lb->launch.n_args++];
+  a->kind = DLRT__ARG_BUFFER;
+  a->mem = mem;
+  a->offset = offset;
+  a->elem_size = esize;
+}
+
+static void arg_operand(launch_builder *lb, dlrt_buffer_t *buf, size_t offset, size_t esize) {
+  arg_buffer(lb, buf->mem, buf->offset + offset, esize);
+}
+
+static void arg_f32(launch_builder *lb, float f) {
+  dlrt__arg *a = &lb->launch.args[lb->launch.n_args++];
+  a->kind = DLRT__ARG_F32;
+  a->f = f;
+}
+
+static void arg_i64(launch_builder *lb, int64_t i) {
+  dlrt__arg *a = &lb->launch.args[lb->launch.n_args++];
+  a->kind = DLRT__ARG_I64;
+  a->i = i;
+}
+
+static int submit(dlrt_stream_t *stream, launch_builder *lb) {
+  if (!lb->dev->be->launch)
+    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "%s: the %s backend has no kernels in this "
+                           "build", lb->call, lb->dev->be->name);
+  return lb->dev->be->launch(stream->ctx, &lb->launch);
+}
+
+static int start(launch_builder *lb, dlrt_stream_t *stream, const char *call) {
+  memset(lb, 0, sizeof *lb);
+  lb->call = call;
+  DLRT__CHECK_ARG(stream, "%s: stream is NULL", call);
+  lb->dev = stream->dev;
+  return DLRT_OK;
+}
+
+static int check_float_type(const char *call, dlrt_dtype t) {
+  DLRT__CHECK_ARG(type_suffix(t), "%s: dtype %s is not one of f32, f16, bf16", call,
+                  dlrt_dtype_name(t));
+  return DLRT_OK;
+}
+
 const char *dlrt_ew_op_name(dlrt_ew_op op) {
   static const char *const names[DLRT_EW_COUNT_] = {"fill", "scale", "axpy", "add", "mul", "relu"};
   return op >= 0 && op < DLRT_EW_COUNT_ ? names[op] : "unknown";
 }
 
-/* Which operands each op reads besides y: bit 0 x, bit 1 z. */
-static int ew_inputs(dlrt_ew_op op) {
-  switch (op) {
-  case DLRT_EW_FILL: return 0;
-  case DLRT_EW_SCALE: case DLRT_EW_AXPY: case DLRT_EW_RELU: return 1;
-  case DLRT_EW_ADD: case DLRT_EW_MUL: return 3;
-  default: return -1;
-  }
-}
-
-static int check_operand(const char *name, dlrt_buffer_t *buf, size_t offset, int64_t n,
-                         dlrt_device_t *dev, dlrt_ew_op op) {
-  DLRT__CHECK_ARG(buf, "dlrt_elementwise(%s): operand %s is NULL", dlrt_ew_op_name(op), name);
-  if (buf->dev != dev)
-    return dlrt__set_error(DLRT_ERR_WRONG_DEVICE, "dlrt_elementwise(%s): %s is on %s but the "
-                           "stream is on %s", dlrt_ew_op_name(op), name, buf->dev->spec, dev->spec);
-  DLRT__CHECK_ARG(offset % sizeof(float) == 0, "dlrt_elementwise(%s): offset %zu of %s is not "
-                  "a multiple of 4", dlrt_ew_op_name(op), offset, name);
-  if ((uint64_t)n > SIZE_MAX / sizeof(float) ||
-      !dlrt__range_ok(offset, (size_t)n * sizeof(float), buf->size))
-    return dlrt__set_error(DLRT_ERR_OUT_OF_RANGE, "dlrt_elementwise(%s): %lld floats of %s "
-                           "from offset %zu do not fit its %zu bytes", dlrt_ew_op_name(op),
-                           (long long)n, name, offset, buf->size);
-  return DLRT_OK;
-}
-
-int dlrt_elementwise(dlrt_stream_t *stream, dlrt_ew_op op, int64_t n, float alpha,
-                     dlrt_buffer_t *y, size_t y_offset, dlrt_buffer_t *x, size_t x_offset,
-                     dlrt_buffer_t *z, size_t z_offset) {
-  DLRT__CHECK_ARG(stream, "dlrt_elementwise: stream is NULL");
-  int inputs = ew_inputs(op);
-  DLRT__CHECK_ARG(inputs >= 0, "dlrt_elementwise: unknown op %d", (int)op);
-  DLRT__CHECK_ARG(n >= 0, "dlrt_elementwise(%s): n is negative", dlrt_ew_op_name(op));
-  dlrt_device_t *dev = stream->dev;
-  int rc = check_operand("y", y, y_offset, n, dev, op);
-  if (rc == DLRT_OK && (inputs & 1)) rc = check_operand("x", x, x_offset, n, dev, op);
-  if (rc == DLRT_OK && (inputs & 2)) rc = check_operand("z", z, z_offset, n, dev, op);
+int dlrt_elementwise(dlrt_stream_t *stream, dlrt_ew_op op, dlrt_dtype dtype, int64_t n,
+                     float alpha, dlrt_buffer_t *y, size_t y_offset, dlrt_buffer_t *x,
+                     size_t x_offset, dlrt_buffer_t *z, size_t z_offset) {
+  /* Per op: its f32 kernel, whether it reads x and z, whether it takes alpha. */
+  static const struct { int kernel, x, z, alpha; } ops[DLRT_EW_COUNT_] = {
+      [DLRT_EW_FILL] = {DLRT__K_fill_f32, 0, 0, 1},
+      [DLRT_EW_SCALE] = {DLRT__K_scale_f32, 1, 0, 1},
+      [DLRT_EW_AXPY] = {DLRT__K_axpy_f32, 1, 0, 1},
+      [DLRT_EW_ADD] = {DLRT__K_add_f32, 1, 1, 0},
+      [DLRT_EW_MUL] = {DLRT__K_mul_f32, 1, 1, 0},
+      [DLRT_EW_RELU] = {DLRT__K_relu_f32, 1, 0, 0}};
+  char call[48];
+  launch_builder lb;
+  snprintf(call, sizeof call, "dlrt_elementwise(%s)", dlrt_ew_op_name(op));
+  int rc = start(&lb, stream, call);
   if (rc < 0) return rc;
-  if (!dev->be->elementwise)
-    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "dlrt_elementwise: the %s backend has no "
-                           "elementwise kernels in this build", dev->be->name);
-  if (n == 0) return DLRT_OK;
-  dlrt_ew_args args = {.op = op, .n = n, .alpha = alpha, .y = y->mem, .y_off = y->offset + y_offset};
-  if (inputs & 1) {
-    args.x = x->mem;
-    args.x_off = x->offset + x_offset;
+  DLRT__CHECK_ARG(op >= 0 && op < DLRT_EW_COUNT_, "dlrt_elementwise: unknown op %d", (int)op);
+  if ((rc = check_float_type(call, dtype)) < 0) return rc;
+  DLRT__CHECK_ARG(n >= 0, "%s: n is negative", call);
+  size_t es = dlrt_dtype_size(dtype);
+  if ((rc = check_operand(&lb, "y", y, y_offset, n, es)) < 0) return rc;
+  if (ops[op].x && (rc = check_operand(&lb, "x", x, x_offset, n, es)) < 0) return rc;
+  if (ops[op].z && (rc = check_operand(&lb, "z", z, z_offset, n, es)) < 0) return rc;
+  if (n == 0) return lb.dev->be->launch ? DLRT_OK : submit(stream, &lb);
+  lb.launch.kernel = kernel_for(ops[op].kernel, dtype);
+  lb.launch.items = n;
+  arg_operand(&lb, y, y_offset, es);
+  if (ops[op].x) arg_operand(&lb, x, x_offset, es);
+  if (ops[op].z) arg_operand(&lb, z, z_offset, es);
+  if (ops[op].alpha) arg_f32(&lb, alpha);
+  arg_i64(&lb, n);
+  return submit(stream, &lb);
+}
+
+int dlrt_cast(dlrt_stream_t *stream, int64_t n, dlrt_buffer_t *y, size_t y_offset,
+              dlrt_dtype y_dtype, dlrt_buffer_t *x, size_t x_offset, dlrt_dtype x_dtype) {
+  launch_builder lb;
+  int rc = start(&lb, stream, "dlrt_cast");
+  if (rc < 0) return rc;
+  if ((rc = check_float_type("dlrt_cast", y_dtype)) < 0 ||
+      (rc = check_float_type("dlrt_cast", x_dtype)) < 0)
+    return rc;
+  DLRT__CHECK_ARG(n >= 0, "dlrt_cast: n is negative");
+  size_t ys = dlrt_dtype_size(y_dtype), xs = dlrt_dtype_size(x_dtype);
+  if ((rc = check_operand(&lb, "y", y, y_offset, n, ys)) < 0 ||
+      (rc = check_operand(&lb, "x", x, x_offset, n, xs)) < 0)
+    return rc;
+  if (n == 0) return lb.dev->be->launch ? DLRT_OK : submit(stream, &lb);
+  /* cast_<dst>_<src>: within a source type's family, dst in f32, f16, bf16 order. */
+  lb.launch.kernel = kernel_for(DLRT__K_cast_f32_f32, x_dtype) + type_index(y_dtype);
+  lb.launch.items = n;
+  arg_operand(&lb, y, y_offset, ys);
+  arg_operand(&lb, x, x_offset, xs);
+  arg_i64(&lb, n);
+  return submit(stream, &lb);
+}
+
+const char *dlrt_reduce_op_name(dlrt_reduce_op op) {
+  return op == DLRT_REDUCE_SUM ? "sum" : op == DLRT_REDUCE_MAX ? "max" : "unknown";
+}
+
+/* Segments per row for the first reduction pass: a function of the shape
+ * alone, so that every device adds in the same order. Few long rows are cut
+ * into up to 1024 segments of at least 16 elements per work-item. */
+static int64_t reduce_segments(int64_t rows, int64_t cols) {
+  const int64_t per_group = 256 * 16, max_segs = 1024;
+  if (rows >= 256) return 1;
+  int64_t segs = cols / per_group;
+  if (segs > max_segs) segs = max_segs;
+  return segs < 1 ? 1 : segs;
+}
+
+int dlrt_reduce(dlrt_stream_t *stream, dlrt_reduce_op op, dlrt_dtype dtype, int64_t rows,
+                int64_t cols, dlrt_buffer_t *y, size_t y_offset, dlrt_buffer_t *x,
+                size_t x_offset) {
+  char call[32];
+  launch_builder lb;
+  snprintf(call, sizeof call, "dlrt_reduce(%s)", dlrt_reduce_op_name(op));
+  int rc = start(&lb, stream, call);
+  if (rc < 0) return rc;
+  DLRT__CHECK_ARG(op == DLRT_REDUCE_SUM || op == DLRT_REDUCE_MAX, "dlrt_reduce: unknown op %d",
+                  (int)op);
+  if ((rc = check_float_type(call, dtype)) < 0) return rc;
+  DLRT__CHECK_ARG(rows >= 0 && cols >= 0, "%s: negative shape %lld x %lld", call,
+                  (long long)rows, (long long)cols);
+  DLRT__CHECK_ARG(cols == 0 || rows <= INT64_MAX / cols, "%s: %lld x %lld overflows", call,
+                  (long long)rows, (long long)cols);
+  size_t es = dlrt_dtype_size(dtype);
+  if ((rc = check_operand(&lb, "y", y, y_offset, rows, es)) < 0 ||
+      (rc = check_operand(&lb, "x", x, x_offset, rows * cols, es)) < 0)
+    return rc;
+  if (y->mem.handle == x->mem.handle) {
+    size_t y0 = y->offset + y_offset, x0 = x->offset + x_offset;
+    DLRT__CHECK_ARG(y0 + (size_t)rows * es <= x0 || x0 + (size_t)(rows * cols) * es <= y0,
+                    "%s: y overlaps x; reduce into another buffer", call);
   }
-  if (inputs & 2) {
-    args.z = z->mem;
-    args.z_off = z->offset + z_offset;
+  if (rows == 0) return lb.dev->be->launch ? DLRT_OK : submit(stream, &lb);
+  if (!lb.dev->be->launch) return submit(stream, &lb);
+  int64_t segs = cols ? reduce_segments(rows, cols) : 1;
+  /* fp32 partials, one per (row, segment). Freed at once: the stream-ordered
+   * allocator hands the memory to another stream only after this one's work. */
+  dlrt_buffer_t *partial;
+  if ((rc = dlrt_buffer_alloc(lb.dev, (size_t)(rows * segs) * sizeof(float), stream,
+                              &partial)) < 0)
+    return rc;
+  int first = op == DLRT_REDUCE_SUM ? DLRT__K_reduce_sum_f32 : DLRT__K_reduce_max_f32;
+  int final = op == DLRT_REDUCE_SUM ? DLRT__K_reduce_final_sum_f32 : DLRT__K_reduce_final_max_f32;
+  lb.launch.kernel = kernel_for(first, dtype);
+  lb.launch.groups = rows * segs;
+  arg_operand(&lb, x, x_offset, es);
+  arg_i64(&lb, rows);
+  arg_i64(&lb, cols);
+  arg_i64(&lb, segs);
+  arg_operand(&lb, partial, 0, sizeof(float));
+  rc = submit(stream, &lb);
+  if (rc == DLRT_OK) {
+    lb.launch = (dlrt__launch){.kernel = kernel_for(final, dtype), .items = rows};
+    arg_operand(&lb, partial, 0, sizeof(float));
+    arg_i64(&lb, rows);
+    arg_i64(&lb, segs);
+    arg_operand(&lb, y, y_offset, es);
+    rc = submit(stream, &lb);
   }
-  return dev->be->elementwise(stream->ctx, &args);
+  dlrt_buffer_free(partial);
+  return rc;
+}
+
+int dlrt_transpose(dlrt_stream_t *stream, dlrt_dtype dtype, int64_t batch, int64_t rows,
+                   int64_t cols, dlrt_buffer_t *y, size_t y_offset, dlrt_buffer_t *x,
+                   size_t x_offset) {
+  launch_builder lb;
+  int rc = start(&lb, stream, "dlrt_transpose");
+  if (rc < 0) return rc;
+  DLRT__CHECK_ARG(dtype == DLRT_F32 || dtype == DLRT_F16 || dtype == DLRT_BF16 ||
+                  dtype == DLRT_I32, "dlrt_transpose: dtype %s has no transpose kernel",
+                  dlrt_dtype_name(dtype));
+  DLRT__CHECK_ARG(batch >= 0 && rows >= 0 && cols >= 0, "dlrt_transpose: negative shape");
+  DLRT__CHECK_ARG(rows == 0 || cols == 0 || batch <= INT64_MAX / rows / cols,
+                  "dlrt_transpose: %lld x %lld x %lld overflows", (long long)batch,
+                  (long long)rows, (long long)cols);
+  int64_t count = batch * rows * cols;
+  size_t es = dlrt_dtype_size(dtype);
+  if ((rc = check_operand(&lb, "y", y, y_offset, count, es)) < 0 ||
+      (rc = check_operand(&lb, "x", x, x_offset, count, es)) < 0)
+    return rc;
+  if (y->mem.handle == x->mem.handle && count > 0) {
+    size_t y0 = y->offset + y_offset, x0 = x->offset + x_offset, bytes = (size_t)count * es;
+    DLRT__CHECK_ARG(y0 + bytes <= x0 || x0 + bytes <= y0,
+                    "dlrt_transpose: y overlaps x; transpose into another buffer");
+  }
+  if (count == 0) return lb.dev->be->launch ? DLRT_OK : submit(stream, &lb);
+  const int64_t tile = 32;
+  lb.launch.kernel = es == 4 ? DLRT__K_transpose_b32 : DLRT__K_transpose_b16;
+  lb.launch.groups = batch * ((rows + tile - 1) / tile) * ((cols + tile - 1) / tile);
+  arg_operand(&lb, y, y_offset, es);
+  arg_operand(&lb, x, x_offset, es);
+  arg_i64(&lb, batch);
+  arg_i64(&lb, rows);
+  arg_i64(&lb, cols);
+  return submit(stream, &lb);
 }

@@ -7,7 +7,8 @@
 
 #include "util/status.h"
 
-#define DLRT__DETAIL_MAX 1024
+/* Room for a compiler's build log in the detail of a failed kernel build. */
+#define DLRT__DETAIL_MAX 4096
 
 static _Thread_local char detail[DLRT__DETAIL_MAX];
 

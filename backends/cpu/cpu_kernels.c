@@ -1,0 +1,125 @@
+/* cpu_kernels.c — the kernels of kernels/ compiled as plain C, and their
+ * launch on a CPU stream: item kernels split their index range, group kernels
+ * their work-groups, over OpenMP threads. */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_internal.h"
+#include "elementwise.h"
+#include "reduce.h"
+#include "transpose.h"
+#include "util/status.h"
+
+typedef void (*cpu_kernel_fn)(const dlrt__arg *a, int64_t lo, int64_t hi);
+
+/* Argument k of a launch as the kernel's parameter type. */
+#define PTR(T, k) ((T *)(void *)((char *)a[k].mem.host + a[k].offset))
+#define F32(k) (a[k].f)
+#define I64(k) (a[k].i)
+
+/* One wrapper per kernel, unpacking the launch's arguments in signature order. */
+#define WRAPPERS_OF_TYPE(SUF, T)                                                       \
+  static void w_fill_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {               \
+    dlrt_k_fill_##SUF(lo, hi, PTR(T, 0), F32(1), I64(2));                              \
+  }                                                                                    \
+  static void w_scale_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {              \
+    dlrt_k_scale_##SUF(lo, hi, PTR(T, 0), PTR(const T, 1), F32(2), I64(3));            \
+  }                                                                                    \
+  static void w_axpy_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {               \
+    dlrt_k_axpy_##SUF(lo, hi, PTR(T, 0), PTR(const T, 1), F32(2), I64(3));             \
+  }                                                                                    \
+  static void w_add_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {                \
+    dlrt_k_add_##SUF(lo, hi, PTR(T, 0), PTR(const T, 1), PTR(const T, 2), I64(3));     \
+  }                                                                                    \
+  static void w_mul_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {                \
+    dlrt_k_mul_##SUF(lo, hi, PTR(T, 0), PTR(const T, 1), PTR(const T, 2), I64(3));     \
+  }                                                                                    \
+  static void w_relu_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {               \
+    dlrt_k_relu_##SUF(lo, hi, PTR(T, 0), PTR(const T, 1), I64(2));                     \
+  }                                                                                    \
+  static void w_reduce_sum_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {         \
+    dlrt_k_reduce_sum_##SUF(lo, hi, PTR(const T, 0), I64(1), I64(2), I64(3),           \
+                            PTR(float, 4));                                            \
+  }                                                                                    \
+  static void w_reduce_max_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {         \
+    dlrt_k_reduce_max_##SUF(lo, hi, PTR(const T, 0), I64(1), I64(2), I64(3),           \
+                            PTR(float, 4));                                            \
+  }                                                                                    \
+  static void w_reduce_final_sum_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {   \
+    dlrt_k_reduce_final_sum_##SUF(lo, hi, PTR(const float, 0), I64(1), I64(2),        \
+                                  PTR(T, 3));                                          \
+  }                                                                                    \
+  static void w_reduce_final_max_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {   \
+    dlrt_k_reduce_final_max_##SUF(lo, hi, PTR(const float, 0), I64(1), I64(2),         \
+                                  PTR(T, 3));                                          \
+  }                                                                                    \
+  static void w_cast_f32_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {           \
+    dlrt_k_cast_f32_##SUF(lo, hi, PTR(float, 0), PTR(const T, 1), I64(2));             \
+  }                                                                                    \
+  static void w_cast_f16_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {           \
+    dlrt_k_cast_f16_##SUF(lo, hi, PTR(DLRT_U16, 0), PTR(const T, 1), I64(2));          \
+  }                                                                                    \
+  static void w_cast_bf16_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {          \
+    dlrt_k_cast_bf16_##SUF(lo, hi, PTR(DLRT_U16, 0), PTR(const T, 1), I64(2));         \
+  }
+
+WRAPPERS_OF_TYPE(f32, float)
+WRAPPERS_OF_TYPE(f16, DLRT_U16)
+WRAPPERS_OF_TYPE(bf16, DLRT_U16)
+
+#define TRANSPOSE_WRAPPER(SUF, T)                                                      \
+  static void w_transpose_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {          \
+    dlrt_k_transpose_##SUF(lo, hi, PTR(T, 0), PTR(const T, 1), I64(2), I64(3), I64(4)); \
+  }
+TRANSPOSE_WRAPPER(b32, unsigned int)
+TRANSPOSE_WRAPPER(b16, DLRT_U16)
+
+static const cpu_kernel_fn kernels[DLRT__K_COUNT] = {
+#define ENTRY(name) [DLRT__K_##name] = w_##name,
+    DLRT_KERNEL_LIST(ENTRY)
+#undef ENTRY
+};
+
+/* Below this many indices one thread is faster than waking a team; slices of
+ * this many keep each thread on whole cache lines and pages. */
+#define ITEM_GRAIN 16384
+
+typedef struct {
+  cpu_kernel_fn fn;
+  int64_t items, groups;
+  dlrt__arg args[DLRT__MAX_ARGS];
+} kernel_command;
+
+static int run_kernel(void *payload) {
+  const kernel_command *c = payload;
+  int64_t total = c->items ? c->items : c->groups;
+  int64_t grain = c->items ? ITEM_GRAIN : 1;
+  int64_t slices = (total + grain - 1) / grain;
+  if (slices <= 1) {
+    c->fn(c->args, 0, total);
+    return DLRT_OK;
+  }
+  /* Static schedule: each thread gets a contiguous run of slices, so results
+   * never depend on timing (the kernels write disjoint outputs). */
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static)
+#endif
+  for (int64_t s = 0; s < slices; s++) {
+    int64_t lo = s * grain, hi = lo + grain < total ? lo + grain : total;
+    c->fn(c->args, lo, hi);
+  }
+  return DLRT_OK;
+}
+
+int cpu_launch(void *stream, const dlrt__launch *l) {
+  kernel_command c;
+  if (l->kernel < 0 || l->kernel >= DLRT__K_COUNT || !kernels[l->kernel])
+    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "cpu: no kernel %d", l->kernel);
+  c.fn = kernels[l->kernel];
+  c.items = l->items;
+  c.groups = l->groups;
+  memcpy(c.args, l->args, sizeof c.args);
+  return cpu_stream_enqueue(stream, run_kernel, &c, sizeof c);
+}

@@ -1,0 +1,26 @@
+/* kernel_list.h — every kernel of the kernel headers in kernels/, as an X-macro list, so each
+ * backend builds its table (C functions, OpenCL kernel names, CUDA entry
+ * points) from one place. X(name) names the kernel dlrt_k_<name>. */
+#ifndef DLRT_KERNELS_KERNEL_LIST_H
+#define DLRT_KERNELS_KERNEL_LIST_H
+
+#define DLRT__KERNELS_OF_TYPE(X, T)                                            \
+  X(fill_##T) X(scale_##T) X(axpy_##T) X(add_##T) X(mul_##T) X(relu_##T)     \
+  X(reduce_sum_##T) X(reduce_max_##T) X(reduce_final_sum_##T)                \
+  X(reduce_final_max_##T)                                                     \
+  X(cast_f32_##T) X(cast_f16_##T) X(cast_bf16_##T)
+
+#define DLRT_KERNEL_LIST(X)                                                    \
+  DLRT__KERNELS_OF_TYPE(X, f32)                                                \
+  DLRT__KERNELS_OF_TYPE(X, f16)                                                \
+  DLRT__KERNELS_OF_TYPE(X, bf16)                                               \
+  X(transpose_b32) X(transpose_b16)
+
+typedef enum {
+#define DLRT__KERNEL_ID(name) DLRT__K_##name,
+  DLRT_KERNEL_LIST(DLRT__KERNEL_ID)
+#undef DLRT__KERNEL_ID
+  DLRT__K_COUNT
+} dlrt__kernel_id;
+
+#endif
