@@ -122,14 +122,37 @@ AC_DEFUN([DLRT_CHECK_CUDA], [
         [dlrt_cudart="$CUDA_DIR/$d/libcudart_static.a"])
     done
     AC_MSG_CHECKING([for the static CUDA runtime])
-    AS_IF([test -n "$dlrt_cudart"], [
+    AS_IF([test -n "$dlrt_cudart" && test -n "$NVCC"], [
       CUDA_LIBS="-Wl,--exclude-libs,libcudart_static.a $dlrt_cudart -ldl -lrt -lpthread"
       _DLRT_TRY_LINK([cuda_runtime_api.h], [int n; cudaGetDeviceCount(&n);],
         [$CUDA_CFLAGS], [$CUDA_LIBS], [dlrt_have_cuda=yes], [])])
     AC_MSG_RESULT([$dlrt_have_cuda])
     AS_IF([test $dlrt_have_cuda = no && _DLRT_REQUIRED([cuda])],
-      [AC_MSG_ERROR([--with-cuda: the CUDA toolkit (cuda_runtime_api.h, libcudart_static.a) was not found under $CUDA_DIR; install the CUDA toolkit or pass --with-cuda=DIR])])
+      [AC_MSG_ERROR([--with-cuda: the CUDA toolkit (nvcc, cuda_runtime_api.h, libcudart_static.a) was not found under $CUDA_DIR; install the CUDA toolkit or pass --with-cuda=DIR])])
   ])
+  # Device code for every architecture from sm_70 to sm_90 that this nvcc
+  # still builds, plus PTX of the newest for later GPUs. NVCC_ARCHS="80 90"
+  # overrides the list.
+  AS_IF([test $dlrt_have_cuda = yes], [
+    AC_ARG_VAR([NVCC_ARCHS], [CUDA architectures to build kernels for (e.g. "80 90")])
+    AC_MSG_CHECKING([CUDA architectures])
+    dlrt_supported=`"$NVCC" --list-gpu-arch 2>/dev/null | tr '\n' ' '`
+    dlrt_archs=
+    for a in ${NVCC_ARCHS:-70 75 80 86 89 90}; do
+      case " $dlrt_supported " in *" compute_$a "*) dlrt_archs="$dlrt_archs $a" ;; esac
+    done
+    AS_IF([test -z "$dlrt_archs"],
+      [AC_MSG_ERROR([$NVCC builds none of the architectures ${NVCC_ARCHS:-70 75 80 86 89 90}; set NVCC_ARCHS])])
+    NVCC_ARCH_FLAGS=
+    for a in $dlrt_archs; do
+      NVCC_ARCH_FLAGS="$NVCC_ARCH_FLAGS -gencode arch=compute_$a,code=sm_$a"
+      dlrt_last_arch=$a
+    done
+    NVCC_ARCH_FLAGS="$NVCC_ARCH_FLAGS -gencode arch=compute_$dlrt_last_arch,code=compute_$dlrt_last_arch"
+    AC_MSG_RESULT([$dlrt_archs (+ PTX $dlrt_last_arch)])
+    dlrt_cuda_summary="$dlrt_cuda_summary; sm:$dlrt_archs"
+  ])
+  AC_SUBST([NVCC_ARCH_FLAGS])
   AS_IF([test $dlrt_have_cuda = yes], [
     AC_DEFINE([DLRT_HAVE_CUDA], [1], [Build the CUDA backend])
     dlrt_cuda_summary="$CUDA_DIR, static cudart"])

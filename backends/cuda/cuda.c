@@ -1,35 +1,22 @@
 /* cuda.c — the CUDA backend through the runtime API (cudart, linked
  * statically so that a machine without the NVIDIA driver loads libdlrt and
  * sees zero CUDA devices). Memory, pinned host memory, streams, events and
- * copies; GEMM through cuBLAS and the CUDA kernels of kernels/ come with the
- * CUDA compute work. Every entry point selects its device first: CUDA state
- * is per host thread. */
+ * copies here; GEMM (cuBLAS) and the kernels of kernels/ in cuda_compute.c.
+ * Every entry point selects its device first: CUDA state is per host thread. */
 #include "config.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda_runtime_api.h>
-
-#include "device/backend.h"
+#include "cuda_internal.h"
 #include "util/status.h"
-
-typedef struct {
-  int ordinal;
-  char name[32]; /* "cuda:N" for messages */
-} cuda_device;
-
-typedef struct {
-  cuda_device *dev;
-  cudaStream_t stream;
-} cuda_stream;
 
 typedef struct {
   cuda_device *dev;
   cudaEvent_t event;
 } cuda_event;
 
-static int cuda_fail(const cuda_device *dev, const char *call, cudaError_t err) {
+int cuda_fail(const cuda_device *dev, const char *call, cudaError_t err) {
   int status = err == cudaErrorMemoryAllocation ? DLRT_ERR_OOM : DLRT_ERR_BACKEND;
   cudaGetLastError(); /* clear the sticky non-fatal error */
   return dlrt__set_error(status, "%s: %s failed: %s (%s)", dev ? dev->name : "cuda", call,
@@ -60,7 +47,7 @@ static void cuda_shutdown(void *ctx) { (void)ctx; }
 
 static int cuda_device_props(void *ctx, int index, dlrt_device_props *p) {
   struct cudaDeviceProp prop;
-  cuda_device tmp = {index, "cuda"};
+  cuda_device tmp = {.ordinal = index, .name = "cuda"};
   (void)ctx;
   CUDA_TRY(&tmp, cudaGetDeviceProperties(&prop, index));
   snprintf(p->name, sizeof p->name, "%.127s", prop.name);
@@ -94,11 +81,14 @@ static int cuda_device_open(void *ctx, int index, void **out) {
   snprintf(dev->name, sizeof dev->name, "cuda:%d", index);
   cudaError_t err = cudaSetDevice(index);
   if (err == cudaSuccess) err = cudaFree(NULL); /* create the primary context now */
+  if (err == cudaSuccess)
+    err = cudaDeviceGetAttribute(&dev->multiprocessors, cudaDevAttrMultiProcessorCount, index);
   if (err != cudaSuccess) {
     int rc = cuda_fail(dev, "cudaSetDevice", err);
     free(dev);
     return rc;
   }
+  pthread_mutex_init(&dev->lock, NULL);
   *out = dev;
   return DLRT_OK;
 }
@@ -107,6 +97,8 @@ static void cuda_device_close(void *p) {
   cuda_device *dev = p;
   cudaSetDevice(dev->ordinal);
   cudaDeviceSynchronize();
+  cuda_compute_release(dev);
+  pthread_mutex_destroy(&dev->lock);
   free(dev);
 }
 
@@ -304,6 +296,6 @@ const dlrt_backend_iface dlrt__backend_cuda = {
     .copy_d2d = cuda_copy_d2d,
     .copy_peer = cuda_copy_peer,
     .memset = cuda_memset,
-    .gemm = NULL,
-    .launch = NULL,
+    .gemm = cuda_gemm,
+    .launch = cuda_launch,
 };

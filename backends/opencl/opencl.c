@@ -14,6 +14,7 @@
 #include <clblast_c.h>
 #endif
 
+#include "dialect.h"
 #include "util/status.h"
 
 /* ---------------------------------------------------------------- errors */
@@ -176,6 +177,9 @@ static int ocl_device_open(void *ctx, int index, void **out) {
   }
   clGetDeviceInfo(dev->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof dev->compute_units,
                   &dev->compute_units, NULL);
+  char extensions[4096] = "";
+  clGetDeviceInfo(dev->device, CL_DEVICE_EXTENSIONS, sizeof extensions - 1, extensions, NULL);
+  dev->has_fp16 = strstr(extensions, "cl_khr_fp16") != NULL;
   pthread_mutex_init(&dev->lock, NULL);
   *out = dev;
   return DLRT_OK;
@@ -390,35 +394,52 @@ static int ocl_memset(void *ps, dlrt_mem dst, size_t off, int value, size_t byte
 /* ---------------------------------------------------------------- GEMM */
 
 #ifdef DLRT_HAVE_CLBLAST
+static int clblast_fail(const ocl_stream *s, const dlrt_gemm_desc *d, CLBlastStatusCode st) {
+  return dlrt__set_error(st == CLBlastOpenCLOutOfResources || st == CLBlastOpenCLOutOfHostMemory
+                             ? DLRT_ERR_OOM
+                             : DLRT_ERR_BACKEND,
+                         "%s: CLBlast %s GEMM (%lld x %lld x %lld, batch %lld) failed with "
+                         "status %d", s->dev->name, dlrt_dtype_name(d->dtype), (long long)d->m,
+                         (long long)d->n, (long long)d->k, (long long)d->batch, (int)st);
+}
+
+/* fp32 GEMM; fp16 where the device has cl_khr_fp16. Other types report
+ * DLRT_ERR_UNSUPPORTED, and lib/device computes them through fp32. CLBlast
+ * offsets and strides are in elements. */
 static int ocl_gemm(void *ps, const dlrt_gemm_desc *d, dlrt_mem a, size_t a_off, dlrt_mem b,
                     size_t b_off, dlrt_mem c, size_t c_off) {
   ocl_stream *s = ps;
-  if (d->dtype != DLRT_F32)
-    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "%s: dlrt_gemm in %s is not available on "
-                           "OpenCL in this build; use f32", s->dev->name, dlrt_dtype_name(d->dtype));
-  const size_t es = sizeof(float); /* CLBlast offsets are in elements */
+  if (d->dtype != DLRT_F32 && !(d->dtype == DLRT_F16 && s->dev->has_fp16))
+    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "%s: CLBlast has no %s GEMM on this device",
+                           s->dev->name, dlrt_dtype_name(d->dtype));
+  const size_t es = dlrt_dtype_size(d->dtype);
+  const CLBlastLayout L = CLBlastLayoutRowMajor;
   CLBlastTranspose ta = d->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo;
   CLBlastTranspose tb = d->trans_b ? CLBlastTransposeYes : CLBlastTransposeNo;
+  size_t m = (size_t)d->m, n = (size_t)d->n, k = (size_t)d->k;
+  size_t lda = (size_t)d->lda, ldb = (size_t)d->ldb, ldc = (size_t)d->ldc;
+  size_t sa = (size_t)d->stride_a, sb = (size_t)d->stride_b, sc = (size_t)d->stride_c;
+  size_t ao = a_off / es, bo = b_off / es, co = c_off / es, batch = (size_t)d->batch;
   CLBlastStatusCode st;
-  if (d->batch == 1)
-    st = CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, (size_t)d->m, (size_t)d->n, (size_t)d->k,
-                      d->alpha, a.handle, a_off / es, (size_t)d->lda, b.handle, b_off / es,
-                      (size_t)d->ldb, d->beta, c.handle, c_off / es, (size_t)d->ldc, &s->queue,
-                      NULL);
-  else
-    st = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, ta, tb, (size_t)d->m, (size_t)d->n,
-                                    (size_t)d->k, d->alpha, a.handle, a_off / es, (size_t)d->lda,
-                                    (size_t)d->stride_a, b.handle, b_off / es, (size_t)d->ldb,
-                                    (size_t)d->stride_b, d->beta, c.handle, c_off / es,
-                                    (size_t)d->ldc, (size_t)d->stride_c, (size_t)d->batch,
-                                    &s->queue, NULL);
-  if (st != CLBlastSuccess)
-    return dlrt__set_error(st == CLBlastOpenCLOutOfResources || st == CLBlastOpenCLOutOfHostMemory
-                               ? DLRT_ERR_OOM
-                               : DLRT_ERR_BACKEND,
-                           "%s: CLBlast GEMM (%lld x %lld x %lld, batch %lld) failed with "
-                           "status %d", s->dev->name, (long long)d->m, (long long)d->n,
-                           (long long)d->k, (long long)d->batch, (int)st);
+  if (d->dtype == DLRT_F32) {
+    if (batch == 1)
+      st = CLBlastSgemm(L, ta, tb, m, n, k, d->alpha, a.handle, ao, lda, b.handle, bo, ldb,
+                        d->beta, c.handle, co, ldc, &s->queue, NULL);
+    else
+      st = CLBlastSgemmStridedBatched(L, ta, tb, m, n, k, d->alpha, a.handle, ao, lda, sa,
+                                      b.handle, bo, ldb, sb, d->beta, c.handle, co, ldc, sc,
+                                      batch, &s->queue, NULL);
+  } else {
+    cl_half alpha = dlrt_float_to_half(d->alpha), beta = dlrt_float_to_half(d->beta);
+    if (batch == 1)
+      st = CLBlastHgemm(L, ta, tb, m, n, k, alpha, a.handle, ao, lda, b.handle, bo, ldb, beta,
+                        c.handle, co, ldc, &s->queue, NULL);
+    else
+      st = CLBlastHgemmStridedBatched(L, ta, tb, m, n, k, alpha, a.handle, ao, lda, sa,
+                                      b.handle, bo, ldb, sb, beta, c.handle, co, ldc, sc,
+                                      batch, &s->queue, NULL);
+  }
+  if (st != CLBlastSuccess) return clblast_fail(s, d, st);
   clFlush(s->queue);
   return DLRT_OK;
 }

@@ -31,6 +31,7 @@ typedef struct {
   uint64_t allocated;        /* bytes in live cl_mem buffers (free-memory estimate) */
   uint64_t max_alloc;        /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
   cl_uint compute_units;
+  int has_fp16;              /* cl_khr_fp16: CLBlast's half-precision GEMM works */
   char driver[128];          /* platform and driver version: part of the cache key */
   /* The kernels of kernels/, built (or loaded from the disk cache) on first
    * use. The lock also covers setting kernel arguments and enqueueing:

@@ -54,6 +54,53 @@ static int check_matrix(const char *what, dlrt_buffer_t *buf, size_t offset, int
   return DLRT_OK;
 }
 
+/* Elements a matrix operand spans: (batch-1)*stride + (rows-1)*ld + cols. */
+static int64_t matrix_extent(int64_t rows, int64_t cols, int64_t ld, int64_t stride,
+                             int64_t batch) {
+  if (rows == 0 || cols == 0) return 0;
+  return (batch - 1) * stride + (rows - 1) * ld + cols;
+}
+
+/* fp16 / bf16 GEMM on a device whose library has none: widen the operands
+ * to fp32 temporaries of the same layout, multiply in fp32, narrow C back
+ * (storage-only half precision). Temporaries come from the stream-ordered
+ * allocator and are released as soon as the work is queued. */
+static int gemm_through_f32(dlrt_stream_t *stream, const dlrt_gemm_desc *d, dlrt_buffer_t *a,
+                            size_t a_off, dlrt_buffer_t *b, size_t b_off, dlrt_buffer_t *c,
+                            size_t c_off) {
+  int64_t na = matrix_extent(d->trans_a ? d->k : d->m, d->trans_a ? d->m : d->k, d->lda,
+                             d->stride_a, d->batch);
+  int64_t nb = matrix_extent(d->trans_b ? d->n : d->k, d->trans_b ? d->k : d->n, d->ldb,
+                             d->stride_b, d->batch);
+  int64_t nc = matrix_extent(d->m, d->n, d->ldc, d->stride_c, d->batch);
+  dlrt_device_t *dev = stream->dev;
+  dlrt_buffer_t *wa = NULL, *wb = NULL, *wc = NULL;
+  int rc;
+  /* At least one element each: k may be 0, and buffers cannot be empty. */
+  if ((rc = dlrt_buffer_alloc(dev, (size_t)(na ? na : 1) * 4, stream, &wa)) < 0 ||
+      (rc = dlrt_buffer_alloc(dev, (size_t)(nb ? nb : 1) * 4, stream, &wb)) < 0 ||
+      (rc = dlrt_buffer_alloc(dev, (size_t)nc * 4, stream, &wc)) < 0)
+    goto out;
+  if ((rc = dlrt_cast(stream, na, wa, 0, DLRT_F32, a, a_off, d->dtype)) < 0 ||
+      (rc = dlrt_cast(stream, nb, wb, 0, DLRT_F32, b, b_off, d->dtype)) < 0)
+    goto out;
+  /* beta == 0 must not read C (it may hold NaN); gaps between rows of C are
+   * widened and narrowed back unchanged. */
+  if (d->beta != 0.0f || d->ldc != d->n || (d->batch > 1 && d->stride_c != d->m * d->ldc))
+    rc = dlrt_cast(stream, nc, wc, 0, DLRT_F32, c, c_off, d->dtype);
+  if (rc < 0) goto out;
+  dlrt_gemm_desc f = *d;
+  f.dtype = DLRT_F32;
+  rc = dev->be->gemm(stream->ctx, &f, wa->mem, wa->offset, wb->mem, wb->offset, wc->mem,
+                     wc->offset);
+  if (rc == DLRT_OK) rc = dlrt_cast(stream, nc, c, c_off, d->dtype, wc, 0, DLRT_F32);
+out:
+  dlrt_buffer_free(wa);
+  dlrt_buffer_free(wb);
+  dlrt_buffer_free(wc);
+  return rc;
+}
+
 int dlrt_gemm(dlrt_stream_t *stream, const dlrt_gemm_desc *d, dlrt_buffer_t *a,
               size_t a_offset, dlrt_buffer_t *b, size_t b_offset, dlrt_buffer_t *c,
               size_t c_offset) {
@@ -79,8 +126,11 @@ int dlrt_gemm(dlrt_stream_t *stream, const dlrt_gemm_desc *d, dlrt_buffer_t *a,
     return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "dlrt_gemm: the %s backend has no GEMM in "
                            "this build", dev->be->name);
   if (d->m == 0 || d->n == 0) return DLRT_OK;
-  return dev->be->gemm(stream->ctx, d, a->mem, a->offset + a_offset, b->mem,
-                       b->offset + b_offset, c->mem, c->offset + c_offset);
+  rc = dev->be->gemm(stream->ctx, d, a->mem, a->offset + a_offset, b->mem,
+                     b->offset + b_offset, c->mem, c->offset + c_offset);
+  if (rc == DLRT_ERR_UNSUPPORTED && d->dtype != DLRT_F32 && dev->be->launch)
+    rc = gemm_through_f32(stream, d, a, a_offset, b, b_offset, c, c_offset);
+  return rc;
 }
 
 /* ---------------------------------------------------------------- kernels */
