@@ -2,6 +2,7 @@
 // the CUDA backend launches them from (indexed by dlrt__kernel_id).
 #include "elementwise.h"
 #include "kernel_list.h"
+#include "nn.h"
 #include "reduce.h"
 #include "transpose.h"
 

@@ -64,6 +64,9 @@
 #define DLRT_AS_UINT(f) as_uint(f)
 #define DLRT_AS_FLOAT(u) as_float(u)
 #define DLRT_FMAX(a, b) fmax((a), (b))
+#define DLRT_EXP(x) exp(x)
+#define DLRT_LOG(x) log(x)
+#define DLRT_SQRT(x) sqrt(x)
 #define DLRT_LD_F16(p, i) vload_half((i), (__global const half *)(p))
 #define DLRT_ST_F16(p, i, v) vstore_half_rte((v), (i), (__global half *)(p))
 #define DLRT_INLINE static inline
@@ -91,6 +94,9 @@
 #define DLRT_AS_UINT(f) __float_as_uint(f)
 #define DLRT_AS_FLOAT(u) __uint_as_float(u)
 #define DLRT_FMAX(a, b) fmaxf((a), (b))
+#define DLRT_EXP(x) expf(x)
+#define DLRT_LOG(x) logf(x)
+#define DLRT_SQRT(x) sqrtf(x)
 #define DLRT_LD_F16(p, i) __half2float(__ushort_as_half((p)[i]))
 #define DLRT_ST_F16(p, i, v) ((p)[i] = __half_as_ushort(__float2half_rn(v)))
 #define DLRT_INLINE __device__ __forceinline__
@@ -118,6 +124,9 @@ static inline float dlrt_as_float(uint32_t u) { float f; memcpy(&f, &u, 4); retu
 #define DLRT_AS_UINT(f) dlrt_as_uint(f)
 #define DLRT_AS_FLOAT(u) dlrt_as_float(u)
 #define DLRT_FMAX(a, b) fmaxf((a), (b))
+#define DLRT_EXP(x) expf(x)
+#define DLRT_LOG(x) logf(x)
+#define DLRT_SQRT(x) sqrtf(x)
 #define DLRT_INLINE static inline
 
 /* IEEE binary16 <-> binary32, round to nearest even, as the hardware does. */

@@ -8,6 +8,7 @@
 
 #include "cpu_internal.h"
 #include "elementwise.h"
+#include "nn.h"
 #include "reduce.h"
 #include "transpose.h"
 #include "util/status.h"
@@ -75,6 +76,54 @@ WRAPPERS_OF_TYPE(bf16, DLRT_U16)
   }
 TRANSPOSE_WRAPPER(b32, unsigned int)
 TRANSPOSE_WRAPPER(b16, DLRT_U16)
+
+/* kernels/nn.h */
+static void w_bias_rows(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_bias_rows(lo, hi, PTR(float, 0), PTR(const float, 1), PTR(const float, 2), I64(3),
+                   I64(4));
+}
+static void w_bias_channels(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_bias_channels(lo, hi, PTR(float, 0), PTR(const float, 1), PTR(const float, 2), I64(3),
+                       I64(4), I64(5));
+}
+static void w_relu_grad(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_relu_grad(lo, hi, PTR(float, 0), PTR(const float, 1), PTR(const float, 2), I64(3));
+}
+static void w_sum_cols(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_sum_cols(lo, hi, PTR(float, 0), PTR(const float, 1), I64(2), I64(3), F32(4));
+}
+static void w_sum_channels(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_sum_channels(lo, hi, PTR(float, 0), PTR(const float, 1), I64(2), I64(3), I64(4));
+}
+static void w_softmax_xent(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_softmax_xent(lo, hi, PTR(const float, 0), PTR(const int, 1), PTR(float, 2),
+                      PTR(float, 3), I64(4), I64(5), F32(6), F32(7));
+}
+static void w_im2col(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_im2col(lo, hi, PTR(float, 0), PTR(const float, 1), I64(2), I64(3), I64(4), I64(5),
+                I64(6), I64(7), I64(8), I64(9), I64(10), I64(11), I64(12));
+}
+static void w_col2im(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_col2im(lo, hi, PTR(float, 0), PTR(const float, 1), I64(2), I64(3), I64(4), I64(5),
+                I64(6), I64(7), I64(8), I64(9), I64(10), I64(11), I64(12));
+}
+static void w_maxpool(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_maxpool(lo, hi, PTR(float, 0), PTR(int, 1), PTR(const float, 2), I64(3), I64(4),
+                 I64(5), I64(6), I64(7), I64(8), I64(9));
+}
+static void w_maxpool_grad(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_maxpool_grad(lo, hi, PTR(float, 0), PTR(const float, 1), PTR(const int, 2), I64(3),
+                      I64(4), I64(5), I64(6), I64(7), I64(8), I64(9));
+}
+static void w_sgd_update(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_sgd_update(lo, hi, PTR(float, 0), PTR(float, 1), PTR(const float, 2), I64(3), F32(4),
+                    F32(5), F32(6), F32(7), I64(8), I64(9));
+}
+static void w_adam_update(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_adam_update(lo, hi, PTR(float, 0), PTR(float, 1), PTR(float, 2), PTR(const float, 3),
+                     I64(4), F32(5), F32(6), F32(7), F32(8), F32(9), F32(10), F32(11), F32(12),
+                     I64(13));
+}
 
 static const cpu_kernel_fn kernels[DLRT__K_COUNT] = {
 #define ENTRY(name) [DLRT__K_##name] = w_##name,

@@ -36,7 +36,7 @@ typedef struct {
   int64_t i;
 } dlrt__arg;
 
-#define DLRT__MAX_ARGS 8
+#define DLRT__MAX_ARGS 16
 
 /* A launch of one kernel of kernels/kernel_list.h. Item kernels cover
  * `items` indices; group kernels (items == 0) run `groups` work-groups of

@@ -4,6 +4,7 @@
 
 #include <string.h>
 
+#include "device/launch.h"
 #include "device/registry.h"
 #include "util/status.h"
 
@@ -155,67 +156,6 @@ static int kernel_for(int f32_kernel, dlrt_dtype t) {
   return f32_kernel + type_index(t) * KERNELS_PER_TYPE;
 }
 
-typedef struct {
-  const char *call; /* "dlrt_elementwise(add)" for messages */
-  dlrt_device_t *dev;
-  dlrt__launch launch;
-} launch_builder;
-
-static int check_operand(launch_builder *lb, const char *name, dlrt_buffer_t *buf,
-                         size_t offset, int64_t count, size_t esize) {
-  DLRT__CHECK_ARG(buf, "%s: operand %s is NULL", lb->call, name);
-  if (buf->dev != lb->dev)
-    return dlrt__set_error(DLRT_ERR_WRONG_DEVICE, "%s: %s is on %s but the stream is on %s",
-                           lb->call, name, buf->dev->spec, lb->dev->spec);
-  DLRT__CHECK_ARG(offset % esize == 0, "%s: offset %zu of %s is not a multiple of the "
-                  "element size %zu", lb->call, offset, name, esize);
-  if ((uint64_t)count > SIZE_MAX / esize ||
-      !dlrt__range_ok(offset, (size_t)count * esize, buf->size))
-    return dlrt__set_error(DLRT_ERR_OUT_OF_RANGE, "%s: %lld elements of %s (%zu bytes each) "
-                           "from offset %zu do not fit its %zu bytes", lb->call,
-                           (long long)count, name, esize, offset, buf->size);
-  return DLRT_OK;
-}
-
-static void arg_buffer(launch_builder *lb, dlrt_mem mem, size_t offset, size_t esize) {
-  dlrt__arg *a = &lb->launch.args[lb->launch.n_args++];
-  a->kind = DLRT__ARG_BUFFER;
-  a->mem = mem;
-  a->offset = offset;
-  a->elem_size = esize;
-}
-
-static void arg_operand(launch_builder *lb, dlrt_buffer_t *buf, size_t offset, size_t esize) {
-  arg_buffer(lb, buf->mem, buf->offset + offset, esize);
-}
-
-static void arg_f32(launch_builder *lb, float f) {
-  dlrt__arg *a = &lb->launch.args[lb->launch.n_args++];
-  a->kind = DLRT__ARG_F32;
-  a->f = f;
-}
-
-static void arg_i64(launch_builder *lb, int64_t i) {
-  dlrt__arg *a = &lb->launch.args[lb->launch.n_args++];
-  a->kind = DLRT__ARG_I64;
-  a->i = i;
-}
-
-static int submit(dlrt_stream_t *stream, launch_builder *lb) {
-  if (!lb->dev->be->launch)
-    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "%s: the %s backend has no kernels in this "
-                           "build", lb->call, lb->dev->be->name);
-  return lb->dev->be->launch(stream->ctx, &lb->launch);
-}
-
-static int start(launch_builder *lb, dlrt_stream_t *stream, const char *call) {
-  memset(lb, 0, sizeof *lb);
-  lb->call = call;
-  DLRT__CHECK_ARG(stream, "%s: stream is NULL", call);
-  lb->dev = stream->dev;
-  return DLRT_OK;
-}
-
 static int check_float_type(const char *call, dlrt_dtype t) {
   DLRT__CHECK_ARG(type_suffix(t), "%s: dtype %s is not one of f32, f16, bf16", call,
                   dlrt_dtype_name(t));
@@ -239,49 +179,49 @@ int dlrt_elementwise(dlrt_stream_t *stream, dlrt_ew_op op, dlrt_dtype dtype, int
       [DLRT_EW_MUL] = {DLRT__K_mul_f32, 1, 1, 0},
       [DLRT_EW_RELU] = {DLRT__K_relu_f32, 1, 0, 0}};
   char call[48];
-  launch_builder lb;
+  dlrt__launcher lb;
   snprintf(call, sizeof call, "dlrt_elementwise(%s)", dlrt_ew_op_name(op));
-  int rc = start(&lb, stream, call);
+  int rc = dlrt__launch_start(&lb, stream, call);
   if (rc < 0) return rc;
   DLRT__CHECK_ARG(op >= 0 && op < DLRT_EW_COUNT_, "dlrt_elementwise: unknown op %d", (int)op);
   if ((rc = check_float_type(call, dtype)) < 0) return rc;
   DLRT__CHECK_ARG(n >= 0, "%s: n is negative", call);
   size_t es = dlrt_dtype_size(dtype);
-  if ((rc = check_operand(&lb, "y", y, y_offset, n, es)) < 0) return rc;
-  if (ops[op].x && (rc = check_operand(&lb, "x", x, x_offset, n, es)) < 0) return rc;
-  if (ops[op].z && (rc = check_operand(&lb, "z", z, z_offset, n, es)) < 0) return rc;
-  if (n == 0) return lb.dev->be->launch ? DLRT_OK : submit(stream, &lb);
+  if ((rc = dlrt__launch_operand(&lb, "y", y, y_offset, n, es)) < 0) return rc;
+  if (ops[op].x && (rc = dlrt__launch_operand(&lb, "x", x, x_offset, n, es)) < 0) return rc;
+  if (ops[op].z && (rc = dlrt__launch_operand(&lb, "z", z, z_offset, n, es)) < 0) return rc;
+  if (n == 0) return lb.dev->be->launch ? DLRT_OK : dlrt__launch_submit(stream, &lb);
   lb.launch.kernel = kernel_for(ops[op].kernel, dtype);
   lb.launch.items = n;
-  arg_operand(&lb, y, y_offset, es);
-  if (ops[op].x) arg_operand(&lb, x, x_offset, es);
-  if (ops[op].z) arg_operand(&lb, z, z_offset, es);
-  if (ops[op].alpha) arg_f32(&lb, alpha);
-  arg_i64(&lb, n);
-  return submit(stream, &lb);
+  dlrt__launch_buffer_arg(&lb, y, y_offset, es);
+  if (ops[op].x) dlrt__launch_buffer_arg(&lb, x, x_offset, es);
+  if (ops[op].z) dlrt__launch_buffer_arg(&lb, z, z_offset, es);
+  if (ops[op].alpha) dlrt__launch_f32(&lb, alpha);
+  dlrt__launch_i64(&lb, n);
+  return dlrt__launch_submit(stream, &lb);
 }
 
 int dlrt_cast(dlrt_stream_t *stream, int64_t n, dlrt_buffer_t *y, size_t y_offset,
               dlrt_dtype y_dtype, dlrt_buffer_t *x, size_t x_offset, dlrt_dtype x_dtype) {
-  launch_builder lb;
-  int rc = start(&lb, stream, "dlrt_cast");
+  dlrt__launcher lb;
+  int rc = dlrt__launch_start(&lb, stream, "dlrt_cast");
   if (rc < 0) return rc;
   if ((rc = check_float_type("dlrt_cast", y_dtype)) < 0 ||
       (rc = check_float_type("dlrt_cast", x_dtype)) < 0)
     return rc;
   DLRT__CHECK_ARG(n >= 0, "dlrt_cast: n is negative");
   size_t ys = dlrt_dtype_size(y_dtype), xs = dlrt_dtype_size(x_dtype);
-  if ((rc = check_operand(&lb, "y", y, y_offset, n, ys)) < 0 ||
-      (rc = check_operand(&lb, "x", x, x_offset, n, xs)) < 0)
+  if ((rc = dlrt__launch_operand(&lb, "y", y, y_offset, n, ys)) < 0 ||
+      (rc = dlrt__launch_operand(&lb, "x", x, x_offset, n, xs)) < 0)
     return rc;
-  if (n == 0) return lb.dev->be->launch ? DLRT_OK : submit(stream, &lb);
+  if (n == 0) return lb.dev->be->launch ? DLRT_OK : dlrt__launch_submit(stream, &lb);
   /* cast_<dst>_<src>: within a source type's family, dst in f32, f16, bf16 order. */
   lb.launch.kernel = kernel_for(DLRT__K_cast_f32_f32, x_dtype) + type_index(y_dtype);
   lb.launch.items = n;
-  arg_operand(&lb, y, y_offset, ys);
-  arg_operand(&lb, x, x_offset, xs);
-  arg_i64(&lb, n);
-  return submit(stream, &lb);
+  dlrt__launch_buffer_arg(&lb, y, y_offset, ys);
+  dlrt__launch_buffer_arg(&lb, x, x_offset, xs);
+  dlrt__launch_i64(&lb, n);
+  return dlrt__launch_submit(stream, &lb);
 }
 
 const char *dlrt_reduce_op_name(dlrt_reduce_op op) {
@@ -303,9 +243,9 @@ int dlrt_reduce(dlrt_stream_t *stream, dlrt_reduce_op op, dlrt_dtype dtype, int6
                 int64_t cols, dlrt_buffer_t *y, size_t y_offset, dlrt_buffer_t *x,
                 size_t x_offset) {
   char call[32];
-  launch_builder lb;
+  dlrt__launcher lb;
   snprintf(call, sizeof call, "dlrt_reduce(%s)", dlrt_reduce_op_name(op));
-  int rc = start(&lb, stream, call);
+  int rc = dlrt__launch_start(&lb, stream, call);
   if (rc < 0) return rc;
   DLRT__CHECK_ARG(op == DLRT_REDUCE_SUM || op == DLRT_REDUCE_MAX, "dlrt_reduce: unknown op %d",
                   (int)op);
@@ -315,16 +255,16 @@ int dlrt_reduce(dlrt_stream_t *stream, dlrt_reduce_op op, dlrt_dtype dtype, int6
   DLRT__CHECK_ARG(cols == 0 || rows <= INT64_MAX / cols, "%s: %lld x %lld overflows", call,
                   (long long)rows, (long long)cols);
   size_t es = dlrt_dtype_size(dtype);
-  if ((rc = check_operand(&lb, "y", y, y_offset, rows, es)) < 0 ||
-      (rc = check_operand(&lb, "x", x, x_offset, rows * cols, es)) < 0)
+  if ((rc = dlrt__launch_operand(&lb, "y", y, y_offset, rows, es)) < 0 ||
+      (rc = dlrt__launch_operand(&lb, "x", x, x_offset, rows * cols, es)) < 0)
     return rc;
   if (y->mem.handle == x->mem.handle) {
     size_t y0 = y->offset + y_offset, x0 = x->offset + x_offset;
     DLRT__CHECK_ARG(y0 + (size_t)rows * es <= x0 || x0 + (size_t)(rows * cols) * es <= y0,
                     "%s: y overlaps x; reduce into another buffer", call);
   }
-  if (rows == 0) return lb.dev->be->launch ? DLRT_OK : submit(stream, &lb);
-  if (!lb.dev->be->launch) return submit(stream, &lb);
+  if (rows == 0) return lb.dev->be->launch ? DLRT_OK : dlrt__launch_submit(stream, &lb);
+  if (!lb.dev->be->launch) return dlrt__launch_submit(stream, &lb);
   int64_t segs = cols ? reduce_segments(rows, cols) : 1;
   /* fp32 partials, one per (row, segment). Freed at once: the stream-ordered
    * allocator hands the memory to another stream only after this one's work. */
@@ -336,19 +276,19 @@ int dlrt_reduce(dlrt_stream_t *stream, dlrt_reduce_op op, dlrt_dtype dtype, int6
   int final = op == DLRT_REDUCE_SUM ? DLRT__K_reduce_final_sum_f32 : DLRT__K_reduce_final_max_f32;
   lb.launch.kernel = kernel_for(first, dtype);
   lb.launch.groups = rows * segs;
-  arg_operand(&lb, x, x_offset, es);
-  arg_i64(&lb, rows);
-  arg_i64(&lb, cols);
-  arg_i64(&lb, segs);
-  arg_operand(&lb, partial, 0, sizeof(float));
-  rc = submit(stream, &lb);
+  dlrt__launch_buffer_arg(&lb, x, x_offset, es);
+  dlrt__launch_i64(&lb, rows);
+  dlrt__launch_i64(&lb, cols);
+  dlrt__launch_i64(&lb, segs);
+  dlrt__launch_buffer_arg(&lb, partial, 0, sizeof(float));
+  rc = dlrt__launch_submit(stream, &lb);
   if (rc == DLRT_OK) {
     lb.launch = (dlrt__launch){.kernel = kernel_for(final, dtype), .items = rows};
-    arg_operand(&lb, partial, 0, sizeof(float));
-    arg_i64(&lb, rows);
-    arg_i64(&lb, segs);
-    arg_operand(&lb, y, y_offset, es);
-    rc = submit(stream, &lb);
+    dlrt__launch_buffer_arg(&lb, partial, 0, sizeof(float));
+    dlrt__launch_i64(&lb, rows);
+    dlrt__launch_i64(&lb, segs);
+    dlrt__launch_buffer_arg(&lb, y, y_offset, es);
+    rc = dlrt__launch_submit(stream, &lb);
   }
   dlrt_buffer_free(partial);
   return rc;
@@ -357,8 +297,8 @@ int dlrt_reduce(dlrt_stream_t *stream, dlrt_reduce_op op, dlrt_dtype dtype, int6
 int dlrt_transpose(dlrt_stream_t *stream, dlrt_dtype dtype, int64_t batch, int64_t rows,
                    int64_t cols, dlrt_buffer_t *y, size_t y_offset, dlrt_buffer_t *x,
                    size_t x_offset) {
-  launch_builder lb;
-  int rc = start(&lb, stream, "dlrt_transpose");
+  dlrt__launcher lb;
+  int rc = dlrt__launch_start(&lb, stream, "dlrt_transpose");
   if (rc < 0) return rc;
   DLRT__CHECK_ARG(dtype == DLRT_F32 || dtype == DLRT_F16 || dtype == DLRT_BF16 ||
                   dtype == DLRT_I32, "dlrt_transpose: dtype %s has no transpose kernel",
@@ -369,22 +309,22 @@ int dlrt_transpose(dlrt_stream_t *stream, dlrt_dtype dtype, int64_t batch, int64
                   (long long)rows, (long long)cols);
   int64_t count = batch * rows * cols;
   size_t es = dlrt_dtype_size(dtype);
-  if ((rc = check_operand(&lb, "y", y, y_offset, count, es)) < 0 ||
-      (rc = check_operand(&lb, "x", x, x_offset, count, es)) < 0)
+  if ((rc = dlrt__launch_operand(&lb, "y", y, y_offset, count, es)) < 0 ||
+      (rc = dlrt__launch_operand(&lb, "x", x, x_offset, count, es)) < 0)
     return rc;
   if (y->mem.handle == x->mem.handle && count > 0) {
     size_t y0 = y->offset + y_offset, x0 = x->offset + x_offset, bytes = (size_t)count * es;
     DLRT__CHECK_ARG(y0 + bytes <= x0 || x0 + bytes <= y0,
                     "dlrt_transpose: y overlaps x; transpose into another buffer");
   }
-  if (count == 0) return lb.dev->be->launch ? DLRT_OK : submit(stream, &lb);
+  if (count == 0) return lb.dev->be->launch ? DLRT_OK : dlrt__launch_submit(stream, &lb);
   const int64_t tile = 32;
   lb.launch.kernel = es == 4 ? DLRT__K_transpose_b32 : DLRT__K_transpose_b16;
   lb.launch.groups = batch * ((rows + tile - 1) / tile) * ((cols + tile - 1) / tile);
-  arg_operand(&lb, y, y_offset, es);
-  arg_operand(&lb, x, x_offset, es);
-  arg_i64(&lb, batch);
-  arg_i64(&lb, rows);
-  arg_i64(&lb, cols);
-  return submit(stream, &lb);
+  dlrt__launch_buffer_arg(&lb, y, y_offset, es);
+  dlrt__launch_buffer_arg(&lb, x, x_offset, es);
+  dlrt__launch_i64(&lb, batch);
+  dlrt__launch_i64(&lb, rows);
+  dlrt__launch_i64(&lb, cols);
+  return dlrt__launch_submit(stream, &lb);
 }

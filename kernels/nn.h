@@ -1,0 +1,273 @@
+/* nn.h — neural-network kernels in the portable dialect (fp32): bias, ReLU
+ * gradient, fused softmax + cross-entropy, column sums, im2col / col2im for
+ * convolutions, max pooling, and the fused optimizer updates.
+ * Every kernel writes each output element from one work-item (gathers, no
+ * atomics), so results are deterministic on every device. */
+#include "dialect.h"
+
+/* y[r, c] = x[r, c] + b[c]; x, y: rows x cols; y may alias x. */
+DLRT_KERNEL(dlrt_k_bias_rows)(DLRT_RANGE DLRT_PTR(float, y), DLRT_CPTR(float, x),
+                              DLRT_CPTR(float, b), DLRT_INDEX rows, DLRT_INDEX cols) {
+  DLRT_BIND(float, y);
+  DLRT_CBIND(float, x);
+  DLRT_CBIND(float, b);
+  DLRT_FOR_EACH(i, rows * cols) y[i] = x[i] + b[i % cols];
+}
+
+/* y[n, c, s] = x[n, c, s] + b[c]; x, y: n x channels x spatial (NCHW). */
+DLRT_KERNEL(dlrt_k_bias_channels)(DLRT_RANGE DLRT_PTR(float, y), DLRT_CPTR(float, x),
+                                  DLRT_CPTR(float, b), DLRT_INDEX n, DLRT_INDEX channels,
+                                  DLRT_INDEX spatial) {
+  DLRT_BIND(float, y);
+  DLRT_CBIND(float, x);
+  DLRT_CBIND(float, b);
+  DLRT_FOR_EACH(i, n * channels * spatial) y[i] = x[i] + b[(i / spatial) % channels];
+}
+
+/* dx = dy where x > 0, else 0 (the ReLU gradient; x is the ReLU's input or
+ * output: both are positive at the same places). */
+DLRT_KERNEL(dlrt_k_relu_grad)(DLRT_RANGE DLRT_PTR(float, dx), DLRT_CPTR(float, dy),
+                              DLRT_CPTR(float, x), DLRT_INDEX count) {
+  DLRT_BIND(float, dx);
+  DLRT_CBIND(float, dy);
+  DLRT_CBIND(float, x);
+  DLRT_FOR_EACH(i, count) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+/* s[c] = sum over r of x[r, c]: x is rows x cols. One work-item per column,
+ * rows in order: reads are coalesced across the columns. */
+DLRT_KERNEL(dlrt_k_sum_cols)(DLRT_RANGE DLRT_PTR(float, s), DLRT_CPTR(float, x),
+                             DLRT_INDEX rows, DLRT_INDEX cols, float beta) {
+  DLRT_BIND(float, s);
+  DLRT_CBIND(float, x);
+  DLRT_FOR_EACH(c, cols) {
+    float a = 0.0f;
+    for (DLRT_INDEX r = 0; r < rows; r++) a += x[r * cols + c];
+    s[c] = beta * s[c] + a;
+  }
+}
+
+/* s[c] = sum over n and p of x[n, c, p]: x is n x channels x spatial. */
+DLRT_KERNEL(dlrt_k_sum_channels)(DLRT_RANGE DLRT_PTR(float, s), DLRT_CPTR(float, x),
+                                 DLRT_INDEX n, DLRT_INDEX channels, DLRT_INDEX spatial) {
+  DLRT_BIND(float, s);
+  DLRT_CBIND(float, x);
+  DLRT_FOR_EACH(c, channels) {
+    float a = 0.0f;
+    for (DLRT_INDEX b = 0; b < n; b++)
+      for (DLRT_INDEX p = 0; p < spatial; p++) a += x[(b * channels + c) * spatial + p];
+    s[c] = a;
+  }
+}
+
+/* Fused log-softmax + cross-entropy with label smoothing, one work-group per
+ * row of logits z (rows x classes), labels int32. Writes the row's loss and
+ * the gradient of the mean loss with respect to z:
+ *   p = softmax(z); q = (1 - eps) * onehot(label) + eps / classes
+ *   loss[r] = -sum q * log p;  dz[r] = (p - q) * grad_scale
+ * (grad_scale = 1 / rows for a mean over the batch). */
+DLRT_KERNEL(dlrt_k_softmax_xent)(DLRT_RANGE DLRT_CPTR(float, z), DLRT_CPTR(int, labels),
+                                 DLRT_PTR(float, loss), DLRT_PTR(float, dz), DLRT_INDEX rows,
+                                 DLRT_INDEX classes, float smoothing, float grad_scale) {
+  DLRT_CBIND(float, z);
+  DLRT_CBIND(int, labels);
+  DLRT_BIND(float, loss);
+  DLRT_BIND(float, dz);
+  DLRT_LOCAL(float, red, DLRT_WG);
+  DLRT_LOCAL(float, row_max, 1);
+  DLRT_LOCAL(float, row_lse, 1);
+  DLRT_FOR_EACH_GROUP(r, rows) {
+    DLRT_PHASE(lid) {
+      float m = DLRT_AS_FLOAT(0xff800000u);
+      for (DLRT_INDEX c = lid; c < classes; c += DLRT_WG) m = DLRT_FMAX(m, z[r * classes + c]);
+      red[lid] = m;
+    }
+    DLRT_BARRIER();
+    for (int s = DLRT_WG / 2; s > 0; s >>= 1) {
+      DLRT_PHASE(lid) {
+        if (lid < s) red[lid] = DLRT_FMAX(red[lid], red[lid + s]);
+      }
+      DLRT_BARRIER();
+    }
+    DLRT_PHASE(lid) {
+      if (lid == 0) row_max[0] = red[0];
+    }
+    DLRT_BARRIER();
+    DLRT_PHASE(lid) {
+      float a = 0.0f;
+      for (DLRT_INDEX c = lid; c < classes; c += DLRT_WG)
+        a += DLRT_EXP(z[r * classes + c] - row_max[0]);
+      red[lid] = a;
+    }
+    DLRT_BARRIER();
+    for (int s = DLRT_WG / 2; s > 0; s >>= 1) {
+      DLRT_PHASE(lid) {
+        if (lid < s) red[lid] += red[lid + s];
+      }
+      DLRT_BARRIER();
+    }
+    DLRT_PHASE(lid) {
+      if (lid == 0) row_lse[0] = row_max[0] + DLRT_LOG(red[0]);
+    }
+    DLRT_BARRIER();
+    /* -sum q log p = lse - sum q z, with sum q = 1. */
+    DLRT_PHASE(lid) {
+      float off = smoothing / (float)classes, a = 0.0f;
+      int label = labels[r];
+      for (DLRT_INDEX c = lid; c < classes; c += DLRT_WG) {
+        float q = off + (c == label ? 1.0f - smoothing : 0.0f);
+        float zc = z[r * classes + c];
+        a += q * zc;
+        dz[r * classes + c] = (DLRT_EXP(zc - row_lse[0]) - q) * grad_scale;
+      }
+      red[lid] = a;
+    }
+    DLRT_BARRIER();
+    for (int s = DLRT_WG / 2; s > 0; s >>= 1) {
+      DLRT_PHASE(lid) {
+        if (lid < s) red[lid] += red[lid + s];
+      }
+      DLRT_BARRIER();
+    }
+    DLRT_PHASE(lid) {
+      if (lid == 0) loss[r] = row_lse[0] - red[0];
+    }
+    DLRT_BARRIER();
+  }
+}
+
+/* cols[n, (c, ky, kx), (oy, ox)] = x[n, c, oy*stride - pad + ky*dil, ...] or 0
+ * outside: x is n x c x h x w, cols is n x (c*kh*kw) x (oh*ow). */
+DLRT_KERNEL(dlrt_k_im2col)(DLRT_RANGE DLRT_PTR(float, cols), DLRT_CPTR(float, x),
+                           DLRT_INDEX n, DLRT_INDEX c, DLRT_INDEX h, DLRT_INDEX w,
+                           DLRT_INDEX kh, DLRT_INDEX kw, DLRT_INDEX stride, DLRT_INDEX pad,
+                           DLRT_INDEX dil, DLRT_INDEX oh, DLRT_INDEX ow) {
+  DLRT_BIND(float, cols);
+  DLRT_CBIND(float, x);
+  DLRT_INDEX per_image = c * kh * kw * oh * ow;
+  DLRT_FOR_EACH(i, n * per_image) {
+    DLRT_INDEX b = i / per_image, rest = i - b * per_image;
+    DLRT_INDEX row = rest / (oh * ow), pos = rest - row * (oh * ow);
+    DLRT_INDEX ch = row / (kh * kw), k = row - ch * (kh * kw);
+    DLRT_INDEX iy = (pos / ow) * stride - pad + (k / kw) * dil;
+    DLRT_INDEX ix = (pos % ow) * stride - pad + (k % kw) * dil;
+    cols[i] = iy >= 0 && iy < h && ix >= 0 && ix < w ? x[((b * c + ch) * h + iy) * w + ix] : 0.0f;
+  }
+}
+
+/* The adjoint of im2col, as a gather: dx[n, ch, iy, ix] = the sum of every
+ * cols entry im2col took from that pixel. */
+DLRT_KERNEL(dlrt_k_col2im)(DLRT_RANGE DLRT_PTR(float, dx), DLRT_CPTR(float, cols),
+                           DLRT_INDEX n, DLRT_INDEX c, DLRT_INDEX h, DLRT_INDEX w,
+                           DLRT_INDEX kh, DLRT_INDEX kw, DLRT_INDEX stride, DLRT_INDEX pad,
+                           DLRT_INDEX dil, DLRT_INDEX oh, DLRT_INDEX ow) {
+  DLRT_BIND(float, dx);
+  DLRT_CBIND(float, cols);
+  DLRT_FOR_EACH(i, n * c * h * w) {
+    DLRT_INDEX ix = i % w, iy = (i / w) % h, ch = (i / (w * h)) % c, b = i / (w * h * c);
+    float a = 0.0f;
+    for (DLRT_INDEX ky = 0; ky < kh; ky++) {
+      DLRT_INDEX ty = iy + pad - ky * dil;
+      if (ty < 0 || ty % stride != 0 || ty / stride >= oh) continue;
+      for (DLRT_INDEX kx = 0; kx < kw; kx++) {
+        DLRT_INDEX tx = ix + pad - kx * dil;
+        if (tx < 0 || tx % stride != 0 || tx / stride >= ow) continue;
+        DLRT_INDEX row = (ch * kh + ky) * kw + kx;
+        a += cols[((b * c * kh * kw) + row) * (oh * ow) + (ty / stride) * ow + tx / stride];
+      }
+    }
+    dx[i] = a;
+  }
+}
+
+/* Max pooling over k x k windows with a stride, no padding: y and the flat
+ * input index of each window's maximum (first one on ties). x: n*c x h x w. */
+DLRT_KERNEL(dlrt_k_maxpool)(DLRT_RANGE DLRT_PTR(float, y), DLRT_PTR(int, argmax),
+                            DLRT_CPTR(float, x), DLRT_INDEX planes, DLRT_INDEX h,
+                            DLRT_INDEX w, DLRT_INDEX k, DLRT_INDEX stride, DLRT_INDEX oh,
+                            DLRT_INDEX ow) {
+  DLRT_BIND(float, y);
+  DLRT_BIND(int, argmax);
+  DLRT_CBIND(float, x);
+  DLRT_FOR_EACH(i, planes * oh * ow) {
+    DLRT_INDEX p = i / (oh * ow), oy = (i / ow) % oh, ox = i % ow;
+    DLRT_INDEX best = p * h * w + (oy * stride) * w + ox * stride;
+    float m = x[best];
+    for (DLRT_INDEX ky = 0; ky < k; ky++)
+      for (DLRT_INDEX kx = 0; kx < k; kx++) {
+        DLRT_INDEX at = p * h * w + (oy * stride + ky) * w + ox * stride + kx;
+        if (x[at] > m || (x[at] != x[at] && m == m)) {
+          m = x[at];
+          best = at;
+        }
+      }
+    y[i] = m;
+    argmax[i] = (int)best;
+  }
+}
+
+/* dx[j] = the sum of dy over the windows whose maximum was input j (a gather
+ * over the windows that cover j). */
+DLRT_KERNEL(dlrt_k_maxpool_grad)(DLRT_RANGE DLRT_PTR(float, dx), DLRT_CPTR(float, dy),
+                                 DLRT_CPTR(int, argmax), DLRT_INDEX planes, DLRT_INDEX h,
+                                 DLRT_INDEX w, DLRT_INDEX k, DLRT_INDEX stride, DLRT_INDEX oh,
+                                 DLRT_INDEX ow) {
+  DLRT_BIND(float, dx);
+  DLRT_CBIND(float, dy);
+  DLRT_CBIND(int, argmax);
+  DLRT_FOR_EACH(j, planes * h * w) {
+    DLRT_INDEX p = j / (h * w), iy = (j / w) % h, ix = j % w;
+    /* Windows oy with oy*stride <= iy < oy*stride + k. */
+    DLRT_INDEX oy0 = iy >= k ? (iy - k) / stride + 1 : 0, oy1 = iy / stride;
+    DLRT_INDEX ox0 = ix >= k ? (ix - k) / stride + 1 : 0, ox1 = ix / stride;
+    float a = 0.0f;
+    for (DLRT_INDEX oy = oy0; oy <= oy1 && oy < oh; oy++)
+      for (DLRT_INDEX ox = ox0; ox <= ox1 && ox < ow; ox++) {
+        DLRT_INDEX o = (p * oh + oy) * ow + ox;
+        if (argmax[o] == (int)j) a += dy[o];
+      }
+    dx[j] = a;
+  }
+}
+
+/* SGD with momentum, Nesterov and L2 weight decay, as torch.optim.SGD:
+ *   g = grad + wd * p; v = momentum * v + g (v = g on the first step);
+ *   p -= lr * (nesterov ? g + momentum * v : v). */
+DLRT_KERNEL(dlrt_k_sgd_update)(DLRT_RANGE DLRT_PTR(float, p), DLRT_PTR(float, v),
+                               DLRT_CPTR(float, grad), DLRT_INDEX count, float lr,
+                               float momentum, float weight_decay, float grad_scale,
+                               DLRT_INDEX nesterov, DLRT_INDEX first) {
+  DLRT_BIND(float, p);
+  DLRT_BIND(float, v);
+  DLRT_CBIND(float, grad);
+  DLRT_FOR_EACH(i, count) {
+    float g = grad[i] * grad_scale + weight_decay * p[i];
+    float vi = first ? g : momentum * v[i] + g;
+    v[i] = vi;
+    p[i] -= lr * (nesterov ? g + momentum * vi : vi);
+  }
+}
+
+/* Adam (decoupled = 0, L2 decay added to the gradient) and AdamW
+ * (decoupled = 1), as torch.optim: step_size = lr / (1 - beta1^t) and
+ * bias2 = sqrt(1 - beta2^t) are computed on the host for step t. */
+DLRT_KERNEL(dlrt_k_adam_update)(DLRT_RANGE DLRT_PTR(float, p), DLRT_PTR(float, m),
+                                DLRT_PTR(float, v), DLRT_CPTR(float, grad), DLRT_INDEX count,
+                                float lr, float beta1, float beta2, float eps,
+                                float weight_decay, float step_size, float bias2,
+                                float grad_scale, DLRT_INDEX decoupled) {
+  DLRT_BIND(float, p);
+  DLRT_BIND(float, m);
+  DLRT_BIND(float, v);
+  DLRT_CBIND(float, grad);
+  DLRT_FOR_EACH(i, count) {
+    float g = grad[i] * grad_scale, w = p[i];
+    if (decoupled) w -= lr * weight_decay * w;
+    else g += weight_decay * w;
+    float mi = beta1 * m[i] + (1.0f - beta1) * g;
+    float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = w - step_size * mi / (DLRT_SQRT(vi) / bias2 + eps);
+  }
+}
