@@ -271,3 +271,11 @@ DLRT_KERNEL(dlrt_k_adam_update)(DLRT_RANGE DLRT_PTR(float, p), DLRT_PTR(float, m
     p[i] = w - step_size * mi / (DLRT_SQRT(vi) / bias2 + eps);
   }
 }
+
+/* y[i] = alpha * x[0]: spreads a scalar (the gradient of a sum) over y. */
+DLRT_KERNEL(dlrt_k_broadcast_scalar)(DLRT_RANGE DLRT_PTR(float, y), DLRT_CPTR(float, x),
+                                     float alpha, DLRT_INDEX count) {
+  DLRT_BIND(float, y);
+  DLRT_CBIND(float, x);
+  DLRT_FOR_EACH(i, count) y[i] = alpha * x[0];
+}

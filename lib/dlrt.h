@@ -374,6 +374,218 @@ DLRT_API int dlrt_transpose(dlrt_stream_t *stream, dlrt_dtype dtype, int64_t bat
                             int64_t rows, int64_t cols, dlrt_buffer_t *y, size_t y_offset,
                             dlrt_buffer_t *x, size_t x_offset);
 
+/* ------------------------------------------------------------------------ */
+/* Data sets: the MNIST family (IDX files, plain or gzip)                    */
+/* ------------------------------------------------------------------------ */
+
+/* Images of one channel, 8-bit, with a class label each, in host memory. */
+typedef struct {
+  int64_t count;       /* samples */
+  int64_t height, width;
+  int classes;         /* 1 + the largest label (10 for the MNIST family) */
+  uint8_t *images;     /* count x height x width, row-major, 0..255 */
+  uint8_t *labels;     /* count */
+  char source[512];    /* the folder or files it came from, or "generated" */
+} dlrt_dataset;
+
+/* Folder Debian's dataset-fashion-mnist package installs. */
+#define DLRT_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
+
+/* Loads the training (test = 0) or test (test = 1) split of an MNIST-family
+ * set: `where` is "fashion-mnist" (DLRT_FASHION_MNIST_DIR) or a folder holding
+ * train-images-idx3-ubyte and train-labels-idx1-ubyte (t10k-... for the test
+ * split), each optionally gzip-compressed (.gz). DLRT_ERR_NOT_FOUND when the
+ * files are absent, DLRT_ERR_IO for unreadable, truncated or corrupt files
+ * (wrong magic, wrong dimensions, image count != label count); the message
+ * names the file and what is wrong. */
+DLRT_API int dlrt_dataset_load(const char *where, int test, dlrt_dataset *out);
+/* Loads one images file and one labels file (IDX, plain or gzip). */
+DLRT_API int dlrt_dataset_load_idx(const char *images_path, const char *labels_path,
+                                   dlrt_dataset *out);
+/* A generated stand-in of `count` 28 x 28 images in `classes` classes, each
+ * class a distinct learnable pattern plus noise, reproducible from `seed`;
+ * source is "generated". */
+DLRT_API int dlrt_dataset_generate(int64_t count, int classes, uint64_t seed,
+                                   dlrt_dataset *out);
+/* Releases the arrays; the struct may be reused. NULL is a no-op. */
+DLRT_API void dlrt_dataset_free(dlrt_dataset *d);
+
+/* ------------------------------------------------------------------------ */
+/* Host tensors and safetensors files (checkpoints PyTorch can read)          */
+/* ------------------------------------------------------------------------ */
+
+#define DLRT_MAX_DIMS 8
+
+typedef struct {
+  char name[128];
+  dlrt_dtype dtype;
+  int ndim;
+  int64_t shape[DLRT_MAX_DIMS];
+  void *data;   /* host bytes: product(shape) elements of dtype */
+  size_t bytes;
+} dlrt_host_tensor;
+
+/* Writes `n` tensors and string metadata (`metadata` holds key, value, key,
+ * value, ..., NULL; may be NULL) to `path` in the safetensors format: the
+ * file is written under a temporary name in the same folder, flushed to
+ * disk, and renamed over `path`, so a crash leaves the old file or the new
+ * one, never half of one. */
+DLRT_API int dlrt_safetensors_save(const char *path, const dlrt_host_tensor *tensors, int n,
+                                   const char *const *metadata);
+/* Reads a safetensors file. *tensors is an array of *n tensors whose data
+ * the library allocated; *metadata (may be NULL if not wanted) holds key,
+ * value, ..., NULL. A truncated or corrupt file fails with DLRT_ERR_IO and a
+ * message naming the file and the defect; nothing is returned then. */
+DLRT_API int dlrt_safetensors_load(const char *path, dlrt_host_tensor **tensors, int *n,
+                                   char ***metadata);
+/* Frees what dlrt_safetensors_load returned. */
+DLRT_API void dlrt_safetensors_free(dlrt_host_tensor *tensors, int n, char **metadata);
+
+/* ------------------------------------------------------------------------ */
+/* Static graphs with automatic differentiation                               */
+/* ------------------------------------------------------------------------ */
+
+/* A graph is built once and run every step (as in ggml): build the forward
+ * pass from inputs and parameters, call dlrt_graph_backward() to append the
+ * gradient nodes and dlrt_graph_optimize() to append fused parameter
+ * updates, then create an executor on a device and run it.
+ *
+ * Builders return a tensor, or NULL after an error; an error sticks to the
+ * graph (later builders given NULL return NULL) and dlrt_graph_status()
+ * reports the first one with its message. Tensors are fp32 (I32 for class
+ * labels), row-major and contiguous; images are N x C x H x W. Tensors belong
+ * to their graph. */
+typedef struct dlrt_graph dlrt_graph_t;
+typedef struct dlrt_tensor dlrt_tensor_t;
+typedef struct dlrt_exec dlrt_exec_t;
+
+/* Initial values of a parameter, drawn from the executor's seed. */
+typedef enum {
+  DLRT_INIT_ZEROS,
+  DLRT_INIT_ONES,
+  /* U(-1/sqrt(fan_in), 1/sqrt(fan_in)): PyTorch's default for Linear and
+   * Conv2d weights (kaiming_uniform with a = sqrt(5)) and biases. */
+  DLRT_INIT_FAN_IN_UNIFORM,
+  /* Kaiming (He) normal for ReLU: N(0, 2 / fan_in). */
+  DLRT_INIT_KAIMING_NORMAL,
+  /* Xavier (Glorot) uniform: U(-a, a), a = sqrt(6 / (fan_in + fan_out)). */
+  DLRT_INIT_XAVIER_UNIFORM,
+} dlrt_init_kind;
+
+DLRT_API int dlrt_graph_create(dlrt_graph_t **out);
+DLRT_API void dlrt_graph_destroy(dlrt_graph_t *g);
+/* DLRT_OK, or the first error met while building (its message is restored
+ * as this thread's dlrt_last_error()). */
+DLRT_API int dlrt_graph_status(dlrt_graph_t *g);
+
+/* A tensor the caller fills before each run (dlrt_exec_write). */
+DLRT_API dlrt_tensor_t *dlrt_input(dlrt_graph_t *g, const char *name, dlrt_dtype dtype,
+                                   int ndim, const int64_t *shape);
+/* A trained parameter (fp32). fan_in / fan_out feed the initialiser. */
+DLRT_API dlrt_tensor_t *dlrt_param(dlrt_graph_t *g, const char *name, int ndim,
+                                   const int64_t *shape, dlrt_init_kind init, int64_t fan_in,
+                                   int64_t fan_out);
+/* Keeps a tensor's value after a run so that dlrt_exec_read can return it
+ * (other intermediates are freed after their last use). Returns t. */
+DLRT_API dlrt_tensor_t *dlrt_keep(dlrt_graph_t *g, dlrt_tensor_t *t);
+
+/* y = x W^T + b: x is N x in, W is out x in (PyTorch's layout), b is out or NULL. */
+DLRT_API dlrt_tensor_t *dlrt_linear(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
+                                    dlrt_tensor_t *b);
+/* op(A) op(B) for 2-D A, B. */
+DLRT_API dlrt_tensor_t *dlrt_matmul(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b,
+                                    int trans_a, int trans_b);
+DLRT_API dlrt_tensor_t *dlrt_relu(dlrt_graph_t *g, dlrt_tensor_t *x);
+/* Same shapes. */
+DLRT_API dlrt_tensor_t *dlrt_add(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b);
+DLRT_API dlrt_tensor_t *dlrt_mul(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b);
+DLRT_API dlrt_tensor_t *dlrt_scale(dlrt_graph_t *g, dlrt_tensor_t *x, float alpha);
+/* The sum of all elements, a tensor of shape [1]. */
+DLRT_API dlrt_tensor_t *dlrt_sum(dlrt_graph_t *g, dlrt_tensor_t *x);
+/* 2-D convolution: x is N x C x H x W, w is O x C x kh x kw, b is O or NULL. */
+DLRT_API dlrt_tensor_t *dlrt_conv2d(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
+                                    dlrt_tensor_t *b, int stride, int padding, int dilation);
+/* Max over k x k windows moved by `stride`, no padding. */
+DLRT_API dlrt_tensor_t *dlrt_max_pool2d(dlrt_graph_t *g, dlrt_tensor_t *x, int k, int stride);
+/* A view with another shape of the same number of elements. */
+DLRT_API dlrt_tensor_t *dlrt_reshape(dlrt_graph_t *g, dlrt_tensor_t *x, int ndim,
+                                     const int64_t *shape);
+/* N x ... -> N x (product of the rest). */
+DLRT_API dlrt_tensor_t *dlrt_flatten(dlrt_graph_t *g, dlrt_tensor_t *x);
+/* Mean cross-entropy of logits (N x classes) against I32 labels (N), with
+ * label smoothing in [0, 1): a tensor of shape [1]. Fused log-softmax; it
+ * must be the loss given to dlrt_graph_backward. */
+DLRT_API dlrt_tensor_t *dlrt_cross_entropy(dlrt_graph_t *g, dlrt_tensor_t *logits,
+                                           dlrt_tensor_t *labels, float smoothing);
+
+/* Shape of a tensor: returns ndim (or <0) and fills shape[0..ndim). */
+DLRT_API int dlrt_tensor_shape(const dlrt_tensor_t *t, int64_t shape[DLRT_MAX_DIMS]);
+DLRT_API int64_t dlrt_tensor_numel(const dlrt_tensor_t *t);
+DLRT_API const char *dlrt_tensor_name(const dlrt_tensor_t *t);
+
+/* Appends the nodes that compute the gradient of `loss` (shape [1]) with
+ * respect to every parameter (and every tensor on the way). */
+DLRT_API int dlrt_graph_backward(dlrt_graph_t *g, dlrt_tensor_t *loss);
+/* The gradient tensor of t after dlrt_graph_backward, or NULL. Keep it with
+ * dlrt_keep to read it after a run. */
+DLRT_API dlrt_tensor_t *dlrt_grad(dlrt_graph_t *g, dlrt_tensor_t *t);
+
+typedef enum { DLRT_OPT_SGD, DLRT_OPT_ADAM, DLRT_OPT_ADAMW } dlrt_optimizer_kind;
+
+typedef struct {
+  dlrt_optimizer_kind kind;
+  float lr;
+  float momentum;     /* SGD */
+  int nesterov;       /* SGD */
+  float weight_decay; /* L2 for SGD and Adam, decoupled for AdamW */
+  float beta1, beta2, eps; /* Adam, AdamW */
+} dlrt_optimizer;
+
+/* torch.optim's defaults: SGD lr 0.01, momentum 0; Adam lr 1e-3, betas
+ * (0.9, 0.999), eps 1e-8; AdamW the same with weight decay 0.01. */
+DLRT_API dlrt_optimizer dlrt_optimizer_defaults(dlrt_optimizer_kind kind);
+DLRT_API const char *dlrt_optimizer_name(dlrt_optimizer_kind kind);
+/* Appends one fused update per parameter (after dlrt_graph_backward). */
+DLRT_API int dlrt_graph_optimize(dlrt_graph_t *g, const dlrt_optimizer *opt);
+
+/* Plans memory, allocates parameters and optimizer state on `dev`, and
+ * initialises the parameters from `seed` (the same seed gives the same
+ * values on every device). */
+DLRT_API int dlrt_exec_create(dlrt_graph_t *g, dlrt_device_t *dev, uint64_t seed,
+                              dlrt_exec_t **out);
+DLRT_API void dlrt_exec_destroy(dlrt_exec_t *e);
+
+typedef enum {
+  DLRT_RUN_FORWARD, /* the forward pass only (evaluation) */
+  DLRT_RUN_TRAIN,   /* forward, backward and the parameter updates */
+} dlrt_run_mode;
+
+/* Queues one pass on the device's stream; returns once queued. */
+DLRT_API int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode);
+/* Copies host data into an input or parameter (bytes must match). */
+DLRT_API int dlrt_exec_write(dlrt_exec_t *e, dlrt_tensor_t *t, const void *src, size_t bytes);
+/* Waits for queued work and copies out a kept tensor, an input or a parameter. */
+DLRT_API int dlrt_exec_read(dlrt_exec_t *e, dlrt_tensor_t *t, void *dst, size_t bytes);
+/* Learning rate for the next updates (schedules call this every step). */
+DLRT_API int dlrt_exec_set_lr(dlrt_exec_t *e, float lr);
+
+typedef struct {
+  uint64_t planned_peak_bytes;  /* the planner's peak for a training step */
+  uint64_t measured_peak_bytes; /* the allocator's peak since the executor began */
+  uint64_t param_bytes;         /* parameters */
+  uint64_t state_bytes;         /* optimizer state */
+  int64_t params;               /* parameter elements */
+  int64_t steps;                /* training steps run */
+  int nodes;                    /* nodes in the graph */
+} dlrt_exec_info;
+
+DLRT_API int dlrt_exec_info_get(dlrt_exec_t *e, dlrt_exec_info *out);
+/* Parameters (and, when `with_state`, optimizer state and the step count)
+ * as named host tensors, for checkpoints; and back. */
+DLRT_API int dlrt_exec_export(dlrt_exec_t *e, int with_state, dlrt_host_tensor **tensors,
+                              int *n);
+DLRT_API int dlrt_exec_import(dlrt_exec_t *e, const dlrt_host_tensor *tensors, int n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -125,6 +125,10 @@ static void w_adam_update(const dlrt__arg *a, int64_t lo, int64_t hi) {
                      I64(13));
 }
 
+static void w_broadcast_scalar(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_broadcast_scalar(lo, hi, PTR(float, 0), PTR(const float, 1), F32(2), I64(3));
+}
+
 static const cpu_kernel_fn kernels[DLRT__K_COUNT] = {
 #define ENTRY(name) [DLRT__K_##name] = w_##name,
     DLRT_KERNEL_LIST(ENTRY)

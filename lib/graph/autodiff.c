@@ -1,0 +1,249 @@
+/* autodiff.c — reverse-mode differentiation of the forward pass, appended to
+ * the graph as backward nodes, and the optimizer's fused update nodes. */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "graph/graph.h"
+#include "util/status.h"
+
+/* A backward node with one output of `like`'s shape (or the given shape). */
+static dlrt_tensor_t *bnode(dlrt_graph_t *g, op_kind op, int n_in, dlrt_tensor_t *const *in,
+                            int ndim, const int64_t *shape, const char *grad_of) {
+  char name[64];
+  snprintf(name, sizeof name, "d%.40s.%s%d", grad_of, dlrt__op_name(op), g->n_tensors);
+  return dlrt__node1(g, op, PHASE_BACKWARD, n_in, in, ndim, shape, name);
+}
+
+/* out[b] = op(a[b]) op(b[b]) with the given sizes and batch strides. */
+static dlrt_tensor_t *bmm(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b, int ta, int tb,
+                          int64_t m, int64_t n, int64_t k, int64_t batch, int64_t sa,
+                          int64_t sb, int64_t sc, int ndim, const int64_t *shape,
+                          const char *grad_of) {
+  dlrt_tensor_t *in[2] = {a, b};
+  dlrt_tensor_t *y = bnode(g, OP_BMM, 2, in, ndim, shape, grad_of);
+  if (!y) return NULL;
+  int64_t p[9] = {ta, tb, m, n, k, batch, sa, sb, sc};
+  memcpy(y->producer->p, p, sizeof p);
+  return y;
+}
+
+/* Adds a contribution to t's gradient: the first one is the gradient; later
+ * ones are summed by add nodes. */
+static int accumulate(dlrt_graph_t *g, dlrt_tensor_t *t, dlrt_tensor_t *contribution) {
+  if (!contribution) return g->status ? g->status : DLRT_ERR_OOM;
+  if (!t->needs_grad) return DLRT_OK;
+  if (!t->grad) {
+    t->grad = contribution;
+    return DLRT_OK;
+  }
+  dlrt_tensor_t *in[2] = {t->grad, contribution};
+  dlrt_tensor_t *sum = bnode(g, OP_ADD, 2, in, t->ndim, t->shape, t->name);
+  if (!sum) return g->status;
+  t->grad = sum;
+  return DLRT_OK;
+}
+
+static int backward_node(dlrt_graph_t *g, node *n) {
+  dlrt_tensor_t *y = n->out[0], *dy = y->grad;
+  dlrt_tensor_t *a = n->in[0], *b = n->n_in > 1 ? n->in[1] : NULL;
+  int rc = DLRT_OK;
+  switch (n->op) {
+  case OP_BMM: {
+    int ta = (int)n->p[0], tb = (int)n->p[1];
+    int64_t m = n->p[2], nn = n->p[3], k = n->p[4];
+    if (n->p[5] != 1)
+      return dlrt__graph_fail(g, DLRT_ERR_UNSUPPORTED, "backward of a batched matmul"), g->status;
+    /* C = op(A) op(B): dA = dC op(B)^T (or its transpose when A is
+     * transposed), dB = op(A)^T dC (likewise). */
+    if (a->needs_grad)
+      rc = accumulate(g, a, ta ? bmm(g, b, dy, tb, 1, k, m, nn, 1, 0, 0, 0, 2, a->shape, a->name)
+                               : bmm(g, dy, b, 0, !tb, m, k, nn, 1, 0, 0, 0, 2, a->shape, a->name));
+    if (rc == DLRT_OK && b->needs_grad)
+      rc = accumulate(g, b, tb ? bmm(g, dy, a, 1, ta, nn, k, m, 1, 0, 0, 0, 2, b->shape, b->name)
+                               : bmm(g, a, dy, !ta, 0, k, nn, m, 1, 0, 0, 0, 2, b->shape, b->name));
+    return rc;
+  }
+  case OP_BIAS_ROWS:
+  case OP_BIAS_CHANNELS:
+    rc = accumulate(g, a, dy);
+    if (rc == DLRT_OK && b->needs_grad) {
+      op_kind op = n->op == OP_BIAS_ROWS ? OP_SUM_COLS : OP_SUM_CHANNELS;
+      dlrt_tensor_t *db = bnode(g, op, 1, &dy, b->ndim, b->shape, b->name);
+      if (db) memcpy(db->producer->p, n->p, 3 * sizeof n->p[0]);
+      rc = accumulate(g, b, db);
+    }
+    return rc;
+  case OP_RELU: {
+    dlrt_tensor_t *in[2] = {dy, y};
+    return accumulate(g, a, bnode(g, OP_RELU_GRAD, 2, in, a->ndim, a->shape, a->name));
+  }
+  case OP_ADD:
+    rc = accumulate(g, a, dy);
+    return rc == DLRT_OK ? accumulate(g, b, dy) : rc;
+  case OP_MUL: {
+    if (a->needs_grad) {
+      dlrt_tensor_t *in[2] = {dy, b};
+      rc = accumulate(g, a, bnode(g, OP_MUL, 2, in, a->ndim, a->shape, a->name));
+    }
+    if (rc == DLRT_OK && b->needs_grad) {
+      dlrt_tensor_t *in[2] = {dy, a};
+      rc = accumulate(g, b, bnode(g, OP_MUL, 2, in, b->ndim, b->shape, b->name));
+    }
+    return rc;
+  }
+  case OP_SCALE: {
+    dlrt_tensor_t *d = bnode(g, OP_SCALE, 1, &dy, a->ndim, a->shape, a->name);
+    if (d) d->producer->f[0] = n->f[0];
+    return accumulate(g, a, d);
+  }
+  case OP_SUM: {
+    dlrt_tensor_t *d = bnode(g, OP_BROADCAST, 1, &dy, a->ndim, a->shape, a->name);
+    if (d) d->producer->f[0] = 1.0f;
+    return accumulate(g, a, d);
+  }
+  case OP_VIEW: {
+    dlrt_tensor_t *d = bnode(g, OP_VIEW, 1, &dy, a->ndim, a->shape, a->name);
+    if (d) d->owner = dy->owner;
+    return accumulate(g, a, d);
+  }
+  case OP_IM2COL: {
+    dlrt_tensor_t *d = bnode(g, OP_COL2IM, 1, &dy, a->ndim, a->shape, a->name);
+    if (d) memcpy(d->producer->p, n->p, 11 * sizeof n->p[0]);
+    return accumulate(g, a, d);
+  }
+  case OP_CONV_GEMM: {
+    /* y[n] = W (O x CKK) cols[n] (CKK x OHW). */
+    int64_t N = n->p[0], O = n->p[1], CKK = n->p[2], OHW = n->p[3];
+    if (a->needs_grad) {
+      /* dW = sum over n of dy[n] cols[n]^T: per-image products, then summed. */
+      int64_t per_shape[3] = {N, O, CKK};
+      dlrt_tensor_t *per = bmm(g, dy, b, 0, 1, O, CKK, OHW, N, O * OHW, CKK * OHW, O * CKK, 3,
+                               per_shape, a->name);
+      dlrt_tensor_t *dw = per ? bnode(g, OP_SUM_COLS, 1, &per, a->ndim, a->shape, a->name) : NULL;
+      if (dw) dw->producer->p[0] = N, dw->producer->p[1] = O * CKK;
+      rc = accumulate(g, a, dw);
+    }
+    if (rc == DLRT_OK && b->needs_grad)
+      rc = accumulate(g, b, bmm(g, a, dy, 1, 0, CKK, OHW, O, N, 0, O * OHW, CKK * OHW, b->ndim,
+                                b->shape, b->name));
+    return rc;
+  }
+  case OP_MAXPOOL: {
+    dlrt_tensor_t *in[2] = {dy, n->out[1]};
+    dlrt_tensor_t *d = bnode(g, OP_MAXPOOL_GRAD, 2, in, a->ndim, a->shape, a->name);
+    if (d) memcpy(d->producer->p, n->p, 7 * sizeof n->p[0]);
+    return accumulate(g, a, d);
+  }
+  case OP_XENT:
+    return dlrt__graph_fail(g, DLRT_ERR_UNSUPPORTED, "cross_entropy can only be the loss "
+                            "passed to dlrt_graph_backward"), g->status;
+  default:
+    return dlrt__graph_fail(g, DLRT_ERR_UNSUPPORTED, "no gradient for %s",
+                            dlrt__op_name(n->op)), g->status;
+  }
+}
+
+int dlrt_graph_backward(dlrt_graph_t *g, dlrt_tensor_t *loss) {
+  DLRT__CHECK_ARG(g, "graph is NULL");
+  if (g->status) return dlrt_graph_status(g);
+  DLRT__CHECK_ARG(loss, "dlrt_graph_backward: loss is NULL");
+  if (g->backward_done)
+    return dlrt__graph_fail(g, DLRT_ERR_STATE, "dlrt_graph_backward: already called"), g->status;
+  if (loss->numel != 1 || loss->dtype != DLRT_F32)
+    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "dlrt_graph_backward: the loss %s must "
+                            "be one f32 element", loss->name), g->status;
+  if (!loss->needs_grad)
+    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "dlrt_graph_backward: the loss %s does "
+                            "not depend on any parameter", loss->name), g->status;
+  g->backward_done = 1;
+  g->loss = dlrt_keep(g, loss);
+  int forward_nodes = g->n_nodes;
+  /* Seed: d loss / d loss = 1. The fused cross-entropy already computed the
+   * gradient of its mean loss with respect to the logits. */
+  node *root = loss->producer;
+  if (root->op == OP_XENT) {
+    int rc = accumulate(g, root->in[0], root->out[2]);
+    if (rc) return rc;
+  } else {
+    dlrt_tensor_t *one = dlrt__node1(g, OP_FILL, PHASE_BACKWARD, 0, NULL, 1, loss->shape, "dloss");
+    if (!one) return g->status;
+    one->producer->f[0] = 1.0f;
+    loss->grad = one;
+  }
+  for (int i = forward_nodes - 1; i >= 0; i--) {
+    node *n = g->nodes[i];
+    if (n == root && root->op == OP_XENT) continue;
+    if (n->n_out == 0 || !n->out[0]->grad || !n->out[0]->needs_grad) continue;
+    int rc = backward_node(g, n);
+    if (rc) return rc;
+  }
+  return g->status;
+}
+
+dlrt_tensor_t *dlrt_grad(dlrt_graph_t *g, dlrt_tensor_t *t) {
+  (void)g;
+  return t ? t->grad : NULL;
+}
+
+/* ---------------------------------------------------------------- optimizer */
+
+dlrt_optimizer dlrt_optimizer_defaults(dlrt_optimizer_kind kind) {
+  dlrt_optimizer o = {.kind = kind, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
+  o.lr = kind == DLRT_OPT_SGD ? 0.01f : 1e-3f;
+  o.weight_decay = kind == DLRT_OPT_ADAMW ? 0.01f : 0.0f;
+  return o;
+}
+
+const char *dlrt_optimizer_name(dlrt_optimizer_kind kind) {
+  return kind == DLRT_OPT_SGD ? "sgd" : kind == DLRT_OPT_ADAM ? "adam"
+                                      : kind == DLRT_OPT_ADAMW ? "adamw" : "unknown";
+}
+
+static dlrt_tensor_t *state_like(dlrt_graph_t *g, const dlrt_tensor_t *p, const char *what) {
+  char name[64];
+  snprintf(name, sizeof name, "%.40s.%s", p->name, what);
+  dlrt_tensor_t *s = dlrt__tensor_new(g, name, DLRT_F32, p->ndim, p->shape, TENSOR_STATE);
+  if (s) {
+    s->init = DLRT_INIT_ZEROS;
+    s->kept = 1;
+  }
+  return s;
+}
+
+int dlrt_graph_optimize(dlrt_graph_t *g, const dlrt_optimizer *opt) {
+  DLRT__CHECK_ARG(g && opt, "graph or optimizer is NULL");
+  if (g->status) return dlrt_graph_status(g);
+  if (!g->backward_done || g->optimized)
+    return dlrt__graph_fail(g, DLRT_ERR_STATE, "dlrt_graph_optimize: call it once, after "
+                            "dlrt_graph_backward"), g->status;
+  if (opt->kind < DLRT_OPT_SGD || opt->kind > DLRT_OPT_ADAMW || !(opt->lr > 0) ||
+      opt->momentum < 0 || opt->weight_decay < 0 || !(opt->beta1 >= 0 && opt->beta1 < 1) ||
+      !(opt->beta2 >= 0 && opt->beta2 < 1) || !(opt->eps > 0 || opt->kind == DLRT_OPT_SGD))
+    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "dlrt_graph_optimize: invalid %s settings "
+                            "(lr %g, momentum %g, weight decay %g, betas %g %g, eps %g)",
+                            dlrt_optimizer_name(opt->kind), opt->lr, opt->momentum,
+                            opt->weight_decay, opt->beta1, opt->beta2, opt->eps), g->status;
+  g->opt = *opt;
+  int n_tensors = g->n_tensors;
+  for (int i = 0; i < n_tensors; i++) {
+    dlrt_tensor_t *p = g->tensors[i];
+    if (p->kind != TENSOR_PARAM || !p->grad) continue;
+    node *n = dlrt__node_new(g, opt->kind == DLRT_OPT_SGD ? OP_SGD : OP_ADAM, PHASE_UPDATE);
+    if (!n) return g->status;
+    if (opt->kind == DLRT_OPT_SGD) {
+      dlrt_tensor_t *v = state_like(g, p, "momentum");
+      dlrt_tensor_t *in[3] = {p, v, p->grad};
+      if (!v) return g->status;
+      dlrt__node_inputs(n, 3, in);
+    } else {
+      dlrt_tensor_t *m = state_like(g, p, "exp_avg"), *v = state_like(g, p, "exp_avg_sq");
+      dlrt_tensor_t *in[4] = {p, m, v, p->grad};
+      if (!m || !v) return g->status;
+      dlrt__node_inputs(n, 4, in);
+    }
+  }
+  g->optimized = 1;
+  return g->status;
+}

@@ -1,0 +1,411 @@
+/* graph.c — building the forward pass: tensors, nodes, shape checks. */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/graph.h"
+#include "util/status.h"
+
+static const char *const op_names[OP_COUNT_] = {
+    [OP_FILL] = "fill",           [OP_BMM] = "matmul",         [OP_BIAS_ROWS] = "bias",
+    [OP_BIAS_CHANNELS] = "bias",  [OP_RELU] = "relu",          [OP_RELU_GRAD] = "relu_grad",
+    [OP_ADD] = "add",             [OP_MUL] = "mul",            [OP_SCALE] = "scale",
+    [OP_SUM] = "sum",             [OP_BROADCAST] = "broadcast", [OP_SUM_COLS] = "sum_cols",
+    [OP_SUM_CHANNELS] = "sum_channels", [OP_IM2COL] = "im2col", [OP_COL2IM] = "col2im",
+    [OP_CONV_GEMM] = "conv",      [OP_MAXPOOL] = "max_pool",   [OP_MAXPOOL_GRAD] = "max_pool_grad",
+    [OP_XENT] = "cross_entropy",  [OP_VIEW] = "view",          [OP_SGD] = "sgd",
+    [OP_ADAM] = "adam"};
+
+const char *dlrt__op_name(op_kind op) {
+  return op >= 0 && op < OP_COUNT_ && op_names[op] ? op_names[op] : "unknown";
+}
+
+void *dlrt__graph_fail(dlrt_graph_t *g, int status, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (g && g->status == DLRT_OK) {
+    g->status = status;
+    snprintf(g->error, sizeof g->error, "%s", msg);
+  }
+  dlrt__set_error(status, "%s", msg);
+  return NULL;
+}
+
+int dlrt_graph_create(dlrt_graph_t **out) {
+  DLRT__CHECK_ARG(out, "out is NULL");
+  dlrt_graph_t *g = calloc(1, sizeof *g);
+  if (!g) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  *out = g;
+  return DLRT_OK;
+}
+
+void dlrt_graph_destroy(dlrt_graph_t *g) {
+  if (!g) return;
+  for (int i = 0; i < g->n_tensors; i++) free(g->tensors[i]);
+  for (int i = 0; i < g->n_nodes; i++) free(g->nodes[i]);
+  free(g->tensors);
+  free(g->nodes);
+  free(g);
+}
+
+int dlrt_graph_status(dlrt_graph_t *g) {
+  DLRT__CHECK_ARG(g, "graph is NULL");
+  if (g->status != DLRT_OK) dlrt__set_error(g->status, "%s", g->error);
+  return g->status;
+}
+
+static int grow(void **array, int *cap, int need, size_t elem) {
+  if (need <= *cap) return 0;
+  int n = *cap ? *cap * 2 : 64;
+  void *p = realloc(*array, (size_t)n * elem);
+  if (!p) return -1;
+  *array = p;
+  *cap = n;
+  return 0;
+}
+
+dlrt_tensor_t *dlrt__tensor_new(dlrt_graph_t *g, const char *name, dlrt_dtype dtype, int ndim,
+                                const int64_t *shape, tensor_kind kind) {
+  if (ndim < 0 || ndim > DLRT_MAX_DIMS)
+    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "tensor %s: %d dimensions (at most %d)",
+                            name ? name : "", ndim, DLRT_MAX_DIMS);
+  int64_t numel = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0 || (shape[i] > 0 && numel > INT64_MAX / 8 / shape[i]))
+      return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "tensor %s: bad dimension %d (%lld)",
+                              name ? name : "", i, (long long)shape[i]);
+    numel *= shape[i];
+  }
+  if (grow((void **)&g->tensors, &g->cap_tensors, g->n_tensors + 1, sizeof *g->tensors) < 0)
+    return dlrt__graph_fail(g, DLRT_ERR_OOM, "out of host memory");
+  dlrt_tensor_t *t = calloc(1, sizeof *t);
+  if (!t) return dlrt__graph_fail(g, DLRT_ERR_OOM, "out of host memory");
+  t->id = g->n_tensors;
+  if (name) snprintf(t->name, sizeof t->name, "%s", name);
+  else snprintf(t->name, sizeof t->name, "t%d", t->id);
+  t->dtype = dtype;
+  t->ndim = ndim;
+  memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+  t->numel = numel;
+  t->kind = kind;
+  t->owner = t;
+  g->tensors[g->n_tensors++] = t;
+  return t;
+}
+
+node *dlrt__node_new(dlrt_graph_t *g, op_kind op, node_phase phase) {
+  if (grow((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes) < 0)
+    return dlrt__graph_fail(g, DLRT_ERR_OOM, "out of host memory");
+  node *n = calloc(1, sizeof *n);
+  if (!n) return dlrt__graph_fail(g, DLRT_ERR_OOM, "out of host memory");
+  n->op = op;
+  n->phase = phase;
+  g->nodes[g->n_nodes++] = n;
+  return n;
+}
+
+void dlrt__node_inputs(node *n, int count, dlrt_tensor_t *const *in) {
+  n->n_in = count;
+  for (int i = 0; i < count; i++) n->in[i] = in[i];
+}
+
+dlrt_tensor_t *dlrt__node1(dlrt_graph_t *g, op_kind op, node_phase phase, int n_in,
+                           dlrt_tensor_t *const *in, int ndim, const int64_t *shape,
+                           const char *name) {
+  char auto_name[64];
+  if (!name) {
+    snprintf(auto_name, sizeof auto_name, "%s%d", dlrt__op_name(op), g->n_tensors);
+    name = auto_name;
+  }
+  dlrt_tensor_t *t = dlrt__tensor_new(g, name, DLRT_F32, ndim, shape, TENSOR_INTERMEDIATE);
+  if (!t) return NULL;
+  node *n = dlrt__node_new(g, op, phase);
+  if (!n) return NULL;
+  dlrt__node_inputs(n, n_in, in);
+  n->n_out = 1;
+  n->out[0] = t;
+  t->producer = n;
+  for (int i = 0; i < n_in; i++) t->needs_grad |= in[i]->needs_grad;
+  return t;
+}
+
+/* ---------------------------------------------------------------- leaves */
+
+dlrt_tensor_t *dlrt_input(dlrt_graph_t *g, const char *name, dlrt_dtype dtype, int ndim,
+                          const int64_t *shape) {
+  if (!g || g->status) return NULL;
+  if (dtype != DLRT_F32 && dtype != DLRT_I32)
+    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "input %s: dtype %s (use f32 or i32)",
+                            name ? name : "", dlrt_dtype_name(dtype));
+  if (!shape && ndim) return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "input: shape is NULL");
+  dlrt_tensor_t *t = dlrt__tensor_new(g, name, dtype, ndim, shape, TENSOR_INPUT);
+  if (t) t->kept = 1;
+  return t;
+}
+
+dlrt_tensor_t *dlrt_param(dlrt_graph_t *g, const char *name, int ndim, const int64_t *shape,
+                          dlrt_init_kind init, int64_t fan_in, int64_t fan_out) {
+  if (!g || g->status) return NULL;
+  if (g->backward_done)
+    return dlrt__graph_fail(g, DLRT_ERR_STATE, "param %s: added after dlrt_graph_backward",
+                            name ? name : "");
+  if (!shape && ndim) return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "param: shape is NULL");
+  if (init < DLRT_INIT_ZEROS || init > DLRT_INIT_XAVIER_UNIFORM ||
+      (init >= DLRT_INIT_FAN_IN_UNIFORM && fan_in <= 0))
+    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "param %s: initialiser %d needs fan_in > 0",
+                            name ? name : "", (int)init);
+  dlrt_tensor_t *t = dlrt__tensor_new(g, name, DLRT_F32, ndim, shape, TENSOR_PARAM);
+  if (!t) return NULL;
+  t->init = init;
+  t->fan_in = fan_in;
+  t->fan_out = fan_out;
+  t->kept = 1;
+  t->needs_grad = 1;
+  return t;
+}
+
+dlrt_tensor_t *dlrt_keep(dlrt_graph_t *g, dlrt_tensor_t *t) {
+  if (!g || g->status || !t) return NULL;
+  t->owner->kept = 1;
+  t->kept = 1;
+  return t;
+}
+
+/* ---------------------------------------------------------------- ops */
+
+/* Common entry checks: graph usable, forward building still open, inputs set. */
+static int begin(dlrt_graph_t *g, const char *op, int n, dlrt_tensor_t *const *in) {
+  if (!g || g->status) return 0;
+  if (g->backward_done) {
+    dlrt__graph_fail(g, DLRT_ERR_STATE, "%s: the forward pass is closed once "
+                     "dlrt_graph_backward ran", op);
+    return 0;
+  }
+  for (int i = 0; i < n; i++)
+    if (!in[i]) {
+      dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "%s: input %d is NULL", op, i);
+      return 0;
+    }
+  return 1;
+}
+
+static void shape_text(const dlrt_tensor_t *t, char *out, size_t n) {
+  size_t used = (size_t)snprintf(out, n, "[");
+  for (int i = 0; i < t->ndim && used < n; i++)
+    used += (size_t)snprintf(out + used, n - used, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+  if (used < n) snprintf(out + used, n - used, "]");
+}
+
+static void *shape_error(dlrt_graph_t *g, const char *op, const char *what,
+                         const dlrt_tensor_t *a, const dlrt_tensor_t *b) {
+  char sa[96], sb[96] = "";
+  shape_text(a, sa, sizeof sa);
+  if (b) shape_text(b, sb, sizeof sb);
+  return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "%s: %s (%s %s%s%s%s)", op, what, a->name,
+                          sa, b ? ", " : "", b ? b->name : "", b ? sb : "");
+}
+
+static int is_f32(dlrt_graph_t *g, const char *op, const dlrt_tensor_t *t) {
+  if (t->dtype == DLRT_F32) return 1;
+  dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "%s: %s is %s, expected f32", op, t->name,
+                   dlrt_dtype_name(t->dtype));
+  return 0;
+}
+
+dlrt_tensor_t *dlrt_matmul(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b, int ta, int tb) {
+  dlrt_tensor_t *in[2] = {a, b};
+  if (!begin(g, "matmul", 2, in) || !is_f32(g, "matmul", a) || !is_f32(g, "matmul", b))
+    return NULL;
+  if (a->ndim != 2 || b->ndim != 2) return shape_error(g, "matmul", "needs 2-D operands", a, b);
+  int64_t m = ta ? a->shape[1] : a->shape[0], k = ta ? a->shape[0] : a->shape[1];
+  int64_t kb = tb ? b->shape[1] : b->shape[0], n = tb ? b->shape[0] : b->shape[1];
+  if (k != kb) return shape_error(g, "matmul", "inner dimensions differ", a, b);
+  int64_t shape[2] = {m, n};
+  dlrt_tensor_t *y = dlrt__node1(g, OP_BMM, PHASE_FORWARD, 2, in, 2, shape, NULL);
+  if (!y) return NULL;
+  int64_t *p = y->producer->p;
+  p[0] = ta ? 1 : 0, p[1] = tb ? 1 : 0, p[2] = m, p[3] = n, p[4] = k, p[5] = 1;
+  return y;
+}
+
+dlrt_tensor_t *dlrt_linear(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
+                           dlrt_tensor_t *b) {
+  dlrt_tensor_t *in[2] = {x, w};
+  if (!begin(g, "linear", 2, in)) return NULL;
+  if (x->ndim != 2 || w->ndim != 2 || x->shape[1] != w->shape[1])
+    return shape_error(g, "linear", "x must be N x in and W out x in", x, w);
+  dlrt_tensor_t *y = dlrt_matmul(g, x, w, 0, 1);
+  if (!y || !b) return y;
+  if (b->ndim != 1 || b->shape[0] != w->shape[0])
+    return shape_error(g, "linear", "the bias must have one element per output", b, w);
+  dlrt_tensor_t *yb_in[2] = {y, b};
+  dlrt_tensor_t *yb = dlrt__node1(g, OP_BIAS_ROWS, PHASE_FORWARD, 2, yb_in, 2, y->shape, NULL);
+  if (yb) yb->producer->p[0] = y->shape[0], yb->producer->p[1] = y->shape[1];
+  return yb;
+}
+
+static dlrt_tensor_t *unary(dlrt_graph_t *g, op_kind op, dlrt_tensor_t *x, float f) {
+  if (!begin(g, dlrt__op_name(op), 1, &x) || !is_f32(g, dlrt__op_name(op), x)) return NULL;
+  dlrt_tensor_t *y = dlrt__node1(g, op, PHASE_FORWARD, 1, &x, x->ndim, x->shape, NULL);
+  if (y) y->producer->f[0] = f;
+  return y;
+}
+
+dlrt_tensor_t *dlrt_relu(dlrt_graph_t *g, dlrt_tensor_t *x) { return unary(g, OP_RELU, x, 0); }
+
+dlrt_tensor_t *dlrt_scale(dlrt_graph_t *g, dlrt_tensor_t *x, float alpha) {
+  return unary(g, OP_SCALE, x, alpha);
+}
+
+dlrt_tensor_t *dlrt_sum(dlrt_graph_t *g, dlrt_tensor_t *x) {
+  if (!begin(g, "sum", 1, &x) || !is_f32(g, "sum", x)) return NULL;
+  int64_t one = 1;
+  return dlrt__node1(g, OP_SUM, PHASE_FORWARD, 1, &x, 1, &one, NULL);
+}
+
+static dlrt_tensor_t *binary(dlrt_graph_t *g, op_kind op, dlrt_tensor_t *a, dlrt_tensor_t *b) {
+  dlrt_tensor_t *in[2] = {a, b};
+  const char *name = dlrt__op_name(op);
+  if (!begin(g, name, 2, in) || !is_f32(g, name, a) || !is_f32(g, name, b)) return NULL;
+  if (a->numel != b->numel || a->ndim != b->ndim ||
+      memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof a->shape[0]) != 0)
+    return shape_error(g, name, "shapes differ", a, b);
+  return dlrt__node1(g, op, PHASE_FORWARD, 2, in, a->ndim, a->shape, NULL);
+}
+
+dlrt_tensor_t *dlrt_add(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b) {
+  return binary(g, OP_ADD, a, b);
+}
+
+dlrt_tensor_t *dlrt_mul(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b) {
+  return binary(g, OP_MUL, a, b);
+}
+
+dlrt_tensor_t *dlrt_reshape(dlrt_graph_t *g, dlrt_tensor_t *x, int ndim, const int64_t *shape) {
+  if (!begin(g, "reshape", 1, &x)) return NULL;
+  int64_t numel = 1;
+  for (int i = 0; shape && i < ndim; i++) numel *= shape[i];
+  if (!shape || ndim < 1 || ndim > DLRT_MAX_DIMS || numel != x->numel)
+    return shape_error(g, "reshape", "the new shape has another number of elements", x, NULL);
+  dlrt_tensor_t *y = dlrt__node1(g, OP_VIEW, PHASE_FORWARD, 1, &x, ndim, shape, NULL);
+  if (y) {
+    y->dtype = x->dtype;
+    y->owner = x->owner;
+  }
+  return y;
+}
+
+dlrt_tensor_t *dlrt_flatten(dlrt_graph_t *g, dlrt_tensor_t *x) {
+  if (!begin(g, "flatten", 1, &x)) return NULL;
+  if (x->ndim < 1) return shape_error(g, "flatten", "needs at least one dimension", x, NULL);
+  int64_t shape[2] = {x->shape[0], x->shape[0] ? x->numel / x->shape[0] : 0};
+  return dlrt_reshape(g, x, 2, shape);
+}
+
+dlrt_tensor_t *dlrt_conv2d(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
+                           dlrt_tensor_t *b, int stride, int pad, int dil) {
+  dlrt_tensor_t *in[2] = {x, w};
+  if (!begin(g, "conv2d", 2, in) || !is_f32(g, "conv2d", x) || !is_f32(g, "conv2d", w))
+    return NULL;
+  if (x->ndim != 4 || w->ndim != 4 || x->shape[1] != w->shape[1])
+    return shape_error(g, "conv2d", "x must be N x C x H x W and w O x C x kh x kw", x, w);
+  if (stride < 1 || pad < 0 || dil < 1)
+    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "conv2d: stride %d, padding %d, "
+                            "dilation %d (need stride >= 1, padding >= 0, dilation >= 1)",
+                            stride, pad, dil);
+  int64_t n = x->shape[0], c = x->shape[1], h = x->shape[2], wd = x->shape[3];
+  int64_t o = w->shape[0], kh = w->shape[2], kw = w->shape[3];
+  int64_t oh = (h + 2 * pad - dil * (kh - 1) - 1) / stride + 1;
+  int64_t ow = (wd + 2 * pad - dil * (kw - 1) - 1) / stride + 1;
+  if (oh < 1 || ow < 1) return shape_error(g, "conv2d", "the kernel is larger than the image", x, w);
+  int64_t ckk = c * kh * kw, ohw = oh * ow;
+  int64_t cols_shape[3] = {n, ckk, ohw};
+  dlrt_tensor_t *cols = dlrt__node1(g, OP_IM2COL, PHASE_FORWARD, 1, &x, 3, cols_shape, NULL);
+  if (!cols) return NULL;
+  int64_t geometry[11] = {n, c, h, wd, kh, kw, stride, pad, dil, oh, ow};
+  memcpy(cols->producer->p, geometry, sizeof geometry);
+  dlrt_tensor_t *gin[2] = {w, cols};
+  int64_t y_shape[4] = {n, o, oh, ow};
+  dlrt_tensor_t *y = dlrt__node1(g, OP_CONV_GEMM, PHASE_FORWARD, 2, gin, 4, y_shape, NULL);
+  if (!y) return NULL;
+  y->producer->p[0] = n, y->producer->p[1] = o, y->producer->p[2] = ckk, y->producer->p[3] = ohw;
+  if (!b) return y;
+  if (b->ndim != 1 || b->shape[0] != o)
+    return shape_error(g, "conv2d", "the bias must have one element per output channel", b, w);
+  dlrt_tensor_t *bin[2] = {y, b};
+  dlrt_tensor_t *yb = dlrt__node1(g, OP_BIAS_CHANNELS, PHASE_FORWARD, 2, bin, 4, y_shape, NULL);
+  if (yb) yb->producer->p[0] = n, yb->producer->p[1] = o, yb->producer->p[2] = ohw;
+  return yb;
+}
+
+dlrt_tensor_t *dlrt_max_pool2d(dlrt_graph_t *g, dlrt_tensor_t *x, int k, int stride) {
+  if (!begin(g, "max_pool2d", 1, &x) || !is_f32(g, "max_pool2d", x)) return NULL;
+  if (x->ndim != 4) return shape_error(g, "max_pool2d", "x must be N x C x H x W", x, NULL);
+  if (k < 1 || stride < 1 || k > x->shape[2] || k > x->shape[3])
+    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "max_pool2d: window %d, stride %d on a "
+                            "%lld x %lld image", k, stride, (long long)x->shape[2],
+                            (long long)x->shape[3]);
+  int64_t oh = (x->shape[2] - k) / stride + 1, ow = (x->shape[3] - k) / stride + 1;
+  int64_t shape[4] = {x->shape[0], x->shape[1], oh, ow};
+  dlrt_tensor_t *y = dlrt__node1(g, OP_MAXPOOL, PHASE_FORWARD, 1, &x, 4, shape, NULL);
+  if (!y) return NULL;
+  char name[64];
+  snprintf(name, sizeof name, "%.50s.argmax", y->name);
+  dlrt_tensor_t *argmax = dlrt__tensor_new(g, name, DLRT_I32, 4, shape, TENSOR_INTERMEDIATE);
+  if (!argmax) return NULL;
+  node *n = y->producer;
+  n->n_out = 2;
+  n->out[1] = argmax;
+  argmax->producer = n;
+  int64_t p[7] = {x->shape[0] * x->shape[1], x->shape[2], x->shape[3], k, stride, oh, ow};
+  memcpy(n->p, p, sizeof p);
+  return y;
+}
+
+dlrt_tensor_t *dlrt_cross_entropy(dlrt_graph_t *g, dlrt_tensor_t *logits, dlrt_tensor_t *labels,
+                                  float smoothing) {
+  dlrt_tensor_t *in[2] = {logits, labels};
+  if (!begin(g, "cross_entropy", 2, in) || !is_f32(g, "cross_entropy", logits)) return NULL;
+  if (logits->ndim != 2 || labels->ndim != 1 || labels->shape[0] != logits->shape[0] ||
+      labels->dtype != DLRT_I32)
+    return shape_error(g, "cross_entropy", "logits must be N x classes and labels N of i32",
+                       logits, labels);
+  if (!(smoothing >= 0.0f && smoothing < 1.0f))
+    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "cross_entropy: label smoothing %g is "
+                            "outside [0, 1)", smoothing);
+  int64_t one = 1;
+  dlrt_tensor_t *loss = dlrt__node1(g, OP_XENT, PHASE_FORWARD, 2, in, 1, &one, "loss");
+  if (!loss) return NULL;
+  node *n = loss->producer;
+  dlrt_tensor_t *rows = dlrt__tensor_new(g, "loss.rows", DLRT_F32, 1, logits->shape,
+                                         TENSOR_INTERMEDIATE);
+  dlrt_tensor_t *dz = dlrt__tensor_new(g, "loss.dlogits", DLRT_F32, 2, logits->shape,
+                                       TENSOR_INTERMEDIATE);
+  if (!rows || !dz) return NULL;
+  n->n_out = 3;
+  n->out[1] = rows;
+  n->out[2] = dz;
+  rows->producer = dz->producer = n;
+  n->p[0] = logits->shape[0];
+  n->p[1] = logits->shape[1];
+  n->f[0] = smoothing;
+  return loss;
+}
+
+/* ---------------------------------------------------------------- queries */
+
+int dlrt_tensor_shape(const dlrt_tensor_t *t, int64_t shape[DLRT_MAX_DIMS]) {
+  DLRT__CHECK_ARG(t && shape, "tensor or shape is NULL");
+  memcpy(shape, t->shape, (size_t)t->ndim * sizeof *shape);
+  return t->ndim;
+}
+
+int64_t dlrt_tensor_numel(const dlrt_tensor_t *t) { return t ? t->numel : 0; }
+
+const char *dlrt_tensor_name(const dlrt_tensor_t *t) { return t ? t->name : NULL; }

@@ -1,0 +1,113 @@
+/* graph.h — the static graph's objects (internal): tensors, nodes, and the
+ * graph that owns them. lib/graph/graph.c builds the forward pass,
+ * autodiff.c appends the backward pass and the updates, exec.c plans and
+ * runs it on a device. */
+#ifndef DLRT_GRAPH_GRAPH_H
+#define DLRT_GRAPH_GRAPH_H
+
+#include "dlrt.h"
+
+typedef enum {
+  TENSOR_INTERMEDIATE, /* produced by a node, freed after its last use */
+  TENSOR_INPUT,        /* written by the caller */
+  TENSOR_PARAM,        /* trained; lives as long as the executor */
+  TENSOR_STATE,        /* optimizer state (momentum, moments) */
+} tensor_kind;
+
+typedef enum {
+  PHASE_FORWARD,
+  PHASE_BACKWARD,
+  PHASE_UPDATE,
+} node_phase;
+
+typedef enum {
+  OP_FILL,        /* out = f[0] */
+  OP_BMM,         /* out[b] = op(in0[b]) op(in1[b]); p: ta tb m n k batch sa sb sc */
+  OP_BIAS_ROWS,   /* out = in0 + in1[col]; p: rows cols */
+  OP_BIAS_CHANNELS, /* out = in0 + in1[channel]; p: n channels spatial */
+  OP_RELU,
+  OP_RELU_GRAD,   /* out = in0 (dy) where in1 > 0 */
+  OP_ADD,
+  OP_MUL,
+  OP_SCALE,       /* out = f[0] * in0 */
+  OP_SUM,         /* out[0] = sum of in0 */
+  OP_BROADCAST,   /* out[i] = f[0] * in0[0] */
+  OP_SUM_COLS,    /* out[c] = sum over rows of in0; p: rows cols */
+  OP_SUM_CHANNELS, /* out[c] = sum over n, spatial; p: n channels spatial */
+  OP_IM2COL,      /* p: n c h w kh kw stride pad dil oh ow */
+  OP_COL2IM,      /* same p */
+  OP_CONV_GEMM,   /* out[n] = in0 (O x CKK) x in1[n] (CKK x OHW); p: n O CKK OHW */
+  OP_MAXPOOL,     /* out0 = max, out1 = argmax (I32); p: planes h w k stride oh ow */
+  OP_MAXPOOL_GRAD, /* out = gather of in0 (dy) by in1 (argmax); same p */
+  OP_XENT,        /* out0 = mean loss [1], out1 = loss per row, out2 = d logits;
+                     in0 logits, in1 labels; p: rows classes; f[0] smoothing */
+  OP_VIEW,        /* out shares in0's storage with another shape */
+  OP_SGD,         /* in0 param (updated), in1 velocity, in2 grad */
+  OP_ADAM,        /* in0 param, in1 m, in2 v, in3 grad */
+  OP_COUNT_
+} op_kind;
+
+#define NODE_MAX_IN 4
+#define NODE_MAX_OUT 3
+#define NODE_MAX_P 12
+
+typedef struct node node;
+
+struct dlrt_tensor {
+  int id; /* index in the graph's tensor array */
+  char name[64];
+  dlrt_dtype dtype;
+  int ndim;
+  int64_t shape[DLRT_MAX_DIMS];
+  int64_t numel;
+  tensor_kind kind;
+  dlrt_init_kind init;
+  int64_t fan_in, fan_out;
+  node *producer;       /* NULL for inputs, params and state */
+  dlrt_tensor_t *owner; /* the tensor whose storage this one uses (itself but for views) */
+  dlrt_tensor_t *grad;  /* after backward */
+  int kept;             /* survives runs (readable afterwards) */
+  int needs_grad;       /* depends on a parameter */
+};
+
+struct node {
+  op_kind op;
+  node_phase phase;
+  int n_in, n_out;
+  dlrt_tensor_t *in[NODE_MAX_IN];
+  dlrt_tensor_t *out[NODE_MAX_OUT];
+  int64_t p[NODE_MAX_P];
+  float f[2];
+};
+
+struct dlrt_graph {
+  dlrt_tensor_t **tensors;
+  int n_tensors, cap_tensors;
+  node **nodes;
+  int n_nodes, cap_nodes;
+  int status;         /* first error */
+  char error[512];    /* its message */
+  int backward_done;  /* dlrt_graph_backward ran */
+  int optimized;      /* dlrt_graph_optimize ran */
+  dlrt_optimizer opt;
+  dlrt_tensor_t *loss;
+};
+
+/* Records an error on the graph (the first one sticks) and returns NULL. */
+void *dlrt__graph_fail(dlrt_graph_t *g, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A new tensor of the given shape (name may be NULL: derived from the op). */
+dlrt_tensor_t *dlrt__tensor_new(dlrt_graph_t *g, const char *name, dlrt_dtype dtype, int ndim,
+                                const int64_t *shape, tensor_kind kind);
+/* A new node; its outputs are set by the caller. */
+node *dlrt__node_new(dlrt_graph_t *g, op_kind op, node_phase phase);
+/* Sets the node's inputs (NULL-terminated argument list is not used:
+ * count given). */
+void dlrt__node_inputs(node *n, int count, dlrt_tensor_t *const *in);
+/* A node with one new output tensor of the given shape. */
+dlrt_tensor_t *dlrt__node1(dlrt_graph_t *g, op_kind op, node_phase phase, int n_in,
+                           dlrt_tensor_t *const *in, int ndim, const int64_t *shape,
+                           const char *name);
+const char *dlrt__op_name(op_kind op);
+
+#endif

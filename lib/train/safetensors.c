@@ -1,0 +1,621 @@
+/* safetensors.c — checkpoints in Hugging Face's safetensors format, which
+ * PyTorch, JAX and the safetensors library read:
+ *
+ *   [8 bytes]  N, the header length, little-endian u64
+ *   [N bytes]  UTF-8 JSON: {"__metadata__": {"key": "value", ...},      (optional)
+ *                           "name": {"dtype": "F32", "shape": [2, 3],
+ *                                    "data_offsets": [begin, end]}, ...}
+ *              padded with spaces so that the data starts 8-byte aligned
+ *   [rest]     the tensors' bytes, row-major, little-endian; offsets count
+ *              from the byte after the header, tensors lie back to back with
+ *              no gap and together cover the rest of the file exactly.
+ *
+ * Saving writes a temporary file beside the target and renames it over the
+ * target once it is on disk; loading trusts nothing in the file. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "train/json.h"
+#include "util/status.h"
+
+/* The reference implementation refuses longer headers too: a corrupt length
+ * must not make us allocate gigabytes. */
+#define ST_MAX_HEADER ((uint64_t)100 * 1000 * 1000)
+#define ST_NAME_MAX ((int)sizeof(((dlrt_host_tensor *)0)->name))
+
+static const struct {
+  const char *name;
+  dlrt_dtype dtype;
+} st_dtypes[] = {
+    {"F32", DLRT_F32}, {"F16", DLRT_F16}, {"BF16", DLRT_BF16}, {"I32", DLRT_I32}, {"U8", DLRT_U8},
+};
+enum { ST_DTYPE_COUNT = sizeof st_dtypes / sizeof st_dtypes[0] };
+
+static const char *st_dtype_name(dlrt_dtype dtype) {
+  for (int i = 0; i < ST_DTYPE_COUNT; i++)
+    if (st_dtypes[i].dtype == dtype) return st_dtypes[i].name;
+  return NULL;
+}
+
+/* product(shape) * elem, or 0 with *ok = 0 on overflow past SIZE_MAX. */
+static size_t shape_bytes(int ndim, const int64_t *shape, size_t elem, int *ok) {
+  uint64_t total = elem;
+  *ok = 1;
+  for (int d = 0; d < ndim; d++) {
+    uint64_t dim = (uint64_t)shape[d];
+    if (dim && total > SIZE_MAX / dim) *ok = 0;
+    else total *= dim;
+  }
+  return *ok ? (size_t)total : 0;
+}
+
+/* "[2, 3]" into buf. */
+static const char *shape_text(int ndim, const int64_t *shape, char *buf, size_t size) {
+  size_t used = (size_t)snprintf(buf, size, "[");
+  for (int d = 0; d < ndim && used < size; d++)
+    used += (size_t)snprintf(buf + used, size - used, "%s%lld", d ? ", " : "",
+                             (long long)shape[d]);
+  if (used < size) snprintf(buf + used, size - used, "]");
+  return buf;
+}
+
+static int by_name(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The first name that appears twice among names[0..n), or NULL. Sorts names. */
+static const char *first_duplicate(const char **names, size_t n) {
+  if (n > 1) qsort(names, n, sizeof *names, by_name);
+  for (size_t i = 1; i < n; i++)
+    if (!strcmp(names[i - 1], names[i])) return names[i];
+  return NULL;
+}
+
+/* ------------------------------------------------------------------ save */
+
+/* A name that needs no escape in JSON: no quote, backslash or control byte. */
+static int plain_name(const char *name, size_t len) {
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)name[i];
+    if (c < 0x20 || c == 0x7f || c == '"' || c == '\\') return 0;
+  }
+  return dlrt__utf8_valid(name, len);
+}
+
+static int check_tensors(const char *path, const dlrt_host_tensor *tensors, int n) {
+  const char **names = malloc((size_t)(n ? n : 1) * sizeof *names);
+  if (!names) return dlrt__set_error(DLRT_ERR_OOM, "%s: out of host memory", path);
+  int rc = DLRT_OK;
+  for (int i = 0; i < n && rc == DLRT_OK; i++) {
+    const dlrt_host_tensor *t = &tensors[i];
+    size_t len = strnlen(t->name, ST_NAME_MAX);
+    char dims[256];
+    int ok = 1;
+    if (len == 0 || len == (size_t)ST_NAME_MAX) {
+      rc = dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s: tensor %d has %s name; give each "
+                           "tensor a name of 1 to %d bytes", path, i,
+                           len ? "an unterminated" : "an empty", ST_NAME_MAX - 1);
+    } else if (!plain_name(t->name, len)) {
+      rc = dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s: name of tensor %d holds a quote, "
+                           "backslash, control character or invalid UTF-8; use names such "
+                           "as \"layer1.weight\"", path, i);
+    } else if (!strcmp(t->name, "__metadata__")) {
+      rc = dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s: tensor %d is named \"__metadata__\", "
+                           "which the format keeps for metadata; rename it", path, i);
+    } else if (!st_dtype_name(t->dtype)) {
+      rc = dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s: tensor \"%s\" has unknown dtype %d",
+                           path, t->name, (int)t->dtype);
+    } else if (t->ndim < 0 || t->ndim > DLRT_MAX_DIMS) {
+      rc = dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s: tensor \"%s\" has ndim %d; use 0 (a "
+                           "scalar) to %d", path, t->name, t->ndim, DLRT_MAX_DIMS);
+    } else {
+      for (int d = 0; d < t->ndim; d++)
+        if (t->shape[d] < 0) ok = 0;
+      size_t need = ok ? shape_bytes(t->ndim, t->shape, dlrt_dtype_size(t->dtype), &ok) : 0;
+      shape_text(t->ndim, t->shape, dims, sizeof dims);
+      if (!ok)
+        rc = dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s: tensor \"%s\" has shape %s: "
+                             "dimensions must be >= 0 and the size must fit in memory",
+                             path, t->name, dims);
+      else if (need != t->bytes)
+        rc = dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s: tensor \"%s\" has bytes = %zu but "
+                             "shape %s of %s needs %zu; fix bytes or shape", path, t->name,
+                             t->bytes, dims, dlrt_dtype_name(t->dtype), need);
+      else if (need && !t->data)
+        rc = dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s: tensor \"%s\" has %zu bytes but "
+                             "data is NULL", path, t->name, need);
+    }
+    names[i] = t->name;
+  }
+  const char *dup = rc == DLRT_OK ? first_duplicate(names, (size_t)n) : NULL;
+  if (dup)
+    rc = dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s: two tensors are named \"%s\"; names "
+                         "must be unique", path, dup);
+  free(names);
+  return rc;
+}
+
+static int check_metadata(const char *path, const char *const *metadata) {
+  for (size_t i = 0; metadata && metadata[i]; i += 2) {
+    const char *key = metadata[i], *value = metadata[i + 1];
+    if (!value)
+      return dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s: metadata key \"%s\" has no value "
+                             "(the list is key, value, ..., NULL)", path, key);
+    if (!dlrt__utf8_valid(key, strlen(key)) || !dlrt__utf8_valid(value, strlen(value)))
+      return dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s: metadata \"%s\" is not valid UTF-8",
+                             path, key);
+    for (size_t j = 0; j < i; j += 2)
+      if (!strcmp(metadata[j], key))
+        return dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s: metadata key \"%s\" appears "
+                               "twice; keys must be unique", path, key);
+  }
+  return DLRT_OK;
+}
+
+static void build_header(dlrt__text *h, const dlrt_host_tensor *tensors, int n,
+                         const char *const *metadata) {
+  dlrt__text_put(h, "{", 1);
+  if (metadata && metadata[0]) {
+    dlrt__text_put(h, "\"__metadata__\":{", 16);
+    for (size_t i = 0; metadata[i]; i += 2) {
+      if (i) dlrt__text_put(h, ",", 1);
+      dlrt__text_json_string(h, metadata[i]);
+      dlrt__text_put(h, ":", 1);
+      dlrt__text_json_string(h, metadata[i + 1]);
+    }
+    dlrt__text_put(h, "}", 1);
+  }
+  uint64_t offset = 0;
+  for (int i = 0; i < n; i++) {
+    const dlrt_host_tensor *t = &tensors[i];
+    if (i || (metadata && metadata[0])) dlrt__text_put(h, ",", 1);
+    dlrt__text_json_string(h, t->name);
+    dlrt__text_printf(h, ":{\"dtype\":\"%s\",\"shape\":[", st_dtype_name(t->dtype));
+    for (int d = 0; d < t->ndim; d++)
+      dlrt__text_printf(h, "%s%lld", d ? "," : "", (long long)t->shape[d]);
+    dlrt__text_printf(h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)offset,
+                      (unsigned long long)(offset + t->bytes));
+    offset += t->bytes;
+  }
+  dlrt__text_put(h, "}", 1);
+  while (h->len % 8) dlrt__text_put(h, " ", 1);
+}
+
+/* The mode a new file would get from fopen (0666 less the umask), or that of
+ * the file being replaced: mkstemp's 0600 would make every checkpoint private.
+ * The umask is read from /proc because umask() can only be read by setting
+ * it, which would race other threads. */
+static void set_mode(int fd, const char *path) {
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+    (void)fchmod(fd, st.st_mode & 07777);
+    return;
+  }
+  FILE *f = fopen("/proc/self/status", "re");
+  if (!f) return;
+  char line[256];
+  unsigned mask;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "Umask: %o", &mask) == 1) {
+      (void)fchmod(fd, 0666 & ~(mode_t)mask);
+      break;
+    }
+  fclose(f);
+}
+
+/* fsync of the folder holding path, so the rename itself survives a crash.
+ * Filesystems that cannot sync a folder (EINVAL) have nothing to flush. */
+static int sync_folder(const char *path) {
+  const char *slash = strrchr(path, '/');
+  size_t len = slash ? (size_t)(slash - path) : 1;
+  char *dir = malloc(len + 2);
+  if (!dir) return dlrt__set_error(DLRT_ERR_OOM, "%s: out of host memory", path);
+  if (!slash) {
+    strcpy(dir, ".");
+  } else if (len == 0) {
+    strcpy(dir, "/");
+  } else {
+    memcpy(dir, path, len);
+    dir[len] = '\0';
+  }
+  int rc = DLRT_OK, fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0 || (fsync(fd) != 0 && errno != EINVAL && errno != ENOTSUP))
+    rc = dlrt__set_error(DLRT_ERR_IO, "%s was written but its folder %s could not be "
+                         "flushed to disk (%s): a crash now could lose the new file",
+                         path, dir, strerror(errno));
+  if (fd >= 0) close(fd);
+  free(dir);
+  return rc;
+}
+
+static int write_file(const char *path, const dlrt__text *header,
+                      const dlrt_host_tensor *tensors, int n) {
+  size_t plen = strlen(path);
+  char *tmp = malloc(plen + sizeof ".tmp-XXXXXX");
+  if (!tmp) return dlrt__set_error(DLRT_ERR_OOM, "%s: out of host memory", path);
+  memcpy(tmp, path, plen);
+  memcpy(tmp + plen, ".tmp-XXXXXX", sizeof ".tmp-XXXXXX");
+  FILE *f = NULL;
+  int rc = DLRT_OK, renamed = 0, fd = mkostemp(tmp, O_CLOEXEC);
+  if (fd < 0) {
+    rc = dlrt__set_error(DLRT_ERR_IO, "%s: cannot create a temporary file beside it: %s; "
+                         "check that the folder exists and is writable", path,
+                         strerror(errno));
+    goto out_free;
+  }
+  set_mode(fd, path);
+  if (!(f = fdopen(fd, "wb"))) {
+    int err = errno;
+    close(fd);
+    errno = err;
+    goto fail;
+  }
+  unsigned char len8[8];
+  for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)header->len >> (8 * i));
+  errno = 0;
+  if (fwrite(len8, 1, 8, f) != 8 || fwrite(header->p, 1, header->len, f) != header->len)
+    goto fail;
+  for (int i = 0; i < n; i++)
+    if (tensors[i].bytes && fwrite(tensors[i].data, 1, tensors[i].bytes, f) != tensors[i].bytes)
+      goto fail;
+  if (fflush(f) != 0 || fsync(fileno(f)) != 0) goto fail;
+  int closed = fclose(f);
+  f = NULL;
+  if (closed != 0 || rename(tmp, path) != 0) goto fail;
+  renamed = 1;
+  rc = sync_folder(path);
+  goto out;
+fail:
+  rc = dlrt__set_error(DLRT_ERR_IO, "%s: cannot write it: %s; the previous file, if any, is "
+                       "untouched (check free space and permissions)", path,
+                       errno ? strerror(errno) : "short write");
+out:
+  if (f) fclose(f);
+  if (!renamed) unlink(tmp);
+out_free:
+  free(tmp);
+  return rc;
+}
+
+int dlrt_safetensors_save(const char *path, const dlrt_host_tensor *tensors, int n,
+                          const char *const *metadata) {
+  DLRT__CHECK_ARG(path && *path, "safetensors path is NULL or empty");
+  DLRT__CHECK_ARG(n >= 0 && (n == 0 || tensors), "%s: n = %d tensors at %p", path, n,
+                  (const void *)tensors);
+  int rc = check_tensors(path, tensors, n);
+  if (rc == DLRT_OK) rc = check_metadata(path, metadata);
+  if (rc < 0) return rc;
+  dlrt__text header = {0};
+  build_header(&header, tensors, n, metadata);
+  if (header.oom) rc = dlrt__set_error(DLRT_ERR_OOM, "%s: out of host memory", path);
+  else rc = write_file(path, &header, tensors, n);
+  free(header.p);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ load */
+
+typedef struct {
+  dlrt_host_tensor t;
+  uint64_t begin, end; /* data_offsets */
+  int index;           /* position in the header, to keep equal offsets stable */
+} st_entry;
+
+typedef struct {
+  st_entry *v;
+  int n, cap;
+  char **meta; /* key, value, ..., NULL */
+  size_t meta_n;
+} st_header;
+
+static void header_free(st_header *h) {
+  for (size_t i = 0; i < h->meta_n; i++) free(h->meta[i]);
+  free(h->meta);
+  free(h->v);
+}
+
+/* Reads count bytes at offset; a short read means the file shrank under us. */
+static int read_at(int fd, const char *path, void *buf, size_t count, uint64_t offset) {
+  for (size_t done = 0; done < count;) {
+    ssize_t got = pread(fd, (char *)buf + done, count - done, (off_t)(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0)
+      return dlrt__set_error(DLRT_ERR_IO, "%s: read failed at byte %llu: %s", path,
+                             (unsigned long long)(offset + done), strerror(errno));
+    if (got == 0)
+      return dlrt__set_error(DLRT_ERR_IO, "%s: truncated: ended at byte %llu while reading "
+                             "(did it change while being read?)", path,
+                             (unsigned long long)(offset + done));
+    done += (size_t)got;
+  }
+  return DLRT_OK;
+}
+
+static int parse_metadata(dlrt__json *js, st_header *h) {
+  int rc = dlrt__json_expect(js, '{');
+  char *key;
+  for (int i = 0; rc == DLRT_OK && (rc = dlrt__json_member(js, i, &key)) == 1; i++) {
+    for (size_t j = 0; j < h->meta_n; j += 2)
+      if (!strcmp(h->meta[j], key)) {
+        free(key);
+        return dlrt__json_error(js, "metadata key \"%s\" appears twice", h->meta[j]);
+      }
+    char **grown = realloc(h->meta, (h->meta_n + 3) * sizeof *grown);
+    if (!grown) {
+      free(key);
+      return dlrt__set_error(DLRT_ERR_OOM, "%s: out of host memory", js->path);
+    }
+    h->meta = grown;
+    h->meta[h->meta_n++] = key;
+    h->meta[h->meta_n] = NULL;
+    if (dlrt__json_peek(js) != '"')
+      return dlrt__json_error(js, "the value of metadata \"%s\" is not a string (the "
+                              "format allows only strings there)", key);
+    rc = dlrt__json_string(js, &h->meta[h->meta_n], NULL);
+    if (rc < 0) return rc;
+    h->meta[++h->meta_n] = NULL;
+    rc = DLRT_OK;
+  }
+  return rc < 0 ? rc : DLRT_OK;
+}
+
+static int parse_tensor(dlrt__json *js, st_entry *e) {
+  const char *name = e->t.name;
+  int seen = 0, rc = dlrt__json_expect(js, '{');
+  char *key = NULL;
+  for (int i = 0; rc == DLRT_OK && (rc = dlrt__json_member(js, i, &key)) == 1; i++) {
+    rc = DLRT_OK;
+    int field = !strcmp(key, "dtype") ? 1 : !strcmp(key, "shape") ? 2
+                : !strcmp(key, "data_offsets") ? 4 : 0;
+    if (!field || (seen & field)) {
+      rc = dlrt__json_error(js, "tensor \"%s\": %s field \"%s\" (a tensor has dtype, shape "
+                            "and data_offsets)", name, field ? "repeated" : "unknown", key);
+      break;
+    }
+    seen |= field;
+    free(key);
+    key = NULL;
+    uint64_t v[DLRT_MAX_DIMS];
+    int count;
+    if (field == 1) {
+      size_t at = js->pos;
+      if ((rc = dlrt__json_string(js, &key, NULL)) < 0) break;
+      int d = 0;
+      while (d < ST_DTYPE_COUNT && strcmp(key, st_dtypes[d].name)) d++;
+      if (d == ST_DTYPE_COUNT) {
+        js->pos = at;
+        rc = dlrt__json_error(js, "tensor \"%s\" has dtype \"%s\", which dlrt does not read "
+                              "(it reads F32, F16, BF16, I32 and U8)", name, key);
+        break;
+      }
+      e->t.dtype = st_dtypes[d].dtype;
+    } else if (field == 2) {
+      if ((rc = dlrt__json_uint_array(js, v, DLRT_MAX_DIMS, &count)) < 0) break;
+      if (count > DLRT_MAX_DIMS) {
+        rc = dlrt__json_error(js, "tensor \"%s\" has %d dimensions; dlrt holds at most %d",
+                              name, count, DLRT_MAX_DIMS);
+        break;
+      }
+      e->t.ndim = count;
+      for (int d = 0; d < count; d++) e->t.shape[d] = (int64_t)v[d];
+    } else {
+      if ((rc = dlrt__json_uint_array(js, v, 2, &count)) < 0) break;
+      if (count != 2 || v[0] > v[1]) {
+        rc = dlrt__json_error(js, "tensor \"%s\": data_offsets must be [begin, end] with "
+                              "begin <= end", name);
+        break;
+      }
+      e->begin = v[0];
+      e->end = v[1];
+    }
+    free(key);
+    key = NULL;
+  }
+  free(key);
+  if (rc == 0 && seen != 7)
+    rc = dlrt__json_error(js, "tensor \"%s\" lacks %s", name,
+                          !(seen & 1) ? "dtype" : !(seen & 2) ? "shape" : "data_offsets");
+  return rc < 0 ? rc : DLRT_OK;
+}
+
+static int grow(st_header *h) {
+  int cap = h->cap ? 2 * h->cap : 16;
+  st_entry *v = realloc(h->v, (size_t)cap * sizeof *v);
+  if (!v) return -1;
+  h->v = v;
+  h->cap = cap;
+  return 0;
+}
+
+static int parse_header(dlrt__json *js, st_header *h) {
+  int rc = dlrt__json_expect(js, '{'), has_meta = 0;
+  char *key = NULL;
+  for (int i = 0; rc == DLRT_OK && (rc = dlrt__json_member(js, i, &key)) == 1; i++) {
+    rc = DLRT_OK;
+    if (!strcmp(key, "__metadata__")) {
+      if (has_meta++) rc = dlrt__json_error(js, "\"__metadata__\" appears twice");
+      else rc = parse_metadata(js, h);
+    } else if (strlen(key) >= (size_t)ST_NAME_MAX) {
+      rc = dlrt__json_error(js, "tensor name \"%.40s...\" is %zu bytes; dlrt holds names of "
+                            "at most %d", key, strlen(key), ST_NAME_MAX - 1);
+    } else if (h->n == h->cap && grow(h) < 0) {
+      rc = dlrt__set_error(DLRT_ERR_OOM, "%s: out of host memory", js->path);
+    } else {
+      st_entry *e = &h->v[h->n];
+      memset(e, 0, sizeof *e);
+      strcpy(e->t.name, key);
+      e->index = h->n++;
+      rc = parse_tensor(js, e);
+    }
+    free(key);
+    key = NULL;
+  }
+  if (rc == 0) rc = dlrt__json_end(js);
+  return rc;
+}
+
+static int by_offset(const void *a, const void *b) {
+  const st_entry *x = a, *y = b;
+  if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+  if (x->end != y->end) return x->end < y->end ? -1 : 1;
+  return x->index - y->index;
+}
+
+/* Sizes against shapes, then the offsets, sorted, tile [0, data) exactly. */
+static int check_layout(const char *path, st_header *h, uint64_t data) {
+  const char **names = malloc((size_t)(h->n ? h->n : 1) * sizeof *names);
+  if (!names) return dlrt__set_error(DLRT_ERR_OOM, "%s: out of host memory", path);
+  for (int i = 0; i < h->n; i++) names[i] = h->v[i].t.name;
+  const char *dup = first_duplicate(names, (size_t)h->n);
+  int rc = dup ? dlrt__set_error(DLRT_ERR_IO, "%s: corrupt: two tensors are named \"%s\"",
+                                 path, dup) : DLRT_OK;
+  free(names);
+  for (int i = 0; i < h->n && rc == DLRT_OK; i++) {
+    st_entry *e = &h->v[i];
+    int ok;
+    char dims[256];
+    size_t need = shape_bytes(e->t.ndim, e->t.shape, dlrt_dtype_size(e->t.dtype), &ok);
+    if (!ok || need != e->end - e->begin)
+      rc = dlrt__set_error(DLRT_ERR_IO, "%s: corrupt: tensor \"%s\" has data_offsets [%llu, "
+                           "%llu] (%llu bytes) but shape %s of %s needs %s%zu", path,
+                           e->t.name, (unsigned long long)e->begin,
+                           (unsigned long long)e->end,
+                           (unsigned long long)(e->end - e->begin),
+                           shape_text(e->t.ndim, e->t.shape, dims, sizeof dims),
+                           st_dtype_name(e->t.dtype), ok ? "" : "more than ", need);
+    e->t.bytes = need;
+  }
+  if (rc < 0) return rc;
+  if (h->n > 1) qsort(h->v, (size_t)h->n, sizeof *h->v, by_offset);
+  uint64_t at = 0;
+  for (int i = 0; i < h->n; i++) {
+    const st_entry *e = &h->v[i];
+    if (e->begin < at)
+      return dlrt__set_error(DLRT_ERR_IO, "%s: corrupt: tensor \"%s\" at [%llu, %llu] "
+                             "overlaps tensor \"%s\", which ends at %llu", path, e->t.name,
+                             (unsigned long long)e->begin, (unsigned long long)e->end,
+                             h->v[i - 1].t.name, (unsigned long long)at);
+    if (e->begin > at)
+      return dlrt__set_error(DLRT_ERR_IO, "%s: corrupt: data bytes [%llu, %llu] belong to no "
+                             "tensor", path, (unsigned long long)at,
+                             (unsigned long long)e->begin);
+    at = e->end;
+  }
+  if (at > data)
+    return dlrt__set_error(DLRT_ERR_IO, "%s: truncated: the tensors need %llu bytes of data "
+                           "after the header but the file has %llu", path,
+                           (unsigned long long)at, (unsigned long long)data);
+  if (at < data)
+    return dlrt__set_error(DLRT_ERR_IO, "%s: corrupt: the last %llu bytes of the file belong "
+                           "to no tensor", path, (unsigned long long)(data - at));
+  return DLRT_OK;
+}
+
+int dlrt_safetensors_load(const char *path, dlrt_host_tensor **tensors, int *n,
+                          char ***metadata) {
+  DLRT__CHECK_ARG(path && tensors && n, "path, tensors or n is NULL");
+  *tensors = NULL;
+  *n = 0;
+  if (metadata) *metadata = NULL;
+  st_header h = {0};
+  dlrt_host_tensor *out = NULL;
+  char *text = NULL;
+  unsigned char len8[8];
+  struct stat st;
+  int got = 0, rc, fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return dlrt__set_error(errno == ENOENT ? DLRT_ERR_NOT_FOUND : DLRT_ERR_IO,
+                           "%s: cannot open it: %s", path, strerror(errno));
+  if (fstat(fd, &st) != 0) {
+    rc = dlrt__set_error(DLRT_ERR_IO, "%s: cannot stat it: %s", path, strerror(errno));
+    goto out;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    rc = dlrt__set_error(DLRT_ERR_IO, "%s: not a regular file", path);
+    goto out;
+  }
+  uint64_t size = (uint64_t)st.st_size, hlen = 0;
+  if (size < 8) {
+    rc = dlrt__set_error(DLRT_ERR_IO, "%s: truncated: %llu bytes, shorter than the 8-byte "
+                         "header length", path, (unsigned long long)size);
+    goto out;
+  }
+  if ((rc = read_at(fd, path, len8, 8, 0)) < 0) goto out;
+  for (int i = 7; i >= 0; i--) hlen = hlen << 8 | len8[i];
+  if (hlen > ST_MAX_HEADER) {
+    rc = dlrt__set_error(DLRT_ERR_IO, "%s: corrupt: header length %llu is over the %llu-byte "
+                         "limit; the file is damaged or not a safetensors file", path,
+                         (unsigned long long)hlen, (unsigned long long)ST_MAX_HEADER);
+    goto out;
+  }
+  if (hlen > size - 8) {
+    rc = dlrt__set_error(DLRT_ERR_IO, "%s: truncated: header says %llu bytes but the file "
+                         "has %llu after the 8-byte length", path, (unsigned long long)hlen,
+                         (unsigned long long)(size - 8));
+    goto out;
+  }
+  if (!(text = malloc(hlen ? hlen : 1))) {
+    rc = dlrt__set_error(DLRT_ERR_OOM, "%s: out of host memory for a %llu-byte header", path,
+                         (unsigned long long)hlen);
+    goto out;
+  }
+  if ((rc = read_at(fd, path, text, hlen, 8)) < 0) goto out;
+  dlrt__json js;
+  dlrt__json_init(&js, path, text, hlen);
+  if ((rc = parse_header(&js, &h)) < 0) goto out;
+  if ((rc = check_layout(path, &h, size - 8 - hlen)) < 0) goto out;
+  if (h.n && !(out = calloc((size_t)h.n, sizeof *out))) {
+    rc = dlrt__set_error(DLRT_ERR_OOM, "%s: out of host memory", path);
+    goto out;
+  }
+  for (; got < h.n; got++) {
+    const st_entry *e = &h.v[got];
+    out[got] = e->t;
+    if (!(out[got].data = malloc(e->t.bytes ? e->t.bytes : 1))) {
+      rc = dlrt__set_error(DLRT_ERR_OOM, "%s: out of host memory for tensor \"%s\" (%zu "
+                           "bytes)", path, e->t.name, e->t.bytes);
+      goto out;
+    }
+    rc = read_at(fd, path, out[got].data, e->t.bytes, 8 + hlen + e->begin);
+    if (rc < 0) {
+      got++;
+      goto out;
+    }
+  }
+  *tensors = out;
+  *n = h.n;
+  out = NULL;
+  if (metadata) {
+    if (!h.meta && !(h.meta = calloc(1, sizeof *h.meta))) {
+      dlrt_safetensors_free(*tensors, *n, NULL);
+      *tensors = NULL;
+      *n = 0;
+      rc = dlrt__set_error(DLRT_ERR_OOM, "%s: out of host memory", path);
+      goto out;
+    }
+    *metadata = h.meta;
+    h.meta = NULL;
+    h.meta_n = 0;
+  }
+  rc = DLRT_OK;
+out:
+  dlrt_safetensors_free(out, got, NULL);
+  header_free(&h);
+  free(text);
+  close(fd);
+  return rc;
+}
+
+void dlrt_safetensors_free(dlrt_host_tensor *tensors, int n, char **metadata) {
+  for (int i = 0; tensors && i < n; i++) free(tensors[i].data);
+  free(tensors);
+  for (size_t i = 0; metadata && metadata[i]; i++) free(metadata[i]);
+  free(metadata);
+}
