@@ -45,6 +45,9 @@
 
 #if defined(__OPENCL_VERSION__)
 /* ------------------------------------------------------------ OpenCL C */
+/* No a*b+c contraction into fma: elementwise results then agree bit for bit
+ * with the CPU backend (nvcc gets --fmad=false for the same reason). */
+#pragma OPENCL FP_CONTRACT OFF
 #define DLRT_KERNEL(name) __kernel void name
 #define DLRT_INDEX long
 #define DLRT_U16 ushort

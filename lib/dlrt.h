@@ -324,7 +324,9 @@ DLRT_API int dlrt_gemm(dlrt_stream_t *stream, const dlrt_gemm_desc *desc,
                        size_t b_offset, dlrt_buffer_t *c, size_t c_offset);
 
 /* Kernels of kernels/ (written once, compiled for every backend). Storage
- * types F32, F16 and BF16; arithmetic is fp32, stores round to nearest even.
+ * types F32, F16 and BF16; arithmetic is fp32 without fused multiply-add
+ * contraction, stores round to nearest even, so elementwise results agree
+ * bit for bit between backends.
  * Offsets are in bytes and must be multiples of the element size. */
 
 /* Elementwise over `n` elements of `dtype`. */
@@ -585,6 +587,73 @@ DLRT_API int dlrt_exec_info_get(dlrt_exec_t *e, dlrt_exec_info *out);
 DLRT_API int dlrt_exec_export(dlrt_exec_t *e, int with_state, dlrt_host_tensor **tensors,
                               int *n);
 DLRT_API int dlrt_exec_import(dlrt_exec_t *e, const dlrt_host_tensor *tensors, int n);
+
+/* ------------------------------------------------------------------------ */
+/* Models and training                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* Builds a sequential model on `input` (N x C x H x W) into `g` and returns
+ * its logits (N x classes) in *logits. `spec` is a preset or a model file:
+ *   "mlp": flatten, linear 512, relu, linear 512, relu, linear classes;
+ *   "cnn": conv2d 32 3, relu, maxpool 2, conv2d 64 3 pad=1, relu, maxpool 2,
+ *          flatten, linear 128, relu, linear classes;
+ *   FILE: one layer per line ('#' starts a comment):
+ *     conv2d OUT K [stride=S] [pad=P] [dilation=D]
+ *     maxpool K [stride=S]        (stride defaults to K)
+ *     linear OUT                  (flattens its input when needed)
+ *     relu
+ *     flatten
+ *   A final "linear classes" is appended when the file does not end in one.
+ * A bad file gives DLRT_ERR_INVALID_ARG with "FILE:LINE: what is wrong". */
+DLRT_API int dlrt_model_build(dlrt_graph_t *g, const char *spec, dlrt_tensor_t *input,
+                              int64_t classes, dlrt_tensor_t **logits);
+
+typedef struct dlrt_trainer dlrt_trainer_t;
+
+typedef struct {
+  const char *model;     /* "mlp", "cnn" or a model file */
+  int64_t batch;         /* images per step */
+  dlrt_optimizer opt;
+  uint64_t seed;         /* parameters and shuffling */
+  float label_smoothing; /* 0 for none */
+} dlrt_trainer_config;
+
+/* What one epoch (or an evaluation) measured. */
+typedef struct {
+  float loss;           /* mean over the batches */
+  float accuracy;       /* fraction of images classified right */
+  double images_per_s;  /* steady state: the first 10% of steps are warm-up */
+  double seconds;
+  int64_t steps;
+  int64_t images;
+} dlrt_epoch_stats;
+
+/* Called every few steps during an epoch with the running figures. */
+typedef void (*dlrt_progress_fn)(void *user, int64_t step, int64_t steps,
+                                 const dlrt_epoch_stats *so_far);
+
+/* A classifier for images of height x width (one channel) in `classes`
+ * classes, trained on `dev`. */
+DLRT_API int dlrt_trainer_create(dlrt_device_t *dev, const dlrt_trainer_config *config,
+                                 int64_t height, int64_t width, int classes,
+                                 dlrt_trainer_t **out);
+DLRT_API void dlrt_trainer_destroy(dlrt_trainer_t *t);
+/* One pass over `data` (pixels scaled to [0, 1]) in an order shuffled from
+ * (seed, epoch); the last partial batch is dropped. `progress` may be NULL. */
+DLRT_API int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *data, int epoch,
+                                dlrt_progress_fn progress, void *user, dlrt_epoch_stats *out);
+/* Loss and accuracy over all of `data` (the last partial batch included). */
+DLRT_API int dlrt_trainer_evaluate(dlrt_trainer_t *t, const dlrt_dataset *data,
+                                   dlrt_epoch_stats *out);
+/* Checkpoint: parameters, optimizer state, step, and `epochs_done` in the
+ * metadata, in safetensors (written atomically). */
+DLRT_API int dlrt_trainer_save(dlrt_trainer_t *t, const char *path, int epochs_done);
+/* Restores a checkpoint of the same model; *epochs_done says where to go on. */
+DLRT_API int dlrt_trainer_load(dlrt_trainer_t *t, const char *path, int *epochs_done);
+DLRT_API int dlrt_trainer_info(dlrt_trainer_t *t, dlrt_exec_info *out);
+
+/* Threads the CPU backend uses for its kernels and OpenBLAS (0: all cores). */
+DLRT_API int dlrt_set_cpu_threads(int threads);
 
 #ifdef __cplusplus
 }

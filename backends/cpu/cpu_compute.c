@@ -22,6 +22,14 @@ const char *cpu_blas_version(void) {
   return version;
 }
 
+/* dlrt_set_cpu_threads: the public entry lives here, beside OpenBLAS. */
+int dlrt_set_cpu_threads(int threads) {
+  DLRT__CHECK_ARG(threads >= 0, "dlrt_set_cpu_threads: %d threads", threads);
+  openblas_set_num_threads(threads > 0 ? threads : openblas_get_num_procs());
+  cpu_set_threads(threads);
+  return DLRT_OK;
+}
+
 /* ---------------------------------------------------------------- GEMM */
 
 typedef struct {

@@ -9,6 +9,8 @@
 const char *cpu_blas_version(void);
 int cpu_gemm(void *stream, const dlrt_gemm_desc *d, dlrt_mem a, size_t a_off, dlrt_mem b,
              size_t b_off, dlrt_mem c, size_t c_off);
+/* Threads for the CPU kernels and OpenBLAS (0: all cores). */
+void cpu_set_threads(int threads);
 /* Queues a kernel of kernels/ on the stream (cpu_kernels.c). */
 int cpu_launch(void *stream, const dlrt__launch *launch);
 

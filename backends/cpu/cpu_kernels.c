@@ -4,6 +4,9 @@
 #include "config.h"
 
 #include <stdlib.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <string.h>
 
 #include "cpu_internal.h"
@@ -139,6 +142,12 @@ static const cpu_kernel_fn kernels[DLRT__K_COUNT] = {
  * this many keep each thread on whole cache lines and pages. */
 #define ITEM_GRAIN 16384
 
+/* Threads for the kernels (0: OpenMP's default, all cores). Set by
+ * dlrt_set_cpu_threads; read by the stream threads at each launch. */
+static int kernel_threads;
+
+void cpu_set_threads(int threads) { __atomic_store_n(&kernel_threads, threads, __ATOMIC_RELAXED); }
+
 typedef struct {
   cpu_kernel_fn fn;
   int64_t items, groups;
@@ -157,7 +166,9 @@ static int run_kernel(void *payload) {
   /* Static schedule: each thread gets a contiguous run of slices, so results
    * never depend on timing (the kernels write disjoint outputs). */
 #ifdef _OPENMP
-#pragma omp parallel for schedule(static)
+  int threads = __atomic_load_n(&kernel_threads, __ATOMIC_RELAXED);
+  if (threads <= 0) threads = omp_get_max_threads();
+#pragma omp parallel for schedule(static) num_threads(threads)
 #endif
   for (int64_t s = 0; s < slices; s++) {
     int64_t lo = s * grain, hi = lo + grain < total ? lo + grain : total;

@@ -197,7 +197,7 @@ void ocl_kernels_release(ocl_device *dev) {
 }
 
 /* The kernel, created on first use; the caller holds dev->lock. */
-static int get_kernel(ocl_device *dev, int id, int grouped, cl_kernel *out) {
+static int get_kernel(ocl_device *dev, int id, cl_kernel *out) {
   int rc;
   if (!dev->program && (rc = build_program(dev)) < 0) return rc;
   if (!dev->kernels[id]) {
@@ -206,7 +206,7 @@ static int get_kernel(ocl_device *dev, int id, int grouped, cl_kernel *out) {
     if (!k) return ocl_fail(dev, kernel_names[id], err);
     size_t wg = 0;
     clGetKernelWorkGroupInfo(k, dev->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
-    if (grouped && wg < DLRT_WG) {
+    if (wg < DLRT_WG) {
       clReleaseKernel(k);
       return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "%s: kernel %s needs work-groups of %d, "
                              "the device allows %zu", dev->name, kernel_names[id], DLRT_WG, wg);
@@ -249,7 +249,7 @@ int ocl_launch(void *ps, const dlrt__launch *l) {
   int grouped = l->items == 0;
   cl_kernel k = NULL;
   pthread_mutex_lock(&dev->lock);
-  int rc = get_kernel(dev, l->kernel, grouped, &k);
+  int rc = get_kernel(dev, l->kernel, &k);
   if (rc < 0) goto out;
   cl_int err = set_args(k, l);
   if (err != CL_SUCCESS) {
@@ -262,9 +262,11 @@ int ocl_launch(void *ps, const dlrt__launch *l) {
   size_t groups = grouped ? (size_t)l->groups : ((size_t)l->items + DLRT_WG - 1) / DLRT_WG;
   size_t max_groups = units * 32;
   if (groups > max_groups) groups = max_groups;
+  /* A fixed local size for every launch: drivers such as PoCL compile a
+   * kernel once per local size, so letting them choose costs a compile per
+   * global size. */
   size_t local = DLRT_WG, global = groups * DLRT_WG;
-  err = clEnqueueNDRangeKernel(s->queue, k, 1, NULL, &global, grouped ? &local : NULL, 0, NULL,
-                               NULL);
+  err = clEnqueueNDRangeKernel(s->queue, k, 1, NULL, &global, &local, 0, NULL, NULL);
   if (err != CL_SUCCESS) rc = ocl_fail(dev, kernel_names[l->kernel], err);
   else clFlush(s->queue);
 out:

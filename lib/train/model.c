@@ -1,0 +1,176 @@
+/* model.c — sequential models from a preset name or a model file, built into
+ * a graph (the format is documented at dlrt_model_build in dlrt.h). */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/status.h"
+
+static const char *const mlp_layers[] = {"flatten", "linear 512", "relu", "linear 512", "relu",
+                                         NULL};
+static const char *const cnn_layers[] = {"conv2d 32 3", "relu",       "maxpool 2",
+                                         "conv2d 64 3 pad=1", "relu", "maxpool 2",
+                                         "flatten",     "linear 128", "relu", NULL};
+
+typedef struct {
+  dlrt_graph_t *g;
+  dlrt_tensor_t *x; /* the running activation */
+  int layer;        /* for parameter names: fc1, conv2, ... */
+  const char *file; /* for messages: the file, or the preset */
+  int line;
+  int last_linear_out; /* output size of the last layer if it was linear, else -1 */
+} builder;
+
+static int fail(builder *b, const char *fmt, const char *detail) {
+  char what[256];
+  snprintf(what, sizeof what, fmt, detail);
+  return dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s:%d: %s", b->file, b->line, what);
+}
+
+/* Parses a positive integer argument ("32") or a key=value one ("pad=1"). */
+static int parse_int(const char *text, long *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(text, &end, 10);
+  if (errno || end == text || *end || v < 0 || v > (1L << 30)) return 0;
+  *out = v;
+  return 1;
+}
+
+static int add_param(builder *b, const char *kind, const char *what, int ndim,
+                     const int64_t *shape, int64_t fan_in, int64_t fan_out,
+                     dlrt_tensor_t **out) {
+  char name[64];
+  snprintf(name, sizeof name, "%s%d.%s", kind, b->layer, what);
+  *out = dlrt_param(b->g, name, ndim, shape, DLRT_INIT_FAN_IN_UNIFORM, fan_in, fan_out);
+  return *out ? DLRT_OK : dlrt_graph_status(b->g);
+}
+
+static int linear(builder *b, long out) {
+  if (b->x && dlrt_tensor_numel(b->x) && b->x) {
+    int64_t shape[DLRT_MAX_DIMS];
+    if (dlrt_tensor_shape(b->x, shape) != 2) b->x = dlrt_flatten(b->g, b->x);
+  }
+  if (!b->x) return dlrt_graph_status(b->g);
+  int64_t shape[DLRT_MAX_DIMS];
+  dlrt_tensor_shape(b->x, shape);
+  int64_t in = shape[1];
+  int64_t ws[2] = {out, in}, bs[1] = {out};
+  dlrt_tensor_t *w, *bias;
+  b->layer++;
+  int rc = add_param(b, "fc", "weight", 2, ws, in, out, &w);
+  if (rc == DLRT_OK) rc = add_param(b, "fc", "bias", 1, bs, in, out, &bias);
+  if (rc < 0) return rc;
+  b->x = dlrt_linear(b->g, b->x, w, bias);
+  b->last_linear_out = (int)out;
+  return b->x ? DLRT_OK : dlrt_graph_status(b->g);
+}
+
+/* One layer line: "conv2d 32 3 pad=1". */
+static int layer(builder *b, char *text) {
+  char *words[8];
+  int n = 0;
+  for (char *w = strtok(text, " \t\r\n"); w && n < 8; w = strtok(NULL, " \t\r\n")) words[n++] = w;
+  if (n == 0) return DLRT_OK;
+  const char *kind = words[0];
+  long pos[2] = {-1, -1}, stride = -1, pad = 0, dil = 1;
+  int n_pos = 0;
+  for (int i = 1; i < n; i++) {
+    char *eq = strchr(words[i], '=');
+    long v;
+    if (!eq) {
+      if (n_pos == 2 || !parse_int(words[i], &v) || v == 0)
+        return fail(b, "unexpected argument \"%s\"", words[i]);
+      pos[n_pos++] = v;
+      continue;
+    }
+    *eq = '\0';
+    if (!parse_int(eq + 1, &v)) return fail(b, "\"%s\" needs a whole number", words[i]);
+    if (strcmp(words[i], "stride") == 0 && v > 0) stride = v;
+    else if (strcmp(words[i], "pad") == 0) pad = v;
+    else if (strcmp(words[i], "dilation") == 0 && v > 0) dil = v;
+    else return fail(b, "unknown or invalid option \"%s\"", words[i]);
+  }
+  int rc = DLRT_OK;
+  if (strcmp(kind, "relu") == 0 && n_pos == 0) {
+    b->x = dlrt_relu(b->g, b->x);
+  } else if (strcmp(kind, "flatten") == 0 && n_pos == 0) {
+    b->x = dlrt_flatten(b->g, b->x);
+  } else if (strcmp(kind, "linear") == 0 && n_pos == 1) {
+    return linear(b, pos[0]);
+  } else if (strcmp(kind, "maxpool") == 0 && n_pos == 1) {
+    b->x = dlrt_max_pool2d(b->g, b->x, (int)pos[0], (int)(stride > 0 ? stride : pos[0]));
+  } else if (strcmp(kind, "conv2d") == 0 && n_pos == 2) {
+    int64_t shape[DLRT_MAX_DIMS];
+    if (dlrt_tensor_shape(b->x, shape) != 4)
+      return fail(b, "%s needs an image input (N x C x H x W); is it after a flatten or "
+                  "linear?", kind);
+    int64_t ws[4] = {pos[0], shape[1], pos[1], pos[1]}, bs[1] = {pos[0]};
+    int64_t fan_in = shape[1] * pos[1] * pos[1];
+    dlrt_tensor_t *w, *bias;
+    b->layer++;
+    rc = add_param(b, "conv", "weight", 4, ws, fan_in, pos[0] * pos[1] * pos[1], &w);
+    if (rc == DLRT_OK) rc = add_param(b, "conv", "bias", 1, bs, fan_in, pos[0], &bias);
+    if (rc < 0) return rc;
+    b->x = dlrt_conv2d(b->g, b->x, w, bias, (int)(stride > 0 ? stride : 1), (int)pad, (int)dil);
+  } else {
+    static const char *const known[] = {"relu", "flatten", "linear", "maxpool", "conv2d"};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+      if (strcmp(kind, known[i]) == 0)
+        return fail(b, "wrong arguments for %s (see the model format in README)", kind);
+    return fail(b, "unknown layer \"%s\" (known: conv2d, maxpool, linear, relu, flatten)", kind);
+  }
+  b->last_linear_out = -1;
+  if (!b->x) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", dlrt_last_error());
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s:%d: %s", b->file, b->line, msg);
+  }
+  return rc;
+}
+
+int dlrt_model_build(dlrt_graph_t *g, const char *spec, dlrt_tensor_t *input, int64_t classes,
+                     dlrt_tensor_t **logits) {
+  DLRT__CHECK_ARG(g && spec && input && logits, "graph, spec, input or logits is NULL");
+  DLRT__CHECK_ARG(classes >= 2, "dlrt_model_build: %lld classes (need at least 2)",
+                  (long long)classes);
+  builder b = {.g = g, .x = input, .file = spec, .last_linear_out = -1};
+  int rc = DLRT_OK;
+  const char *const *preset = strcmp(spec, "mlp") == 0   ? mlp_layers
+                              : strcmp(spec, "cnn") == 0 ? cnn_layers
+                                                         : NULL;
+  if (preset) {
+    for (int i = 0; preset[i] && rc == DLRT_OK; i++) {
+      char line[64];
+      snprintf(line, sizeof line, "%s", preset[i]);
+      b.line = i + 1;
+      rc = layer(&b, line);
+    }
+  } else {
+    FILE *f = fopen(spec, "r");
+    if (!f)
+      return dlrt__set_error(errno == ENOENT ? DLRT_ERR_NOT_FOUND : DLRT_ERR_IO,
+                             "model \"%s\": not a preset (mlp, cnn) and not a readable file: %s",
+                             spec, strerror(errno));
+    char line[512];
+    while (rc == DLRT_OK && fgets(line, sizeof line, f)) {
+      b.line++;
+      char *hash = strchr(line, '#');
+      if (hash) *hash = '\0';
+      for (char *c = line; *c; c++) *c = (char)tolower((unsigned char)*c);
+      rc = layer(&b, line);
+    }
+    fclose(f);
+  }
+  if (rc < 0) return rc;
+  if (b.last_linear_out != classes) {
+    b.line++;
+    if ((rc = linear(&b, classes)) < 0) return rc;
+  }
+  *logits = b.x;
+  return DLRT_OK;
+}

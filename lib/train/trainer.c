@@ -1,0 +1,280 @@
+/* trainer.c — an image classifier trained on a data set: builds the model's
+ * graph (forward, cross-entropy, backward, optimizer), feeds shuffled
+ * batches, evaluates, and saves and restores checkpoints. Batches are loaded
+ * synchronously on the host (the asynchronous pipeline is lib/data's job). */
+#include "config.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util/status.h"
+
+struct dlrt_trainer {
+  dlrt_device_t *dev;
+  dlrt_trainer_config cfg;
+  char model[512];
+  int64_t height, width, classes, batch;
+  dlrt_graph_t *g;
+  dlrt_exec_t *e;
+  dlrt_tensor_t *images, *labels, *logits, *loss;
+  float *host_images; /* batch x height x width */
+  int32_t *host_labels;
+  float *host_logits; /* batch x classes */
+};
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void dlrt_trainer_destroy(dlrt_trainer_t *t) {
+  if (!t) return;
+  dlrt_exec_destroy(t->e);
+  dlrt_graph_destroy(t->g);
+  free(t->host_images);
+  free(t->host_labels);
+  free(t->host_logits);
+  free(t);
+}
+
+int dlrt_trainer_create(dlrt_device_t *dev, const dlrt_trainer_config *cfg, int64_t height,
+                        int64_t width, int classes, dlrt_trainer_t **out) {
+  DLRT__CHECK_ARG(dev && cfg && out && cfg->model, "device, config, model or out is NULL");
+  DLRT__CHECK_ARG(cfg->batch >= 1 && height >= 1 && width >= 1 && classes >= 2,
+                  "dlrt_trainer_create: batch %lld, image %lld x %lld, %d classes",
+                  (long long)cfg->batch, (long long)height, (long long)width, classes);
+  dlrt_trainer_t *t = calloc(1, sizeof *t);
+  if (!t) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  t->dev = dev;
+  t->cfg = *cfg;
+  snprintf(t->model, sizeof t->model, "%s", cfg->model);
+  t->cfg.model = t->model;
+  t->height = height, t->width = width, t->classes = classes, t->batch = cfg->batch;
+  int rc = dlrt_graph_create(&t->g);
+  if (rc < 0) goto fail;
+  int64_t image_shape[4] = {t->batch, 1, height, width}, label_shape[1] = {t->batch};
+  t->images = dlrt_input(t->g, "images", DLRT_F32, 4, image_shape);
+  t->labels = dlrt_input(t->g, "labels", DLRT_I32, 1, label_shape);
+  if ((rc = dlrt_graph_status(t->g)) < 0) goto fail;
+  if ((rc = dlrt_model_build(t->g, cfg->model, t->images, classes, &t->logits)) < 0) goto fail;
+  t->logits = dlrt_keep(t->g, t->logits);
+  t->loss = dlrt_cross_entropy(t->g, t->logits, t->labels, cfg->label_smoothing);
+  if ((rc = dlrt_graph_status(t->g)) < 0) goto fail;
+  if ((rc = dlrt_graph_backward(t->g, t->loss)) < 0) goto fail;
+  if ((rc = dlrt_graph_optimize(t->g, &cfg->opt)) < 0) goto fail;
+  if ((rc = dlrt_exec_create(t->g, dev, cfg->seed, &t->e)) < 0) goto fail;
+  t->host_images = malloc((size_t)(t->batch * height * width) * sizeof(float));
+  t->host_labels = malloc((size_t)t->batch * sizeof(int32_t));
+  t->host_logits = malloc((size_t)(t->batch * classes) * sizeof(float));
+  if (!t->host_images || !t->host_labels || !t->host_logits) {
+    rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+    goto fail;
+  }
+  *out = t;
+  return DLRT_OK;
+fail:
+  dlrt_trainer_destroy(t);
+  return rc;
+}
+
+static int check_data(const dlrt_trainer_t *t, const dlrt_dataset *d) {
+  DLRT__CHECK_ARG(d && d->images && d->labels, "data set is NULL or empty");
+  if (d->height != t->height || d->width != t->width)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "the data set (%s) has %lld x %lld images, "
+                           "the model was built for %lld x %lld", d->source,
+                           (long long)d->height, (long long)d->width, (long long)t->height,
+                           (long long)t->width);
+  if (d->classes > t->classes)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "the data set (%s) has %d classes, the model "
+                           "was built for %lld", d->source, d->classes, (long long)t->classes);
+  return DLRT_OK;
+}
+
+/* Copies samples order[0..count) into the host batch (pixels to [0, 1]);
+ * rows past `count` repeat the last sample (they are ignored by callers). */
+static void fill_batch(dlrt_trainer_t *t, const dlrt_dataset *d, const int64_t *order,
+                       int64_t count) {
+  int64_t pixels = t->height * t->width;
+  for (int64_t i = 0; i < t->batch; i++) {
+    int64_t s = order[i < count ? i : count - 1];
+    const uint8_t *src = d->images + s * pixels;
+    float *dst = t->host_images + i * pixels;
+    for (int64_t p = 0; p < pixels; p++) dst[p] = (float)src[p] * (1.0f / 255.0f);
+    t->host_labels[i] = d->labels[s];
+  }
+}
+
+static int upload(dlrt_trainer_t *t) {
+  int rc = dlrt_exec_write(t->e, t->images, t->host_images,
+                           (size_t)(t->batch * t->height * t->width) * sizeof(float));
+  return rc < 0 ? rc
+                : dlrt_exec_write(t->e, t->labels, t->host_labels,
+                                  (size_t)t->batch * sizeof(int32_t));
+}
+
+/* Correct predictions among the first `count` rows of the host logits. */
+static int64_t count_correct(const dlrt_trainer_t *t, int64_t count) {
+  int64_t correct = 0;
+  for (int64_t i = 0; i < count; i++) {
+    const float *row = t->host_logits + i * t->classes;
+    int64_t best = 0;
+    for (int64_t c = 1; c < t->classes; c++)
+      if (row[c] > row[best]) best = c;
+    correct += best == t->host_labels[i];
+  }
+  return correct;
+}
+
+/* Fisher-Yates from a generator seeded by (seed, epoch). */
+static void shuffle(int64_t *order, int64_t n, uint64_t seed, int epoch) {
+  uint64_t state = seed * 0x9e3779b97f4a7c15ULL + (uint64_t)epoch * 0xbf58476d1ce4e5b9ULL + 1;
+  for (int64_t i = 0; i < n; i++) order[i] = i;
+  for (int64_t i = n - 1; i > 0; i--) {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    int64_t j = (int64_t)(state % (uint64_t)(i + 1));
+    int64_t tmp = order[i];
+    order[i] = order[j];
+    order[j] = tmp;
+  }
+}
+
+int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
+                       dlrt_progress_fn progress, void *user, dlrt_epoch_stats *out) {
+  DLRT__CHECK_ARG(t && out, "trainer or out is NULL");
+  int rc = check_data(t, d);
+  if (rc < 0) return rc;
+  int64_t steps = d->count / t->batch;
+  if (steps == 0)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "the data set (%s) has %lld images, fewer "
+                           "than one batch of %lld", d->source, (long long)d->count,
+                           (long long)t->batch);
+  int64_t *order = malloc((size_t)d->count * sizeof *order);
+  if (!order) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  shuffle(order, d->count, t->cfg.seed, epoch);
+  memset(out, 0, sizeof *out);
+  double loss_sum = 0, start = now_s(), warm_start = start;
+  int64_t correct = 0, warmup = steps / 10, report = steps / 20 > 0 ? steps / 20 : 1;
+  for (int64_t s = 0; s < steps && rc == DLRT_OK; s++) {
+    if (s == warmup) warm_start = now_s();
+    fill_batch(t, d, order + s * t->batch, t->batch);
+    float loss = 0;
+    if ((rc = upload(t)) < 0 || (rc = dlrt_exec_run(t->e, DLRT_RUN_TRAIN)) < 0 ||
+        (rc = dlrt_exec_read(t->e, t->loss, &loss, sizeof loss)) < 0 ||
+        (rc = dlrt_exec_read(t->e, t->logits, t->host_logits,
+                             (size_t)(t->batch * t->classes) * sizeof(float))) < 0)
+      break;
+    loss_sum += loss;
+    correct += count_correct(t, t->batch);
+    out->steps = s + 1;
+    out->images = out->steps * t->batch;
+    out->loss = (float)(loss_sum / (double)out->steps);
+    out->accuracy = (float)correct / (float)out->images;
+    double now = now_s();
+    out->seconds = now - start;
+    int64_t timed = s + 1 - warmup;
+    out->images_per_s = timed > 0 && now > warm_start ? (double)(timed * t->batch) / (now - warm_start)
+                                                      : (double)out->images / out->seconds;
+    if (progress && ((s + 1) % report == 0 || s + 1 == steps)) progress(user, s + 1, steps, out);
+  }
+  free(order);
+  return rc;
+}
+
+int dlrt_trainer_evaluate(dlrt_trainer_t *t, const dlrt_dataset *d, dlrt_epoch_stats *out) {
+  DLRT__CHECK_ARG(t && out, "trainer or out is NULL");
+  int rc = check_data(t, d);
+  if (rc < 0) return rc;
+  int64_t *order = malloc((size_t)t->batch * sizeof *order);
+  if (!order) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  memset(out, 0, sizeof *out);
+  double start = now_s(), loss_sum = 0;
+  int64_t correct = 0;
+  for (int64_t first = 0; first < d->count && rc == DLRT_OK; first += t->batch) {
+    int64_t count = d->count - first < t->batch ? d->count - first : t->batch;
+    for (int64_t i = 0; i < count; i++) order[i] = first + i;
+    fill_batch(t, d, order, count);
+    if ((rc = upload(t)) < 0 || (rc = dlrt_exec_run(t->e, DLRT_RUN_FORWARD)) < 0 ||
+        (rc = dlrt_exec_read(t->e, t->logits, t->host_logits,
+                             (size_t)(t->batch * t->classes) * sizeof(float))) < 0)
+      break;
+    /* The loss from the logits on the host: exact for a partial last batch. */
+    for (int64_t i = 0; i < count; i++) {
+      const float *z = t->host_logits + i * t->classes;
+      double m = z[0], sum = 0;
+      for (int64_t c = 1; c < t->classes; c++) m = z[c] > m ? z[c] : m;
+      for (int64_t c = 0; c < t->classes; c++) sum += exp(z[c] - m);
+      loss_sum += m + log(sum) - z[t->host_labels[i]];
+    }
+    correct += count_correct(t, count);
+    out->images += count;
+    out->steps++;
+  }
+  free(order);
+  if (rc < 0) return rc;
+  out->seconds = now_s() - start;
+  out->loss = (float)(loss_sum / (double)(out->images ? out->images : 1));
+  out->accuracy = (float)correct / (float)(out->images ? out->images : 1);
+  out->images_per_s = out->seconds > 0 ? (double)out->images / out->seconds : 0;
+  return DLRT_OK;
+}
+
+int dlrt_trainer_info(dlrt_trainer_t *t, dlrt_exec_info *out) {
+  DLRT__CHECK_ARG(t, "trainer is NULL");
+  return dlrt_exec_info_get(t->e, out);
+}
+
+/* ---------------------------------------------------------------- checkpoints */
+
+int dlrt_trainer_save(dlrt_trainer_t *t, const char *path, int epochs_done) {
+  DLRT__CHECK_ARG(t && path, "trainer or path is NULL");
+  dlrt_host_tensor *tensors;
+  int n;
+  int rc = dlrt_exec_export(t->e, 1, &tensors, &n);
+  if (rc < 0) return rc;
+  char epochs[32], seed[32], batch[32], lr[32], shape[64];
+  snprintf(epochs, sizeof epochs, "%d", epochs_done);
+  snprintf(seed, sizeof seed, "%" PRIu64, t->cfg.seed);
+  snprintf(batch, sizeof batch, "%lld", (long long)t->batch);
+  snprintf(lr, sizeof lr, "%.9g", t->cfg.opt.lr);
+  snprintf(shape, sizeof shape, "%lld x %lld, %lld classes", (long long)t->height,
+           (long long)t->width, (long long)t->classes);
+  const char *meta[] = {"format", "dlrt-checkpoint-1", "model", t->model, "optimizer",
+                        dlrt_optimizer_name(t->cfg.opt.kind), "lr", lr, "batch", batch,
+                        "seed", seed, "input", shape, "epochs_done", epochs, NULL};
+  rc = dlrt_safetensors_save(path, tensors, n, meta);
+  dlrt_safetensors_free(tensors, n, NULL);
+  return rc;
+}
+
+int dlrt_trainer_load(dlrt_trainer_t *t, const char *path, int *epochs_done) {
+  DLRT__CHECK_ARG(t && path, "trainer or path is NULL");
+  dlrt_host_tensor *tensors = NULL;
+  char **meta = NULL;
+  int n = 0;
+  int rc = dlrt_safetensors_load(path, &tensors, &n, &meta);
+  if (rc < 0) return rc;
+  const char *format = NULL, *epochs = NULL;
+  for (int i = 0; meta && meta[i]; i += 2) {
+    if (strcmp(meta[i], "format") == 0) format = meta[i + 1];
+    if (strcmp(meta[i], "epochs_done") == 0) epochs = meta[i + 1];
+  }
+  if (!format || strcmp(format, "dlrt-checkpoint-1") != 0) {
+    rc = dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s is a safetensors file but not a dlrt "
+                         "checkpoint (no format dlrt-checkpoint-1 in its metadata)", path);
+  } else {
+    rc = dlrt_exec_import(t->e, tensors, n);
+    if (rc < 0) {
+      char msg[512];
+      snprintf(msg, sizeof msg, "%s", dlrt_last_error());
+      rc = dlrt__set_error(rc, "%s: %s", path, msg);
+    }
+  }
+  if (rc == DLRT_OK && epochs_done) *epochs_done = epochs ? atoi(epochs) : 0;
+  dlrt_safetensors_free(tensors, n, meta);
+  return rc;
+}
