@@ -56,6 +56,8 @@
 #define DLRT_CPTR(T, p) __global const T *p##_base, long p##_offset
 #define DLRT_BIND(T, p) __global T *p = p##_base + p##_offset
 #define DLRT_CBIND(T, p) __global const T *p = p##_base + p##_offset
+#define DLRT_GLOBAL_PTR(T) __global T *
+#define DLRT_GLOBAL_CPTR(T) __global const T *
 #define DLRT_FOR_EACH(i, n) \
   for (long i = (long)get_global_id(0); i < (n); i += (long)get_global_size(0))
 #define DLRT_FOR_EACH_GROUP(g, n) \
@@ -85,6 +87,8 @@
 #define DLRT_CPTR(T, p) const T *p
 #define DLRT_BIND(T, p) (void)0
 #define DLRT_CBIND(T, p) (void)0
+#define DLRT_GLOBAL_PTR(T) T *
+#define DLRT_GLOBAL_CPTR(T) const T *
 #define DLRT_FOR_EACH(i, n)                                                     \
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
        i += (long long)gridDim.x * blockDim.x)
@@ -117,6 +121,8 @@
 #define DLRT_CPTR(T, p) const T *p
 #define DLRT_BIND(T, p) (void)0
 #define DLRT_CBIND(T, p) (void)0
+#define DLRT_GLOBAL_PTR(T) T *
+#define DLRT_GLOBAL_CPTR(T) const T *
 #define DLRT_FOR_EACH(i, n) for (int64_t i = dlrt_lo; i < (dlrt_hi < (n) ? dlrt_hi : (n)); i++)
 #define DLRT_FOR_EACH_GROUP(g, n) DLRT_FOR_EACH(g, n)
 #define DLRT_LOCAL(T, name, count) T name[count]

@@ -14,14 +14,18 @@ DLRT_KERNEL(dlrt_k_bias_rows)(DLRT_RANGE DLRT_PTR(float, y), DLRT_CPTR(float, x)
   DLRT_FOR_EACH(i, rows * cols) y[i] = x[i] + b[i % cols];
 }
 
-/* y[n, c, s] = x[n, c, s] + b[c]; x, y: n x channels x spatial (NCHW). */
+/* y[n, c, s] = x[n, c, s] + b[c]; x, y: n x channels x spatial. One
+ * work-item per (n, c) run of `spatial` values: no division per element. */
 DLRT_KERNEL(dlrt_k_bias_channels)(DLRT_RANGE DLRT_PTR(float, y), DLRT_CPTR(float, x),
                                   DLRT_CPTR(float, b), DLRT_INDEX n, DLRT_INDEX channels,
                                   DLRT_INDEX spatial) {
   DLRT_BIND(float, y);
   DLRT_CBIND(float, x);
   DLRT_CBIND(float, b);
-  DLRT_FOR_EACH(i, n * channels * spatial) y[i] = x[i] + b[(i / spatial) % channels];
+  DLRT_FOR_EACH(r, n * channels) {
+    float bias = b[r % channels];
+    for (DLRT_INDEX i = r * spatial; i < (r + 1) * spatial; i++) y[i] = x[i] + bias;
+  }
 }
 
 /* dx = dy where x > 0, else 0 (the ReLU gradient; x is the ReLU's input or
@@ -136,52 +140,81 @@ DLRT_KERNEL(dlrt_k_softmax_xent)(DLRT_RANGE DLRT_CPTR(float, z), DLRT_CPTR(int, 
   }
 }
 
-/* cols[n, (c, ky, kx), (oy, ox)] = x[n, c, oy*stride - pad + ky*dil, ...] or 0
- * outside: x is n x c x h x w, cols is n x (c*kh*kw) x (oh*ow). */
+/* Image tensors inside convolution stacks are stored channel-major, C x N x
+ * H x W ("CNHW"), so that one GEMM covers the whole batch; `cn` says
+ * whether x is CNHW (1) or N x C x H x W (0). cols is (c, ky, kx) x
+ * (n, oy, ox): cols[row, n*oh*ow + oy*ow + ox] = x[n, c, oy*stride - pad +
+ * ky*dil, ox*stride - pad + kx*dil], 0 outside the image. */
+#define DLRT__PIXEL(cn, b, ch, n, c, h, w, iy, ix) \
+  ((((cn) ? (ch) * (n) + (b) : (b) * (c) + (ch)) * (h) + (iy)) * (w) + (ix))
+
+/* One work-item per output row segment (row, n, oy), looping over ox. */
 DLRT_KERNEL(dlrt_k_im2col)(DLRT_RANGE DLRT_PTR(float, cols), DLRT_CPTR(float, x),
                            DLRT_INDEX n, DLRT_INDEX c, DLRT_INDEX h, DLRT_INDEX w,
                            DLRT_INDEX kh, DLRT_INDEX kw, DLRT_INDEX stride, DLRT_INDEX pad,
-                           DLRT_INDEX dil, DLRT_INDEX oh, DLRT_INDEX ow) {
+                           DLRT_INDEX dil, DLRT_INDEX oh, DLRT_INDEX ow, DLRT_INDEX cn) {
   DLRT_BIND(float, cols);
   DLRT_CBIND(float, x);
-  DLRT_INDEX per_image = c * kh * kw * oh * ow;
-  DLRT_FOR_EACH(i, n * per_image) {
-    DLRT_INDEX b = i / per_image, rest = i - b * per_image;
-    DLRT_INDEX row = rest / (oh * ow), pos = rest - row * (oh * ow);
+  DLRT_FOR_EACH(seg, c * kh * kw * n * oh) {
+    DLRT_INDEX oy = seg % oh, rest = seg / oh, b = rest % n, row = rest / n;
     DLRT_INDEX ch = row / (kh * kw), k = row - ch * (kh * kw);
-    DLRT_INDEX iy = (pos / ow) * stride - pad + (k / kw) * dil;
-    DLRT_INDEX ix = (pos % ow) * stride - pad + (k % kw) * dil;
-    cols[i] = iy >= 0 && iy < h && ix >= 0 && ix < w ? x[((b * c + ch) * h + iy) * w + ix] : 0.0f;
+    DLRT_INDEX iy = oy * stride - pad + (k / kw) * dil, kx = (k % kw) * dil;
+    DLRT_GLOBAL_PTR(float) out = cols + seg * ow;
+    if (iy < 0 || iy >= h) {
+      for (DLRT_INDEX ox = 0; ox < ow; ox++) out[ox] = 0.0f;
+    } else {
+      DLRT_GLOBAL_CPTR(float) src = x + DLRT__PIXEL(cn, b, ch, n, c, h, w, iy, 0);
+      for (DLRT_INDEX ox = 0; ox < ow; ox++) {
+        DLRT_INDEX ix = ox * stride - pad + kx;
+        out[ox] = ix >= 0 && ix < w ? src[ix] : 0.0f;
+      }
+    }
   }
 }
 
-/* The adjoint of im2col, as a gather: dx[n, ch, iy, ix] = the sum of every
- * cols entry im2col took from that pixel. */
+/* The adjoint of im2col, as a gather: dx (layout `cn`) at a pixel = the sum
+ * of every cols entry im2col took from it. One work-item per image row. */
 DLRT_KERNEL(dlrt_k_col2im)(DLRT_RANGE DLRT_PTR(float, dx), DLRT_CPTR(float, cols),
                            DLRT_INDEX n, DLRT_INDEX c, DLRT_INDEX h, DLRT_INDEX w,
                            DLRT_INDEX kh, DLRT_INDEX kw, DLRT_INDEX stride, DLRT_INDEX pad,
-                           DLRT_INDEX dil, DLRT_INDEX oh, DLRT_INDEX ow) {
+                           DLRT_INDEX dil, DLRT_INDEX oh, DLRT_INDEX ow, DLRT_INDEX cn) {
   DLRT_BIND(float, dx);
   DLRT_CBIND(float, cols);
-  DLRT_FOR_EACH(i, n * c * h * w) {
-    DLRT_INDEX ix = i % w, iy = (i / w) % h, ch = (i / (w * h)) % c, b = i / (w * h * c);
-    float a = 0.0f;
+  DLRT_INDEX width = n * oh * ow;
+  DLRT_FOR_EACH(r, n * c * h) {
+    DLRT_INDEX iy = r % h, plane = r / h;
+    DLRT_INDEX ch = cn ? plane / n : plane % c, b = cn ? plane % n : plane / c;
+    DLRT_GLOBAL_PTR(float) out = dx + r * w;
+    for (DLRT_INDEX ix = 0; ix < w; ix++) out[ix] = 0.0f;
     for (DLRT_INDEX ky = 0; ky < kh; ky++) {
       DLRT_INDEX ty = iy + pad - ky * dil;
       if (ty < 0 || ty % stride != 0 || ty / stride >= oh) continue;
       for (DLRT_INDEX kx = 0; kx < kw; kx++) {
-        DLRT_INDEX tx = ix + pad - kx * dil;
-        if (tx < 0 || tx % stride != 0 || tx / stride >= ow) continue;
-        DLRT_INDEX row = (ch * kh + ky) * kw + kx;
-        a += cols[((b * c * kh * kw) + row) * (oh * ow) + (ty / stride) * ow + tx / stride];
+        DLRT_GLOBAL_CPTR(float) src =
+            cols + ((ch * kh + ky) * kw + kx) * width + b * (oh * ow) + (ty / stride) * ow;
+        for (DLRT_INDEX ix = 0; ix < w; ix++) {
+          DLRT_INDEX tx = ix + pad - kx * dil;
+          if (tx >= 0 && tx % stride == 0 && tx / stride < ow) out[ix] += src[tx / stride];
+        }
       }
     }
-    dx[i] = a;
+  }
+}
+
+/* y[b, a, p] = x[a, b, p]: swaps the two leading axes (CNHW <-> NCHW). */
+DLRT_KERNEL(dlrt_k_swap01)(DLRT_RANGE DLRT_PTR(float, y), DLRT_CPTR(float, x), DLRT_INDEX na,
+                           DLRT_INDEX nb, DLRT_INDEX inner) {
+  DLRT_BIND(float, y);
+  DLRT_CBIND(float, x);
+  DLRT_FOR_EACH(i, na * nb * inner) {
+    DLRT_INDEX p = i % inner, ab = i / inner, b = ab / na, a = ab - b * na;
+    y[i] = x[(a * nb + b) * inner + p];
   }
 }
 
 /* Max pooling over k x k windows with a stride, no padding: y and the flat
- * input index of each window's maximum (first one on ties). x: n*c x h x w. */
+ * input index of each window's maximum (first one on ties; NaN wins). x is
+ * planes x h x w; one work-item per output row. */
 DLRT_KERNEL(dlrt_k_maxpool)(DLRT_RANGE DLRT_PTR(float, y), DLRT_PTR(int, argmax),
                             DLRT_CPTR(float, x), DLRT_INDEX planes, DLRT_INDEX h,
                             DLRT_INDEX w, DLRT_INDEX k, DLRT_INDEX stride, DLRT_INDEX oh,
@@ -189,25 +222,29 @@ DLRT_KERNEL(dlrt_k_maxpool)(DLRT_RANGE DLRT_PTR(float, y), DLRT_PTR(int, argmax)
   DLRT_BIND(float, y);
   DLRT_BIND(int, argmax);
   DLRT_CBIND(float, x);
-  DLRT_FOR_EACH(i, planes * oh * ow) {
-    DLRT_INDEX p = i / (oh * ow), oy = (i / ow) % oh, ox = i % ow;
-    DLRT_INDEX best = p * h * w + (oy * stride) * w + ox * stride;
-    float m = x[best];
-    for (DLRT_INDEX ky = 0; ky < k; ky++)
-      for (DLRT_INDEX kx = 0; kx < k; kx++) {
-        DLRT_INDEX at = p * h * w + (oy * stride + ky) * w + ox * stride + kx;
-        if (x[at] > m || (x[at] != x[at] && m == m)) {
-          m = x[at];
-          best = at;
+  DLRT_FOR_EACH(r, planes * oh) {
+    DLRT_INDEX p = r / oh, oy = r - p * oh;
+    DLRT_INDEX top = p * h * w + oy * stride * w;
+    for (DLRT_INDEX ox = 0; ox < ow; ox++) {
+      DLRT_INDEX best = top + ox * stride;
+      float m = x[best];
+      for (DLRT_INDEX ky = 0; ky < k; ky++)
+        for (DLRT_INDEX kx = 0; kx < k; kx++) {
+          DLRT_INDEX at = top + ky * w + ox * stride + kx;
+          float v = x[at];
+          if (v > m || (v != v && m == m)) {
+            m = v;
+            best = at;
+          }
         }
-      }
-    y[i] = m;
-    argmax[i] = (int)best;
+      y[r * ow + ox] = m;
+      argmax[r * ow + ox] = (int)best;
+    }
   }
 }
 
 /* dx[j] = the sum of dy over the windows whose maximum was input j (a gather
- * over the windows that cover j). */
+ * over the windows that cover j); one work-item per input row. */
 DLRT_KERNEL(dlrt_k_maxpool_grad)(DLRT_RANGE DLRT_PTR(float, dx), DLRT_CPTR(float, dy),
                                  DLRT_CPTR(int, argmax), DLRT_INDEX planes, DLRT_INDEX h,
                                  DLRT_INDEX w, DLRT_INDEX k, DLRT_INDEX stride, DLRT_INDEX oh,
@@ -215,18 +252,23 @@ DLRT_KERNEL(dlrt_k_maxpool_grad)(DLRT_RANGE DLRT_PTR(float, dx), DLRT_CPTR(float
   DLRT_BIND(float, dx);
   DLRT_CBIND(float, dy);
   DLRT_CBIND(int, argmax);
-  DLRT_FOR_EACH(j, planes * h * w) {
-    DLRT_INDEX p = j / (h * w), iy = (j / w) % h, ix = j % w;
+  DLRT_FOR_EACH(r, planes * h) {
+    DLRT_INDEX p = r / h, iy = r - p * h;
     /* Windows oy with oy*stride <= iy < oy*stride + k. */
     DLRT_INDEX oy0 = iy >= k ? (iy - k) / stride + 1 : 0, oy1 = iy / stride;
-    DLRT_INDEX ox0 = ix >= k ? (ix - k) / stride + 1 : 0, ox1 = ix / stride;
-    float a = 0.0f;
-    for (DLRT_INDEX oy = oy0; oy <= oy1 && oy < oh; oy++)
-      for (DLRT_INDEX ox = ox0; ox <= ox1 && ox < ow; ox++) {
-        DLRT_INDEX o = (p * oh + oy) * ow + ox;
-        if (argmax[o] == (int)j) a += dy[o];
-      }
-    dx[j] = a;
+    if (oy1 >= oh) oy1 = oh - 1;
+    for (DLRT_INDEX ix = 0; ix < w; ix++) {
+      DLRT_INDEX j = r * w + ix;
+      DLRT_INDEX ox0 = ix >= k ? (ix - k) / stride + 1 : 0, ox1 = ix / stride;
+      if (ox1 >= ow) ox1 = ow - 1;
+      float a = 0.0f;
+      for (DLRT_INDEX oy = oy0; oy <= oy1; oy++)
+        for (DLRT_INDEX ox = ox0; ox <= ox1; ox++) {
+          DLRT_INDEX o = (p * oh + oy) * ow + ox;
+          if (argmax[o] == (int)j) a += dy[o];
+        }
+      dx[j] = a;
+    }
   }
 }
 

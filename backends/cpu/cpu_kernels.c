@@ -104,11 +104,11 @@ static void w_softmax_xent(const dlrt__arg *a, int64_t lo, int64_t hi) {
 }
 static void w_im2col(const dlrt__arg *a, int64_t lo, int64_t hi) {
   dlrt_k_im2col(lo, hi, PTR(float, 0), PTR(const float, 1), I64(2), I64(3), I64(4), I64(5),
-                I64(6), I64(7), I64(8), I64(9), I64(10), I64(11), I64(12));
+                I64(6), I64(7), I64(8), I64(9), I64(10), I64(11), I64(12), I64(13));
 }
 static void w_col2im(const dlrt__arg *a, int64_t lo, int64_t hi) {
   dlrt_k_col2im(lo, hi, PTR(float, 0), PTR(const float, 1), I64(2), I64(3), I64(4), I64(5),
-                I64(6), I64(7), I64(8), I64(9), I64(10), I64(11), I64(12));
+                I64(6), I64(7), I64(8), I64(9), I64(10), I64(11), I64(12), I64(13));
 }
 static void w_maxpool(const dlrt__arg *a, int64_t lo, int64_t hi) {
   dlrt_k_maxpool(lo, hi, PTR(float, 0), PTR(int, 1), PTR(const float, 2), I64(3), I64(4),
@@ -132,6 +132,10 @@ static void w_broadcast_scalar(const dlrt__arg *a, int64_t lo, int64_t hi) {
   dlrt_k_broadcast_scalar(lo, hi, PTR(float, 0), PTR(const float, 1), F32(2), I64(3));
 }
 
+static void w_swap01(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_swap01(lo, hi, PTR(float, 0), PTR(const float, 1), I64(2), I64(3), I64(4));
+}
+
 static const cpu_kernel_fn kernels[DLRT__K_COUNT] = {
 #define ENTRY(name) [DLRT__K_##name] = w_##name,
     DLRT_KERNEL_LIST(ENTRY)
@@ -150,14 +154,15 @@ void cpu_set_threads(int threads) { __atomic_store_n(&kernel_threads, threads, _
 
 typedef struct {
   cpu_kernel_fn fn;
-  int64_t items, groups;
+  int64_t items, groups, item_cost;
   dlrt__arg args[DLRT__MAX_ARGS];
 } kernel_command;
 
 static int run_kernel(void *payload) {
   const kernel_command *c = payload;
   int64_t total = c->items ? c->items : c->groups;
-  int64_t grain = c->items ? ITEM_GRAIN : 1;
+  int64_t cost = c->item_cost > 1 ? c->item_cost : 1;
+  int64_t grain = c->items ? (ITEM_GRAIN + cost - 1) / cost : 1;
   int64_t slices = (total + grain - 1) / grain;
   if (slices <= 1) {
     c->fn(c->args, 0, total);
@@ -184,6 +189,7 @@ int cpu_launch(void *stream, const dlrt__launch *l) {
   c.fn = kernels[l->kernel];
   c.items = l->items;
   c.groups = l->groups;
+  c.item_cost = l->item_cost;
   memcpy(c.args, l->args, sizeof c.args);
   return cpu_stream_enqueue(stream, run_kernel, &c, sizeof c);
 }

@@ -46,6 +46,9 @@ typedef struct {
   int kernel; /* dlrt__kernel_id */
   int64_t items;
   int64_t groups;
+  /* Elements of work per item, for kernels whose items are rows (0: 1). The
+   * CPU backend sizes its slices by it; GPUs ignore it. */
+  int64_t item_cost;
   int n_args;
   dlrt__arg args[DLRT__MAX_ARGS];
 } dlrt__launch;

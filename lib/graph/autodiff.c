@@ -34,6 +34,8 @@ static dlrt_tensor_t *bmm(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b, i
 static int accumulate(dlrt_graph_t *g, dlrt_tensor_t *t, dlrt_tensor_t *contribution) {
   if (!contribution) return g->status ? g->status : DLRT_ERR_OOM;
   if (!t->needs_grad) return DLRT_OK;
+  /* A gradient is stored like its tensor (NCHW or CNHW). */
+  contribution->cnhw = t->cnhw;
   if (!t->grad) {
     t->grad = contribution;
     return DLRT_OK;
@@ -41,6 +43,7 @@ static int accumulate(dlrt_graph_t *g, dlrt_tensor_t *t, dlrt_tensor_t *contribu
   dlrt_tensor_t *in[2] = {t->grad, contribution};
   dlrt_tensor_t *sum = bnode(g, OP_ADD, 2, in, t->ndim, t->shape, t->name);
   if (!sum) return g->status;
+  sum->cnhw = t->cnhw;
   t->grad = sum;
   return DLRT_OK;
 }
@@ -110,24 +113,22 @@ static int backward_node(dlrt_graph_t *g, node *n) {
   }
   case OP_IM2COL: {
     dlrt_tensor_t *d = bnode(g, OP_COL2IM, 1, &dy, a->ndim, a->shape, a->name);
-    if (d) memcpy(d->producer->p, n->p, 11 * sizeof n->p[0]);
+    if (d) memcpy(d->producer->p, n->p, 12 * sizeof n->p[0]);
+    return accumulate(g, a, d);
+  }
+  case OP_PERMUTE: {
+    dlrt_tensor_t *d = bnode(g, OP_PERMUTE, 1, &dy, a->ndim, a->shape, a->name);
+    if (d) d->producer->p[0] = n->p[1], d->producer->p[1] = n->p[0], d->producer->p[2] = n->p[2];
     return accumulate(g, a, d);
   }
   case OP_CONV_GEMM: {
-    /* y[n] = W (O x CKK) cols[n] (CKK x OHW). */
-    int64_t N = n->p[0], O = n->p[1], CKK = n->p[2], OHW = n->p[3];
-    if (a->needs_grad) {
-      /* dW = sum over n of dy[n] cols[n]^T: per-image products, then summed. */
-      int64_t per_shape[3] = {N, O, CKK};
-      dlrt_tensor_t *per = bmm(g, dy, b, 0, 1, O, CKK, OHW, N, O * OHW, CKK * OHW, O * CKK, 3,
-                               per_shape, a->name);
-      dlrt_tensor_t *dw = per ? bnode(g, OP_SUM_COLS, 1, &per, a->ndim, a->shape, a->name) : NULL;
-      if (dw) dw->producer->p[0] = N, dw->producer->p[1] = O * CKK;
-      rc = accumulate(g, a, dw);
-    }
+    /* y (O x N*OHW) = W (O x CKK) cols (CKK x N*OHW): dW = dy cols^T,
+     * dcols = W^T dy, one GEMM each for the whole batch. */
+    int64_t NP = n->p[0] * n->p[3], O = n->p[1], CKK = n->p[2];
+    if (a->needs_grad)
+      rc = accumulate(g, a, bmm(g, dy, b, 0, 1, O, CKK, NP, 1, 0, 0, 0, a->ndim, a->shape, a->name));
     if (rc == DLRT_OK && b->needs_grad)
-      rc = accumulate(g, b, bmm(g, a, dy, 1, 0, CKK, OHW, O, N, 0, O * OHW, CKK * OHW, b->ndim,
-                                b->shape, b->name));
+      rc = accumulate(g, b, bmm(g, a, dy, 1, 0, CKK, NP, O, 1, 0, 0, 0, b->ndim, b->shape, b->name));
     return rc;
   }
   case OP_MAXPOOL: {

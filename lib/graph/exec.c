@@ -11,7 +11,9 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "device/launch.h"
 #include "graph/graph.h"
@@ -36,7 +38,28 @@ struct dlrt_exec {
   uint64_t peak_base;   /* allocator's allocated bytes before this executor */
   uint64_t param_bytes, state_bytes;
   int64_t params;
+  /* DLRT_GRAPH_PROFILE=1: every node is waited for and timed; the totals per
+   * op go to stderr when the executor is destroyed. */
+  int profile;
+  double op_ms[OP_COUNT_];
+  int64_t op_calls[OP_COUNT_];
 };
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void print_profile(const dlrt_exec_t *e) {
+  double total = 0;
+  for (int i = 0; i < OP_COUNT_; i++) total += e->op_ms[i];
+  fprintf(stderr, "dlrt graph profile on %s (each node waited for):\n", dlrt_device_spec(e->dev));
+  for (int i = 0; i < OP_COUNT_; i++)
+    if (e->op_calls[i])
+      fprintf(stderr, "  %-16s %8lld calls %10.1f ms %5.1f%%\n", dlrt__op_name((op_kind)i),
+              (long long)e->op_calls[i], e->op_ms[i], total > 0 ? 100.0 * e->op_ms[i] / total : 0);
+}
 
 static size_t tensor_bytes(const dlrt_tensor_t *t) {
   return (size_t)t->numel * dlrt_dtype_size(t->dtype);
@@ -167,6 +190,7 @@ static void init_values(const dlrt_tensor_t *t, uint64_t seed, float *v) {
 
 void dlrt_exec_destroy(dlrt_exec_t *e) {
   if (!e) return;
+  if (e->profile) print_profile(e);
   if (e->stream) dlrt_stream_synchronize(e->stream);
   if (e->bufs) {
     for (int i = 0; i < e->g->n_tensors; i++)
@@ -187,6 +211,8 @@ int dlrt_exec_create(dlrt_graph_t *g, dlrt_device_t *dev, uint64_t seed, dlrt_ex
   e->g = g;
   e->dev = dev;
   e->lr = g->opt.lr;
+  const char *profile = getenv("DLRT_GRAPH_PROFILE");
+  e->profile = profile && *profile && strcmp(profile, "0") != 0;
   float *host = NULL;
   int rc = dlrt_stream_create(dev, &e->stream);
   if (rc < 0) goto fail;
@@ -295,17 +321,23 @@ static int run_node(dlrt_exec_t *e, node *n) {
     return run_gemm(e, a, b, y, q);
   }
   case OP_CONV_GEMM: {
-    /* y[n] (O x OHW) = W (O x CKK) cols[n] (CKK x OHW), W shared by the batch. */
-    int64_t q[9] = {0, 0, p[1], p[3], p[2], p[0], 0, p[2] * p[3], p[1] * p[3]};
+    /* y (O x N*OHW) = W (O x CKK) cols (CKK x N*OHW). */
+    int64_t q[9] = {0, 0, p[1], p[0] * p[3], p[2], 1, 0, 0, 0};
     return run_gemm(e, a, b, y, q);
   }
+  case OP_PERMUTE:
+    start(&lb, e, DLRT__K_swap01, y->numel, 0);
+    arg(&lb, e, y), arg(&lb, e, a);
+    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
+    break;
   case OP_BIAS_ROWS:
     start(&lb, e, DLRT__K_bias_rows, y->numel, 0);
     arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
     dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]);
     break;
   case OP_BIAS_CHANNELS:
-    start(&lb, e, DLRT__K_bias_channels, y->numel, 0);
+    start(&lb, e, DLRT__K_bias_channels, p[0] * p[1], 0);
+    lb.launch.item_cost = p[2];
     arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
     dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
     break;
@@ -325,23 +357,32 @@ static int run_node(dlrt_exec_t *e, node *n) {
     dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_f32(&lb, 0.0f);
     break;
   case OP_SUM_CHANNELS:
+    /* One image (CNHW): a row reduction, spread over the whole device. */
+    if (p[0] == 1)
+      return dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, p[1], p[2], buf_of(e, y), 0,
+                         buf_of(e, a), 0);
     start(&lb, e, DLRT__K_sum_channels, p[1], 0);
     arg(&lb, e, y), arg(&lb, e, a);
     dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
     break;
   case OP_IM2COL:
   case OP_COL2IM:
-    start(&lb, e, n->op == OP_IM2COL ? DLRT__K_im2col : DLRT__K_col2im, y->numel, 0);
+    /* Items are rows: of cols (width ow) for im2col, of the image (w) for col2im. */
+    start(&lb, e, n->op == OP_IM2COL ? DLRT__K_im2col : DLRT__K_col2im,
+          y->numel / (n->op == OP_IM2COL ? p[10] : p[3]), 0);
+    lb.launch.item_cost = n->op == OP_IM2COL ? p[10] : p[3] * p[4] * p[5];
     arg(&lb, e, y), arg(&lb, e, a);
-    for (int i = 0; i < 11; i++) dlrt__launch_i64(&lb, p[i]);
+    for (int i = 0; i < 12; i++) dlrt__launch_i64(&lb, p[i]);
     break;
   case OP_MAXPOOL:
-    start(&lb, e, DLRT__K_maxpool, y->numel, 0);
+    start(&lb, e, DLRT__K_maxpool, p[0] * p[5], 0); /* output rows */
+    lb.launch.item_cost = p[6] * p[3] * p[3];
     arg(&lb, e, y), arg(&lb, e, n->out[1]), arg(&lb, e, a);
     for (int i = 0; i < 7; i++) dlrt__launch_i64(&lb, p[i]);
     break;
   case OP_MAXPOOL_GRAD:
-    start(&lb, e, DLRT__K_maxpool_grad, y->numel, 0);
+    start(&lb, e, DLRT__K_maxpool_grad, p[0] * p[1], 0); /* input rows */
+    lb.launch.item_cost = p[2] * p[3];
     arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
     for (int i = 0; i < 7; i++) dlrt__launch_i64(&lb, p[i]);
     break;
@@ -409,7 +450,13 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
       size_t bytes = tensor_bytes(t);
       rc = dlrt_buffer_alloc(e->dev, bytes ? bytes : 4, e->stream, &e->bufs[t->id]);
     }
+    double t0 = e->profile ? now_ms() : 0;
     if (rc == DLRT_OK) rc = run_node(e, n);
+    if (e->profile && rc == DLRT_OK) {
+      rc = dlrt_stream_synchronize(e->stream);
+      e->op_ms[n->op] += now_ms() - t0;
+      e->op_calls[n->op]++;
+    }
     if (rc < 0) {
       rc = dlrt__set_error(rc, "graph node %d (%s -> %s): %s", s->order[k],
                            dlrt__op_name(n->op), n->n_out ? n->out[0]->name : "update",

@@ -16,7 +16,7 @@ static const char *const op_names[OP_COUNT_] = {
     [OP_SUM] = "sum",             [OP_BROADCAST] = "broadcast", [OP_SUM_COLS] = "sum_cols",
     [OP_SUM_CHANNELS] = "sum_channels", [OP_IM2COL] = "im2col", [OP_COL2IM] = "col2im",
     [OP_CONV_GEMM] = "conv",      [OP_MAXPOOL] = "max_pool",   [OP_MAXPOOL_GRAD] = "max_pool_grad",
-    [OP_XENT] = "cross_entropy",  [OP_VIEW] = "view",          [OP_SGD] = "sgd",
+    [OP_XENT] = "cross_entropy",  [OP_VIEW] = "view",          [OP_PERMUTE] = "permute",          [OP_SGD] = "sgd",
     [OP_ADAM] = "adam"};
 
 const char *dlrt__op_name(op_kind op) {
@@ -253,7 +253,10 @@ dlrt_tensor_t *dlrt_linear(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
 static dlrt_tensor_t *unary(dlrt_graph_t *g, op_kind op, dlrt_tensor_t *x, float f) {
   if (!begin(g, dlrt__op_name(op), 1, &x) || !is_f32(g, dlrt__op_name(op), x)) return NULL;
   dlrt_tensor_t *y = dlrt__node1(g, op, PHASE_FORWARD, 1, &x, x->ndim, x->shape, NULL);
-  if (y) y->producer->f[0] = f;
+  if (y) {
+    y->producer->f[0] = f;
+    y->cnhw = x->cnhw;
+  }
   return y;
 }
 
@@ -269,6 +272,18 @@ dlrt_tensor_t *dlrt_sum(dlrt_graph_t *g, dlrt_tensor_t *x) {
   return dlrt__node1(g, OP_SUM, PHASE_FORWARD, 1, &x, 1, &one, NULL);
 }
 
+/* The same image in N x C x H x W storage (a permute node when it is CNHW). */
+static dlrt_tensor_t *to_nchw(dlrt_graph_t *g, dlrt_tensor_t *x) {
+  if (!x->cnhw) return x;
+  dlrt_tensor_t *y = dlrt__node1(g, OP_PERMUTE, PHASE_FORWARD, 1, &x, 4, x->shape, NULL);
+  if (y) {
+    y->producer->p[0] = x->shape[1];
+    y->producer->p[1] = x->shape[0];
+    y->producer->p[2] = x->shape[2] * x->shape[3];
+  }
+  return y;
+}
+
 static dlrt_tensor_t *binary(dlrt_graph_t *g, op_kind op, dlrt_tensor_t *a, dlrt_tensor_t *b) {
   dlrt_tensor_t *in[2] = {a, b};
   const char *name = dlrt__op_name(op);
@@ -276,7 +291,14 @@ static dlrt_tensor_t *binary(dlrt_graph_t *g, op_kind op, dlrt_tensor_t *a, dlrt
   if (a->numel != b->numel || a->ndim != b->ndim ||
       memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof a->shape[0]) != 0)
     return shape_error(g, name, "shapes differ", a, b);
-  return dlrt__node1(g, op, PHASE_FORWARD, 2, in, a->ndim, a->shape, NULL);
+  if (a->cnhw != b->cnhw) {
+    in[0] = a = to_nchw(g, a);
+    in[1] = b = to_nchw(g, b);
+    if (!a || !b) return NULL;
+  }
+  dlrt_tensor_t *y = dlrt__node1(g, op, PHASE_FORWARD, 2, in, a->ndim, a->shape, NULL);
+  if (y) y->cnhw = a->cnhw;
+  return y;
 }
 
 dlrt_tensor_t *dlrt_add(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b) {
@@ -293,6 +315,7 @@ dlrt_tensor_t *dlrt_reshape(dlrt_graph_t *g, dlrt_tensor_t *x, int ndim, const i
   for (int i = 0; shape && i < ndim; i++) numel *= shape[i];
   if (!shape || ndim < 1 || ndim > DLRT_MAX_DIMS || numel != x->numel)
     return shape_error(g, "reshape", "the new shape has another number of elements", x, NULL);
+  if (!(x = to_nchw(g, x))) return NULL;
   dlrt_tensor_t *y = dlrt__node1(g, OP_VIEW, PHASE_FORWARD, 1, &x, ndim, shape, NULL);
   if (y) {
     y->dtype = x->dtype;
@@ -324,23 +347,30 @@ dlrt_tensor_t *dlrt_conv2d(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
   int64_t oh = (h + 2 * pad - dil * (kh - 1) - 1) / stride + 1;
   int64_t ow = (wd + 2 * pad - dil * (kw - 1) - 1) / stride + 1;
   if (oh < 1 || ow < 1) return shape_error(g, "conv2d", "the kernel is larger than the image", x, w);
+  /* The whole batch in one GEMM: cols is CKK x (N * OHW) and the output is
+   * stored CNHW (channel-major), which the next conv2d reads directly. */
   int64_t ckk = c * kh * kw, ohw = oh * ow;
-  int64_t cols_shape[3] = {n, ckk, ohw};
-  dlrt_tensor_t *cols = dlrt__node1(g, OP_IM2COL, PHASE_FORWARD, 1, &x, 3, cols_shape, NULL);
+  int64_t cols_shape[2] = {ckk, n * ohw};
+  dlrt_tensor_t *cols = dlrt__node1(g, OP_IM2COL, PHASE_FORWARD, 1, &x, 2, cols_shape, NULL);
   if (!cols) return NULL;
-  int64_t geometry[11] = {n, c, h, wd, kh, kw, stride, pad, dil, oh, ow};
+  int64_t geometry[12] = {n, c, h, wd, kh, kw, stride, pad, dil, oh, ow, x->cnhw};
   memcpy(cols->producer->p, geometry, sizeof geometry);
   dlrt_tensor_t *gin[2] = {w, cols};
   int64_t y_shape[4] = {n, o, oh, ow};
   dlrt_tensor_t *y = dlrt__node1(g, OP_CONV_GEMM, PHASE_FORWARD, 2, gin, 4, y_shape, NULL);
   if (!y) return NULL;
+  y->cnhw = 1;
   y->producer->p[0] = n, y->producer->p[1] = o, y->producer->p[2] = ckk, y->producer->p[3] = ohw;
   if (!b) return y;
   if (b->ndim != 1 || b->shape[0] != o)
     return shape_error(g, "conv2d", "the bias must have one element per output channel", b, w);
   dlrt_tensor_t *bin[2] = {y, b};
   dlrt_tensor_t *yb = dlrt__node1(g, OP_BIAS_CHANNELS, PHASE_FORWARD, 2, bin, 4, y_shape, NULL);
-  if (yb) yb->producer->p[0] = n, yb->producer->p[1] = o, yb->producer->p[2] = ohw;
+  if (yb) {
+    /* CNHW: one "image" whose channels each span N * OHW values. */
+    yb->cnhw = 1;
+    yb->producer->p[0] = 1, yb->producer->p[1] = o, yb->producer->p[2] = n * ohw;
+  }
   return yb;
 }
 
@@ -355,6 +385,7 @@ dlrt_tensor_t *dlrt_max_pool2d(dlrt_graph_t *g, dlrt_tensor_t *x, int k, int str
   int64_t shape[4] = {x->shape[0], x->shape[1], oh, ow};
   dlrt_tensor_t *y = dlrt__node1(g, OP_MAXPOOL, PHASE_FORWARD, 1, &x, 4, shape, NULL);
   if (!y) return NULL;
+  y->cnhw = x->cnhw; /* planes are planes in either layout */
   char name[64];
   snprintf(name, sizeof name, "%.50s.argmax", y->name);
   dlrt_tensor_t *argmax = dlrt__tensor_new(g, name, DLRT_I32, 4, shape, TENSOR_INTERMEDIATE);

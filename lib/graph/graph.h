@@ -34,14 +34,16 @@ typedef enum {
   OP_BROADCAST,   /* out[i] = f[0] * in0[0] */
   OP_SUM_COLS,    /* out[c] = sum over rows of in0; p: rows cols */
   OP_SUM_CHANNELS, /* out[c] = sum over n, spatial; p: n channels spatial */
-  OP_IM2COL,      /* p: n c h w kh kw stride pad dil oh ow */
+  OP_IM2COL,      /* p: n c h w kh kw stride pad dil oh ow cnhw(x) */
   OP_COL2IM,      /* same p */
-  OP_CONV_GEMM,   /* out[n] = in0 (O x CKK) x in1[n] (CKK x OHW); p: n O CKK OHW */
+  OP_CONV_GEMM,   /* out (O x N*OHW, CNHW) = in0 (O x CKK) x in1 (CKK x N*OHW);
+                     p: n O CKK OHW */
   OP_MAXPOOL,     /* out0 = max, out1 = argmax (I32); p: planes h w k stride oh ow */
   OP_MAXPOOL_GRAD, /* out = gather of in0 (dy) by in1 (argmax); same p */
   OP_XENT,        /* out0 = mean loss [1], out1 = loss per row, out2 = d logits;
                      in0 logits, in1 labels; p: rows classes; f[0] smoothing */
   OP_VIEW,        /* out shares in0's storage with another shape */
+  OP_PERMUTE,     /* out[b, a, p] = in0[a, b, p]; p: na nb inner (CNHW <-> NCHW) */
   OP_SGD,         /* in0 param (updated), in1 velocity, in2 grad */
   OP_ADAM,        /* in0 param, in1 m, in2 v, in3 grad */
   OP_COUNT_
@@ -68,6 +70,8 @@ struct dlrt_tensor {
   dlrt_tensor_t *grad;  /* after backward */
   int kept;             /* survives runs (readable afterwards) */
   int needs_grad;       /* depends on a parameter */
+  int cnhw;             /* a 4-D image stored C x N x H x W (convolution stacks);
+                           its shape stays N x C x H x W */
 };
 
 struct node {

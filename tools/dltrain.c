@@ -1,0 +1,469 @@
+/* dltrain — trains an image classifier (an MLP, a CNN or a model file) on
+ * Fashion-MNIST, an MNIST-style folder or generated data, on any dlrt device,
+ * and evaluates it on the test split after every epoch; public API only.
+ * Exit status: 0 success, 1 a dlrt call failed (data, model file, checkpoint,
+ * training), 2 usage error or a device spec that opens nothing. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dlrt.h"
+
+enum { STATUS_FAIL = 1, STATUS_USAGE = 2 };
+
+/* The generated stand-in has Fashion-MNIST's sizes. */
+enum { GEN_TRAIN = 60000, GEN_TEST = 10000, GEN_CLASSES = 10 };
+
+typedef struct {
+  const char *model, *data, *device, *save, *resume;
+  int epochs, threads; /* threads < 0: the library's default */
+  int64_t batch, limit; /* limit 0: every image */
+  dlrt_optimizer opt;
+  float label_smoothing;
+  uint64_t seed;
+  int deterministic, json, quiet;
+} options;
+
+static void usage(FILE *out) {
+  fputs("Usage: dltrain [OPTION]...\n"
+        "Trains an image classifier with dlrt and evaluates it on the test set.\n"
+        "With no options: an MLP on Fashion-MNIST for one epoch on the default device.\n\n"
+        "  -m, --model mlp|cnn|FILE   the network: a preset or a model file (default mlp)\n"
+        "      --data fashion-mnist|DIR|generated\n"
+        "                             the images (default fashion-mnist, falling back to\n"
+        "                             generated data when the package is not installed)\n"
+        "  -d, --device SPEC          cpu, cpu:0, opencl:N, cuda:N or auto (default:\n"
+        "                             $DLRT_DEVICE, else auto)\n"
+        "  -e, --epochs N             epochs in all, counting resumed ones (default 1)\n"
+        "  -b, --batch N              images per step (default 64)\n"
+        "      --optimizer sgd|adam|adamw   (default adam)\n"
+        "      --lr X                 learning rate (default: the optimizer's, as in\n"
+        "                             torch.optim: sgd 0.01, adam and adamw 0.001)\n"
+        "      --momentum X           SGD momentum in [0, 1) (default 0)\n"
+        "      --weight-decay X       L2 (sgd, adam) or decoupled (adamw; default 0.01)\n"
+        "      --label-smoothing X    in [0, 1) (default 0)\n"
+        "      --seed N               parameters, shuffling and generated data (default 1)\n"
+        "      --threads N            CPU backend threads (0: all cores)\n"
+        "      --deterministic        say how the run can be repeated bit for bit (the CPU\n"
+        "                             backend is deterministic for a fixed --threads)\n"
+        "      --save FILE            write a checkpoint (safetensors) after each epoch\n"
+        "      --resume FILE          continue from a checkpoint up to --epochs in all\n"
+        "      --limit N              use only the first N training and N/6 test images\n"
+        "                             (quick runs and tests)\n"
+        "  -j, --json                 end stdout with one JSON object of the results (its\n"
+        "                             epoch_losses: the epochs this run trained, resumed\n"
+        "                             ones left out); the other output goes to stderr\n"
+        "  -q, --quiet                no progress display\n"
+        "  -h, --help                 show this help and exit\n"
+        "  -V, --version              show the dlrt version and exit\n\n"
+        "Environment: DLRT_DEVICE, DLRT_BACKEND, DLRT_MEM_LIMIT (see dlinfo --help).\n",
+        out);
+}
+
+/* Prints "dltrain: [WHAT: ]DETAIL" for a failed dlrt call; returns STATUS_FAIL. */
+static int fail(const char *what, int rc) {
+  const char *detail = dlrt_last_error();
+  fprintf(stderr, "dltrain: %s%s%s\n", what ? what : "", what ? ": " : "",
+          detail && *detail ? detail : dlrt_strerror(rc));
+  return STATUS_FAIL;
+}
+
+/* An integer in [min, max] for --NAME; says why not on stderr. */
+static int parse_int(const char *name, const char *text, long long min, long long max,
+                     long long *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(text, &end, 10);
+  if (errno || end == text || *end || v < min || v > max) {
+    fprintf(stderr, "dltrain: --%s needs an integer from %lld to %lld, not '%s'\n", name, min,
+            max, text);
+    return 0;
+  }
+  *out = v;
+  return 1;
+}
+
+/* A finite number in [min, max) for --NAME, or in (min, max) when open_min;
+ * `range` says which in words. */
+static int parse_real(const char *name, const char *text, double min, double max,
+                      int open_min, const char *range, float *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (errno || end == text || *end || !isfinite(v) || v < min || (open_min && v == min) ||
+      v >= max) {
+    fprintf(stderr, "dltrain: --%s needs a number %s, not '%s'\n", name, range, text);
+    return 0;
+  }
+  *out = (float)v;
+  return 1;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Loads the training (d[0]) and test (d[1]) splits --data names. A missing
+ * Fashion-MNIST package falls back to generated data; a folder named
+ * explicitly must load. *generated says which was used. */
+static int load_data(const options *o, dlrt_dataset d[2], int *generated) {
+  int rc;
+  *generated = strcmp(o->data, "generated") == 0;
+  if (!*generated) {
+    if ((rc = dlrt_dataset_load(o->data, 0, &d[0])) == DLRT_OK)
+      rc = dlrt_dataset_load(o->data, 1, &d[1]);
+    if (rc == DLRT_ERR_NOT_FOUND && strcmp(o->data, "fashion-mnist") == 0) {
+      fprintf(stderr, "dltrain: Fashion-MNIST not found (%s); training on generated data "
+              "instead\n", dlrt_last_error());
+      dlrt_dataset_free(&d[0]);
+      *generated = 1;
+    } else if (rc != DLRT_OK) {
+      return fail("cannot load the data", rc);
+    }
+  }
+  /* Different seeds for the two splits: the classes are the same patterns,
+   * the samples differ. */
+  if (*generated && ((rc = dlrt_dataset_generate(GEN_TRAIN, GEN_CLASSES, o->seed, &d[0])) ||
+                     (rc = dlrt_dataset_generate(GEN_TEST, GEN_CLASSES, ~o->seed, &d[1]))))
+    return fail("cannot generate data", rc);
+  if (o->limit > 0) { /* the arrays stay as they are; only the counts shrink */
+    int64_t test = o->limit / 6 > 0 ? o->limit / 6 : 1;
+    d[0].count = d[0].count < o->limit ? d[0].count : o->limit;
+    d[1].count = d[1].count < test ? d[1].count : test;
+  }
+  return 0;
+}
+
+typedef struct {
+  FILE *out;
+  int tty;          /* redraw one line in place */
+  int epoch, epochs;
+  int shown;        /* tenths of the epoch already reported (not a tty) */
+  dlrt_device_t *dev;
+} progress;
+
+/* The trainer calls this every few steps with the running figures. */
+static void on_progress(void *user, int64_t step, int64_t steps, const dlrt_epoch_stats *s) {
+  progress *p = user;
+  dlrt_mem_stats mem;
+  double mib = dlrt_mem_stats_get(p->dev, &mem) == DLRT_OK
+                   ? (double)mem.allocated.current / (1024.0 * 1024.0) : 0;
+  if (p->tty) {
+    static const char bar[] = "==============================";
+    int width = (int)sizeof bar - 1, done = (int)(width * step / steps);
+    fprintf(p->out, "\r\033[Kepoch %d/%d [%.*s%*s] %" PRId64 "/%" PRId64 " loss %.4f "
+            "acc %.1f%% %.0f img/s mem %.1f MiB", p->epoch, p->epochs, done, bar,
+            width - done, "", step, steps, s->loss, 100.0 * s->accuracy, s->images_per_s, mib);
+  } else {
+    int tenth = (int)(step * 10 / steps);
+    if (tenth <= p->shown)
+      return;
+    p->shown = tenth;
+    fprintf(p->out, "epoch %d/%d %3d%% step %" PRId64 "/%" PRId64 " loss %.4f acc %.1f%% "
+            "%.0f img/s mem %.1f MiB\n", p->epoch, p->epochs, tenth * 10, step, steps,
+            s->loss, 100.0 * s->accuracy, s->images_per_s, mib);
+  }
+  fflush(p->out);
+}
+
+/* Writes s as a JSON string: quote, backslash and control characters escaped. */
+static void json_string(const char *s) {
+  putchar('"');
+  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+    if (*p == '"' || *p == '\\')
+      printf("\\%c", *p);
+    else if (*p < 0x20 || *p == 0x7f)
+      printf("\\u%04x", *p);
+    else
+      putchar(*p);
+  }
+  putchar('"');
+}
+
+/* A number, or null for NaN and infinities (which JSON lacks). The figures
+ * are floats: the shortest text that reads back as the same float, so runs
+ * compare exactly ("lr": 0.001, not 0.00100000005). */
+static void json_number(double v) {
+  char text[32];
+  if (!isfinite(v)) {
+    fputs("null", stdout);
+    return;
+  }
+  for (int digits = 6; digits <= 9; digits++) {
+    snprintf(text, sizeof text, "%.*g", digits, v);
+    if ((float)strtod(text, NULL) == (float)v)
+      break;
+  }
+  fputs(text, stdout);
+}
+
+/* What the run measured, for the JSON line. */
+typedef struct {
+  const char *device, *device_name, *data;
+  const dlrt_dataset *train, *test;
+  const float *losses; /* train loss of each epoch run by this invocation */
+  int epochs_run;
+  dlrt_epoch_stats last, eval;
+  dlrt_exec_info info;
+  double seconds;
+} results;
+
+static void print_json(const options *o, const results *r) {
+  const char *keys[] = {"device", "device_name", "model", "data", "data_source",
+                        "optimizer"};
+  const char *vals[] = {r->device, r->device_name, o->model, r->data, r->train->source,
+                        dlrt_optimizer_name(o->opt.kind)};
+  putchar('{');
+  for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+    printf("\"%s\": ", keys[k]);
+    json_string(vals[k]);
+    fputs(", ", stdout);
+  }
+  printf("\"train_images\": %" PRId64 ", \"test_images\": %" PRId64 ", \"epochs\": %d, "
+         "\"epochs_run\": %d, \"batch\": %" PRId64 ", \"seed\": %" PRIu64 ", \"threads\": ",
+         r->train->count, r->test->count, o->epochs, r->epochs_run, o->batch, o->seed);
+  if (o->threads >= 0)
+    printf("%d", o->threads);
+  else
+    fputs("null", stdout);
+  printf(", \"deterministic\": %s", o->deterministic ? "true" : "false");
+  const char *nums[] = {"lr", "momentum", "weight_decay", "label_smoothing", "final_loss",
+                        "final_accuracy", "test_loss", "test_accuracy", "train_images_per_s"};
+  int ran = r->epochs_run > 0;
+  double vals_n[] = {o->opt.lr, o->opt.momentum, o->opt.weight_decay, o->label_smoothing,
+                     ran ? r->last.loss : NAN, ran ? r->last.accuracy : NAN, r->eval.loss,
+                     r->eval.accuracy, ran ? r->last.images_per_s : NAN};
+  for (size_t k = 0; k < sizeof nums / sizeof *nums; k++) {
+    printf(", \"%s\": ", nums[k]);
+    json_number(vals_n[k]);
+  }
+  printf(", \"planned_peak_bytes\": %" PRIu64 ", \"peak_device_bytes\": %" PRIu64
+         ", \"params\": %" PRId64 ", \"epoch_losses\": [",
+         r->info.planned_peak_bytes, r->info.measured_peak_bytes, r->info.params);
+  for (int i = 0; i < r->epochs_run; i++) {
+    fputs(i ? ", " : "", stdout);
+    json_number(r->losses[i]);
+  }
+  printf("], \"seconds\": %.3f}\n", r->seconds);
+}
+
+/* Parses the command line into *o; 0, or the exit status (-1: exit 0 at once). */
+static int parse_options(int argc, char **argv, options *o) {
+  enum { OPT_DATA = 256, OPT_OPTIMIZER, OPT_LR, OPT_MOMENTUM, OPT_WEIGHT_DECAY,
+         OPT_SMOOTHING, OPT_SEED, OPT_THREADS, OPT_SAVE, OPT_RESUME, OPT_DETERMINISTIC,
+         OPT_LIMIT };
+  static const struct option longopts[] = {
+      {"model", required_argument, NULL, 'm'},   {"data", required_argument, NULL, OPT_DATA},
+      {"device", required_argument, NULL, 'd'},  {"epochs", required_argument, NULL, 'e'},
+      {"batch", required_argument, NULL, 'b'},
+      {"optimizer", required_argument, NULL, OPT_OPTIMIZER},
+      {"lr", required_argument, NULL, OPT_LR},
+      {"momentum", required_argument, NULL, OPT_MOMENTUM},
+      {"weight-decay", required_argument, NULL, OPT_WEIGHT_DECAY},
+      {"label-smoothing", required_argument, NULL, OPT_SMOOTHING},
+      {"seed", required_argument, NULL, OPT_SEED},
+      {"threads", required_argument, NULL, OPT_THREADS},
+      {"save", required_argument, NULL, OPT_SAVE},
+      {"resume", required_argument, NULL, OPT_RESUME},
+      {"deterministic", no_argument, NULL, OPT_DETERMINISTIC},
+      {"limit", required_argument, NULL, OPT_LIMIT},
+      {"json", no_argument, NULL, 'j'},          {"quiet", no_argument, NULL, 'q'},
+      {"help", no_argument, NULL, 'h'},          {"version", no_argument, NULL, 'V'},
+      {NULL, 0, NULL, 0}};
+  /* Learning rate, momentum and weight decay wait for the optimizer's
+   * defaults; NAN: not given. */
+  float lr = NAN, momentum = NAN, decay = NAN;
+  dlrt_optimizer_kind kind = DLRT_OPT_ADAM;
+  long long v;
+  int c, ok = 1;
+
+  while (ok && (c = getopt_long(argc, argv, "m:d:e:b:jqhV", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'm': o->model = optarg; break;
+    case OPT_DATA: o->data = optarg; break;
+    case 'd': o->device = optarg; break;
+    case 'e':
+      if ((ok = parse_int("epochs", optarg, 0, 1000000, &v))) o->epochs = (int)v;
+      break;
+    case 'b':
+      if ((ok = parse_int("batch", optarg, 1, 1 << 20, &v))) o->batch = v;
+      break;
+    case OPT_LIMIT:
+      if ((ok = parse_int("limit", optarg, 1, INT64_MAX, &v))) o->limit = v;
+      break;
+    case OPT_SEED:
+      if ((ok = parse_int("seed", optarg, 0, INT64_MAX, &v))) o->seed = (uint64_t)v;
+      break;
+    case OPT_THREADS:
+      if ((ok = parse_int("threads", optarg, 0, 4096, &v))) o->threads = (int)v;
+      break;
+    case OPT_LR: ok = parse_real("lr", optarg, 0, HUGE_VAL, 1, "> 0", &lr); break;
+    case OPT_MOMENTUM: ok = parse_real("momentum", optarg, 0, 1, 0, "in [0, 1)", &momentum); break;
+    case OPT_WEIGHT_DECAY: ok = parse_real("weight-decay", optarg, 0, HUGE_VAL, 0, ">= 0", &decay); break;
+    case OPT_SMOOTHING:
+      ok = parse_real("label-smoothing", optarg, 0, 1, 0, "in [0, 1)", &o->label_smoothing);
+      break;
+    case OPT_OPTIMIZER:
+      ok = 0;
+      for (int k = DLRT_OPT_SGD; k <= DLRT_OPT_ADAMW && !ok; k++)
+        if (strcmp(optarg, dlrt_optimizer_name((dlrt_optimizer_kind)k)) == 0)
+          kind = (dlrt_optimizer_kind)k, ok = 1;
+      if (!ok)
+        fprintf(stderr, "dltrain: unknown optimizer '%s' (sgd, adam or adamw)\n", optarg);
+      break;
+    case OPT_SAVE: o->save = optarg; break;
+    case OPT_RESUME: o->resume = optarg; break;
+    case OPT_DETERMINISTIC: o->deterministic = 1; break;
+    case 'j': o->json = 1; break;
+    case 'q': o->quiet = 1; break;
+    case 'h': usage(stdout); return -1;
+    case 'V': printf("dltrain (dlrt) %s\n", dlrt_version_string()); return -1;
+    default: ok = 0; break;
+    }
+  }
+  if (ok && optind < argc) {
+    fprintf(stderr, "dltrain: unexpected argument '%s'\n", argv[optind]);
+    ok = 0;
+  }
+  if (ok && !isnan(momentum) && kind != DLRT_OPT_SGD) {
+    fputs("dltrain: --momentum applies to --optimizer sgd only\n", stderr);
+    ok = 0;
+  }
+  if (!ok) {
+    usage(stderr);
+    return STATUS_USAGE;
+  }
+  o->opt = dlrt_optimizer_defaults(kind);
+  if (!isnan(lr)) o->opt.lr = lr;
+  if (!isnan(momentum)) o->opt.momentum = momentum;
+  if (!isnan(decay)) o->opt.weight_decay = decay;
+  return 0;
+}
+
+/* Ends the run when a dlrt call fails, saying what failed and why. */
+#define TRY(call, what)                                                                   \
+  do {                                                                                    \
+    if ((rc = (call)) != DLRT_OK) {                                                       \
+      status = fail(what, rc);                                                            \
+      goto done;                                                                          \
+    }                                                                                     \
+  } while (0)
+
+int main(int argc, char **argv) {
+  options o = {.model = "mlp", .data = "fashion-mnist", .epochs = 1, .threads = -1,
+               .batch = 64, .seed = 1};
+  double start = now_s();
+  dlrt_dataset data[2] = {{0}, {0}};
+  dlrt_trainer_t *trainer = NULL;
+  dlrt_device_t *dev = NULL;
+  dlrt_device_props props;
+  float *losses = NULL;
+  results r = {0};
+  int status, rc, generated, done = 0;
+
+  if ((status = parse_options(argc, argv, &o)) != 0)
+    return status < 0 ? 0 : status;
+  FILE *log = o.json ? stderr : stdout; /* stdout ends with the JSON alone */
+  int tty = !o.quiet && isatty(fileno(log));
+
+  TRY(dlrt_init(), "cannot start dlrt");
+  if ((rc = dlrt_device_open(o.device, &dev)) != DLRT_OK) {
+    fail(NULL, rc);
+    fputs("dltrain: run dlinfo to list devices\n", stderr);
+    status = rc == DLRT_ERR_BAD_SPEC || rc == DLRT_ERR_NO_DEVICE ? STATUS_USAGE : STATUS_FAIL;
+    goto done;
+  }
+  TRY(dlrt_device_props_get(dev, &props), "cannot read device properties");
+  if (o.threads >= 0)
+    TRY(dlrt_set_cpu_threads(o.threads), "cannot set the CPU threads");
+  if ((status = load_data(&o, data, &generated)) != 0)
+    goto done;
+  dlrt_trainer_config cfg = {.model = o.model, .batch = o.batch, .opt = o.opt,
+                             .seed = o.seed, .label_smoothing = o.label_smoothing};
+  TRY(dlrt_trainer_create(dev, &cfg, data[0].height, data[0].width, data[0].classes,
+                          &trainer), "cannot build the model");
+  if (o.resume)
+    TRY(dlrt_trainer_load(trainer, o.resume, &done), "cannot resume");
+  TRY(dlrt_trainer_info(trainer, &r.info), "cannot read the trainer's figures");
+  if (!(losses = calloc((size_t)o.epochs + 1, sizeof *losses))) {
+    fputs("dltrain: out of host memory\n", stderr);
+    status = STATUS_FAIL;
+    goto done;
+  }
+
+  /* Say what was chosen, defaults included. */
+  const char *env = getenv("DLRT_DEVICE");
+  fprintf(log, "device   %s (%s), %s\n", dlrt_device_spec(dev), props.name,
+          o.device && *o.device ? "from --device" : env && *env ? "from $DLRT_DEVICE" : "auto");
+  fprintf(log, "model    %s, %" PRId64 " parameters; %s lr %g, batch %" PRId64 ", seed %"
+          PRIu64 "\n", o.model, r.info.params, dlrt_optimizer_name(o.opt.kind), o.opt.lr,
+          o.batch, o.seed);
+  fprintf(log, "data     %s: %" PRId64 " training and %" PRId64 " test images, %" PRId64
+          " x %" PRId64 ", %d classes\n", data[0].source, data[0].count, data[1].count,
+          data[0].height, data[0].width, data[0].classes);
+  if (o.resume)
+    fprintf(log, "resumed  %s after %d epoch%s\n", o.resume, done, done == 1 ? "" : "s");
+  if (o.deterministic && o.threads >= 0)
+    fprintf(log, "deterministic: %d CPU thread%s%s\n", o.threads, o.threads == 1 ? "" : "s",
+            strcmp(props.backend, "cpu") ? " (bit for bit on the CPU backend only)" : "");
+  else if (o.deterministic)
+    fputs("deterministic: CPU threads left as they are; give --threads N as well to repeat "
+          "the run on another machine\n", log);
+
+  for (int epoch = done; epoch < o.epochs; epoch++) {
+    progress p = {log, tty, epoch + 1, o.epochs, 0, dev};
+    rc = dlrt_trainer_epoch(trainer, &data[0], epoch, o.quiet ? NULL : on_progress, &p,
+                            &r.last);
+    if (tty)
+      fputs("\r\033[K", log); /* the progress line gives way to the epoch's figures */
+    TRY(rc, "training failed");
+    losses[r.epochs_run++] = r.last.loss;
+    TRY(dlrt_trainer_evaluate(trainer, &data[1], &r.eval), "evaluation failed");
+    fprintf(log, "epoch %d/%d  train loss %.4f accuracy %.2f%%  %.0f images/s  %.1f s  |  "
+            "test loss %.4f accuracy %.2f%%\n", epoch + 1, o.epochs, r.last.loss,
+            100.0 * r.last.accuracy, r.last.images_per_s, r.last.seconds, r.eval.loss,
+            100.0 * r.eval.accuracy);
+    if (o.save)
+      TRY(dlrt_trainer_save(trainer, o.save, epoch + 1), "cannot save the checkpoint");
+  }
+  if (r.epochs_run == 0) { /* nothing left to train: evaluate what there is */
+    TRY(dlrt_trainer_evaluate(trainer, &data[1], &r.eval), "evaluation failed");
+    fprintf(log, "nothing to train (%d of %d epochs done); test loss %.4f accuracy %.2f%%\n",
+            done, o.epochs, r.eval.loss, 100.0 * r.eval.accuracy);
+  } else if (o.save) {
+    fprintf(log, "saved    %s after epoch %d\n", o.save, o.epochs);
+  }
+  TRY(dlrt_trainer_info(trainer, &r.info), "cannot read the trainer's figures");
+  fprintf(log, "memory   planned peak %.1f MiB, measured peak %.1f MiB\n",
+          (double)r.info.planned_peak_bytes / 1048576.0,
+          (double)r.info.measured_peak_bytes / 1048576.0);
+  if (o.json) {
+    r.device = dlrt_device_spec(dev);
+    r.device_name = props.name;
+    r.data = generated ? "generated" : o.data;
+    r.train = &data[0];
+    r.test = &data[1];
+    r.losses = losses;
+    r.seconds = now_s() - start;
+    print_json(&o, &r);
+  }
+
+done:
+  free(losses);
+  dlrt_trainer_destroy(trainer);
+  dlrt_dataset_free(&data[0]);
+  dlrt_dataset_free(&data[1]);
+  dlrt_shutdown();
+  return status;
+}
