@@ -47,7 +47,7 @@ DLRT_KERNEL(dlrt_k_sum_cols)(DLRT_RANGE DLRT_PTR(float, s), DLRT_CPTR(float, x),
   DLRT_FOR_EACH(c, cols) {
     float a = 0.0f;
     for (DLRT_INDEX r = 0; r < rows; r++) a += x[r * cols + c];
-    s[c] = beta * s[c] + a;
+    s[c] = beta != 0.0f ? beta * s[c] + a : a; /* beta 0: s is not read (may be NaN) */
   }
 }
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cpu_internal.h"
+#include "cpu_pool.h"
 #include "util/status.h"
 
 /* Segments are page-aligned: the allocator carves 512-byte-aligned blocks out
@@ -67,7 +68,10 @@ static int cpu_init(void **ctx, int *n_devices) {
   return DLRT_OK;
 }
 
-static void cpu_shutdown(void *ctx) { free(ctx); }
+static void cpu_shutdown(void *ctx) {
+  cpu_pool_shutdown();
+  free(ctx);
+}
 
 static int cpu_device_props(void *ctx, int index, dlrt_device_props *p) {
   const cpu_identity *id = ctx;

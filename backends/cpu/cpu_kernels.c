@@ -1,15 +1,13 @@
 /* cpu_kernels.c — the kernels of kernels/ compiled as plain C, and their
  * launch on a CPU stream: item kernels split their index range, group kernels
- * their work-groups, over OpenMP threads. */
+ * their work-groups, over the backend's thread pool (cpu_pool.c). */
 #include "config.h"
 
 #include <stdlib.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 #include <string.h>
 
 #include "cpu_internal.h"
+#include "cpu_pool.h"
 #include "elementwise.h"
 #include "nn.h"
 #include "reduce.h"
@@ -146,17 +144,24 @@ static const cpu_kernel_fn kernels[DLRT__K_COUNT] = {
  * this many keep each thread on whole cache lines and pages. */
 #define ITEM_GRAIN 16384
 
-/* Threads for the kernels (0: OpenMP's default, all cores). Set by
- * dlrt_set_cpu_threads; read by the stream threads at each launch. */
-static int kernel_threads;
-
-void cpu_set_threads(int threads) { __atomic_store_n(&kernel_threads, threads, __ATOMIC_RELAXED); }
+void cpu_set_threads(int threads) { cpu_pool_set_threads(threads); }
 
 typedef struct {
   cpu_kernel_fn fn;
   int64_t items, groups, item_cost;
   dlrt__arg args[DLRT__MAX_ARGS];
 } kernel_command;
+
+typedef struct {
+  const kernel_command *c;
+  int64_t grain, total;
+} slice_job;
+
+static void run_slice(void *ctx, int64_t s) {
+  const slice_job *j = ctx;
+  int64_t lo = s * j->grain, hi = lo + j->grain < j->total ? lo + j->grain : j->total;
+  j->c->fn(j->c->args, lo, hi);
+}
 
 static int run_kernel(void *payload) {
   const kernel_command *c = payload;
@@ -168,17 +173,10 @@ static int run_kernel(void *payload) {
     c->fn(c->args, 0, total);
     return DLRT_OK;
   }
-  /* Static schedule: each thread gets a contiguous run of slices, so results
-   * never depend on timing (the kernels write disjoint outputs). */
-#ifdef _OPENMP
-  int threads = __atomic_load_n(&kernel_threads, __ATOMIC_RELAXED);
-  if (threads <= 0) threads = omp_get_max_threads();
-#pragma omp parallel for schedule(static) num_threads(threads)
-#endif
-  for (int64_t s = 0; s < slices; s++) {
-    int64_t lo = s * grain, hi = lo + grain < total ? lo + grain : total;
-    c->fn(c->args, lo, hi);
-  }
+  /* Each slice writes its own outputs, so results never depend on which
+   * thread ran it. */
+  slice_job job = {c, grain, total};
+  cpu_pool_run(slices, run_slice, &job);
   return DLRT_OK;
 }
 

@@ -497,9 +497,26 @@ static int check_io(dlrt_exec_t *e, dlrt_tensor_t *t, const void *host, size_t b
   return DLRT_OK;
 }
 
+/* y[b, a, p] = x[a, b, p] on the host: CNHW <-> NCHW for reads and writes
+ * of image tensors that convolution stacks store channel-major. */
+static void swap01(float *y, const float *x, int64_t na, int64_t nb, int64_t inner) {
+  for (int64_t a = 0; a < na; a++)
+    for (int64_t b = 0; b < nb; b++)
+      memcpy(y + (b * na + a) * inner, x + (a * nb + b) * inner, (size_t)inner * sizeof *y);
+}
+
 int dlrt_exec_write(dlrt_exec_t *e, dlrt_tensor_t *t, const void *src, size_t bytes) {
   int rc = check_io(e, t, src, bytes, "dlrt_exec_write");
   if (rc < 0) return rc;
+  if (t->cnhw) {
+    float *tmp = malloc(bytes ? bytes : 1);
+    if (!tmp) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+    swap01(tmp, src, t->shape[0], t->shape[1], t->shape[2] * t->shape[3]);
+    rc = dlrt_copy_h2d(buf_of(e, t), 0, tmp, bytes, e->stream);
+    if (rc == DLRT_OK) rc = dlrt_stream_synchronize(e->stream);
+    free(tmp);
+    return rc;
+  }
   /* Blocking on the executor's stream: ordered after queued runs, and the
    * caller may reuse `src` at once. */
   rc = dlrt_copy_h2d(buf_of(e, t), 0, src, bytes, e->stream);
@@ -509,6 +526,16 @@ int dlrt_exec_write(dlrt_exec_t *e, dlrt_tensor_t *t, const void *src, size_t by
 int dlrt_exec_read(dlrt_exec_t *e, dlrt_tensor_t *t, void *dst, size_t bytes) {
   int rc = check_io(e, t, dst, bytes, "dlrt_exec_read");
   if (rc < 0) return rc;
+  if (t->cnhw) {
+    /* Stored C x N x H x W: hand it out as N x C x H x W, as the API says. */
+    float *tmp = malloc(bytes ? bytes : 1);
+    if (!tmp) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+    rc = dlrt_copy_d2h(tmp, buf_of(e, t), 0, bytes, e->stream);
+    if (rc == DLRT_OK) rc = dlrt_stream_synchronize(e->stream);
+    if (rc == DLRT_OK) swap01(dst, tmp, t->shape[1], t->shape[0], t->shape[2] * t->shape[3]);
+    free(tmp);
+    return rc;
+  }
   rc = dlrt_copy_d2h(dst, buf_of(e, t), 0, bytes, e->stream);
   return rc == DLRT_OK ? dlrt_stream_synchronize(e->stream) : rc;
 }

@@ -207,8 +207,8 @@ static void *shape_error(dlrt_graph_t *g, const char *op, const char *what,
   char sa[96], sb[96] = "";
   shape_text(a, sa, sizeof sa);
   if (b) shape_text(b, sb, sizeof sb);
-  return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "%s: %s (%s %s%s%s%s)", op, what, a->name,
-                          sa, b ? ", " : "", b ? b->name : "", b ? sb : "");
+  return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "%s: %s (%s %s%s%s%s%s)", op, what, a->name,
+                          sa, b ? ", " : "", b ? b->name : "", b ? " " : "", b ? sb : "");
 }
 
 static int is_f32(dlrt_graph_t *g, const char *op, const dlrt_tensor_t *t) {
