@@ -17,7 +17,8 @@
   X(transpose_b32) X(transpose_b16)                                            \
   X(bias_rows) X(bias_channels) X(relu_grad) X(sum_cols) X(sum_channels)       \
   X(softmax_xent) X(im2col) X(col2im) X(maxpool) X(maxpool_grad)               \
-  X(sgd_update) X(adam_update) X(broadcast_scalar) X(swap01)
+  X(sgd_update) X(adam_update) X(broadcast_scalar) X(swap01)    \
+  X(maxpool_scatter)
 
 typedef enum {
 #define DLRT__KERNEL_ID(name) DLRT__K_##name,

@@ -148,25 +148,37 @@ DLRT_KERNEL(dlrt_k_softmax_xent)(DLRT_RANGE DLRT_CPTR(float, z), DLRT_CPTR(int, 
 #define DLRT__PIXEL(cn, b, ch, n, c, h, w, iy, ix) \
   ((((cn) ? (ch) * (n) + (b) : (b) * (c) + (ch)) * (h) + (iy)) * (w) + (ix))
 
-/* One work-item per output row segment (row, n, oy), looping over ox. */
+/* One work-item per (row, image): oh x ow values, so the index arithmetic
+ * is paid once per image plane rather than per value. */
 DLRT_KERNEL(dlrt_k_im2col)(DLRT_RANGE DLRT_PTR(float, cols), DLRT_CPTR(float, x),
                            DLRT_INDEX n, DLRT_INDEX c, DLRT_INDEX h, DLRT_INDEX w,
                            DLRT_INDEX kh, DLRT_INDEX kw, DLRT_INDEX stride, DLRT_INDEX pad,
                            DLRT_INDEX dil, DLRT_INDEX oh, DLRT_INDEX ow, DLRT_INDEX cn) {
   DLRT_BIND(float, cols);
   DLRT_CBIND(float, x);
-  DLRT_FOR_EACH(seg, c * kh * kw * n * oh) {
-    DLRT_INDEX oy = seg % oh, rest = seg / oh, b = rest % n, row = rest / n;
+  DLRT_FOR_EACH(item, c * kh * kw * n) {
+    DLRT_INDEX b = item % n, row = item / n;
     DLRT_INDEX ch = row / (kh * kw), k = row - ch * (kh * kw);
-    DLRT_INDEX iy = oy * stride - pad + (k / kw) * dil, kx = (k % kw) * dil;
-    DLRT_GLOBAL_PTR(float) out = cols + seg * ow;
-    if (iy < 0 || iy >= h) {
-      for (DLRT_INDEX ox = 0; ox < ow; ox++) out[ox] = 0.0f;
-    } else {
-      DLRT_GLOBAL_CPTR(float) src = x + DLRT__PIXEL(cn, b, ch, n, c, h, w, iy, 0);
-      for (DLRT_INDEX ox = 0; ox < ow; ox++) {
-        DLRT_INDEX ix = ox * stride - pad + kx;
-        out[ox] = ix >= 0 && ix < w ? src[ix] : 0.0f;
+    DLRT_INDEX ky = (k / kw) * dil, kx = (k % kw) * dil;
+    DLRT_GLOBAL_CPTR(float) plane = x + DLRT__PIXEL(cn, b, ch, n, c, h, w, 0, 0);
+    DLRT_GLOBAL_PTR(float) out = cols + item * (oh * ow);
+    /* Output columns whose input column lies inside the image (stride 1:
+     * ox in [lo, hi)). */
+    DLRT_INDEX lo = pad - kx > 0 ? pad - kx : 0, hi = w + pad - kx < ow ? w + pad - kx : ow;
+    for (DLRT_INDEX oy = 0; oy < oh; oy++, out += ow) {
+      DLRT_INDEX iy = oy * stride - pad + ky;
+      if (iy < 0 || iy >= h) {
+        for (DLRT_INDEX ox = 0; ox < ow; ox++) out[ox] = 0.0f;
+      } else if (stride == 1) {
+        DLRT_GLOBAL_CPTR(float) src = plane + iy * w - pad + kx;
+        for (DLRT_INDEX ox = 0; ox < lo; ox++) out[ox] = 0.0f;
+        for (DLRT_INDEX ox = lo; ox < hi; ox++) out[ox] = src[ox];
+        for (DLRT_INDEX ox = hi > lo ? hi : lo; ox < ow; ox++) out[ox] = 0.0f;
+      } else {
+        for (DLRT_INDEX ox = 0; ox < ow; ox++) {
+          DLRT_INDEX ix = ox * stride - pad + kx;
+          out[ox] = ix >= 0 && ix < w ? plane[iy * w + ix] : 0.0f;
+        }
       }
     }
   }
@@ -192,9 +204,15 @@ DLRT_KERNEL(dlrt_k_col2im)(DLRT_RANGE DLRT_PTR(float, dx), DLRT_CPTR(float, cols
       for (DLRT_INDEX kx = 0; kx < kw; kx++) {
         DLRT_GLOBAL_CPTR(float) src =
             cols + ((ch * kh + ky) * kw + kx) * width + b * (oh * ow) + (ty / stride) * ow;
-        for (DLRT_INDEX ix = 0; ix < w; ix++) {
-          DLRT_INDEX tx = ix + pad - kx * dil;
-          if (tx >= 0 && tx % stride == 0 && tx / stride < ow) out[ix] += src[tx / stride];
+        DLRT_INDEX shift = pad - kx * dil; /* tx = ix + shift */
+        if (stride == 1) {
+          DLRT_INDEX lo = -shift > 0 ? -shift : 0, hi = ow - shift < w ? ow - shift : w;
+          for (DLRT_INDEX ix = lo; ix < hi; ix++) out[ix] += src[ix + shift];
+        } else {
+          for (DLRT_INDEX ix = 0; ix < w; ix++) {
+            DLRT_INDEX tx = ix + shift;
+            if (tx >= 0 && tx % stride == 0 && tx / stride < ow) out[ix] += src[tx / stride];
+          }
         }
       }
     }
@@ -206,15 +224,18 @@ DLRT_KERNEL(dlrt_k_swap01)(DLRT_RANGE DLRT_PTR(float, y), DLRT_CPTR(float, x), D
                            DLRT_INDEX nb, DLRT_INDEX inner) {
   DLRT_BIND(float, y);
   DLRT_CBIND(float, x);
-  DLRT_FOR_EACH(i, na * nb * inner) {
-    DLRT_INDEX p = i % inner, ab = i / inner, b = ab / na, a = ab - b * na;
-    y[i] = x[(a * nb + b) * inner + p];
+  /* One work-item per (b, a) run of `inner` values. */
+  DLRT_FOR_EACH(r, na * nb) {
+    DLRT_INDEX b = r / na, a = r - b * na;
+    DLRT_GLOBAL_PTR(float) out = y + r * inner;
+    DLRT_GLOBAL_CPTR(float) in = x + (a * nb + b) * inner;
+    for (DLRT_INDEX p = 0; p < inner; p++) out[p] = in[p];
   }
 }
 
 /* Max pooling over k x k windows with a stride, no padding: y and the flat
  * input index of each window's maximum (first one on ties; NaN wins). x is
- * planes x h x w; one work-item per output row. */
+ * planes x h x w. */
 DLRT_KERNEL(dlrt_k_maxpool)(DLRT_RANGE DLRT_PTR(float, y), DLRT_PTR(int, argmax),
                             DLRT_CPTR(float, x), DLRT_INDEX planes, DLRT_INDEX h,
                             DLRT_INDEX w, DLRT_INDEX k, DLRT_INDEX stride, DLRT_INDEX oh,
@@ -222,23 +243,25 @@ DLRT_KERNEL(dlrt_k_maxpool)(DLRT_RANGE DLRT_PTR(float, y), DLRT_PTR(int, argmax)
   DLRT_BIND(float, y);
   DLRT_BIND(int, argmax);
   DLRT_CBIND(float, x);
-  DLRT_FOR_EACH(r, planes * oh) {
-    DLRT_INDEX p = r / oh, oy = r - p * oh;
-    DLRT_INDEX top = p * h * w + oy * stride * w;
-    for (DLRT_INDEX ox = 0; ox < ow; ox++) {
-      DLRT_INDEX best = top + ox * stride;
-      float m = x[best];
-      for (DLRT_INDEX ky = 0; ky < k; ky++)
-        for (DLRT_INDEX kx = 0; kx < k; kx++) {
-          DLRT_INDEX at = top + ky * w + ox * stride + kx;
-          float v = x[at];
-          if (v > m || (v != v && m == m)) {
-            m = v;
-            best = at;
+  /* One work-item per plane. */
+  DLRT_FOR_EACH(p, planes) {
+    for (DLRT_INDEX oy = 0; oy < oh; oy++) {
+      DLRT_INDEX top = p * h * w + oy * stride * w, o = (p * oh + oy) * ow;
+      for (DLRT_INDEX ox = 0; ox < ow; ox++) {
+        DLRT_INDEX best = top + ox * stride;
+        float m = x[best];
+        for (DLRT_INDEX ky = 0; ky < k; ky++)
+          for (DLRT_INDEX kx = 0; kx < k; kx++) {
+            DLRT_INDEX at = top + ky * w + ox * stride + kx;
+            float v = x[at];
+            if (v > m || (v != v && m == m)) {
+              m = v;
+              best = at;
+            }
           }
-        }
-      y[r * ow + ox] = m;
-      argmax[r * ow + ox] = (int)best;
+        y[o + ox] = m;
+        argmax[o + ox] = (int)best;
+      }
     }
   }
 }
@@ -269,6 +292,19 @@ DLRT_KERNEL(dlrt_k_maxpool_grad)(DLRT_RANGE DLRT_PTR(float, dx), DLRT_CPTR(float
         }
       dx[j] = a;
     }
+  }
+}
+
+/* The max-pool gradient when windows do not overlap (stride >= k): each
+ * window hands dy to its maximum, after dx was zeroed; one work-item per
+ * output row, whose windows own disjoint input pixels. */
+DLRT_KERNEL(dlrt_k_maxpool_scatter)(DLRT_RANGE DLRT_PTR(float, dx), DLRT_CPTR(float, dy),
+                                    DLRT_CPTR(int, argmax), DLRT_INDEX rows, DLRT_INDEX ow) {
+  DLRT_BIND(float, dx);
+  DLRT_CBIND(float, dy);
+  DLRT_CBIND(int, argmax);
+  DLRT_FOR_EACH(r, rows) {
+    for (DLRT_INDEX o = r * ow; o < (r + 1) * ow; o++) dx[argmax[o]] = dy[o];
   }
 }
 

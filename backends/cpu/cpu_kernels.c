@@ -134,6 +134,11 @@ static void w_swap01(const dlrt__arg *a, int64_t lo, int64_t hi) {
   dlrt_k_swap01(lo, hi, PTR(float, 0), PTR(const float, 1), I64(2), I64(3), I64(4));
 }
 
+static void w_maxpool_scatter(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_maxpool_scatter(lo, hi, PTR(float, 0), PTR(const float, 1), PTR(const int, 2), I64(3),
+                         I64(4));
+}
+
 static const cpu_kernel_fn kernels[DLRT__K_COUNT] = {
 #define ENTRY(name) [DLRT__K_##name] = w_##name,
     DLRT_KERNEL_LIST(ENTRY)

@@ -326,7 +326,8 @@ static int run_node(dlrt_exec_t *e, node *n) {
     return run_gemm(e, a, b, y, q);
   }
   case OP_PERMUTE:
-    start(&lb, e, DLRT__K_swap01, y->numel, 0);
+    start(&lb, e, DLRT__K_swap01, p[0] * p[1], 0);
+    lb.launch.item_cost = p[2];
     arg(&lb, e, y), arg(&lb, e, a);
     dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
     break;
@@ -367,20 +368,32 @@ static int run_node(dlrt_exec_t *e, node *n) {
     break;
   case OP_IM2COL:
   case OP_COL2IM:
-    /* Items are rows: of cols (width ow) for im2col, of the image (w) for col2im. */
+    /* Items: an image plane of one cols row (oh x ow) for im2col, an image
+     * row (w) for col2im. */
     start(&lb, e, n->op == OP_IM2COL ? DLRT__K_im2col : DLRT__K_col2im,
-          y->numel / (n->op == OP_IM2COL ? p[10] : p[3]), 0);
-    lb.launch.item_cost = n->op == OP_IM2COL ? p[10] : p[3] * p[4] * p[5];
+          y->numel / (n->op == OP_IM2COL ? p[9] * p[10] : p[3]), 0);
+    lb.launch.item_cost = n->op == OP_IM2COL ? p[9] * p[10] : p[3] * p[4] * p[5];
     arg(&lb, e, y), arg(&lb, e, a);
     for (int i = 0; i < 12; i++) dlrt__launch_i64(&lb, p[i]);
     break;
   case OP_MAXPOOL:
-    start(&lb, e, DLRT__K_maxpool, p[0] * p[5], 0); /* output rows */
-    lb.launch.item_cost = p[6] * p[3] * p[3];
+    start(&lb, e, DLRT__K_maxpool, p[0], 0); /* planes */
+    lb.launch.item_cost = p[5] * p[6] * p[3] * p[3];
     arg(&lb, e, y), arg(&lb, e, n->out[1]), arg(&lb, e, a);
     for (int i = 0; i < 7; i++) dlrt__launch_i64(&lb, p[i]);
     break;
   case OP_MAXPOOL_GRAD:
+    if (p[4] >= p[3]) {
+      /* Disjoint windows: zero dx, then each window writes its maximum. */
+      int rc = dlrt_elementwise(e->stream, DLRT_EW_FILL, DLRT_F32, y->numel, 0.0f, buf_of(e, y),
+                                0, NULL, 0, NULL, 0);
+      if (rc < 0) return rc;
+      start(&lb, e, DLRT__K_maxpool_scatter, p[0] * p[5], 0); /* output rows */
+      lb.launch.item_cost = p[6];
+      arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
+      dlrt__launch_i64(&lb, p[0] * p[5]), dlrt__launch_i64(&lb, p[6]);
+      break;
+    }
     start(&lb, e, DLRT__K_maxpool_grad, p[0] * p[1], 0); /* input rows */
     lb.launch.item_cost = p[2] * p[3];
     arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
