@@ -72,6 +72,8 @@
 #define DLRT_EXP(x) exp(x)
 #define DLRT_LOG(x) log(x)
 #define DLRT_SQRT(x) sqrt(x)
+#define DLRT_TANH(x) tanh(x)
+#define DLRT_ERF(x) erf(x)
 #define DLRT_LD_F16(p, i) vload_half((i), (__global const half *)(p))
 #define DLRT_ST_F16(p, i, v) vstore_half_rte((v), (i), (__global half *)(p))
 #define DLRT_INLINE static inline
@@ -104,6 +106,8 @@
 #define DLRT_EXP(x) expf(x)
 #define DLRT_LOG(x) logf(x)
 #define DLRT_SQRT(x) sqrtf(x)
+#define DLRT_TANH(x) tanhf(x)
+#define DLRT_ERF(x) erff(x)
 #define DLRT_LD_F16(p, i) __half2float(__ushort_as_half((p)[i]))
 #define DLRT_ST_F16(p, i, v) ((p)[i] = __half_as_ushort(__float2half_rn(v)))
 #define DLRT_INLINE __device__ __forceinline__
@@ -136,6 +140,8 @@ static inline float dlrt_as_float(uint32_t u) { float f; memcpy(&f, &u, 4); retu
 #define DLRT_EXP(x) expf(x)
 #define DLRT_LOG(x) logf(x)
 #define DLRT_SQRT(x) sqrtf(x)
+#define DLRT_TANH(x) tanhf(x)
+#define DLRT_ERF(x) erff(x)
 #define DLRT_INLINE static inline
 
 /* IEEE binary16 <-> binary32, round to nearest even, as the hardware does. */

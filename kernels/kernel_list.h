@@ -18,7 +18,9 @@
   X(bias_rows) X(bias_channels) X(relu_grad) X(sum_cols) X(sum_channels)       \
   X(softmax_xent) X(im2col) X(col2im) X(maxpool) X(maxpool_grad)               \
   X(sgd_update) X(adam_update) X(broadcast_scalar) X(swap01)    \
-  X(maxpool_scatter)
+  X(maxpool_scatter) X(sub) X(div) X(div_grad_z) X(activation)                \
+  X(activation_grad) X(softmax) X(softmax_grad) X(avgpool) X(avgpool_grad)     \
+  X(dropout)
 
 typedef enum {
 #define DLRT__KERNEL_ID(name) DLRT__K_##name,

@@ -357,3 +357,214 @@ DLRT_KERNEL(dlrt_k_broadcast_scalar)(DLRT_RANGE DLRT_PTR(float, y), DLRT_CPTR(fl
   DLRT_CBIND(float, x);
   DLRT_FOR_EACH(i, count) y[i] = alpha * x[0];
 }
+
+/* ---- More elementwise ops for graphs (fp32), each with its gradient. ---- */
+
+/* y = x - z */
+DLRT_KERNEL(dlrt_k_sub)(DLRT_RANGE DLRT_PTR(float, y), DLRT_CPTR(float, x), DLRT_CPTR(float, z),
+                        DLRT_INDEX count) {
+  DLRT_BIND(float, y);
+  DLRT_CBIND(float, x);
+  DLRT_CBIND(float, z);
+  DLRT_FOR_EACH(i, count) y[i] = x[i] - z[i];
+}
+
+/* y = x / z */
+DLRT_KERNEL(dlrt_k_div)(DLRT_RANGE DLRT_PTR(float, y), DLRT_CPTR(float, x), DLRT_CPTR(float, z),
+                        DLRT_INDEX count) {
+  DLRT_BIND(float, y);
+  DLRT_CBIND(float, x);
+  DLRT_CBIND(float, z);
+  DLRT_FOR_EACH(i, count) y[i] = x[i] / z[i];
+}
+
+/* d(x / z)/dz: dz = -dy * x / z^2 */
+DLRT_KERNEL(dlrt_k_div_grad_z)(DLRT_RANGE DLRT_PTR(float, dz), DLRT_CPTR(float, dy),
+                               DLRT_CPTR(float, x), DLRT_CPTR(float, z), DLRT_INDEX count) {
+  DLRT_BIND(float, dz);
+  DLRT_CBIND(float, dy);
+  DLRT_CBIND(float, x);
+  DLRT_CBIND(float, z);
+  DLRT_FOR_EACH(i, count) dz[i] = -dy[i] * x[i] / (z[i] * z[i]);
+}
+
+/* Activations: kind 0 tanh, 1 sigmoid, 2 GELU (exact, with erf, as PyTorch's
+ * default). */
+DLRT_KERNEL(dlrt_k_activation)(DLRT_RANGE DLRT_PTR(float, y), DLRT_CPTR(float, x),
+                               DLRT_INDEX count, DLRT_INDEX kind) {
+  DLRT_BIND(float, y);
+  DLRT_CBIND(float, x);
+  DLRT_FOR_EACH(i, count) {
+    float v = x[i];
+    y[i] = kind == 0   ? DLRT_TANH(v)
+           : kind == 1 ? 1.0f / (1.0f + DLRT_EXP(-v))
+                       : 0.5f * v * (1.0f + DLRT_ERF(v * 0.70710678118654752f));
+  }
+}
+
+/* Their gradients: tanh and sigmoid from the output y, GELU from the input x
+ * (pass it as `t`): dx = dy * f'(.) */
+DLRT_KERNEL(dlrt_k_activation_grad)(DLRT_RANGE DLRT_PTR(float, dx), DLRT_CPTR(float, dy),
+                                    DLRT_CPTR(float, t), DLRT_INDEX count, DLRT_INDEX kind) {
+  DLRT_BIND(float, dx);
+  DLRT_CBIND(float, dy);
+  DLRT_CBIND(float, t);
+  DLRT_FOR_EACH(i, count) {
+    float v = t[i], d;
+    if (kind == 0) d = 1.0f - v * v;
+    else if (kind == 1) d = v * (1.0f - v);
+    else d = 0.5f * (1.0f + DLRT_ERF(v * 0.70710678118654752f)) +
+             v * 0.3989422804014327f * DLRT_EXP(-0.5f * v * v);
+    dx[i] = dy[i] * d;
+  }
+}
+
+/* Softmax over each row of x (rows x cols), one work-group per row. */
+DLRT_KERNEL(dlrt_k_softmax)(DLRT_RANGE DLRT_PTR(float, y), DLRT_CPTR(float, x),
+                            DLRT_INDEX rows, DLRT_INDEX cols) {
+  DLRT_BIND(float, y);
+  DLRT_CBIND(float, x);
+  DLRT_LOCAL(float, red, DLRT_WG);
+  DLRT_LOCAL(float, row_max, 1);
+  DLRT_LOCAL(float, row_sum, 1);
+  DLRT_FOR_EACH_GROUP(r, rows) {
+    DLRT_PHASE(lid) {
+      float m = DLRT_AS_FLOAT(0xff800000u);
+      for (DLRT_INDEX c = lid; c < cols; c += DLRT_WG) m = DLRT_FMAX(m, x[r * cols + c]);
+      red[lid] = m;
+    }
+    DLRT_BARRIER();
+    for (int s = DLRT_WG / 2; s > 0; s >>= 1) {
+      DLRT_PHASE(lid) {
+        if (lid < s) red[lid] = DLRT_FMAX(red[lid], red[lid + s]);
+      }
+      DLRT_BARRIER();
+    }
+    DLRT_PHASE(lid) {
+      if (lid == 0) row_max[0] = red[0];
+    }
+    DLRT_BARRIER();
+    DLRT_PHASE(lid) {
+      float a = 0.0f;
+      for (DLRT_INDEX c = lid; c < cols; c += DLRT_WG) {
+        float e = DLRT_EXP(x[r * cols + c] - row_max[0]);
+        y[r * cols + c] = e;
+        a += e;
+      }
+      red[lid] = a;
+    }
+    DLRT_BARRIER();
+    for (int s = DLRT_WG / 2; s > 0; s >>= 1) {
+      DLRT_PHASE(lid) {
+        if (lid < s) red[lid] += red[lid + s];
+      }
+      DLRT_BARRIER();
+    }
+    DLRT_PHASE(lid) {
+      if (lid == 0) row_sum[0] = red[0];
+    }
+    DLRT_BARRIER();
+    DLRT_PHASE(lid) {
+      for (DLRT_INDEX c = lid; c < cols; c += DLRT_WG) y[r * cols + c] /= row_sum[0];
+    }
+    DLRT_BARRIER();
+  }
+}
+
+/* dx = y * (dy - sum(dy * y)) per row, one work-group per row. */
+DLRT_KERNEL(dlrt_k_softmax_grad)(DLRT_RANGE DLRT_PTR(float, dx), DLRT_CPTR(float, dy),
+                                 DLRT_CPTR(float, y), DLRT_INDEX rows, DLRT_INDEX cols) {
+  DLRT_BIND(float, dx);
+  DLRT_CBIND(float, dy);
+  DLRT_CBIND(float, y);
+  DLRT_LOCAL(float, red, DLRT_WG);
+  DLRT_LOCAL(float, dot, 1);
+  DLRT_FOR_EACH_GROUP(r, rows) {
+    DLRT_PHASE(lid) {
+      float a = 0.0f;
+      for (DLRT_INDEX c = lid; c < cols; c += DLRT_WG) a += dy[r * cols + c] * y[r * cols + c];
+      red[lid] = a;
+    }
+    DLRT_BARRIER();
+    for (int s = DLRT_WG / 2; s > 0; s >>= 1) {
+      DLRT_PHASE(lid) {
+        if (lid < s) red[lid] += red[lid + s];
+      }
+      DLRT_BARRIER();
+    }
+    DLRT_PHASE(lid) {
+      if (lid == 0) dot[0] = red[0];
+    }
+    DLRT_BARRIER();
+    DLRT_PHASE(lid) {
+      for (DLRT_INDEX c = lid; c < cols; c += DLRT_WG)
+        dx[r * cols + c] = y[r * cols + c] * (dy[r * cols + c] - dot[0]);
+    }
+    DLRT_BARRIER();
+  }
+}
+
+/* Average pooling over k x k windows with a stride, no padding; x is planes x
+ * h x w, one work-item per plane. */
+DLRT_KERNEL(dlrt_k_avgpool)(DLRT_RANGE DLRT_PTR(float, y), DLRT_CPTR(float, x),
+                            DLRT_INDEX planes, DLRT_INDEX h, DLRT_INDEX w, DLRT_INDEX k,
+                            DLRT_INDEX stride, DLRT_INDEX oh, DLRT_INDEX ow) {
+  DLRT_BIND(float, y);
+  DLRT_CBIND(float, x);
+  float scale = 1.0f / (float)(k * k);
+  DLRT_FOR_EACH(p, planes) {
+    for (DLRT_INDEX oy = 0; oy < oh; oy++)
+      for (DLRT_INDEX ox = 0; ox < ow; ox++) {
+        float a = 0.0f;
+        for (DLRT_INDEX ky = 0; ky < k; ky++)
+          for (DLRT_INDEX kx = 0; kx < k; kx++)
+            a += x[p * h * w + (oy * stride + ky) * w + ox * stride + kx];
+        y[(p * oh + oy) * ow + ox] = a * scale;
+      }
+  }
+}
+
+/* dx[j] = the sum over the windows covering j of dy / k^2 (a gather); one
+ * work-item per plane. */
+DLRT_KERNEL(dlrt_k_avgpool_grad)(DLRT_RANGE DLRT_PTR(float, dx), DLRT_CPTR(float, dy),
+                                 DLRT_INDEX planes, DLRT_INDEX h, DLRT_INDEX w, DLRT_INDEX k,
+                                 DLRT_INDEX stride, DLRT_INDEX oh, DLRT_INDEX ow) {
+  DLRT_BIND(float, dx);
+  DLRT_CBIND(float, dy);
+  float scale = 1.0f / (float)(k * k);
+  DLRT_FOR_EACH(p, planes) {
+    for (DLRT_INDEX iy = 0; iy < h; iy++) {
+      DLRT_INDEX oy0 = iy >= k ? (iy - k) / stride + 1 : 0, oy1 = iy / stride;
+      if (oy1 >= oh) oy1 = oh - 1;
+      for (DLRT_INDEX ix = 0; ix < w; ix++) {
+        DLRT_INDEX ox0 = ix >= k ? (ix - k) / stride + 1 : 0, ox1 = ix / stride;
+        if (ox1 >= ow) ox1 = ow - 1;
+        float a = 0.0f;
+        for (DLRT_INDEX oy = oy0; oy <= oy1; oy++)
+          for (DLRT_INDEX ox = ox0; ox <= ox1; ox++) a += dy[(p * oh + oy) * ow + ox];
+        dx[(p * h + iy) * w + ix] = a * scale;
+      }
+    }
+  }
+}
+
+/* Inverted dropout with a counter-based generator: element i is kept when
+ * hash(seed, i) >= threshold (= p * 2^32), and kept values are scaled by
+ * 1 / (1 - p). The same call on dy gives the gradient; the mask depends only
+ * on (seed, i), so every device and thread count draws the same one. */
+DLRT_KERNEL(dlrt_k_dropout)(DLRT_RANGE DLRT_PTR(float, y), DLRT_CPTR(float, x),
+                            DLRT_INDEX count, DLRT_INDEX seed, DLRT_INDEX threshold,
+                            float scale) {
+  DLRT_BIND(float, y);
+  DLRT_CBIND(float, x);
+  DLRT_FOR_EACH(i, count) {
+    unsigned int h = (unsigned int)seed ^ (unsigned int)((seed >> 32) * 0x9e3779b9u);
+    h ^= (unsigned int)i * 0x85ebca6bu + (unsigned int)(i >> 32) * 0xc2b2ae35u;
+    h ^= h >> 16;
+    h *= 0x7feb352du;
+    h ^= h >> 15;
+    h *= 0x846ca68bu;
+    h ^= h >> 16;
+    y[i] = (DLRT_INDEX)h >= threshold ? x[i] * scale : 0.0f;
+  }
+}

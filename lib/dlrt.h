@@ -502,13 +502,29 @@ DLRT_API dlrt_tensor_t *dlrt_relu(dlrt_graph_t *g, dlrt_tensor_t *x);
 DLRT_API dlrt_tensor_t *dlrt_add(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b);
 DLRT_API dlrt_tensor_t *dlrt_mul(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b);
 DLRT_API dlrt_tensor_t *dlrt_scale(dlrt_graph_t *g, dlrt_tensor_t *x, float alpha);
+DLRT_API dlrt_tensor_t *dlrt_sub(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b);
+DLRT_API dlrt_tensor_t *dlrt_div(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b);
+DLRT_API dlrt_tensor_t *dlrt_tanh(dlrt_graph_t *g, dlrt_tensor_t *x);
+DLRT_API dlrt_tensor_t *dlrt_sigmoid(dlrt_graph_t *g, dlrt_tensor_t *x);
+/* The exact GELU, x * Phi(x) (PyTorch's default, with erf). */
+DLRT_API dlrt_tensor_t *dlrt_gelu(dlrt_graph_t *g, dlrt_tensor_t *x);
+/* Softmax over the last axis. */
+DLRT_API dlrt_tensor_t *dlrt_softmax(dlrt_graph_t *g, dlrt_tensor_t *x);
+/* Mean squared error of two tensors of one shape: a tensor of shape [1]. */
+DLRT_API dlrt_tensor_t *dlrt_mse(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b);
+/* Inverted dropout with drop probability p in [0, 1): in training runs each
+ * element is zeroed with probability p and the rest scaled by 1 / (1 - p);
+ * forward-only runs pass x through. The mask is drawn from the executor's
+ * seed, the step and the node, so it is the same on every device. */
+DLRT_API dlrt_tensor_t *dlrt_dropout(dlrt_graph_t *g, dlrt_tensor_t *x, float p);
 /* The sum of all elements, a tensor of shape [1]. */
 DLRT_API dlrt_tensor_t *dlrt_sum(dlrt_graph_t *g, dlrt_tensor_t *x);
 /* 2-D convolution: x is N x C x H x W, w is O x C x kh x kw, b is O or NULL. */
 DLRT_API dlrt_tensor_t *dlrt_conv2d(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
                                     dlrt_tensor_t *b, int stride, int padding, int dilation);
-/* Max over k x k windows moved by `stride`, no padding. */
+/* Max (or mean) over k x k windows moved by `stride`, no padding. */
 DLRT_API dlrt_tensor_t *dlrt_max_pool2d(dlrt_graph_t *g, dlrt_tensor_t *x, int k, int stride);
+DLRT_API dlrt_tensor_t *dlrt_avg_pool2d(dlrt_graph_t *g, dlrt_tensor_t *x, int k, int stride);
 /* A view with another shape of the same number of elements. */
 DLRT_API dlrt_tensor_t *dlrt_reshape(dlrt_graph_t *g, dlrt_tensor_t *x, int ndim,
                                      const int64_t *shape);
@@ -600,8 +616,10 @@ DLRT_API int dlrt_exec_import(dlrt_exec_t *e, const dlrt_host_tensor *tensors, i
  *   FILE: one layer per line ('#' starts a comment):
  *     conv2d OUT K [stride=S] [pad=P] [dilation=D]
  *     maxpool K [stride=S]        (stride defaults to K)
+ *     avgpool K [stride=S]
  *     linear OUT                  (flattens its input when needed)
- *     relu
+ *     relu | tanh | sigmoid | gelu
+ *     dropout P                   (drop probability in [0, 1))
  *     flatten
  *   A final "linear classes" is appended when the file does not end in one.
  * A bad file gives DLRT_ERR_INVALID_ARG with "FILE:LINE: what is wrong". */

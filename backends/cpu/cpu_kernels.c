@@ -139,6 +139,42 @@ static void w_maxpool_scatter(const dlrt__arg *a, int64_t lo, int64_t hi) {
                          I64(4));
 }
 
+static void w_sub(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_sub(lo, hi, PTR(float, 0), PTR(const float, 1), PTR(const float, 2), I64(3));
+}
+static void w_div(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_div(lo, hi, PTR(float, 0), PTR(const float, 1), PTR(const float, 2), I64(3));
+}
+static void w_div_grad_z(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_div_grad_z(lo, hi, PTR(float, 0), PTR(const float, 1), PTR(const float, 2),
+                    PTR(const float, 3), I64(4));
+}
+static void w_activation(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_activation(lo, hi, PTR(float, 0), PTR(const float, 1), I64(2), I64(3));
+}
+static void w_activation_grad(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_activation_grad(lo, hi, PTR(float, 0), PTR(const float, 1), PTR(const float, 2),
+                         I64(3), I64(4));
+}
+static void w_softmax(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_softmax(lo, hi, PTR(float, 0), PTR(const float, 1), I64(2), I64(3));
+}
+static void w_softmax_grad(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_softmax_grad(lo, hi, PTR(float, 0), PTR(const float, 1), PTR(const float, 2), I64(3),
+                      I64(4));
+}
+static void w_avgpool(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_avgpool(lo, hi, PTR(float, 0), PTR(const float, 1), I64(2), I64(3), I64(4), I64(5),
+                 I64(6), I64(7), I64(8));
+}
+static void w_avgpool_grad(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_avgpool_grad(lo, hi, PTR(float, 0), PTR(const float, 1), I64(2), I64(3), I64(4),
+                      I64(5), I64(6), I64(7), I64(8));
+}
+static void w_dropout(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_dropout(lo, hi, PTR(float, 0), PTR(const float, 1), I64(2), I64(3), I64(4), F32(5));
+}
+
 static const cpu_kernel_fn kernels[DLRT__K_COUNT] = {
 #define ENTRY(name) [DLRT__K_##name] = w_##name,
     DLRT_KERNEL_LIST(ENTRY)

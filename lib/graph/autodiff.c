@@ -137,6 +137,50 @@ static int backward_node(dlrt_graph_t *g, node *n) {
     if (d) memcpy(d->producer->p, n->p, 7 * sizeof n->p[0]);
     return accumulate(g, a, d);
   }
+  case OP_SUB: {
+    rc = accumulate(g, a, dy);
+    if (rc == DLRT_OK && b->needs_grad) {
+      dlrt_tensor_t *d = bnode(g, OP_SCALE, 1, &dy, b->ndim, b->shape, b->name);
+      if (d) d->producer->f[0] = -1.0f;
+      rc = accumulate(g, b, d);
+    }
+    return rc;
+  }
+  case OP_DIV: {
+    if (a->needs_grad) {
+      dlrt_tensor_t *in[2] = {dy, b};
+      rc = accumulate(g, a, bnode(g, OP_DIV, 2, in, a->ndim, a->shape, a->name));
+    }
+    if (rc == DLRT_OK && b->needs_grad) {
+      dlrt_tensor_t *in[3] = {dy, a, b};
+      rc = accumulate(g, b, bnode(g, OP_DIV_GRAD_Z, 3, in, b->ndim, b->shape, b->name));
+    }
+    return rc;
+  }
+  case OP_ACT: {
+    /* tanh and sigmoid differentiate from their output, GELU from its input. */
+    dlrt_tensor_t *in[2] = {dy, n->p[0] == 2 ? a : y};
+    dlrt_tensor_t *d = bnode(g, OP_ACT_GRAD, 2, in, a->ndim, a->shape, a->name);
+    if (d) d->producer->p[0] = n->p[0];
+    return accumulate(g, a, d);
+  }
+  case OP_SOFTMAX: {
+    dlrt_tensor_t *in[2] = {dy, y};
+    dlrt_tensor_t *d = bnode(g, OP_SOFTMAX_GRAD, 2, in, a->ndim, a->shape, a->name);
+    if (d) d->producer->p[0] = n->p[0], d->producer->p[1] = n->p[1];
+    return accumulate(g, a, d);
+  }
+  case OP_AVGPOOL: {
+    dlrt_tensor_t *d = bnode(g, OP_AVGPOOL_GRAD, 1, &dy, a->ndim, a->shape, a->name);
+    if (d) memcpy(d->producer->p, n->p, 7 * sizeof n->p[0]);
+    return accumulate(g, a, d);
+  }
+  case OP_DROPOUT: {
+    /* The same mask (same salt, same step) applied to the gradient. */
+    dlrt_tensor_t *d = bnode(g, OP_DROPOUT, 1, &dy, a->ndim, a->shape, a->name);
+    if (d) d->producer->p[0] = n->p[0], d->producer->f[0] = n->f[0];
+    return accumulate(g, a, d);
+  }
   case OP_XENT:
     return dlrt__graph_fail(g, DLRT_ERR_UNSUPPORTED, "cross_entropy can only be the loss "
                             "passed to dlrt_graph_backward"), g->status;

@@ -41,6 +41,8 @@ struct dlrt_exec {
   /* DLRT_GRAPH_PROFILE=1: every node is waited for and timed; the totals per
    * op go to stderr when the executor is destroyed. */
   int profile;
+  uint64_t seed;        /* for dropout masks */
+  dlrt_run_mode mode;   /* of the run in progress */
   double op_ms[OP_COUNT_];
   int64_t op_calls[OP_COUNT_];
 };
@@ -211,6 +213,7 @@ int dlrt_exec_create(dlrt_graph_t *g, dlrt_device_t *dev, uint64_t seed, dlrt_ex
   e->g = g;
   e->dev = dev;
   e->lr = g->opt.lr;
+  e->seed = seed;
   const char *profile = getenv("DLRT_GRAPH_PROFILE");
   e->profile = profile && *profile && strcmp(profile, "0") != 0;
   float *host = NULL;
@@ -414,6 +417,55 @@ static int run_node(dlrt_exec_t *e, node *n) {
                             buf_of(e, y), 0, buf_of(e, y), 0, NULL, 0);
     return rc;
   }
+  case OP_SUB:
+  case OP_DIV:
+    start(&lb, e, n->op == OP_SUB ? DLRT__K_sub : DLRT__K_div, y->numel, 0);
+    arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
+    dlrt__launch_i64(&lb, y->numel);
+    break;
+  case OP_DIV_GRAD_Z:
+    start(&lb, e, DLRT__K_div_grad_z, y->numel, 0);
+    arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b), arg(&lb, e, n->in[2]);
+    dlrt__launch_i64(&lb, y->numel);
+    break;
+  case OP_ACT:
+    start(&lb, e, DLRT__K_activation, y->numel, 0);
+    arg(&lb, e, y), arg(&lb, e, a);
+    dlrt__launch_i64(&lb, y->numel), dlrt__launch_i64(&lb, p[0]);
+    break;
+  case OP_ACT_GRAD:
+    start(&lb, e, DLRT__K_activation_grad, y->numel, 0);
+    arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
+    dlrt__launch_i64(&lb, y->numel), dlrt__launch_i64(&lb, p[0]);
+    break;
+  case OP_SOFTMAX:
+  case OP_SOFTMAX_GRAD:
+    start(&lb, e, n->op == OP_SOFTMAX ? DLRT__K_softmax : DLRT__K_softmax_grad, 0, p[0]);
+    arg(&lb, e, y), arg(&lb, e, a);
+    if (n->op == OP_SOFTMAX_GRAD) arg(&lb, e, b);
+    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]);
+    break;
+  case OP_AVGPOOL:
+  case OP_AVGPOOL_GRAD:
+    start(&lb, e, n->op == OP_AVGPOOL ? DLRT__K_avgpool : DLRT__K_avgpool_grad, p[0], 0);
+    lb.launch.item_cost = p[1] * p[2] * p[3];
+    arg(&lb, e, y), arg(&lb, e, a);
+    for (int i = 0; i < 7; i++) dlrt__launch_i64(&lb, p[i]);
+    break;
+  case OP_DROPOUT: {
+    /* Evaluation passes values through; training draws a mask per step. */
+    if (e->mode == DLRT_RUN_FORWARD || n->f[0] == 0.0f)
+      return dlrt_elementwise(e->stream, DLRT_EW_SCALE, DLRT_F32, y->numel, 1.0f, buf_of(e, y), 0,
+                              buf_of(e, a), 0, NULL, 0);
+    uint64_t seed = e->seed ^ ((uint64_t)e->steps * 0x9e3779b97f4a7c15ULL) ^
+                    ((uint64_t)p[0] * 0xbf58476d1ce4e5b9ULL);
+    start(&lb, e, DLRT__K_dropout, y->numel, 0);
+    arg(&lb, e, y), arg(&lb, e, a);
+    dlrt__launch_i64(&lb, y->numel), dlrt__launch_i64(&lb, (int64_t)(seed >> 1));
+    dlrt__launch_i64(&lb, (int64_t)((double)n->f[0] * 4294967296.0));
+    dlrt__launch_f32(&lb, 1.0f / (1.0f - n->f[0]));
+    break;
+  }
   case OP_SGD: {
     const dlrt_optimizer *o = &e->g->opt;
     start(&lb, e, DLRT__K_sgd_update, a->numel, 0);
@@ -455,6 +507,7 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
   dlrt_graph_t *g = e->g;
   schedule *s = &e->plans[mode];
   int rc = DLRT_OK;
+  e->mode = mode;
   for (int k = 0; k < s->n && rc == DLRT_OK; k++) {
     node *n = g->nodes[s->order[k]];
     for (int j = 0; j < n->n_out && rc == DLRT_OK; j++) {

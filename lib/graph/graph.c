@@ -17,7 +17,10 @@ static const char *const op_names[OP_COUNT_] = {
     [OP_SUM_CHANNELS] = "sum_channels", [OP_IM2COL] = "im2col", [OP_COL2IM] = "col2im",
     [OP_CONV_GEMM] = "conv",      [OP_MAXPOOL] = "max_pool",   [OP_MAXPOOL_GRAD] = "max_pool_grad",
     [OP_XENT] = "cross_entropy",  [OP_VIEW] = "view",          [OP_PERMUTE] = "permute",          [OP_SGD] = "sgd",
-    [OP_ADAM] = "adam"};
+    [OP_ADAM] = "adam",           [OP_SUB] = "sub",            [OP_DIV] = "div",
+    [OP_DIV_GRAD_Z] = "div_grad", [OP_ACT] = "activation",     [OP_ACT_GRAD] = "activation_grad",
+    [OP_SOFTMAX] = "softmax",     [OP_SOFTMAX_GRAD] = "softmax_grad", [OP_AVGPOOL] = "avg_pool",
+    [OP_AVGPOOL_GRAD] = "avg_pool_grad", [OP_DROPOUT] = "dropout"};
 
 const char *dlrt__op_name(op_kind op) {
   return op >= 0 && op < OP_COUNT_ && op_names[op] ? op_names[op] : "unknown";
@@ -309,6 +312,50 @@ dlrt_tensor_t *dlrt_mul(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b) {
   return binary(g, OP_MUL, a, b);
 }
 
+dlrt_tensor_t *dlrt_sub(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b) {
+  return binary(g, OP_SUB, a, b);
+}
+
+dlrt_tensor_t *dlrt_div(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b) {
+  return binary(g, OP_DIV, a, b);
+}
+
+static dlrt_tensor_t *activation(dlrt_graph_t *g, dlrt_tensor_t *x, int kind) {
+  dlrt_tensor_t *y = unary(g, OP_ACT, x, 0);
+  if (y) y->producer->p[0] = kind;
+  return y;
+}
+
+dlrt_tensor_t *dlrt_tanh(dlrt_graph_t *g, dlrt_tensor_t *x) { return activation(g, x, 0); }
+dlrt_tensor_t *dlrt_sigmoid(dlrt_graph_t *g, dlrt_tensor_t *x) { return activation(g, x, 1); }
+dlrt_tensor_t *dlrt_gelu(dlrt_graph_t *g, dlrt_tensor_t *x) { return activation(g, x, 2); }
+
+dlrt_tensor_t *dlrt_softmax(dlrt_graph_t *g, dlrt_tensor_t *x) {
+  if (!begin(g, "softmax", 1, &x) || !is_f32(g, "softmax", x)) return NULL;
+  if (x->ndim < 1 || x->cnhw) return shape_error(g, "softmax", "needs rows of a last axis", x, NULL);
+  dlrt_tensor_t *y = dlrt__node1(g, OP_SOFTMAX, PHASE_FORWARD, 1, &x, x->ndim, x->shape, NULL);
+  if (y) {
+    y->producer->p[1] = x->shape[x->ndim - 1];
+    y->producer->p[0] = y->producer->p[1] ? x->numel / y->producer->p[1] : 0;
+  }
+  return y;
+}
+
+dlrt_tensor_t *dlrt_mse(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b) {
+  dlrt_tensor_t *d = dlrt_sub(g, a, b);
+  if (!d) return NULL;
+  dlrt_tensor_t *sq = dlrt_sum(g, dlrt_mul(g, d, d));
+  return sq ? dlrt_scale(g, sq, 1.0f / (float)(d->numel ? d->numel : 1)) : NULL;
+}
+
+dlrt_tensor_t *dlrt_dropout(dlrt_graph_t *g, dlrt_tensor_t *x, float p) {
+  if (!(p >= 0.0f && p < 1.0f))
+    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "dropout: probability %g is outside [0, 1)", p);
+  dlrt_tensor_t *y = unary(g, OP_DROPOUT, x, p);
+  if (y) y->producer->p[0] = g->n_nodes; /* salt: differs per dropout node */
+  return y;
+}
+
 dlrt_tensor_t *dlrt_reshape(dlrt_graph_t *g, dlrt_tensor_t *x, int ndim, const int64_t *shape) {
   if (!begin(g, "reshape", 1, &x)) return NULL;
   int64_t numel = 1;
@@ -374,29 +421,39 @@ dlrt_tensor_t *dlrt_conv2d(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
   return yb;
 }
 
-dlrt_tensor_t *dlrt_max_pool2d(dlrt_graph_t *g, dlrt_tensor_t *x, int k, int stride) {
-  if (!begin(g, "max_pool2d", 1, &x) || !is_f32(g, "max_pool2d", x)) return NULL;
-  if (x->ndim != 4) return shape_error(g, "max_pool2d", "x must be N x C x H x W", x, NULL);
+static dlrt_tensor_t *pool2d(dlrt_graph_t *g, op_kind op, dlrt_tensor_t *x, int k, int stride) {
+  const char *name = op == OP_MAXPOOL ? "max_pool2d" : "avg_pool2d";
+  if (!begin(g, name, 1, &x) || !is_f32(g, name, x)) return NULL;
+  if (x->ndim != 4) return shape_error(g, name, "x must be N x C x H x W", x, NULL);
   if (k < 1 || stride < 1 || k > x->shape[2] || k > x->shape[3])
-    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "max_pool2d: window %d, stride %d on a "
-                            "%lld x %lld image", k, stride, (long long)x->shape[2],
+    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "%s: window %d, stride %d on a "
+                            "%lld x %lld image", name, k, stride, (long long)x->shape[2],
                             (long long)x->shape[3]);
   int64_t oh = (x->shape[2] - k) / stride + 1, ow = (x->shape[3] - k) / stride + 1;
   int64_t shape[4] = {x->shape[0], x->shape[1], oh, ow};
-  dlrt_tensor_t *y = dlrt__node1(g, OP_MAXPOOL, PHASE_FORWARD, 1, &x, 4, shape, NULL);
+  dlrt_tensor_t *y = dlrt__node1(g, op, PHASE_FORWARD, 1, &x, 4, shape, NULL);
   if (!y) return NULL;
   y->cnhw = x->cnhw; /* planes are planes in either layout */
-  char name[64];
-  snprintf(name, sizeof name, "%.50s.argmax", y->name);
-  dlrt_tensor_t *argmax = dlrt__tensor_new(g, name, DLRT_I32, 4, shape, TENSOR_INTERMEDIATE);
+  int64_t p[7] = {x->shape[0] * x->shape[1], x->shape[2], x->shape[3], k, stride, oh, ow};
+  memcpy(y->producer->p, p, sizeof p);
+  if (op == OP_AVGPOOL) return y;
+  char argmax_name[64];
+  snprintf(argmax_name, sizeof argmax_name, "%.50s.argmax", y->name);
+  dlrt_tensor_t *argmax = dlrt__tensor_new(g, argmax_name, DLRT_I32, 4, shape, TENSOR_INTERMEDIATE);
   if (!argmax) return NULL;
   node *n = y->producer;
   n->n_out = 2;
   n->out[1] = argmax;
   argmax->producer = n;
-  int64_t p[7] = {x->shape[0] * x->shape[1], x->shape[2], x->shape[3], k, stride, oh, ow};
-  memcpy(n->p, p, sizeof p);
   return y;
+}
+
+dlrt_tensor_t *dlrt_max_pool2d(dlrt_graph_t *g, dlrt_tensor_t *x, int k, int stride) {
+  return pool2d(g, OP_MAXPOOL, x, k, stride);
+}
+
+dlrt_tensor_t *dlrt_avg_pool2d(dlrt_graph_t *g, dlrt_tensor_t *x, int k, int stride) {
+  return pool2d(g, OP_AVGPOOL, x, k, stride);
 }
 
 dlrt_tensor_t *dlrt_cross_entropy(dlrt_graph_t *g, dlrt_tensor_t *logits, dlrt_tensor_t *labels,

@@ -44,6 +44,16 @@ typedef enum {
                      in0 logits, in1 labels; p: rows classes; f[0] smoothing */
   OP_VIEW,        /* out shares in0's storage with another shape */
   OP_PERMUTE,     /* out[b, a, p] = in0[a, b, p]; p: na nb inner (CNHW <-> NCHW) */
+  OP_SUB,
+  OP_DIV,
+  OP_DIV_GRAD_Z,  /* out = -in0 (dy) * in1 (x) / in2 (z)^2 */
+  OP_ACT,         /* p[0]: 0 tanh, 1 sigmoid, 2 gelu */
+  OP_ACT_GRAD,    /* out = in0 (dy) * f'(in1): in1 is y for tanh/sigmoid, x for gelu */
+  OP_SOFTMAX,     /* rows of the last axis; p: rows cols */
+  OP_SOFTMAX_GRAD, /* in0 dy, in1 y */
+  OP_AVGPOOL,     /* p: planes h w k stride oh ow */
+  OP_AVGPOOL_GRAD,
+  OP_DROPOUT,     /* f[0]: drop probability; p[0]: the node's salt (same in backward) */
   OP_SGD,         /* in0 param (updated), in1 velocity, in2 grad */
   OP_ADAM,        /* in0 param, in1 m, in2 v, in3 grad */
   OP_COUNT_

@@ -78,6 +78,16 @@ static int layer(builder *b, char *text) {
   if (n == 0) return DLRT_OK;
   const char *kind = words[0];
   long pos[2] = {-1, -1}, stride = -1, pad = 0, dil = 1;
+  /* dropout takes a probability, not a whole number. */
+  if (strcmp(kind, "dropout") == 0) {
+    char *end;
+    double p = n == 2 ? strtod(words[1], &end) : -1;
+    if (n != 2 || *end || !(p >= 0 && p < 1))
+      return fail(b, "dropout needs one probability in [0, 1), as in \"dropout 0.5\"%s", "");
+    b->x = dlrt_dropout(b->g, b->x, (float)p);
+    b->last_linear_out = -1;
+    return b->x ? DLRT_OK : dlrt_graph_status(b->g);
+  }
   int n_pos = 0;
   for (int i = 1; i < n; i++) {
     char *eq = strchr(words[i], '=');
@@ -98,6 +108,14 @@ static int layer(builder *b, char *text) {
   int rc = DLRT_OK;
   if (strcmp(kind, "relu") == 0 && n_pos == 0) {
     b->x = dlrt_relu(b->g, b->x);
+  } else if (strcmp(kind, "tanh") == 0 && n_pos == 0) {
+    b->x = dlrt_tanh(b->g, b->x);
+  } else if (strcmp(kind, "sigmoid") == 0 && n_pos == 0) {
+    b->x = dlrt_sigmoid(b->g, b->x);
+  } else if (strcmp(kind, "gelu") == 0 && n_pos == 0) {
+    b->x = dlrt_gelu(b->g, b->x);
+  } else if (strcmp(kind, "avgpool") == 0 && n_pos == 1) {
+    b->x = dlrt_avg_pool2d(b->g, b->x, (int)pos[0], (int)(stride > 0 ? stride : pos[0]));
   } else if (strcmp(kind, "flatten") == 0 && n_pos == 0) {
     b->x = dlrt_flatten(b->g, b->x);
   } else if (strcmp(kind, "linear") == 0 && n_pos == 1) {
@@ -118,11 +136,13 @@ static int layer(builder *b, char *text) {
     if (rc < 0) return rc;
     b->x = dlrt_conv2d(b->g, b->x, w, bias, (int)(stride > 0 ? stride : 1), (int)pad, (int)dil);
   } else {
-    static const char *const known[] = {"relu", "flatten", "linear", "maxpool", "conv2d"};
+    static const char *const known[] = {"relu",   "tanh",    "sigmoid", "gelu",  "flatten",
+                                        "linear", "maxpool", "avgpool", "conv2d"};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
       if (strcmp(kind, known[i]) == 0)
         return fail(b, "wrong arguments for %s (see the model format in README)", kind);
-    return fail(b, "unknown layer \"%s\" (known: conv2d, maxpool, linear, relu, flatten)", kind);
+    return fail(b, "unknown layer \"%s\" (known: conv2d, maxpool, avgpool, linear, relu, tanh, "
+                "sigmoid, gelu, dropout, flatten)", kind);
   }
   b->last_linear_out = -1;
   if (!b->x) {
