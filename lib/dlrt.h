@@ -586,6 +586,10 @@ DLRT_API int dlrt_exec_write(dlrt_exec_t *e, dlrt_tensor_t *t, const void *src, 
 DLRT_API int dlrt_exec_read(dlrt_exec_t *e, dlrt_tensor_t *t, void *dst, size_t bytes);
 /* Learning rate for the next updates (schedules call this every step). */
 DLRT_API int dlrt_exec_set_lr(dlrt_exec_t *e, float lr);
+/* Clips the gradients of each training run to a global L2 norm of at most
+ * `max_norm` before the updates (torch.nn.utils.clip_grad_norm_); 0: off.
+ * Costs one device-to-host read of the norm per step. */
+DLRT_API int dlrt_exec_set_clip_norm(dlrt_exec_t *e, float max_norm);
 
 typedef struct {
   uint64_t planned_peak_bytes;  /* the planner's peak for a training step */
@@ -628,13 +632,29 @@ DLRT_API int dlrt_model_build(dlrt_graph_t *g, const char *spec, dlrt_tensor_t *
 
 typedef struct dlrt_trainer dlrt_trainer_t;
 
+/* Learning-rate schedules, per step, after an optional linear warm-up. */
+typedef enum {
+  DLRT_LR_CONSTANT,
+  DLRT_LR_STEP,   /* lr * gamma^(floor(step / step_size)) */
+  DLRT_LR_COSINE, /* lr * (1 + cos(pi * step / total_steps)) / 2, 0 after the end */
+} dlrt_lr_schedule;
+
 typedef struct {
   const char *model;     /* "mlp", "cnn" or a model file */
   int64_t batch;         /* images per step */
   dlrt_optimizer opt;
   uint64_t seed;         /* parameters and shuffling */
   float label_smoothing; /* 0 for none */
+  dlrt_lr_schedule schedule;
+  int64_t warmup_steps;  /* lr rises linearly from lr / warmup_steps over these */
+  int64_t step_size;     /* DLRT_LR_STEP */
+  float gamma;           /* DLRT_LR_STEP */
+  int64_t total_steps;   /* DLRT_LR_COSINE: the steps of the whole run */
+  float clip_norm;       /* clip gradients to this global L2 norm (0: off) */
 } dlrt_trainer_config;
+
+/* The learning rate of step `step` (0-based) under the config's schedule. */
+DLRT_API float dlrt_lr_at(const dlrt_trainer_config *config, int64_t step);
 
 /* What one epoch (or an evaluation) measured. */
 typedef struct {

@@ -28,7 +28,10 @@ typedef struct {
   int epochs, threads; /* threads < 0: the library's default */
   int64_t batch, limit; /* limit 0: every image */
   dlrt_optimizer opt;
-  float label_smoothing;
+  float label_smoothing, clip_norm;
+  dlrt_lr_schedule schedule;
+  int64_t warmup, step_size;
+  float gamma;
   uint64_t seed;
   int deterministic, json, quiet;
 } options;
@@ -51,6 +54,12 @@ static void usage(FILE *out) {
         "      --momentum X           SGD momentum in [0, 1) (default 0)\n"
         "      --weight-decay X       L2 (sgd, adam) or decoupled (adamw; default 0.01)\n"
         "      --label-smoothing X    in [0, 1) (default 0)\n"
+        "      --schedule constant|cosine|step:N[:GAMMA]\n"
+        "                             learning rate per step: constant (default), cosine\n"
+        "                             decay to 0 over the run, or times GAMMA (default\n"
+        "                             0.1) every N steps\n"
+        "      --warmup N             rise linearly to the learning rate over N steps\n"
+        "      --clip-norm X          clip gradients to a global L2 norm of X\n"
         "      --seed N               parameters, shuffling and generated data (default 1)\n"
         "      --threads N            CPU backend threads (0: all cores)\n"
         "      --deterministic        say how the run can be repeated bit for bit (the CPU\n"
@@ -262,7 +271,7 @@ static void print_json(const options *o, const results *r) {
 static int parse_options(int argc, char **argv, options *o) {
   enum { OPT_DATA = 256, OPT_OPTIMIZER, OPT_LR, OPT_MOMENTUM, OPT_WEIGHT_DECAY,
          OPT_SMOOTHING, OPT_SEED, OPT_THREADS, OPT_SAVE, OPT_RESUME, OPT_DETERMINISTIC,
-         OPT_LIMIT };
+         OPT_LIMIT, OPT_SCHEDULE, OPT_WARMUP, OPT_CLIP };
   static const struct option longopts[] = {
       {"model", required_argument, NULL, 'm'},   {"data", required_argument, NULL, OPT_DATA},
       {"device", required_argument, NULL, 'd'},  {"epochs", required_argument, NULL, 'e'},
@@ -278,6 +287,9 @@ static int parse_options(int argc, char **argv, options *o) {
       {"resume", required_argument, NULL, OPT_RESUME},
       {"deterministic", no_argument, NULL, OPT_DETERMINISTIC},
       {"limit", required_argument, NULL, OPT_LIMIT},
+      {"schedule", required_argument, NULL, OPT_SCHEDULE},
+      {"warmup", required_argument, NULL, OPT_WARMUP},
+      {"clip-norm", required_argument, NULL, OPT_CLIP},
       {"json", no_argument, NULL, 'j'},          {"quiet", no_argument, NULL, 'q'},
       {"help", no_argument, NULL, 'h'},          {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0}};
@@ -322,6 +334,31 @@ static int parse_options(int argc, char **argv, options *o) {
       if (!ok)
         fprintf(stderr, "dltrain: unknown optimizer '%s' (sgd, adam or adamw)\n", optarg);
       break;
+    case OPT_SCHEDULE: {
+      long long n = 0;
+      double gamma = 0.1;
+      int used = 0;
+      if (strcmp(optarg, "constant") == 0) {
+        o->schedule = DLRT_LR_CONSTANT;
+      } else if (strcmp(optarg, "cosine") == 0) {
+        o->schedule = DLRT_LR_COSINE;
+      } else if ((sscanf(optarg, "step:%lld%n", &n, &used) == 1 && !optarg[used] && n > 0) ||
+                 (sscanf(optarg, "step:%lld:%lf%n", &n, &gamma, &used) == 2 && !optarg[used] &&
+                  n > 0 && gamma > 0)) {
+        o->schedule = DLRT_LR_STEP;
+        o->step_size = n;
+        o->gamma = (float)gamma;
+      } else {
+        fprintf(stderr, "dltrain: --schedule %s: use constant, cosine or step:N[:GAMMA]\n",
+                optarg);
+        ok = 0;
+      }
+      break;
+    }
+    case OPT_WARMUP:
+      if ((ok = parse_int("warmup", optarg, 0, INT64_MAX, &v))) o->warmup = v;
+      break;
+    case OPT_CLIP: ok = parse_real("clip-norm", optarg, 0, HUGE_VAL, 1, "> 0", &o->clip_norm); break;
     case OPT_SAVE: o->save = optarg; break;
     case OPT_RESUME: o->resume = optarg; break;
     case OPT_DETERMINISTIC: o->deterministic = 1; break;
@@ -390,7 +427,11 @@ int main(int argc, char **argv) {
   if ((status = load_data(&o, data, &generated)) != 0)
     goto done;
   dlrt_trainer_config cfg = {.model = o.model, .batch = o.batch, .opt = o.opt,
-                             .seed = o.seed, .label_smoothing = o.label_smoothing};
+                             .seed = o.seed, .label_smoothing = o.label_smoothing,
+                             .schedule = o.schedule, .warmup_steps = o.warmup,
+                             .step_size = o.step_size, .gamma = o.gamma,
+                             .total_steps = (int64_t)o.epochs * (data[0].count / o.batch),
+                             .clip_norm = o.clip_norm};
   TRY(dlrt_trainer_create(dev, &cfg, data[0].height, data[0].width, data[0].classes,
                           &trainer), "cannot build the model");
   if (o.resume)

@@ -42,6 +42,8 @@ struct dlrt_exec {
    * op go to stderr when the executor is destroyed. */
   int profile;
   uint64_t seed;        /* for dropout masks */
+  float clip_norm;      /* 0: no clipping */
+  float grad_scale;     /* applied by the updates of this step (clipping) */
   dlrt_run_mode mode;   /* of the run in progress */
   double op_ms[OP_COUNT_];
   int64_t op_calls[OP_COUNT_];
@@ -472,7 +474,7 @@ static int run_node(dlrt_exec_t *e, node *n) {
     arg(&lb, e, a), arg(&lb, e, b), arg(&lb, e, n->in[2]);
     dlrt__launch_i64(&lb, a->numel), dlrt__launch_f32(&lb, e->lr);
     dlrt__launch_f32(&lb, o->momentum), dlrt__launch_f32(&lb, o->weight_decay);
-    dlrt__launch_f32(&lb, 1.0f), dlrt__launch_i64(&lb, o->nesterov);
+    dlrt__launch_f32(&lb, e->grad_scale), dlrt__launch_i64(&lb, o->nesterov);
     dlrt__launch_i64(&lb, e->steps == 0);
     break;
   }
@@ -486,7 +488,8 @@ static int run_node(dlrt_exec_t *e, node *n) {
     dlrt__launch_i64(&lb, a->numel), dlrt__launch_f32(&lb, e->lr);
     dlrt__launch_f32(&lb, o->beta1), dlrt__launch_f32(&lb, o->beta2);
     dlrt__launch_f32(&lb, o->eps), dlrt__launch_f32(&lb, o->weight_decay);
-    dlrt__launch_f32(&lb, step_size), dlrt__launch_f32(&lb, bias2), dlrt__launch_f32(&lb, 1.0f);
+    dlrt__launch_f32(&lb, step_size), dlrt__launch_f32(&lb, bias2),
+    dlrt__launch_f32(&lb, e->grad_scale);
     dlrt__launch_i64(&lb, o->kind == DLRT_OPT_ADAMW);
     break;
   }
@@ -495,6 +498,56 @@ static int run_node(dlrt_exec_t *e, node *n) {
                            dlrt__op_name(n->op));
   }
   return dlrt__launch_submit(e->stream, &lb);
+}
+
+/* The factor that brings the global L2 norm of the gradients down to
+ * clip_norm (1 when already below), as torch.nn.utils.clip_grad_norm_:
+ * max_norm / (norm + 1e-6). Squares go through a temporary, per-gradient sums
+ * into a small vector, and one number comes back to the host. */
+static int clip_factor(dlrt_exec_t *e, float *factor) {
+  dlrt_graph_t *g = e->g;
+  int64_t largest = 0, count = 0;
+  for (int i = 0; i < g->n_tensors; i++) {
+    dlrt_tensor_t *p = g->tensors[i];
+    if (p->kind == TENSOR_PARAM && p->grad) {
+      count++;
+      if (p->numel > largest) largest = p->numel;
+    }
+  }
+  *factor = 1.0f;
+  if (count == 0) return DLRT_OK;
+  dlrt_buffer_t *squares = NULL, *sums = NULL, *total = NULL;
+  int rc = dlrt_buffer_alloc(e->dev, (size_t)largest * sizeof(float), e->stream, &squares);
+  if (rc == DLRT_OK) rc = dlrt_buffer_alloc(e->dev, (size_t)count * sizeof(float), e->stream, &sums);
+  if (rc == DLRT_OK) rc = dlrt_buffer_alloc(e->dev, sizeof(float), e->stream, &total);
+  int64_t k = 0;
+  for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++) {
+    dlrt_tensor_t *p = g->tensors[i];
+    if (p->kind != TENSOR_PARAM || !p->grad) continue;
+    dlrt_buffer_t *gb = buf_of(e, p->grad);
+    rc = dlrt_elementwise(e->stream, DLRT_EW_MUL, DLRT_F32, p->numel, 0, squares, 0, gb, 0, gb, 0);
+    if (rc == DLRT_OK)
+      rc = dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, p->numel, sums,
+                       (size_t)k++ * sizeof(float), squares, 0);
+  }
+  float sq = 0;
+  if (rc == DLRT_OK) rc = dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, count, total, 0, sums, 0);
+  if (rc == DLRT_OK) rc = dlrt_copy_d2h(&sq, total, 0, sizeof sq, e->stream);
+  if (rc == DLRT_OK) rc = dlrt_stream_synchronize(e->stream);
+  dlrt_buffer_free(squares);
+  dlrt_buffer_free(sums);
+  dlrt_buffer_free(total);
+  if (rc == DLRT_OK) {
+    double norm = sqrt((double)sq), coef = e->clip_norm / (norm + 1e-6);
+    if (coef < 1.0) *factor = (float)coef;
+  }
+  return rc;
+}
+
+int dlrt_exec_set_clip_norm(dlrt_exec_t *e, float max_norm) {
+  DLRT__CHECK_ARG(e && max_norm >= 0, "executor is NULL or max norm %g < 0", max_norm);
+  e->clip_norm = max_norm;
+  return DLRT_OK;
 }
 
 int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
@@ -506,10 +559,15 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
                            "dlrt_graph_backward first");
   dlrt_graph_t *g = e->g;
   schedule *s = &e->plans[mode];
-  int rc = DLRT_OK;
+  int rc = DLRT_OK, clipped = 0;
   e->mode = mode;
+  e->grad_scale = 1.0f;
   for (int k = 0; k < s->n && rc == DLRT_OK; k++) {
     node *n = g->nodes[s->order[k]];
+    if (n->phase == PHASE_UPDATE && !clipped) {
+      clipped = 1;
+      if (e->clip_norm > 0 && (rc = clip_factor(e, &e->grad_scale)) < 0) break;
+    }
     for (int j = 0; j < n->n_out && rc == DLRT_OK; j++) {
       dlrt_tensor_t *t = n->out[j];
       if (t->owner != t || e->bufs[t->id]) continue;
@@ -607,7 +665,7 @@ int dlrt_exec_read(dlrt_exec_t *e, dlrt_tensor_t *t, void *dst, size_t bytes) {
 }
 
 int dlrt_exec_set_lr(dlrt_exec_t *e, float lr) {
-  DLRT__CHECK_ARG(e && lr > 0, "executor is NULL or lr %g <= 0", lr);
+  DLRT__CHECK_ARG(e && lr >= 0, "executor is NULL or lr %g < 0", lr);
   e->lr = lr;
   return DLRT_OK;
 }

@@ -45,6 +45,14 @@ void dlrt_trainer_destroy(dlrt_trainer_t *t) {
 int dlrt_trainer_create(dlrt_device_t *dev, const dlrt_trainer_config *cfg, int64_t height,
                         int64_t width, int classes, dlrt_trainer_t **out) {
   DLRT__CHECK_ARG(dev && cfg && out && cfg->model, "device, config, model or out is NULL");
+  DLRT__CHECK_ARG(cfg->schedule >= DLRT_LR_CONSTANT && cfg->schedule <= DLRT_LR_COSINE &&
+                      cfg->warmup_steps >= 0 && cfg->clip_norm >= 0 &&
+                      (cfg->schedule != DLRT_LR_STEP || (cfg->step_size > 0 && cfg->gamma > 0)) &&
+                      (cfg->schedule != DLRT_LR_COSINE || cfg->total_steps > 0),
+                  "dlrt_trainer_create: invalid schedule (kind %d, warm-up %lld, step size %lld, "
+                  "gamma %g, total steps %lld) or clip norm %g", (int)cfg->schedule,
+                  (long long)cfg->warmup_steps, (long long)cfg->step_size, cfg->gamma,
+                  (long long)cfg->total_steps, cfg->clip_norm);
   DLRT__CHECK_ARG(cfg->batch >= 1 && height >= 1 && width >= 1 && classes >= 2,
                   "dlrt_trainer_create: batch %lld, image %lld x %lld, %d classes",
                   (long long)cfg->batch, (long long)height, (long long)width, classes);
@@ -68,6 +76,7 @@ int dlrt_trainer_create(dlrt_device_t *dev, const dlrt_trainer_config *cfg, int6
   if ((rc = dlrt_graph_backward(t->g, t->loss)) < 0) goto fail;
   if ((rc = dlrt_graph_optimize(t->g, &cfg->opt)) < 0) goto fail;
   if ((rc = dlrt_exec_create(t->g, dev, cfg->seed, &t->e)) < 0) goto fail;
+  if (cfg->clip_norm > 0 && (rc = dlrt_exec_set_clip_norm(t->e, cfg->clip_norm)) < 0) goto fail;
   t->host_images = malloc((size_t)(t->batch * height * width) * sizeof(float));
   t->host_labels = malloc((size_t)t->batch * sizeof(int32_t));
   t->host_logits = malloc((size_t)(t->batch * classes) * sizeof(float));
@@ -80,6 +89,27 @@ int dlrt_trainer_create(dlrt_device_t *dev, const dlrt_trainer_config *cfg, int6
 fail:
   dlrt_trainer_destroy(t);
   return rc;
+}
+
+float dlrt_lr_at(const dlrt_trainer_config *c, int64_t step) {
+  if (!c) return 0.0f;
+  double lr = c->opt.lr;
+  if (c->warmup_steps > 0 && step < c->warmup_steps)
+    return (float)(lr * (double)(step + 1) / (double)c->warmup_steps);
+  int64_t t = step - (c->warmup_steps > 0 ? c->warmup_steps : 0);
+  switch (c->schedule) {
+  case DLRT_LR_STEP:
+    if (c->step_size > 0) lr *= pow(c->gamma, (double)(t / c->step_size));
+    break;
+  case DLRT_LR_COSINE: {
+    int64_t span = c->total_steps - (c->warmup_steps > 0 ? c->warmup_steps : 0);
+    lr = span > 0 && t < span ? lr * 0.5 * (1.0 + cos(3.141592653589793 * (double)t / (double)span))
+                              : 0.0;
+    break;
+  }
+  default: break;
+  }
+  return (float)lr;
 }
 
 static int check_data(const dlrt_trainer_t *t, const dlrt_dataset *d) {
@@ -163,6 +193,10 @@ int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
     if (s == warmup) warm_start = now_s();
     fill_batch(t, d, order + s * t->batch, t->batch);
     float loss = 0;
+    dlrt_exec_info info;
+    dlrt_exec_info_get(t->e, &info);
+    float lr = dlrt_lr_at(&t->cfg, info.steps);
+    if ((rc = dlrt_exec_set_lr(t->e, lr)) < 0) break;
     if ((rc = upload(t)) < 0 || (rc = dlrt_exec_run(t->e, DLRT_RUN_TRAIN)) < 0 ||
         (rc = dlrt_exec_read(t->e, t->loss, &loss, sizeof loss)) < 0 ||
         (rc = dlrt_exec_read(t->e, t->logits, t->host_logits,

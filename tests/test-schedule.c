@@ -1,0 +1,101 @@
+/* test-schedule.c — learning-rate schedules (dlrt_lr_at) and gradient
+ * clipping by global norm (dlrt_exec_set_clip_norm) against host references. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tap.h"
+
+static int near(double got, double want) { return fabs(got - want) <= 1e-6 * fmax(1.0, fabs(want)); }
+
+static void check_schedules(void) {
+  dlrt_trainer_config c = {.opt = dlrt_optimizer_defaults(DLRT_OPT_SGD)};
+  c.opt.lr = 0.5f;
+  int good = 1;
+  for (int64_t s = 0; s < 100; s++) good &= near(dlrt_lr_at(&c, s), 0.5);
+  ok(good, "constant: 0.5 at every step");
+
+  c.schedule = DLRT_LR_STEP, c.step_size = 10, c.gamma = 0.1f;
+  ok(near(dlrt_lr_at(&c, 0), 0.5) && near(dlrt_lr_at(&c, 9), 0.5) &&
+         near(dlrt_lr_at(&c, 10), 0.05) && near(dlrt_lr_at(&c, 25), 0.005),
+     "step: times 0.1 every 10 steps (%g %g %g %g)", dlrt_lr_at(&c, 0), dlrt_lr_at(&c, 9),
+     dlrt_lr_at(&c, 10), dlrt_lr_at(&c, 25));
+
+  c.schedule = DLRT_LR_COSINE, c.total_steps = 100;
+  ok(near(dlrt_lr_at(&c, 0), 0.5) && near(dlrt_lr_at(&c, 50), 0.25) &&
+         near(dlrt_lr_at(&c, 25), 0.25 * (1 + cos(M_PI / 4))) && dlrt_lr_at(&c, 100) == 0.0f &&
+         dlrt_lr_at(&c, 500) == 0.0f,
+     "cosine: 0.5 -> 0.25 at the middle -> 0 at the end (%g %g %g)", dlrt_lr_at(&c, 0),
+     dlrt_lr_at(&c, 50), dlrt_lr_at(&c, 100));
+
+  c.warmup_steps = 10;
+  ok(near(dlrt_lr_at(&c, 0), 0.05) && near(dlrt_lr_at(&c, 4), 0.25) &&
+         near(dlrt_lr_at(&c, 9), 0.5) && near(dlrt_lr_at(&c, 10), 0.5) &&
+         near(dlrt_lr_at(&c, 55), 0.25),
+     "warm-up: linear over 10 steps, then cosine over the other 90 (%g %g %g)",
+     dlrt_lr_at(&c, 0), dlrt_lr_at(&c, 9), dlrt_lr_at(&c, 55));
+  ok(dlrt_lr_at(NULL, 3) == 0.0f, "NULL config gives 0");
+}
+
+/* One SGD step on loss = sum(w * r) (so dL/dw = r) with clipping: the step
+ * must be lr * r * min(1, max_norm / (|r| + 1e-6)). */
+static void check_clip(const char *spec) {
+  dlrt_device_t *dev;
+  if (dlrt_device_open(spec, &dev) != DLRT_OK) {
+    skip(2, "%s: not available", spec);
+    return;
+  }
+  enum { N = 300 };
+  int64_t shape[1] = {N};
+  float w0[N], r[N], w1[N];
+  double norm = 0;
+  for (int i = 0; i < N; i++) {
+    w0[i] = 0.01f * (float)(i % 17) - 0.08f;
+    r[i] = 0.5f * sinf((float)i);
+    norm += (double)r[i] * r[i];
+  }
+  norm = sqrt(norm);
+  for (int pass = 0; pass < 2; pass++) {
+    float max_norm = pass == 0 ? 1.0f : 100.0f; /* clipped, then not */
+    dlrt_graph_t *g;
+    dlrt_exec_t *e = NULL;
+    dlrt_graph_create(&g);
+    dlrt_tensor_t *w = dlrt_param(g, "w", 1, shape, DLRT_INIT_ZEROS, 0, 0);
+    dlrt_tensor_t *ri = dlrt_input(g, "r", DLRT_F32, 1, shape);
+    dlrt_tensor_t *loss = dlrt_sum(g, dlrt_mul(g, w, ri));
+    dlrt_optimizer o = dlrt_optimizer_defaults(DLRT_OPT_SGD);
+    o.lr = 0.1f;
+    int rc = dlrt_graph_backward(g, loss);
+    if (rc == DLRT_OK) rc = dlrt_graph_optimize(g, &o);
+    if (rc == DLRT_OK) rc = dlrt_exec_create(g, dev, 1, &e);
+    if (rc == DLRT_OK) rc = dlrt_exec_set_clip_norm(e, max_norm);
+    if (rc == DLRT_OK) rc = dlrt_exec_write(e, w, w0, sizeof w0);
+    if (rc == DLRT_OK) rc = dlrt_exec_write(e, ri, r, sizeof r);
+    if (rc == DLRT_OK) rc = dlrt_exec_run(e, DLRT_RUN_TRAIN);
+    if (rc == DLRT_OK) rc = dlrt_exec_read(e, w, w1, sizeof w1);
+    if (!tap_check(rc, "%s: one clipped SGD step", spec)) {
+      dlrt_exec_destroy(e);
+      dlrt_graph_destroy(g);
+      continue;
+    }
+    double coef = max_norm / (norm + 1e-6), worst = 0;
+    if (coef > 1) coef = 1;
+    for (int i = 0; i < N; i++) {
+      double want = w0[i] - 0.1 * r[i] * coef;
+      worst = fmax(worst, fabs(w1[i] - want));
+    }
+    ok(worst < 1e-6, "%s: max norm %g (gradient norm %.3f): max |w - reference| = %.2e", spec,
+       max_norm, norm, worst);
+    dlrt_exec_destroy(e);
+    dlrt_graph_destroy(g);
+  }
+}
+
+int main(void) {
+  check_schedules();
+  check_clip("cpu");
+  if (dlrt_backend_device_count("opencl") > 0) check_clip("opencl:0");
+  else skip(4, "no OpenCL device");
+  dlrt_shutdown();
+  return done_testing();
+}
