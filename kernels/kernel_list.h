@@ -20,7 +20,8 @@
   X(sgd_update) X(adam_update) X(broadcast_scalar) X(swap01)    \
   X(maxpool_scatter) X(sub) X(div) X(div_grad_z) X(activation)                \
   X(activation_grad) X(softmax) X(softmax_grad) X(avgpool) X(avgpool_grad)     \
-  X(dropout)
+  X(dropout) X(norm_rows) X(norm_rows_grad) X(norm_affine_grad)              \
+  X(norm_rows_eval) X(bn_running)
 
 typedef enum {
 #define DLRT__KERNEL_ID(name) DLRT__K_##name,

@@ -522,6 +522,17 @@ DLRT_API dlrt_tensor_t *dlrt_sum(dlrt_graph_t *g, dlrt_tensor_t *x);
 /* 2-D convolution: x is N x C x H x W, w is O x C x kh x kw, b is O or NULL. */
 DLRT_API dlrt_tensor_t *dlrt_conv2d(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
                                     dlrt_tensor_t *b, int stride, int padding, int dilation);
+/* Layer normalisation over the last axis, with scale and shift parameters
+ * gamma, beta of that axis's size (PyTorch's LayerNorm; eps 1e-5 there). */
+DLRT_API dlrt_tensor_t *dlrt_layer_norm(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *gamma,
+                                        dlrt_tensor_t *beta, float eps);
+/* Batch normalisation of N x C or N x C x H x W per channel, with parameters
+ * gamma, beta of C elements: training runs use the batch's statistics and
+ * update running ones (momentum 0.1 in PyTorch, unbiased variance);
+ * forward-only runs use the running ones. The running statistics are named
+ * GAMMA.running_mean and GAMMA.running_var and saved in checkpoints. */
+DLRT_API dlrt_tensor_t *dlrt_batch_norm(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *gamma,
+                                        dlrt_tensor_t *beta, float momentum, float eps);
 /* Max (or mean) over k x k windows moved by `stride`, no padding. */
 DLRT_API dlrt_tensor_t *dlrt_max_pool2d(dlrt_graph_t *g, dlrt_tensor_t *x, int k, int stride);
 DLRT_API dlrt_tensor_t *dlrt_avg_pool2d(dlrt_graph_t *g, dlrt_tensor_t *x, int k, int stride);
@@ -624,6 +635,7 @@ DLRT_API int dlrt_exec_import(dlrt_exec_t *e, const dlrt_host_tensor *tensors, i
  *     linear OUT                  (flattens its input when needed)
  *     relu | tanh | sigmoid | gelu
  *     dropout P                   (drop probability in [0, 1))
+ *     batchnorm                   (per channel or feature; momentum 0.1, eps 1e-5)
  *     flatten
  *   A final "linear classes" is appended when the file does not end in one.
  * A bad file gives DLRT_ERR_INVALID_ARG with "FILE:LINE: what is wrong". */

@@ -175,6 +175,30 @@ static void w_dropout(const dlrt__arg *a, int64_t lo, int64_t hi) {
   dlrt_k_dropout(lo, hi, PTR(float, 0), PTR(const float, 1), I64(2), I64(3), I64(4), F32(5));
 }
 
+static void w_norm_rows(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_norm_rows(lo, hi, PTR(float, 0), PTR(float, 1), PTR(float, 2), PTR(const float, 3),
+                   PTR(const float, 4), PTR(const float, 5), I64(6), I64(7), F32(8), I64(9));
+}
+static void w_norm_rows_grad(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_norm_rows_grad(lo, hi, PTR(float, 0), PTR(const float, 1), PTR(const float, 2),
+                        PTR(const float, 3), PTR(const float, 4), PTR(const float, 5), I64(6),
+                        I64(7), I64(8));
+}
+static void w_norm_affine_grad(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_norm_affine_grad(lo, hi, PTR(float, 0), PTR(float, 1), PTR(const float, 2),
+                          PTR(const float, 3), PTR(const float, 4), PTR(const float, 5), I64(6),
+                          I64(7), I64(8));
+}
+static void w_norm_rows_eval(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_norm_rows_eval(lo, hi, PTR(float, 0), PTR(const float, 1), PTR(const float, 2),
+                        PTR(const float, 3), PTR(const float, 4), PTR(const float, 5), I64(6),
+                        I64(7), F32(8));
+}
+static void w_bn_running(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_bn_running(lo, hi, PTR(float, 0), PTR(float, 1), PTR(const float, 2),
+                    PTR(const float, 3), I64(4), I64(5), F32(6), F32(7));
+}
+
 static const cpu_kernel_fn kernels[DLRT__K_COUNT] = {
 #define ENTRY(name) [DLRT__K_##name] = w_##name,
     DLRT_KERNEL_LIST(ENTRY)

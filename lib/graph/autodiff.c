@@ -181,6 +181,33 @@ static int backward_node(dlrt_graph_t *g, node *n) {
     if (d) d->producer->p[0] = n->p[0], d->producer->f[0] = n->f[0];
     return accumulate(g, a, d);
   }
+  case OP_NORM: {
+    dlrt_tensor_t *mean = n->out[1], *rstd = n->out[2], *gamma = b, *beta = n->in[2];
+    if (a->needs_grad) {
+      dlrt_tensor_t *in[5] = {dy, a, mean, rstd, gamma};
+      dlrt_tensor_t *d = bnode(g, OP_NORM_GRAD, 5, in, a->ndim, a->shape, a->name);
+      if (d) memcpy(d->producer->p, n->p, 3 * sizeof n->p[0]);
+      rc = accumulate(g, a, d);
+    }
+    if (rc == DLRT_OK && (gamma->needs_grad || beta->needs_grad)) {
+      dlrt_tensor_t *in[4] = {dy, a, mean, rstd};
+      dlrt_tensor_t *dg = bnode(g, OP_NORM_AFFINE_GRAD, 4, in, gamma->ndim, gamma->shape,
+                                gamma->name);
+      if (!dg) return g->status;
+      char name[64];
+      snprintf(name, sizeof name, "d%.50s", beta->name);
+      dlrt_tensor_t *db = dlrt__tensor_new(g, name, DLRT_F32, beta->ndim, beta->shape,
+                                           TENSOR_INTERMEDIATE);
+      if (!db) return g->status;
+      node *an = dg->producer;
+      an->n_out = 2, an->out[1] = db, db->producer = an;
+      db->needs_grad = 1;
+      memcpy(an->p, n->p, 3 * sizeof n->p[0]);
+      rc = accumulate(g, gamma, dg);
+      if (rc == DLRT_OK) rc = accumulate(g, beta, db);
+    }
+    return rc;
+  }
   case OP_XENT:
     return dlrt__graph_fail(g, DLRT_ERR_UNSUPPORTED, "cross_entropy can only be the loss "
                             "passed to dlrt_graph_backward"), g->status;

@@ -468,6 +468,42 @@ static int run_node(dlrt_exec_t *e, node *n) {
     dlrt__launch_f32(&lb, 1.0f / (1.0f - n->f[0]));
     break;
   }
+  case OP_NORM:
+    if (p[3] && e->mode == DLRT_RUN_FORWARD) {
+      /* Batch norm when evaluating: the running statistics. */
+      start(&lb, e, DLRT__K_norm_rows_eval, p[0], 0);
+      lb.launch.item_cost = p[1];
+      arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, n->in[3]), arg(&lb, e, n->in[4]);
+      arg(&lb, e, b), arg(&lb, e, n->in[2]);
+      dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_f32(&lb, n->f[0]);
+      break;
+    }
+    start(&lb, e, DLRT__K_norm_rows, 0, p[0]);
+    arg(&lb, e, y), arg(&lb, e, n->out[1]), arg(&lb, e, n->out[2]), arg(&lb, e, a);
+    arg(&lb, e, b), arg(&lb, e, n->in[2]);
+    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_f32(&lb, n->f[0]);
+    dlrt__launch_i64(&lb, p[2]);
+    break;
+  case OP_NORM_GRAD:
+    start(&lb, e, DLRT__K_norm_rows_grad, 0, p[0]);
+    arg(&lb, e, y);
+    for (int i = 0; i < 5; i++) arg(&lb, e, n->in[i]);
+    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
+    break;
+  case OP_NORM_AFFINE_GRAD:
+    start(&lb, e, DLRT__K_norm_affine_grad, p[2] ? p[0] : p[1], 0);
+    lb.launch.item_cost = p[2] ? p[1] : p[0];
+    arg(&lb, e, y), arg(&lb, e, n->out[1]);
+    for (int i = 0; i < 4; i++) arg(&lb, e, n->in[i]);
+    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
+    break;
+  case OP_BN_RUNNING:
+    if (e->mode == DLRT_RUN_FORWARD) return DLRT_OK;
+    start(&lb, e, DLRT__K_bn_running, p[0], 0);
+    arg(&lb, e, n->in[2]), arg(&lb, e, n->in[3]), arg(&lb, e, a), arg(&lb, e, b);
+    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]);
+    dlrt__launch_f32(&lb, n->f[1]), dlrt__launch_f32(&lb, n->f[0]);
+    break;
   case OP_SGD: {
     const dlrt_optimizer *o = &e->g->opt;
     start(&lb, e, DLRT__K_sgd_update, a->numel, 0);
@@ -693,14 +729,15 @@ int dlrt_exec_export(dlrt_exec_t *e, int with_state, dlrt_host_tensor **tensors,
   dlrt_graph_t *g = e->g;
   int count = with_state ? 1 : 0;
   for (int i = 0; i < g->n_tensors; i++)
-    count += g->tensors[i]->kind == TENSOR_PARAM ||
+    count += g->tensors[i]->kind == TENSOR_PARAM || g->tensors[i]->buffer ||
              (with_state && g->tensors[i]->kind == TENSOR_STATE);
   dlrt_host_tensor *out = calloc((size_t)(count ? count : 1), sizeof *out);
   if (!out) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   int k = 0, rc = DLRT_OK;
   for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++) {
     dlrt_tensor_t *t = g->tensors[i];
-    if (!(t->kind == TENSOR_PARAM || (with_state && t->kind == TENSOR_STATE))) continue;
+    if (!(t->kind == TENSOR_PARAM || t->buffer || (with_state && t->kind == TENSOR_STATE)))
+      continue;
     dlrt_host_tensor *h = &out[k++];
     snprintf(h->name, sizeof h->name, "%s", t->name);
     h->dtype = DLRT_F32;

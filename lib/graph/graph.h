@@ -54,12 +54,19 @@ typedef enum {
   OP_AVGPOOL,     /* p: planes h w k stride oh ow */
   OP_AVGPOOL_GRAD,
   OP_DROPOUT,     /* f[0]: drop probability; p[0]: the node's salt (same in backward) */
+  OP_NORM,        /* rows of in0 normalised; in1 gamma, in2 beta, (batch norm:) in3
+                     running mean, in4 running var; out0 y, out1 mean, out2 rstd;
+                     p: rows cols per_row batch_norm; f[0] eps */
+  OP_NORM_GRAD,   /* in: dy x mean rstd gamma; p: rows cols per_row */
+  OP_NORM_AFFINE_GRAD, /* in: dy x mean rstd; out0 dgamma, out1 dbeta */
+  OP_BN_RUNNING,  /* in: mean rstd running_mean running_var (updated); training only;
+                     p: rows cols; f[0] eps, f[1] momentum */
   OP_SGD,         /* in0 param (updated), in1 velocity, in2 grad */
   OP_ADAM,        /* in0 param, in1 m, in2 v, in3 grad */
   OP_COUNT_
 } op_kind;
 
-#define NODE_MAX_IN 4
+#define NODE_MAX_IN 6
 #define NODE_MAX_OUT 3
 #define NODE_MAX_P 12
 
@@ -79,6 +86,7 @@ struct dlrt_tensor {
   dlrt_tensor_t *owner; /* the tensor whose storage this one uses (itself but for views) */
   dlrt_tensor_t *grad;  /* after backward */
   int kept;             /* survives runs (readable afterwards) */
+  int buffer;           /* state that checkpoints always hold (running statistics) */
   int needs_grad;       /* depends on a parameter */
   int cnhw;             /* a 4-D image stored C x N x H x W (convolution stacks);
                            its shape stays N x C x H x W */

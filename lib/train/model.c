@@ -114,6 +114,19 @@ static int layer(builder *b, char *text) {
     b->x = dlrt_sigmoid(b->g, b->x);
   } else if (strcmp(kind, "gelu") == 0 && n_pos == 0) {
     b->x = dlrt_gelu(b->g, b->x);
+  } else if (strcmp(kind, "batchnorm") == 0 && n_pos == 0) {
+    int64_t shape[DLRT_MAX_DIMS];
+    int nd = dlrt_tensor_shape(b->x, shape);
+    if (nd != 2 && nd != 4) return fail(b, "%s needs N x C or N x C x H x W input", kind);
+    int64_t cs[1] = {shape[1]};
+    dlrt_tensor_t *gamma, *beta;
+    char name[64];
+    b->layer++;
+    snprintf(name, sizeof name, "bn%d.weight", b->layer);
+    gamma = dlrt_param(b->g, name, 1, cs, DLRT_INIT_ONES, 1, 1);
+    snprintf(name, sizeof name, "bn%d.bias", b->layer);
+    beta = dlrt_param(b->g, name, 1, cs, DLRT_INIT_ZEROS, 1, 1);
+    b->x = dlrt_batch_norm(b->g, b->x, gamma, beta, 0.1f, 1e-5f);
   } else if (strcmp(kind, "avgpool") == 0 && n_pos == 1) {
     b->x = dlrt_avg_pool2d(b->g, b->x, (int)pos[0], (int)(stride > 0 ? stride : pos[0]));
   } else if (strcmp(kind, "flatten") == 0 && n_pos == 0) {
@@ -136,13 +149,14 @@ static int layer(builder *b, char *text) {
     if (rc < 0) return rc;
     b->x = dlrt_conv2d(b->g, b->x, w, bias, (int)(stride > 0 ? stride : 1), (int)pad, (int)dil);
   } else {
-    static const char *const known[] = {"relu",   "tanh",    "sigmoid", "gelu",  "flatten",
-                                        "linear", "maxpool", "avgpool", "conv2d"};
+    static const char *const known[] = {"relu",    "tanh",    "sigmoid", "gelu",
+                                        "flatten", "linear",  "maxpool", "avgpool",
+                                        "conv2d",  "batchnorm"};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
       if (strcmp(kind, known[i]) == 0)
         return fail(b, "wrong arguments for %s (see the model format in README)", kind);
-    return fail(b, "unknown layer \"%s\" (known: conv2d, maxpool, avgpool, linear, relu, tanh, "
-                "sigmoid, gelu, dropout, flatten)", kind);
+    return fail(b, "unknown layer \"%s\" (known: conv2d, maxpool, avgpool, linear, batchnorm, "
+                "relu, tanh, sigmoid, gelu, dropout, flatten)", kind);
   }
   b->last_linear_out = -1;
   if (!b->x) {
