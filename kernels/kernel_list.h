@@ -21,7 +21,8 @@
   X(maxpool_scatter) X(sub) X(div) X(div_grad_z) X(activation)                \
   X(activation_grad) X(softmax) X(softmax_grad) X(avgpool) X(avgpool_grad)     \
   X(dropout) X(norm_rows) X(norm_rows_grad) X(norm_affine_grad)              \
-  X(norm_rows_eval) X(bn_running)
+  X(norm_rows_eval) X(bn_running) X(axis_copy) X(axis_sum) X(axis_expand)     \
+  X(bcast) X(bcast_grad_b) X(embedding) X(embedding_grad)
 
 typedef enum {
 #define DLRT__KERNEL_ID(name) DLRT__K_##name,

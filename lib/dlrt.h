@@ -498,7 +498,8 @@ DLRT_API dlrt_tensor_t *dlrt_linear(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tens
 DLRT_API dlrt_tensor_t *dlrt_matmul(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b,
                                     int trans_a, int trans_b);
 DLRT_API dlrt_tensor_t *dlrt_relu(dlrt_graph_t *g, dlrt_tensor_t *x);
-/* Same shapes. */
+/* Elementwise a (op) b of one shape, or with b broadcast over a's leading
+ * dimensions when b's shape is a's trailing one (a N x D plus b D). */
 DLRT_API dlrt_tensor_t *dlrt_add(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b);
 DLRT_API dlrt_tensor_t *dlrt_mul(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b);
 DLRT_API dlrt_tensor_t *dlrt_scale(dlrt_graph_t *g, dlrt_tensor_t *x, float alpha);
@@ -541,6 +542,20 @@ DLRT_API dlrt_tensor_t *dlrt_reshape(dlrt_graph_t *g, dlrt_tensor_t *x, int ndim
                                      const int64_t *shape);
 /* N x ... -> N x (product of the rest). */
 DLRT_API dlrt_tensor_t *dlrt_flatten(dlrt_graph_t *g, dlrt_tensor_t *x);
+/* The transpose of a 2-D tensor. */
+DLRT_API dlrt_tensor_t *dlrt_transpose2d(dlrt_graph_t *g, dlrt_tensor_t *x);
+/* n (1 to 6) tensors joined along `axis`; other dimensions must agree. */
+DLRT_API dlrt_tensor_t *dlrt_concat(dlrt_graph_t *g, int n, dlrt_tensor_t *const *xs,
+                                    int axis);
+/* Elements [start, start + length) of `axis`. */
+DLRT_API dlrt_tensor_t *dlrt_slice(dlrt_graph_t *g, dlrt_tensor_t *x, int axis, int64_t start,
+                                   int64_t length);
+/* Sum or mean over one axis, which disappears from the shape. */
+DLRT_API dlrt_tensor_t *dlrt_sum_axis(dlrt_graph_t *g, dlrt_tensor_t *x, int axis);
+DLRT_API dlrt_tensor_t *dlrt_mean_axis(dlrt_graph_t *g, dlrt_tensor_t *x, int axis);
+/* Rows of `table` (vocab x dim) picked by I32 ids: shape ids.shape + [dim];
+ * an id outside [0, vocab) gives a row of zeros. */
+DLRT_API dlrt_tensor_t *dlrt_embedding(dlrt_graph_t *g, dlrt_tensor_t *ids, dlrt_tensor_t *table);
 /* Mean cross-entropy of logits (N x classes) against I32 labels (N), with
  * label smoothing in [0, 1): a tensor of shape [1]. Fused log-softmax; it
  * must be the loss given to dlrt_graph_backward. */

@@ -199,6 +199,34 @@ static void w_bn_running(const dlrt__arg *a, int64_t lo, int64_t hi) {
                     PTR(const float, 3), I64(4), I64(5), F32(6), F32(7));
 }
 
+static void w_axis_copy(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_axis_copy(lo, hi, PTR(float, 0), PTR(const float, 1), I64(2), I64(3), I64(4), I64(5),
+                   I64(6), I64(7), I64(8));
+}
+static void w_axis_sum(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_axis_sum(lo, hi, PTR(float, 0), PTR(const float, 1), I64(2), I64(3), I64(4), F32(5));
+}
+static void w_axis_expand(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_axis_expand(lo, hi, PTR(float, 0), PTR(const float, 1), I64(2), I64(3), I64(4),
+                     F32(5));
+}
+static void w_bcast(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_bcast(lo, hi, PTR(float, 0), PTR(const float, 1), PTR(const float, 2), I64(3), I64(4),
+               I64(5));
+}
+static void w_bcast_grad_b(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_bcast_grad_b(lo, hi, PTR(float, 0), PTR(const float, 1), PTR(const float, 2),
+                      PTR(const float, 3), I64(4), I64(5), I64(6));
+}
+static void w_embedding(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_embedding(lo, hi, PTR(float, 0), PTR(const int, 1), PTR(const float, 2), I64(3),
+                   I64(4), I64(5));
+}
+static void w_embedding_grad(const dlrt__arg *a, int64_t lo, int64_t hi) {
+  dlrt_k_embedding_grad(lo, hi, PTR(float, 0), PTR(const float, 1), PTR(const int, 2), I64(3),
+                        I64(4), I64(5));
+}
+
 static const cpu_kernel_fn kernels[DLRT__K_COUNT] = {
 #define ENTRY(name) [DLRT__K_##name] = w_##name,
     DLRT_KERNEL_LIST(ENTRY)

@@ -208,6 +208,78 @@ static int backward_node(dlrt_graph_t *g, node *n) {
     }
     return rc;
   }
+  case OP_CONCAT: {
+    int64_t start = 0;
+    int axis = (int)n->p[3];
+    for (int i = 0; i < n->n_in && rc == DLRT_OK; i++) {
+      dlrt_tensor_t *x = n->in[i];
+      if (x->needs_grad) {
+        dlrt_tensor_t *d = bnode(g, OP_SLICE, 1, &dy, x->ndim, x->shape, x->name);
+        if (d) {
+          int64_t *q = d->producer->p;
+          q[0] = n->p[0], q[1] = n->p[1], q[2] = n->p[2], q[3] = start, q[4] = x->shape[axis];
+        }
+        rc = accumulate(g, x, d);
+      }
+      start += x->shape[axis];
+    }
+    return rc;
+  }
+  case OP_SLICE: {
+    dlrt_tensor_t *d = bnode(g, OP_SLICE_GRAD, 1, &dy, a->ndim, a->shape, a->name);
+    if (d) memcpy(d->producer->p, n->p, 5 * sizeof n->p[0]);
+    return accumulate(g, a, d);
+  }
+  case OP_AXIS_SUM: {
+    dlrt_tensor_t *d = bnode(g, OP_AXIS_EXPAND, 1, &dy, a->ndim, a->shape, a->name);
+    if (d) {
+      memcpy(d->producer->p, n->p, 3 * sizeof n->p[0]);
+      d->producer->f[0] = n->f[0];
+    }
+    return accumulate(g, a, d);
+  }
+  case OP_TRANSPOSE: {
+    dlrt_tensor_t *d = bnode(g, OP_TRANSPOSE, 1, &dy, a->ndim, a->shape, a->name);
+    if (d) d->producer->p[0] = n->p[1], d->producer->p[1] = n->p[0];
+    return accumulate(g, a, d);
+  }
+  case OP_EMBED: {
+    dlrt_tensor_t *in[2] = {dy, a};
+    dlrt_tensor_t *d = bnode(g, OP_EMBED_GRAD, 2, in, b->ndim, b->shape, b->name);
+    if (d) memcpy(d->producer->p, n->p, 3 * sizeof n->p[0]);
+    return accumulate(g, b, d);
+  }
+  case OP_BCAST: {
+    int64_t count = n->p[0], m = n->p[1], op = n->p[2];
+    if (a->needs_grad) {
+      if (op <= 1) {
+        rc = accumulate(g, a, dy);
+      } else {
+        dlrt_tensor_t *in[2] = {dy, b};
+        dlrt_tensor_t *d = bnode(g, OP_BCAST, 2, in, a->ndim, a->shape, a->name);
+        if (d) memcpy(d->producer->p, n->p, 3 * sizeof n->p[0]);
+        rc = accumulate(g, a, d);
+      }
+    }
+    if (rc == DLRT_OK && b->needs_grad) {
+      /* The per-element contribution, summed over the broadcast rows. */
+      dlrt_tensor_t *per = dy;
+      if (op >= 2) {
+        dlrt_tensor_t *in[3] = {dy, a, b};
+        per = bnode(g, OP_BCAST_GRAD_B, 3, in, a->ndim, a->shape, b->name);
+        if (per) memcpy(per->producer->p, n->p, 3 * sizeof n->p[0]);
+      }
+      dlrt_tensor_t *db = per ? bnode(g, OP_SUM_COLS, 1, &per, b->ndim, b->shape, b->name) : NULL;
+      if (db) db->producer->p[0] = count / m, db->producer->p[1] = m;
+      if (db && op == 1) {
+        dlrt_tensor_t *neg = bnode(g, OP_SCALE, 1, &db, b->ndim, b->shape, b->name);
+        if (neg) neg->producer->f[0] = -1.0f;
+        db = neg;
+      }
+      rc = accumulate(g, b, db);
+    }
+    return rc;
+  }
   case OP_XENT:
     return dlrt__graph_fail(g, DLRT_ERR_UNSUPPORTED, "cross_entropy can only be the loss "
                             "passed to dlrt_graph_backward"), g->status;

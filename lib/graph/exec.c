@@ -287,6 +287,18 @@ static void start(dlrt__launcher *lb, dlrt_exec_t *e, int kernel, int64_t items,
   lb->launch.groups = groups;
 }
 
+/* y[o, y_start + j, i] = x[o, x_start + j, i] for j < count. */
+static void start_axis_copy(dlrt__launcher *lb, dlrt_exec_t *e, const dlrt_tensor_t *y,
+                            const dlrt_tensor_t *x, int64_t outer, int64_t inner, int64_t y_axis,
+                            int64_t x_axis, int64_t y_start, int64_t x_start, int64_t count) {
+  start(lb, e, DLRT__K_axis_copy, outer * count, 0);
+  lb->launch.item_cost = inner;
+  arg(lb, e, y), arg(lb, e, x);
+  dlrt__launch_i64(lb, outer), dlrt__launch_i64(lb, inner), dlrt__launch_i64(lb, y_axis);
+  dlrt__launch_i64(lb, x_axis), dlrt__launch_i64(lb, y_start), dlrt__launch_i64(lb, x_start);
+  dlrt__launch_i64(lb, count);
+}
+
 static int run_gemm(dlrt_exec_t *e, dlrt_tensor_t *a, dlrt_tensor_t *b, dlrt_tensor_t *c,
                     const int64_t *p) {
   /* p: ta tb m n k batch stride_a stride_b stride_c */
@@ -504,6 +516,60 @@ static int run_node(dlrt_exec_t *e, node *n) {
     dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]);
     dlrt__launch_f32(&lb, n->f[1]), dlrt__launch_f32(&lb, n->f[0]);
     break;
+  case OP_CONCAT: {
+    /* One copy per input into its stretch of the axis. */
+    int axis = (int)p[3];
+    int64_t start = 0;
+    for (int i = 0; i < n->n_in; i++) {
+      int64_t len = n->in[i]->shape[axis];
+      start_axis_copy(&lb, e, y, n->in[i], p[0], p[1], p[2], len, start, 0, len);
+      int rc = dlrt__launch_submit(e->stream, &lb);
+      if (rc < 0) return rc;
+      start += len;
+    }
+    return DLRT_OK;
+  }
+  case OP_SLICE:
+    start_axis_copy(&lb, e, y, a, p[0], p[1], p[4], p[2], 0, p[3], p[4]);
+    break;
+  case OP_SLICE_GRAD: {
+    int rc = dlrt_elementwise(e->stream, DLRT_EW_FILL, DLRT_F32, y->numel, 0.0f, buf_of(e, y), 0,
+                              NULL, 0, NULL, 0);
+    if (rc < 0) return rc;
+    start_axis_copy(&lb, e, y, a, p[0], p[1], p[2], p[4], p[3], 0, p[4]);
+    break;
+  }
+  case OP_AXIS_SUM:
+  case OP_AXIS_EXPAND:
+    if (n->op == OP_AXIS_SUM && p[2] == 1)
+      /* Summing a contiguous last axis: the device-wide row reduction. */
+      if (n->f[0] == 1.0f)
+        return dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, p[0], p[1], buf_of(e, y), 0,
+                           buf_of(e, a), 0);
+    start(&lb, e, n->op == OP_AXIS_SUM ? DLRT__K_axis_sum : DLRT__K_axis_expand,
+          n->op == OP_AXIS_SUM ? p[0] * p[2] : p[0] * p[1], 0);
+    lb.launch.item_cost = n->op == OP_AXIS_SUM ? p[1] : p[2];
+    arg(&lb, e, y), arg(&lb, e, a);
+    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
+    dlrt__launch_f32(&lb, n->f[0]);
+    break;
+  case OP_BCAST:
+  case OP_BCAST_GRAD_B:
+    start(&lb, e, n->op == OP_BCAST ? DLRT__K_bcast : DLRT__K_bcast_grad_b, p[0], 0);
+    arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
+    if (n->op == OP_BCAST_GRAD_B) arg(&lb, e, n->in[2]);
+    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
+    break;
+  case OP_EMBED:
+  case OP_EMBED_GRAD:
+    start(&lb, e, n->op == OP_EMBED ? DLRT__K_embedding : DLRT__K_embedding_grad,
+          n->op == OP_EMBED ? p[0] : p[1], 0);
+    lb.launch.item_cost = n->op == OP_EMBED ? p[2] : p[0] * p[2];
+    arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
+    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
+    break;
+  case OP_TRANSPOSE:
+    return dlrt_transpose(e->stream, DLRT_F32, 1, p[0], p[1], buf_of(e, y), 0, buf_of(e, a), 0);
   case OP_SGD: {
     const dlrt_optimizer *o = &e->g->opt;
     start(&lb, e, DLRT__K_sgd_update, a->numel, 0);

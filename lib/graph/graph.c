@@ -22,7 +22,10 @@ static const char *const op_names[OP_COUNT_] = {
     [OP_SOFTMAX] = "softmax",     [OP_SOFTMAX_GRAD] = "softmax_grad", [OP_AVGPOOL] = "avg_pool",
     [OP_AVGPOOL_GRAD] = "avg_pool_grad", [OP_DROPOUT] = "dropout", [OP_NORM] = "norm",
     [OP_NORM_GRAD] = "norm_grad", [OP_NORM_AFFINE_GRAD] = "norm_affine_grad",
-    [OP_BN_RUNNING] = "bn_running"};
+    [OP_BN_RUNNING] = "bn_running", [OP_CONCAT] = "concat", [OP_SLICE] = "slice",
+    [OP_SLICE_GRAD] = "slice_grad", [OP_AXIS_SUM] = "sum_axis", [OP_AXIS_EXPAND] = "expand",
+    [OP_BCAST] = "broadcast_op", [OP_BCAST_GRAD_B] = "broadcast_grad", [OP_EMBED] = "embedding",
+    [OP_EMBED_GRAD] = "embedding_grad", [OP_TRANSPOSE] = "transpose"};
 
 const char *dlrt__op_name(op_kind op) {
   return op >= 0 && op < OP_COUNT_ && op_names[op] ? op_names[op] : "unknown";
@@ -294,8 +297,22 @@ static dlrt_tensor_t *binary(dlrt_graph_t *g, op_kind op, dlrt_tensor_t *a, dlrt
   const char *name = dlrt__op_name(op);
   if (!begin(g, name, 2, in) || !is_f32(g, name, a) || !is_f32(g, name, b)) return NULL;
   if (a->numel != b->numel || a->ndim != b->ndim ||
-      memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof a->shape[0]) != 0)
-    return shape_error(g, name, "shapes differ", a, b);
+      memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof a->shape[0]) != 0) {
+    /* b broadcast over a's leading dimensions: b's shape is a's trailing one. */
+    int trailing = b->ndim >= 1 && b->ndim < a->ndim &&
+                   memcmp(a->shape + (a->ndim - b->ndim), b->shape,
+                          (size_t)b->ndim * sizeof b->shape[0]) == 0;
+    if (!trailing)
+      return shape_error(g, name, "shapes differ (b may only have a's trailing shape)", a, b);
+    if (!(a = to_nchw(g, a))) return NULL;
+    dlrt_tensor_t *bin[2] = {a, b};
+    dlrt_tensor_t *y = dlrt__node1(g, OP_BCAST, PHASE_FORWARD, 2, bin, a->ndim, a->shape, NULL);
+    if (y) {
+      y->producer->p[0] = a->numel, y->producer->p[1] = b->numel;
+      y->producer->p[2] = op == OP_ADD ? 0 : op == OP_SUB ? 1 : op == OP_MUL ? 2 : 3;
+    }
+    return y;
+  }
   if (a->cnhw != b->cnhw) {
     in[0] = a = to_nchw(g, a);
     in[1] = b = to_nchw(g, b);
@@ -443,6 +460,118 @@ dlrt_tensor_t *dlrt_batch_norm(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t 
     int64_t back[2] = {x->shape[0], c};
     y = swap_axes(g, y, c, x->shape[0], 1, 2, back);
   }
+  return y;
+}
+
+/* outer x axis x inner around `axis` of t. */
+static void around_axis(const dlrt_tensor_t *t, int axis, int64_t *outer, int64_t *inner) {
+  *outer = 1, *inner = 1;
+  for (int i = 0; i < axis; i++) *outer *= t->shape[i];
+  for (int i = axis + 1; i < t->ndim; i++) *inner *= t->shape[i];
+}
+
+static int axis_ok(dlrt_graph_t *g, const char *op, const dlrt_tensor_t *x, int axis) {
+  if (axis >= 0 && axis < x->ndim) return 1;
+  dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "%s: axis %d of a %d-D tensor %s", op, axis, x->ndim,
+                   x->name);
+  return 0;
+}
+
+dlrt_tensor_t *dlrt_concat(dlrt_graph_t *g, int n, dlrt_tensor_t *const *xs, int axis) {
+  if (!g || g->status) return NULL;
+  if (n < 1 || n > NODE_MAX_IN || !xs)
+    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "concat: %d inputs (1 to %d)", n, NODE_MAX_IN);
+  dlrt_tensor_t *in[NODE_MAX_IN];
+  for (int i = 0; i < n; i++) in[i] = xs[i];
+  if (!begin(g, "concat", n, in) || !axis_ok(g, "concat", in[0], axis)) return NULL;
+  int64_t shape[DLRT_MAX_DIMS];
+  memcpy(shape, in[0]->shape, sizeof shape);
+  shape[axis] = 0;
+  for (int i = 0; i < n; i++) {
+    if (!is_f32(g, "concat", in[i]) || !(in[i] = to_nchw(g, in[i]))) return NULL;
+    int same = in[i]->ndim == in[0]->ndim;
+    for (int d = 0; same && d < in[0]->ndim; d++)
+      same = d == axis || in[i]->shape[d] == in[0]->shape[d];
+    if (!same) return shape_error(g, "concat", "shapes differ off the axis", in[0], in[i]);
+    shape[axis] += in[i]->shape[axis];
+  }
+  dlrt_tensor_t *y = dlrt__node1(g, OP_CONCAT, PHASE_FORWARD, n, in, in[0]->ndim, shape, NULL);
+  if (y) {
+    around_axis(y, axis, &y->producer->p[0], &y->producer->p[1]);
+    y->producer->p[2] = shape[axis];
+    y->producer->p[3] = axis;
+  }
+  return y;
+}
+
+dlrt_tensor_t *dlrt_slice(dlrt_graph_t *g, dlrt_tensor_t *x, int axis, int64_t start,
+                          int64_t length) {
+  if (!begin(g, "slice", 1, &x) || !is_f32(g, "slice", x) || !axis_ok(g, "slice", x, axis))
+    return NULL;
+  if (start < 0 || length < 1 || start + length > x->shape[axis])
+    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "slice: [%lld, %lld) of axis %d of %s, "
+                            "which has %lld", (long long)start, (long long)(start + length),
+                            axis, x->name, (long long)x->shape[axis]);
+  if (!(x = to_nchw(g, x))) return NULL;
+  int64_t shape[DLRT_MAX_DIMS];
+  memcpy(shape, x->shape, sizeof shape);
+  shape[axis] = length;
+  dlrt_tensor_t *y = dlrt__node1(g, OP_SLICE, PHASE_FORWARD, 1, &x, x->ndim, shape, NULL);
+  if (y) {
+    int64_t *p = y->producer->p;
+    around_axis(x, axis, &p[0], &p[1]);
+    p[2] = x->shape[axis], p[3] = start, p[4] = length;
+  }
+  return y;
+}
+
+static dlrt_tensor_t *axis_sum(dlrt_graph_t *g, dlrt_tensor_t *x, int axis, int mean) {
+  const char *name = mean ? "mean_axis" : "sum_axis";
+  if (!begin(g, name, 1, &x) || !is_f32(g, name, x) || !axis_ok(g, name, x, axis)) return NULL;
+  if (!(x = to_nchw(g, x))) return NULL;
+  int64_t shape[DLRT_MAX_DIMS];
+  int nd = 0;
+  for (int i = 0; i < x->ndim; i++)
+    if (i != axis) shape[nd++] = x->shape[i];
+  if (nd == 0) shape[nd++] = 1;
+  dlrt_tensor_t *y = dlrt__node1(g, OP_AXIS_SUM, PHASE_FORWARD, 1, &x, nd, shape, NULL);
+  if (y) {
+    int64_t *p = y->producer->p;
+    around_axis(x, axis, &p[0], &p[2]);
+    p[1] = x->shape[axis];
+    y->producer->f[0] = mean && p[1] ? 1.0f / (float)p[1] : 1.0f;
+  }
+  return y;
+}
+
+dlrt_tensor_t *dlrt_sum_axis(dlrt_graph_t *g, dlrt_tensor_t *x, int axis) {
+  return axis_sum(g, x, axis, 0);
+}
+
+dlrt_tensor_t *dlrt_mean_axis(dlrt_graph_t *g, dlrt_tensor_t *x, int axis) {
+  return axis_sum(g, x, axis, 1);
+}
+
+dlrt_tensor_t *dlrt_transpose2d(dlrt_graph_t *g, dlrt_tensor_t *x) {
+  if (!begin(g, "transpose", 1, &x) || !is_f32(g, "transpose", x)) return NULL;
+  if (x->ndim != 2) return shape_error(g, "transpose", "needs a 2-D tensor", x, NULL);
+  int64_t shape[2] = {x->shape[1], x->shape[0]};
+  dlrt_tensor_t *y = dlrt__node1(g, OP_TRANSPOSE, PHASE_FORWARD, 1, &x, 2, shape, NULL);
+  if (y) y->producer->p[0] = x->shape[0], y->producer->p[1] = x->shape[1];
+  return y;
+}
+
+dlrt_tensor_t *dlrt_embedding(dlrt_graph_t *g, dlrt_tensor_t *ids, dlrt_tensor_t *table) {
+  dlrt_tensor_t *in[2] = {ids, table};
+  if (!begin(g, "embedding", 2, in) || !is_f32(g, "embedding", table)) return NULL;
+  if (ids->dtype != DLRT_I32 || table->ndim != 2 || ids->ndim + 1 > DLRT_MAX_DIMS)
+    return shape_error(g, "embedding", "ids must be i32 and the table vocab x dim", ids, table);
+  int64_t shape[DLRT_MAX_DIMS];
+  memcpy(shape, ids->shape, (size_t)ids->ndim * sizeof shape[0]);
+  shape[ids->ndim] = table->shape[1];
+  dlrt_tensor_t *y = dlrt__node1(g, OP_EMBED, PHASE_FORWARD, 2, in, ids->ndim + 1, shape, NULL);
+  if (y) y->producer->p[0] = ids->numel, y->producer->p[1] = table->shape[0],
+         y->producer->p[2] = table->shape[1];
   return y;
 }
 

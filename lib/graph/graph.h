@@ -61,6 +61,17 @@ typedef enum {
   OP_NORM_AFFINE_GRAD, /* in: dy x mean rstd; out0 dgamma, out1 dbeta */
   OP_BN_RUNNING,  /* in: mean rstd running_mean running_var (updated); training only;
                      p: rows cols; f[0] eps, f[1] momentum */
+  OP_CONCAT,      /* inputs along an axis; p: outer inner axis_out, then each input's
+                     axis size is its own shape (see exec.c) */
+  OP_SLICE,       /* p: outer inner x_axis start count */
+  OP_SLICE_GRAD,  /* dy into zeros at the slice's place; same p */
+  OP_AXIS_SUM,    /* p: outer axis inner; f[0] scale (1 or 1/axis) */
+  OP_AXIS_EXPAND, /* same p and f */
+  OP_BCAST,       /* in0 (op) in1 broadcast over leading dims; p: count m op */
+  OP_BCAST_GRAD_B, /* in: dy a b; same p */
+  OP_EMBED,       /* in0 ids (i32), in1 table; p: count vocab dim */
+  OP_EMBED_GRAD,  /* in0 dy, in1 ids */
+  OP_TRANSPOSE,   /* 2-D; p: rows cols of the input */
   OP_SGD,         /* in0 param (updated), in1 velocity, in2 grad */
   OP_ADAM,        /* in0 param, in1 m, in2 v, in3 grad */
   OP_COUNT_

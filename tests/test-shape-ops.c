@@ -1,0 +1,185 @@
+/* test-shape-ops.c — gradients of the shape and broadcast ops (concat,
+ * slice, sum / mean over an axis, transpose, broadcasting add / sub / mul /
+ * div, embedding) against central differences, and their forward values
+ * against host references, on every device. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tap.h"
+
+typedef dlrt_tensor_t *(*build_fn)(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b,
+                                   dlrt_tensor_t *ids);
+
+static dlrt_tensor_t *op_concat(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b,
+                                dlrt_tensor_t *ids) {
+  (void)ids;
+  dlrt_tensor_t *xs[3] = {a, b, a};
+  return dlrt_concat(g, 3, xs, 1);
+}
+static dlrt_tensor_t *op_slice(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b,
+                               dlrt_tensor_t *ids) {
+  (void)b, (void)ids;
+  return dlrt_slice(g, a, 1, 1, 2);
+}
+static dlrt_tensor_t *op_sum1(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b,
+                              dlrt_tensor_t *ids) {
+  (void)b, (void)ids;
+  return dlrt_sum_axis(g, a, 1);
+}
+static dlrt_tensor_t *op_mean2(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b,
+                               dlrt_tensor_t *ids) {
+  (void)b, (void)ids;
+  return dlrt_mean_axis(g, a, 2);
+}
+static dlrt_tensor_t *op_transpose(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b,
+                                   dlrt_tensor_t *ids) {
+  (void)b, (void)ids;
+  return dlrt_transpose2d(g, dlrt_reshape(g, a, 2, (int64_t[]){6, 4}));
+}
+static dlrt_tensor_t *op_badd(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b,
+                              dlrt_tensor_t *ids) {
+  (void)ids;
+  return dlrt_add(g, a, dlrt_slice(g, dlrt_reshape(g, b, 2, (int64_t[]){3, 8}), 1, 0, 4));
+}
+static dlrt_tensor_t *op_bmix(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b,
+                              dlrt_tensor_t *ids) {
+  (void)ids;
+  /* a (2 x 3 x 4) against b's first 4 values: sub, mul, div. */
+  dlrt_tensor_t *v = dlrt_slice(g, dlrt_reshape(g, b, 1, (int64_t[]){24}), 0, 0, 4);
+  dlrt_tensor_t *w = dlrt_add(g, dlrt_scale(g, v, 0.1f), v); /* still near v, away from 0 */
+  return dlrt_div(g, dlrt_mul(g, dlrt_sub(g, a, v), w), w);
+}
+static dlrt_tensor_t *op_embed(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b,
+                               dlrt_tensor_t *ids) {
+  (void)b;
+  return dlrt_embedding(g, ids, dlrt_reshape(g, a, 2, (int64_t[]){6, 4}));
+}
+
+/* x is 2 x 3 x 4 and b 2 x 3 x 4, both parameters with values away from 0;
+ * loss = sum(op(...) * r). */
+static void check(const char *spec, dlrt_device_t *dev, const char *name, build_fn fn) {
+  int64_t shape[3] = {2, 3, 4}, ids_shape[1] = {5};
+  dlrt_graph_t *g;
+  dlrt_exec_t *e = NULL;
+  dlrt_graph_create(&g);
+  dlrt_tensor_t *a = dlrt_param(g, "a", 3, shape, DLRT_INIT_ZEROS, 0, 0);
+  dlrt_tensor_t *b = dlrt_param(g, "b", 3, shape, DLRT_INIT_ZEROS, 0, 0);
+  dlrt_tensor_t *ids = dlrt_input(g, "ids", DLRT_I32, 1, ids_shape);
+  dlrt_tensor_t *y = fn(g, a, b, ids);
+  int64_t ys[DLRT_MAX_DIMS];
+  int nd = y ? dlrt_tensor_shape(y, ys) : 0;
+  dlrt_tensor_t *r = y ? dlrt_input(g, "r", DLRT_F32, nd, ys) : NULL;
+  dlrt_tensor_t *loss = dlrt_sum(g, dlrt_mul(g, y, r));
+  int rc = dlrt_graph_status(g);
+  if (rc == DLRT_OK) rc = dlrt_graph_backward(g, loss);
+  dlrt_tensor_t *grads[2] = {dlrt_keep(g, dlrt_grad(g, a)), dlrt_keep(g, dlrt_grad(g, b))};
+  if (rc == DLRT_OK) rc = dlrt_exec_create(g, dev, 1, &e);
+  float av[24], bv[24], rv[256];
+  int32_t idv[5] = {3, 0, 5, 3, 1};
+  for (int i = 0; i < 24; i++) {
+    av[i] = 0.6f + 0.05f * (float)((i * 7) % 24);
+    bv[i] = (i % 2 ? 1.0f : -1.0f) * (0.7f + 0.03f * (float)i);
+  }
+  for (int i = 0; i < 256; i++) rv[i] = sinf(0.9f * (float)i + 0.3f);
+  if (rc == DLRT_OK) rc = dlrt_exec_write(e, a, av, sizeof av);
+  if (rc == DLRT_OK) rc = dlrt_exec_write(e, b, bv, sizeof bv);
+  if (rc == DLRT_OK) rc = dlrt_exec_write(e, ids, idv, sizeof idv);
+  if (rc == DLRT_OK) rc = dlrt_exec_write(e, r, rv, (size_t)dlrt_tensor_numel(r) * 4);
+  if (rc == DLRT_OK) rc = dlrt_exec_run(e, DLRT_RUN_TRAIN);
+  if (!tap_check(rc, "%s: %s builds and runs", spec, name)) goto out;
+  double worst = 0;
+  int checked = 0;
+  dlrt_tensor_t *params[2] = {a, b};
+  float *values[2] = {av, bv};
+  for (int k = 0; k < 2; k++) {
+    if (!grads[k]) continue;
+    float grad[24];
+    dlrt_exec_read(e, grads[k], grad, sizeof grad);
+    for (int i = 0; i < 24; i++) {
+      const float h = 1e-2f, orig = values[k][i];
+      float up, down;
+      values[k][i] = orig + h;
+      dlrt_exec_write(e, params[k], values[k], sizeof av);
+      dlrt_exec_run(e, DLRT_RUN_TRAIN);
+      dlrt_exec_read(e, loss, &up, 4);
+      values[k][i] = orig - h;
+      dlrt_exec_write(e, params[k], values[k], sizeof av);
+      dlrt_exec_run(e, DLRT_RUN_TRAIN);
+      dlrt_exec_read(e, loss, &down, 4);
+      values[k][i] = orig;
+      dlrt_exec_write(e, params[k], values[k], sizeof av);
+      double num = ((double)up - down) / (2.0 * h);
+      double err = fabs(num - grad[i]) / fmax(1e-2, fmax(fabs(num), fabs(grad[i])));
+      if (!(err <= worst)) worst = err;
+      checked++;
+    }
+  }
+  ok(checked > 0 && worst < 2e-2, "%s: %s: %d gradient elements match central differences "
+     "(worst relative error %.2e)", spec, name, checked, worst);
+out:
+  dlrt_exec_destroy(e);
+  dlrt_graph_destroy(g);
+}
+
+/* Forward values of concat, slice, sum over an axis and embedding. */
+static void check_values(const char *spec, dlrt_device_t *dev) {
+  int64_t shape[2] = {2, 3}, ids_shape[1] = {3};
+  dlrt_graph_t *g;
+  dlrt_exec_t *e = NULL;
+  dlrt_graph_create(&g);
+  dlrt_tensor_t *x = dlrt_input(g, "x", DLRT_F32, 2, shape);
+  dlrt_tensor_t *ids = dlrt_input(g, "ids", DLRT_I32, 1, ids_shape);
+  dlrt_tensor_t *xs[2] = {x, x};
+  dlrt_tensor_t *cat = dlrt_keep(g, dlrt_concat(g, 2, xs, 0));
+  dlrt_tensor_t *sl = dlrt_keep(g, dlrt_slice(g, x, 1, 1, 2));
+  dlrt_tensor_t *sum = dlrt_keep(g, dlrt_sum_axis(g, x, 0));
+  dlrt_tensor_t *emb = dlrt_keep(g, dlrt_embedding(g, ids, dlrt_transpose2d(g, x)));
+  int rc = dlrt_exec_create(g, dev, 1, &e);
+  float v[6] = {1, 2, 3, 4, 5, 6}, c[12], s[4], m[3], em[6];
+  int32_t id[3] = {2, -1, 0};
+  if (rc == DLRT_OK) rc = dlrt_exec_write(e, x, v, sizeof v);
+  if (rc == DLRT_OK) rc = dlrt_exec_write(e, ids, id, sizeof id);
+  if (rc == DLRT_OK) rc = dlrt_exec_run(e, DLRT_RUN_FORWARD);
+  if (rc == DLRT_OK) rc = dlrt_exec_read(e, cat, c, sizeof c);
+  if (rc == DLRT_OK) rc = dlrt_exec_read(e, sl, s, sizeof s);
+  if (rc == DLRT_OK) rc = dlrt_exec_read(e, sum, m, sizeof m);
+  if (rc == DLRT_OK) rc = dlrt_exec_read(e, emb, em, sizeof em);
+  if (tap_check(rc, "%s: forward values run", spec)) {
+    static const float want_c[12] = {1, 2, 3, 4, 5, 6, 1, 2, 3, 4, 5, 6};
+    static const float want_s[4] = {2, 3, 5, 6}, want_m[3] = {5, 7, 9};
+    static const float want_e[6] = {3, 6, 0, 0, 1, 4}; /* rows of x^T; id -1 gives zeros */
+    is_mem(c, want_c, sizeof c, "%s: concat along axis 0", spec);
+    is_mem(s, want_s, sizeof s, "%s: slice [1, 3) of axis 1", spec);
+    is_mem(m, want_m, sizeof m, "%s: sum over axis 0", spec);
+    is_mem(em, want_e, sizeof em, "%s: embedding rows (an out-of-range id gives zeros)", spec);
+  }
+  dlrt_exec_destroy(e);
+  dlrt_graph_destroy(g);
+}
+
+int main(void) {
+  static const struct { const char *name; build_fn fn; } ops[] = {
+      {"concat along axis 1", op_concat}, {"slice", op_slice},
+      {"sum over axis 1", op_sum1},       {"mean over axis 2", op_mean2},
+      {"transpose", op_transpose},        {"broadcast add (3 x 4 over 2 x 3 x 4)", op_badd},
+      {"broadcast sub, mul, div", op_bmix}, {"embedding", op_embed}};
+  for (int d = 0; d < dlrt_device_count(); d++) {
+    dlrt_device_t *dev;
+    dlrt_device_get(d, &dev);
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+      check(dlrt_device_spec(dev), dev, ops[i].name, ops[i].fn);
+    check_values(dlrt_device_spec(dev), dev);
+  }
+  /* Shapes that cannot broadcast are refused with both shapes named. */
+  dlrt_graph_t *g;
+  dlrt_graph_create(&g);
+  dlrt_tensor_t *a = dlrt_input(g, "a", DLRT_F32, 2, (int64_t[]){3, 4});
+  dlrt_tensor_t *b = dlrt_input(g, "b", DLRT_F32, 1, (int64_t[]){3});
+  ok(dlrt_add(g, a, b) == NULL && dlrt_graph_status(g) == DLRT_ERR_INVALID_ARG &&
+         strstr(dlrt_last_error(), "trailing"),
+     "add of [3, 4] and [3] is refused: %s", dlrt_last_error());
+  dlrt_graph_destroy(g);
+  dlrt_shutdown();
+  return done_testing();
+}
