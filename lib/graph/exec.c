@@ -475,7 +475,7 @@ static int run_node(dlrt_exec_t *e, node *n) {
                     ((uint64_t)p[0] * 0xbf58476d1ce4e5b9ULL);
     start(&lb, e, DLRT__K_dropout, y->numel, 0);
     arg(&lb, e, y), arg(&lb, e, a);
-    dlrt__launch_i64(&lb, y->numel), dlrt__launch_i64(&lb, (int64_t)(seed >> 1));
+    dlrt__launch_i64(&lb, y->numel), dlrt__launch_i64(&lb, (int64_t)(seed & INT64_MAX));
     dlrt__launch_i64(&lb, (int64_t)((double)n->f[0] * 4294967296.0));
     dlrt__launch_f32(&lb, 1.0f / (1.0f - n->f[0]));
     break;

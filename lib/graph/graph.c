@@ -351,7 +351,8 @@ dlrt_tensor_t *dlrt_gelu(dlrt_graph_t *g, dlrt_tensor_t *x) { return activation(
 
 dlrt_tensor_t *dlrt_softmax(dlrt_graph_t *g, dlrt_tensor_t *x) {
   if (!begin(g, "softmax", 1, &x) || !is_f32(g, "softmax", x)) return NULL;
-  if (x->ndim < 1 || x->cnhw) return shape_error(g, "softmax", "needs rows of a last axis", x, NULL);
+  if (x->ndim < 1) return shape_error(g, "softmax", "needs rows of a last axis", x, NULL);
+  if (!(x = to_nchw(g, x))) return NULL;
   dlrt_tensor_t *y = dlrt__node1(g, OP_SOFTMAX, PHASE_FORWARD, 1, &x, x->ndim, x->shape, NULL);
   if (y) {
     y->producer->p[1] = x->shape[x->ndim - 1];
@@ -361,6 +362,11 @@ dlrt_tensor_t *dlrt_softmax(dlrt_graph_t *g, dlrt_tensor_t *x) {
 }
 
 dlrt_tensor_t *dlrt_mse(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b) {
+  dlrt_tensor_t *in[2] = {a, b};
+  if (!begin(g, "mse", 2, in)) return NULL;
+  if (a->numel != b->numel || a->ndim != b->ndim ||
+      memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof a->shape[0]) != 0)
+    return shape_error(g, "mse", "shapes differ", a, b);
   dlrt_tensor_t *d = dlrt_sub(g, a, b);
   if (!d) return NULL;
   dlrt_tensor_t *sq = dlrt_sum(g, dlrt_mul(g, d, d));
@@ -368,6 +374,7 @@ dlrt_tensor_t *dlrt_mse(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b) {
 }
 
 dlrt_tensor_t *dlrt_dropout(dlrt_graph_t *g, dlrt_tensor_t *x, float p) {
+  if (!begin(g, "dropout", 1, &x)) return NULL;
   if (!(p >= 0.0f && p < 1.0f))
     return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "dropout: probability %g is outside [0, 1)", p);
   dlrt_tensor_t *y = unary(g, OP_DROPOUT, x, p);
