@@ -182,6 +182,19 @@ static inline uint16_t dlrt_float_to_half(float f) {
 
 /* ------------------------------------------------------------ all dialects */
 
+/* Tree reduction of the local array red[DLRT_WG] into red[0] with
+ * COMBINE(a, b) (DLRT_ADD, DLRT_FMAX, ...); a sequence of phases, so every
+ * work-item of the group must reach it. red[0] is valid after it. */
+#define DLRT_GROUP_REDUCE(red, COMBINE)                                         \
+  for (int dlrt_s_ = DLRT_WG / 2; dlrt_s_ > 0; dlrt_s_ >>= 1) {                \
+    DLRT_PHASE(dlrt_lid_) {                                                     \
+      if (dlrt_lid_ < dlrt_s_)                                                  \
+        red[dlrt_lid_] = COMBINE(red[dlrt_lid_], red[dlrt_lid_ + dlrt_s_]);     \
+    }                                                                           \
+    DLRT_BARRIER();                                                             \
+  }
+#define DLRT_ADD(a, b) ((a) + (b))
+
 #define DLRT_LD_F32(p, i) ((p)[i])
 #define DLRT_ST_F32(p, i, v) ((p)[i] = (v))
 

@@ -87,12 +87,7 @@ DLRT_KERNEL(dlrt_k_softmax_xent)(DLRT_RANGE DLRT_CPTR(float, z), DLRT_CPTR(int, 
       red[lid] = m;
     }
     DLRT_BARRIER();
-    for (int s = DLRT_WG / 2; s > 0; s >>= 1) {
-      DLRT_PHASE(lid) {
-        if (lid < s) red[lid] = DLRT_FMAX(red[lid], red[lid + s]);
-      }
-      DLRT_BARRIER();
-    }
+    DLRT_GROUP_REDUCE(red, DLRT_FMAX);
     DLRT_PHASE(lid) {
       if (lid == 0) row_max[0] = red[0];
     }
@@ -104,12 +99,7 @@ DLRT_KERNEL(dlrt_k_softmax_xent)(DLRT_RANGE DLRT_CPTR(float, z), DLRT_CPTR(int, 
       red[lid] = a;
     }
     DLRT_BARRIER();
-    for (int s = DLRT_WG / 2; s > 0; s >>= 1) {
-      DLRT_PHASE(lid) {
-        if (lid < s) red[lid] += red[lid + s];
-      }
-      DLRT_BARRIER();
-    }
+    DLRT_GROUP_REDUCE(red, DLRT_ADD);
     DLRT_PHASE(lid) {
       if (lid == 0) row_lse[0] = row_max[0] + DLRT_LOG(red[0]);
     }
@@ -127,12 +117,7 @@ DLRT_KERNEL(dlrt_k_softmax_xent)(DLRT_RANGE DLRT_CPTR(float, z), DLRT_CPTR(int, 
       red[lid] = a;
     }
     DLRT_BARRIER();
-    for (int s = DLRT_WG / 2; s > 0; s >>= 1) {
-      DLRT_PHASE(lid) {
-        if (lid < s) red[lid] += red[lid + s];
-      }
-      DLRT_BARRIER();
-    }
+    DLRT_GROUP_REDUCE(red, DLRT_ADD);
     DLRT_PHASE(lid) {
       if (lid == 0) loss[r] = row_lse[0] - red[0];
     }
@@ -434,12 +419,7 @@ DLRT_KERNEL(dlrt_k_softmax)(DLRT_RANGE DLRT_PTR(float, y), DLRT_CPTR(float, x),
       red[lid] = m;
     }
     DLRT_BARRIER();
-    for (int s = DLRT_WG / 2; s > 0; s >>= 1) {
-      DLRT_PHASE(lid) {
-        if (lid < s) red[lid] = DLRT_FMAX(red[lid], red[lid + s]);
-      }
-      DLRT_BARRIER();
-    }
+    DLRT_GROUP_REDUCE(red, DLRT_FMAX);
     DLRT_PHASE(lid) {
       if (lid == 0) row_max[0] = red[0];
     }
@@ -454,12 +434,7 @@ DLRT_KERNEL(dlrt_k_softmax)(DLRT_RANGE DLRT_PTR(float, y), DLRT_CPTR(float, x),
       red[lid] = a;
     }
     DLRT_BARRIER();
-    for (int s = DLRT_WG / 2; s > 0; s >>= 1) {
-      DLRT_PHASE(lid) {
-        if (lid < s) red[lid] += red[lid + s];
-      }
-      DLRT_BARRIER();
-    }
+    DLRT_GROUP_REDUCE(red, DLRT_ADD);
     DLRT_PHASE(lid) {
       if (lid == 0) row_sum[0] = red[0];
     }
@@ -486,12 +461,7 @@ DLRT_KERNEL(dlrt_k_softmax_grad)(DLRT_RANGE DLRT_PTR(float, dx), DLRT_CPTR(float
       red[lid] = a;
     }
     DLRT_BARRIER();
-    for (int s = DLRT_WG / 2; s > 0; s >>= 1) {
-      DLRT_PHASE(lid) {
-        if (lid < s) red[lid] += red[lid + s];
-      }
-      DLRT_BARRIER();
-    }
+    DLRT_GROUP_REDUCE(red, DLRT_ADD);
     DLRT_PHASE(lid) {
       if (lid == 0) dot[0] = red[0];
     }
@@ -595,12 +565,7 @@ DLRT_KERNEL(dlrt_k_norm_rows)(DLRT_RANGE DLRT_PTR(float, y), DLRT_PTR(float, mea
       red[lid] = a;
     }
     DLRT_BARRIER();
-    for (int s = DLRT_WG / 2; s > 0; s >>= 1) {
-      DLRT_PHASE(lid) {
-        if (lid < s) red[lid] += red[lid + s];
-      }
-      DLRT_BARRIER();
-    }
+    DLRT_GROUP_REDUCE(red, DLRT_ADD);
     DLRT_PHASE(lid) {
       if (lid == 0) stat[0] = red[0] / (float)cols;
     }
@@ -614,12 +579,7 @@ DLRT_KERNEL(dlrt_k_norm_rows)(DLRT_RANGE DLRT_PTR(float, y), DLRT_PTR(float, mea
       red[lid] = a;
     }
     DLRT_BARRIER();
-    for (int s = DLRT_WG / 2; s > 0; s >>= 1) {
-      DLRT_PHASE(lid) {
-        if (lid < s) red[lid] += red[lid + s];
-      }
-      DLRT_BARRIER();
-    }
+    DLRT_GROUP_REDUCE(red, DLRT_ADD);
     DLRT_PHASE(lid) {
       if (lid == 0) {
         stat[1] = 1.0f / DLRT_SQRT(red[0] / (float)cols + eps);

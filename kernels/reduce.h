@@ -38,12 +38,7 @@
         acc[lid] = a;                                                                 \
       }                                                                               \
       DLRT_BARRIER();                                                                 \
-      for (int s = DLRT_WG / 2; s > 0; s >>= 1) {                                     \
-        DLRT_PHASE(lid) {                                                             \
-          if (lid < s) acc[lid] = COMBINE(acc[lid], acc[lid + s]);                    \
-        }                                                                             \
-        DLRT_BARRIER();                                                               \
-      }                                                                               \
+      DLRT_GROUP_REDUCE(acc, COMBINE);                                            \
       DLRT_PHASE(lid) {                                                               \
         if (lid == 0) partial[g] = acc[0];                                            \
       }                                                                               \
