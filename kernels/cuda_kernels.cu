@@ -2,8 +2,12 @@
 // the CUDA backend launches them from (indexed by dlrt__kernel_id).
 #include "elementwise.h"
 #include "kernel_list.h"
+#include "conv.h"
 #include "nn.h"
+#include "norm.h"
+#include "optim.h"
 #include "reduce.h"
+#include "shape.h"
 #include "transpose.h"
 
 extern "C" {

@@ -9,8 +9,12 @@
 #include "cpu_internal.h"
 #include "cpu_pool.h"
 #include "elementwise.h"
+#include "conv.h"
 #include "nn.h"
+#include "norm.h"
+#include "optim.h"
 #include "reduce.h"
+#include "shape.h"
 #include "transpose.h"
 #include "util/status.h"
 

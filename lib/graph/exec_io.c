@@ -1,0 +1,174 @@
+/* exec_io.c — moving tensors between the host and an executor: inputs and
+ * parameters in, results out (CNHW images handed out as NCHW), figures, and
+ * parameters and optimizer state for checkpoints. */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/exec.h"
+#include "util/status.h"
+
+/* ---------------------------------------------------------------- host I/O */
+
+static int check_io(dlrt_exec_t *e, dlrt_tensor_t *t, const void *host, size_t bytes,
+                    const char *what) {
+  DLRT__CHECK_ARG(e && t && (host || bytes == 0), "%s: executor, tensor or buffer is NULL", what);
+  if (t->id >= e->g->n_tensors || e->g->tensors[t->id] != t)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s: tensor %s is not of this graph", what,
+                           t->name);
+  if (bytes != dlrt__tensor_bytes(t))
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s: tensor %s holds %zu bytes, not %zu", what,
+                           t->name, dlrt__tensor_bytes(t), bytes);
+  if (!e->bufs[t->owner->id])
+    return dlrt__set_error(DLRT_ERR_STATE, "%s: tensor %s is not kept (call dlrt_keep when "
+                           "building) or was not computed yet", what, t->name);
+  return DLRT_OK;
+}
+
+/* y[b, a, p] = x[a, b, p] on the host: CNHW <-> NCHW for reads and writes
+ * of image tensors that convolution stacks store channel-major. */
+static void swap01(float *y, const float *x, int64_t na, int64_t nb, int64_t inner) {
+  for (int64_t a = 0; a < na; a++)
+    for (int64_t b = 0; b < nb; b++)
+      memcpy(y + (b * na + a) * inner, x + (a * nb + b) * inner, (size_t)inner * sizeof *y);
+}
+
+int dlrt_exec_write(dlrt_exec_t *e, dlrt_tensor_t *t, const void *src, size_t bytes) {
+  int rc = check_io(e, t, src, bytes, "dlrt_exec_write");
+  if (rc < 0) return rc;
+  if (t->cnhw) {
+    float *tmp = malloc(bytes ? bytes : 1);
+    if (!tmp) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+    swap01(tmp, src, t->shape[0], t->shape[1], t->shape[2] * t->shape[3]);
+    rc = dlrt_copy_h2d(dlrt__exec_buf(e, t), 0, tmp, bytes, e->stream);
+    if (rc == DLRT_OK) rc = dlrt_stream_synchronize(e->stream);
+    free(tmp);
+    return rc;
+  }
+  /* Blocking on the executor's stream: ordered after queued runs, and the
+   * caller may reuse `src` at once. */
+  rc = dlrt_copy_h2d(dlrt__exec_buf(e, t), 0, src, bytes, e->stream);
+  return rc == DLRT_OK ? dlrt_stream_synchronize(e->stream) : rc;
+}
+
+int dlrt_exec_read(dlrt_exec_t *e, dlrt_tensor_t *t, void *dst, size_t bytes) {
+  int rc = check_io(e, t, dst, bytes, "dlrt_exec_read");
+  if (rc < 0) return rc;
+  if (t->cnhw) {
+    /* Stored C x N x H x W: hand it out as N x C x H x W, as the API says. */
+    float *tmp = malloc(bytes ? bytes : 1);
+    if (!tmp) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+    rc = dlrt_copy_d2h(tmp, dlrt__exec_buf(e, t), 0, bytes, e->stream);
+    if (rc == DLRT_OK) rc = dlrt_stream_synchronize(e->stream);
+    if (rc == DLRT_OK) swap01(dst, tmp, t->shape[1], t->shape[0], t->shape[2] * t->shape[3]);
+    free(tmp);
+    return rc;
+  }
+  rc = dlrt_copy_d2h(dst, dlrt__exec_buf(e, t), 0, bytes, e->stream);
+  return rc == DLRT_OK ? dlrt_stream_synchronize(e->stream) : rc;
+}
+
+int dlrt_exec_set_lr(dlrt_exec_t *e, float lr) {
+  DLRT__CHECK_ARG(e && lr >= 0, "executor is NULL or lr %g < 0", lr);
+  e->lr = lr;
+  return DLRT_OK;
+}
+
+int dlrt_exec_info_get(dlrt_exec_t *e, dlrt_exec_info *out) {
+  DLRT__CHECK_ARG(e && out, "executor or out is NULL");
+  dlrt_mem_stats st;
+  int rc = dlrt_mem_stats_get(e->dev, &st);
+  if (rc < 0) return rc;
+  memset(out, 0, sizeof *out);
+  out->planned_peak_bytes = e->planned_peak;
+  out->measured_peak_bytes = st.allocated.peak > e->peak_base ? st.allocated.peak - e->peak_base : 0;
+  out->param_bytes = e->param_bytes;
+  out->state_bytes = e->state_bytes;
+  out->params = e->params;
+  out->steps = e->steps;
+  out->nodes = e->g->n_nodes;
+  return DLRT_OK;
+}
+
+/* ---------------------------------------------------------------- export */
+
+int dlrt_exec_export(dlrt_exec_t *e, int with_state, dlrt_host_tensor **tensors, int *n) {
+  DLRT__CHECK_ARG(e && tensors && n, "executor, tensors or n is NULL");
+  dlrt_graph_t *g = e->g;
+  int count = with_state ? 1 : 0;
+  for (int i = 0; i < g->n_tensors; i++)
+    count += g->tensors[i]->kind == TENSOR_PARAM || g->tensors[i]->buffer ||
+             (with_state && g->tensors[i]->kind == TENSOR_STATE);
+  dlrt_host_tensor *out = calloc((size_t)(count ? count : 1), sizeof *out);
+  if (!out) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  int k = 0, rc = DLRT_OK;
+  for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++) {
+    dlrt_tensor_t *t = g->tensors[i];
+    if (!(t->kind == TENSOR_PARAM || t->buffer || (with_state && t->kind == TENSOR_STATE)))
+      continue;
+    dlrt_host_tensor *h = &out[k++];
+    snprintf(h->name, sizeof h->name, "%s", t->name);
+    h->dtype = DLRT_F32;
+    h->ndim = t->ndim;
+    memcpy(h->shape, t->shape, (size_t)t->ndim * sizeof t->shape[0]);
+    h->bytes = dlrt__tensor_bytes(t);
+    h->data = malloc(h->bytes ? h->bytes : 1);
+    rc = h->data ? dlrt_exec_read(e, t, h->data, h->bytes)
+                 : dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  }
+  if (rc == DLRT_OK && with_state) {
+    dlrt_host_tensor *h = &out[k++];
+    snprintf(h->name, sizeof h->name, "optimizer.step");
+    h->dtype = DLRT_I32;
+    h->ndim = 1;
+    h->shape[0] = 1;
+    h->bytes = 4;
+    int32_t *step = malloc(4);
+    if (step) *step = (int32_t)e->steps;
+    h->data = step;
+    if (!step) rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  }
+  if (rc < 0) {
+    dlrt_safetensors_free(out, k, NULL);
+    return rc;
+  }
+  *tensors = out;
+  *n = k;
+  return DLRT_OK;
+}
+
+int dlrt_exec_import(dlrt_exec_t *e, const dlrt_host_tensor *tensors, int n) {
+  DLRT__CHECK_ARG(e && (tensors || n == 0), "executor or tensors is NULL");
+  dlrt_graph_t *g = e->g;
+  /* Check everything first, so a mismatched checkpoint changes nothing. */
+  for (int pass = 0; pass < 2; pass++) {
+    for (int i = 0; i < g->n_tensors; i++) {
+      dlrt_tensor_t *t = g->tensors[i];
+      if (t->kind != TENSOR_PARAM && t->kind != TENSOR_STATE) continue;
+      const dlrt_host_tensor *h = NULL;
+      for (int j = 0; j < n && !h; j++)
+        if (strcmp(tensors[j].name, t->name) == 0) h = &tensors[j];
+      if (!h) {
+        if (t->kind == TENSOR_PARAM)
+          return dlrt__set_error(DLRT_ERR_INVALID_ARG, "the checkpoint has no tensor %s: it "
+                                 "was saved from another model", t->name);
+        continue; /* no optimizer state saved: keep the fresh state */
+      }
+      if (h->dtype != DLRT_F32 || h->ndim != t->ndim || h->bytes != dlrt__tensor_bytes(t) ||
+          memcmp(h->shape, t->shape, (size_t)t->ndim * sizeof t->shape[0]) != 0)
+        return dlrt__set_error(DLRT_ERR_INVALID_ARG, "the checkpoint's %s has another dtype "
+                               "or shape than the model's: it was saved from another model",
+                               t->name);
+      if (pass == 1) {
+        int rc = dlrt_exec_write(e, t, h->data, h->bytes);
+        if (rc < 0) return rc;
+      }
+    }
+  }
+  for (int j = 0; j < n; j++)
+    if (strcmp(tensors[j].name, "optimizer.step") == 0 && tensors[j].dtype == DLRT_I32 &&
+        tensors[j].bytes == 4)
+      e->steps = *(const int32_t *)tensors[j].data;
+  return DLRT_OK;
+}

@@ -1,0 +1,339 @@
+/* exec_ops.c — what each graph node queues on the executor's stream: the
+ * public ops of lib/device (GEMM, elementwise, reduce, transpose) or a kernel
+ * of kernels/ through the launch builder. */
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "graph/exec.h"
+#include "util/status.h"
+
+
+static void arg(dlrt__launcher *lb, dlrt_exec_t *e, const dlrt_tensor_t *t) {
+  dlrt__launch_buffer_arg(lb, dlrt__exec_buf(e, t), 0, dlrt_dtype_size(t->dtype));
+}
+
+/* Starts a launch of `kernel` over `items` indices (or `groups` groups). */
+static void start(dlrt__launcher *lb, dlrt_exec_t *e, int kernel, int64_t items,
+                  int64_t groups) {
+  dlrt__launch_start(lb, e->stream, "graph");
+  lb->launch.kernel = kernel;
+  lb->launch.items = items;
+  lb->launch.groups = groups;
+}
+
+/* y[o, y_start + j, i] = x[o, x_start + j, i] for j < count. */
+static void start_axis_copy(dlrt__launcher *lb, dlrt_exec_t *e, const dlrt_tensor_t *y,
+                            const dlrt_tensor_t *x, int64_t outer, int64_t inner, int64_t y_axis,
+                            int64_t x_axis, int64_t y_start, int64_t x_start, int64_t count) {
+  start(lb, e, DLRT__K_axis_copy, outer * count, 0);
+  lb->launch.item_cost = inner;
+  arg(lb, e, y), arg(lb, e, x);
+  dlrt__launch_i64(lb, outer), dlrt__launch_i64(lb, inner), dlrt__launch_i64(lb, y_axis);
+  dlrt__launch_i64(lb, x_axis), dlrt__launch_i64(lb, y_start), dlrt__launch_i64(lb, x_start);
+  dlrt__launch_i64(lb, count);
+}
+
+static int run_gemm(dlrt_exec_t *e, dlrt_tensor_t *a, dlrt_tensor_t *b, dlrt_tensor_t *c,
+                    const int64_t *p) {
+  /* p: ta tb m n k batch stride_a stride_b stride_c */
+  dlrt_gemm_desc d = dlrt_gemm_desc_make(DLRT_F32, (int)p[0], (int)p[1], p[2], p[3], p[4],
+                                         1.0f, 0.0f);
+  d.batch = p[5];
+  d.stride_a = p[6];
+  d.stride_b = p[7];
+  d.stride_c = p[8];
+  return dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, a), 0, dlrt__exec_buf(e, b), 0, dlrt__exec_buf(e, c), 0);
+}
+
+int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
+  dlrt__launcher lb;
+  dlrt_tensor_t *y = n->n_out ? n->out[0] : NULL, *a = n->in[0], *b = n->in[1];
+  const int64_t *p = n->p;
+  switch (n->op) {
+  case OP_VIEW: return DLRT_OK;
+  case OP_FILL:
+    return dlrt_elementwise(e->stream, DLRT_EW_FILL, DLRT_F32, y->numel, n->f[0], dlrt__exec_buf(e, y),
+                            0, NULL, 0, NULL, 0);
+  case OP_RELU:
+    return dlrt_elementwise(e->stream, DLRT_EW_RELU, DLRT_F32, y->numel, 0, dlrt__exec_buf(e, y), 0,
+                            dlrt__exec_buf(e, a), 0, NULL, 0);
+  case OP_ADD:
+  case OP_MUL:
+    return dlrt_elementwise(e->stream, n->op == OP_ADD ? DLRT_EW_ADD : DLRT_EW_MUL, DLRT_F32,
+                            y->numel, 0, dlrt__exec_buf(e, y), 0, dlrt__exec_buf(e, a), 0, dlrt__exec_buf(e, b), 0);
+  case OP_SCALE:
+    return dlrt_elementwise(e->stream, DLRT_EW_SCALE, DLRT_F32, y->numel, n->f[0], dlrt__exec_buf(e, y),
+                            0, dlrt__exec_buf(e, a), 0, NULL, 0);
+  case OP_SUM:
+    return dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, a->numel, dlrt__exec_buf(e, y), 0,
+                       dlrt__exec_buf(e, a), 0);
+  case OP_BMM: {
+    int64_t q[9] = {p[0], p[1], p[2], p[3], p[4], p[5] ? p[5] : 1, p[6], p[7], p[8]};
+    return run_gemm(e, a, b, y, q);
+  }
+  case OP_CONV_GEMM: {
+    /* y (O x N*OHW) = W (O x CKK) cols (CKK x N*OHW). */
+    int64_t q[9] = {0, 0, p[1], p[0] * p[3], p[2], 1, 0, 0, 0};
+    return run_gemm(e, a, b, y, q);
+  }
+  case OP_PERMUTE:
+    start(&lb, e, DLRT__K_swap01, p[0] * p[1], 0);
+    lb.launch.item_cost = p[2];
+    arg(&lb, e, y), arg(&lb, e, a);
+    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
+    break;
+  case OP_BIAS_ROWS:
+    start(&lb, e, DLRT__K_bias_rows, y->numel, 0);
+    arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
+    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]);
+    break;
+  case OP_BIAS_CHANNELS:
+    start(&lb, e, DLRT__K_bias_channels, p[0] * p[1], 0);
+    lb.launch.item_cost = p[2];
+    arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
+    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
+    break;
+  case OP_RELU_GRAD:
+    start(&lb, e, DLRT__K_relu_grad, y->numel, 0);
+    arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
+    dlrt__launch_i64(&lb, y->numel);
+    break;
+  case OP_BROADCAST:
+    start(&lb, e, DLRT__K_broadcast_scalar, y->numel, 0);
+    arg(&lb, e, y), arg(&lb, e, a);
+    dlrt__launch_f32(&lb, n->f[0]), dlrt__launch_i64(&lb, y->numel);
+    break;
+  case OP_SUM_COLS:
+    start(&lb, e, DLRT__K_sum_cols, p[1], 0);
+    arg(&lb, e, y), arg(&lb, e, a);
+    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_f32(&lb, 0.0f);
+    break;
+  case OP_SUM_CHANNELS:
+    /* One image (CNHW): a row reduction, spread over the whole device. */
+    if (p[0] == 1)
+      return dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, p[1], p[2], dlrt__exec_buf(e, y), 0,
+                         dlrt__exec_buf(e, a), 0);
+    start(&lb, e, DLRT__K_sum_channels, p[1], 0);
+    arg(&lb, e, y), arg(&lb, e, a);
+    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
+    break;
+  case OP_IM2COL:
+  case OP_COL2IM:
+    /* Items: an image plane of one cols row (oh x ow) for im2col, an image
+     * row (w) for col2im. */
+    start(&lb, e, n->op == OP_IM2COL ? DLRT__K_im2col : DLRT__K_col2im,
+          y->numel / (n->op == OP_IM2COL ? p[9] * p[10] : p[3]), 0);
+    lb.launch.item_cost = n->op == OP_IM2COL ? p[9] * p[10] : p[3] * p[4] * p[5];
+    arg(&lb, e, y), arg(&lb, e, a);
+    for (int i = 0; i < 12; i++) dlrt__launch_i64(&lb, p[i]);
+    break;
+  case OP_MAXPOOL:
+    start(&lb, e, DLRT__K_maxpool, p[0], 0); /* planes */
+    lb.launch.item_cost = p[5] * p[6] * p[3] * p[3];
+    arg(&lb, e, y), arg(&lb, e, n->out[1]), arg(&lb, e, a);
+    for (int i = 0; i < 7; i++) dlrt__launch_i64(&lb, p[i]);
+    break;
+  case OP_MAXPOOL_GRAD:
+    if (p[4] >= p[3]) {
+      /* Disjoint windows: zero dx, then each window writes its maximum. */
+      int rc = dlrt_elementwise(e->stream, DLRT_EW_FILL, DLRT_F32, y->numel, 0.0f, dlrt__exec_buf(e, y),
+                                0, NULL, 0, NULL, 0);
+      if (rc < 0) return rc;
+      start(&lb, e, DLRT__K_maxpool_scatter, p[0] * p[5], 0); /* output rows */
+      lb.launch.item_cost = p[6];
+      arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
+      dlrt__launch_i64(&lb, p[0] * p[5]), dlrt__launch_i64(&lb, p[6]);
+      break;
+    }
+    start(&lb, e, DLRT__K_maxpool_grad, p[0] * p[1], 0); /* input rows */
+    lb.launch.item_cost = p[2] * p[3];
+    arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
+    for (int i = 0; i < 7; i++) dlrt__launch_i64(&lb, p[i]);
+    break;
+  case OP_XENT: {
+    /* Per-row losses and d logits in one pass, then the mean. */
+    start(&lb, e, DLRT__K_softmax_xent, 0, p[0]);
+    arg(&lb, e, a), arg(&lb, e, b), arg(&lb, e, n->out[1]), arg(&lb, e, n->out[2]);
+    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]);
+    dlrt__launch_f32(&lb, n->f[0]), dlrt__launch_f32(&lb, 1.0f / (float)p[0]);
+    int rc = dlrt__launch_submit(e->stream, &lb);
+    if (rc == DLRT_OK)
+      rc = dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, p[0], dlrt__exec_buf(e, y), 0,
+                       dlrt__exec_buf(e, n->out[1]), 0);
+    if (rc == DLRT_OK)
+      rc = dlrt_elementwise(e->stream, DLRT_EW_SCALE, DLRT_F32, 1, 1.0f / (float)p[0],
+                            dlrt__exec_buf(e, y), 0, dlrt__exec_buf(e, y), 0, NULL, 0);
+    return rc;
+  }
+  case OP_SUB:
+  case OP_DIV:
+    start(&lb, e, n->op == OP_SUB ? DLRT__K_sub : DLRT__K_div, y->numel, 0);
+    arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
+    dlrt__launch_i64(&lb, y->numel);
+    break;
+  case OP_DIV_GRAD_Z:
+    start(&lb, e, DLRT__K_div_grad_z, y->numel, 0);
+    arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b), arg(&lb, e, n->in[2]);
+    dlrt__launch_i64(&lb, y->numel);
+    break;
+  case OP_ACT:
+    start(&lb, e, DLRT__K_activation, y->numel, 0);
+    arg(&lb, e, y), arg(&lb, e, a);
+    dlrt__launch_i64(&lb, y->numel), dlrt__launch_i64(&lb, p[0]);
+    break;
+  case OP_ACT_GRAD:
+    start(&lb, e, DLRT__K_activation_grad, y->numel, 0);
+    arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
+    dlrt__launch_i64(&lb, y->numel), dlrt__launch_i64(&lb, p[0]);
+    break;
+  case OP_SOFTMAX:
+  case OP_SOFTMAX_GRAD:
+    start(&lb, e, n->op == OP_SOFTMAX ? DLRT__K_softmax : DLRT__K_softmax_grad, 0, p[0]);
+    arg(&lb, e, y), arg(&lb, e, a);
+    if (n->op == OP_SOFTMAX_GRAD) arg(&lb, e, b);
+    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]);
+    break;
+  case OP_AVGPOOL:
+  case OP_AVGPOOL_GRAD:
+    start(&lb, e, n->op == OP_AVGPOOL ? DLRT__K_avgpool : DLRT__K_avgpool_grad, p[0], 0);
+    lb.launch.item_cost = p[1] * p[2] * p[3];
+    arg(&lb, e, y), arg(&lb, e, a);
+    for (int i = 0; i < 7; i++) dlrt__launch_i64(&lb, p[i]);
+    break;
+  case OP_DROPOUT: {
+    /* Evaluation passes values through; training draws a mask per step. */
+    if (e->mode == DLRT_RUN_FORWARD || n->f[0] == 0.0f)
+      return dlrt_elementwise(e->stream, DLRT_EW_SCALE, DLRT_F32, y->numel, 1.0f, dlrt__exec_buf(e, y), 0,
+                              dlrt__exec_buf(e, a), 0, NULL, 0);
+    uint64_t seed = e->seed ^ ((uint64_t)e->steps * 0x9e3779b97f4a7c15ULL) ^
+                    ((uint64_t)p[0] * 0xbf58476d1ce4e5b9ULL);
+    start(&lb, e, DLRT__K_dropout, y->numel, 0);
+    arg(&lb, e, y), arg(&lb, e, a);
+    dlrt__launch_i64(&lb, y->numel), dlrt__launch_i64(&lb, (int64_t)(seed & INT64_MAX));
+    dlrt__launch_i64(&lb, (int64_t)((double)n->f[0] * 4294967296.0));
+    dlrt__launch_f32(&lb, 1.0f / (1.0f - n->f[0]));
+    break;
+  }
+  case OP_NORM:
+    if (p[3] && e->mode == DLRT_RUN_FORWARD) {
+      /* Batch norm when evaluating: the running statistics. */
+      start(&lb, e, DLRT__K_norm_rows_eval, p[0], 0);
+      lb.launch.item_cost = p[1];
+      arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, n->in[3]), arg(&lb, e, n->in[4]);
+      arg(&lb, e, b), arg(&lb, e, n->in[2]);
+      dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_f32(&lb, n->f[0]);
+      break;
+    }
+    start(&lb, e, DLRT__K_norm_rows, 0, p[0]);
+    arg(&lb, e, y), arg(&lb, e, n->out[1]), arg(&lb, e, n->out[2]), arg(&lb, e, a);
+    arg(&lb, e, b), arg(&lb, e, n->in[2]);
+    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_f32(&lb, n->f[0]);
+    dlrt__launch_i64(&lb, p[2]);
+    break;
+  case OP_NORM_GRAD:
+    start(&lb, e, DLRT__K_norm_rows_grad, 0, p[0]);
+    arg(&lb, e, y);
+    for (int i = 0; i < 5; i++) arg(&lb, e, n->in[i]);
+    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
+    break;
+  case OP_NORM_AFFINE_GRAD:
+    start(&lb, e, DLRT__K_norm_affine_grad, p[2] ? p[0] : p[1], 0);
+    lb.launch.item_cost = p[2] ? p[1] : p[0];
+    arg(&lb, e, y), arg(&lb, e, n->out[1]);
+    for (int i = 0; i < 4; i++) arg(&lb, e, n->in[i]);
+    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
+    break;
+  case OP_BN_RUNNING:
+    if (e->mode == DLRT_RUN_FORWARD) return DLRT_OK;
+    start(&lb, e, DLRT__K_bn_running, p[0], 0);
+    arg(&lb, e, n->in[2]), arg(&lb, e, n->in[3]), arg(&lb, e, a), arg(&lb, e, b);
+    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]);
+    dlrt__launch_f32(&lb, n->f[1]), dlrt__launch_f32(&lb, n->f[0]);
+    break;
+  case OP_CONCAT: {
+    /* One copy per input into its stretch of the axis. */
+    int axis = (int)p[3];
+    int64_t start = 0;
+    for (int i = 0; i < n->n_in; i++) {
+      int64_t len = n->in[i]->shape[axis];
+      start_axis_copy(&lb, e, y, n->in[i], p[0], p[1], p[2], len, start, 0, len);
+      int rc = dlrt__launch_submit(e->stream, &lb);
+      if (rc < 0) return rc;
+      start += len;
+    }
+    return DLRT_OK;
+  }
+  case OP_SLICE:
+    start_axis_copy(&lb, e, y, a, p[0], p[1], p[4], p[2], 0, p[3], p[4]);
+    break;
+  case OP_SLICE_GRAD: {
+    int rc = dlrt_elementwise(e->stream, DLRT_EW_FILL, DLRT_F32, y->numel, 0.0f, dlrt__exec_buf(e, y), 0,
+                              NULL, 0, NULL, 0);
+    if (rc < 0) return rc;
+    start_axis_copy(&lb, e, y, a, p[0], p[1], p[2], p[4], p[3], 0, p[4]);
+    break;
+  }
+  case OP_AXIS_SUM:
+  case OP_AXIS_EXPAND:
+    if (n->op == OP_AXIS_SUM && p[2] == 1)
+      /* Summing a contiguous last axis: the device-wide row reduction. */
+      if (n->f[0] == 1.0f)
+        return dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, p[0], p[1], dlrt__exec_buf(e, y), 0,
+                           dlrt__exec_buf(e, a), 0);
+    start(&lb, e, n->op == OP_AXIS_SUM ? DLRT__K_axis_sum : DLRT__K_axis_expand,
+          n->op == OP_AXIS_SUM ? p[0] * p[2] : p[0] * p[1], 0);
+    lb.launch.item_cost = n->op == OP_AXIS_SUM ? p[1] : p[2];
+    arg(&lb, e, y), arg(&lb, e, a);
+    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
+    dlrt__launch_f32(&lb, n->f[0]);
+    break;
+  case OP_BCAST:
+  case OP_BCAST_GRAD_B:
+    start(&lb, e, n->op == OP_BCAST ? DLRT__K_bcast : DLRT__K_bcast_grad_b, p[0], 0);
+    arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
+    if (n->op == OP_BCAST_GRAD_B) arg(&lb, e, n->in[2]);
+    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
+    break;
+  case OP_EMBED:
+  case OP_EMBED_GRAD:
+    start(&lb, e, n->op == OP_EMBED ? DLRT__K_embedding : DLRT__K_embedding_grad,
+          n->op == OP_EMBED ? p[0] : p[1], 0);
+    lb.launch.item_cost = n->op == OP_EMBED ? p[2] : p[0] * p[2];
+    arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
+    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
+    break;
+  case OP_TRANSPOSE:
+    return dlrt_transpose(e->stream, DLRT_F32, 1, p[0], p[1], dlrt__exec_buf(e, y), 0, dlrt__exec_buf(e, a), 0);
+  case OP_SGD: {
+    const dlrt_optimizer *o = &e->g->opt;
+    start(&lb, e, DLRT__K_sgd_update, a->numel, 0);
+    arg(&lb, e, a), arg(&lb, e, b), arg(&lb, e, n->in[2]);
+    dlrt__launch_i64(&lb, a->numel), dlrt__launch_f32(&lb, e->lr);
+    dlrt__launch_f32(&lb, o->momentum), dlrt__launch_f32(&lb, o->weight_decay);
+    dlrt__launch_f32(&lb, e->grad_scale), dlrt__launch_i64(&lb, o->nesterov);
+    dlrt__launch_i64(&lb, e->steps == 0);
+    break;
+  }
+  case OP_ADAM: {
+    const dlrt_optimizer *o = &e->g->opt;
+    double t = (double)(e->steps + 1);
+    float step_size = (float)(e->lr / (1.0 - pow(o->beta1, t)));
+    float bias2 = (float)sqrt(1.0 - pow(o->beta2, t));
+    start(&lb, e, DLRT__K_adam_update, a->numel, 0);
+    arg(&lb, e, a), arg(&lb, e, b), arg(&lb, e, n->in[2]), arg(&lb, e, n->in[3]);
+    dlrt__launch_i64(&lb, a->numel), dlrt__launch_f32(&lb, e->lr);
+    dlrt__launch_f32(&lb, o->beta1), dlrt__launch_f32(&lb, o->beta2);
+    dlrt__launch_f32(&lb, o->eps), dlrt__launch_f32(&lb, o->weight_decay);
+    dlrt__launch_f32(&lb, step_size), dlrt__launch_f32(&lb, bias2),
+    dlrt__launch_f32(&lb, e->grad_scale);
+    dlrt__launch_i64(&lb, o->kind == DLRT_OPT_ADAMW);
+    break;
+  }
+  default:
+    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "graph: no executor for %s",
+                           dlrt__op_name(n->op));
+  }
+  return dlrt__launch_submit(e->stream, &lb);
+}
