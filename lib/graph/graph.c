@@ -188,7 +188,7 @@ dlrt_tensor_t *dlrt_keep(dlrt_graph_t *g, dlrt_tensor_t *t) {
 /* ---------------------------------------------------------------- ops */
 
 /* Common entry checks: graph usable, forward building still open, inputs set. */
-static int begin(dlrt_graph_t *g, const char *op, int n, dlrt_tensor_t *const *in) {
+int dlrt__graph_begin(dlrt_graph_t *g, const char *op, int n, dlrt_tensor_t *const *in) {
   if (!g || g->status) return 0;
   if (g->backward_done) {
     dlrt__graph_fail(g, DLRT_ERR_STATE, "%s: the forward pass is closed once "
@@ -210,7 +210,7 @@ static void shape_text(const dlrt_tensor_t *t, char *out, size_t n) {
   if (used < n) snprintf(out + used, n - used, "]");
 }
 
-static void *shape_error(dlrt_graph_t *g, const char *op, const char *what,
+void *dlrt__shape_error(dlrt_graph_t *g, const char *op, const char *what,
                          const dlrt_tensor_t *a, const dlrt_tensor_t *b) {
   char sa[96], sb[96] = "";
   shape_text(a, sa, sizeof sa);
@@ -219,7 +219,7 @@ static void *shape_error(dlrt_graph_t *g, const char *op, const char *what,
                           sa, b ? ", " : "", b ? b->name : "", b ? " " : "", b ? sb : "");
 }
 
-static int is_f32(dlrt_graph_t *g, const char *op, const dlrt_tensor_t *t) {
+int dlrt__is_f32(dlrt_graph_t *g, const char *op, const dlrt_tensor_t *t) {
   if (t->dtype == DLRT_F32) return 1;
   dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "%s: %s is %s, expected f32", op, t->name,
                    dlrt_dtype_name(t->dtype));
@@ -228,12 +228,12 @@ static int is_f32(dlrt_graph_t *g, const char *op, const dlrt_tensor_t *t) {
 
 dlrt_tensor_t *dlrt_matmul(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b, int ta, int tb) {
   dlrt_tensor_t *in[2] = {a, b};
-  if (!begin(g, "matmul", 2, in) || !is_f32(g, "matmul", a) || !is_f32(g, "matmul", b))
+  if (!dlrt__graph_begin(g, "matmul", 2, in) || !dlrt__is_f32(g, "matmul", a) || !dlrt__is_f32(g, "matmul", b))
     return NULL;
-  if (a->ndim != 2 || b->ndim != 2) return shape_error(g, "matmul", "needs 2-D operands", a, b);
+  if (a->ndim != 2 || b->ndim != 2) return dlrt__shape_error(g, "matmul", "needs 2-D operands", a, b);
   int64_t m = ta ? a->shape[1] : a->shape[0], k = ta ? a->shape[0] : a->shape[1];
   int64_t kb = tb ? b->shape[1] : b->shape[0], n = tb ? b->shape[0] : b->shape[1];
-  if (k != kb) return shape_error(g, "matmul", "inner dimensions differ", a, b);
+  if (k != kb) return dlrt__shape_error(g, "matmul", "inner dimensions differ", a, b);
   int64_t shape[2] = {m, n};
   dlrt_tensor_t *y = dlrt__node1(g, OP_BMM, PHASE_FORWARD, 2, in, 2, shape, NULL);
   if (!y) return NULL;
@@ -245,13 +245,13 @@ dlrt_tensor_t *dlrt_matmul(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b, 
 dlrt_tensor_t *dlrt_linear(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
                            dlrt_tensor_t *b) {
   dlrt_tensor_t *in[2] = {x, w};
-  if (!begin(g, "linear", 2, in)) return NULL;
+  if (!dlrt__graph_begin(g, "linear", 2, in)) return NULL;
   if (x->ndim != 2 || w->ndim != 2 || x->shape[1] != w->shape[1])
-    return shape_error(g, "linear", "x must be N x in and W out x in", x, w);
+    return dlrt__shape_error(g, "linear", "x must be N x in and W out x in", x, w);
   dlrt_tensor_t *y = dlrt_matmul(g, x, w, 0, 1);
   if (!y || !b) return y;
   if (b->ndim != 1 || b->shape[0] != w->shape[0])
-    return shape_error(g, "linear", "the bias must have one element per output", b, w);
+    return dlrt__shape_error(g, "linear", "the bias must have one element per output", b, w);
   dlrt_tensor_t *yb_in[2] = {y, b};
   dlrt_tensor_t *yb = dlrt__node1(g, OP_BIAS_ROWS, PHASE_FORWARD, 2, yb_in, 2, y->shape, NULL);
   if (yb) yb->producer->p[0] = y->shape[0], yb->producer->p[1] = y->shape[1];
@@ -259,7 +259,7 @@ dlrt_tensor_t *dlrt_linear(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
 }
 
 static dlrt_tensor_t *unary(dlrt_graph_t *g, op_kind op, dlrt_tensor_t *x, float f) {
-  if (!begin(g, dlrt__op_name(op), 1, &x) || !is_f32(g, dlrt__op_name(op), x)) return NULL;
+  if (!dlrt__graph_begin(g, dlrt__op_name(op), 1, &x) || !dlrt__is_f32(g, dlrt__op_name(op), x)) return NULL;
   dlrt_tensor_t *y = dlrt__node1(g, op, PHASE_FORWARD, 1, &x, x->ndim, x->shape, NULL);
   if (y) {
     y->producer->f[0] = f;
@@ -275,13 +275,13 @@ dlrt_tensor_t *dlrt_scale(dlrt_graph_t *g, dlrt_tensor_t *x, float alpha) {
 }
 
 dlrt_tensor_t *dlrt_sum(dlrt_graph_t *g, dlrt_tensor_t *x) {
-  if (!begin(g, "sum", 1, &x) || !is_f32(g, "sum", x)) return NULL;
+  if (!dlrt__graph_begin(g, "sum", 1, &x) || !dlrt__is_f32(g, "sum", x)) return NULL;
   int64_t one = 1;
   return dlrt__node1(g, OP_SUM, PHASE_FORWARD, 1, &x, 1, &one, NULL);
 }
 
 /* The same image in N x C x H x W storage (a permute node when it is CNHW). */
-static dlrt_tensor_t *to_nchw(dlrt_graph_t *g, dlrt_tensor_t *x) {
+dlrt_tensor_t *dlrt__to_nchw(dlrt_graph_t *g, dlrt_tensor_t *x) {
   if (!x->cnhw) return x;
   dlrt_tensor_t *y = dlrt__node1(g, OP_PERMUTE, PHASE_FORWARD, 1, &x, 4, x->shape, NULL);
   if (y) {
@@ -295,7 +295,7 @@ static dlrt_tensor_t *to_nchw(dlrt_graph_t *g, dlrt_tensor_t *x) {
 static dlrt_tensor_t *binary(dlrt_graph_t *g, op_kind op, dlrt_tensor_t *a, dlrt_tensor_t *b) {
   dlrt_tensor_t *in[2] = {a, b};
   const char *name = dlrt__op_name(op);
-  if (!begin(g, name, 2, in) || !is_f32(g, name, a) || !is_f32(g, name, b)) return NULL;
+  if (!dlrt__graph_begin(g, name, 2, in) || !dlrt__is_f32(g, name, a) || !dlrt__is_f32(g, name, b)) return NULL;
   if (a->numel != b->numel || a->ndim != b->ndim ||
       memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof a->shape[0]) != 0) {
     /* b broadcast over a's leading dimensions: b's shape is a's trailing one. */
@@ -303,8 +303,8 @@ static dlrt_tensor_t *binary(dlrt_graph_t *g, op_kind op, dlrt_tensor_t *a, dlrt
                    memcmp(a->shape + (a->ndim - b->ndim), b->shape,
                           (size_t)b->ndim * sizeof b->shape[0]) == 0;
     if (!trailing)
-      return shape_error(g, name, "shapes differ (b may only have a's trailing shape)", a, b);
-    if (!(a = to_nchw(g, a))) return NULL;
+      return dlrt__shape_error(g, name, "shapes differ (b may only have a's trailing shape)", a, b);
+    if (!(a = dlrt__to_nchw(g, a))) return NULL;
     dlrt_tensor_t *bin[2] = {a, b};
     dlrt_tensor_t *y = dlrt__node1(g, OP_BCAST, PHASE_FORWARD, 2, bin, a->ndim, a->shape, NULL);
     if (y) {
@@ -314,8 +314,8 @@ static dlrt_tensor_t *binary(dlrt_graph_t *g, op_kind op, dlrt_tensor_t *a, dlrt
     return y;
   }
   if (a->cnhw != b->cnhw) {
-    in[0] = a = to_nchw(g, a);
-    in[1] = b = to_nchw(g, b);
+    in[0] = a = dlrt__to_nchw(g, a);
+    in[1] = b = dlrt__to_nchw(g, b);
     if (!a || !b) return NULL;
   }
   dlrt_tensor_t *y = dlrt__node1(g, op, PHASE_FORWARD, 2, in, a->ndim, a->shape, NULL);
@@ -350,9 +350,9 @@ dlrt_tensor_t *dlrt_sigmoid(dlrt_graph_t *g, dlrt_tensor_t *x) { return activati
 dlrt_tensor_t *dlrt_gelu(dlrt_graph_t *g, dlrt_tensor_t *x) { return activation(g, x, 2); }
 
 dlrt_tensor_t *dlrt_softmax(dlrt_graph_t *g, dlrt_tensor_t *x) {
-  if (!begin(g, "softmax", 1, &x) || !is_f32(g, "softmax", x)) return NULL;
-  if (x->ndim < 1) return shape_error(g, "softmax", "needs rows of a last axis", x, NULL);
-  if (!(x = to_nchw(g, x))) return NULL;
+  if (!dlrt__graph_begin(g, "softmax", 1, &x) || !dlrt__is_f32(g, "softmax", x)) return NULL;
+  if (x->ndim < 1) return dlrt__shape_error(g, "softmax", "needs rows of a last axis", x, NULL);
+  if (!(x = dlrt__to_nchw(g, x))) return NULL;
   dlrt_tensor_t *y = dlrt__node1(g, OP_SOFTMAX, PHASE_FORWARD, 1, &x, x->ndim, x->shape, NULL);
   if (y) {
     y->producer->p[1] = x->shape[x->ndim - 1];
@@ -363,10 +363,10 @@ dlrt_tensor_t *dlrt_softmax(dlrt_graph_t *g, dlrt_tensor_t *x) {
 
 dlrt_tensor_t *dlrt_mse(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b) {
   dlrt_tensor_t *in[2] = {a, b};
-  if (!begin(g, "mse", 2, in)) return NULL;
+  if (!dlrt__graph_begin(g, "mse", 2, in)) return NULL;
   if (a->numel != b->numel || a->ndim != b->ndim ||
       memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof a->shape[0]) != 0)
-    return shape_error(g, "mse", "shapes differ", a, b);
+    return dlrt__shape_error(g, "mse", "shapes differ", a, b);
   dlrt_tensor_t *d = dlrt_sub(g, a, b);
   if (!d) return NULL;
   dlrt_tensor_t *sq = dlrt_sum(g, dlrt_mul(g, d, d));
@@ -374,7 +374,7 @@ dlrt_tensor_t *dlrt_mse(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b) {
 }
 
 dlrt_tensor_t *dlrt_dropout(dlrt_graph_t *g, dlrt_tensor_t *x, float p) {
-  if (!begin(g, "dropout", 1, &x)) return NULL;
+  if (!dlrt__graph_begin(g, "dropout", 1, &x)) return NULL;
   if (!(p >= 0.0f && p < 1.0f))
     return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "dropout: probability %g is outside [0, 1)", p);
   dlrt_tensor_t *y = unary(g, OP_DROPOUT, x, p);
@@ -383,234 +383,20 @@ dlrt_tensor_t *dlrt_dropout(dlrt_graph_t *g, dlrt_tensor_t *x, float p) {
 }
 
 /* A permute node swapping the two leading axes of x viewed as na x nb x inner. */
-static dlrt_tensor_t *swap_axes(dlrt_graph_t *g, dlrt_tensor_t *x, int64_t na, int64_t nb,
+dlrt_tensor_t *dlrt__swap_axes(dlrt_graph_t *g, dlrt_tensor_t *x, int64_t na, int64_t nb,
                                 int64_t inner, int ndim, const int64_t *shape) {
   dlrt_tensor_t *y = dlrt__node1(g, OP_PERMUTE, PHASE_FORWARD, 1, &x, ndim, shape, NULL);
   if (y) y->producer->p[0] = na, y->producer->p[1] = nb, y->producer->p[2] = inner;
   return y;
 }
 
-/* The normalisation node over rows x cols of x (already laid out so). */
-static dlrt_tensor_t *norm_node(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *gamma,
-                                dlrt_tensor_t *beta, dlrt_tensor_t *rm, dlrt_tensor_t *rv,
-                                int64_t rows, int64_t cols, int per_row, float eps) {
-  dlrt_tensor_t *in[5] = {x, gamma, beta, rm, rv};
-  dlrt_tensor_t *y = dlrt__node1(g, OP_NORM, PHASE_FORWARD, rm ? 5 : 3, in, x->ndim, x->shape, NULL);
-  if (!y) return NULL;
-  y->cnhw = x->cnhw;
-  node *n = y->producer;
-  char name[64];
-  snprintf(name, sizeof name, "%.50s.mean", y->name);
-  dlrt_tensor_t *mean = dlrt__tensor_new(g, name, DLRT_F32, 1, &rows, TENSOR_INTERMEDIATE);
-  snprintf(name, sizeof name, "%.50s.rstd", y->name);
-  dlrt_tensor_t *rstd = dlrt__tensor_new(g, name, DLRT_F32, 1, &rows, TENSOR_INTERMEDIATE);
-  if (!mean || !rstd) return NULL;
-  n->n_out = 3;
-  n->out[1] = mean, n->out[2] = rstd;
-  mean->producer = rstd->producer = n;
-  n->p[0] = rows, n->p[1] = cols, n->p[2] = per_row, n->p[3] = rm != NULL;
-  n->f[0] = eps;
-  return y;
-}
-
-dlrt_tensor_t *dlrt_layer_norm(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *gamma,
-                               dlrt_tensor_t *beta, float eps) {
-  dlrt_tensor_t *in[3] = {x, gamma, beta};
-  if (!begin(g, "layer_norm", 3, in) || !is_f32(g, "layer_norm", x)) return NULL;
-  int64_t d = x->ndim ? x->shape[x->ndim - 1] : 0;
-  if (x->ndim < 1 || d < 1 || gamma->numel != d || beta->numel != d)
-    return shape_error(g, "layer_norm", "gamma and beta need one element per feature of the "
-                       "last axis", x, gamma);
-  if (!(eps > 0)) return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "layer_norm: eps %g <= 0", eps);
-  if (!(x = to_nchw(g, x))) return NULL;
-  return norm_node(g, x, gamma, beta, NULL, NULL, x->numel / d, d, 0, eps);
-}
-
-dlrt_tensor_t *dlrt_batch_norm(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *gamma,
-                               dlrt_tensor_t *beta, float momentum, float eps) {
-  dlrt_tensor_t *in[3] = {x, gamma, beta};
-  if (!begin(g, "batch_norm", 3, in) || !is_f32(g, "batch_norm", x)) return NULL;
-  if ((x->ndim != 2 && x->ndim != 4) || gamma->numel != x->shape[1] ||
-      beta->numel != x->shape[1] || gamma->kind != TENSOR_PARAM)
-    return shape_error(g, "batch_norm", "x must be N x C (x H x W) and gamma, beta parameters "
-                       "of C elements", x, gamma);
-  if (!(eps > 0) || !(momentum >= 0 && momentum <= 1))
-    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "batch_norm: eps %g, momentum %g", eps,
-                            momentum);
-  /* Running statistics, named after gamma as PyTorch names them. */
-  char name[64];
-  int64_t c = x->shape[1];
-  snprintf(name, sizeof name, "%.40s.running_mean", gamma->name);
-  dlrt_tensor_t *rm = dlrt__tensor_new(g, name, DLRT_F32, 1, &c, TENSOR_STATE);
-  snprintf(name, sizeof name, "%.40s.running_var", gamma->name);
-  dlrt_tensor_t *rv = dlrt__tensor_new(g, name, DLRT_F32, 1, &c, TENSOR_STATE);
-  if (!rm || !rv) return NULL;
-  rm->init = DLRT_INIT_ZEROS, rv->init = DLRT_INIT_ONES;
-  rm->kept = rv->kept = rm->buffer = rv->buffer = 1;
-  /* Each channel's values in one row: CNHW for images, features x N for 2-D. */
-  dlrt_tensor_t *rows_x = x, *y;
-  int64_t m = x->numel / (c ? c : 1);
-  if (x->ndim == 4 && !x->cnhw) {
-    rows_x = swap_axes(g, x, x->shape[0], c, x->shape[2] * x->shape[3], 4, x->shape);
-    if (rows_x) rows_x->cnhw = 1;
-  } else if (x->ndim == 2) {
-    int64_t t_shape[2] = {c, x->shape[0]};
-    rows_x = swap_axes(g, x, x->shape[0], c, 1, 2, t_shape);
-  }
-  if (!rows_x || !(y = norm_node(g, rows_x, gamma, beta, rm, rv, c, m, 1, eps))) return NULL;
-  dlrt_tensor_t *stats[4] = {y->producer->out[1], y->producer->out[2], rm, rv};
-  node *run = dlrt__node_new(g, OP_BN_RUNNING, PHASE_FORWARD);
-  if (!run) return NULL;
-  dlrt__node_inputs(run, 4, stats);
-  run->p[0] = c, run->p[1] = m, run->f[0] = eps, run->f[1] = momentum;
-  if (x->ndim == 2) {
-    int64_t back[2] = {x->shape[0], c};
-    y = swap_axes(g, y, c, x->shape[0], 1, 2, back);
-  }
-  return y;
-}
-
-/* outer x axis x inner around `axis` of t. */
-static void around_axis(const dlrt_tensor_t *t, int axis, int64_t *outer, int64_t *inner) {
-  *outer = 1, *inner = 1;
-  for (int i = 0; i < axis; i++) *outer *= t->shape[i];
-  for (int i = axis + 1; i < t->ndim; i++) *inner *= t->shape[i];
-}
-
-static int axis_ok(dlrt_graph_t *g, const char *op, const dlrt_tensor_t *x, int axis) {
-  if (axis >= 0 && axis < x->ndim) return 1;
-  dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "%s: axis %d of a %d-D tensor %s", op, axis, x->ndim,
-                   x->name);
-  return 0;
-}
-
-dlrt_tensor_t *dlrt_concat(dlrt_graph_t *g, int n, dlrt_tensor_t *const *xs, int axis) {
-  if (!g || g->status) return NULL;
-  if (n < 1 || n > NODE_MAX_IN || !xs)
-    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "concat: %d inputs (1 to %d)", n, NODE_MAX_IN);
-  dlrt_tensor_t *in[NODE_MAX_IN];
-  for (int i = 0; i < n; i++) in[i] = xs[i];
-  if (!begin(g, "concat", n, in) || !axis_ok(g, "concat", in[0], axis)) return NULL;
-  int64_t shape[DLRT_MAX_DIMS];
-  memcpy(shape, in[0]->shape, sizeof shape);
-  shape[axis] = 0;
-  for (int i = 0; i < n; i++) {
-    if (!is_f32(g, "concat", in[i]) || !(in[i] = to_nchw(g, in[i]))) return NULL;
-    int same = in[i]->ndim == in[0]->ndim;
-    for (int d = 0; same && d < in[0]->ndim; d++)
-      same = d == axis || in[i]->shape[d] == in[0]->shape[d];
-    if (!same) return shape_error(g, "concat", "shapes differ off the axis", in[0], in[i]);
-    shape[axis] += in[i]->shape[axis];
-  }
-  dlrt_tensor_t *y = dlrt__node1(g, OP_CONCAT, PHASE_FORWARD, n, in, in[0]->ndim, shape, NULL);
-  if (y) {
-    around_axis(y, axis, &y->producer->p[0], &y->producer->p[1]);
-    y->producer->p[2] = shape[axis];
-    y->producer->p[3] = axis;
-  }
-  return y;
-}
-
-dlrt_tensor_t *dlrt_slice(dlrt_graph_t *g, dlrt_tensor_t *x, int axis, int64_t start,
-                          int64_t length) {
-  if (!begin(g, "slice", 1, &x) || !is_f32(g, "slice", x) || !axis_ok(g, "slice", x, axis))
-    return NULL;
-  if (start < 0 || length < 1 || start + length > x->shape[axis])
-    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "slice: [%lld, %lld) of axis %d of %s, "
-                            "which has %lld", (long long)start, (long long)(start + length),
-                            axis, x->name, (long long)x->shape[axis]);
-  if (!(x = to_nchw(g, x))) return NULL;
-  int64_t shape[DLRT_MAX_DIMS];
-  memcpy(shape, x->shape, sizeof shape);
-  shape[axis] = length;
-  dlrt_tensor_t *y = dlrt__node1(g, OP_SLICE, PHASE_FORWARD, 1, &x, x->ndim, shape, NULL);
-  if (y) {
-    int64_t *p = y->producer->p;
-    around_axis(x, axis, &p[0], &p[1]);
-    p[2] = x->shape[axis], p[3] = start, p[4] = length;
-  }
-  return y;
-}
-
-static dlrt_tensor_t *axis_sum(dlrt_graph_t *g, dlrt_tensor_t *x, int axis, int mean) {
-  const char *name = mean ? "mean_axis" : "sum_axis";
-  if (!begin(g, name, 1, &x) || !is_f32(g, name, x) || !axis_ok(g, name, x, axis)) return NULL;
-  if (!(x = to_nchw(g, x))) return NULL;
-  int64_t shape[DLRT_MAX_DIMS];
-  int nd = 0;
-  for (int i = 0; i < x->ndim; i++)
-    if (i != axis) shape[nd++] = x->shape[i];
-  if (nd == 0) shape[nd++] = 1;
-  dlrt_tensor_t *y = dlrt__node1(g, OP_AXIS_SUM, PHASE_FORWARD, 1, &x, nd, shape, NULL);
-  if (y) {
-    int64_t *p = y->producer->p;
-    around_axis(x, axis, &p[0], &p[2]);
-    p[1] = x->shape[axis];
-    y->producer->f[0] = mean && p[1] ? 1.0f / (float)p[1] : 1.0f;
-  }
-  return y;
-}
-
-dlrt_tensor_t *dlrt_sum_axis(dlrt_graph_t *g, dlrt_tensor_t *x, int axis) {
-  return axis_sum(g, x, axis, 0);
-}
-
-dlrt_tensor_t *dlrt_mean_axis(dlrt_graph_t *g, dlrt_tensor_t *x, int axis) {
-  return axis_sum(g, x, axis, 1);
-}
-
-dlrt_tensor_t *dlrt_transpose2d(dlrt_graph_t *g, dlrt_tensor_t *x) {
-  if (!begin(g, "transpose", 1, &x) || !is_f32(g, "transpose", x)) return NULL;
-  if (x->ndim != 2) return shape_error(g, "transpose", "needs a 2-D tensor", x, NULL);
-  int64_t shape[2] = {x->shape[1], x->shape[0]};
-  dlrt_tensor_t *y = dlrt__node1(g, OP_TRANSPOSE, PHASE_FORWARD, 1, &x, 2, shape, NULL);
-  if (y) y->producer->p[0] = x->shape[0], y->producer->p[1] = x->shape[1];
-  return y;
-}
-
-dlrt_tensor_t *dlrt_embedding(dlrt_graph_t *g, dlrt_tensor_t *ids, dlrt_tensor_t *table) {
-  dlrt_tensor_t *in[2] = {ids, table};
-  if (!begin(g, "embedding", 2, in) || !is_f32(g, "embedding", table)) return NULL;
-  if (ids->dtype != DLRT_I32 || table->ndim != 2 || ids->ndim + 1 > DLRT_MAX_DIMS)
-    return shape_error(g, "embedding", "ids must be i32 and the table vocab x dim", ids, table);
-  int64_t shape[DLRT_MAX_DIMS];
-  memcpy(shape, ids->shape, (size_t)ids->ndim * sizeof shape[0]);
-  shape[ids->ndim] = table->shape[1];
-  dlrt_tensor_t *y = dlrt__node1(g, OP_EMBED, PHASE_FORWARD, 2, in, ids->ndim + 1, shape, NULL);
-  if (y) y->producer->p[0] = ids->numel, y->producer->p[1] = table->shape[0],
-         y->producer->p[2] = table->shape[1];
-  return y;
-}
-
-dlrt_tensor_t *dlrt_reshape(dlrt_graph_t *g, dlrt_tensor_t *x, int ndim, const int64_t *shape) {
-  if (!begin(g, "reshape", 1, &x)) return NULL;
-  int64_t numel = 1;
-  for (int i = 0; shape && i < ndim; i++) numel *= shape[i];
-  if (!shape || ndim < 1 || ndim > DLRT_MAX_DIMS || numel != x->numel)
-    return shape_error(g, "reshape", "the new shape has another number of elements", x, NULL);
-  if (!(x = to_nchw(g, x))) return NULL;
-  dlrt_tensor_t *y = dlrt__node1(g, OP_VIEW, PHASE_FORWARD, 1, &x, ndim, shape, NULL);
-  if (y) {
-    y->dtype = x->dtype;
-    y->owner = x->owner;
-  }
-  return y;
-}
-
-dlrt_tensor_t *dlrt_flatten(dlrt_graph_t *g, dlrt_tensor_t *x) {
-  if (!begin(g, "flatten", 1, &x)) return NULL;
-  if (x->ndim < 1) return shape_error(g, "flatten", "needs at least one dimension", x, NULL);
-  int64_t shape[2] = {x->shape[0], x->shape[0] ? x->numel / x->shape[0] : 0};
-  return dlrt_reshape(g, x, 2, shape);
-}
-
 dlrt_tensor_t *dlrt_conv2d(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
                            dlrt_tensor_t *b, int stride, int pad, int dil) {
   dlrt_tensor_t *in[2] = {x, w};
-  if (!begin(g, "conv2d", 2, in) || !is_f32(g, "conv2d", x) || !is_f32(g, "conv2d", w))
+  if (!dlrt__graph_begin(g, "conv2d", 2, in) || !dlrt__is_f32(g, "conv2d", x) || !dlrt__is_f32(g, "conv2d", w))
     return NULL;
   if (x->ndim != 4 || w->ndim != 4 || x->shape[1] != w->shape[1])
-    return shape_error(g, "conv2d", "x must be N x C x H x W and w O x C x kh x kw", x, w);
+    return dlrt__shape_error(g, "conv2d", "x must be N x C x H x W and w O x C x kh x kw", x, w);
   if (stride < 1 || pad < 0 || dil < 1)
     return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "conv2d: stride %d, padding %d, "
                             "dilation %d (need stride >= 1, padding >= 0, dilation >= 1)",
@@ -619,7 +405,7 @@ dlrt_tensor_t *dlrt_conv2d(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
   int64_t o = w->shape[0], kh = w->shape[2], kw = w->shape[3];
   int64_t oh = (h + 2 * pad - dil * (kh - 1) - 1) / stride + 1;
   int64_t ow = (wd + 2 * pad - dil * (kw - 1) - 1) / stride + 1;
-  if (oh < 1 || ow < 1) return shape_error(g, "conv2d", "the kernel is larger than the image", x, w);
+  if (oh < 1 || ow < 1) return dlrt__shape_error(g, "conv2d", "the kernel is larger than the image", x, w);
   /* The whole batch in one GEMM: cols is CKK x (N * OHW) and the output is
    * stored CNHW (channel-major), which the next conv2d reads directly. */
   int64_t ckk = c * kh * kw, ohw = oh * ow;
@@ -636,7 +422,7 @@ dlrt_tensor_t *dlrt_conv2d(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
   y->producer->p[0] = n, y->producer->p[1] = o, y->producer->p[2] = ckk, y->producer->p[3] = ohw;
   if (!b) return y;
   if (b->ndim != 1 || b->shape[0] != o)
-    return shape_error(g, "conv2d", "the bias must have one element per output channel", b, w);
+    return dlrt__shape_error(g, "conv2d", "the bias must have one element per output channel", b, w);
   dlrt_tensor_t *bin[2] = {y, b};
   dlrt_tensor_t *yb = dlrt__node1(g, OP_BIAS_CHANNELS, PHASE_FORWARD, 2, bin, 4, y_shape, NULL);
   if (yb) {
@@ -649,8 +435,8 @@ dlrt_tensor_t *dlrt_conv2d(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
 
 static dlrt_tensor_t *pool2d(dlrt_graph_t *g, op_kind op, dlrt_tensor_t *x, int k, int stride) {
   const char *name = op == OP_MAXPOOL ? "max_pool2d" : "avg_pool2d";
-  if (!begin(g, name, 1, &x) || !is_f32(g, name, x)) return NULL;
-  if (x->ndim != 4) return shape_error(g, name, "x must be N x C x H x W", x, NULL);
+  if (!dlrt__graph_begin(g, name, 1, &x) || !dlrt__is_f32(g, name, x)) return NULL;
+  if (x->ndim != 4) return dlrt__shape_error(g, name, "x must be N x C x H x W", x, NULL);
   if (k < 1 || stride < 1 || k > x->shape[2] || k > x->shape[3])
     return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "%s: window %d, stride %d on a "
                             "%lld x %lld image", name, k, stride, (long long)x->shape[2],
@@ -685,10 +471,10 @@ dlrt_tensor_t *dlrt_avg_pool2d(dlrt_graph_t *g, dlrt_tensor_t *x, int k, int str
 dlrt_tensor_t *dlrt_cross_entropy(dlrt_graph_t *g, dlrt_tensor_t *logits, dlrt_tensor_t *labels,
                                   float smoothing) {
   dlrt_tensor_t *in[2] = {logits, labels};
-  if (!begin(g, "cross_entropy", 2, in) || !is_f32(g, "cross_entropy", logits)) return NULL;
+  if (!dlrt__graph_begin(g, "cross_entropy", 2, in) || !dlrt__is_f32(g, "cross_entropy", logits)) return NULL;
   if (logits->ndim != 2 || labels->ndim != 1 || labels->shape[0] != logits->shape[0] ||
       labels->dtype != DLRT_I32)
-    return shape_error(g, "cross_entropy", "logits must be N x classes and labels N of i32",
+    return dlrt__shape_error(g, "cross_entropy", "logits must be N x classes and labels N of i32",
                        logits, labels);
   if (!(smoothing >= 0.0f && smoothing < 1.0f))
     return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "cross_entropy: label smoothing %g is "

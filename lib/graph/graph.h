@@ -143,4 +143,17 @@ dlrt_tensor_t *dlrt__node1(dlrt_graph_t *g, op_kind op, node_phase phase, int n_
                            const char *name);
 const char *dlrt__op_name(op_kind op);
 
+/* Shared by the builders (graph.c, norm.c, shape.c). */
+/* 1 when the graph can take a forward op and its `n` inputs are set. */
+int dlrt__graph_begin(dlrt_graph_t *g, const char *op, int n, dlrt_tensor_t *const *in);
+/* Records "OP: WHAT (a [shape], b [shape])" on the graph; returns NULL. */
+void *dlrt__shape_error(dlrt_graph_t *g, const char *op, const char *what,
+                        const dlrt_tensor_t *a, const dlrt_tensor_t *b);
+int dlrt__is_f32(dlrt_graph_t *g, const char *op, const dlrt_tensor_t *t);
+/* The same image in N x C x H x W storage (a permute node when it is CNHW). */
+dlrt_tensor_t *dlrt__to_nchw(dlrt_graph_t *g, dlrt_tensor_t *x);
+/* A permute node swapping the two leading axes of x (na x nb x inner). */
+dlrt_tensor_t *dlrt__swap_axes(dlrt_graph_t *g, dlrt_tensor_t *x, int64_t na, int64_t nb,
+                               int64_t inner, int ndim, const int64_t *shape);
+
 #endif
