@@ -494,7 +494,8 @@ DLRT_API dlrt_tensor_t *dlrt_keep(dlrt_graph_t *g, dlrt_tensor_t *t);
 /* y = x W^T + b: x is N x in, W is out x in (PyTorch's layout), b is out or NULL. */
 DLRT_API dlrt_tensor_t *dlrt_linear(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
                                     dlrt_tensor_t *b);
-/* op(A) op(B) for 2-D A, B. */
+/* op(A) op(B) for 2-D A, B; batched for 3-D A, B (batch x rows x cols, one
+ * batch size); and a 3-D A (not transposed) times a 2-D B, as one GEMM. */
 DLRT_API dlrt_tensor_t *dlrt_matmul(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b,
                                     int trans_a, int trans_b);
 DLRT_API dlrt_tensor_t *dlrt_relu(dlrt_graph_t *g, dlrt_tensor_t *x);

@@ -50,6 +50,21 @@ static dlrt_tensor_t *op_bmix(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *
   dlrt_tensor_t *w = dlrt_add(g, dlrt_scale(g, v, 0.1f), v); /* still near v, away from 0 */
   return dlrt_div(g, dlrt_mul(g, dlrt_sub(g, a, v), w), w);
 }
+static dlrt_tensor_t *op_bmm_nt(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b,
+                                dlrt_tensor_t *ids) {
+  (void)ids;
+  return dlrt_matmul(g, a, b, 0, 1); /* 2 x (3 x 4) (4 x 3) */
+}
+static dlrt_tensor_t *op_bmm_tn(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b,
+                                dlrt_tensor_t *ids) {
+  (void)ids;
+  return dlrt_matmul(g, a, b, 1, 0); /* 2 x (4 x 3) (3 x 4) */
+}
+static dlrt_tensor_t *op_bmm_2d(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b,
+                                dlrt_tensor_t *ids) {
+  (void)ids;
+  return dlrt_matmul(g, a, dlrt_reshape(g, b, 2, (int64_t[]){4, 6}), 0, 0); /* 2 x 3 x 6 */
+}
 static dlrt_tensor_t *op_embed(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b,
                                dlrt_tensor_t *ids) {
   (void)b;
@@ -92,10 +107,14 @@ static void check(const char *spec, dlrt_device_t *dev, const char *name, build_
   int checked = 0;
   dlrt_tensor_t *params[2] = {a, b};
   float *values[2] = {av, bv};
+  /* Every analytic gradient first: the finite-difference runs below
+   * overwrite the kept gradients (the last one with a value perturbed). */
+  float grad_of[2][24];
+  for (int k = 0; k < 2; k++)
+    if (grads[k]) dlrt_exec_read(e, grads[k], grad_of[k], sizeof grad_of[k]);
   for (int k = 0; k < 2; k++) {
     if (!grads[k]) continue;
-    float grad[24];
-    dlrt_exec_read(e, grads[k], grad, sizeof grad);
+    const float *grad = grad_of[k];
     for (int i = 0; i < 24; i++) {
       const float h = 1e-2f, orig = values[k][i];
       float up, down;
@@ -163,7 +182,9 @@ int main(void) {
       {"concat along axis 1", op_concat}, {"slice", op_slice},
       {"sum over axis 1", op_sum1},       {"mean over axis 2", op_mean2},
       {"transpose", op_transpose},        {"broadcast add (3 x 4 over 2 x 3 x 4)", op_badd},
-      {"broadcast sub, mul, div", op_bmix}, {"embedding", op_embed}};
+      {"broadcast sub, mul, div", op_bmix}, {"embedding", op_embed},
+      {"batched matmul A B^T", op_bmm_nt},  {"batched matmul A^T B", op_bmm_tn},
+      {"3-D times 2-D matmul", op_bmm_2d}};
   for (int d = 0; d < dlrt_device_count(); d++) {
     dlrt_device_t *dev;
     dlrt_device_get(d, &dev);

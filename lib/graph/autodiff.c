@@ -55,17 +55,24 @@ static int backward_node(dlrt_graph_t *g, node *n) {
   switch (n->op) {
   case OP_BMM: {
     int ta = (int)n->p[0], tb = (int)n->p[1];
-    int64_t m = n->p[2], nn = n->p[3], k = n->p[4];
-    if (n->p[5] != 1)
-      return dlrt__graph_fail(g, DLRT_ERR_UNSUPPORTED, "backward of a batched matmul"), g->status;
-    /* C = op(A) op(B): dA = dC op(B)^T (or its transpose when A is
-     * transposed), dB = op(A)^T dC (likewise). */
+    int64_t m = n->p[2], nn = n->p[3], k = n->p[4], batch = n->p[5] ? n->p[5] : 1;
+    int64_t sa = n->p[6], sb = n->p[7], sc = n->p[8];
+    if (batch > 1 && (sa == 0 || sb == 0))
+      return dlrt__graph_fail(g, DLRT_ERR_UNSUPPORTED, "backward of a matmul that broadcasts "
+                              "one operand over the batch"), g->status;
+    /* C = op(A) op(B), per batch: dA = dC op(B)^T (or its transpose when A is
+     * transposed), dB = op(A)^T dC (likewise). Gradients are laid out as
+     * their operands, so their batch strides are the operands'. */
     if (a->needs_grad)
-      rc = accumulate(g, a, ta ? bmm(g, b, dy, tb, 1, k, m, nn, 1, 0, 0, 0, 2, a->shape, a->name)
-                               : bmm(g, dy, b, 0, !tb, m, k, nn, 1, 0, 0, 0, 2, a->shape, a->name));
+      rc = accumulate(g, a, ta ? bmm(g, b, dy, tb, 1, k, m, nn, batch, sb, sc, sa, a->ndim,
+                                     a->shape, a->name)
+                               : bmm(g, dy, b, 0, !tb, m, k, nn, batch, sc, sb, sa, a->ndim,
+                                     a->shape, a->name));
     if (rc == DLRT_OK && b->needs_grad)
-      rc = accumulate(g, b, tb ? bmm(g, dy, a, 1, ta, nn, k, m, 1, 0, 0, 0, 2, b->shape, b->name)
-                               : bmm(g, a, dy, !ta, 0, k, nn, m, 1, 0, 0, 0, 2, b->shape, b->name));
+      rc = accumulate(g, b, tb ? bmm(g, dy, a, 1, ta, nn, k, m, batch, sc, sa, sb, b->ndim,
+                                     b->shape, b->name)
+                               : bmm(g, a, dy, !ta, 0, k, nn, m, batch, sa, sc, sb, b->ndim,
+                                     b->shape, b->name));
     return rc;
   }
   case OP_BIAS_ROWS:

@@ -228,17 +228,33 @@ int dlrt__is_f32(dlrt_graph_t *g, const char *op, const dlrt_tensor_t *t) {
 
 dlrt_tensor_t *dlrt_matmul(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b, int ta, int tb) {
   dlrt_tensor_t *in[2] = {a, b};
-  if (!dlrt__graph_begin(g, "matmul", 2, in) || !dlrt__is_f32(g, "matmul", a) || !dlrt__is_f32(g, "matmul", b))
+  if (!dlrt__graph_begin(g, "matmul", 2, in) || !dlrt__is_f32(g, "matmul", a) ||
+      !dlrt__is_f32(g, "matmul", b))
     return NULL;
-  if (a->ndim != 2 || b->ndim != 2) return dlrt__shape_error(g, "matmul", "needs 2-D operands", a, b);
-  int64_t m = ta ? a->shape[1] : a->shape[0], k = ta ? a->shape[0] : a->shape[1];
-  int64_t kb = tb ? b->shape[1] : b->shape[0], n = tb ? b->shape[0] : b->shape[1];
+  if (a->ndim == 3 && b->ndim == 2 && !ta) {
+    /* A batch against one matrix: one GEMM over the stacked rows. */
+    int64_t rows[2] = {a->shape[0] * a->shape[1], a->shape[2]};
+    dlrt_tensor_t *y = dlrt_matmul(g, dlrt_reshape(g, a, 2, rows), b, 0, tb);
+    if (!y) return NULL;
+    int64_t shape[3] = {a->shape[0], a->shape[1], y->shape[1]};
+    return dlrt_reshape(g, y, 3, shape);
+  }
+  int batched = a->ndim == 3 && b->ndim == 3;
+  if (!(a->ndim == 2 && b->ndim == 2) && !(batched && a->shape[0] == b->shape[0]))
+    return dlrt__shape_error(g, "matmul", "needs 2-D operands, two 3-D ones with one batch, "
+                             "or a 3-D one (not transposed) times a 2-D one", a, b);
+  int o = batched; /* the matrix dimensions follow the batch one */
+  int64_t m = ta ? a->shape[o + 1] : a->shape[o], k = ta ? a->shape[o] : a->shape[o + 1];
+  int64_t kb = tb ? b->shape[o + 1] : b->shape[o], n = tb ? b->shape[o] : b->shape[o + 1];
   if (k != kb) return dlrt__shape_error(g, "matmul", "inner dimensions differ", a, b);
-  int64_t shape[2] = {m, n};
-  dlrt_tensor_t *y = dlrt__node1(g, OP_BMM, PHASE_FORWARD, 2, in, 2, shape, NULL);
+  int64_t batch = batched ? a->shape[0] : 1;
+  int64_t shape[3] = {batch, m, n};
+  dlrt_tensor_t *y = dlrt__node1(g, OP_BMM, PHASE_FORWARD, 2, in, batched ? 3 : 2,
+                                 batched ? shape : shape + 1, NULL);
   if (!y) return NULL;
   int64_t *p = y->producer->p;
-  p[0] = ta ? 1 : 0, p[1] = tb ? 1 : 0, p[2] = m, p[3] = n, p[4] = k, p[5] = 1;
+  p[0] = ta ? 1 : 0, p[1] = tb ? 1 : 0, p[2] = m, p[3] = n, p[4] = k, p[5] = batch;
+  p[6] = batched ? m * k : 0, p[7] = batched ? k * n : 0, p[8] = batched ? m * n : 0;
   return y;
 }
 
