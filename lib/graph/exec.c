@@ -39,18 +39,42 @@ static void print_profile(const dlrt_exec_t *e) {
 static void schedule_free(schedule *s) {
   for (int i = 0; i < s->n; i++) free(s->frees[i]);
   free(s->frees);
+  free(s->inplace);
   free(s->order);
   memset(s, 0, sizeof *s);
 }
 
 /* Builds the schedule of the nodes whose phase is <= max_phase, and returns
  * its peak of live bytes (512-byte blocks, as the allocator rounds). */
+/* Ops whose kernels read element i of their first input only to write
+ * element i of their output, so the output may take over the input's storage. */
+static int elementwise_op(op_kind op) {
+  switch (op) {
+  case OP_RELU: case OP_SCALE: case OP_ADD: case OP_MUL: case OP_SUB: case OP_DIV:
+  case OP_BIAS_ROWS: case OP_BIAS_CHANNELS: case OP_ACT: case OP_DROPOUT: case OP_BCAST:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+/* In place where legal: the first input is an intermediate storage of the
+ * output's size, not a view, whose last use (in this schedule) is this node. */
+static int takes_over(const node *n, const int *last, int k) {
+  if (!elementwise_op(n->op) || n->n_out != 1 || n->n_in < 1) return 0;
+  const dlrt_tensor_t *out = n->out[0], *in = n->in[0];
+  return out->owner == out && !dlrt__persistent(out) && in->owner == in &&
+         !dlrt__persistent(in) && in->dtype == out->dtype && in->numel == out->numel &&
+         last[in->id] == k;
+}
+
 static int plan(dlrt_exec_t *e, node_phase max_phase, schedule *s, uint64_t *peak) {
   dlrt_graph_t *g = e->g;
   int *last = malloc((size_t)g->n_tensors * sizeof *last);
   s->order = malloc((size_t)(g->n_nodes ? g->n_nodes : 1) * sizeof *s->order);
   s->frees = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *s->frees);
-  if (!last || !s->order || !s->frees) {
+  s->inplace = malloc((size_t)(g->n_nodes ? g->n_nodes : 1) * sizeof *s->inplace);
+  if (!last || !s->order || !s->frees || !s->inplace) {
     free(last);
     return dlrt__set_error(DLRT_ERR_OOM, "out of host memory planning the graph");
   }
@@ -63,6 +87,14 @@ static int plan(dlrt_exec_t *e, node_phase max_phase, schedule *s, uint64_t *pea
     for (int j = 0; j < n->n_out; j++)
       if (last[n->out[j]->owner->id] < k) last[n->out[j]->owner->id] = k;
   }
+  /* A storage taken over in place is not freed where its last use is: it
+   * lives on as the output. */
+  for (int k = 0; k < s->n; k++) {
+    node *n = g->nodes[s->order[k]];
+    s->inplace[k] = takes_over(n, last, k) ? n->in[0]->id : -1;
+  }
+  for (int k = 0; k < s->n; k++)
+    if (s->inplace[k] >= 0) last[s->inplace[k]] = -1;
   /* Group the frees by position. */
   int *count = calloc((size_t)(s->n ? s->n : 1), sizeof *count);
   if (!count) {
@@ -100,7 +132,8 @@ static int plan(dlrt_exec_t *e, node_phase max_phase, schedule *s, uint64_t *pea
     node *n = g->nodes[s->order[k]];
     for (int j = 0; j < n->n_out; j++) {
       dlrt_tensor_t *t = n->out[j];
-      if (t->owner == t && !dlrt__persistent(t)) live += (dlrt__tensor_bytes(t) + 511) / 512 * 512;
+      if (t->owner == t && !dlrt__persistent(t) && !(j == 0 && s->inplace[k] >= 0))
+        live += (dlrt__tensor_bytes(t) + 511) / 512 * 512;
     }
     if (live > top) top = live;
     for (int *f = s->frees[k]; *f >= 0; f++)
@@ -293,6 +326,9 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
   e->grad_scale = 1.0f;
   for (int k = 0; k < s->n && rc == DLRT_OK; k++) {
     node *n = g->nodes[s->order[k]];
+    /* The output takes over its first input's storage (the input still reads
+     * it during this node; it is handed over once the node is queued). */
+    if (s->inplace[k] >= 0) e->bufs[n->out[0]->id] = e->bufs[s->inplace[k]];
     if (n->phase == PHASE_UPDATE && !clipped) {
       clipped = 1;
       if (e->clip_norm > 0 && (rc = clip_factor(e, &e->grad_scale)) < 0) break;
@@ -315,6 +351,7 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
                            dlrt__op_name(n->op), n->n_out ? n->out[0]->name : "update",
                            dlrt_last_error());
     }
+    if (s->inplace[k] >= 0) e->bufs[s->inplace[k]] = NULL;
     for (int *f = s->frees[k]; *f >= 0; f++) {
       dlrt_buffer_free(e->bufs[*f]);
       e->bufs[*f] = NULL;

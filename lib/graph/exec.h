@@ -12,6 +12,9 @@ typedef struct {
   int n;
   /* frees[i]: storages (tensor ids) whose last use is order[i], -1 ended. */
   int **frees;
+  /* inplace[i]: the input (tensor id) whose storage order[i]'s output takes
+   * over, or -1. */
+  int *inplace;
 } schedule;
 
 struct dlrt_exec {
