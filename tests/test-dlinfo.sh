@@ -6,51 +6,15 @@ DLINFO=${DLINFO:-./tools/dlinfo}
 # The checks expect every compiled backend and no budget: ignore the caller's.
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-echo "1..12"
-if [ ! -x "$DLINFO" ]; then
-  echo "Bail out! no dlinfo at $DLINFO (build it, or set DLINFO)"
-  exit 1
-fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-dlinfo.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-n=0
-
-# result DESCRIPTION: one test point, passed if the previous command succeeded;
-# on failure the output of the last run goes to the log as diagnostics.
-result() {
-  status=$?
-  n=$((n + 1))
-  if [ $status -eq 0 ]; then
-    echo "ok $n - $1"
-  else
-    echo "not ok $n - $1"
-    echo "# dlinfo exited $rc"
-    for f in out err; do
-      [ -s "$tmp/$f" ] && sed "s/^/# $f: /" "$tmp/$f"
-    done
-  fi
-  return 0
-}
-
-skip() {
-  n=$((n + 1))
-  echo "ok $n - $1 # SKIP $2"
-}
-
-# run ARGS...: runs dlinfo; output in $tmp/out and $tmp/err, exit status in $rc.
-run() {
-  "$DLINFO" "$@" >"$tmp/out" 2>"$tmp/err"
-  rc=$?
-}
+TOOL=$DLINFO PLAN=12
+# shellcheck source=tests/tap.sh
+. "$(dirname "$0")/tap.sh"
 
 # json PYTHON: runs PYTHON with d = the JSON document in $tmp/out.
 json() {
   python3 -c "import json, sys; d = json.load(sys.stdin)
 $1" <"$tmp/out"
 }
-
-have_python=yes
-command -v python3 >/dev/null 2>&1 || have_python=no
 
 # 1
 run

@@ -9,42 +9,9 @@ DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-echo "1..17"
-if [ ! -x "$DLTRAIN" ]; then
-  echo "Bail out! no dltrain at $DLTRAIN (build it, or set DLTRAIN)"
-  exit 1
-fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-dltrain.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-n=0
-
-# result DESCRIPTION: one test point, passed if the previous command succeeded;
-# on failure the output of the last run goes to the log as diagnostics.
-result() {
-  status=$?
-  n=$((n + 1))
-  if [ $status -eq 0 ]; then
-    echo "ok $n - $1"
-  else
-    echo "not ok $n - $1"
-    echo "# dltrain exited $rc"
-    for f in out err; do
-      [ -s "$tmp/$f" ] && tail -n 20 "$tmp/$f" | sed "s/^/# $f: /"
-    done
-  fi
-  return 0
-}
-
-skip() {
-  n=$((n + 1))
-  echo "ok $n - $1 # SKIP $2"
-}
-
-# run ARGS...: runs dltrain; output in $tmp/out and $tmp/err, exit status in $rc.
-run() {
-  "$DLTRAIN" "$@" >"$tmp/out" 2>"$tmp/err"
-  rc=$?
-}
+TOOL=$DLTRAIN PLAN=17
+# shellcheck source=tests/tap.sh
+. "$(dirname "$0")/tap.sh"
 
 # json PYTHON: runs PYTHON with d = the JSON object on the last line of FILE
 # ($tmp/out unless a second argument names another).
@@ -53,8 +20,6 @@ json() {
 $1" <"${2:-$tmp/out}"
 }
 
-have_python=yes
-command -v python3 >/dev/null 2>&1 || have_python=no
 # A quick run on generated data (2000 training, 333 test images). $quick, $det
 # and $args are split into words on purpose (hence SC2086 off, above).
 quick="--data generated --limit 2000 --batch 32 --device cpu --json --quiet"
