@@ -24,6 +24,7 @@ struct dlrt_trainer {
   float *host_images; /* batch x height x width */
   int32_t *host_labels;
   float *host_logits; /* batch x classes */
+  int64_t steps;       /* training steps taken (the schedule's clock), restored on load */
 };
 
 static double now_s(void) {
@@ -193,15 +194,14 @@ int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
     if (s == warmup) warm_start = now_s();
     fill_batch(t, d, order + s * t->batch, t->batch);
     float loss = 0;
-    dlrt_exec_info info;
-    dlrt_exec_info_get(t->e, &info);
-    float lr = dlrt_lr_at(&t->cfg, info.steps);
+    float lr = dlrt_lr_at(&t->cfg, t->steps);
     if ((rc = dlrt_exec_set_lr(t->e, lr)) < 0) break;
     if ((rc = upload(t)) < 0 || (rc = dlrt_exec_run(t->e, DLRT_RUN_TRAIN)) < 0 ||
         (rc = dlrt_exec_read(t->e, t->loss, &loss, sizeof loss)) < 0 ||
         (rc = dlrt_exec_read(t->e, t->logits, t->host_logits,
                              (size_t)(t->batch * t->classes) * sizeof(float))) < 0)
       break;
+    t->steps++;
     loss_sum += loss;
     correct += count_correct(t, t->batch);
     out->steps = s + 1;
@@ -307,6 +307,10 @@ int dlrt_trainer_load(dlrt_trainer_t *t, const char *path, int *epochs_done) {
       snprintf(msg, sizeof msg, "%s", dlrt_last_error());
       rc = dlrt__set_error(rc, "%s: %s", path, msg);
     }
+  }
+  if (rc == DLRT_OK) {
+    dlrt_exec_info info;
+    if (dlrt_exec_info_get(t->e, &info) == DLRT_OK) t->steps = info.steps;
   }
   if (rc == DLRT_OK && epochs_done) *epochs_done = epochs ? atoi(epochs) : 0;
   dlrt_safetensors_free(tensors, n, meta);
