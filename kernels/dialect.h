@@ -195,6 +195,20 @@ static inline uint16_t dlrt_float_to_half(float f) {
   }
 #define DLRT_ADD(a, b) ((a) + (b))
 
+/* Folds EXPR over c = 0 .. cols-1 (each work-item a strided share, then the
+ * tree) with COMBINE from IDENTITY into red[0]: one row-wide reduction of a
+ * group kernel. EXPR may use c. */
+#define DLRT_GROUP_FOLD(red, IDENTITY, COMBINE, c, cols, EXPR)                  \
+  DLRT_PHASE(dlrt_fold_lid_) {                                                  \
+    float dlrt_fold_ = (IDENTITY);                                              \
+    for (DLRT_INDEX c = dlrt_fold_lid_; c < (cols); c += DLRT_WG)               \
+      dlrt_fold_ = COMBINE(dlrt_fold_, (EXPR));                                 \
+    red[dlrt_fold_lid_] = dlrt_fold_;                                           \
+  }                                                                             \
+  DLRT_BARRIER();                                                               \
+  DLRT_GROUP_REDUCE(red, COMBINE)
+#define DLRT_MINUS_INF DLRT_AS_FLOAT(0xff800000u)
+
 #define DLRT_LD_F32(p, i) ((p)[i])
 #define DLRT_ST_F32(p, i, v) ((p)[i] = (v))
 

@@ -82,25 +82,12 @@ DLRT_KERNEL(dlrt_k_softmax_xent)(DLRT_RANGE DLRT_CPTR(float, z), DLRT_CPTR(int, 
   DLRT_LOCAL(float, row_max, 1);
   DLRT_LOCAL(float, row_lse, 1);
   DLRT_FOR_EACH_GROUP(r, rows) {
-    DLRT_PHASE(lid) {
-      float m = DLRT_AS_FLOAT(0xff800000u);
-      for (DLRT_INDEX c = lid; c < classes; c += DLRT_WG) m = DLRT_FMAX(m, z[r * classes + c]);
-      red[lid] = m;
-    }
-    DLRT_BARRIER();
-    DLRT_GROUP_REDUCE(red, DLRT_FMAX);
+    DLRT_GROUP_FOLD(red, DLRT_MINUS_INF, DLRT_FMAX, c, classes, z[r * classes + c]);
     DLRT_PHASE(lid) {
       if (lid == 0) row_max[0] = red[0];
     }
     DLRT_BARRIER();
-    DLRT_PHASE(lid) {
-      float a = 0.0f;
-      for (DLRT_INDEX c = lid; c < classes; c += DLRT_WG)
-        a += DLRT_EXP(z[r * classes + c] - row_max[0]);
-      red[lid] = a;
-    }
-    DLRT_BARRIER();
-    DLRT_GROUP_REDUCE(red, DLRT_ADD);
+    DLRT_GROUP_FOLD(red, 0.0f, DLRT_ADD, c, classes, DLRT_EXP(z[r * classes + c] - row_max[0]));
     DLRT_PHASE(lid) {
       if (lid == 0) row_lse[0] = row_max[0] + DLRT_LOG(red[0]);
     }
@@ -204,13 +191,7 @@ DLRT_KERNEL(dlrt_k_softmax)(DLRT_RANGE DLRT_PTR(float, y), DLRT_CPTR(float, x),
   DLRT_LOCAL(float, row_max, 1);
   DLRT_LOCAL(float, row_sum, 1);
   DLRT_FOR_EACH_GROUP(r, rows) {
-    DLRT_PHASE(lid) {
-      float m = DLRT_AS_FLOAT(0xff800000u);
-      for (DLRT_INDEX c = lid; c < cols; c += DLRT_WG) m = DLRT_FMAX(m, x[r * cols + c]);
-      red[lid] = m;
-    }
-    DLRT_BARRIER();
-    DLRT_GROUP_REDUCE(red, DLRT_FMAX);
+    DLRT_GROUP_FOLD(red, DLRT_MINUS_INF, DLRT_FMAX, c, cols, x[r * cols + c]);
     DLRT_PHASE(lid) {
       if (lid == 0) row_max[0] = red[0];
     }
@@ -246,13 +227,7 @@ DLRT_KERNEL(dlrt_k_softmax_grad)(DLRT_RANGE DLRT_PTR(float, dx), DLRT_CPTR(float
   DLRT_LOCAL(float, red, DLRT_WG);
   DLRT_LOCAL(float, dot, 1);
   DLRT_FOR_EACH_GROUP(r, rows) {
-    DLRT_PHASE(lid) {
-      float a = 0.0f;
-      for (DLRT_INDEX c = lid; c < cols; c += DLRT_WG) a += dy[r * cols + c] * y[r * cols + c];
-      red[lid] = a;
-    }
-    DLRT_BARRIER();
-    DLRT_GROUP_REDUCE(red, DLRT_ADD);
+    DLRT_GROUP_FOLD(red, 0.0f, DLRT_ADD, c, cols, dy[r * cols + c] * y[r * cols + c]);
     DLRT_PHASE(lid) {
       if (lid == 0) dot[0] = red[0];
     }

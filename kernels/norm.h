@@ -24,27 +24,13 @@ DLRT_KERNEL(dlrt_k_norm_rows)(DLRT_RANGE DLRT_PTR(float, y), DLRT_PTR(float, mea
   DLRT_LOCAL(float, red, DLRT_WG);
   DLRT_LOCAL(float, stat, 2);
   DLRT_FOR_EACH_GROUP(r, rows) {
-    DLRT_PHASE(lid) {
-      float a = 0.0f;
-      for (DLRT_INDEX c = lid; c < cols; c += DLRT_WG) a += x[r * cols + c];
-      red[lid] = a;
-    }
-    DLRT_BARRIER();
-    DLRT_GROUP_REDUCE(red, DLRT_ADD);
+    DLRT_GROUP_FOLD(red, 0.0f, DLRT_ADD, c, cols, x[r * cols + c]);
     DLRT_PHASE(lid) {
       if (lid == 0) stat[0] = red[0] / (float)cols;
     }
     DLRT_BARRIER();
-    DLRT_PHASE(lid) {
-      float a = 0.0f;
-      for (DLRT_INDEX c = lid; c < cols; c += DLRT_WG) {
-        float d = x[r * cols + c] - stat[0];
-        a += d * d;
-      }
-      red[lid] = a;
-    }
-    DLRT_BARRIER();
-    DLRT_GROUP_REDUCE(red, DLRT_ADD);
+    DLRT_GROUP_FOLD(red, 0.0f, DLRT_ADD, c, cols,
+                    (x[r * cols + c] - stat[0]) * (x[r * cols + c] - stat[0]));
     DLRT_PHASE(lid) {
       if (lid == 0) {
         stat[1] = 1.0f / DLRT_SQRT(red[0] / (float)cols + eps);
