@@ -12,18 +12,24 @@ AC_DEFUN([DLRT_CHECK_VISIBILITY], [
   CFLAGS=$dlrt_save_CFLAGS
 ])
 
-# DLRT_ARG_SANITIZERS: --enable-sanitizers builds everything with ASan + UBSan.
+# DLRT_ARG_SANITIZERS: --enable-sanitizers builds everything with ASan + UBSan;
+# --enable-sanitizers=thread with ThreadSanitizer (the two cannot be mixed).
 AC_DEFUN([DLRT_ARG_SANITIZERS], [
   AC_ARG_ENABLE([sanitizers],
-    [AS_HELP_STRING([--enable-sanitizers],
-      [build with AddressSanitizer and UndefinedBehaviorSanitizer])],
+    [AS_HELP_STRING([--enable-sanitizers@<:@=address|thread@:>@],
+      [build with AddressSanitizer and UndefinedBehaviorSanitizer (address, the
+       default) or with ThreadSanitizer (thread)])],
     [dlrt_enable_sanitizers=$enableval], [dlrt_enable_sanitizers=no])
-  AS_IF([test "x$dlrt_enable_sanitizers" = xyes], [
-    dlrt_san="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+  AS_CASE([$dlrt_enable_sanitizers],
+    [yes|address], [dlrt_san="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"],
+    [thread], [dlrt_san="-fsanitize=thread -fno-omit-frame-pointer"],
+    [no], [dlrt_san=],
+    [AC_MSG_ERROR([--enable-sanitizers=$dlrt_enable_sanitizers: use address or thread])])
+  AS_IF([test -n "$dlrt_san"], [
     dlrt_save_CFLAGS=$CFLAGS; dlrt_save_LDFLAGS=$LDFLAGS
     CFLAGS="$CFLAGS $dlrt_san"; LDFLAGS="$LDFLAGS $dlrt_san"
     AC_LINK_IFELSE([AC_LANG_PROGRAM([[]], [[]])], [],
-      [AC_MSG_ERROR([--enable-sanitizers: $CC cannot build with $dlrt_san (install gcc with libasan and libubsan)])])
+      [AC_MSG_ERROR([--enable-sanitizers: $CC cannot build with $dlrt_san (install gcc with libasan, libubsan and libtsan)])])
     CFLAGS=$dlrt_save_CFLAGS; LDFLAGS=$dlrt_save_LDFLAGS
     AC_SUBST([DLRT_SANITIZER_FLAGS], [$dlrt_san])
   ])

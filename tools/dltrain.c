@@ -34,6 +34,8 @@ typedef struct {
   float gamma;
   uint64_t seed;
   int deterministic, json, quiet;
+  int workers, prefetch, augment, mmap;
+  dlrt_augment aug;
 } options;
 
 static void usage(FILE *out) {
@@ -41,9 +43,13 @@ static void usage(FILE *out) {
         "Trains an image classifier with dlrt and evaluates it on the test set.\n"
         "With no options: an MLP on Fashion-MNIST for one epoch on the default device.\n\n"
         "  -m, --model mlp|cnn|FILE   the network: a preset or a model file (default mlp)\n"
-        "      --data fashion-mnist|DIR|generated\n"
+        "      --data fashion-mnist|DIR|FILE|generated\n"
         "                             the images (default fashion-mnist, falling back to\n"
-        "                             generated data when the package is not installed)\n"
+        "                             generated data when the package is not installed);\n"
+        "                             DIR holds train.dlrec and test.dlrec (see dlrecord)\n"
+        "                             or the MNIST-family IDX files, plain or .gz\n"
+        "      --mmap                 map record files instead of reading them (sets\n"
+        "                             larger than memory)\n"
         "  -d, --device SPEC          cpu, cpu:0, opencl:N, cuda:N or auto (default:\n"
         "                             $DLRT_DEVICE, else auto)\n"
         "  -e, --epochs N             epochs in all, counting resumed ones (default 1)\n"
@@ -66,6 +72,16 @@ static void usage(FILE *out) {
         "                             backend is deterministic for a fixed --threads)\n"
         "      --save FILE            write a checkpoint (safetensors) after each epoch\n"
         "      --resume FILE          continue from a checkpoint up to --epochs in all\n"
+        "      --workers N            loader threads that decode and augment (default 2;\n"
+        "                             0: in the training thread)\n"
+        "      --prefetch N           batches made ready ahead in pinned memory and on\n"
+        "                             the device (default 2; 0: load each when needed)\n"
+        "      --augment              random crop (padding 2) and horizontal flip\n"
+        "      --crop-pad N           random crop after padding each side by N pixels\n"
+        "      --flip                 random horizontal flip\n"
+        "      --erase P              random erasing with probability P\n"
+        "      --normalize MEAN,STD   (x - MEAN) / STD on pixels scaled to [0, 1], in\n"
+        "                             training and evaluation\n"
         "      --limit N              use only the first N training and N/6 test images\n"
         "                             (quick runs and tests)\n"
         "  -j, --json                 end stdout with one JSON object of the results (its\n"
@@ -130,8 +146,9 @@ static int load_data(const options *o, dlrt_dataset d[2], int *generated) {
   int rc;
   *generated = strcmp(o->data, "generated") == 0;
   if (!*generated) {
-    if ((rc = dlrt_dataset_load(o->data, 0, &d[0])) == DLRT_OK)
-      rc = dlrt_dataset_load(o->data, 1, &d[1]);
+    int flags = o->mmap ? DLRT_DATASET_MMAP : 0;
+    if ((rc = dlrt_dataset_load_flags(o->data, 0, flags, &d[0])) == DLRT_OK)
+      rc = dlrt_dataset_load_flags(o->data, 1, flags, &d[1]);
     if (rc == DLRT_ERR_NOT_FOUND && strcmp(o->data, "fashion-mnist") == 0) {
       fprintf(stderr, "dltrain: Fashion-MNIST not found (%s); training on generated data "
               "instead\n", dlrt_last_error());
@@ -247,12 +264,17 @@ static void print_json(const options *o, const results *r) {
   else
     fputs("null", stdout);
   printf(", \"deterministic\": %s", o->deterministic ? "true" : "false");
+  printf(", \"workers\": %d, \"prefetch\": %d, \"augment\": %s", o->workers, o->prefetch,
+         o->augment ? "true" : "false");
   const char *nums[] = {"lr", "momentum", "weight_decay", "label_smoothing", "final_loss",
-                        "final_accuracy", "test_loss", "test_accuracy", "train_images_per_s"};
+                        "final_accuracy", "test_loss", "test_accuracy", "train_images_per_s",
+                        "stall_fraction", "loader_images_per_s"};
   int ran = r->epochs_run > 0;
   double vals_n[] = {o->opt.lr, o->opt.momentum, o->opt.weight_decay, o->label_smoothing,
                      ran ? r->last.loss : NAN, ran ? r->last.accuracy : NAN, r->eval.loss,
-                     r->eval.accuracy, ran ? r->last.images_per_s : NAN};
+                     r->eval.accuracy, ran ? r->last.images_per_s : NAN,
+                     ran ? r->last.stall_fraction : NAN,
+                     ran ? r->last.loader_images_per_s : NAN};
   for (size_t k = 0; k < sizeof nums / sizeof *nums; k++) {
     printf(", \"%s\": ", nums[k]);
     json_number(vals_n[k]);
@@ -271,7 +293,8 @@ static void print_json(const options *o, const results *r) {
 static int parse_options(int argc, char **argv, options *o) {
   enum { OPT_DATA = 256, OPT_OPTIMIZER, OPT_LR, OPT_MOMENTUM, OPT_WEIGHT_DECAY,
          OPT_SMOOTHING, OPT_SEED, OPT_THREADS, OPT_SAVE, OPT_RESUME, OPT_DETERMINISTIC,
-         OPT_LIMIT, OPT_SCHEDULE, OPT_WARMUP, OPT_CLIP };
+         OPT_LIMIT, OPT_SCHEDULE, OPT_WARMUP, OPT_CLIP, OPT_WORKERS, OPT_PREFETCH,
+         OPT_AUGMENT, OPT_CROP_PAD, OPT_FLIP, OPT_ERASE, OPT_NORMALIZE, OPT_MMAP };
   static const struct option longopts[] = {
       {"model", required_argument, NULL, 'm'},   {"data", required_argument, NULL, OPT_DATA},
       {"device", required_argument, NULL, 'd'},  {"epochs", required_argument, NULL, 'e'},
@@ -290,6 +313,14 @@ static int parse_options(int argc, char **argv, options *o) {
       {"schedule", required_argument, NULL, OPT_SCHEDULE},
       {"warmup", required_argument, NULL, OPT_WARMUP},
       {"clip-norm", required_argument, NULL, OPT_CLIP},
+      {"workers", required_argument, NULL, OPT_WORKERS},
+      {"prefetch", required_argument, NULL, OPT_PREFETCH},
+      {"augment", no_argument, NULL, OPT_AUGMENT},
+      {"crop-pad", required_argument, NULL, OPT_CROP_PAD},
+      {"flip", no_argument, NULL, OPT_FLIP},
+      {"erase", required_argument, NULL, OPT_ERASE},
+      {"normalize", required_argument, NULL, OPT_NORMALIZE},
+      {"mmap", no_argument, NULL, OPT_MMAP},
       {"json", no_argument, NULL, 'j'},          {"quiet", no_argument, NULL, 'q'},
       {"help", no_argument, NULL, 'h'},          {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0}};
@@ -359,6 +390,35 @@ static int parse_options(int argc, char **argv, options *o) {
       if ((ok = parse_int("warmup", optarg, 0, INT64_MAX, &v))) o->warmup = v;
       break;
     case OPT_CLIP: ok = parse_real("clip-norm", optarg, 0, HUGE_VAL, 1, "> 0", &o->clip_norm); break;
+    case OPT_WORKERS:
+      if ((ok = parse_int("workers", optarg, 0, 256, &v))) o->workers = (int)v;
+      break;
+    case OPT_PREFETCH:
+      if ((ok = parse_int("prefetch", optarg, 0, 64, &v))) o->prefetch = (int)v;
+      break;
+    case OPT_AUGMENT:
+      o->augment = 1, o->aug.crop_padding = 2, o->aug.flip = 1;
+      break;
+    case OPT_CROP_PAD:
+      if ((ok = parse_int("crop-pad", optarg, 0, 64, &v))) o->augment = 1, o->aug.crop_padding = (int)v;
+      break;
+    case OPT_FLIP: o->augment = 1, o->aug.flip = 1; break;
+    case OPT_ERASE:
+      ok = parse_real("erase", optarg, 0, 1, 0, "in [0, 1)", &o->aug.erase_p);
+      o->augment |= ok;
+      break;
+    case OPT_NORMALIZE: {
+      double mean, std;
+      int used = 0;
+      ok = sscanf(optarg, "%lf,%lf%n", &mean, &std, &used) == 2 && !optarg[used] &&
+           isfinite(mean) && isfinite(std) && std > 0;
+      if (ok)
+        o->aug.mean = (float)mean, o->aug.std = (float)std;
+      else
+        fprintf(stderr, "dltrain: --normalize needs MEAN,STD with STD > 0, not '%s'\n", optarg);
+      break;
+    }
+    case OPT_MMAP: o->mmap = 1; break;
     case OPT_SAVE: o->save = optarg; break;
     case OPT_RESUME: o->resume = optarg; break;
     case OPT_DETERMINISTIC: o->deterministic = 1; break;
@@ -399,7 +459,7 @@ static int parse_options(int argc, char **argv, options *o) {
 
 int main(int argc, char **argv) {
   options o = {.model = "mlp", .data = "fashion-mnist", .epochs = 1, .threads = -1,
-               .batch = 64, .seed = 1};
+               .batch = 64, .seed = 1, .workers = 2, .prefetch = 2};
   double start = now_s();
   dlrt_dataset data[2] = {{0}, {0}};
   dlrt_trainer_t *trainer = NULL;
@@ -431,7 +491,9 @@ int main(int argc, char **argv) {
                              .schedule = o.schedule, .warmup_steps = o.warmup,
                              .step_size = o.step_size, .gamma = o.gamma,
                              .total_steps = (int64_t)o.epochs * (data[0].count / o.batch),
-                             .clip_norm = o.clip_norm};
+                             .clip_norm = o.clip_norm, .channels = data[0].channels,
+                             .workers = o.workers, .prefetch = o.prefetch,
+                             .augment = o.augment, .aug = o.aug};
   TRY(dlrt_trainer_create(dev, &cfg, data[0].height, data[0].width, data[0].classes,
                           &trainer), "cannot build the model");
   if (o.resume)
@@ -451,8 +513,16 @@ int main(int argc, char **argv) {
           PRIu64 "\n", o.model, r.info.params, dlrt_optimizer_name(o.opt.kind), o.opt.lr,
           o.batch, o.seed);
   fprintf(log, "data     %s: %" PRId64 " training and %" PRId64 " test images, %" PRId64
-          " x %" PRId64 ", %d classes\n", data[0].source, data[0].count, data[1].count,
-          data[0].height, data[0].width, data[0].classes);
+          " x %" PRId64 " x %" PRId64 ", %d classes%s\n", data[0].source, data[0].count,
+          data[1].count, data[0].channels, data[0].height, data[0].width, data[0].classes,
+          data[0].mapping ? ", mapped" : "");
+  fprintf(log, "loader   %d worker%s, prefetch %d", o.workers, o.workers == 1 ? "" : "s",
+          o.prefetch);
+  if (o.aug.crop_padding) fprintf(log, ", crop pad %d", o.aug.crop_padding);
+  if (o.aug.flip) fputs(", flip", log);
+  if (o.aug.erase_p > 0) fprintf(log, ", erase %g", o.aug.erase_p);
+  if (o.aug.std > 0) fprintf(log, ", normalize %g,%g", o.aug.mean, o.aug.std);
+  fputc('\n', log);
   if (o.resume)
     fprintf(log, "resumed  %s after %d epoch%s\n", o.resume, done, done == 1 ? "" : "s");
   if (o.deterministic && o.threads >= 0)
@@ -471,10 +541,10 @@ int main(int argc, char **argv) {
     TRY(rc, "training failed");
     losses[r.epochs_run++] = r.last.loss;
     TRY(dlrt_trainer_evaluate(trainer, &data[1], &r.eval), "evaluation failed");
-    fprintf(log, "epoch %d/%d  train loss %.4f accuracy %.2f%%  %.0f images/s  %.1f s  |  "
-            "test loss %.4f accuracy %.2f%%\n", epoch + 1, o.epochs, r.last.loss,
-            100.0 * r.last.accuracy, r.last.images_per_s, r.last.seconds, r.eval.loss,
-            100.0 * r.eval.accuracy);
+    fprintf(log, "epoch %d/%d  train loss %.4f accuracy %.2f%%  %.0f images/s  %.1f s  "
+            "stall %.1f%%  |  test loss %.4f accuracy %.2f%%\n", epoch + 1, o.epochs,
+            r.last.loss, 100.0 * r.last.accuracy, r.last.images_per_s, r.last.seconds,
+            100.0 * r.last.stall_fraction, r.eval.loss, 100.0 * r.eval.accuracy);
     if (o.save)
       TRY(dlrt_trainer_save(trainer, o.save, epoch + 1), "cannot save the checkpoint");
   }

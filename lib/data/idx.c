@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "data/dataset.h"
 #include "util/status.h"
 
 #define IDX_MAGIC_LABELS 0x00000801u /* unsigned bytes, 1 dimension */
@@ -259,16 +260,27 @@ static int load_pair(const char *images_path, const char *labels_path, dlrt_data
                          im.dims[0], labels_path, lb.dims[0]);
     goto fail;
   }
+  int32_t *labels = malloc(lb.bytes * sizeof *labels);
+  if (!labels) {
+    rc = dlrt__set_error(DLRT_ERR_OOM, "%s: out of host memory for %zu labels", labels_path,
+                         lb.bytes);
+    goto fail;
+  }
   uint8_t top = 0;
-  for (size_t i = 0; i < lb.bytes; i++)
+  for (size_t i = 0; i < lb.bytes; i++) {
+    labels[i] = lb.data[i];
     if (lb.data[i] > top) top = lb.data[i];
+  }
+  free(lb.data);
 
   out->count = im.dims[0];
+  out->channels = 1;
   out->height = im.dims[1];
   out->width = im.dims[2];
   out->classes = 1 + top;
+  out->image_dtype = DLRT_U8;
   out->images = im.data;
-  out->labels = lb.data;
+  out->labels = labels;
   snprintf(out->source, sizeof out->source, "%s, %s", images_path, labels_path);
   return DLRT_OK;
 
@@ -326,15 +338,32 @@ static int find_file(const char *where, const char *folder, const char *name,
 }
 
 int dlrt_dataset_load(const char *where, int test, dlrt_dataset *out) {
+  return dlrt_dataset_load_flags(where, test, 0, out);
+}
+
+int dlrt_dataset_load_flags(const char *where, int test, int flags, dlrt_dataset *out) {
   DLRT__CHECK_ARG(out, "dlrt_dataset_load: out is NULL");
   memset(out, 0, sizeof *out);
   DLRT__CHECK_ARG(where && *where, "dlrt_dataset_load: give \"fashion-mnist\" or a folder");
+  DLRT__CHECK_ARG((flags & ~DLRT_DATASET_MMAP) == 0, "dlrt_dataset_load: unknown flags 0x%x",
+                  (unsigned)flags);
   const char *folder = strcmp(where, "fashion-mnist") == 0 ? DLRT_FASHION_MNIST_DIR : where;
+  struct stat st;
+  if (stat(folder, &st) == 0 && S_ISREG(st.st_mode)) {
+    if (test)
+      return dlrt__set_error(DLRT_ERR_NOT_FOUND, "%s: a single record file has no test split; "
+                             "give a folder holding train.dlrec and test.dlrec", folder);
+    return dlrt_dataset_open_records(folder, flags, out);
+  }
+  char records[PATH_CAP];
+  int rc = join(records, folder, test ? "test" : "train", ".dlrec");
+  if (rc < 0) return rc;
+  if (stat(records, &st) == 0) return dlrt_dataset_open_records(records, flags, out);
   const char *images = test ? "t10k-images-idx3-ubyte" : "train-images-idx3-ubyte";
   const char *labels = test ? "t10k-labels-idx1-ubyte" : "train-labels-idx1-ubyte";
 
   char images_path[PATH_CAP], labels_path[PATH_CAP];
-  int rc = find_file(where, folder, images, images, labels, images_path);
+  rc = find_file(where, folder, images, images, labels, images_path);
   if (rc < 0) return rc;
   rc = find_file(where, folder, labels, images, labels, labels_path);
   if (rc < 0) return rc;
@@ -346,7 +375,10 @@ int dlrt_dataset_load(const char *where, int test, dlrt_dataset *out) {
 
 void dlrt_dataset_free(dlrt_dataset *d) {
   if (!d) return;
-  free(d->images);
+  if (d->mapping)
+    dlrt__dataset_unmap(d);
+  else
+    free(d->images);
   free(d->labels);
   memset(d, 0, sizeof *d);
 }
@@ -426,7 +458,7 @@ int dlrt_dataset_generate(int64_t count, int classes, uint64_t seed, dlrt_datase
                   "(%d)", (long long)count, classes);
   size_t n = (size_t)count;
   uint8_t *images = malloc(n * GEN_SIDE * GEN_SIDE);
-  uint8_t *labels = malloc(n);
+  int32_t *labels = malloc(n * sizeof *labels);
   if (!images || !labels) {
     free(images);
     free(labels);
@@ -435,10 +467,10 @@ int dlrt_dataset_generate(int64_t count, int classes, uint64_t seed, dlrt_datase
   }
   /* Balanced labels (counts differ by at most one), in a seeded order. */
   uint64_t rng = seed;
-  for (size_t i = 0; i < n; i++) labels[i] = (uint8_t)(i % (size_t)classes);
+  for (size_t i = 0; i < n; i++) labels[i] = (int32_t)(i % (size_t)classes);
   for (size_t i = n - 1; i > 0; i--) {
     size_t j = (size_t)(splitmix64(&rng) % (i + 1));
-    uint8_t t = labels[i];
+    int32_t t = labels[i];
     labels[i] = labels[j];
     labels[j] = t;
   }
@@ -446,6 +478,8 @@ int dlrt_dataset_generate(int64_t count, int classes, uint64_t seed, dlrt_datase
     gen_image(images + i * GEN_SIDE * GEN_SIDE, labels[i], &rng);
 
   out->count = count;
+  out->channels = 1;
+  out->image_dtype = DLRT_U8;
   out->height = GEN_SIDE;
   out->width = GEN_SIDE;
   out->classes = classes;

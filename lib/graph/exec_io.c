@@ -69,6 +69,29 @@ int dlrt_exec_read(dlrt_exec_t *e, dlrt_tensor_t *t, void *dst, size_t bytes) {
   return rc == DLRT_OK ? dlrt_stream_synchronize(e->stream) : rc;
 }
 
+int dlrt_exec_copy_in(dlrt_exec_t *e, dlrt_tensor_t *t, dlrt_buffer_t *src, size_t src_offset,
+                      dlrt_event_t *wait) {
+  DLRT__CHECK_ARG(src, "dlrt_exec_copy_in: source buffer is NULL");
+  size_t bytes = t ? dlrt__tensor_bytes(t) : 0;
+  int rc = check_io(e, t, src, bytes, "dlrt_exec_copy_in");
+  if (rc < 0) return rc;
+  if (t->kind != TENSOR_INPUT)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "dlrt_exec_copy_in: %s is not an input",
+                           t->name);
+  if (dlrt_buffer_device(src) != e->dev)
+    return dlrt__set_error(DLRT_ERR_WRONG_DEVICE, "dlrt_exec_copy_in: the source buffer is on "
+                           "%s, the executor on %s", dlrt_device_spec(dlrt_buffer_device(src)),
+                           dlrt_device_spec(e->dev));
+  /* Inputs are never stored channel-major (only what convolutions produce). */
+  if (t->cnhw)
+    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "dlrt_exec_copy_in: input %s is stored "
+                           "channel-major", t->name);
+  if (wait && (rc = dlrt_stream_wait_event(e->stream, wait)) < 0) return rc;
+  return dlrt_copy_d2d(dlrt__exec_buf(e, t), 0, src, src_offset, bytes, e->stream);
+}
+
+dlrt_stream_t *dlrt_exec_stream(dlrt_exec_t *e) { return e ? e->stream : NULL; }
+
 int dlrt_exec_set_lr(dlrt_exec_t *e, float lr) {
   DLRT__CHECK_ARG(e && lr >= 0, "executor is NULL or lr %g < 0", lr);
   e->lr = lr;

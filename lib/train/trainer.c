@@ -1,7 +1,7 @@
 /* trainer.c — an image classifier trained on a data set: builds the model's
  * graph (forward, cross-entropy, backward, optimizer), feeds shuffled
- * batches, evaluates, and saves and restores checkpoints. Batches are loaded
- * synchronously on the host (the asynchronous pipeline is lib/data's job). */
+ * batches through lib/data's loader (workers, pinned staging, copies that
+ * overlap compute), evaluates, and saves and restores checkpoints. */
 #include "config.h"
 
 #include <inttypes.h>
@@ -17,12 +17,15 @@ struct dlrt_trainer {
   dlrt_device_t *dev;
   dlrt_trainer_config cfg;
   char model[512];
-  int64_t height, width, classes, batch;
+  int64_t channels, height, width, classes, batch;
   dlrt_graph_t *g;
   dlrt_exec_t *e;
   dlrt_tensor_t *images, *labels, *logits, *loss;
-  float *host_images; /* batch x height x width */
-  int32_t *host_labels;
+  /* One loader per data set in use (training: shuffled and augmented;
+   * evaluation: in order, the last batch padded), made on first use. */
+  dlrt_loader_t *train_loader, *eval_loader;
+  const dlrt_dataset *train_data, *eval_data;
+  int32_t *host_labels; /* the batch's labels, for accuracy */
   float *host_logits; /* batch x classes */
   int64_t steps;       /* training steps taken (the schedule's clock), restored on load */
 };
@@ -35,9 +38,10 @@ static double now_s(void) {
 
 void dlrt_trainer_destroy(dlrt_trainer_t *t) {
   if (!t) return;
+  dlrt_loader_destroy(t->train_loader);
+  dlrt_loader_destroy(t->eval_loader);
   dlrt_exec_destroy(t->e);
   dlrt_graph_destroy(t->g);
-  free(t->host_images);
   free(t->host_labels);
   free(t->host_logits);
   free(t);
@@ -54,19 +58,22 @@ int dlrt_trainer_create(dlrt_device_t *dev, const dlrt_trainer_config *cfg, int6
                   "gamma %g, total steps %lld) or clip norm %g", (int)cfg->schedule,
                   (long long)cfg->warmup_steps, (long long)cfg->step_size, cfg->gamma,
                   (long long)cfg->total_steps, cfg->clip_norm);
-  DLRT__CHECK_ARG(cfg->batch >= 1 && height >= 1 && width >= 1 && classes >= 2,
-                  "dlrt_trainer_create: batch %lld, image %lld x %lld, %d classes",
-                  (long long)cfg->batch, (long long)height, (long long)width, classes);
+  DLRT__CHECK_ARG(cfg->batch >= 1 && height >= 1 && width >= 1 && classes >= 2 &&
+                      cfg->channels >= 0,
+                  "dlrt_trainer_create: batch %lld, image %lld x %lld x %lld, %d classes",
+                  (long long)cfg->batch, (long long)cfg->channels, (long long)height,
+                  (long long)width, classes);
   dlrt_trainer_t *t = calloc(1, sizeof *t);
   if (!t) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   t->dev = dev;
   t->cfg = *cfg;
   snprintf(t->model, sizeof t->model, "%s", cfg->model);
   t->cfg.model = t->model;
+  t->channels = cfg->channels > 0 ? cfg->channels : 1;
   t->height = height, t->width = width, t->classes = classes, t->batch = cfg->batch;
   int rc = dlrt_graph_create(&t->g);
   if (rc < 0) goto fail;
-  int64_t image_shape[4] = {t->batch, 1, height, width}, label_shape[1] = {t->batch};
+  int64_t image_shape[4] = {t->batch, t->channels, height, width}, label_shape[1] = {t->batch};
   t->images = dlrt_input(t->g, "images", DLRT_F32, 4, image_shape);
   t->labels = dlrt_input(t->g, "labels", DLRT_I32, 1, label_shape);
   if ((rc = dlrt_graph_status(t->g)) < 0) goto fail;
@@ -78,10 +85,9 @@ int dlrt_trainer_create(dlrt_device_t *dev, const dlrt_trainer_config *cfg, int6
   if ((rc = dlrt_graph_optimize(t->g, &cfg->opt)) < 0) goto fail;
   if ((rc = dlrt_exec_create(t->g, dev, cfg->seed, &t->e)) < 0) goto fail;
   if (cfg->clip_norm > 0 && (rc = dlrt_exec_set_clip_norm(t->e, cfg->clip_norm)) < 0) goto fail;
-  t->host_images = malloc((size_t)(t->batch * height * width) * sizeof(float));
   t->host_labels = malloc((size_t)t->batch * sizeof(int32_t));
   t->host_logits = malloc((size_t)(t->batch * classes) * sizeof(float));
-  if (!t->host_images || !t->host_labels || !t->host_logits) {
+  if (!t->host_labels || !t->host_logits) {
     rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
     goto fail;
   }
@@ -115,37 +121,55 @@ float dlrt_lr_at(const dlrt_trainer_config *c, int64_t step) {
 
 static int check_data(const dlrt_trainer_t *t, const dlrt_dataset *d) {
   DLRT__CHECK_ARG(d && d->images && d->labels, "data set is NULL or empty");
-  if (d->height != t->height || d->width != t->width)
-    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "the data set (%s) has %lld x %lld images, "
-                           "the model was built for %lld x %lld", d->source,
-                           (long long)d->height, (long long)d->width, (long long)t->height,
-                           (long long)t->width);
+  if (d->channels != t->channels || d->height != t->height || d->width != t->width)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "the data set (%s) has %lld x %lld x %lld "
+                           "images, the model was built for %lld x %lld x %lld", d->source,
+                           (long long)d->channels, (long long)d->height, (long long)d->width,
+                           (long long)t->channels, (long long)t->height, (long long)t->width);
   if (d->classes > t->classes)
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "the data set (%s) has %d classes, the model "
                            "was built for %lld", d->source, d->classes, (long long)t->classes);
   return DLRT_OK;
 }
 
-/* Copies samples order[0..count) into the host batch (pixels to [0, 1]);
- * rows past `count` repeat the last sample (they are ignored by callers). */
-static void fill_batch(dlrt_trainer_t *t, const dlrt_dataset *d, const int64_t *order,
-                       int64_t count) {
-  int64_t pixels = t->height * t->width;
-  for (int64_t i = 0; i < t->batch; i++) {
-    int64_t s = order[i < count ? i : count - 1];
-    const uint8_t *src = d->images + s * pixels;
-    float *dst = t->host_images + i * pixels;
-    for (int64_t p = 0; p < pixels; p++) dst[p] = (float)src[p] * (1.0f / 255.0f);
-    t->host_labels[i] = d->labels[s];
+/* The loader of `d` for training (shuffled, augmented, last partial batch
+ * dropped) or evaluation (in order, padded), made when `d` is new. */
+static int loader_for(dlrt_trainer_t *t, const dlrt_dataset *d, int train, dlrt_loader_t **out) {
+  dlrt_loader_t **slot = train ? &t->train_loader : &t->eval_loader;
+  const dlrt_dataset **seen = train ? &t->train_data : &t->eval_data;
+  if (!*slot || *seen != d) {
+    dlrt_loader_destroy(*slot);
+    *slot = NULL;
+    *seen = NULL;
+    dlrt_loader_config c = {
+        .batch = t->batch, .workers = t->cfg.workers, .prefetch = t->cfg.prefetch,
+        .seed = t->cfg.seed, .shuffle = train, .pad_last = !train,
+        .rank = train ? t->cfg.rank : 0, .world = train && t->cfg.world > 0 ? t->cfg.world : 1,
+        .augment = train && t->cfg.augment, .aug = t->cfg.aug};
+    int rc = dlrt_loader_create(t->dev, d, &c, slot);
+    if (rc < 0) return rc;
+    *seen = d;
   }
+  *out = *slot;
+  return DLRT_OK;
 }
 
-static int upload(dlrt_trainer_t *t) {
-  int rc = dlrt_exec_write(t->e, t->images, t->host_images,
-                           (size_t)(t->batch * t->height * t->width) * sizeof(float));
-  return rc < 0 ? rc
-                : dlrt_exec_write(t->e, t->labels, t->host_labels,
-                                  (size_t)t->batch * sizeof(int32_t));
+/* Feeds a batch into the graph's inputs (queued on the executor's stream
+ * after the batch's copy) and hands it back to the loader. */
+static int feed(dlrt_trainer_t *t, dlrt_loader_t *l, dlrt_batch *b) {
+  memcpy(t->host_labels, b->host_labels, (size_t)t->batch * sizeof(int32_t));
+  int rc = dlrt_exec_copy_in(t->e, t->images, b->images, 0, b->ready);
+  if (rc == DLRT_OK) rc = dlrt_exec_copy_in(t->e, t->labels, b->labels, 0, NULL);
+  int rc2 = dlrt_loader_release(l, b, dlrt_exec_stream(t->e));
+  return rc < 0 ? rc : rc2;
+}
+
+static void loader_figures(dlrt_loader_t *l, dlrt_epoch_stats *out) {
+  dlrt_loader_stats ls;
+  if (dlrt_loader_stats_get(l, &ls) < 0) return;
+  out->stall_s = ls.stall_s;
+  out->stall_fraction = out->seconds > 0 ? ls.stall_s / out->seconds : 0;
+  out->loader_images_per_s = ls.images_per_s;
 }
 
 /* Correct predictions among the first `count` rows of the host logits. */
@@ -161,42 +185,31 @@ static int64_t count_correct(const dlrt_trainer_t *t, int64_t count) {
   return correct;
 }
 
-/* Fisher-Yates from a generator seeded by (seed, epoch). */
-static void shuffle(int64_t *order, int64_t n, uint64_t seed, int epoch) {
-  uint64_t state = seed * 0x9e3779b97f4a7c15ULL + (uint64_t)epoch * 0xbf58476d1ce4e5b9ULL + 1;
-  for (int64_t i = 0; i < n; i++) order[i] = i;
-  for (int64_t i = n - 1; i > 0; i--) {
-    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
-    int64_t j = (int64_t)(state % (uint64_t)(i + 1));
-    int64_t tmp = order[i];
-    order[i] = order[j];
-    order[j] = tmp;
-  }
-}
-
 int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
                        dlrt_progress_fn progress, void *user, dlrt_epoch_stats *out) {
   DLRT__CHECK_ARG(t && out, "trainer or out is NULL");
   int rc = check_data(t, d);
+  dlrt_loader_t *l = NULL;
+  if (rc == DLRT_OK) rc = loader_for(t, d, 1, &l);
+  if (rc == DLRT_OK) rc = dlrt_loader_start(l, epoch);
+  if (rc == DLRT_OK) rc = dlrt_loader_stats_reset(l);
   if (rc < 0) return rc;
-  int64_t steps = d->count / t->batch;
-  if (steps == 0)
-    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "the data set (%s) has %lld images, fewer "
-                           "than one batch of %lld", d->source, (long long)d->count,
-                           (long long)t->batch);
-  int64_t *order = malloc((size_t)d->count * sizeof *order);
-  if (!order) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
-  shuffle(order, d->count, t->cfg.seed, epoch);
+  int64_t steps = dlrt_loader_batches(l);
   memset(out, 0, sizeof *out);
   double loss_sum = 0, start = now_s(), warm_start = start;
   int64_t correct = 0, warmup = steps / 10, report = steps / 20 > 0 ? steps / 20 : 1;
   for (int64_t s = 0; s < steps && rc == DLRT_OK; s++) {
     if (s == warmup) warm_start = now_s();
-    fill_batch(t, d, order + s * t->batch, t->batch);
+    dlrt_batch b;
+    rc = dlrt_loader_next(l, &b);
+    if (rc == 0)
+      rc = dlrt__set_error(DLRT_ERR_STATE, "the loader ended the epoch after %lld of %lld "
+                           "batches", (long long)s, (long long)steps);
+    if (rc < 0 || (rc = feed(t, l, &b)) < 0) break;
     float loss = 0;
     float lr = dlrt_lr_at(&t->cfg, t->steps);
     if ((rc = dlrt_exec_set_lr(t->e, lr)) < 0) break;
-    if ((rc = upload(t)) < 0 || (rc = dlrt_exec_run(t->e, DLRT_RUN_TRAIN)) < 0 ||
+    if ((rc = dlrt_exec_run(t->e, DLRT_RUN_TRAIN)) < 0 ||
         (rc = dlrt_exec_read(t->e, t->loss, &loss, sizeof loss)) < 0 ||
         (rc = dlrt_exec_read(t->e, t->logits, t->host_logits,
                              (size_t)(t->batch * t->classes) * sizeof(float))) < 0)
@@ -213,26 +226,28 @@ int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
     int64_t timed = s + 1 - warmup;
     out->images_per_s = timed > 0 && now > warm_start ? (double)(timed * t->batch) / (now - warm_start)
                                                       : (double)out->images / out->seconds;
+    loader_figures(l, out);
     if (progress && ((s + 1) % report == 0 || s + 1 == steps)) progress(user, s + 1, steps, out);
   }
-  free(order);
   return rc;
 }
 
 int dlrt_trainer_evaluate(dlrt_trainer_t *t, const dlrt_dataset *d, dlrt_epoch_stats *out) {
   DLRT__CHECK_ARG(t && out, "trainer or out is NULL");
   int rc = check_data(t, d);
+  dlrt_loader_t *l = NULL;
+  if (rc == DLRT_OK) rc = loader_for(t, d, 0, &l);
+  if (rc == DLRT_OK) rc = dlrt_loader_start(l, 0);
+  if (rc == DLRT_OK) rc = dlrt_loader_stats_reset(l);
   if (rc < 0) return rc;
-  int64_t *order = malloc((size_t)t->batch * sizeof *order);
-  if (!order) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   memset(out, 0, sizeof *out);
   double start = now_s(), loss_sum = 0;
   int64_t correct = 0;
-  for (int64_t first = 0; first < d->count && rc == DLRT_OK; first += t->batch) {
-    int64_t count = d->count - first < t->batch ? d->count - first : t->batch;
-    for (int64_t i = 0; i < count; i++) order[i] = first + i;
-    fill_batch(t, d, order, count);
-    if ((rc = upload(t)) < 0 || (rc = dlrt_exec_run(t->e, DLRT_RUN_FORWARD)) < 0 ||
+  for (;;) {
+    dlrt_batch b;
+    if ((rc = dlrt_loader_next(l, &b)) <= 0) break;
+    int64_t count = b.count;
+    if ((rc = feed(t, l, &b)) < 0 || (rc = dlrt_exec_run(t->e, DLRT_RUN_FORWARD)) < 0 ||
         (rc = dlrt_exec_read(t->e, t->logits, t->host_logits,
                              (size_t)(t->batch * t->classes) * sizeof(float))) < 0)
       break;
@@ -248,18 +263,30 @@ int dlrt_trainer_evaluate(dlrt_trainer_t *t, const dlrt_dataset *d, dlrt_epoch_s
     out->images += count;
     out->steps++;
   }
-  free(order);
   if (rc < 0) return rc;
   out->seconds = now_s() - start;
   out->loss = (float)(loss_sum / (double)(out->images ? out->images : 1));
   out->accuracy = (float)correct / (float)(out->images ? out->images : 1);
   out->images_per_s = out->seconds > 0 ? (double)out->images / out->seconds : 0;
+  loader_figures(l, out);
   return DLRT_OK;
 }
 
 int dlrt_trainer_info(dlrt_trainer_t *t, dlrt_exec_info *out) {
   DLRT__CHECK_ARG(t, "trainer is NULL");
-  return dlrt_exec_info_get(t->e, out);
+  int rc = dlrt_exec_info_get(t->e, out);
+  if (rc < 0) return rc;
+  /* The loaders' device buffers count in the measured peak: plan them too
+   * (images and labels, per slot). */
+  dlrt_loader_t *loaders[2] = {t->train_loader, t->eval_loader};
+  for (int i = 0; i < 2; i++) {
+    if (!loaders[i]) continue;
+    int slots = t->cfg.prefetch > 0 ? t->cfg.prefetch : 1;
+    out->planned_peak_bytes += (uint64_t)slots * (uint64_t)t->batch *
+                               ((uint64_t)(t->channels * t->height * t->width) * sizeof(float) +
+                                sizeof(int32_t));
+  }
+  return DLRT_OK;
 }
 
 /* ---------------------------------------------------------------- checkpoints */
