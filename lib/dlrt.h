@@ -732,6 +732,14 @@ DLRT_API int dlrt_exec_copy_in(dlrt_exec_t *e, dlrt_tensor_t *t, dlrt_buffer_t *
                                size_t src_offset, dlrt_event_t *wait);
 /* The stream the executor queues its work on. */
 DLRT_API dlrt_stream_t *dlrt_exec_stream(dlrt_exec_t *e);
+/* Gradient accumulation: each update follows `steps` training runs (micro-
+ * batches) and applies the mean of their gradients, summed in fp32 in one
+ * running sum per parameter (param_bytes more device memory). With a mean
+ * loss per micro-batch of B samples, `steps` runs equal one run on steps x B
+ * samples (batch-norm statistics follow each micro-batch, as in PyTorch).
+ * 1: every run updates (the default). DLRT_ERR_STATE while an update is
+ * half-way. */
+DLRT_API int dlrt_exec_set_accumulation(dlrt_exec_t *e, int steps);
 /* Learning rate for the next updates (schedules call this every step). */
 DLRT_API int dlrt_exec_set_lr(dlrt_exec_t *e, float lr);
 /* Clips the gradients of each training run to a global L2 norm of at most
@@ -809,6 +817,7 @@ typedef struct {
   int augment;
   dlrt_augment aug;
   int rank, world;
+  int accum;             /* micro-batches of `batch` per update (0 or 1: none) */
 } dlrt_trainer_config;
 
 /* The learning rate of step `step` (0-based) under the config's schedule. */
@@ -838,7 +847,10 @@ DLRT_API int dlrt_trainer_create(dlrt_device_t *dev, const dlrt_trainer_config *
                                  dlrt_trainer_t **out);
 DLRT_API void dlrt_trainer_destroy(dlrt_trainer_t *t);
 /* One pass over `data` (pixels scaled to [0, 1]) in an order shuffled from
- * (seed, epoch); the last partial batch is dropped. `progress` may be NULL. */
+ * (seed, epoch); the last partial batch is dropped, and with accumulation
+ * the micro-batches that do not fill a last update. out->steps counts
+ * updates, out->loss is the mean of the micro-batch losses. `progress` may be
+ * NULL. */
 DLRT_API int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *data, int epoch,
                                 dlrt_progress_fn progress, void *user, dlrt_epoch_stats *out);
 /* Loss and accuracy over all of `data` (the last partial batch included). */

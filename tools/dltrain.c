@@ -34,7 +34,7 @@ typedef struct {
   float gamma;
   uint64_t seed;
   int deterministic, json, quiet;
-  int workers, prefetch, augment, mmap;
+  int workers, prefetch, augment, mmap, accum;
   dlrt_augment aug;
 } options;
 
@@ -54,6 +54,9 @@ static void usage(FILE *out) {
         "                             $DLRT_DEVICE, else auto)\n"
         "  -e, --epochs N             epochs in all, counting resumed ones (default 1)\n"
         "  -b, --batch N              images per step (default 64)\n"
+        "      --accum K              accumulate the gradients of K batches of N per\n"
+        "                             update: the update of one batch of K x N in the\n"
+        "                             memory of N (default 1)\n"
         "      --optimizer sgd|adam|adamw   (default adam)\n"
         "      --lr X                 learning rate (default: the optimizer's, as in\n"
         "                             torch.optim: sgd 0.01, adam and adamw 0.001)\n"
@@ -264,8 +267,8 @@ static void print_json(const options *o, const results *r) {
   else
     fputs("null", stdout);
   printf(", \"deterministic\": %s", o->deterministic ? "true" : "false");
-  printf(", \"workers\": %d, \"prefetch\": %d, \"augment\": %s", o->workers, o->prefetch,
-         o->augment ? "true" : "false");
+  printf(", \"workers\": %d, \"prefetch\": %d, \"augment\": %s, \"accum\": %d", o->workers,
+         o->prefetch, o->augment ? "true" : "false", o->accum);
   const char *nums[] = {"lr", "momentum", "weight_decay", "label_smoothing", "final_loss",
                         "final_accuracy", "test_loss", "test_accuracy", "train_images_per_s",
                         "stall_fraction", "loader_images_per_s"};
@@ -294,7 +297,7 @@ static int parse_options(int argc, char **argv, options *o) {
   enum { OPT_DATA = 256, OPT_OPTIMIZER, OPT_LR, OPT_MOMENTUM, OPT_WEIGHT_DECAY,
          OPT_SMOOTHING, OPT_SEED, OPT_THREADS, OPT_SAVE, OPT_RESUME, OPT_DETERMINISTIC,
          OPT_LIMIT, OPT_SCHEDULE, OPT_WARMUP, OPT_CLIP, OPT_WORKERS, OPT_PREFETCH,
-         OPT_AUGMENT, OPT_CROP_PAD, OPT_FLIP, OPT_ERASE, OPT_NORMALIZE, OPT_MMAP };
+         OPT_AUGMENT, OPT_CROP_PAD, OPT_FLIP, OPT_ERASE, OPT_NORMALIZE, OPT_MMAP, OPT_ACCUM };
   static const struct option longopts[] = {
       {"model", required_argument, NULL, 'm'},   {"data", required_argument, NULL, OPT_DATA},
       {"device", required_argument, NULL, 'd'},  {"epochs", required_argument, NULL, 'e'},
@@ -321,6 +324,7 @@ static int parse_options(int argc, char **argv, options *o) {
       {"erase", required_argument, NULL, OPT_ERASE},
       {"normalize", required_argument, NULL, OPT_NORMALIZE},
       {"mmap", no_argument, NULL, OPT_MMAP},
+      {"accum", required_argument, NULL, OPT_ACCUM},
       {"json", no_argument, NULL, 'j'},          {"quiet", no_argument, NULL, 'q'},
       {"help", no_argument, NULL, 'h'},          {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0}};
@@ -419,6 +423,9 @@ static int parse_options(int argc, char **argv, options *o) {
       break;
     }
     case OPT_MMAP: o->mmap = 1; break;
+    case OPT_ACCUM:
+      if ((ok = parse_int("accum", optarg, 1, 65536, &v))) o->accum = (int)v;
+      break;
     case OPT_SAVE: o->save = optarg; break;
     case OPT_RESUME: o->resume = optarg; break;
     case OPT_DETERMINISTIC: o->deterministic = 1; break;
@@ -459,7 +466,7 @@ static int parse_options(int argc, char **argv, options *o) {
 
 int main(int argc, char **argv) {
   options o = {.model = "mlp", .data = "fashion-mnist", .epochs = 1, .threads = -1,
-               .batch = 64, .seed = 1, .workers = 2, .prefetch = 2};
+               .batch = 64, .seed = 1, .workers = 2, .prefetch = 2, .accum = 1};
   double start = now_s();
   dlrt_dataset data[2] = {{0}, {0}};
   dlrt_trainer_t *trainer = NULL;
@@ -490,7 +497,9 @@ int main(int argc, char **argv) {
                              .seed = o.seed, .label_smoothing = o.label_smoothing,
                              .schedule = o.schedule, .warmup_steps = o.warmup,
                              .step_size = o.step_size, .gamma = o.gamma,
-                             .total_steps = (int64_t)o.epochs * (data[0].count / o.batch),
+                             .total_steps = (int64_t)o.epochs *
+                                            (data[0].count / o.batch / o.accum),
+                             .accum = o.accum,
                              .clip_norm = o.clip_norm, .channels = data[0].channels,
                              .workers = o.workers, .prefetch = o.prefetch,
                              .augment = o.augment, .aug = o.aug};
@@ -509,9 +518,11 @@ int main(int argc, char **argv) {
   const char *env = getenv("DLRT_DEVICE");
   fprintf(log, "device   %s (%s), %s\n", dlrt_device_spec(dev), props.name,
           o.device && *o.device ? "from --device" : env && *env ? "from $DLRT_DEVICE" : "auto");
-  fprintf(log, "model    %s, %" PRId64 " parameters; %s lr %g, batch %" PRId64 ", seed %"
-          PRIu64 "\n", o.model, r.info.params, dlrt_optimizer_name(o.opt.kind), o.opt.lr,
-          o.batch, o.seed);
+  fprintf(log, "model    %s, %" PRId64 " parameters; %s lr %g, batch %" PRId64, o.model,
+          r.info.params, dlrt_optimizer_name(o.opt.kind), o.opt.lr, o.batch);
+  if (o.accum > 1)
+    fprintf(log, " x %d accumulated (%" PRId64 " per update)", o.accum, o.batch * o.accum);
+  fprintf(log, ", seed %" PRIu64 "\n", o.seed);
   fprintf(log, "data     %s: %" PRId64 " training and %" PRId64 " test images, %" PRId64
           " x %" PRId64 " x %" PRId64 ", %d classes%s\n", data[0].source, data[0].count,
           data[1].count, data[0].channels, data[0].height, data[0].width, data[0].classes,

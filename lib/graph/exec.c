@@ -195,6 +195,10 @@ void dlrt_exec_destroy(dlrt_exec_t *e) {
       if (e->g->tensors[i]->owner == e->g->tensors[i]) dlrt_buffer_free(e->bufs[i]);
     free(e->bufs);
   }
+  if (e->accum) {
+    for (int i = 0; i < e->g->n_tensors; i++) dlrt_buffer_free(e->accum[i]);
+    free(e->accum);
+  }
   schedule_free(&e->plans[0]);
   schedule_free(&e->plans[1]);
   dlrt_stream_destroy(e->stream);
@@ -254,6 +258,7 @@ int dlrt_exec_create(dlrt_graph_t *g, dlrt_device_t *dev, uint64_t seed, dlrt_ex
     if ((rc = dlrt_stream_synchronize(e->stream)) < 0) goto fail;
   }
   free(host);
+  e->accum_steps = 1;
   *out = e;
   return DLRT_OK;
 fail:
@@ -262,11 +267,60 @@ fail:
   return rc;
 }
 
+int dlrt_exec_set_accumulation(dlrt_exec_t *e, int steps) {
+  DLRT__CHECK_ARG(e && steps >= 1, "dlrt_exec_set_accumulation: executor is NULL or %d "
+                  "micro-batches per update (give 1 or more)", steps);
+  if (e->micro != 0)
+    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_set_accumulation: %d of %d micro-batches "
+                           "of an update are still pending", e->micro, e->accum_steps);
+  dlrt_graph_t *g = e->g;
+  if (steps > 1 && !e->accum) {
+    /* One running sum per gradient, for the executor's life: they count in
+     * its planned peak. */
+    e->accum = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *e->accum);
+    if (!e->accum) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+    for (int i = 0; i < g->n_tensors; i++) {
+      dlrt_tensor_t *p = g->tensors[i];
+      if (p->kind != TENSOR_PARAM || !p->grad) continue;
+      int rc = dlrt_buffer_alloc(e->dev, dlrt__tensor_bytes(p), e->stream, &e->accum[i]);
+      if (rc < 0) return rc;
+      e->accum_bytes += (dlrt__tensor_bytes(p) + 511) & ~(uint64_t)511; /* allocator granules */
+    }
+  }
+  e->accum_steps = steps;
+  return DLRT_OK;
+}
+
+/* Folds this micro-batch's gradients into the running sums: the first
+ * micro-batch of an update copies, later ones add; the last adds the sums
+ * into the gradients, which the updates then scale by 1 / accum_steps (each
+ * micro-batch's loss is a mean over its own samples, so the mean of the
+ * micro-batch gradients is the gradient of the whole batch's mean loss). */
+static int accumulate(dlrt_exec_t *e, int last) {
+  dlrt_graph_t *g = e->g;
+  int rc = DLRT_OK;
+  for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++) {
+    dlrt_tensor_t *p = g->tensors[i];
+    if (p->kind != TENSOR_PARAM || !p->grad) continue;
+    dlrt_buffer_t *grad = dlrt__exec_buf(e, p->grad), *sum = e->accum[i];
+    size_t bytes = dlrt__tensor_bytes(p);
+    if (last)
+      rc = dlrt_elementwise(e->stream, DLRT_EW_ADD, DLRT_F32, p->numel, 0, grad, 0, grad, 0,
+                            sum, 0);
+    else if (e->micro == 0)
+      rc = dlrt_copy_d2d(sum, 0, grad, 0, bytes, e->stream);
+    else
+      rc = dlrt_elementwise(e->stream, DLRT_EW_ADD, DLRT_F32, p->numel, 0, sum, 0, sum, 0,
+                            grad, 0);
+  }
+  return rc;
+}
+
 /* The factor that brings the global L2 norm of the gradients down to
  * clip_norm (1 when already below), as torch.nn.utils.clip_grad_norm_:
  * max_norm / (norm + 1e-6). Squares go through a temporary, per-gradient sums
  * into a small vector, and one number comes back to the host. */
-static int clip_factor(dlrt_exec_t *e, float *factor) {
+static int clip_factor(dlrt_exec_t *e, float prescale, float *factor) {
   dlrt_graph_t *g = e->g;
   int64_t largest = 0, count = 0;
   for (int i = 0; i < g->n_tensors; i++) {
@@ -300,7 +354,8 @@ static int clip_factor(dlrt_exec_t *e, float *factor) {
   dlrt_buffer_free(sums);
   dlrt_buffer_free(total);
   if (rc == DLRT_OK) {
-    double norm = sqrt((double)sq), coef = e->clip_norm / (norm + 1e-6);
+    /* The gradients are applied times `prescale` (accumulation): clip that. */
+    double norm = sqrt((double)sq) * prescale, coef = e->clip_norm / (norm + 1e-6);
     if (coef < 1.0) *factor = (float)coef;
   }
   return rc;
@@ -321,7 +376,8 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
                            "dlrt_graph_backward first");
   dlrt_graph_t *g = e->g;
   schedule *s = &e->plans[mode];
-  int rc = DLRT_OK, clipped = 0;
+  int rc = DLRT_OK, clipped = 0, skip_updates = 0;
+  int last_micro = e->micro + 1 >= e->accum_steps;
   e->mode = mode;
   e->grad_scale = 1.0f;
   for (int k = 0; k < s->n && rc == DLRT_OK; k++) {
@@ -331,7 +387,24 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
     if (s->inplace[k] >= 0) e->bufs[n->out[0]->id] = e->bufs[s->inplace[k]];
     if (n->phase == PHASE_UPDATE && !clipped) {
       clipped = 1;
-      if (e->clip_norm > 0 && (rc = clip_factor(e, &e->grad_scale)) < 0) break;
+      if (e->accum_steps > 1) {
+        if ((rc = accumulate(e, last_micro)) < 0) break;
+        skip_updates = !last_micro;
+        e->grad_scale = 1.0f / (float)e->accum_steps;
+      }
+      float clip = 1.0f;
+      if (!skip_updates && e->clip_norm > 0 &&
+          (rc = clip_factor(e, e->grad_scale, &clip)) < 0)
+        break;
+      e->grad_scale *= clip;
+    }
+    if (skip_updates && n->phase == PHASE_UPDATE) {
+      /* A micro-batch before the last: its gradients went into the sums. */
+      for (int *f = s->frees[k]; *f >= 0; f++) {
+        dlrt_buffer_free(e->bufs[*f]);
+        e->bufs[*f] = NULL;
+      }
+      continue;
     }
     for (int j = 0; j < n->n_out && rc == DLRT_OK; j++) {
       dlrt_tensor_t *t = n->out[j];
@@ -366,6 +439,13 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
         e->bufs[i] = NULL;
       }
     }
-  if (rc == DLRT_OK && mode == DLRT_RUN_TRAIN && g->optimized) e->steps++;
+  if (rc == DLRT_OK && mode == DLRT_RUN_TRAIN && g->optimized) {
+    if (skip_updates) {
+      e->micro++;
+    } else {
+      e->micro = 0;
+      e->steps++;
+    }
+  }
   return rc;
 }

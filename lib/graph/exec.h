@@ -34,7 +34,13 @@ struct dlrt_exec {
   int profile;
   uint64_t seed;        /* for dropout masks */
   float clip_norm;      /* 0: no clipping */
-  float grad_scale;     /* applied by the updates of this step (clipping) */
+  float grad_scale;     /* applied by the updates of this step (accumulation, clipping) */
+  /* Gradient accumulation: accum_steps micro-batches per update; micro
+   * counts those run since the last update; accum holds the running sums of
+   * the parameters' gradients (by tensor id; only with accum_steps > 1). */
+  int accum_steps, micro;
+  dlrt_buffer_t **accum;
+  uint64_t accum_bytes;
   dlrt_run_mode mode;   /* of the run in progress */
   double op_ms[OP_COUNT_];
   int64_t op_calls[OP_COUNT_];

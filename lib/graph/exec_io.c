@@ -104,7 +104,7 @@ int dlrt_exec_info_get(dlrt_exec_t *e, dlrt_exec_info *out) {
   int rc = dlrt_mem_stats_get(e->dev, &st);
   if (rc < 0) return rc;
   memset(out, 0, sizeof *out);
-  out->planned_peak_bytes = e->planned_peak;
+  out->planned_peak_bytes = e->planned_peak + e->accum_bytes;
   out->measured_peak_bytes = st.allocated.peak > e->peak_base ? st.allocated.peak - e->peak_base : 0;
   out->param_bytes = e->param_bytes;
   out->state_bytes = e->state_bytes;

@@ -27,7 +27,8 @@ struct dlrt_trainer {
   const dlrt_dataset *train_data, *eval_data;
   int32_t *host_labels; /* the batch's labels, for accuracy */
   float *host_logits; /* batch x classes */
-  int64_t steps;       /* training steps taken (the schedule's clock), restored on load */
+  int64_t steps;       /* updates made (the schedule's clock), restored on load */
+  int accum;           /* micro-batches per update */
 };
 
 static double now_s(void) {
@@ -59,7 +60,7 @@ int dlrt_trainer_create(dlrt_device_t *dev, const dlrt_trainer_config *cfg, int6
                   (long long)cfg->warmup_steps, (long long)cfg->step_size, cfg->gamma,
                   (long long)cfg->total_steps, cfg->clip_norm);
   DLRT__CHECK_ARG(cfg->batch >= 1 && height >= 1 && width >= 1 && classes >= 2 &&
-                      cfg->channels >= 0,
+                      cfg->channels >= 0 && cfg->accum >= 0,
                   "dlrt_trainer_create: batch %lld, image %lld x %lld x %lld, %d classes",
                   (long long)cfg->batch, (long long)cfg->channels, (long long)height,
                   (long long)width, classes);
@@ -85,6 +86,8 @@ int dlrt_trainer_create(dlrt_device_t *dev, const dlrt_trainer_config *cfg, int6
   if ((rc = dlrt_graph_optimize(t->g, &cfg->opt)) < 0) goto fail;
   if ((rc = dlrt_exec_create(t->g, dev, cfg->seed, &t->e)) < 0) goto fail;
   if (cfg->clip_norm > 0 && (rc = dlrt_exec_set_clip_norm(t->e, cfg->clip_norm)) < 0) goto fail;
+  t->accum = cfg->accum > 1 ? cfg->accum : 1;
+  if (t->accum > 1 && (rc = dlrt_exec_set_accumulation(t->e, t->accum)) < 0) goto fail;
   t->host_labels = malloc((size_t)t->batch * sizeof(int32_t));
   t->host_logits = malloc((size_t)(t->batch * classes) * sizeof(float));
   if (!t->host_labels || !t->host_logits) {
@@ -194,38 +197,47 @@ int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
   if (rc == DLRT_OK) rc = dlrt_loader_start(l, epoch);
   if (rc == DLRT_OK) rc = dlrt_loader_stats_reset(l);
   if (rc < 0) return rc;
-  int64_t steps = dlrt_loader_batches(l);
+  int64_t steps = dlrt_loader_batches(l) / t->accum; /* updates */
+  if (steps == 0)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "the data set (%s) holds %lld batches of %lld, "
+                           "fewer than the %d micro-batches of one update", d->source,
+                           (long long)dlrt_loader_batches(l), (long long)t->batch, t->accum);
   memset(out, 0, sizeof *out);
   double loss_sum = 0, start = now_s(), warm_start = start;
   int64_t correct = 0, warmup = steps / 10, report = steps / 20 > 0 ? steps / 20 : 1;
+  int64_t micro = 0; /* micro-batches run */
   for (int64_t s = 0; s < steps && rc == DLRT_OK; s++) {
     if (s == warmup) warm_start = now_s();
-    dlrt_batch b;
-    rc = dlrt_loader_next(l, &b);
-    if (rc == 0)
-      rc = dlrt__set_error(DLRT_ERR_STATE, "the loader ended the epoch after %lld of %lld "
-                           "batches", (long long)s, (long long)steps);
-    if (rc < 0 || (rc = feed(t, l, &b)) < 0) break;
-    float loss = 0;
     float lr = dlrt_lr_at(&t->cfg, t->steps);
     if ((rc = dlrt_exec_set_lr(t->e, lr)) < 0) break;
-    if ((rc = dlrt_exec_run(t->e, DLRT_RUN_TRAIN)) < 0 ||
-        (rc = dlrt_exec_read(t->e, t->loss, &loss, sizeof loss)) < 0 ||
-        (rc = dlrt_exec_read(t->e, t->logits, t->host_logits,
-                             (size_t)(t->batch * t->classes) * sizeof(float))) < 0)
-      break;
+    for (int m = 0; m < t->accum && rc == DLRT_OK; m++, micro++) {
+      dlrt_batch b;
+      rc = dlrt_loader_next(l, &b);
+      if (rc == 0)
+        rc = dlrt__set_error(DLRT_ERR_STATE, "the loader ended the epoch after %lld batches",
+                             (long long)micro);
+      if (rc < 0 || (rc = feed(t, l, &b)) < 0) break;
+      float loss = 0;
+      if ((rc = dlrt_exec_run(t->e, DLRT_RUN_TRAIN)) < 0 ||
+          (rc = dlrt_exec_read(t->e, t->loss, &loss, sizeof loss)) < 0 ||
+          (rc = dlrt_exec_read(t->e, t->logits, t->host_logits,
+                               (size_t)(t->batch * t->classes) * sizeof(float))) < 0)
+        break;
+      loss_sum += loss;
+      correct += count_correct(t, t->batch);
+    }
+    if (rc < 0) break;
     t->steps++;
-    loss_sum += loss;
-    correct += count_correct(t, t->batch);
     out->steps = s + 1;
-    out->images = out->steps * t->batch;
-    out->loss = (float)(loss_sum / (double)out->steps);
+    out->images = micro * t->batch;
+    out->loss = (float)(loss_sum / (double)micro);
     out->accuracy = (float)correct / (float)out->images;
     double now = now_s();
     out->seconds = now - start;
     int64_t timed = s + 1 - warmup;
-    out->images_per_s = timed > 0 && now > warm_start ? (double)(timed * t->batch) / (now - warm_start)
-                                                      : (double)out->images / out->seconds;
+    out->images_per_s = timed > 0 && now > warm_start
+                            ? (double)(timed * t->accum * t->batch) / (now - warm_start)
+                            : (double)out->images / out->seconds;
     loader_figures(l, out);
     if (progress && ((s + 1) % report == 0 || s + 1 == steps)) progress(user, s + 1, steps, out);
   }
@@ -263,12 +275,16 @@ int dlrt_trainer_evaluate(dlrt_trainer_t *t, const dlrt_dataset *d, dlrt_epoch_s
     out->images += count;
     out->steps++;
   }
-  if (rc < 0) return rc;
   out->seconds = now_s() - start;
+  loader_figures(l, out);
+  /* Its buffers go back until the next evaluation (see dlrt_trainer_info). */
+  dlrt_loader_destroy(t->eval_loader);
+  t->eval_loader = NULL;
+  t->eval_data = NULL;
+  if (rc < 0) return rc;
   out->loss = (float)(loss_sum / (double)(out->images ? out->images : 1));
   out->accuracy = (float)correct / (float)(out->images ? out->images : 1);
   out->images_per_s = out->seconds > 0 ? (double)out->images / out->seconds : 0;
-  loader_figures(l, out);
   return DLRT_OK;
 }
 
@@ -276,15 +292,15 @@ int dlrt_trainer_info(dlrt_trainer_t *t, dlrt_exec_info *out) {
   DLRT__CHECK_ARG(t, "trainer is NULL");
   int rc = dlrt_exec_info_get(t->e, out);
   if (rc < 0) return rc;
-  /* The loaders' device buffers count in the measured peak: plan them too
-   * (images and labels, per slot). */
-  dlrt_loader_t *loaders[2] = {t->train_loader, t->eval_loader};
-  for (int i = 0; i < 2; i++) {
-    if (!loaders[i]) continue;
-    int slots = t->cfg.prefetch > 0 ? t->cfg.prefetch : 1;
-    out->planned_peak_bytes += (uint64_t)slots * (uint64_t)t->batch *
-                               ((uint64_t)(t->channels * t->height * t->width) * sizeof(float) +
-                                sizeof(int32_t));
+  /* The training loader's device buffers (images and labels per slot, in
+   * the allocator's 512-byte granules) count in the measured peak: plan
+   * them too. The evaluation loader lives only during an evaluation, whose
+   * forward pass needs far less than a training step. */
+  if (t->train_loader) {
+    uint64_t slots = (uint64_t)(t->cfg.prefetch > 0 ? t->cfg.prefetch : 1);
+    uint64_t images = (uint64_t)(t->batch * t->channels * t->height * t->width) * sizeof(float);
+    uint64_t labels = (uint64_t)t->batch * sizeof(int32_t);
+    out->planned_peak_bytes += slots * (((images + 511) & ~511ull) + ((labels + 511) & ~511ull));
   }
   return DLRT_OK;
 }
