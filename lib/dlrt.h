@@ -863,6 +863,49 @@ DLRT_API int dlrt_trainer_save(dlrt_trainer_t *t, const char *path, int epochs_d
 DLRT_API int dlrt_trainer_load(dlrt_trainer_t *t, const char *path, int *epochs_done);
 DLRT_API int dlrt_trainer_info(dlrt_trainer_t *t, dlrt_exec_info *out);
 
+/* ------------------------------------------------------------------------ */
+/* Memory planning                                                           */
+/* ------------------------------------------------------------------------ */
+
+/* What one training step of a classifier (dlrt_trainer_create's model) holds
+ * on the device at its peak, in allocator bytes: the executor's own plan,
+ * made without a device, so it matches the measured peak. */
+typedef struct {
+  int64_t batch;
+  int64_t param_count;
+  uint64_t params, grads, optimizer_state;
+  uint64_t activations;   /* intermediates live at the peak */
+  uint64_t inputs;        /* the batch in the graph, and kept outputs (logits) */
+  uint64_t accumulators;  /* gradient accumulation's running sums */
+  uint64_t loader;        /* the loader's device slots (prefetch x a batch) */
+  uint64_t peak;          /* all of it */
+} dlrt_memory_plan;
+
+/* Plans `cfg` (model, batch, optimizer, accum, prefetch) for images of
+ * channels x height x width in `classes` classes. */
+DLRT_API int dlrt_plan_memory(const dlrt_trainer_config *cfg, int64_t channels, int64_t height,
+                              int64_t width, int classes, dlrt_memory_plan *out);
+/* The largest batch whose planned peak fits `budget` bytes, and its plan
+ * (out->batch 0: not even a batch of 1 fits; out then plans a batch of 1). */
+DLRT_API int dlrt_plan_max_batch(const dlrt_trainer_config *cfg, int64_t channels,
+                                 int64_t height, int64_t width, int classes, uint64_t budget,
+                                 dlrt_memory_plan *out);
+
+/* What-if for a model of any size, from bytes per parameter of its states. */
+typedef struct {
+  const char *strategy;
+  double device_bytes;  /* model states on the devices, in all */
+  double host_bytes;    /* and on the host */
+  double devices;       /* the fewest devices of the given size that hold the
+                           device side split between them (pipeline stages,
+                           ZeRO-3 shards) */
+  int fits_one;         /* fits whole on one device (plain data parallelism) */
+} dlrt_what_if;
+
+/* Fills up to 8 rows for a model of `params` parameters and devices of
+ * `device_bytes`; activations are not counted. */
+DLRT_API int dlrt_plan_what_if(double params, uint64_t device_bytes, dlrt_what_if *out, int *n);
+
 /* Threads the CPU backend uses for its kernels and OpenBLAS (0: all cores). */
 DLRT_API int dlrt_set_cpu_threads(int threads);
 

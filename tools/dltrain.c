@@ -35,6 +35,9 @@ typedef struct {
   uint64_t seed;
   int deterministic, json, quiet;
   int workers, prefetch, augment, mmap, accum;
+  int plan;                 /* --plan: plan memory, train nothing */
+  uint64_t device_memory;   /* --device-memory (0: the device's) */
+  double what_if;           /* --what-if parameters (0: none) */
   dlrt_augment aug;
 } options;
 
@@ -85,6 +88,13 @@ static void usage(FILE *out) {
         "      --erase P              random erasing with probability P\n"
         "      --normalize MEAN,STD   (x - MEAN) / STD on pixels scaled to [0, 1], in\n"
         "                             training and evaluation\n"
+        "      --plan                 train nothing: print the memory a training step\n"
+        "                             needs (parameters, gradients, optimizer state,\n"
+        "                             activations, loader buffers, peak) and the largest\n"
+        "                             batch that fits the device\n"
+        "      --device-memory SIZE   plan for a device of SIZE (40G, 80G, ...) instead\n"
+        "      --what-if N            with --plan: the memory a model of N parameters\n"
+        "                             (175e9, 7B) needs per strategy, and the devices\n"
         "      --limit N              use only the first N training and N/6 test images\n"
         "                             (quick runs and tests)\n"
         "  -j, --json                 end stdout with one JSON object of the results (its\n"
@@ -292,12 +302,101 @@ static void print_json(const options *o, const results *r) {
   printf("], \"seconds\": %.3f}\n", r->seconds);
 }
 
+static double mib(uint64_t bytes) { return (double)bytes / 1048576.0; }
+
+/* Bytes as "12.3 MiB" / "40.0 GiB" / "350.0 GB" (decimal for what-if sums). */
+static const char *human(double bytes, char *buf, size_t n) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 5) bytes /= 1024, u++;
+  snprintf(buf, n, u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
+  return buf;
+}
+
+/* --plan: the planner's breakdown for the batch asked for, the largest batch
+ * that fits the device (or --device-memory), and the what-if table. */
+static int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_dataset *d,
+                    const char *device, uint64_t memory, const char *memory_from) {
+  dlrt_memory_plan p, fit, fit_accum;
+  int rc = dlrt_plan_memory(cfg, d->channels, d->height, d->width, d->classes, &p);
+  if (rc < 0) return fail("cannot plan", rc);
+  dlrt_trainer_config one = *cfg;
+  one.accum = 1;
+  rc = dlrt_plan_max_batch(&one, d->channels, d->height, d->width, d->classes, memory, &fit);
+  dlrt_trainer_config acc = *cfg;
+  acc.accum = 2; /* any K > 1 holds the same running sums */
+  if (rc == DLRT_OK)
+    rc = dlrt_plan_max_batch(&acc, d->channels, d->height, d->width, d->classes, memory,
+                             &fit_accum);
+  if (rc < 0) return fail("cannot plan", rc);
+  double folk = (double)memory / (4.0 * (double)p.param_count);
+  dlrt_what_if rows[8];
+  int n_rows = 0;
+  if (o->what_if > 0 && (rc = dlrt_plan_what_if(o->what_if, memory, rows, &n_rows)) < 0)
+    return fail("cannot plan", rc);
+  if (o->json) {
+    printf("{\"plan\": {\"model\": ");
+    json_string(o->model);
+    printf(", \"device\": ");
+    json_string(device);
+    printf(", \"device_memory\": %" PRIu64 ", \"batch\": %" PRId64 ", \"accum\": %d, "
+           "\"params\": %" PRId64 ", \"param_bytes\": %" PRIu64 ", \"grad_bytes\": %" PRIu64
+           ", \"optimizer_state_bytes\": %" PRIu64 ", \"activation_bytes\": %" PRIu64
+           ", \"input_bytes\": %" PRIu64 ", \"accumulator_bytes\": %" PRIu64
+           ", \"loader_bytes\": %" PRIu64 ", \"planned_peak_bytes\": %" PRIu64 "}, "
+           "\"max_batch\": {\"plain\": %" PRId64 ", \"accumulation\": %" PRId64 "}, "
+           "\"folk_rule_batch\": %.0f, \"what_if\": [",
+           memory, p.batch, o->accum, p.param_count, p.params, p.grads, p.optimizer_state,
+           p.activations, p.inputs, p.accumulators, p.loader, p.peak, fit.batch, fit_accum.batch,
+           folk);
+    for (int i = 0; i < n_rows; i++)
+      printf("%s{\"strategy\": \"%s\", \"device_bytes\": %.0f, \"host_bytes\": %.0f, "
+             "\"devices\": %.0f, \"fits_one_device\": %s}", i ? ", " : "", rows[i].strategy,
+             rows[i].device_bytes, rows[i].host_bytes, rows[i].devices,
+             rows[i].fits_one ? "true" : "false");
+    puts("]}");
+    return 0;
+  }
+  char a[32], b[32];
+  printf("plan     %s on %s, batch %" PRId64 "%s, %s; device memory %s (%s)\n", o->model,
+         device, p.batch, o->accum > 1 ? " (accumulated)" : "", dlrt_optimizer_name(o->opt.kind),
+         human((double)memory, a, sizeof a), memory_from);
+  const char *names[] = {"parameters", "gradients", "optimizer state", "activations",
+                         "inputs and outputs", "accumulators", "loader buffers"};
+  uint64_t vals[] = {p.params, p.grads, p.optimizer_state, p.activations, p.inputs,
+                     p.accumulators, p.loader};
+  for (size_t i = 0; i < sizeof vals / sizeof *vals; i++)
+    printf("  %-20s %10.2f MiB\n", names[i], mib(vals[i]));
+  printf("  %-20s %10.2f MiB  (%" PRId64 " parameters)\n", "peak", mib(p.peak), p.param_count);
+  printf("largest batch that fits %s:\n", human((double)memory, a, sizeof a));
+  printf("  %-34s %" PRId64 "\n", "plain", fit.batch);
+  printf("  %-34s %" PRId64 " per micro-batch; --accum K makes K x that per update\n",
+         "gradient accumulation", fit_accum.batch);
+  printf("  %-34s %.0f (the rule memory / (4 x parameters))\n", "folk rule, for comparison",
+         folk);
+  puts("  (mixed precision, checkpointing and offload are not available in this version)");
+  if (n_rows) {
+    printf("what-if: %.3g parameters on devices of %s; model states only (activations come\n"
+           "on top), in GB of 10^9 bytes; devices: the fewest that hold it split between them\n",
+           o->what_if, human((double)memory, a, sizeof a));
+    for (int i = 0; i < n_rows; i++) {
+      snprintf(a, sizeof a, "%.1f GB", rows[i].device_bytes / 1e9);
+      snprintf(b, sizeof b, "+ %.1f GB host", rows[i].host_bytes / 1e9);
+      printf("  %-52s %10s %-18s %s, %.0f device%s\n", rows[i].strategy, a,
+             rows[i].host_bytes > 0 ? b : "", rows[i].fits_one ? "fits one" : "too big for one",
+             rows[i].devices, rows[i].devices == 1 ? "" : "s");
+    }
+  }
+  return 0;
+}
+
 /* Parses the command line into *o; 0, or the exit status (-1: exit 0 at once). */
 static int parse_options(int argc, char **argv, options *o) {
   enum { OPT_DATA = 256, OPT_OPTIMIZER, OPT_LR, OPT_MOMENTUM, OPT_WEIGHT_DECAY,
          OPT_SMOOTHING, OPT_SEED, OPT_THREADS, OPT_SAVE, OPT_RESUME, OPT_DETERMINISTIC,
          OPT_LIMIT, OPT_SCHEDULE, OPT_WARMUP, OPT_CLIP, OPT_WORKERS, OPT_PREFETCH,
-         OPT_AUGMENT, OPT_CROP_PAD, OPT_FLIP, OPT_ERASE, OPT_NORMALIZE, OPT_MMAP, OPT_ACCUM };
+         OPT_AUGMENT, OPT_CROP_PAD, OPT_FLIP, OPT_ERASE, OPT_NORMALIZE, OPT_MMAP, OPT_ACCUM,
+         OPT_PLAN, OPT_DEVICE_MEMORY, OPT_WHAT_IF };
   static const struct option longopts[] = {
       {"model", required_argument, NULL, 'm'},   {"data", required_argument, NULL, OPT_DATA},
       {"device", required_argument, NULL, 'd'},  {"epochs", required_argument, NULL, 'e'},
@@ -325,6 +424,9 @@ static int parse_options(int argc, char **argv, options *o) {
       {"normalize", required_argument, NULL, OPT_NORMALIZE},
       {"mmap", no_argument, NULL, OPT_MMAP},
       {"accum", required_argument, NULL, OPT_ACCUM},
+      {"plan", no_argument, NULL, OPT_PLAN},
+      {"device-memory", required_argument, NULL, OPT_DEVICE_MEMORY},
+      {"what-if", required_argument, NULL, OPT_WHAT_IF},
       {"json", no_argument, NULL, 'j'},          {"quiet", no_argument, NULL, 'q'},
       {"help", no_argument, NULL, 'h'},          {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0}};
@@ -423,6 +525,27 @@ static int parse_options(int argc, char **argv, options *o) {
       break;
     }
     case OPT_MMAP: o->mmap = 1; break;
+    case OPT_PLAN: o->plan = 1; break;
+    case OPT_DEVICE_MEMORY:
+      ok = dlrt_parse_size(optarg, 0, &o->device_memory) == DLRT_OK && o->device_memory > 0;
+      if (!ok)
+        fprintf(stderr, "dltrain: --device-memory needs a size such as 40G or 512M, not '%s'\n",
+                optarg);
+      break;
+    case OPT_WHAT_IF: {
+      char *end;
+      double count = strtod(optarg, &end);
+      double unit = *end == 'K' ? 1e3 : *end == 'M' ? 1e6 : *end == 'B' || *end == 'G' ? 1e9
+                    : *end == 'T' ? 1e12 : 1;
+      if (unit != 1) end++;
+      ok = end != optarg && !*end && isfinite(count) && count * unit >= 1;
+      if (ok)
+        o->what_if = count * unit;
+      else
+        fprintf(stderr, "dltrain: --what-if needs a parameter count such as 175e9 or 7B, not "
+                "'%s'\n", optarg);
+      break;
+    }
     case OPT_ACCUM:
       if ((ok = parse_int("accum", optarg, 1, 65536, &v))) o->accum = (int)v;
       break;
@@ -438,6 +561,10 @@ static int parse_options(int argc, char **argv, options *o) {
   }
   if (ok && optind < argc) {
     fprintf(stderr, "dltrain: unexpected argument '%s'\n", argv[optind]);
+    ok = 0;
+  }
+  if (ok && (o->what_if > 0 || o->device_memory > 0) && !o->plan) {
+    fputs("dltrain: --what-if and --device-memory go with --plan\n", stderr);
     ok = 0;
   }
   if (ok && !isnan(momentum) && kind != DLRT_OPT_SGD) {
@@ -503,6 +630,13 @@ int main(int argc, char **argv) {
                              .clip_norm = o.clip_norm, .channels = data[0].channels,
                              .workers = o.workers, .prefetch = o.prefetch,
                              .augment = o.augment, .aug = o.aug};
+  if (o.plan) {
+    uint64_t limit = dlrt_mem_get_limit(dev);
+    uint64_t memory = o.device_memory ? o.device_memory : limit ? limit : props.total_memory;
+    status = run_plan(&o, &cfg, &data[0], dlrt_device_spec(dev), memory,
+                      o.device_memory ? "--device-memory" : limit ? "the budget" : props.name);
+    goto done;
+  }
   TRY(dlrt_trainer_create(dev, &cfg, data[0].height, data[0].width, data[0].classes,
                           &trainer), "cannot build the model");
   if (o.resume)

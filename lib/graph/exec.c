@@ -44,8 +44,25 @@ static void schedule_free(schedule *s) {
   memset(s, 0, sizeof *s);
 }
 
-/* Builds the schedule of the nodes whose phase is <= max_phase, and returns
- * its peak of live bytes (512-byte blocks, as the allocator rounds). */
+/* Bytes a storage takes in the allocator (512-byte granules). */
+static uint64_t granules(const dlrt_tensor_t *t) {
+  return (dlrt__tensor_bytes(t) + 511) / 512 * 512;
+}
+
+enum { MEM_PARAM, MEM_STATE, MEM_INPUT, MEM_GRAD, MEM_ACT, MEM_KINDS };
+
+/* What a storage is, for the breakdown: a parameter's gradient is found by
+ * its owner (gradients may be views of summed storage). */
+static int mem_kind(const dlrt_graph_t *g, const dlrt_tensor_t *t) {
+  if (t->kind == TENSOR_PARAM) return MEM_PARAM;
+  if (t->kind == TENSOR_STATE) return MEM_STATE;
+  if (t->kind == TENSOR_INPUT || t->kept) return MEM_INPUT;
+  for (int i = 0; i < g->n_tensors; i++) {
+    const dlrt_tensor_t *p = g->tensors[i];
+    if (p->kind == TENSOR_PARAM && p->grad && p->grad->owner == t) return MEM_GRAD;
+  }
+  return MEM_ACT;
+}
 /* Ops whose kernels read element i of their first input only to write
  * element i of their output, so the output may take over the input's storage. */
 static int elementwise_op(op_kind op) {
@@ -68,8 +85,11 @@ static int takes_over(const node *n, const int *last, int k) {
          last[in->id] == k;
 }
 
-static int plan(dlrt_exec_t *e, node_phase max_phase, schedule *s, uint64_t *peak) {
-  dlrt_graph_t *g = e->g;
+/* Builds the schedule of the nodes whose phase is <= max_phase, and returns
+ * its peak of live bytes (512-byte blocks, as the allocator rounds) and what
+ * was live at the peak. */
+static int plan(dlrt_graph_t *g, node_phase max_phase, schedule *s, uint64_t *peak,
+                dlrt__memory_breakdown *at_peak) {
   int *last = malloc((size_t)g->n_tensors * sizeof *last);
   s->order = malloc((size_t)(g->n_nodes ? g->n_nodes : 1) * sizeof *s->order);
   s->frees = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *s->frees);
@@ -121,28 +141,52 @@ static int plan(dlrt_exec_t *e, node_phase max_phase, schedule *s, uint64_t *pea
       s->frees[k][count[k]] = -1;
     }
   /* The walk: persistent storage, plus what each node allocates, minus what
-   * it frees. */
-  uint64_t live = 0, top = 0;
+   * it frees; by kind of storage, kept at the peak. */
+  uint64_t live[MEM_KINDS] = {0}, top = 0;
+  dlrt__memory_breakdown snap = {0};
   for (int i = 0; i < g->n_tensors; i++) {
     dlrt_tensor_t *t = g->tensors[i];
-    if (t->owner == t && dlrt__persistent(t)) live += (dlrt__tensor_bytes(t) + 511) / 512 * 512;
+    if (t->owner == t && dlrt__persistent(t)) live[mem_kind(g, t)] += granules(t);
   }
-  top = live;
-  for (int k = 0; k < s->n; k++) {
-    node *n = g->nodes[s->order[k]];
-    for (int j = 0; j < n->n_out; j++) {
-      dlrt_tensor_t *t = n->out[j];
-      if (t->owner == t && !dlrt__persistent(t) && !(j == 0 && s->inplace[k] >= 0))
-        live += (dlrt__tensor_bytes(t) + 511) / 512 * 512;
+  for (int k = -1; k < s->n; k++) {
+    if (k >= 0) {
+      node *n = g->nodes[s->order[k]];
+      for (int j = 0; j < n->n_out; j++) {
+        dlrt_tensor_t *t = n->out[j];
+        if (t->owner == t && !dlrt__persistent(t) && !(j == 0 && s->inplace[k] >= 0))
+          live[mem_kind(g, t)] += granules(t);
+      }
     }
-    if (live > top) top = live;
+    uint64_t total = 0;
+    for (int c = 0; c < MEM_KINDS; c++) total += live[c];
+    if (total > top || k < 0) {
+      top = total;
+      snap.params = live[MEM_PARAM], snap.state = live[MEM_STATE];
+      snap.inputs = live[MEM_INPUT], snap.grads = live[MEM_GRAD];
+      snap.activations = live[MEM_ACT];
+    }
+    if (k < 0) continue;
     for (int *f = s->frees[k]; *f >= 0; f++)
-      live -= (dlrt__tensor_bytes(g->tensors[*f]) + 511) / 512 * 512;
+      live[mem_kind(g, g->tensors[*f])] -= granules(g->tensors[*f]);
   }
   *peak = top;
+  if (at_peak) *at_peak = snap;
   free(count);
   free(last);
   return DLRT_OK;
+}
+
+int dlrt__graph_plan_memory(dlrt_graph_t *g, dlrt__memory_breakdown *out) {
+  schedule train = {0}, forward = {0};
+  uint64_t train_peak = 0, forward_peak = 0;
+  dlrt__memory_breakdown fw;
+  int rc = plan(g, PHASE_UPDATE, &train, &train_peak, out);
+  if (rc == DLRT_OK) rc = plan(g, PHASE_FORWARD, &forward, &forward_peak, &fw);
+  if (rc == DLRT_OK && forward_peak > train_peak) *out = fw;
+  if (rc == DLRT_OK) out->peak = train_peak > forward_peak ? train_peak : forward_peak;
+  schedule_free(&train);
+  schedule_free(&forward);
+  return rc;
 }
 
 /* ---------------------------------------------------------------- init */
@@ -225,8 +269,8 @@ int dlrt_exec_create(dlrt_graph_t *g, dlrt_device_t *dev, uint64_t seed, dlrt_ex
     goto fail;
   }
   uint64_t forward_peak;
-  if ((rc = plan(e, PHASE_FORWARD, &e->plans[DLRT_RUN_FORWARD], &forward_peak)) < 0 ||
-      (rc = plan(e, PHASE_UPDATE, &e->plans[DLRT_RUN_TRAIN], &e->planned_peak)) < 0)
+  if ((rc = plan(g, PHASE_FORWARD, &e->plans[DLRT_RUN_FORWARD], &forward_peak, NULL)) < 0 ||
+      (rc = plan(g, PHASE_UPDATE, &e->plans[DLRT_RUN_TRAIN], &e->planned_peak, NULL)) < 0)
     goto fail;
   if (forward_peak > e->planned_peak) e->planned_peak = forward_peak;
   dlrt_mem_stats st;

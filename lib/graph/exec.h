@@ -60,6 +60,16 @@ static inline dlrt_buffer_t *dlrt__exec_buf(dlrt_exec_t *e, const dlrt_tensor_t 
   return e->bufs[t->owner->id];
 }
 
+/* What a training step of a graph holds at its planned peak, in allocator
+ * bytes (512-byte granules): the executor's plan without a device. */
+typedef struct {
+  uint64_t params, state, inputs; /* inputs: the batch and kept tensors */
+  uint64_t grads, activations;    /* activations: every other intermediate */
+  uint64_t peak;                  /* their sum: the planned peak */
+} dlrt__memory_breakdown;
+
+int dlrt__graph_plan_memory(dlrt_graph_t *g, dlrt__memory_breakdown *out);
+
 /* Queues what node `n` computes on the executor's stream (exec_ops.c). */
 int dlrt__exec_run_node(dlrt_exec_t *e, node *n);
 

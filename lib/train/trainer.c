@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "train/train.h"
 #include "util/status.h"
 
 struct dlrt_trainer {
@@ -48,6 +49,23 @@ void dlrt_trainer_destroy(dlrt_trainer_t *t) {
   free(t);
 }
 
+int dlrt__build_classifier(dlrt_graph_t *g, const dlrt_trainer_config *cfg, int64_t channels,
+                           int64_t height, int64_t width, int64_t classes,
+                           dlrt_tensor_t **images, dlrt_tensor_t **labels, dlrt_tensor_t **logits,
+                           dlrt_tensor_t **loss) {
+  int64_t image_shape[4] = {cfg->batch, channels, height, width}, label_shape[1] = {cfg->batch};
+  *images = dlrt_input(g, "images", DLRT_F32, 4, image_shape);
+  *labels = dlrt_input(g, "labels", DLRT_I32, 1, label_shape);
+  int rc;
+  if ((rc = dlrt_graph_status(g)) < 0) return rc;
+  if ((rc = dlrt_model_build(g, cfg->model, *images, classes, logits)) < 0) return rc;
+  *logits = dlrt_keep(g, *logits);
+  *loss = dlrt_cross_entropy(g, *logits, *labels, cfg->label_smoothing);
+  if ((rc = dlrt_graph_status(g)) < 0) return rc;
+  if ((rc = dlrt_graph_backward(g, *loss)) < 0) return rc;
+  return dlrt_graph_optimize(g, &cfg->opt);
+}
+
 int dlrt_trainer_create(dlrt_device_t *dev, const dlrt_trainer_config *cfg, int64_t height,
                         int64_t width, int classes, dlrt_trainer_t **out) {
   DLRT__CHECK_ARG(dev && cfg && out && cfg->model, "device, config, model or out is NULL");
@@ -74,16 +92,9 @@ int dlrt_trainer_create(dlrt_device_t *dev, const dlrt_trainer_config *cfg, int6
   t->height = height, t->width = width, t->classes = classes, t->batch = cfg->batch;
   int rc = dlrt_graph_create(&t->g);
   if (rc < 0) goto fail;
-  int64_t image_shape[4] = {t->batch, t->channels, height, width}, label_shape[1] = {t->batch};
-  t->images = dlrt_input(t->g, "images", DLRT_F32, 4, image_shape);
-  t->labels = dlrt_input(t->g, "labels", DLRT_I32, 1, label_shape);
-  if ((rc = dlrt_graph_status(t->g)) < 0) goto fail;
-  if ((rc = dlrt_model_build(t->g, cfg->model, t->images, classes, &t->logits)) < 0) goto fail;
-  t->logits = dlrt_keep(t->g, t->logits);
-  t->loss = dlrt_cross_entropy(t->g, t->logits, t->labels, cfg->label_smoothing);
-  if ((rc = dlrt_graph_status(t->g)) < 0) goto fail;
-  if ((rc = dlrt_graph_backward(t->g, t->loss)) < 0) goto fail;
-  if ((rc = dlrt_graph_optimize(t->g, &cfg->opt)) < 0) goto fail;
+  if ((rc = dlrt__build_classifier(t->g, cfg, t->channels, height, width, classes, &t->images,
+                                    &t->labels, &t->logits, &t->loss)) < 0)
+    goto fail;
   if ((rc = dlrt_exec_create(t->g, dev, cfg->seed, &t->e)) < 0) goto fail;
   if (cfg->clip_norm > 0 && (rc = dlrt_exec_set_clip_norm(t->e, cfg->clip_norm)) < 0) goto fail;
   t->accum = cfg->accum > 1 ? cfg->accum : 1;
