@@ -740,6 +740,14 @@ DLRT_API dlrt_stream_t *dlrt_exec_stream(dlrt_exec_t *e);
  * 1: every run updates (the default). DLRT_ERR_STATE while an update is
  * half-way. */
 DLRT_API int dlrt_exec_set_accumulation(dlrt_exec_t *e, int steps);
+/* Gradient checkpointing: the forward nodes are cut into segments of
+ * `every`; a segment's intermediates (all but its last node's output, and
+ * those later segments read) are freed after the forward pass and computed
+ * again just before the backward pass needs them: less memory for more
+ * compute (Chen et al. 2016). 0: off; DLRT_CHECKPOINT_SQRT: segments of
+ * ceil(sqrt(forward nodes)). The gradients are the same bit for bit. */
+#define DLRT_CHECKPOINT_SQRT (-1)
+DLRT_API int dlrt_exec_set_checkpointing(dlrt_exec_t *e, int every);
 /* Learning rate for the next updates (schedules call this every step). */
 DLRT_API int dlrt_exec_set_lr(dlrt_exec_t *e, float lr);
 /* Clips the gradients of each training run to a global L2 norm of at most
@@ -818,7 +826,14 @@ typedef struct {
   dlrt_augment aug;
   int rank, world;
   int accum;             /* micro-batches of `batch` per update (0 or 1: none) */
+  /* Gradient checkpointing: 0 none, N forward nodes per segment,
+   * DLRT_CHECKPOINT_SQRT, or DLRT_CHECKPOINT_AUTO: the longest segments
+   * (least recompute) whose planned peak fits 85% of the device's budget
+   * (dlrt_mem_get_limit, else its memory; the rest is slack for the
+   * allocator's segments). */
+  int checkpoint;
 } dlrt_trainer_config;
+#define DLRT_CHECKPOINT_AUTO (-2)
 
 /* The learning rate of step `step` (0-based) under the config's schedule. */
 DLRT_API float dlrt_lr_at(const dlrt_trainer_config *config, int64_t step);

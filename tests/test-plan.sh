@@ -10,12 +10,12 @@ DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=16
+TOOL=$DLTRAIN PLAN=20
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
 if [ $have_python = no ]; then
-  for i in $(seq 1 16); do skip "test $i" "python3 not found"; done
+  for i in $(seq 1 20); do skip "test $i" "python3 not found"; done
   exit 0
 fi
 
@@ -81,3 +81,35 @@ for args in "--device-memory lots" "--what-if 175e9"; do
   [ $rc -eq 2 ] && [ -s "$tmp/err" ]
   result "$args (without --plan, or malformed) is a usage error"
 done
+
+# 17-20: gradient checkpointing.
+det="--data generated --model cnn --batch 64 --limit 1280 --epochs 2 --device cpu --threads 1"
+det="$det --deterministic --json --quiet"
+run $det --checkpoint none
+cp "$tmp/out" "$tmp/none.json"
+run $det --checkpoint sqrt
+cp "$tmp/out" "$tmp/sqrt.json"
+[ $rc -eq 0 ] && python3 -c "import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:])
+assert a['epoch_losses'] == b['epoch_losses'] and a['test_loss'] == b['test_loss'], (a, b)
+assert b['checkpoint'] == 'sqrt', b" "$tmp/none.json" "$tmp/sqrt.json"
+result "--checkpoint sqrt trains bit for bit as without checkpointing (cpu, 1 thread)"
+python3 -c "import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:])
+assert b['peak_device_bytes'] < 0.85 * a['peak_device_bytes'], (a['peak_device_bytes'], b['peak_device_bytes'])
+p, m = b['planned_peak_bytes'], b['peak_device_bytes']
+assert abs(p - m) <= 0.05 * m, (p, m)" "$tmp/none.json" "$tmp/sqrt.json"
+result "--checkpoint sqrt lowers the measured peak by 15% or more, as planned (within 5%)"
+small="--data generated --model cnn --batch 64 --limit 640 --device cpu --json --quiet"
+DLRT_MEM_LIMIT=30M "$DLTRAIN" $small --checkpoint none >"$tmp/out" 2>"$tmp/err"
+none_rc=$?
+DLRT_MEM_LIMIT=30M "$DLTRAIN" $small --checkpoint auto >"$tmp/out" 2>>"$tmp/err"
+rc=$?
+[ $none_rc -eq 1 ] && grep -q "smallest budget" "$tmp/err" && [ $rc -eq 0 ] &&
+  python3 -c "import json, sys
+d = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+assert d['peak_device_bytes'] <= 30 << 20, d['peak_device_bytes']" "$tmp/out"
+result "a 30 MiB budget: cnn at batch 64 runs out without checkpointing, trains with auto"
+run --data generated --checkpoint every:0
+[ $rc -eq 2 ] && grep -q "every:N" "$tmp/err"
+result "--checkpoint every:0 is a usage error"

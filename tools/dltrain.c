@@ -34,7 +34,7 @@ typedef struct {
   float gamma;
   uint64_t seed;
   int deterministic, json, quiet;
-  int workers, prefetch, augment, mmap, accum;
+  int workers, prefetch, augment, mmap, accum, checkpoint;
   int plan;                 /* --plan: plan memory, train nothing */
   uint64_t device_memory;   /* --device-memory (0: the device's) */
   double what_if;           /* --what-if parameters (0: none) */
@@ -78,6 +78,11 @@ static void usage(FILE *out) {
         "                             backend is deterministic for a fixed --threads)\n"
         "      --save FILE            write a checkpoint (safetensors) after each epoch\n"
         "      --resume FILE          continue from a checkpoint up to --epochs in all\n"
+        "      --checkpoint none|sqrt|every:N|auto\n"
+        "                             gradient checkpointing: recompute activations in\n"
+        "                             the backward pass, in segments of ceil(sqrt(n))\n"
+        "                             or N forward nodes, or the longest segments that\n"
+        "                             fit the device (default none)\n"
         "      --workers N            loader threads that decode and augment (default 2;\n"
         "                             0: in the training thread)\n"
         "      --prefetch N           batches made ready ahead in pinned memory and on\n"
@@ -247,6 +252,15 @@ static void json_number(double v) {
   fputs(text, stdout);
 }
 
+static const char *checkpoint_name(int every) {
+  static char text[32];
+  if (every == 0) return "none";
+  if (every == DLRT_CHECKPOINT_SQRT) return "sqrt";
+  if (every == DLRT_CHECKPOINT_AUTO) return "auto";
+  snprintf(text, sizeof text, "every:%d", every);
+  return text;
+}
+
 /* What the run measured, for the JSON line. */
 typedef struct {
   const char *device, *device_name, *data;
@@ -277,8 +291,9 @@ static void print_json(const options *o, const results *r) {
   else
     fputs("null", stdout);
   printf(", \"deterministic\": %s", o->deterministic ? "true" : "false");
-  printf(", \"workers\": %d, \"prefetch\": %d, \"augment\": %s, \"accum\": %d", o->workers,
-         o->prefetch, o->augment ? "true" : "false", o->accum);
+  printf(", \"workers\": %d, \"prefetch\": %d, \"augment\": %s, \"accum\": %d, "
+         "\"checkpoint\": \"%s\"", o->workers, o->prefetch, o->augment ? "true" : "false",
+         o->accum, checkpoint_name(o->checkpoint));
   const char *nums[] = {"lr", "momentum", "weight_decay", "label_smoothing", "final_loss",
                         "final_accuracy", "test_loss", "test_accuracy", "train_images_per_s",
                         "stall_fraction", "loader_images_per_s"};
@@ -396,7 +411,7 @@ static int parse_options(int argc, char **argv, options *o) {
          OPT_SMOOTHING, OPT_SEED, OPT_THREADS, OPT_SAVE, OPT_RESUME, OPT_DETERMINISTIC,
          OPT_LIMIT, OPT_SCHEDULE, OPT_WARMUP, OPT_CLIP, OPT_WORKERS, OPT_PREFETCH,
          OPT_AUGMENT, OPT_CROP_PAD, OPT_FLIP, OPT_ERASE, OPT_NORMALIZE, OPT_MMAP, OPT_ACCUM,
-         OPT_PLAN, OPT_DEVICE_MEMORY, OPT_WHAT_IF };
+         OPT_PLAN, OPT_DEVICE_MEMORY, OPT_WHAT_IF, OPT_CHECKPOINT };
   static const struct option longopts[] = {
       {"model", required_argument, NULL, 'm'},   {"data", required_argument, NULL, OPT_DATA},
       {"device", required_argument, NULL, 'd'},  {"epochs", required_argument, NULL, 'e'},
@@ -425,6 +440,7 @@ static int parse_options(int argc, char **argv, options *o) {
       {"mmap", no_argument, NULL, OPT_MMAP},
       {"accum", required_argument, NULL, OPT_ACCUM},
       {"plan", no_argument, NULL, OPT_PLAN},
+      {"checkpoint", required_argument, NULL, OPT_CHECKPOINT},
       {"device-memory", required_argument, NULL, OPT_DEVICE_MEMORY},
       {"what-if", required_argument, NULL, OPT_WHAT_IF},
       {"json", no_argument, NULL, 'j'},          {"quiet", no_argument, NULL, 'q'},
@@ -526,6 +542,25 @@ static int parse_options(int argc, char **argv, options *o) {
     }
     case OPT_MMAP: o->mmap = 1; break;
     case OPT_PLAN: o->plan = 1; break;
+    case OPT_CHECKPOINT: {
+      long long every = 0;
+      int used = 0;
+      if (strcmp(optarg, "none") == 0)
+        o->checkpoint = 0;
+      else if (strcmp(optarg, "sqrt") == 0)
+        o->checkpoint = DLRT_CHECKPOINT_SQRT;
+      else if (strcmp(optarg, "auto") == 0)
+        o->checkpoint = DLRT_CHECKPOINT_AUTO;
+      else if (sscanf(optarg, "every:%lld%n", &every, &used) == 1 && !optarg[used] &&
+               every >= 1 && every <= 1000000)
+        o->checkpoint = (int)every;
+      else {
+        fprintf(stderr, "dltrain: --checkpoint %s: use none, sqrt, every:N (N >= 1) or auto\n",
+                optarg);
+        ok = 0;
+      }
+      break;
+    }
     case OPT_DEVICE_MEMORY:
       ok = dlrt_parse_size(optarg, 0, &o->device_memory) == DLRT_OK && o->device_memory > 0;
       if (!ok)
@@ -626,7 +661,7 @@ int main(int argc, char **argv) {
                              .step_size = o.step_size, .gamma = o.gamma,
                              .total_steps = (int64_t)o.epochs *
                                             (data[0].count / o.batch / o.accum),
-                             .accum = o.accum,
+                             .accum = o.accum, .checkpoint = o.checkpoint,
                              .clip_norm = o.clip_norm, .channels = data[0].channels,
                              .workers = o.workers, .prefetch = o.prefetch,
                              .augment = o.augment, .aug = o.aug};

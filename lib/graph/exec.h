@@ -25,7 +25,9 @@ struct dlrt_exec {
   schedule plans[2];    /* by dlrt_run_mode */
   float lr;
   int64_t steps;
-  uint64_t planned_peak;
+  uint64_t planned_peak;     /* the larger of the two */
+  uint64_t train_peak, forward_peak;
+  int checkpoint_every;      /* forward nodes per recomputed segment (0: none) */
   uint64_t peak_base;   /* allocator's allocated bytes before this executor */
   uint64_t param_bytes, state_bytes;
   int64_t params;
@@ -68,7 +70,10 @@ typedef struct {
   uint64_t peak;                  /* their sum: the planned peak */
 } dlrt__memory_breakdown;
 
-int dlrt__graph_plan_memory(dlrt_graph_t *g, dlrt__memory_breakdown *out);
+int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt__memory_breakdown *out);
+/* Forward nodes per segment for a checkpointing setting (0, N or
+ * DLRT_CHECKPOINT_SQRT: ceil(sqrt(forward nodes))). */
+int dlrt__checkpoint_segment(const dlrt_graph_t *g, int every);
 
 /* Queues what node `n` computes on the executor's stream (exec_ops.c). */
 int dlrt__exec_run_node(dlrt_exec_t *e, node *n);

@@ -28,7 +28,7 @@ int dlrt_plan_memory(const dlrt_trainer_config *cfg, int64_t channels, int64_t h
   dlrt__memory_breakdown b;
   rc = dlrt__build_classifier(g, cfg, channels, height, width, classes, &images, &labels,
                               &logits, &loss);
-  if (rc == DLRT_OK) rc = dlrt__graph_plan_memory(g, &b);
+  if (rc == DLRT_OK) rc = dlrt__graph_plan_memory(g, dlrt__checkpoint_segment(g, cfg->checkpoint), &b);
   if (rc == DLRT_OK) {
     out->batch = cfg->batch;
     out->params = b.params;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "graph/graph.h"
 #include "train/train.h"
 #include "util/status.h"
 
@@ -66,6 +67,32 @@ int dlrt__build_classifier(dlrt_graph_t *g, const dlrt_trainer_config *cfg, int6
   return dlrt_graph_optimize(g, &cfg->opt);
 }
 
+/* Sets the trainer's checkpointing; for DLRT_CHECKPOINT_AUTO the longest
+ * segments (least recompute) whose planned peak fits 85% of the budget, none
+ * when everything fits, and the shortest when nothing does. */
+static int choose_checkpointing(dlrt_trainer_t *t) {
+  if (t->cfg.checkpoint != DLRT_CHECKPOINT_AUTO)
+    return dlrt_exec_set_checkpointing(t->e, t->cfg.checkpoint);
+  dlrt_device_props props;
+  int rc = dlrt_device_props_get(t->dev, &props);
+  if (rc < 0) return rc;
+  uint64_t budget = dlrt_mem_get_limit(t->dev);
+  if (!budget) budget = props.total_memory;
+  /* The plan counts bytes in buffers; the budget binds the allocator's
+   * segments, which hold some slack: aim at 85% of it. */
+  budget = budget / 100 * 85;
+  int forward = 0;
+  for (int i = 0; i < t->g->n_nodes; i++) forward += t->g->nodes[i]->phase == PHASE_FORWARD;
+  dlrt_exec_info info;
+  for (int every = 0; every == 0 || every >= 1; every = every == 0 ? forward - 1 : every - 1) {
+    if ((rc = dlrt_exec_set_checkpointing(t->e, every)) < 0) return rc;
+    if ((rc = dlrt_exec_info_get(t->e, &info)) < 0) return rc;
+    if (info.planned_peak_bytes <= budget) return DLRT_OK;
+    if (every == 1) break;
+  }
+  return DLRT_OK; /* segments of 1: the least memory it can do */
+}
+
 int dlrt_trainer_create(dlrt_device_t *dev, const dlrt_trainer_config *cfg, int64_t height,
                         int64_t width, int classes, dlrt_trainer_t **out) {
   DLRT__CHECK_ARG(dev && cfg && out && cfg->model, "device, config, model or out is NULL");
@@ -78,7 +105,8 @@ int dlrt_trainer_create(dlrt_device_t *dev, const dlrt_trainer_config *cfg, int6
                   (long long)cfg->warmup_steps, (long long)cfg->step_size, cfg->gamma,
                   (long long)cfg->total_steps, cfg->clip_norm);
   DLRT__CHECK_ARG(cfg->batch >= 1 && height >= 1 && width >= 1 && classes >= 2 &&
-                      cfg->channels >= 0 && cfg->accum >= 0,
+                      cfg->channels >= 0 && cfg->accum >= 0 &&
+                      cfg->checkpoint >= DLRT_CHECKPOINT_AUTO,
                   "dlrt_trainer_create: batch %lld, image %lld x %lld x %lld, %d classes",
                   (long long)cfg->batch, (long long)cfg->channels, (long long)height,
                   (long long)width, classes);
@@ -97,6 +125,7 @@ int dlrt_trainer_create(dlrt_device_t *dev, const dlrt_trainer_config *cfg, int6
     goto fail;
   if ((rc = dlrt_exec_create(t->g, dev, cfg->seed, &t->e)) < 0) goto fail;
   if (cfg->clip_norm > 0 && (rc = dlrt_exec_set_clip_norm(t->e, cfg->clip_norm)) < 0) goto fail;
+  if (cfg->checkpoint != 0 && (rc = choose_checkpointing(t)) < 0) goto fail;
   t->accum = cfg->accum > 1 ? cfg->accum : 1;
   if (t->accum > 1 && (rc = dlrt_exec_set_accumulation(t->e, t->accum)) < 0) goto fail;
   t->host_labels = malloc((size_t)t->batch * sizeof(int32_t));
