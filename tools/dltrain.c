@@ -332,7 +332,7 @@ static const char *human(double bytes, char *buf, size_t n) {
  * that fits the device (or --device-memory), and the what-if table. */
 static int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_dataset *d,
                     const char *device, uint64_t memory, const char *memory_from) {
-  dlrt_memory_plan p, fit, fit_accum;
+  dlrt_memory_plan p, fit, fit_accum, fit_ckpt;
   int rc = dlrt_plan_memory(cfg, d->channels, d->height, d->width, d->classes, &p);
   if (rc < 0) return fail("cannot plan", rc);
   dlrt_trainer_config one = *cfg;
@@ -343,6 +343,11 @@ static int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt
   if (rc == DLRT_OK)
     rc = dlrt_plan_max_batch(&acc, d->channels, d->height, d->width, d->classes, memory,
                              &fit_accum);
+  dlrt_trainer_config ckpt = one;
+  ckpt.checkpoint = DLRT_CHECKPOINT_SQRT;
+  if (rc == DLRT_OK)
+    rc = dlrt_plan_max_batch(&ckpt, d->channels, d->height, d->width, d->classes, memory,
+                             &fit_ckpt);
   if (rc < 0) return fail("cannot plan", rc);
   double folk = (double)memory / (4.0 * (double)p.param_count);
   dlrt_what_if rows[8];
@@ -359,11 +364,12 @@ static int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt
            ", \"optimizer_state_bytes\": %" PRIu64 ", \"activation_bytes\": %" PRIu64
            ", \"input_bytes\": %" PRIu64 ", \"accumulator_bytes\": %" PRIu64
            ", \"loader_bytes\": %" PRIu64 ", \"planned_peak_bytes\": %" PRIu64 "}, "
-           "\"max_batch\": {\"plain\": %" PRId64 ", \"accumulation\": %" PRId64 "}, "
+           "\"max_batch\": {\"plain\": %" PRId64 ", \"accumulation\": %" PRId64
+           ", \"checkpoint_sqrt\": %" PRId64 "}, "
            "\"folk_rule_batch\": %.0f, \"what_if\": [",
            memory, p.batch, o->accum, p.param_count, p.params, p.grads, p.optimizer_state,
            p.activations, p.inputs, p.accumulators, p.loader, p.peak, fit.batch, fit_accum.batch,
-           folk);
+           fit_ckpt.batch, folk);
     for (int i = 0; i < n_rows; i++)
       printf("%s{\"strategy\": \"%s\", \"device_bytes\": %.0f, \"host_bytes\": %.0f, "
              "\"devices\": %.0f, \"fits_one_device\": %s}", i ? ", " : "", rows[i].strategy,
@@ -387,9 +393,10 @@ static int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt
   printf("  %-34s %" PRId64 "\n", "plain", fit.batch);
   printf("  %-34s %" PRId64 " per micro-batch; --accum K makes K x that per update\n",
          "gradient accumulation", fit_accum.batch);
+  printf("  %-34s %" PRId64 "\n", "checkpointing (--checkpoint sqrt)", fit_ckpt.batch);
   printf("  %-34s %.0f (the rule memory / (4 x parameters))\n", "folk rule, for comparison",
          folk);
-  puts("  (mixed precision, checkpointing and offload are not available in this version)");
+  puts("  (mixed precision and offload are not available in this version)");
   if (n_rows) {
     printf("what-if: %.3g parameters on devices of %s; model states only (activations come\n"
            "on top), in GB of 10^9 bytes; devices: the fewest that hold it split between them\n",
@@ -736,9 +743,10 @@ int main(int argc, char **argv) {
     fprintf(log, "saved    %s after epoch %d\n", o.save, o.epochs);
   }
   TRY(dlrt_trainer_info(trainer, &r.info), "cannot read the trainer's figures");
-  fprintf(log, "memory   planned peak %.1f MiB, measured peak %.1f MiB\n",
+  fprintf(log, "memory   planned peak %.1f MiB, measured peak %.1f MiB%s%s\n",
           (double)r.info.planned_peak_bytes / 1048576.0,
-          (double)r.info.measured_peak_bytes / 1048576.0);
+          (double)r.info.measured_peak_bytes / 1048576.0, o.checkpoint ? ", checkpointing " : "",
+          o.checkpoint ? checkpoint_name(o.checkpoint) : "");
   if (o.json) {
     r.device = dlrt_device_spec(dev);
     r.device_name = props.name;
