@@ -109,6 +109,28 @@ DLRT_KERNEL(dlrt_k_maxpool)(DLRT_RANGE DLRT_PTR(float, y), DLRT_PTR(int, argmax)
   DLRT_CBIND(float, x);
   /* One work-item per plane. */
   DLRT_FOR_EACH(p, planes) {
+    if (k == 2 && stride == 2) {
+      /* The common 2 x 2 window, unrolled: the same scan order (row by
+       * row), so the same maximum and index on ties and NaN, with selects
+       * the compiler can keep out of branches. */
+      for (DLRT_INDEX oy = 0; oy < oh; oy++) {
+        DLRT_INDEX top = p * h * w + 2 * oy * w, o = (p * oh + oy) * ow;
+        for (DLRT_INDEX ox = 0; ox < ow; ox++) {
+          DLRT_INDEX i0 = top + 2 * ox, i1 = i0 + 1, i2 = i0 + w, i3 = i2 + 1;
+          float m = x[i0], v1 = x[i1], v2 = x[i2], v3 = x[i3];
+          DLRT_INDEX best = i0;
+          int take = v1 > m || (v1 != v1 && m == m);
+          m = take ? v1 : m, best = take ? i1 : best;
+          take = v2 > m || (v2 != v2 && m == m);
+          m = take ? v2 : m, best = take ? i2 : best;
+          take = v3 > m || (v3 != v3 && m == m);
+          m = take ? v3 : m, best = take ? i3 : best;
+          y[o + ox] = m;
+          argmax[o + ox] = (int)best;
+        }
+      }
+      continue;
+    }
     for (DLRT_INDEX oy = 0; oy < oh; oy++) {
       DLRT_INDEX top = p * h * w + oy * stride * w, o = (p * oh + oy) * ow;
       for (DLRT_INDEX ox = 0; ox < ow; ox++) {
