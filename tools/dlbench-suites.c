@@ -1,0 +1,1332 @@
+/* dlbench-suites.c — the suites: copy, gemm (beside OpenBLAS, CLBlast or
+ * cuBLAS called directly), ops and train. Each suite runs its cases on one
+ * device and appends a row per case; the table at the end is all a new suite
+ * needs besides its function. */
+#include "config.h"
+
+#include <cblas.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef DLRT_HAVE_CLBLAST
+#include <CL/cl.h>
+#include <clblast_c.h>
+#endif
+
+#include "dlbench.h"
+
+#define KIB ((size_t)1024)
+#define MIB (KIB * KIB)
+
+/* ---------------------------------------------------------------- helpers */
+
+/* Uniform values in [-1, 1) from a fixed LCG: the same inputs on every side. */
+static void fill_random(float *v, size_t n, uint32_t seed) {
+  for (size_t i = 0; i < n; i++) {
+    seed = seed * 1664525u + 1013904223u;
+    v[i] = (float)(seed >> 8) / (float)(1u << 23) - 1.0f;
+  }
+}
+
+/* "4KiB", "256MiB": sizes in case names. */
+static void size_name(size_t bytes, char *out, size_t size) {
+  if (bytes >= MIB && bytes % MIB == 0)
+    snprintf(out, size, "%zuMiB", bytes / MIB);
+  else if (bytes >= KIB && bytes % KIB == 0)
+    snprintf(out, size, "%zuKiB", bytes / KIB);
+  else
+    snprintf(out, size, "%zuB", bytes);
+}
+
+static float half_to_float(uint16_t h) {
+  int exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  float v = exp == 0    ? ldexpf((float)man, -24) /* subnormal */
+            : exp == 31 ? (man ? NAN : INFINITY)
+                        : ldexpf((float)(man | 0x400), exp - 25);
+  return h & 0x8000 ? -v : v;
+}
+
+/* Element i of a host array of dtype (F32, F16, BF16) as a float. */
+static float element(const void *data, dlrt_dtype t, size_t i) {
+  float f;
+  if (t == DLRT_F32)
+    return ((const float *)data)[i];
+  uint16_t h = ((const uint16_t *)data)[i];
+  if (t == DLRT_F16)
+    return half_to_float(h);
+  uint32_t bits = (uint32_t)h << 16; /* bf16 is the top half of a float */
+  memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+/* One dlrt side of a case: `queue` puts one run on the timer's stream. */
+typedef struct {
+  bench_timer *timer;
+  int (*queue)(void *op);
+  void *op;
+} dlrt_side;
+
+static int run_dlrt_side(void *p, double *ms) {
+  dlrt_side *s = p;
+  int rc = bench_timer_begin(s->timer);
+  if (rc == DLRT_OK) rc = s->queue(s->op);
+  if (rc == DLRT_OK) rc = bench_timer_end(s->timer, ms);
+  return rc;
+}
+
+/* What identifies a case and turns its time into a rate. */
+typedef struct {
+  const char *suite, *unit;
+  char name[96];
+  double work; /* bytes, FLOP or steps per run */
+} case_id;
+
+/* A vendor side beside the dlrt one: its error text, when it fails, is in
+ * `error` (a dlrt failure is in dlrt_last_error()). */
+typedef struct {
+  const bench_side *side;
+  const char *name;
+  const char *error;
+} vendor_side;
+
+/* Measures one case and appends its row (*out; NULL when not measured). A
+ * dlrt call the device does not support skips the case; any other failure
+ * is reported and counted. */
+static int measure_case(bench_ctx *ctx, const case_id *id, bench_timer *timer,
+                        int (*queue)(void *), void *op, const vendor_side *vendor,
+                        bench_row **out) {
+  dlrt_side ds = {timer, queue, op};
+  bench_side side = {run_dlrt_side, &ds, bench_timer_kind(timer)};
+  bench_samples sa = {0}, sb = {0};
+  *out = NULL;
+  dlrt_clear_error();
+  int rc = bench_measure(ctx->opt, &side, vendor ? vendor->side : NULL, &sa,
+                         vendor ? &sb : NULL);
+  if (rc == DLRT_OK) {
+    bench_row *row = bench_row_new(ctx->res, id->suite, ctx->props.spec, id->name, id->unit,
+                                   id->work);
+    if (row)
+      bench_row_fill(row, &sa, side.timing, vendor ? &sb : NULL, vendor ? vendor->name : NULL,
+                     vendor ? vendor->side->timing : NULL);
+    else
+      rc = bench_fail(ctx, id->suite, id->name, "out of host memory", DLRT_ERR_OOM);
+    *out = row;
+  } else if (vendor && vendor->error[0]) {
+    fprintf(stderr, "dlbench: %s on %s, %s: %s: %s\n", id->suite, ctx->props.spec, id->name,
+            vendor->name, vendor->error);
+    ctx->failures++;
+  } else if (rc == DLRT_ERR_UNSUPPORTED) { /* the device lacks it: a skip, not a failure */
+    char reason[160];
+    snprintf(reason, sizeof reason, "%.40s: %.110s", id->name, dlrt_last_error());
+    rc = bench_skip_add(ctx->res, id->suite, ctx->props.spec, reason);
+  } else {
+    bench_fail(ctx, id->suite, id->name, "measuring", rc);
+  }
+  bench_samples_free(&sa);
+  bench_samples_free(&sb);
+  return rc;
+}
+
+/* A case of a suite with only a dlrt side: timer on `stream`. */
+static int measure_dlrt(bench_ctx *ctx, const case_id *id, dlrt_stream_t *stream,
+                        int (*queue)(void *), void *op, bench_row **out) {
+  bench_timer timer;
+  *out = NULL;
+  int rc = bench_timer_init(&timer, ctx->dev, stream);
+  if (rc != DLRT_OK)
+    return bench_fail(ctx, id->suite, id->name, "cannot set up timing", rc);
+  rc = measure_case(ctx, id, &timer, queue, op, NULL, out);
+  bench_timer_free(&timer);
+  return rc;
+}
+
+/* ---------------------------------------------------------------- copy */
+
+typedef enum { H2D_PAGEABLE, H2D_PINNED, D2H_PAGEABLE, D2H_PINNED, D2D, COPY_KINDS } copy_kind;
+static const char *const COPY_NAMES[COPY_KINDS] = {"h2d-pageable", "h2d-pinned",
+                                                    "d2h-pageable", "d2h-pinned", "d2d"};
+
+typedef struct {
+  copy_kind kind;
+  size_t bytes;
+  dlrt_stream_t *stream;
+  dlrt_buffer_t *src, *dst; /* device buffers */
+  void *pageable, *pinned;  /* host buffers */
+} copy_op;
+
+static int queue_copy(void *p) {
+  const copy_op *c = p;
+  switch (c->kind) {
+  case H2D_PAGEABLE: return dlrt_copy_h2d(c->dst, 0, c->pageable, c->bytes, c->stream);
+  case H2D_PINNED: return dlrt_copy_h2d(c->dst, 0, c->pinned, c->bytes, c->stream);
+  case D2H_PAGEABLE: return dlrt_copy_d2h(c->pageable, c->src, 0, c->bytes, c->stream);
+  case D2H_PINNED: return dlrt_copy_d2h(c->pinned, c->src, 0, c->bytes, c->stream);
+  default: return dlrt_copy_d2d(c->dst, 0, c->src, 0, c->bytes, c->stream);
+  }
+}
+
+static void copy_name(copy_kind kind, size_t bytes, char *out, size_t size) {
+  char text[32];
+  size_name(bytes, text, sizeof text);
+  snprintf(out, size, "%s/%s", COPY_NAMES[kind], text);
+}
+
+/* The five copies of one size. Host memory is written first so that page
+ * faults of a first touch are not timed. */
+static int copy_size(bench_ctx *ctx, dlrt_stream_t *stream, size_t bytes) {
+  copy_op op = {.bytes = bytes, .stream = stream};
+  char what[64], name[64], size[32];
+  int rc = DLRT_OK, wanted = 0;
+  for (int k = 0; k < COPY_KINDS; k++) {
+    copy_name((copy_kind)k, bytes, name, sizeof name);
+    wanted |= bench_matches(ctx, name);
+  }
+  if (!wanted) /* --filter: no buffers for nothing */
+    return DLRT_OK;
+  size_name(bytes, size, sizeof size);
+  snprintf(what, sizeof what, "buffers of %s", size);
+  if (!(op.pageable = malloc(bytes))) {
+    rc = bench_fail(ctx, "copy", what, "out of host memory", DLRT_ERR_OOM);
+    goto done;
+  }
+  memset(op.pageable, 1, bytes);
+  if ((rc = dlrt_host_alloc(ctx->dev, bytes, &op.pinned)) != DLRT_OK ||
+      (rc = dlrt_buffer_alloc(ctx->dev, bytes, stream, &op.src)) != DLRT_OK ||
+      (rc = dlrt_buffer_alloc(ctx->dev, bytes, stream, &op.dst)) != DLRT_OK ||
+      (rc = dlrt_memset(op.src, 0, 2, bytes, stream)) != DLRT_OK ||
+      (rc = dlrt_stream_synchronize(stream)) != DLRT_OK) {
+    bench_fail(ctx, "copy", what, "cannot allocate", rc);
+    goto done;
+  }
+  memset(op.pinned, 1, bytes);
+  for (int k = 0; k < COPY_KINDS; k++) {
+    /* Device to device reads and writes each byte: it counts both, as
+     * CUDA's bandwidthTest does, so that it compares with the ops suite. */
+    case_id id = {"copy", "GB/s", "", (double)bytes * (k == D2D ? 2 : 1)};
+    copy_name((copy_kind)k, bytes, id.name, sizeof id.name);
+    if (!bench_wanted(ctx, "copy", id.name))
+      continue;
+    bench_row *row;
+    op.kind = (copy_kind)k;
+    if (measure_dlrt(ctx, &id, stream, queue_copy, &op, &row) == DLRT_OK && row) {
+      row->bytes = (double)bytes;
+      if (k == D2D)
+        snprintf(row->note, sizeof row->note, "GB/s counts bytes read plus bytes written");
+    }
+  }
+done:
+  dlrt_buffer_free(op.src);
+  dlrt_buffer_free(op.dst);
+  if (op.pinned) dlrt_host_free(op.pinned);
+  free(op.pageable);
+  return rc;
+}
+
+static int suite_copy(bench_ctx *ctx) {
+  /* 4 KiB to 256 MiB by fours; --quick: 4 KiB to 16 MiB by sixteens. */
+  size_t last = ctx->opt->quick ? 16 * MIB : 256 * MIB, step = ctx->opt->quick ? 16 : 4;
+  dlrt_stream_t *stream = NULL;
+  int rc = dlrt_stream_create(ctx->dev, &stream);
+  if (rc != DLRT_OK) {
+    bench_fail(ctx, "copy", "setup", "cannot create a stream", rc);
+    return STATUS_FAIL;
+  }
+  for (size_t bytes = 4 * KIB; bytes <= last && rc == DLRT_OK; bytes *= step)
+    rc = copy_size(ctx, stream, bytes);
+  dlrt_stream_destroy(stream);
+  dlrt_mem_empty_cache(ctx->dev); /* leave the device's memory to the next suite */
+  return rc == DLRT_OK ? 0 : STATUS_FAIL;
+}
+
+/* ---------------------------------------------------------------- gemm */
+
+typedef enum { EVERY_RUN, FULL_RUNS, DISCRETE_ONLY } gemm_when;
+
+typedef struct {
+  int64_t m, n, k;
+  int trans_a, trans_b;
+  gemm_when when;
+} gemm_shape;
+
+static const gemm_shape GEMM_SHAPES[] = {
+    {256, 256, 256, 0, 0, EVERY_RUN},
+    {512, 512, 512, 0, 0, FULL_RUNS},
+    {1024, 1024, 1024, 0, 0, FULL_RUNS},
+    /* A GPU needs more work than 1024^3 (about 2 GFLOP) to show its peak;
+     * a CPU would take seconds a run. */
+    {4096, 4096, 4096, 0, 0, DISCRETE_ONLY},
+    /* A 784 -> 512 linear layer at batch 64 (the mlp's first; dlrt_linear
+     * computes y = x W^T) and its backward GEMMs: dx = dy W, dW = dy^T x. */
+    {64, 512, 784, 0, 1, EVERY_RUN},
+    {64, 784, 512, 0, 0, FULL_RUNS},
+    {512, 784, 64, 1, 0, EVERY_RUN},
+};
+static const dlrt_dtype GEMM_DTYPES[] = {DLRT_F32, DLRT_F16, DLRT_BF16};
+
+/* One GEMM case: dlrt's operands, and their bytes on the host for the
+ * vendor side (the very values dlrt multiplies, after its own rounding). */
+typedef struct {
+  dlrt_dtype dtype;
+  gemm_shape shape;
+  dlrt_gemm_desc desc;
+  size_t a_elems, b_elems, c_elems, esize;
+  dlrt_stream_t *stream;
+  dlrt_buffer_t *a, *b, *c;
+  void *a_host, *b_host, *c_dlrt, *c_vendor;
+} gemm_case;
+
+static int queue_gemm(void *p) {
+  gemm_case *g = p;
+  return dlrt_gemm(g->stream, &g->desc, g->a, 0, g->b, 0, g->c, 0);
+}
+
+/* A device buffer of `dtype` holding `count` values from fill_random(seed). */
+static int random_operand(dlrt_device_t *dev, dlrt_stream_t *stream, dlrt_dtype dtype,
+                          size_t count, uint32_t seed, dlrt_buffer_t **out) {
+  float *host = malloc(count * sizeof *host);
+  dlrt_buffer_t *f32 = NULL;
+  int rc = host ? DLRT_OK : DLRT_ERR_OOM;
+  if (host) fill_random(host, count, seed);
+  if (rc == DLRT_OK) rc = dlrt_buffer_alloc(dev, count * 4, stream, &f32);
+  if (rc == DLRT_OK) rc = dlrt_copy_h2d(f32, 0, host, count * 4, stream);
+  if (rc == DLRT_OK && dtype != DLRT_F32) {
+    rc = dlrt_buffer_alloc(dev, count * dlrt_dtype_size(dtype), stream, out);
+    if (rc == DLRT_OK) rc = dlrt_cast(stream, (int64_t)count, *out, 0, dtype, f32, 0, DLRT_F32);
+  } else if (rc == DLRT_OK) {
+    *out = f32;
+    f32 = NULL;
+  }
+  if (rc == DLRT_OK) rc = dlrt_stream_synchronize(stream); /* host array still in use */
+  dlrt_buffer_free(f32);
+  free(host);
+  return rc;
+}
+
+static int gemm_setup(bench_ctx *ctx, gemm_case *g) {
+  const gemm_shape *s = &g->shape;
+  g->desc = dlrt_gemm_desc_make(g->dtype, s->trans_a, s->trans_b, s->m, s->n, s->k, 1.0f, 0.0f);
+  g->esize = dlrt_dtype_size(g->dtype);
+  g->a_elems = (size_t)(s->m * s->k);
+  g->b_elems = (size_t)(s->k * s->n);
+  g->c_elems = (size_t)(s->m * s->n);
+  g->a_host = malloc(g->a_elems * g->esize);
+  g->b_host = malloc(g->b_elems * g->esize);
+  g->c_dlrt = malloc(g->c_elems * g->esize);
+  g->c_vendor = malloc(g->c_elems * g->esize);
+  if (!g->a_host || !g->b_host || !g->c_dlrt || !g->c_vendor)
+    return DLRT_ERR_OOM;
+  int rc = random_operand(ctx->dev, g->stream, g->dtype, g->a_elems, 12345, &g->a);
+  if (rc == DLRT_OK) rc = random_operand(ctx->dev, g->stream, g->dtype, g->b_elems, 54321, &g->b);
+  if (rc == DLRT_OK) rc = dlrt_buffer_alloc(ctx->dev, g->c_elems * g->esize, g->stream, &g->c);
+  if (rc == DLRT_OK) rc = dlrt_copy_d2h(g->a_host, g->a, 0, g->a_elems * g->esize, g->stream);
+  if (rc == DLRT_OK) rc = dlrt_copy_d2h(g->b_host, g->b, 0, g->b_elems * g->esize, g->stream);
+  if (rc == DLRT_OK) rc = dlrt_stream_synchronize(g->stream);
+  return rc;
+}
+
+static void gemm_release(gemm_case *g) {
+  dlrt_buffer_free(g->a);
+  dlrt_buffer_free(g->b);
+  dlrt_buffer_free(g->c);
+  free(g->a_host);
+  free(g->b_host);
+  free(g->c_dlrt);
+  free(g->c_vendor);
+}
+
+/* max |dlrt - vendor| / max |vendor| over C (infinite when either is not finite). */
+static double gemm_difference(const gemm_case *g) {
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < g->c_elems; i++) {
+    double d = element(g->c_dlrt, g->dtype, i), v = element(g->c_vendor, g->dtype, i);
+    double diff = fabs(d - v);
+    if (!isfinite(diff))
+      return INFINITY;
+    worst = diff > worst ? diff : worst;
+    scale = fabs(v) > scale ? fabs(v) : scale;
+  }
+  return scale > 0 ? worst / scale : worst;
+}
+
+/* ------------------------------------------------ vendor libraries */
+
+/* A vendor BLAS called directly, beside dlrt, on the device's own terms. */
+typedef struct vendor vendor;
+typedef struct {
+  const char *name, *timing;
+  /* 1 if it multiplies this dtype; else 0 and why not in v->error. */
+  int (*supports)(vendor *v, dlrt_dtype t);
+  /* Its own copies of g's operands; 0 or -1 with v->error. */
+  int (*setup)(vendor *v, const gemm_case *g);
+  int (*run)(void *v, double *ms);
+  /* C into g->c_vendor. */
+  int (*result)(vendor *v, gemm_case *g);
+  void (*release)(vendor *v); /* the case's memory */
+  void (*close)(vendor *v);   /* everything */
+} vendor_ops;
+
+struct vendor {
+  const vendor_ops *ops;
+  char error[256];
+  const gemm_case *g;
+};
+
+/* OpenBLAS: the library dlrt's CPU backend calls, here on plain arrays from
+ * the calling thread; a synchronous call, so the host clock times it. */
+typedef struct {
+  vendor base;
+  float *a, *b, *c;
+} blas_vendor;
+
+static int blas_supports(vendor *v, dlrt_dtype t) {
+  if (t == DLRT_F32)
+    return 1;
+  snprintf(v->error, sizeof v->error, "OpenBLAS has no %s GEMM", dlrt_dtype_name(t));
+  return 0;
+}
+
+static int blas_setup(vendor *v, const gemm_case *g) {
+  blas_vendor *b = (blas_vendor *)v;
+  v->g = g;
+  b->a = malloc(g->a_elems * 4);
+  b->b = malloc(g->b_elems * 4);
+  b->c = malloc(g->c_elems * 4);
+  if (!b->a || !b->b || !b->c) {
+    snprintf(v->error, sizeof v->error, "out of host memory");
+    return -1;
+  }
+  memcpy(b->a, g->a_host, g->a_elems * 4);
+  memcpy(b->b, g->b_host, g->b_elems * 4);
+  return 0;
+}
+
+static int blas_run(void *p, double *ms) {
+  blas_vendor *b = p;
+  const dlrt_gemm_desc *d = &b->base.g->desc;
+  double t0 = bench_now_s();
+  cblas_sgemm(CblasRowMajor, d->trans_a ? CblasTrans : CblasNoTrans,
+              d->trans_b ? CblasTrans : CblasNoTrans, (blasint)d->m, (blasint)d->n,
+              (blasint)d->k, d->alpha, b->a, (blasint)d->lda, b->b, (blasint)d->ldb, d->beta,
+              b->c, (blasint)d->ldc);
+  *ms = (bench_now_s() - t0) * 1e3;
+  return DLRT_OK;
+}
+
+static int blas_result(vendor *v, gemm_case *g) {
+  memcpy(g->c_vendor, ((blas_vendor *)v)->c, g->c_elems * 4);
+  return 0;
+}
+
+static void blas_release(vendor *v) {
+  blas_vendor *b = (blas_vendor *)v;
+  free(b->a);
+  free(b->b);
+  free(b->c);
+  b->a = b->b = b->c = NULL;
+}
+
+static void blas_close(vendor *v) {
+  blas_release(v);
+  free(v);
+}
+
+static const vendor_ops BLAS_OPS = {"openblas", "wall", blas_supports, blas_setup, blas_run,
+                                    blas_result, blas_release, blas_close};
+
+static vendor *blas_open(const dlrt_device_props *p, char *why, size_t size) {
+  (void)p;
+  blas_vendor *b = calloc(1, sizeof *b);
+  if (!b)
+    snprintf(why, size, "out of host memory");
+  else
+    b->base.ops = &BLAS_OPS;
+  return b ? &b->base : NULL;
+}
+
+#ifdef DLRT_HAVE_CLBLAST
+/* CLBlast with its own context, queue and buffers on the OpenCL device of
+ * the same name, timed as dlrt's OpenCL events are: from the end of a
+ * marker before the call to the end of a marker after it. */
+typedef struct {
+  vendor base;
+  cl_context context;
+  cl_command_queue queue;
+  int has_fp16;
+  cl_mem a, b, c;
+} clblast_vendor;
+
+static int cl_failed(vendor *v, const char *call, cl_int err) {
+  snprintf(v->error, sizeof v->error, "%s failed with OpenCL error %d", call, (int)err);
+  return -1;
+}
+
+static int clblast_supports(vendor *v, dlrt_dtype t) {
+  if (t == DLRT_F32 || (t == DLRT_F16 && ((clblast_vendor *)v)->has_fp16))
+    return 1;
+  snprintf(v->error, sizeof v->error, t == DLRT_F16 ? "CLBlast: the device lacks cl_khr_fp16"
+                                                    : "CLBlast has no %s GEMM",
+           dlrt_dtype_name(t));
+  return 0;
+}
+
+static cl_mem cl_upload(clblast_vendor *c, const void *host, size_t bytes, cl_int *err) {
+  cl_mem m = clCreateBuffer(c->context, CL_MEM_READ_WRITE, bytes, NULL, err);
+  if (m && host)
+    *err = clEnqueueWriteBuffer(c->queue, m, CL_TRUE, 0, bytes, host, 0, NULL, NULL);
+  return m;
+}
+
+static int clblast_setup(vendor *v, const gemm_case *g) {
+  clblast_vendor *c = (clblast_vendor *)v;
+  cl_int err = CL_SUCCESS;
+  v->g = g;
+  c->a = cl_upload(c, g->a_host, g->a_elems * g->esize, &err);
+  if (err == CL_SUCCESS) c->b = cl_upload(c, g->b_host, g->b_elems * g->esize, &err);
+  if (err == CL_SUCCESS) c->c = cl_upload(c, NULL, g->c_elems * g->esize, &err);
+  return err == CL_SUCCESS ? 0 : cl_failed(v, "clCreateBuffer/clEnqueueWriteBuffer", err);
+}
+
+/* Marker and flush: what dlrt_event_record does on OpenCL. */
+static cl_int cl_marker(cl_command_queue q, cl_event *e) {
+  cl_int err = clEnqueueMarkerWithWaitList(q, 0, NULL, e);
+  if (err == CL_SUCCESS) clFlush(q);
+  return err;
+}
+
+static CLBlastStatusCode clblast_gemm(clblast_vendor *c) {
+  const dlrt_gemm_desc *d = &c->base.g->desc;
+  CLBlastTranspose ta = d->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo;
+  CLBlastTranspose tb = d->trans_b ? CLBlastTransposeYes : CLBlastTransposeNo;
+  size_t m = (size_t)d->m, n = (size_t)d->n, k = (size_t)d->k;
+  if (d->dtype == DLRT_F32)
+    return CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, m, n, k, d->alpha, c->a, 0,
+                        (size_t)d->lda, c->b, 0, (size_t)d->ldb, d->beta, c->c, 0,
+                        (size_t)d->ldc, &c->queue, NULL);
+  /* alpha 1 and beta 0 as IEEE half: 0x3c00 and 0x0000. */
+  return CLBlastHgemm(CLBlastLayoutRowMajor, ta, tb, m, n, k, 0x3c00, c->a, 0, (size_t)d->lda,
+                      c->b, 0, (size_t)d->ldb, 0x0000, c->c, 0, (size_t)d->ldc, &c->queue,
+                      NULL);
+}
+
+static int clblast_run(void *p, double *ms) {
+  clblast_vendor *c = p;
+  cl_event e0 = NULL, e1 = NULL;
+  cl_ulong t0 = 0, t1 = 0;
+  cl_int err = cl_marker(c->queue, &e0);
+  if (err == CL_SUCCESS) {
+    CLBlastStatusCode st = clblast_gemm(c);
+    if (st != CLBlastSuccess) {
+      clReleaseEvent(e0);
+      snprintf(c->base.error, sizeof c->base.error, "CLBlast GEMM failed with status %d",
+               (int)st);
+      return DLRT_ERR_BACKEND;
+    }
+    clFlush(c->queue); /* as dlrt's OpenCL GEMM does */
+    err = cl_marker(c->queue, &e1);
+  }
+  if (err == CL_SUCCESS) err = clWaitForEvents(1, &e1);
+  if (err == CL_SUCCESS)
+    err = clGetEventProfilingInfo(e0, CL_PROFILING_COMMAND_END, sizeof t0, &t0, NULL);
+  if (err == CL_SUCCESS)
+    err = clGetEventProfilingInfo(e1, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
+  if (e0) clReleaseEvent(e0);
+  if (e1) clReleaseEvent(e1);
+  if (err != CL_SUCCESS) {
+    cl_failed(&c->base, "timing the CLBlast GEMM", err);
+    return DLRT_ERR_BACKEND;
+  }
+  *ms = (double)(int64_t)(t1 - t0) / 1e6; /* nanoseconds */
+  return DLRT_OK;
+}
+
+static int clblast_result(vendor *v, gemm_case *g) {
+  clblast_vendor *c = (clblast_vendor *)v;
+  cl_int err = clEnqueueReadBuffer(c->queue, c->c, CL_TRUE, 0, g->c_elems * g->esize,
+                                   g->c_vendor, 0, NULL, NULL);
+  return err == CL_SUCCESS ? 0 : cl_failed(v, "clEnqueueReadBuffer", err);
+}
+
+static void clblast_release(vendor *v) {
+  clblast_vendor *c = (clblast_vendor *)v;
+  cl_mem *mems[] = {&c->a, &c->b, &c->c};
+  for (int i = 0; i < 3; i++) {
+    if (*mems[i]) clReleaseMemObject(*mems[i]);
+    *mems[i] = NULL;
+  }
+}
+
+static void clblast_close(vendor *v) {
+  clblast_vendor *c = (clblast_vendor *)v;
+  clblast_release(v);
+  if (c->queue) clReleaseCommandQueue(c->queue);
+  if (c->context) clReleaseContext(c->context);
+  free(c);
+}
+
+static const vendor_ops CLBLAST_OPS = {"clblast", "event", clblast_supports, clblast_setup,
+                                       clblast_run, clblast_result, clblast_release,
+                                       clblast_close};
+
+/* The OpenCL device named `name`: the one at dlrt's index (dlrt numbers the
+ * devices of all platforms in order) when its name matches, else the first
+ * of that name. */
+static int cl_find_device(const char *name, int index, cl_platform_id *platform,
+                          cl_device_id *device) {
+  cl_platform_id plats[16];
+  cl_uint np = 0;
+  int found = 0, seen = 0;
+  if (clGetPlatformIDs(16, plats, &np) != CL_SUCCESS)
+    return 0;
+  for (cl_uint p = 0; p < np && p < 16; p++) {
+    cl_device_id ids[64];
+    cl_uint nd = 0;
+    if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 64, ids, &nd) != CL_SUCCESS)
+      continue;
+    for (cl_uint d = 0; d < nd && d < 64; d++, seen++) {
+      char dev_name[128] = "";
+      clGetDeviceInfo(ids[d], CL_DEVICE_NAME, sizeof dev_name - 1, dev_name, NULL);
+      if (strcmp(dev_name, name) != 0 || (found && seen != index))
+        continue;
+      *platform = plats[p];
+      *device = ids[d];
+      found = 1;
+    }
+  }
+  return found;
+}
+
+static vendor *clblast_open(const dlrt_device_props *p, char *why, size_t size) {
+  cl_platform_id platform;
+  cl_device_id device;
+  cl_int err;
+  if (!cl_find_device(p->name, p->index, &platform, &device)) {
+    snprintf(why, size, "no OpenCL device named '%s' for CLBlast", p->name);
+    return NULL;
+  }
+  clblast_vendor *c = calloc(1, sizeof *c);
+  if (!c) {
+    snprintf(why, size, "out of host memory");
+    return NULL;
+  }
+  c->base.ops = &CLBLAST_OPS;
+  cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)platform, 0};
+  c->context = clCreateContext(props, 1, &device, NULL, NULL, &err);
+  if (c->context)
+    c->queue = clCreateCommandQueue(c->context, device, CL_QUEUE_PROFILING_ENABLE, &err);
+  if (!c->queue) {
+    snprintf(why, size, "CLBlast: cannot create an OpenCL context and queue (error %d)",
+             (int)err);
+    clblast_close(&c->base);
+    return NULL;
+  }
+  char ext[4096] = "";
+  clGetDeviceInfo(device, CL_DEVICE_EXTENSIONS, sizeof ext - 1, ext, NULL);
+  c->has_fp16 = strstr(ext, "cl_khr_fp16") != NULL;
+  return &c->base;
+}
+#else
+static vendor *clblast_open(const dlrt_device_props *p, char *why, size_t size) {
+  (void)p;
+  snprintf(why, size, "dlbench was built without CLBlast");
+  return NULL;
+}
+#endif
+
+/* cuBLAS, loaded at run time (libcudart and libcublas need no headers here
+ * and may be absent): its own stream and cudaMalloc'd operands, timed by
+ * CUDA events like dlrt's CUDA backend; fp32 by cublasSgemm, fp16 and bf16
+ * by cublasGemmEx with fp32 accumulation, as dlrt asks of cuBLAS. */
+enum { CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14, CUBLAS_COMPUTE_32F = 68,
+       CUBLAS_GEMM_DEFAULT = -1, CUDA_MEMCPY_H2D = 1, CUDA_MEMCPY_D2H = 2 };
+
+typedef struct {
+  vendor base;
+  void *cudart, *cublas;
+  int ordinal;
+  void *stream, *start, *end, *handle;
+  void *a, *b, *c;
+  int (*set_device)(int);
+  int (*malloc_)(void **, size_t);
+  int (*free_)(void *);
+  int (*memcpy_)(void *, const void *, size_t, int);
+  int (*stream_create)(void **);
+  int (*stream_destroy)(void *);
+  int (*event_create)(void **);
+  int (*event_destroy)(void *);
+  int (*event_record)(void *, void *);
+  int (*event_synchronize)(void *);
+  int (*event_elapsed)(float *, void *, void *);
+  int (*create)(void **);
+  int (*destroy)(void *);
+  int (*set_stream)(void *, void *);
+  int (*sgemm)(void *, int, int, int, int, int, const float *, const void *, int, const void *,
+               int, const float *, void *, int);
+  int (*gemm_ex)(void *, int, int, int, int, int, const void *, const void *, int, int,
+                 const void *, int, int, const void *, void *, int, int, int, int);
+} cublas_vendor;
+
+static int cuda_failed(vendor *v, const char *call, int err) {
+  snprintf(v->error, sizeof v->error, "%s failed with error %d", call, err);
+  return -1;
+}
+
+static int cublas_supports(vendor *v, dlrt_dtype t) {
+  (void)v;
+  (void)t;
+  return 1;
+}
+
+static int cublas_setup(vendor *v, const gemm_case *g) {
+  cublas_vendor *c = (cublas_vendor *)v;
+  int err = c->set_device(c->ordinal);
+  v->g = g;
+  if (!err) err = c->malloc_(&c->a, g->a_elems * g->esize);
+  if (!err) err = c->malloc_(&c->b, g->b_elems * g->esize);
+  if (!err) err = c->malloc_(&c->c, g->c_elems * g->esize);
+  if (!err) err = c->memcpy_(c->a, g->a_host, g->a_elems * g->esize, CUDA_MEMCPY_H2D);
+  if (!err) err = c->memcpy_(c->b, g->b_host, g->b_elems * g->esize, CUDA_MEMCPY_H2D);
+  return err ? cuda_failed(v, "cudaMalloc/cudaMemcpy", err) : 0;
+}
+
+/* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the
+ * operands swap, and m with n. */
+static int cublas_gemm(cublas_vendor *c) {
+  const dlrt_gemm_desc *d = &c->base.g->desc;
+  int ta = d->trans_b, tb = d->trans_a; /* CUBLAS_OP_T is 1, CUBLAS_OP_N 0 */
+  if (d->dtype == DLRT_F32)
+    return c->sgemm(c->handle, ta, tb, (int)d->n, (int)d->m, (int)d->k, &d->alpha, c->b,
+                    (int)d->ldb, c->a, (int)d->lda, &d->beta, c->c, (int)d->ldc);
+  int t = d->dtype == DLRT_F16 ? CUDA_R_16F : CUDA_R_16BF;
+  return c->gemm_ex(c->handle, ta, tb, (int)d->n, (int)d->m, (int)d->k, &d->alpha, c->b, t,
+                    (int)d->ldb, c->a, t, (int)d->lda, &d->beta, c->c, t, (int)d->ldc,
+                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+static int cublas_run(void *p, double *ms) {
+  cublas_vendor *c = p;
+  float elapsed = 0;
+  int err = c->event_record(c->start, c->stream), st = 0;
+  if (!err && (st = cublas_gemm(c)) != 0) {
+    snprintf(c->base.error, sizeof c->base.error, "cuBLAS GEMM failed with status %d", st);
+    return DLRT_ERR_BACKEND;
+  }
+  if (!err) err = c->event_record(c->end, c->stream);
+  if (!err) err = c->event_synchronize(c->end);
+  if (!err) err = c->event_elapsed(&elapsed, c->start, c->end);
+  if (err) {
+    cuda_failed(&c->base, "timing the cuBLAS GEMM", err);
+    return DLRT_ERR_BACKEND;
+  }
+  *ms = elapsed;
+  return DLRT_OK;
+}
+
+static int cublas_result(vendor *v, gemm_case *g) {
+  cublas_vendor *c = (cublas_vendor *)v;
+  int err = c->memcpy_(g->c_vendor, c->c, g->c_elems * g->esize, CUDA_MEMCPY_D2H);
+  return err ? cuda_failed(v, "cudaMemcpy", err) : 0;
+}
+
+static void cublas_release(vendor *v) {
+  cublas_vendor *c = (cublas_vendor *)v;
+  void **mems[] = {&c->a, &c->b, &c->c};
+  for (int i = 0; i < 3; i++) {
+    if (*mems[i]) c->free_(*mems[i]);
+    *mems[i] = NULL;
+  }
+}
+
+static void cublas_close(vendor *v) {
+  cublas_vendor *c = (cublas_vendor *)v;
+  if (c->free_) cublas_release(v);
+  if (c->handle) c->destroy(c->handle);
+  if (c->start) c->event_destroy(c->start);
+  if (c->end) c->event_destroy(c->end);
+  if (c->stream) c->stream_destroy(c->stream);
+  if (c->cublas) dlclose(c->cublas);
+  if (c->cudart) dlclose(c->cudart);
+  free(c);
+}
+
+static const vendor_ops CUBLAS_OPS = {"cublas", "event", cublas_supports, cublas_setup,
+                                      cublas_run, cublas_result, cublas_release, cublas_close};
+
+static void *open_first(const char *const *names) {
+  void *lib = NULL;
+  for (; *names && !lib; names++)
+    lib = dlopen(*names, RTLD_NOW | RTLD_LOCAL);
+  return lib;
+}
+
+/* Resolves every entry point; 0 and the missing name in why if one lacks. */
+static int cublas_symbols(cublas_vendor *c, char *why, size_t size) {
+  struct { void *lib; const char *name; void **slot; } syms[] = {
+      {c->cudart, "cudaSetDevice", (void **)&c->set_device},
+      {c->cudart, "cudaMalloc", (void **)&c->malloc_},
+      {c->cudart, "cudaFree", (void **)&c->free_},
+      {c->cudart, "cudaMemcpy", (void **)&c->memcpy_},
+      {c->cudart, "cudaStreamCreate", (void **)&c->stream_create},
+      {c->cudart, "cudaStreamDestroy", (void **)&c->stream_destroy},
+      {c->cudart, "cudaEventCreate", (void **)&c->event_create},
+      {c->cudart, "cudaEventDestroy", (void **)&c->event_destroy},
+      {c->cudart, "cudaEventRecord", (void **)&c->event_record},
+      {c->cudart, "cudaEventSynchronize", (void **)&c->event_synchronize},
+      {c->cudart, "cudaEventElapsedTime", (void **)&c->event_elapsed},
+      {c->cublas, "cublasCreate_v2", (void **)&c->create},
+      {c->cublas, "cublasDestroy_v2", (void **)&c->destroy},
+      {c->cublas, "cublasSetStream_v2", (void **)&c->set_stream},
+      {c->cublas, "cublasSgemm_v2", (void **)&c->sgemm},
+      {c->cublas, "cublasGemmEx", (void **)&c->gemm_ex}};
+  for (size_t i = 0; i < sizeof syms / sizeof *syms; i++)
+    if (!(*syms[i].slot = dlsym(syms[i].lib, syms[i].name))) {
+      snprintf(why, size, "cuBLAS: %s not found in the loaded libraries", syms[i].name);
+      return 0;
+    }
+  return 1;
+}
+
+/* The CUDA ordinal of the device named `name` (dlrt's index when its name
+ * matches): through the driver API, which every CUDA machine has. */
+static int cuda_find_ordinal(const char *name, int index) {
+  static const char *const drivers[] = {"libcuda.so.1", "libcuda.so", NULL};
+  void *lib = open_first(drivers);
+  int found = index, count = 0;
+  if (!lib)
+    return index;
+  int (*init)(unsigned) = (int (*)(unsigned))dlsym(lib, "cuInit");
+  int (*get_count)(int *) = (int (*)(int *))dlsym(lib, "cuDeviceGetCount");
+  int (*get)(int *, int) = (int (*)(int *, int))dlsym(lib, "cuDeviceGet");
+  int (*get_name)(char *, int, int) = (int (*)(char *, int, int))dlsym(lib, "cuDeviceGetName");
+  if (init && get_count && get && get_name && !init(0) && !get_count(&count)) {
+    for (int i = -1; i < count; i++) { /* dlrt's index first, then the others */
+      int ordinal = i < 0 ? index : i, dev = 0;
+      char dev_name[256] = "";
+      if (ordinal < count && !get(&dev, ordinal) && !get_name(dev_name, sizeof dev_name, dev) &&
+          strcmp(dev_name, name) == 0) {
+        found = ordinal;
+        break;
+      }
+    }
+  }
+  dlclose(lib);
+  return found;
+}
+
+static vendor *cublas_open(const dlrt_device_props *p, char *why, size_t size) {
+  static const char *const cudarts[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so",
+                                        NULL};
+  static const char *const cublases[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so",
+                                         NULL};
+  cublas_vendor *c = calloc(1, sizeof *c);
+  if (!c) {
+    snprintf(why, size, "out of host memory");
+    return NULL;
+  }
+  c->base.ops = &CUBLAS_OPS;
+  c->cudart = open_first(cudarts);
+  c->cublas = c->cudart ? open_first(cublases) : NULL;
+  int err = -1;
+  if (!c->cudart || !c->cublas)
+    snprintf(why, size, "cuBLAS not loadable (%s)", dlerror());
+  else if (cublas_symbols(c, why, size)) {
+    c->ordinal = cuda_find_ordinal(p->name, p->index);
+    if (!(err = c->set_device(c->ordinal)) && !(err = c->stream_create(&c->stream)) &&
+        !(err = c->event_create(&c->start)) && !(err = c->event_create(&c->end)) &&
+        !(err = c->create(&c->handle)))
+      err = c->set_stream(c->handle, c->stream);
+    if (err)
+      snprintf(why, size, "cuBLAS: setting up on CUDA device %d failed with error %d",
+               c->ordinal, err);
+  }
+  if (err) {
+    cublas_close(&c->base);
+    return NULL;
+  }
+  return &c->base;
+}
+
+/* The vendor library of the device's backend, or NULL with why not. */
+static vendor *vendor_open(const dlrt_device_props *p, char *why, size_t size) {
+  if (strcmp(p->backend, "cpu") == 0)
+    return blas_open(p, why, size);
+  if (strcmp(p->backend, "opencl") == 0)
+    return clblast_open(p, why, size);
+  if (strcmp(p->backend, "cuda") == 0)
+    return cublas_open(p, why, size);
+  snprintf(why, size, "no vendor library known for the %s backend", p->backend);
+  return NULL;
+}
+
+/* ------------------------------------------------ gemm cases */
+
+/* dlrt's C and the vendor's, compared: the row's check_error, and a note
+ * when they disagree beyond what the dtype's rounding explains. */
+static int gemm_check(bench_ctx *ctx, gemm_case *g, vendor *v, bench_row *row) {
+  static const double tolerance[] = {[DLRT_F32] = 1e-4, [DLRT_F16] = 2e-2, [DLRT_BF16] = 5e-2};
+  int rc = dlrt_copy_d2h(g->c_dlrt, g->c, 0, g->c_elems * g->esize, g->stream);
+  if (rc == DLRT_OK) rc = dlrt_stream_synchronize(g->stream);
+  if (rc != DLRT_OK)
+    return bench_fail(ctx, "gemm", row->name, "cannot read C", rc);
+  if (v->ops->result(v, g) != 0) {
+    snprintf(row->note, sizeof row->note, "%s: %.180s", v->ops->name, v->error);
+    return DLRT_OK;
+  }
+  row->check_error = gemm_difference(g);
+  if (!(row->check_error <= tolerance[g->dtype]))
+    snprintf(row->note, sizeof row->note, "dlrt and %s disagree: max relative difference %.2g",
+             v->ops->name, row->check_error);
+  return DLRT_OK;
+}
+
+/* Sets the vendor up for the case: 1 if it takes part, else 0 with why not
+ * in `why` (a dtype it lacks, or a failure, which is also reported). */
+static int gemm_vendor_setup(bench_ctx *ctx, vendor *v, gemm_case *g, const char *name,
+                             char *why, size_t size) {
+  if (!v->ops->supports(v, g->dtype)) {
+    snprintf(why, size, "%s", v->error);
+    return 0;
+  }
+  if (v->ops->setup(v, g) != 0) {
+    fprintf(stderr, "dlbench: gemm on %s, %s: %s: %s\n", ctx->props.spec, name, v->ops->name,
+            v->error);
+    ctx->failures++;
+    snprintf(why, size, "%s: %.230s", v->ops->name, v->error);
+    return 0;
+  }
+  v->error[0] = '\0'; /* from here on, a message there is a failure of its run */
+  return 1;
+}
+
+/* The vendor library of the suite's device, opened for the first case that
+ * runs (so that --filter leaving no GEMM costs no context or dlopen). */
+typedef struct {
+  vendor *v;
+  int tried;
+  char why[256]; /* why there is none */
+} gemm_vendor;
+
+static vendor *gemm_vendor_get(bench_ctx *ctx, gemm_vendor *gv) {
+  if (!gv->tried) {
+    gv->tried = 1;
+    gv->v = vendor_open(&ctx->props, gv->why, sizeof gv->why);
+    if (!gv->v && !ctx->opt->quiet)
+      fprintf(stderr, "dlbench: gemm on %s without a vendor library: %s\n", ctx->props.spec,
+              gv->why);
+  }
+  return gv->v;
+}
+
+static int gemm_one(bench_ctx *ctx, gemm_vendor *gv, gemm_case *g) {
+  const gemm_shape *s = &g->shape;
+  case_id id = {"gemm", "GFLOP/s", "", 2.0 * (double)s->m * (double)s->n * (double)s->k};
+  snprintf(id.name, sizeof id.name, "%s/%lldx%lldx%lld/%c%c", dlrt_dtype_name(g->dtype),
+           (long long)s->m, (long long)s->n, (long long)s->k, s->trans_a ? 'T' : 'N',
+           s->trans_b ? 'T' : 'N');
+  if (!bench_wanted(ctx, "gemm", id.name))
+    return DLRT_OK;
+  vendor *v = gemm_vendor_get(ctx, gv);
+  bench_timer timer = {0};
+  bench_row *row = NULL;
+  char why[256];
+  int use_vendor = 0, rc = gemm_setup(ctx, g);
+  snprintf(why, sizeof why, "%s", gv->why);
+  if (rc != DLRT_OK) {
+    bench_fail(ctx, "gemm", id.name, "setup", rc);
+    goto done;
+  }
+  if ((rc = bench_timer_init(&timer, ctx->dev, g->stream)) != DLRT_OK) {
+    bench_fail(ctx, "gemm", id.name, "cannot set up timing", rc);
+    goto done;
+  }
+  if (v)
+    use_vendor = gemm_vendor_setup(ctx, v, g, id.name, why, sizeof why);
+  bench_side vside = {v ? v->ops->run : NULL, v, v ? v->ops->timing : NULL};
+  vendor_side vs = {&vside, v ? v->ops->name : NULL, v ? v->error : NULL};
+  rc = measure_case(ctx, &id, &timer, queue_gemm, g, use_vendor ? &vs : NULL, &row);
+  if (row && use_vendor)
+    rc = gemm_check(ctx, g, v, row);
+  else if (row) /* why the vendor figure is absent */
+    snprintf(row->note, sizeof row->note, "%s", why);
+done:
+  if (v) v->ops->release(v);
+  bench_timer_free(&timer);
+  gemm_release(g);
+  return rc;
+}
+
+static int gemm_shape_runs(const bench_ctx *ctx, const gemm_shape *s) {
+  switch (s->when) {
+  case EVERY_RUN: return 1;
+  case FULL_RUNS: return !ctx->opt->quick;
+  default: return !ctx->opt->quick && ctx->props.kind == DLRT_DEVICE_DISCRETE;
+  }
+}
+
+static int suite_gemm(bench_ctx *ctx) {
+  gemm_vendor gv = {0};
+  dlrt_stream_t *stream = NULL;
+  int rc = dlrt_stream_create(ctx->dev, &stream);
+  if (rc != DLRT_OK) {
+    bench_fail(ctx, "gemm", "setup", "cannot create a stream", rc);
+    return STATUS_FAIL;
+  }
+  for (size_t t = 0; t < sizeof GEMM_DTYPES / sizeof *GEMM_DTYPES; t++)
+    for (size_t s = 0; s < sizeof GEMM_SHAPES / sizeof *GEMM_SHAPES; s++) {
+      if (!gemm_shape_runs(ctx, &GEMM_SHAPES[s]))
+        continue;
+      gemm_case g = {.dtype = GEMM_DTYPES[t], .shape = GEMM_SHAPES[s], .stream = stream};
+      gemm_one(ctx, &gv, &g); /* a failed case is counted; the others still run */
+    }
+  if (gv.v) gv.v->ops->close(gv.v);
+  dlrt_stream_destroy(stream);
+  dlrt_mem_empty_cache(ctx->dev);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- ops */
+
+/* One kernel over n elements of x, z into y (r: the reduction's result). */
+typedef struct {
+  dlrt_stream_t *stream;
+  dlrt_dtype dtype;
+  int64_t n;
+  int is_reduce, op, rows; /* reductions: rows x n/rows */
+  dlrt_buffer_t *x, *z, *y, *r;
+} kernel_op;
+
+static int queue_kernel(void *p) {
+  const kernel_op *k = p;
+  if (k->is_reduce)
+    return dlrt_reduce(k->stream, (dlrt_reduce_op)k->op, k->dtype, k->rows, k->n / k->rows, k->r,
+                       0, k->x, 0);
+  /* alpha 0.5: axpy and scale stay finite however many runs there are. */
+  return dlrt_elementwise(k->stream, (dlrt_ew_op)k->op, k->dtype, k->n, 0.5f, k->y, 0, k->x, 0,
+                          k->z, 0);
+}
+
+static int queue_d2d(void *p) {
+  const kernel_op *k = p;
+  return dlrt_copy_d2d(k->y, 0, k->x, 0, (size_t)k->n * dlrt_dtype_size(k->dtype), k->stream);
+}
+
+/* Bytes a kernel reads and writes per run. */
+static double kernel_traffic(const kernel_op *k) {
+  double e = (double)dlrt_dtype_size(k->dtype), n = (double)k->n;
+  if (k->is_reduce)
+    return e * (n + k->rows);
+  switch ((dlrt_ew_op)k->op) {
+  case DLRT_EW_FILL: return e * n;
+  case DLRT_EW_SCALE:
+  case DLRT_EW_RELU: return 2 * e * n;
+  default: return 3 * e * n; /* add, mul, axpy: two reads, one write */
+  }
+}
+
+/* What the kernel cases of one dtype share, set up for the first case that
+ * runs (so that --filter leaving none costs nothing): the arrays, filled,
+ * and the yardstick, the device-to-device copy of an array. */
+typedef struct {
+  int prepared, failed;
+  double copy_gbs; /* NAN when the copy could not be measured */
+} kernel_prep;
+
+static int kernel_buffers(bench_ctx *ctx, kernel_op *k) {
+  size_t bytes = (size_t)k->n * 4; /* the widest dtype; f16 uses half of it */
+  if (k->x) /* allocated for an earlier dtype */
+    return DLRT_OK;
+  int rc = dlrt_buffer_alloc(ctx->dev, bytes, k->stream, &k->x);
+  if (rc == DLRT_OK) rc = dlrt_buffer_alloc(ctx->dev, bytes, k->stream, &k->z);
+  if (rc == DLRT_OK) rc = dlrt_buffer_alloc(ctx->dev, bytes, k->stream, &k->y);
+  if (rc == DLRT_OK) rc = dlrt_buffer_alloc(ctx->dev, bytes / 1024 + 4, k->stream, &k->r);
+  return rc;
+}
+
+static int kernel_fill(kernel_op *k, dlrt_buffer_t *buf, float value) {
+  return dlrt_elementwise(k->stream, DLRT_EW_FILL, k->dtype, k->n, value, buf, 0, NULL, 0, NULL,
+                          0);
+}
+
+/* 0, or -1 when the arrays could not be set up (reported once). */
+static int kernel_prepare(bench_ctx *ctx, kernel_op *k, kernel_prep *p) {
+  char size[32];
+  size_t bytes = (size_t)k->n * dlrt_dtype_size(k->dtype);
+  case_id id = {"ops", "GB/s", "", 2.0 * (double)bytes}; /* read and written */
+  bench_row *row = NULL;
+  int rc;
+  if (p->prepared)
+    return p->failed ? -1 : 0;
+  p->prepared = 1;
+  p->copy_gbs = NAN;
+  size_name(bytes, size, sizeof size);
+  snprintf(id.name, sizeof id.name, "copy-d2d/%s/%s", dlrt_dtype_name(k->dtype), size);
+  if ((rc = kernel_buffers(ctx, k)) != DLRT_OK || (rc = kernel_fill(k, k->x, 1.5f)) != DLRT_OK ||
+      (rc = kernel_fill(k, k->z, -0.5f)) != DLRT_OK || (rc = kernel_fill(k, k->y, 0)) != DLRT_OK) {
+    bench_fail(ctx, "ops", id.name, "cannot set up the arrays", rc);
+    p->failed = 1;
+    return -1;
+  }
+  if (!ctx->opt->quiet)
+    fprintf(stderr, "dlbench: %-5s %-9s %s\n", "ops", ctx->props.spec, id.name);
+  measure_dlrt(ctx, &id, k->stream, queue_d2d, k, &row);
+  if (row) {
+    row->bytes = (double)bytes;
+    row->copy_fraction = 1.0;
+    snprintf(row->note, sizeof row->note, "the yardstick: GB/s counts bytes read plus written");
+    p->copy_gbs = row->median;
+  }
+  return 0;
+}
+
+static int kernel_case(bench_ctx *ctx, kernel_op *k, const char *what, kernel_prep *p) {
+  char size[32];
+  case_id id = {"ops", "GB/s", "", kernel_traffic(k)};
+  size_name((size_t)k->n * dlrt_dtype_size(k->dtype), size, sizeof size);
+  snprintf(id.name, sizeof id.name, "%s/%s/%s", what, dlrt_dtype_name(k->dtype), size);
+  if (!bench_wanted(ctx, "ops", id.name) || kernel_prepare(ctx, k, p) != 0)
+    return DLRT_OK;
+  bench_row *row;
+  int rc = measure_dlrt(ctx, &id, k->stream, queue_kernel, k, &row);
+  if (row) {
+    row->bytes = (double)k->n * (double)dlrt_dtype_size(k->dtype);
+    row->copy_fraction = row->median / p->copy_gbs;
+    if (isnan(p->copy_gbs))
+      snprintf(row->note, sizeof row->note, "no d2d copy figure to compare with");
+  }
+  return rc;
+}
+
+static void kernels_dtype(bench_ctx *ctx, kernel_op *k) {
+  static const dlrt_ew_op ew[] = {DLRT_EW_ADD, DLRT_EW_MUL, DLRT_EW_AXPY, DLRT_EW_SCALE,
+                                  DLRT_EW_RELU};
+  kernel_prep p = {0};
+  k->is_reduce = 0;
+  for (size_t i = 0; i < sizeof ew / sizeof *ew; i++) {
+    k->op = ew[i];
+    kernel_case(ctx, k, dlrt_ew_op_name(ew[i]), &p);
+  }
+  /* Whole-array reductions, and rows of 1024 (a softmax or a loss over rows). */
+  k->is_reduce = 1;
+  for (int op = 0; op < DLRT_REDUCE_COUNT_; op++) {
+    char what[48];
+    k->op = op;
+    k->rows = 1;
+    snprintf(what, sizeof what, "reduce-%s", dlrt_reduce_op_name((dlrt_reduce_op)op));
+    kernel_case(ctx, k, what, &p);
+  }
+  k->op = DLRT_REDUCE_SUM;
+  k->rows = (int)(k->n / 1024);
+  kernel_case(ctx, k, "reduce-sum-rows1024", &p);
+}
+
+/* conv2d on the shape of the cnn model's second convolution: batch x 32 x
+ * 14 x 14 -> 64 channels, 3 x 3, padding 1; loss = sum of the output. */
+typedef struct {
+  dlrt_graph_t *g;
+  dlrt_exec_t *e;
+  dlrt_run_mode mode;
+  int64_t n, c, h, w, o, k;
+} conv_op;
+
+static int queue_conv(void *p) {
+  const conv_op *c = p;
+  return dlrt_exec_run(c->e, c->mode);
+}
+
+static int conv_build(bench_ctx *ctx, conv_op *c) {
+  int64_t xs[4] = {c->n, c->c, c->h, c->w}, ws[4] = {c->o, c->c, c->k, c->k}, bs[1] = {c->o};
+  int64_t fan_in = c->c * c->k * c->k;
+  int rc = dlrt_graph_create(&c->g);
+  if (rc != DLRT_OK)
+    return rc;
+  dlrt_tensor_t *x = dlrt_input(c->g, "x", DLRT_F32, 4, xs);
+  dlrt_tensor_t *w = dlrt_param(c->g, "w", 4, ws, DLRT_INIT_FAN_IN_UNIFORM, fan_in, c->o);
+  dlrt_tensor_t *b = dlrt_param(c->g, "b", 1, bs, DLRT_INIT_FAN_IN_UNIFORM, fan_in, c->o);
+  dlrt_tensor_t *loss = dlrt_sum(c->g, dlrt_conv2d(c->g, x, w, b, 1, (int)(c->k / 2), 1));
+  if ((rc = dlrt_graph_status(c->g)) != DLRT_OK ||
+      (rc = dlrt_graph_backward(c->g, loss)) != DLRT_OK ||
+      (rc = dlrt_exec_create(c->g, ctx->dev, 1, &c->e)) != DLRT_OK)
+    return rc;
+  size_t count = (size_t)(c->n * c->c * c->h * c->w);
+  float *host = malloc(count * sizeof *host);
+  if (!host)
+    return DLRT_ERR_OOM;
+  fill_random(host, count, 777);
+  rc = dlrt_exec_write(c->e, x, host, count * sizeof *host);
+  free(host);
+  return rc;
+}
+
+static void conv_name(const conv_op *c, int train, char *out, size_t size) {
+  snprintf(out, size, "%s/%lldx%lldx%lldx%lld/o%lldk%lldp%lld",
+           train ? "conv2d-train" : "conv2d-fwd", (long long)c->n, (long long)c->c,
+           (long long)c->h, (long long)c->w, (long long)c->o, (long long)c->k,
+           (long long)(c->k / 2));
+}
+
+static void suite_conv(bench_ctx *ctx) {
+  conv_op c = {.n = ctx->opt->quick ? 8 : 32, .c = 32, .h = 14, .w = 14, .o = 64, .k = 3};
+  /* Forward FLOP: 2 per multiply-add, output N x O x H x W (padding keeps
+   * the size), each C x K x K deep; a training run adds the gradients of the
+   * input and of the weights, as many again each. */
+  double forward = 2.0 * (double)(c.n * c.o * c.h * c.w) * (double)(c.c * c.k * c.k);
+  case_id ids[2] = {{"ops", "GFLOP/s", "", forward}, {"ops", "GFLOP/s", "", 3 * forward}};
+  conv_name(&c, 0, ids[0].name, sizeof ids[0].name);
+  conv_name(&c, 1, ids[1].name, sizeof ids[1].name);
+  if (!bench_matches(ctx, ids[0].name) && !bench_matches(ctx, ids[1].name))
+    return;
+  int rc = conv_build(ctx, &c);
+  if (rc != DLRT_OK)
+    bench_fail(ctx, "ops", "conv2d", "cannot build the graph", rc);
+  for (int m = 0; m < 2 && rc == DLRT_OK; m++) {
+    bench_row *row;
+    if (!bench_wanted(ctx, "ops", ids[m].name))
+      continue;
+    c.mode = m ? DLRT_RUN_TRAIN : DLRT_RUN_FORWARD;
+    if (measure_dlrt(ctx, &ids[m], NULL, queue_conv, &c, &row) == DLRT_OK && row)
+      snprintf(row->note, sizeof row->note, "host clock: the executor's stream is not public");
+  }
+  dlrt_exec_destroy(c.e);
+  dlrt_graph_destroy(c.g);
+}
+
+static int suite_ops(bench_ctx *ctx) {
+  static const dlrt_dtype dtypes[] = {DLRT_F32, DLRT_F16};
+  /* 64 MiB of fp32 per array (16 Mi elements): past every cache, a GPU's L2
+   * included (the three arrays of an add are 192 MiB); --quick: 4 MiB. */
+  kernel_op k = {.n = ctx->opt->quick ? (int64_t)1 << 20 : (int64_t)1 << 24};
+  int rc = dlrt_stream_create(ctx->dev, &k.stream);
+  if (rc != DLRT_OK) {
+    bench_fail(ctx, "ops", "setup", "cannot create a stream", rc);
+    return STATUS_FAIL;
+  }
+  for (size_t t = 0; t < sizeof dtypes / sizeof *dtypes; t++) {
+    k.dtype = dtypes[t];
+    kernels_dtype(ctx, &k); /* a failed case is counted; the others still run */
+  }
+  dlrt_buffer_free(k.x);
+  dlrt_buffer_free(k.z);
+  dlrt_buffer_free(k.y);
+  dlrt_buffer_free(k.r);
+  dlrt_stream_destroy(k.stream);
+  suite_conv(ctx);
+  dlrt_mem_empty_cache(ctx->dev);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- train */
+
+typedef struct {
+  dlrt_trainer_t *trainer;
+  dlrt_dataset data;
+  int epoch;
+} train_op;
+
+/* One timed run is one epoch over a small generated set (a few steps). */
+static int queue_epoch(void *p) {
+  train_op *t = p;
+  dlrt_epoch_stats stats;
+  return dlrt_trainer_epoch(t->trainer, &t->data, t->epoch++, NULL, NULL, &stats);
+}
+
+static int train_model(bench_ctx *ctx, const char *model) {
+  const int64_t batch = ctx->opt->quick ? 32 : 64, steps = ctx->opt->quick ? 3 : 10;
+  case_id id = {"train", "steps/s", "", (double)steps};
+  snprintf(id.name, sizeof id.name, "%s/b%lld", model, (long long)batch);
+  if (!bench_wanted(ctx, "train", id.name))
+    return DLRT_OK;
+  train_op t = {0};
+  dlrt_trainer_config cfg = {.model = model, .batch = batch,
+                             .opt = dlrt_optimizer_defaults(DLRT_OPT_ADAM), .seed = 1};
+  bench_row *row = NULL;
+  dlrt_exec_info info;
+  int rc = dlrt_dataset_generate(batch * steps, 10, 1, &t.data);
+  if (rc == DLRT_OK)
+    rc = dlrt_trainer_create(ctx->dev, &cfg, t.data.height, t.data.width, t.data.classes,
+                             &t.trainer);
+  if (rc != DLRT_OK) {
+    bench_fail(ctx, "train", id.name, "cannot set up the trainer", rc);
+  } else if (measure_dlrt(ctx, &id, NULL, queue_epoch, &t, &row) == DLRT_OK && row) {
+    if ((rc = dlrt_trainer_info(t.trainer, &info)) != DLRT_OK) {
+      bench_fail(ctx, "train", id.name, "cannot read the trainer's figures", rc);
+    } else {
+      row->images_per_s = row->median * (double)batch;
+      row->planned_peak = (double)info.planned_peak_bytes;
+      row->measured_peak = (double)info.measured_peak_bytes;
+      snprintf(row->note, sizeof row->note, "one run: an epoch of %lld steps, Adam",
+               (long long)steps);
+    }
+  }
+  dlrt_trainer_destroy(t.trainer);
+  dlrt_dataset_free(&t.data);
+  return rc;
+}
+
+static int suite_train(bench_ctx *ctx) {
+  static const char *const models[] = {"mlp", "cnn"};
+  for (size_t i = 0; i < sizeof models / sizeof *models; i++)
+    train_model(ctx, models[i]); /* a failed model is counted; the other still runs */
+  dlrt_mem_empty_cache(ctx->dev);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- loader */
+
+typedef struct {
+  dlrt_loader_t *loader;
+  int epoch;
+} loader_op;
+
+/* One epoch through the loader: every batch decoded, augmented, staged and
+ * copied to the device, and handed back at once. */
+static int queue_loader_epoch(void *p) {
+  loader_op *l = p;
+  int rc = dlrt_loader_start(l->loader, l->epoch++);
+  dlrt_batch b;
+  while (rc == DLRT_OK && (rc = dlrt_loader_next(l->loader, &b)) == 1)
+    rc = dlrt_loader_release(l->loader, &b, NULL);
+  return rc < 0 ? rc : DLRT_OK;
+}
+
+static int suite_loader(bench_ctx *ctx) {
+  const int64_t batch = 64, batches = ctx->opt->quick ? 10 : 50;
+  static const int workers[] = {1, 2, 4};
+  dlrt_dataset data;
+  int rc = dlrt_dataset_generate(batch * batches, 10, 1, &data);
+  if (rc != DLRT_OK) return bench_fail(ctx, "loader", "", "cannot generate data", rc), 0;
+  for (size_t i = 0; i < sizeof workers / sizeof *workers; i++) {
+    case_id id = {"loader", "images/s", "", (double)(batch * batches)};
+    snprintf(id.name, sizeof id.name, "augment/w%d/b%lld", workers[i], (long long)batch);
+    if (!bench_wanted(ctx, "loader", id.name)) continue;
+    dlrt_loader_config c = {.batch = batch, .workers = workers[i], .prefetch = 4, .seed = 1,
+                            .shuffle = 1, .world = 1, .augment = 1,
+                            .aug = {.crop_padding = 2, .flip = 1, .erase_p = 0.25f,
+                                    .mean = 0.286f, .std = 0.353f}};
+    loader_op l = {0};
+    bench_row *row = NULL;
+    if ((rc = dlrt_loader_create(ctx->dev, &data, &c, &l.loader)) != DLRT_OK) {
+      bench_fail(ctx, "loader", id.name, "cannot create the loader", rc);
+      continue;
+    }
+    if (measure_dlrt(ctx, &id, NULL, queue_loader_epoch, &l, &row) == DLRT_OK && row)
+      snprintf(row->note, sizeof row->note, "one run: an epoch of %lld batches; crop 2, flip, "
+               "erase 0.25, normalise; prefetch 4", (long long)batches);
+    dlrt_loader_destroy(l.loader);
+  }
+  dlrt_dataset_free(&data);
+  return 0;
+}
+
+/* ---------------------------------------------------------------- the table */
+
+const bench_suite bench_suites[] = {
+    {"copy", suite_copy, "host<->device and device<->device copies (GB/s)"},
+    {"gemm", suite_gemm, "GEMM beside the vendor library (GFLOP/s)"},
+    {"ops", suite_ops, "elementwise, reduction and conv2d kernels"},
+    {"train", suite_train, "training steps of the mlp and cnn models"},
+    /* Announced, to come with their own issues: a function here is all it takes. */
+    {"spill", NULL, "training under a device budget, spilling to the host"},
+    {"loader", suite_loader, "the data loader's images/s against its workers"},
+};
+const int bench_suite_count = (int)(sizeof bench_suites / sizeof *bench_suites);

@@ -1,0 +1,625 @@
+/* dlbench — sets dlrt's backends side by side, and each beside its vendor
+ * library called directly: copies, GEMM, kernels and training steps, warmed
+ * up, repeated, timed by device events; results as a table, JSON, CSV or an
+ * HTML report, and `dlbench compare` of two saved JSON results.
+ * Exit status: 0 success, 1 a dlrt call failed (the other cases still run
+ * and are written), 2 usage error, a device spec that opens nothing, or an
+ * unreadable file for compare. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <cblas.h>
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dlbench.h"
+
+/* Defaults: full runs, and --quick ones (a smoke test of a few seconds). */
+enum { DEFAULT_WARMUP = 2, DEFAULT_REPS = 10, QUICK_WARMUP = 1, QUICK_REPS = 3 };
+static const double DEFAULT_MIN_TIME = 0.2, QUICK_MIN_TIME = 0.0; /* seconds */
+
+enum { MAX_SPECS = 64 };
+
+static void usage(FILE *out) {
+  fputs("Usage: dlbench [OPTION]... [SUITE]...\n"
+        "       dlbench compare A.json B.json\n"
+        "Measures dlrt's devices side by side, each beside its vendor library called\n"
+        "directly (OpenBLAS on the CPU, CLBlast on OpenCL, cuBLAS on CUDA).\n\n"
+        "Suites (default: all):\n"
+        "  copy    host->device and device->host from pageable and pinned memory, and\n"
+        "          device->device, 4 KiB to 256 MiB (GB/s; device->device counts the\n"
+        "          bytes read plus the bytes written)\n"
+        "  gemm    fp32, fp16 and bf16 GEMM, square and training-shaped (GFLOP/s), each\n"
+        "          beside the vendor library: ratio dlrt/vendor (1.0: no overhead)\n"
+        "  ops     elementwise and reduction kernels (GB/s, and as a fraction of the\n"
+        "          device's own device->device copy), conv2d forward and training runs\n"
+        "  train   steps and images per second of the mlp and cnn models, with the\n"
+        "          planned and measured peak device memory\n"
+        "  loader  the data loader's images/s against its worker count (1, 2, 4),\n"
+        "          with augmentation, prefetch 4, batch 64, to the device\n"
+        "  spill   not available yet (accepted and skipped)\n"
+        "  all     every suite\n\n"
+        "Options:\n"
+        "  -d, --device SPEC    a device to measure: cpu, opencl:N, cuda:N, auto; repeat\n"
+        "                       it or give a comma-separated list (default: every device)\n"
+        "  -q, --quick          few sizes and repetitions: a smoke test (about a minute\n"
+        "                       for all suites on a CPU and a PoCL device)\n"
+        "  -r, --reps N         timed runs per case: at least N (default 10, quick 3) ...\n"
+        "  -t, --min-time S     ... and at least S seconds of them in all (default 0.2,\n"
+        "                       quick 0); never more than 2000 runs\n"
+        "  -w, --warmup N       untimed runs before timing: at least N (default 2, quick\n"
+        "                       1) and, when N > 0, a quarter of --min-time\n"
+        "  -f, --filter TEXT    only cases whose name contains TEXT (for example\n"
+        "                       f32/1024x1024x1024)\n"
+        "      --json FILE|-    write the results as JSON (docs/dlbench.md)\n"
+        "      --csv FILE|-     write the results as CSV, one row per case\n"
+        "      --report FILE    write an HTML report with SVG charts (no scripts, no\n"
+        "                       network)\n"
+        "      --quiet          no progress lines on stderr\n"
+        "  -h, --help           show this help and exit\n"
+        "  -V, --version        show the dlrt version and exit\n\n"
+        "The table goes to stdout, or to stderr when --json - or --csv - takes stdout.\n"
+        "Each case: --warmup runs of each side, then timed runs alternating dlrt and\n"
+        "the vendor library; median, min and max are reported, and per row whether\n"
+        "device events or the host clock (with a synchronize) timed it.\n\n"
+        "compare A.json B.json prints, for each (suite, device, case) in both files,\n"
+        "the two medians and the ratio B/A.\n\n"
+        "Environment: OPENBLAS_NUM_THREADS (both sides on the CPU use the same\n"
+        "OpenBLAS), DLRT_BACKEND, DLRT_MEM_LIMIT (see dlinfo --help).\n"
+        "Exit status: 0 success, 1 a dlrt call failed, 2 usage error or unknown device.\n",
+        out);
+}
+
+/* ---------------------------------------------------------------- measuring */
+
+double bench_now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Host-clock timing needs the queue empty at both ends. */
+static int timer_sync(bench_timer *t) {
+  return t->stream ? dlrt_stream_synchronize(t->stream) : dlrt_device_synchronize(t->dev);
+}
+
+/* Events where the backend times them: a probe pair tells (the first
+ * elapsed-time query is where a backend without timers says so). */
+int bench_timer_init(bench_timer *t, dlrt_device_t *dev, dlrt_stream_t *stream) {
+  *t = (bench_timer){.dev = dev, .stream = stream};
+  if (!stream)
+    return DLRT_OK;
+  float ms;
+  int rc = dlrt_event_create(dev, &t->start);
+  if (rc == DLRT_OK) rc = dlrt_event_create(dev, &t->end);
+  if (rc == DLRT_OK) rc = dlrt_event_record(t->start, stream);
+  if (rc == DLRT_OK) rc = dlrt_event_record(t->end, stream);
+  if (rc == DLRT_OK) rc = dlrt_event_synchronize(t->end);
+  if (rc == DLRT_OK) rc = dlrt_event_elapsed_ms(t->start, t->end, &ms);
+  if (rc == DLRT_ERR_UNSUPPORTED) {
+    dlrt_clear_error();
+    rc = DLRT_OK;
+    bench_timer_free(t);
+    *t = (bench_timer){.dev = dev, .stream = stream};
+  }
+  return rc;
+}
+
+void bench_timer_free(bench_timer *t) {
+  dlrt_event_destroy(t->start);
+  dlrt_event_destroy(t->end);
+  t->start = t->end = NULL;
+}
+
+const char *bench_timer_kind(const bench_timer *t) { return t->start ? "event" : "wall"; }
+
+int bench_timer_begin(bench_timer *t) {
+  if (t->start)
+    return dlrt_event_record(t->start, t->stream);
+  int rc = timer_sync(t);
+  t->t0 = bench_now_s();
+  return rc;
+}
+
+int bench_timer_end(bench_timer *t, double *ms) {
+  int rc;
+  if (!t->start) {
+    rc = timer_sync(t);
+    *ms = (bench_now_s() - t->t0) * 1e3;
+    return rc;
+  }
+  float elapsed = 0;
+  if ((rc = dlrt_event_record(t->end, t->stream)) == DLRT_OK &&
+      (rc = dlrt_event_synchronize(t->end)) == DLRT_OK)
+    rc = dlrt_event_elapsed_ms(t->start, t->end, &elapsed);
+  *ms = elapsed;
+  return rc;
+}
+
+void bench_samples_free(bench_samples *s) {
+  if (!s) return;
+  free(s->ms);
+  s->ms = NULL;
+  s->n = 0;
+}
+
+/* One timed run of `side` appended to s (when s is not NULL: warm-up). */
+static int run_side(const bench_side *side, bench_samples *s) {
+  double ms = 0;
+  int rc = side->run(side->ctx, &ms);
+  if (rc == DLRT_OK && s)
+    s->ms[s->n++] = ms;
+  return rc;
+}
+
+int bench_measure(const bench_options *o, const bench_side *a, const bench_side *b,
+                  bench_samples *sa, bench_samples *sb) {
+  int rc = DLRT_OK;
+  *sa = (bench_samples){calloc(BENCH_MAX_REPS, sizeof(double)), 0};
+  if (sb) *sb = (bench_samples){calloc(BENCH_MAX_REPS, sizeof(double)), 0};
+  if (!sa->ms || (sb && !sb->ms))
+    return DLRT_ERR_OOM;
+  /* Warm-up: caches, clocks, lazily compiled kernels, and drivers whose
+   * threads sleep when idle (PoCL's wake in tens of microseconds) all need a
+   * little time as well as a few runs. */
+  double start = bench_now_s();
+  for (int i = 0; i < BENCH_MAX_REPS && rc == DLRT_OK; i++) {
+    if (i >= o->warmup && (o->warmup == 0 || bench_now_s() - start >= o->min_time / 4))
+      break;
+    if ((rc = run_side(a, NULL)) == DLRT_OK && b)
+      rc = run_side(b, NULL);
+  }
+  start = bench_now_s();
+  for (int i = 0; i < BENCH_MAX_REPS && rc == DLRT_OK; i++) {
+    if (i >= o->reps && i >= BENCH_MIN_REPS && bench_now_s() - start >= o->min_time)
+      break;
+    /* a b, b a, a b, ...: neither side always runs on the other's leftovers. */
+    int b_first = b && (i & 1);
+    if (b_first) rc = run_side(b, sb);
+    if (rc == DLRT_OK) rc = run_side(a, sa);
+    if (rc == DLRT_OK && b && !b_first) rc = run_side(b, sb);
+  }
+  return rc;
+}
+
+static int compare_doubles(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return (a > b) - (a < b);
+}
+
+/* Median, min and max milliseconds of a sample set (sorted in place). */
+static void summarize(bench_samples *s, double *median, double *min, double *max) {
+  if (s->n == 0) {
+    *median = *min = *max = NAN;
+    return;
+  }
+  qsort(s->ms, (size_t)s->n, sizeof *s->ms, compare_doubles);
+  *min = s->ms[0];
+  *max = s->ms[s->n - 1];
+  *median = s->n % 2 ? s->ms[s->n / 2] : (s->ms[s->n / 2 - 1] + s->ms[s->n / 2]) / 2;
+}
+
+/* Work per millisecond in the unit: GB/s and GFLOP/s count 1e9, steps/s and
+ * images/s one. */
+static double rate(const bench_row *row, double ms) {
+  double divisor = strcmp(row->unit, "GB/s") == 0 || strcmp(row->unit, "GFLOP/s") == 0 ? 1e9 : 1.0;
+  return ms > 0 ? row->work / (ms * 1e-3) / divisor : NAN;
+}
+
+void bench_row_fill(bench_row *row, bench_samples *dlrt, const char *timing,
+                    bench_samples *vendor, const char *vendor_name, const char *vendor_timing) {
+  double med, lo, hi;
+  summarize(dlrt, &med, &lo, &hi);
+  row->reps = dlrt->n;
+  row->ms = med;
+  row->median = rate(row, med);
+  row->min = rate(row, hi); /* the slowest run is the lowest rate */
+  row->max = rate(row, lo);
+  row->timing = timing;
+  if (!vendor || vendor->n == 0)
+    return;
+  summarize(vendor, &med, &lo, &hi);
+  snprintf(row->vendor, sizeof row->vendor, "%s", vendor_name);
+  row->vendor_ms = med;
+  row->vendor_median = rate(row, med);
+  row->vendor_min = rate(row, hi);
+  row->vendor_max = rate(row, lo);
+  row->vendor_timing = vendor_timing;
+  row->ratio = row->median / row->vendor_median;
+}
+
+/* ---------------------------------------------------------------- suites */
+
+int bench_matches(const bench_ctx *ctx, const char *name) {
+  return !ctx->opt->filter || strstr(name, ctx->opt->filter) != NULL;
+}
+
+int bench_wanted(const bench_ctx *ctx, const char *suite, const char *name) {
+  if (!bench_matches(ctx, name))
+    return 0;
+  if (!ctx->opt->quiet)
+    fprintf(stderr, "dlbench: %-5s %-9s %s\n", suite, ctx->props.spec, name);
+  return 1;
+}
+
+int bench_fail(bench_ctx *ctx, const char *suite, const char *name, const char *what, int rc) {
+  const char *detail = dlrt_last_error();
+  fprintf(stderr, "dlbench: %s on %s, %s: %s: %s\n", suite, ctx->props.spec, name, what,
+          detail && *detail ? detail : dlrt_strerror(rc));
+  ctx->failures++;
+  return rc;
+}
+
+/* ---------------------------------------------------------------- the machine */
+
+static void read_cpu_model(char *out, size_t size) {
+  char line[512];
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  snprintf(out, size, "unknown");
+  if (!f)
+    return;
+  while (fgets(line, sizeof line, f)) {
+    char *colon = strchr(line, ':');
+    if (strncmp(line, "model name", 10) == 0 && colon) {
+      colon += 1 + strspn(colon + 1, " \t");
+      colon[strcspn(colon, "\n")] = '\0';
+      snprintf(out, size, "%s", colon);
+      break;
+    }
+  }
+  fclose(f);
+}
+
+static void read_machine(bench_machine *m) {
+  struct utsname u;
+  time_t now = time(NULL);
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  const char *threads = getenv("OPENBLAS_NUM_THREADS");
+  read_cpu_model(m->cpu_model, sizeof m->cpu_model);
+  m->cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  m->host_memory = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+  if (uname(&u) == 0)
+    snprintf(m->os, sizeof m->os, "%.30s %.60s %.30s", u.sysname, u.release, u.machine);
+  else
+    snprintf(m->os, sizeof m->os, "unknown");
+  char config[96] = "";
+  snprintf(config, sizeof config, "%s", openblas_get_config());
+  snprintf(m->blas, sizeof m->blas, "%s, %d threads", config, openblas_get_num_threads());
+  snprintf(m->blas_threads, sizeof m->blas_threads, "%s", threads ? threads : "unset");
+  strftime(m->created, sizeof m->created, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+}
+
+/* ---------------------------------------------------------------- options */
+
+typedef struct {
+  bench_options bench;
+  char *specs[MAX_SPECS]; /* owned copies */
+  int n_specs;
+  int suites[16];         /* 1: run bench_suites[i] */
+  const char *json, *csv, *report;
+  const char *compare[2];
+} options;
+
+static void options_free(options *o) {
+  for (int i = 0; i < o->n_specs; i++)
+    free(o->specs[i]);
+}
+
+/* An integer in [min, max] for --NAME; says why not on stderr. */
+static int parse_int(const char *name, const char *text, long min, long max, int *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(text, &end, 10);
+  if (errno || end == text || *end || v < min || v > max) {
+    fprintf(stderr, "dlbench: --%s needs an integer from %ld to %ld, not '%s'\n", name, min,
+            max, text);
+    return 0;
+  }
+  *out = (int)v;
+  return 1;
+}
+
+static int parse_seconds(const char *text, double *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (errno || end == text || *end || !isfinite(v) || v < 0 || v > 3600) {
+    fprintf(stderr, "dlbench: --min-time needs seconds from 0 to 3600, not '%s'\n", text);
+    return 0;
+  }
+  *out = v;
+  return 1;
+}
+
+/* Splits a comma-separated --device list into o->specs. */
+static int add_specs(options *o, const char *list) {
+  char *copy = strdup(list), *save = NULL;
+  if (!copy) return 0;
+  int ok = 1;
+  for (char *s = strtok_r(copy, ",", &save); s && ok; s = strtok_r(NULL, ",", &save)) {
+    if (o->n_specs == MAX_SPECS) {
+      fprintf(stderr, "dlbench: more than %d devices\n", MAX_SPECS);
+      ok = 0;
+    } else if (!(o->specs[o->n_specs++] = strdup(s))) {
+      ok = 0;
+    }
+  }
+  if (ok && !*list) {
+    fputs("dlbench: --device needs a spec (cpu, opencl:N, cuda:N, auto)\n", stderr);
+    ok = 0;
+  }
+  free(copy);
+  return ok;
+}
+
+static int select_suite(options *o, const char *name) {
+  if (strcmp(name, "all") == 0) {
+    for (int i = 0; i < bench_suite_count; i++)
+      o->suites[i] = 1;
+    return 1;
+  }
+  for (int i = 0; i < bench_suite_count; i++)
+    if (strcmp(name, bench_suites[i].name) == 0)
+      return o->suites[i] = 1;
+  fprintf(stderr, "dlbench: unknown suite '%s' (", name);
+  for (int i = 0; i < bench_suite_count; i++)
+    fprintf(stderr, "%s, ", bench_suites[i].name);
+  fputs("or all)\n", stderr);
+  return 0;
+}
+
+/* The positional arguments: suites, or compare A B. */
+static int parse_operands(options *o, int argc, char **argv) {
+  if (optind < argc && strcmp(argv[optind], "compare") == 0) {
+    if (argc - optind != 3) {
+      fputs("dlbench: compare needs two JSON files: dlbench compare A.json B.json\n", stderr);
+      return 0;
+    }
+    o->compare[0] = argv[optind + 1];
+    o->compare[1] = argv[optind + 2];
+    return 1;
+  }
+  if (optind == argc)
+    return select_suite(o, "all");
+  for (int i = optind; i < argc; i++)
+    if (!select_suite(o, argv[i]))
+      return 0;
+  return 1;
+}
+
+/* 0, or the exit status (-1: exit 0 at once). */
+static int parse_options(int argc, char **argv, options *o) {
+  enum { OPT_JSON = 256, OPT_CSV, OPT_REPORT, OPT_QUIET };
+  static const struct option longopts[] = {
+      {"device", required_argument, NULL, 'd'},  {"quick", no_argument, NULL, 'q'},
+      {"reps", required_argument, NULL, 'r'},    {"min-time", required_argument, NULL, 't'},
+      {"warmup", required_argument, NULL, 'w'},  {"filter", required_argument, NULL, 'f'},
+      {"json", required_argument, NULL, OPT_JSON}, {"csv", required_argument, NULL, OPT_CSV},
+      {"report", required_argument, NULL, OPT_REPORT},
+      {"quiet", no_argument, NULL, OPT_QUIET},   {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, 'V'},       {NULL, 0, NULL, 0}};
+  int reps = -1, warmup = -1, c, ok = 1;
+  double min_time = -1;
+
+  /* getopt permutes, so options may follow the suites (dlbench gemm --quick). */
+  while (ok && (c = getopt_long(argc, argv, "d:qr:t:w:f:hV", longopts, NULL)) != -1) {
+    switch (c) {
+    case 'd': ok = add_specs(o, optarg); break;
+    case 'q': o->bench.quick = 1; break;
+    case 'r': ok = parse_int("reps", optarg, 1, BENCH_MAX_REPS, &reps); break;
+    case 't': ok = parse_seconds(optarg, &min_time); break;
+    case 'w': ok = parse_int("warmup", optarg, 0, 1000, &warmup); break;
+    case 'f': o->bench.filter = optarg; break;
+    case OPT_JSON: o->json = optarg; break;
+    case OPT_CSV: o->csv = optarg; break;
+    case OPT_REPORT: o->report = optarg; break;
+    case OPT_QUIET: o->bench.quiet = 1; break;
+    case 'h': usage(stdout); return -1;
+    case 'V': printf("dlbench (dlrt) %s\n", dlrt_version_string()); return -1;
+    default: ok = 0; break; /* getopt named the option already */
+    }
+  }
+  if (ok)
+    ok = parse_operands(o, argc, argv);
+  int to_stdout = (o->json && !strcmp(o->json, "-")) + (o->csv && !strcmp(o->csv, "-")) +
+                  (o->report && !strcmp(o->report, "-"));
+  if (ok && to_stdout > 1) {
+    fputs("dlbench: only one of --json, --csv and --report can write to stdout ('-')\n",
+          stderr);
+    ok = 0;
+  }
+  if (!ok) {
+    fputs("Try 'dlbench --help' for more information.\n", stderr);
+    return STATUS_USAGE;
+  }
+  bench_options *b = &o->bench;
+  b->warmup = warmup >= 0 ? warmup : b->quick ? QUICK_WARMUP : DEFAULT_WARMUP;
+  b->reps = reps >= 0 ? reps : b->quick ? QUICK_REPS : DEFAULT_REPS;
+  b->min_time = min_time >= 0 ? min_time : b->quick ? QUICK_MIN_TIME : DEFAULT_MIN_TIME;
+  return 0;
+}
+
+/* ---------------------------------------------------------------- devices */
+
+/* The devices to measure: those --device names (each once), else all. A
+ * spec that opens nothing is a usage error. */
+static int open_devices(const options *o, dlrt_device_t ***devs, int *n) {
+  int count = o->n_specs ? o->n_specs : dlrt_device_count();
+  if (count < 0) {
+    fprintf(stderr, "dlbench: cannot list devices: %s\n", dlrt_last_error());
+    return STATUS_FAIL;
+  }
+  *n = 0;
+  if (!(*devs = calloc((size_t)count + 1, sizeof **devs))) {
+    fputs("dlbench: out of host memory\n", stderr);
+    return STATUS_FAIL;
+  }
+  for (int i = 0; i < count; i++) {
+    dlrt_device_t *dev;
+    int rc = o->n_specs ? dlrt_device_open(o->specs[i], &dev) : dlrt_device_get(i, &dev);
+    if (rc != DLRT_OK && !o->n_specs) {
+      fprintf(stderr, "dlbench: cannot open device %d: %s\n", i, dlrt_last_error());
+      return STATUS_FAIL;
+    }
+    if (rc != DLRT_OK) {
+      fprintf(stderr, "dlbench: --device %s: %s\n", o->specs[i],
+              *dlrt_last_error() ? dlrt_last_error() : dlrt_strerror(rc));
+      fputs("dlbench: run dlinfo to list devices\n", stderr);
+      return rc == DLRT_ERR_BAD_SPEC || rc == DLRT_ERR_NO_DEVICE ? STATUS_USAGE : STATUS_FAIL;
+    }
+    int seen = 0;
+    for (int j = 0; j < *n; j++)
+      seen |= (*devs)[j] == dev;
+    if (!seen)
+      (*devs)[(*n)++] = dev;
+  }
+  return 0;
+}
+
+static int read_device_props(dlrt_device_t **devs, int n, bench_machine *m) {
+  if (!(m->devices = calloc((size_t)n + 1, sizeof *m->devices))) {
+    fputs("dlbench: out of host memory\n", stderr);
+    return STATUS_FAIL;
+  }
+  for (m->n_devices = 0; m->n_devices < n; m->n_devices++) {
+    int rc = dlrt_device_props_get(devs[m->n_devices], &m->devices[m->n_devices]);
+    if (rc != DLRT_OK) {
+      fprintf(stderr, "dlbench: cannot read device properties: %s\n", dlrt_last_error());
+      return STATUS_FAIL;
+    }
+  }
+  return 0;
+}
+
+/* ---------------------------------------------------------------- running */
+
+/* Every chosen suite on every device, suite by suite. */
+static int run_suites(const options *o, dlrt_device_t **devs, bench_results *res) {
+  int failures = 0;
+  for (int s = 0; s < bench_suite_count; s++) {
+    const bench_suite *suite = &bench_suites[s];
+    if (!o->suites[s])
+      continue;
+    if (!suite->run) {
+      fprintf(stderr, "dlbench: suite %s: not available yet; skipped\n", suite->name);
+      if (bench_skip_add(res, suite->name, "", "not available yet"))
+        return STATUS_FAIL;
+      continue;
+    }
+    for (int d = 0; d < res->machine.n_devices; d++) {
+      bench_ctx ctx = {.opt = &o->bench, .res = res, .dev = devs[d],
+                       .props = res->machine.devices[d]};
+      int status = suite->run(&ctx);
+      failures += ctx.failures + (status != 0 && ctx.failures == 0);
+    }
+  }
+  return failures ? STATUS_FAIL : 0;
+}
+
+/* Opens FILE for writing ("-": stdout); NULL and a message on failure. */
+static FILE *open_output(const char *path, const char *option) {
+  if (strcmp(path, "-") == 0)
+    return stdout;
+  FILE *f = fopen(path, "w");
+  if (!f)
+    fprintf(stderr, "dlbench: --%s %s: %s\n", option, path, strerror(errno));
+  return f;
+}
+
+/* Writes one output format to `path`; 0 or STATUS_FAIL. */
+static int write_output(const char *path, const char *option, const bench_results *res,
+                        int (*writer)(FILE *, const bench_results *)) {
+  FILE *f = open_output(path, option);
+  if (!f)
+    return STATUS_FAIL;
+  int rc = writer(f, res);
+  if (fflush(f) != 0 || ferror(f))
+    rc = -1;
+  if (f != stdout && fclose(f) != 0)
+    rc = -1;
+  if (rc) {
+    fprintf(stderr, "dlbench: --%s %s: write failed: %s\n", option, path, strerror(errno));
+    return STATUS_FAIL;
+  }
+  return 0;
+}
+
+/* Checks that the output files can be created before minutes of measuring. */
+static int check_outputs(const options *o) {
+  const char *paths[] = {o->json, o->csv, o->report};
+  const char *names[] = {"json", "csv", "report"};
+  for (int i = 0; i < 3; i++) {
+    if (!paths[i] || !strcmp(paths[i], "-"))
+      continue;
+    FILE *f = open_output(paths[i], names[i]);
+    if (!f)
+      return STATUS_USAGE;
+    fclose(f);
+  }
+  return 0;
+}
+
+static int write_outputs(const options *o, const bench_results *res) {
+  int status = 0, taken = (o->json && !strcmp(o->json, "-")) ||
+                          (o->csv && !strcmp(o->csv, "-")) ||
+                          (o->report && !strcmp(o->report, "-"));
+  FILE *table = taken ? stderr : stdout;
+  if (bench_write_table(table, res) != 0)
+    status = STATUS_FAIL;
+  fflush(table);
+  if (o->json && write_output(o->json, "json", res, bench_write_json))
+    status = STATUS_FAIL;
+  if (o->csv && write_output(o->csv, "csv", res, bench_write_csv))
+    status = STATUS_FAIL;
+  if (o->report && write_output(o->report, "report", res, bench_write_html))
+    status = STATUS_FAIL;
+  return status;
+}
+
+int main(int argc, char **argv) {
+  options o;
+  bench_results res;
+  memset(&o, 0, sizeof o);
+  memset(&res, 0, sizeof res);
+  dlrt_device_t **devs = NULL;
+  int n = 0, status, rc;
+
+  if ((status = parse_options(argc, argv, &o)) != 0) {
+    options_free(&o);
+    return status < 0 ? 0 : status;
+  }
+  if (o.compare[0]) {
+    status = bench_compare(o.compare[0], o.compare[1], stdout);
+    options_free(&o);
+    return status;
+  }
+  if ((status = check_outputs(&o)) != 0)
+    goto done;
+  if ((rc = dlrt_init()) != DLRT_OK) {
+    fprintf(stderr, "dlbench: cannot start dlrt: %s\n", dlrt_last_error());
+    status = STATUS_FAIL;
+    goto done;
+  }
+  if ((status = open_devices(&o, &devs, &n)) != 0 ||
+      (status = read_device_props(devs, n, &res.machine)) != 0)
+    goto done;
+  read_machine(&res.machine);
+  res.options = o.bench;
+  status = run_suites(&o, devs, &res);
+  int written = write_outputs(&o, &res);
+  status = status ? status : written;
+
+done:
+  bench_results_free(&res);
+  free(devs);
+  options_free(&o);
+  dlrt_shutdown();
+  return status;
+}
