@@ -748,6 +748,50 @@ DLRT_API int dlrt_exec_set_accumulation(dlrt_exec_t *e, int steps);
  * ceil(sqrt(forward nodes)). The gradients are the same bit for bit. */
 #define DLRT_CHECKPOINT_SQRT (-1)
 DLRT_API int dlrt_exec_set_checkpointing(dlrt_exec_t *e, int every);
+/* Unified-memory emulation: the executor's storages (parameters, optimizer
+ * state, activations, gradients) live on the device while its budget lasts
+ * and spill to pinned host memory, past the host budget to a disk file
+ * ($DLRT_SPILL_DIR, else $TMPDIR or /tmp; removed when the process ends).
+ * Before a node runs its storages are made resident and locked; to make
+ * room the executor evicts the storage whose next use in the schedule is
+ * furthest away, writing back only what changed; `prefetch` nodes ahead it
+ * copies what they need back on a copy stream, so transfers overlap
+ * compute. The policies also move storages off ahead of need: saved
+ * activations after their last forward use, optimizer state after its
+ * update. Results are the same bit for bit as without a budget. */
+typedef enum {
+  DLRT_OFFLOAD_NONE,        /* only when the budget needs room */
+  DLRT_OFFLOAD_ACTIVATIONS, /* also activations from the forward pass to the backward pass */
+  DLRT_OFFLOAD_OPTIMIZER,   /* also optimizer state between updates (ZeRO-Offload) */
+  DLRT_OFFLOAD_ALL,         /* both */
+} dlrt_offload_policy;
+
+typedef struct {
+  uint64_t device_budget;   /* bytes of the executor's storages on the device; 0: off */
+  uint64_t host_budget;     /* bytes of host copies; past it, disk; 0: no bound */
+  int prefetch;             /* nodes of look-ahead for prefetching (0: on demand) */
+  dlrt_offload_policy policy;
+} dlrt_spill_config;
+
+typedef struct {
+  uint64_t spilled_bytes;       /* device -> host or disk write-backs */
+  uint64_t fetched_bytes;       /* host or disk -> device */
+  uint64_t disk_written_bytes, disk_read_bytes;
+  uint64_t evictions;           /* storages moved off to make room */
+  uint64_t dropped_clean;       /* of the moves, without a write-back (clean copy kept) */
+  uint64_t offloads;            /* moved off ahead of need by the policy */
+  uint64_t prefetch_hits;       /* needed when already copied (or on the way) */
+  uint64_t prefetch_misses;     /* needed and copied at once, the compute waiting */
+  double transfer_ms;           /* compute-stream time in those waiting copies */
+  uint64_t peak_resident;       /* bytes on the device at most */
+  uint64_t min_budget;          /* the smallest budget that would have fitted */
+} dlrt_spill_stats;
+
+/* Turns spilling on (device_budget > 0) or off for the next runs. Storages
+ * are moved to the host first; DLRT_ERR_OOM later, when one node alone
+ * needs more than the budget, with the smallest budget that fits. */
+DLRT_API int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *config);
+DLRT_API int dlrt_exec_spill_stats(dlrt_exec_t *e, dlrt_spill_stats *out);
 /* Learning rate for the next updates (schedules call this every step). */
 DLRT_API int dlrt_exec_set_lr(dlrt_exec_t *e, float lr);
 /* Clips the gradients of each training run to a global L2 norm of at most
@@ -832,6 +876,11 @@ typedef struct {
    * (dlrt_mem_get_limit, else its memory; the rest is slack for the
    * allocator's segments). */
   int checkpoint;
+  /* Spilling (dlrt_exec_set_spill): spill.device_budget bounds all the
+   * trainer's device memory (its loader and accumulators included). 0: off,
+   * unless the device has a budget (dlrt_mem_get_limit, DLRT_MEM_LIMIT) that
+   * the plan exceeds; spilling then keeps to 85% of it. */
+  dlrt_spill_config spill;
 } dlrt_trainer_config;
 #define DLRT_CHECKPOINT_AUTO (-2)
 
@@ -846,6 +895,8 @@ typedef struct {
   double seconds;
   int64_t steps;
   int64_t images;
+  double transfer_ms;         /* spilling: compute time spent waiting for copies */
+  uint64_t spilled_bytes, fetched_bytes; /* spilling, during the epoch */
   double stall_s;             /* time the steps waited for data */
   double stall_fraction;      /* stall_s / seconds */
   double loader_images_per_s; /* what the loader's workers can deliver */

@@ -36,6 +36,8 @@ typedef struct {
   int deterministic, json, quiet;
   int workers, prefetch, augment, mmap, accum, checkpoint;
   int plan;                 /* --plan: plan memory, train nothing */
+  const char *mem_limit, *host_limit; /* --mem-limit, --host-limit (sizes or %) */
+  dlrt_spill_config spill;
   uint64_t device_memory;   /* --device-memory (0: the device's) */
   double what_if;           /* --what-if parameters (0: none) */
   dlrt_augment aug;
@@ -83,6 +85,17 @@ static void usage(FILE *out) {
         "                             the backward pass, in segments of ceil(sqrt(n))\n"
         "                             or N forward nodes, or the longest segments that\n"
         "                             fit the device (default none)\n"
+        "      --mem-limit SIZE       device memory budget of the run (512M, 2G, or 25%\n"
+        "                             of the device): storages spill to pinned host\n"
+        "                             memory beyond it, moved ahead of need\n"
+        "      --host-limit SIZE      with --mem-limit: host copies beyond SIZE go to a\n"
+        "                             file in $DLRT_SPILL_DIR (default: no bound)\n"
+        "      --offload none|activations|optimizer|all\n"
+        "                             with --mem-limit: also move saved activations and/\n"
+        "                             or optimizer state off the device until needed\n"
+        "                             (default none: only when the budget needs room)\n"
+        "      --spill-prefetch N     nodes to look ahead for copies back (default 4;\n"
+        "                             0: fetch when needed)\n"
         "      --workers N            loader threads that decode and augment (default 2;\n"
         "                             0: in the training thread)\n"
         "      --prefetch N           batches made ready ahead in pinned memory and on\n"
@@ -294,15 +307,24 @@ static void print_json(const options *o, const results *r) {
   printf(", \"workers\": %d, \"prefetch\": %d, \"augment\": %s, \"accum\": %d, "
          "\"checkpoint\": \"%s\"", o->workers, o->prefetch, o->augment ? "true" : "false",
          o->accum, checkpoint_name(o->checkpoint));
+  printf(", \"mem_limit\": ");
+  if (o->spill.device_budget)
+    printf("%" PRIu64, o->spill.device_budget);
+  else
+    fputs("null", stdout);
+  printf(", \"spilled_bytes\": %" PRIu64 ", \"fetched_bytes\": %" PRIu64,
+         r->last.spilled_bytes, r->last.fetched_bytes);
   const char *nums[] = {"lr", "momentum", "weight_decay", "label_smoothing", "final_loss",
                         "final_accuracy", "test_loss", "test_accuracy", "train_images_per_s",
-                        "stall_fraction", "loader_images_per_s"};
+                        "stall_fraction", "loader_images_per_s", "transfer_stall_fraction"};
   int ran = r->epochs_run > 0;
   double vals_n[] = {o->opt.lr, o->opt.momentum, o->opt.weight_decay, o->label_smoothing,
                      ran ? r->last.loss : NAN, ran ? r->last.accuracy : NAN, r->eval.loss,
                      r->eval.accuracy, ran ? r->last.images_per_s : NAN,
                      ran ? r->last.stall_fraction : NAN,
-                     ran ? r->last.loader_images_per_s : NAN};
+                     ran ? r->last.loader_images_per_s : NAN,
+                     ran && r->last.seconds > 0 ? r->last.transfer_ms / (r->last.seconds * 1e3)
+                                                : NAN};
   for (size_t k = 0; k < sizeof nums / sizeof *nums; k++) {
     printf(", \"%s\": ", nums[k]);
     json_number(vals_n[k]);
@@ -418,7 +440,8 @@ static int parse_options(int argc, char **argv, options *o) {
          OPT_SMOOTHING, OPT_SEED, OPT_THREADS, OPT_SAVE, OPT_RESUME, OPT_DETERMINISTIC,
          OPT_LIMIT, OPT_SCHEDULE, OPT_WARMUP, OPT_CLIP, OPT_WORKERS, OPT_PREFETCH,
          OPT_AUGMENT, OPT_CROP_PAD, OPT_FLIP, OPT_ERASE, OPT_NORMALIZE, OPT_MMAP, OPT_ACCUM,
-         OPT_PLAN, OPT_DEVICE_MEMORY, OPT_WHAT_IF, OPT_CHECKPOINT };
+         OPT_PLAN, OPT_DEVICE_MEMORY, OPT_WHAT_IF, OPT_CHECKPOINT, OPT_MEM_LIMIT,
+         OPT_HOST_LIMIT, OPT_OFFLOAD, OPT_SPILL_PREFETCH };
   static const struct option longopts[] = {
       {"model", required_argument, NULL, 'm'},   {"data", required_argument, NULL, OPT_DATA},
       {"device", required_argument, NULL, 'd'},  {"epochs", required_argument, NULL, 'e'},
@@ -448,6 +471,10 @@ static int parse_options(int argc, char **argv, options *o) {
       {"accum", required_argument, NULL, OPT_ACCUM},
       {"plan", no_argument, NULL, OPT_PLAN},
       {"checkpoint", required_argument, NULL, OPT_CHECKPOINT},
+      {"mem-limit", required_argument, NULL, OPT_MEM_LIMIT},
+      {"host-limit", required_argument, NULL, OPT_HOST_LIMIT},
+      {"offload", required_argument, NULL, OPT_OFFLOAD},
+      {"spill-prefetch", required_argument, NULL, OPT_SPILL_PREFETCH},
       {"device-memory", required_argument, NULL, OPT_DEVICE_MEMORY},
       {"what-if", required_argument, NULL, OPT_WHAT_IF},
       {"json", no_argument, NULL, 'j'},          {"quiet", no_argument, NULL, 'q'},
@@ -549,6 +576,21 @@ static int parse_options(int argc, char **argv, options *o) {
     }
     case OPT_MMAP: o->mmap = 1; break;
     case OPT_PLAN: o->plan = 1; break;
+    case OPT_MEM_LIMIT: o->mem_limit = optarg; break;
+    case OPT_HOST_LIMIT: o->host_limit = optarg; break;
+    case OPT_OFFLOAD: {
+      static const char *const names[] = {"none", "activations", "optimizer", "all"};
+      ok = 0;
+      for (int k = 0; k < 4 && !ok; k++)
+        if (strcmp(optarg, names[k]) == 0) o->spill.policy = (dlrt_offload_policy)k, ok = 1;
+      if (!ok)
+        fprintf(stderr, "dltrain: --offload %s: use none, activations, optimizer or all\n",
+                optarg);
+      break;
+    }
+    case OPT_SPILL_PREFETCH:
+      if ((ok = parse_int("spill-prefetch", optarg, 0, 1024, &v))) o->spill.prefetch = (int)v;
+      break;
     case OPT_CHECKPOINT: {
       long long every = 0;
       int used = 0;
@@ -605,6 +647,10 @@ static int parse_options(int argc, char **argv, options *o) {
     fprintf(stderr, "dltrain: unexpected argument '%s'\n", argv[optind]);
     ok = 0;
   }
+  if (ok && (o->host_limit || o->spill.policy != DLRT_OFFLOAD_NONE) && !o->mem_limit) {
+    fputs("dltrain: --host-limit and --offload go with --mem-limit\n", stderr);
+    ok = 0;
+  }
   if (ok && (o->what_if > 0 || o->device_memory > 0) && !o->plan) {
     fputs("dltrain: --what-if and --device-memory go with --plan\n", stderr);
     ok = 0;
@@ -635,7 +681,8 @@ static int parse_options(int argc, char **argv, options *o) {
 
 int main(int argc, char **argv) {
   options o = {.model = "mlp", .data = "fashion-mnist", .epochs = 1, .threads = -1,
-               .batch = 64, .seed = 1, .workers = 2, .prefetch = 2, .accum = 1};
+               .batch = 64, .seed = 1, .workers = 2, .prefetch = 2, .accum = 1,
+               .spill = {.prefetch = 4}};
   double start = now_s();
   dlrt_dataset data[2] = {{0}, {0}};
   dlrt_trainer_t *trainer = NULL;
@@ -660,6 +707,21 @@ int main(int argc, char **argv) {
   TRY(dlrt_device_props_get(dev, &props), "cannot read device properties");
   if (o.threads >= 0)
     TRY(dlrt_set_cpu_threads(o.threads), "cannot set the CPU threads");
+  if (o.mem_limit &&
+      (dlrt_parse_size(o.mem_limit, props.total_memory, &o.spill.device_budget) != DLRT_OK ||
+       o.spill.device_budget == 0)) {
+    fprintf(stderr, "dltrain: --mem-limit needs a size such as 512M, 2G or 25%%, not '%s'\n",
+            o.mem_limit);
+    status = STATUS_USAGE;
+    goto done;
+  }
+  if (o.host_limit && (dlrt_parse_size(o.host_limit, 0, &o.spill.host_budget) != DLRT_OK ||
+                       o.spill.host_budget == 0)) {
+    fprintf(stderr, "dltrain: --host-limit needs a size such as 512M or 2G, not '%s'\n",
+            o.host_limit);
+    status = STATUS_USAGE;
+    goto done;
+  }
   if ((status = load_data(&o, data, &generated)) != 0)
     goto done;
   dlrt_trainer_config cfg = {.model = o.model, .batch = o.batch, .opt = o.opt,
@@ -669,6 +731,7 @@ int main(int argc, char **argv) {
                              .total_steps = (int64_t)o.epochs *
                                             (data[0].count / o.batch / o.accum),
                              .accum = o.accum, .checkpoint = o.checkpoint,
+                             .spill = o.spill,
                              .clip_norm = o.clip_norm, .channels = data[0].channels,
                              .workers = o.workers, .prefetch = o.prefetch,
                              .augment = o.augment, .aug = o.aug};

@@ -37,7 +37,10 @@ static void print_profile(const dlrt_exec_t *e) {
 /* ---------------------------------------------------------------- planning */
 
 static void schedule_free(schedule *s) {
-  for (int i = 0; i < s->n; i++) free(s->frees[i]);
+  for (int i = 0; s->next && i < s->n; i++) free(s->next[i]);
+  free(s->next);
+  free(s->first);
+  for (int i = 0; s->frees && i < s->n; i++) free(s->frees[i]);
   free(s->frees);
   free(s->inplace);
   free(s->order);
@@ -258,6 +261,40 @@ static int plan(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s, u
     s->frees[k][count[k]++] = end_at[2 * e + 1];
     s->frees[k][count[k]] = -1;
   }
+  /* Next uses, walking back from the end. */
+  s->next = calloc(nk, sizeof *s->next);
+  s->first = malloc(nt * sizeof *s->first);
+  if (!s->next || !s->first) {
+    rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory planning the graph");
+    goto done;
+  }
+  for (size_t i = 0; i < nt; i++) s->first[i] = -1;
+  s->last_forward = -1;
+  for (int k = s->n - 1; k >= 0; k--) {
+    node *n = g->nodes[s->order[k]];
+    if (n->phase == PHASE_FORWARD && s->last_forward < 0) s->last_forward = k;
+    int touches = n->n_in + n->n_out;
+    s->next[k] = malloc((size_t)(touches ? touches : 1) * sizeof **s->next);
+    if (!s->next[k]) {
+      rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory planning the graph");
+      goto done;
+    }
+    for (int j = 0; j < touches; j++) {
+      const dlrt_tensor_t *t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
+      s->next[k][j] = s->first[t->owner->id];
+    }
+    for (int j = 0; j < touches; j++) {
+      const dlrt_tensor_t *t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
+      s->first[t->owner->id] = k;
+    }
+  }
+  /* next[k][j] holds the first use after k only if it is not k itself
+   * (a storage read twice by one node): fix up such entries. */
+  for (int k = 0; k < s->n; k++) {
+    node *n = g->nodes[s->order[k]];
+    for (int j = 0; j < n->n_in + n->n_out; j++)
+      if (s->next[k][j] == k) s->next[k][j] = -1;
+  }
   /* The walk: persistent storage, plus what each node allocates, minus what
    * it frees; by kind of storage, kept at the peak. */
   uint64_t live[MEM_KINDS] = {0}, top = 0;
@@ -364,6 +401,7 @@ void dlrt_exec_destroy(dlrt_exec_t *e) {
   if (!e) return;
   if (e->profile) print_profile(e);
   if (e->stream) dlrt_stream_synchronize(e->stream);
+  dlrt__mpool_destroy(e->spill); /* host and disk copies; bufs[] are freed below */
   if (e->bufs) {
     for (int i = 0; i < e->g->n_tensors; i++)
       if (e->g->tensors[i]->owner == e->g->tensors[i]) dlrt_buffer_free(e->bufs[i]);
@@ -512,6 +550,7 @@ static int accumulate(dlrt_exec_t *e, int last) {
   for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++) {
     dlrt_tensor_t *p = g->tensors[i];
     if (p->kind != TENSOR_PARAM || !p->grad) continue;
+    if ((rc = dlrt__exec_use(e, p->grad, last)) < 0) break;
     dlrt_buffer_t *grad = dlrt__exec_buf(e, p->grad), *sum = e->accum[i];
     size_t bytes = dlrt__tensor_bytes(p);
     if (last)
@@ -522,6 +561,7 @@ static int accumulate(dlrt_exec_t *e, int last) {
     else
       rc = dlrt_elementwise(e->stream, DLRT_EW_ADD, DLRT_F32, p->numel, 0, sum, 0, sum, 0,
                             grad, 0);
+    dlrt__exec_unuse(e, p->grad);
   }
   return rc;
 }
@@ -550,11 +590,13 @@ static int clip_factor(dlrt_exec_t *e, float prescale, float *factor) {
   for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++) {
     dlrt_tensor_t *p = g->tensors[i];
     if (p->kind != TENSOR_PARAM || !p->grad) continue;
+    if ((rc = dlrt__exec_use(e, p->grad, 0)) < 0) break;
     dlrt_buffer_t *gb = dlrt__exec_buf(e, p->grad);
     rc = dlrt_elementwise(e->stream, DLRT_EW_MUL, DLRT_F32, p->numel, 0, squares, 0, gb, 0, gb, 0);
     if (rc == DLRT_OK)
       rc = dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, p->numel, sums,
                        (size_t)k++ * sizeof(float), squares, 0);
+    dlrt__exec_unuse(e, p->grad);
   }
   float sq = 0;
   if (rc == DLRT_OK) rc = dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, count, total, 0, sums, 0);
@@ -590,11 +632,9 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
   int last_micro = e->micro + 1 >= e->accum_steps;
   e->mode = mode;
   e->grad_scale = 1.0f;
+  if (e->spill) dlrt__spill_begin_run(e, s);
   for (int k = 0; k < s->n && rc == DLRT_OK; k++) {
     node *n = g->nodes[s->order[k]];
-    /* The output takes over its first input's storage (the input still reads
-     * it during this node; it is handed over once the node is queued). */
-    if (s->inplace[k] >= 0) e->bufs[n->out[0]->id] = e->bufs[s->inplace[k]];
     if (n->phase == PHASE_UPDATE && !clipped) {
       clipped = 1;
       if (e->accum_steps > 1) {
@@ -611,19 +651,37 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
     if (skip_updates && n->phase == PHASE_UPDATE) {
       /* A micro-batch before the last: its gradients went into the sums. */
       for (int *f = s->frees[k]; *f >= 0; f++) {
+        if (e->spill) {
+          dlrt__mpool_discard(e->spill, *f);
+          continue;
+        }
         dlrt_buffer_free(e->bufs[*f]);
         e->bufs[*f] = NULL;
       }
       continue;
     }
-    for (int j = 0; j < n->n_out && rc == DLRT_OK; j++) {
-      dlrt_tensor_t *t = n->out[j];
-      if (t->owner != t || e->bufs[t->id]) continue;
-      size_t bytes = dlrt__tensor_bytes(t);
-      rc = dlrt_buffer_alloc(e->dev, bytes ? bytes : 4, e->stream, &e->bufs[t->id]);
+    int on_host = 0;
+    if (e->spill) {
+      if ((rc = dlrt__spill_begin_node(e, s, k, &on_host)) < 0) {
+        rc = dlrt__set_error(rc, "graph node %d (%s -> %s): %s", s->order[k],
+                             dlrt__op_name(n->op), n->n_out ? n->out[0]->name : "update",
+                             dlrt_last_error());
+        break;
+      }
+    } else {
+      /* The output takes over its first input's storage (the input still
+       * reads it during this node; it is handed over once the node is
+       * queued). */
+      if (s->inplace[k] >= 0) e->bufs[n->out[0]->id] = e->bufs[s->inplace[k]];
+      for (int j = 0; j < n->n_out && rc == DLRT_OK; j++) {
+        dlrt_tensor_t *t = n->out[j];
+        if (t->owner != t || e->bufs[t->id]) continue;
+        size_t bytes = dlrt__tensor_bytes(t);
+        rc = dlrt_buffer_alloc(e->dev, bytes ? bytes : 4, e->stream, &e->bufs[t->id]);
+      }
     }
     double t0 = e->profile ? now_ms() : 0;
-    if (rc == DLRT_OK) rc = dlrt__exec_run_node(e, n);
+    if (rc == DLRT_OK && !on_host) rc = dlrt__exec_run_node(e, n);
     if (e->profile && rc == DLRT_OK) {
       rc = dlrt_stream_synchronize(e->stream);
       e->op_ms[n->op] += now_ms() - t0;
@@ -633,6 +691,11 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
       rc = dlrt__set_error(rc, "graph node %d (%s -> %s): %s", s->order[k],
                            dlrt__op_name(n->op), n->n_out ? n->out[0]->name : "update",
                            dlrt_last_error());
+    }
+    if (e->spill) {
+      int rc2 = dlrt__spill_end_node(e, s, k);
+      if (rc == DLRT_OK) rc = rc2;
+      continue;
     }
     if (s->inplace[k] >= 0) e->bufs[s->inplace[k]] = NULL;
     for (int *f = s->frees[k]; *f >= 0; f++) {
@@ -644,7 +707,10 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
   if (rc < 0)
     for (int i = 0; i < g->n_tensors; i++) {
       dlrt_tensor_t *t = g->tensors[i];
-      if (t->owner == t && !dlrt__persistent(t) && e->bufs[i]) {
+      if (t->owner != t || dlrt__persistent(t)) continue;
+      if (e->spill) {
+        dlrt__mpool_discard(e->spill, i);
+      } else if (e->bufs[i]) {
         dlrt_buffer_free(e->bufs[i]);
         e->bufs[i] = NULL;
       }

@@ -4,8 +4,11 @@
 #ifndef DLRT_GRAPH_EXEC_H
 #define DLRT_GRAPH_EXEC_H
 
+#include <math.h>
+
 #include "device/launch.h"
 #include "graph/graph.h"
+#include "mem/managed.h"
 
 typedef struct {
   int *order;     /* node indices */
@@ -15,6 +18,13 @@ typedef struct {
   /* inplace[i]: the input (tensor id) whose storage order[i]'s output takes
    * over, or -1. */
   int *inplace;
+  /* For spilling: next[i][j], the next position that touches the storage of
+   * order[i]'s input j (j < n_in) or output j - n_in, -1 if none in this
+   * run; first[id], a storage's first position, -1 if none; last_forward,
+   * the position of the last forward node. */
+  int **next;
+  int *first;
+  int last_forward;
 } schedule;
 
 struct dlrt_exec {
@@ -43,10 +53,17 @@ struct dlrt_exec {
   int accum_steps, micro;
   dlrt_buffer_t **accum;
   uint64_t accum_bytes;
+  /* Spilling (exec_spill.c): NULL when off. */
+  dlrt__mpool *spill;
+  dlrt_spill_config spill_cfg;
   dlrt_run_mode mode;   /* of the run in progress */
   double op_ms[OP_COUNT_];
   int64_t op_calls[OP_COUNT_];
 };
+
+/* Adam's bias corrections for the coming update (step t = steps + 1), as
+ * torch.optim: step_size = lr / (1 - beta1^t), bias2 = sqrt(1 - beta2^t). */
+static inline void dlrt__adam_factors(const struct dlrt_exec *e, float *step_size, float *bias2);
 
 static inline size_t dlrt__tensor_bytes(const dlrt_tensor_t *t) {
   return (size_t)t->numel * dlrt_dtype_size(t->dtype);
@@ -74,6 +91,24 @@ int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt__memory_
 /* Forward nodes per segment for a checkpointing setting (0, N or
  * DLRT_CHECKPOINT_SQRT: ceil(sqrt(forward nodes))). */
 int dlrt__checkpoint_segment(const dlrt_graph_t *g, int every);
+
+/* Spilling around the nodes of a run (exec_spill.c). begin makes the
+ * node's storages resident (taking over in place), end releases them,
+ * frees what ends there, offloads by policy and prefetches ahead. */
+void dlrt__spill_begin_run(dlrt_exec_t *e, const schedule *s);
+int dlrt__spill_begin_node(dlrt_exec_t *e, const schedule *s, int k, int *done_on_host);
+int dlrt__spill_end_node(dlrt_exec_t *e, const schedule *s, int k);
+/* A tensor's storage made resident (and locked) for host I/O or the
+ * executor's own kernels; a no-op without spilling. */
+int dlrt__exec_use(dlrt_exec_t *e, const dlrt_tensor_t *t, int write);
+void dlrt__exec_unuse(dlrt_exec_t *e, const dlrt_tensor_t *t);
+
+static inline void dlrt__adam_factors(const struct dlrt_exec *e, float *step_size, float *bias2) {
+  const dlrt_optimizer *o = &e->g->opt;
+  double t = (double)(e->steps + 1);
+  *step_size = (float)(e->lr / (1.0 - pow(o->beta1, t)));
+  *bias2 = (float)sqrt(1.0 - pow(o->beta2, t));
+}
 
 /* Queues what node `n` computes on the executor's stream (exec_ops.c). */
 int dlrt__exec_run_node(dlrt_exec_t *e, node *n);

@@ -20,7 +20,7 @@ static int check_io(dlrt_exec_t *e, dlrt_tensor_t *t, const void *host, size_t b
   if (bytes != dlrt__tensor_bytes(t))
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s: tensor %s holds %zu bytes, not %zu", what,
                            t->name, dlrt__tensor_bytes(t), bytes);
-  if (!e->bufs[t->owner->id])
+  if (!e->bufs[t->owner->id] && !(e->spill && dlrt__persistent(t->owner)))
     return dlrt__set_error(DLRT_ERR_STATE, "%s: tensor %s is not kept (call dlrt_keep when "
                            "building) or was not computed yet", what, t->name);
   return DLRT_OK;
@@ -34,9 +34,28 @@ static void swap01(float *y, const float *x, int64_t na, int64_t nb, int64_t inn
       memcpy(y + (b * na + a) * inner, x + (a * nb + b) * inner, (size_t)inner * sizeof *y);
 }
 
+static int write_resident(dlrt_exec_t *e, dlrt_tensor_t *t, const void *src, size_t bytes);
+static int read_resident(dlrt_exec_t *e, dlrt_tensor_t *t, void *dst, size_t bytes);
+
+/* With spilling the storage is made resident around the copy. */
 int dlrt_exec_write(dlrt_exec_t *e, dlrt_tensor_t *t, const void *src, size_t bytes) {
   int rc = check_io(e, t, src, bytes, "dlrt_exec_write");
-  if (rc < 0) return rc;
+  if (rc < 0 || (rc = dlrt__exec_use(e, t, 1)) < 0) return rc;
+  rc = write_resident(e, t, src, bytes);
+  dlrt__exec_unuse(e, t);
+  return rc;
+}
+
+int dlrt_exec_read(dlrt_exec_t *e, dlrt_tensor_t *t, void *dst, size_t bytes) {
+  int rc = check_io(e, t, dst, bytes, "dlrt_exec_read");
+  if (rc < 0 || (rc = dlrt__exec_use(e, t, 0)) < 0) return rc;
+  rc = read_resident(e, t, dst, bytes);
+  dlrt__exec_unuse(e, t);
+  return rc;
+}
+
+static int write_resident(dlrt_exec_t *e, dlrt_tensor_t *t, const void *src, size_t bytes) {
+  int rc;
   if (t->cnhw) {
     float *tmp = malloc(bytes ? bytes : 1);
     if (!tmp) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
@@ -52,9 +71,8 @@ int dlrt_exec_write(dlrt_exec_t *e, dlrt_tensor_t *t, const void *src, size_t by
   return rc == DLRT_OK ? dlrt_stream_synchronize(e->stream) : rc;
 }
 
-int dlrt_exec_read(dlrt_exec_t *e, dlrt_tensor_t *t, void *dst, size_t bytes) {
-  int rc = check_io(e, t, dst, bytes, "dlrt_exec_read");
-  if (rc < 0) return rc;
+static int read_resident(dlrt_exec_t *e, dlrt_tensor_t *t, void *dst, size_t bytes) {
+  int rc;
   if (t->cnhw) {
     /* Stored C x N x H x W: hand it out as N x C x H x W, as the API says. */
     float *tmp = malloc(bytes ? bytes : 1);
@@ -87,7 +105,10 @@ int dlrt_exec_copy_in(dlrt_exec_t *e, dlrt_tensor_t *t, dlrt_buffer_t *src, size
     return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "dlrt_exec_copy_in: input %s is stored "
                            "channel-major", t->name);
   if (wait && (rc = dlrt_stream_wait_event(e->stream, wait)) < 0) return rc;
-  return dlrt_copy_d2d(dlrt__exec_buf(e, t), 0, src, src_offset, bytes, e->stream);
+  if ((rc = dlrt__exec_use(e, t, 1)) < 0) return rc;
+  rc = dlrt_copy_d2d(dlrt__exec_buf(e, t), 0, src, src_offset, bytes, e->stream);
+  dlrt__exec_unuse(e, t);
+  return rc;
 }
 
 dlrt_stream_t *dlrt_exec_stream(dlrt_exec_t *e) { return e ? e->stream : NULL; }

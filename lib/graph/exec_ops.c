@@ -318,9 +318,8 @@ int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
   }
   case OP_ADAM: {
     const dlrt_optimizer *o = &e->g->opt;
-    double t = (double)(e->steps + 1);
-    float step_size = (float)(e->lr / (1.0 - pow(o->beta1, t)));
-    float bias2 = (float)sqrt(1.0 - pow(o->beta2, t));
+    float step_size, bias2;
+    dlrt__adam_factors(e, &step_size, &bias2);
     start(&lb, e, DLRT__K_adam_update, a->numel, 0);
     arg(&lb, e, a), arg(&lb, e, b), arg(&lb, e, n->in[2]), arg(&lb, e, n->in[3]);
     dlrt__launch_i64(&lb, a->numel), dlrt__launch_f32(&lb, e->lr);

@@ -31,6 +31,7 @@ struct dlrt_trainer {
   float *host_logits; /* batch x classes */
   int64_t steps;       /* updates made (the schedule's clock), restored on load */
   int accum;           /* micro-batches per update */
+  int spilling;        /* the executor spills under a budget */
 };
 
 static double now_s(void) {
@@ -93,6 +94,44 @@ static int choose_checkpointing(dlrt_trainer_t *t) {
   return DLRT_OK; /* segments of 1: the least memory it can do */
 }
 
+/* Bytes of the trainer's device memory outside the executor's storages:
+ * the loader's slots, the accumulators and the clipping workspace. */
+static uint64_t outside_bytes(const dlrt_trainer_t *t) {
+  uint64_t slots = (uint64_t)(t->cfg.prefetch > 0 ? t->cfg.prefetch : 1);
+  uint64_t images = (uint64_t)(t->batch * t->channels * t->height * t->width) * sizeof(float);
+  uint64_t labels = (uint64_t)t->batch * sizeof(int32_t);
+  uint64_t loader = slots * (((images + 511) & ~511ull) + ((labels + 511) & ~511ull));
+  dlrt_exec_info info;
+  uint64_t accum = 0, clip = 0;
+  if (dlrt_exec_info_get(t->e, &info) == DLRT_OK && t->accum > 1) accum = info.param_bytes + 64 * 512;
+  if (t->cfg.clip_norm > 0) clip = info.param_bytes + 64 * 512; /* squares of the largest */
+  return loader + accum + clip;
+}
+
+/* Spilling as configured, or on its own when the device's budget is below
+ * the plan. */
+static int choose_spilling(dlrt_trainer_t *t) {
+  dlrt_spill_config c = t->cfg.spill;
+  uint64_t limit = dlrt_mem_get_limit(t->dev);
+  dlrt_exec_info info;
+  int rc = dlrt_exec_info_get(t->e, &info);
+  if (rc < 0) return rc;
+  uint64_t outside = outside_bytes(t);
+  if (c.device_budget == 0 && limit > 0 && info.planned_peak_bytes + outside > limit) {
+    c.device_budget = limit / 100 * 85;
+    if (c.prefetch == 0) c.prefetch = 4;
+  }
+  if (c.device_budget == 0) return DLRT_OK;
+  if (c.device_budget <= outside)
+    return dlrt__set_error(DLRT_ERR_OOM, "a device budget of %.1f MiB leaves nothing for the "
+                           "model: the loader (--prefetch batches), accumulators and clipping "
+                           "take %.1f MiB; raise the budget or lower --prefetch",
+                           (double)c.device_budget / 1048576.0, (double)outside / 1048576.0);
+  c.device_budget -= outside;
+  t->spilling = 1;
+  return dlrt_exec_set_spill(t->e, &c);
+}
+
 int dlrt_trainer_create(dlrt_device_t *dev, const dlrt_trainer_config *cfg, int64_t height,
                         int64_t width, int classes, dlrt_trainer_t **out) {
   DLRT__CHECK_ARG(dev && cfg && out && cfg->model, "device, config, model or out is NULL");
@@ -128,6 +167,7 @@ int dlrt_trainer_create(dlrt_device_t *dev, const dlrt_trainer_config *cfg, int6
   if (cfg->checkpoint != 0 && (rc = choose_checkpointing(t)) < 0) goto fail;
   t->accum = cfg->accum > 1 ? cfg->accum : 1;
   if (t->accum > 1 && (rc = dlrt_exec_set_accumulation(t->e, t->accum)) < 0) goto fail;
+  if ((rc = choose_spilling(t)) < 0) goto fail;
   t->host_labels = malloc((size_t)t->batch * sizeof(int32_t));
   t->host_logits = malloc((size_t)(t->batch * classes) * sizeof(float));
   if (!t->host_labels || !t->host_logits) {
@@ -237,6 +277,8 @@ int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
   if (rc == DLRT_OK) rc = dlrt_loader_start(l, epoch);
   if (rc == DLRT_OK) rc = dlrt_loader_stats_reset(l);
   if (rc < 0) return rc;
+  dlrt_spill_stats spill0 = {0}, spill1;
+  if (t->spilling && (rc = dlrt_exec_spill_stats(t->e, &spill0)) < 0) return rc;
   int64_t steps = dlrt_loader_batches(l) / t->accum; /* updates */
   if (steps == 0)
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "the data set (%s) holds %lld batches of %lld, "
@@ -280,6 +322,11 @@ int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
                             : (double)out->images / out->seconds;
     loader_figures(l, out);
     if (progress && ((s + 1) % report == 0 || s + 1 == steps)) progress(user, s + 1, steps, out);
+  }
+  if (rc == DLRT_OK && t->spilling && (rc = dlrt_exec_spill_stats(t->e, &spill1)) == DLRT_OK) {
+    out->spilled_bytes = spill1.spilled_bytes - spill0.spilled_bytes;
+    out->fetched_bytes = spill1.fetched_bytes - spill0.fetched_bytes;
+    out->transfer_ms = spill1.transfer_ms - spill0.transfer_ms;
   }
   return rc;
 }

@@ -1,0 +1,246 @@
+/* exec_spill.c — the executor on top of lib/mem's managed storages: every
+ * storage of the graph is declared to a pool whose device budget the
+ * executor keeps; before a node runs its storages are acquired, after it
+ * released, and the schedule tells the pool when each is needed next, so it
+ * evicts the one needed last (Belady's rule, exact for a static graph) and
+ * prefetches what the next nodes need. */
+#include "config.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#include "graph/exec.h"
+#include "optim.h" /* the update kernels, compiled as plain C for the host */
+#include "util/status.h"
+
+/* Nodes that write storages they take as inputs: the updates (parameters
+ * and optimizer state) and batch-norm's running statistics. */
+static int writes_inputs(const node *n) {
+  return n->phase == PHASE_UPDATE || n->op == OP_BN_RUNNING;
+}
+
+/* The clock value of the next use after position k for touch j of node k:
+ * later in this run, else (persistent storage) in the next run. */
+static int64_t next_use(const dlrt_exec_t *e, const schedule *s, int k, int j,
+                        const dlrt_tensor_t *t) {
+  int at = s->next[k][j];
+  if (at >= 0) return at;
+  const dlrt_tensor_t *o = t->owner;
+  if (dlrt__persistent(o) && s->first[o->id] >= 0) return (int64_t)s->n + s->first[o->id];
+  (void)e;
+  return INT64_MAX;
+}
+
+void dlrt__spill_begin_run(dlrt_exec_t *e, const schedule *s) {
+  dlrt_graph_t *g = e->g;
+  for (int i = 0; i < g->n_tensors; i++) {
+    const dlrt_tensor_t *t = g->tensors[i];
+    if (t->owner != t) continue;
+    int64_t when = s->first[i] >= 0 ? s->first[i] : INT64_MAX;
+    dlrt__mpool_next_use(e->spill, i, when);
+  }
+}
+
+/* Each storage a node touches, once (a node may read one twice). */
+static int seen_before(const node *n, int j) {
+  const dlrt_tensor_t *t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
+  for (int i = 0; i < j; i++) {
+    const dlrt_tensor_t *u = i < n->n_in ? n->in[i] : n->out[i - n->n_in];
+    if (u->owner == t->owner) return 1;
+  }
+  return 0;
+}
+
+/* Optimizer state on the host (ZeRO-Offload): the update runs there, on
+ * host copies of the parameter, its state and its gradient, with the same
+ * kernel the CPU backend runs (so the same bits); the device's parameter
+ * copy is dropped and fetched again when the forward pass needs it. */
+static int host_update(dlrt_exec_t *e, node *n) {
+  dlrt__mpool *p = e->spill;
+  const dlrt_optimizer *o = &e->g->opt;
+  int states = n->op == OP_SGD ? 1 : 2;
+  void *param, *state[2] = {NULL, NULL}, *grad;
+  int rc = dlrt__mpool_host_view(p, n->in[states + 1]->owner->id, 0, &grad);
+  if (rc == DLRT_OK) rc = dlrt__mpool_host_view(p, n->in[0]->owner->id, 1, &param);
+  for (int i = 0; i < states && rc == DLRT_OK; i++)
+    rc = dlrt__mpool_host_view(p, n->in[1 + i]->owner->id, 1, &state[i]);
+  if (rc == DLRT_OK) rc = dlrt_stream_synchronize(e->stream);
+  if (rc < 0) return rc;
+  int64_t count = n->in[0]->numel;
+  if (n->op == OP_SGD) {
+    dlrt_k_sgd_update(0, count, param, state[0], grad, count, e->lr, o->momentum,
+                      o->weight_decay, e->grad_scale, o->nesterov, e->steps == 0);
+  } else {
+    float step_size, bias2;
+    dlrt__adam_factors(e, &step_size, &bias2);
+    dlrt_k_adam_update(0, count, param, state[0], state[1], grad, count, e->lr, o->beta1,
+                       o->beta2, o->eps, o->weight_decay, step_size, bias2, e->grad_scale,
+                       o->kind == DLRT_OPT_ADAMW);
+  }
+  return DLRT_OK;
+}
+
+int dlrt__spill_begin_node(dlrt_exec_t *e, const schedule *s, int k, int *done) {
+  node *n = e->g->nodes[s->order[k]];
+  int rc = DLRT_OK, write = writes_inputs(n);
+  dlrt_offload_policy policy = e->spill_cfg.policy;
+  *done = 0;
+  if ((n->op == OP_SGD || n->op == OP_ADAM) &&
+      (policy == DLRT_OFFLOAD_OPTIMIZER || policy == DLRT_OFFLOAD_ALL)) {
+    *done = 1;
+    return host_update(e, n);
+  }
+  int taken = s->inplace[k];
+  for (int j = 0; j < n->n_in && rc == DLRT_OK; j++)
+    if (!seen_before(n, j)) rc = dlrt__mpool_acquire(e->spill, n->in[j]->owner->id, write);
+  if (rc == DLRT_OK && taken >= 0) rc = dlrt__mpool_take_over(e->spill, n->out[0]->id, taken);
+  for (int j = 0; j < n->n_out && rc == DLRT_OK; j++) {
+    const dlrt_tensor_t *t = n->out[j];
+    if (t->owner != t || (j == 0 && taken >= 0) || seen_before(n, n->n_in + j)) continue;
+    rc = dlrt__mpool_acquire(e->spill, t->id, 1);
+  }
+  return rc;
+}
+
+int dlrt__spill_end_node(dlrt_exec_t *e, const schedule *s, int k) {
+  node *n = e->g->nodes[s->order[k]];
+  dlrt__mpool *p = e->spill;
+  for (int j = 0; j < n->n_in + n->n_out; j++) {
+    const dlrt_tensor_t *t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
+    if (seen_before(n, j) || (j >= n->n_in && t->owner != t)) continue;
+    if (j < n->n_in && t->owner->id == s->inplace[k]) continue; /* handed over */
+    dlrt__mpool_release(p, t->owner->id);
+    dlrt__mpool_next_use(p, t->owner->id, next_use(e, s, k, j, t));
+  }
+  if (s->inplace[k] >= 0) dlrt__mpool_handed_over(p, s->inplace[k]);
+  for (int *f = s->frees[k]; *f >= 0; f++) dlrt__mpool_discard(p, *f);
+  /* Ahead of need, by policy: activations from the forward pass wait for
+   * the backward pass off the device (optimizer state never comes to the
+   * device under its policy: host_update). */
+  dlrt_offload_policy policy = e->spill_cfg.policy;
+  int rc = DLRT_OK;
+  int acts = policy == DLRT_OFFLOAD_ACTIVATIONS || policy == DLRT_OFFLOAD_ALL;
+  for (int j = 0; j < n->n_in + n->n_out && rc == DLRT_OK; j++) {
+    const dlrt_tensor_t *t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
+    const dlrt_tensor_t *o = t->owner;
+    if (seen_before(n, j)) continue;
+    if (acts && n->phase == PHASE_FORWARD && !dlrt__persistent(o) && s->next[k][j] > 0 &&
+        s->next[k][j] > s->last_forward)
+      rc = dlrt__mpool_offload(p, o->id);
+  }
+  /* What the next nodes read, on the copy stream meanwhile. */
+  for (int a = k + 1; a <= k + e->spill_cfg.prefetch && a < s->n && rc == DLRT_OK; a++) {
+    node *m = e->g->nodes[s->order[a]];
+    for (int j = 0; j < m->n_in && rc == DLRT_OK; j++) rc = dlrt__mpool_prefetch(p, m->in[j]->owner->id);
+  }
+  return rc;
+}
+
+int dlrt__exec_use(dlrt_exec_t *e, const dlrt_tensor_t *t, int write) {
+  return e->spill ? dlrt__mpool_acquire(e->spill, t->owner->id, write) : DLRT_OK;
+}
+
+void dlrt__exec_unuse(dlrt_exec_t *e, const dlrt_tensor_t *t) {
+  if (e->spill) dlrt__mpool_release(e->spill, t->owner->id);
+}
+
+/* ---------------------------------------------------------------- setup */
+
+/* The most one node of the schedule holds on the device at once (its
+ * storages, distinct, in allocator granules): no smaller budget can work.
+ * Updates run on the host under the optimizer policies and need nothing. */
+static uint64_t node_need(const dlrt_exec_t *e, const node *n, int in_place,
+                          dlrt_offload_policy policy) {
+  if ((n->op == OP_SGD || n->op == OP_ADAM) &&
+      (policy == DLRT_OFFLOAD_OPTIMIZER || policy == DLRT_OFFLOAD_ALL))
+    return 0;
+  uint64_t need = 0;
+  for (int j = 0; j < n->n_in + n->n_out; j++) {
+    const dlrt_tensor_t *t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
+    if (seen_before(n, j) || (in_place && j == n->n_in)) continue; /* in place: no new bytes */
+    need += (dlrt__tensor_bytes(t->owner) + 511) / 512 * 512;
+  }
+  (void)e;
+  return need;
+}
+
+static uint64_t least_budget(const dlrt_exec_t *e, dlrt_offload_policy policy, int *worst) {
+  uint64_t most = 0;
+  *worst = -1;
+  for (int m = 0; m < 2; m++) {
+    const schedule *s = &e->plans[m];
+    for (int k = 0; k < s->n; k++) {
+      uint64_t need = node_need(e, e->g->nodes[s->order[k]], s->inplace[k] >= 0, policy);
+      if (need > most) most = need, *worst = s->order[k];
+    }
+  }
+  return most;
+}
+
+int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *c) {
+  DLRT__CHECK_ARG(e && c, "dlrt_exec_set_spill: executor or config is NULL");
+  DLRT__CHECK_ARG(c->prefetch >= 0 && c->policy >= DLRT_OFFLOAD_NONE &&
+                      c->policy <= DLRT_OFFLOAD_ALL,
+                  "dlrt_exec_set_spill: prefetch %d, policy %d", c->prefetch, (int)c->policy);
+  dlrt_graph_t *g = e->g;
+  int rc = dlrt_stream_synchronize(e->stream);
+  if (rc < 0) return rc;
+  if (e->spill) {
+    /* Back to plain: every persistent storage on the device again. */
+    for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++) {
+      const dlrt_tensor_t *t = g->tensors[i];
+      if (t->owner != t || !dlrt__persistent(t)) continue;
+      if ((rc = dlrt__mpool_acquire(e->spill, i, 0)) == DLRT_OK) dlrt__mpool_release(e->spill, i);
+    }
+    if (rc < 0) return rc;
+    dlrt__mpool_destroy(e->spill);
+    e->spill = NULL;
+  }
+  if (c->device_budget == 0) return DLRT_OK;
+  int worst;
+  uint64_t least = least_budget(e, c->policy, &worst);
+  if (c->device_budget < least) {
+    const node *n = g->nodes[worst];
+    return dlrt__set_error(DLRT_ERR_OOM, "a device budget of %.1f MiB for the model is below "
+                           "what one operation needs at once: %s (-> %s) holds %.1f MiB of "
+                           "inputs and outputs; the smallest budget that fits is %.1f MiB%s",
+                           (double)c->device_budget / 1048576.0, dlrt__op_name(n->op),
+                           n->n_out ? n->out[0]->name : "update", (double)least / 1048576.0,
+                           (double)least / 1048576.0,
+                           (n->op == OP_SGD || n->op == OP_ADAM)
+                               ? " (or offload the optimizer: its updates then run on the host)"
+                               : "");
+  }
+  rc = dlrt__mpool_create(e->dev, e->stream, e->bufs, g->n_tensors, c->device_budget,
+                          c->host_budget, &e->spill);
+  if (rc < 0) return rc;
+  e->spill_cfg = *c;
+  for (int i = 0; i < g->n_tensors; i++) {
+    const dlrt_tensor_t *t = g->tensors[i];
+    if (t->owner != t) continue;
+    dlrt__mpool_declare(e->spill, i, dlrt__tensor_bytes(t));
+    if (e->bufs[i]) dlrt__mpool_adopt_buffer(e->spill, i);
+  }
+  /* Start with everything on the host: the budget holds from the first run. */
+  for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++)
+    if (e->bufs[i] && g->tensors[i]->owner == g->tensors[i])
+      rc = dlrt__mpool_offload(e->spill, i);
+  if (rc == DLRT_OK) rc = dlrt_stream_synchronize(e->stream);
+  if (rc < 0) {
+    dlrt__mpool_destroy(e->spill);
+    e->spill = NULL;
+    return rc;
+  }
+  /* The measured peak starts here, within the budget: what the executor
+   * held before it spilled does not count against it. */
+  return dlrt_mem_reset_peak(e->dev);
+}
+
+int dlrt_exec_spill_stats(dlrt_exec_t *e, dlrt_spill_stats *out) {
+  DLRT__CHECK_ARG(e && out, "dlrt_exec_spill_stats: executor or out is NULL");
+  memset(out, 0, sizeof *out);
+  if (!e->spill) return DLRT_OK;
+  int rc = dlrt_stream_synchronize(e->stream);
+  return rc < 0 ? rc : dlrt__mpool_stats(e->spill, out);
+}
+

@@ -1,0 +1,516 @@
+/* managed.c — storages that spill between device, pinned host and disk under
+ * budgets (see managed.h for the model). */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mem/managed.h"
+#include "util/status.h"
+
+/* Demand copies are timed with event pairs; this many may be pending. */
+#define TIMED_MAX 64
+
+typedef struct {
+  size_t size;           /* bytes of data: what copies move */
+  size_t bytes;          /* in 512-byte granules: what the budget counts */
+  int declared;
+  int locked;
+  int dirty;             /* the device copy is the only current one */
+  int on_host, on_disk;  /* a current copy there */
+  void *host;            /* pinned, kept for reuse while the storage lives */
+  int64_t disk_offset;   /* -1: no slot in the file */
+  int64_t next_use, last_use;
+  int in_flight;         /* prefetched: `fetched` must pass before use */
+  int handed_over;       /* bufs[] still aliases the storage that took it over */
+  dlrt_event_t *fetched;
+} mstore;
+
+struct dlrt__mpool {
+  dlrt_device_t *dev;
+  dlrt_stream_t *compute, *copy;
+  dlrt_buffer_t **bufs;
+  int n;
+  mstore *s;
+  uint64_t budget, host_budget;
+  uint64_t resident, host_used, locked_bytes;
+  int64_t clock;         /* acquisitions so far: the LRU clock */
+  int disk_fd;
+  int64_t disk_end;      /* next free offset (slots are reused per storage) */
+  void *staging;         /* pinned, for disk reads and writes */
+  size_t staging_bytes;
+  dlrt_event_t *mark;    /* on the compute stream: copies to the host done */
+  dlrt_event_t *timed[TIMED_MAX][2];
+  int n_timed;
+  dlrt_spill_stats st;
+};
+
+static size_t granules(size_t bytes) { return (bytes + 511) / 512 * 512; }
+
+int dlrt__mpool_create(dlrt_device_t *dev, dlrt_stream_t *compute, dlrt_buffer_t **bufs, int n,
+                       uint64_t device_budget, uint64_t host_budget, dlrt__mpool **out) {
+  dlrt__mpool *p = calloc(1, sizeof *p);
+  if (!p) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  p->dev = dev, p->compute = compute, p->bufs = bufs, p->n = n;
+  p->budget = device_budget, p->host_budget = host_budget;
+  p->disk_fd = -1;
+  p->s = calloc((size_t)(n > 0 ? n : 1), sizeof *p->s);
+  int rc = p->s ? DLRT_OK : dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  if (rc == DLRT_OK) rc = dlrt_stream_create(dev, &p->copy);
+  if (rc == DLRT_OK) rc = dlrt_event_create(dev, &p->mark);
+  for (int i = 0; i < n && rc == DLRT_OK; i++) {
+    p->s[i].disk_offset = -1;
+    p->s[i].next_use = INT64_MAX;
+  }
+  if (rc < 0) {
+    dlrt__mpool_destroy(p);
+    return rc;
+  }
+  *out = p;
+  return DLRT_OK;
+}
+
+static void collect_timed(dlrt__mpool *p) {
+  for (int i = 0; i < p->n_timed; i++) {
+    float ms = 0;
+    if (dlrt_event_synchronize(p->timed[i][1]) == DLRT_OK &&
+        dlrt_event_elapsed_ms(p->timed[i][0], p->timed[i][1], &ms) == DLRT_OK)
+      p->st.transfer_ms += ms;
+  }
+  p->n_timed = 0;
+}
+
+void dlrt__mpool_destroy(dlrt__mpool *p) {
+  if (!p) return;
+  if (p->compute) dlrt_stream_synchronize(p->compute);
+  if (p->copy) dlrt_stream_synchronize(p->copy);
+  collect_timed(p);
+  for (int i = 0; p->s && i < p->n; i++) {
+    if (!p->s[i].declared) continue;
+    dlrt_host_free(p->s[i].host);
+    dlrt_event_destroy(p->s[i].fetched);
+  }
+  for (int i = 0; i < TIMED_MAX; i++) {
+    dlrt_event_destroy(p->timed[i][0]);
+    dlrt_event_destroy(p->timed[i][1]);
+  }
+  dlrt_host_free(p->staging);
+  if (p->disk_fd >= 0) close(p->disk_fd);
+  dlrt_event_destroy(p->mark);
+  dlrt_stream_destroy(p->copy);
+  free(p->s);
+  free(p);
+}
+
+void dlrt__mpool_declare(dlrt__mpool *p, int id, size_t bytes) {
+  mstore *m = &p->s[id];
+  m->declared = 1;
+  m->size = bytes ? bytes : 4;
+  m->bytes = granules(m->size);
+}
+
+void dlrt__mpool_next_use(dlrt__mpool *p, int id, int64_t when) { p->s[id].next_use = when; }
+uint64_t dlrt__mpool_resident(const dlrt__mpool *p) { return p->resident; }
+uint64_t dlrt__mpool_min_budget(const dlrt__mpool *p) { return p->st.min_budget; }
+
+/* ---------------------------------------------------------------- timing */
+
+/* Brackets a copy on the compute stream with an event pair. */
+static int timed_begin(dlrt__mpool *p) {
+  if (p->n_timed == TIMED_MAX) collect_timed(p);
+  dlrt_event_t **e = p->timed[p->n_timed];
+  int rc = DLRT_OK;
+  if (!e[0]) rc = dlrt_event_create(p->dev, &e[0]);
+  if (rc == DLRT_OK && !e[1]) rc = dlrt_event_create(p->dev, &e[1]);
+  if (rc == DLRT_OK) rc = dlrt_event_record(e[0], p->compute);
+  return rc;
+}
+
+static int timed_end(dlrt__mpool *p) {
+  int rc = dlrt_event_record(p->timed[p->n_timed][1], p->compute);
+  if (rc == DLRT_OK) p->n_timed++;
+  return rc;
+}
+
+/* ---------------------------------------------------------------- disk */
+
+static int disk_open(dlrt__mpool *p) {
+  if (p->disk_fd >= 0) return DLRT_OK;
+  const char *dir = getenv("DLRT_SPILL_DIR");
+  if (!dir || !*dir) dir = getenv("TMPDIR");
+  if (!dir || !*dir) dir = "/tmp";
+  char path[4096];
+  snprintf(path, sizeof path, "%s/dlrt-spill-XXXXXX", dir);
+  int fd = mkstemp(path);
+  if (fd < 0)
+    return dlrt__set_error(DLRT_ERR_IO, "cannot create a spill file in %s: %s; set "
+                           "DLRT_SPILL_DIR to a writable folder with room", dir, strerror(errno));
+  unlink(path); /* gone when the process ends, cleanly or not */
+  p->disk_fd = fd;
+  return DLRT_OK;
+}
+
+static int staging_for(dlrt__mpool *p, size_t bytes) {
+  if (p->staging_bytes >= bytes) return DLRT_OK;
+  dlrt_host_free(p->staging);
+  p->staging = NULL;
+  p->staging_bytes = 0;
+  int rc = dlrt_host_alloc(p->dev, bytes, &p->staging);
+  if (rc == DLRT_OK) p->staging_bytes = bytes;
+  return rc;
+}
+
+/* Device -> disk through the staging buffer (waits for the copy). */
+static int write_to_disk(dlrt__mpool *p, int id) {
+  mstore *m = &p->s[id];
+  int rc = disk_open(p);
+  if (rc == DLRT_OK) rc = staging_for(p, m->bytes);
+  if (rc == DLRT_OK) rc = timed_begin(p);
+  if (rc == DLRT_OK) rc = dlrt_copy_d2h(p->staging, p->bufs[id], 0, m->size, p->compute);
+  if (rc == DLRT_OK) rc = timed_end(p);
+  if (rc == DLRT_OK) rc = dlrt_stream_synchronize(p->compute);
+  if (rc < 0) return rc;
+  if (m->disk_offset < 0) {
+    m->disk_offset = p->disk_end;
+    p->disk_end += (int64_t)m->bytes;
+  }
+  const char *src = p->staging;
+  size_t left = m->size;
+  off_t at = (off_t)m->disk_offset;
+  while (left > 0) {
+    ssize_t w = pwrite(p->disk_fd, src, left, at);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0)
+      return dlrt__set_error(DLRT_ERR_IO, "cannot write %zu bytes to the spill file: %s (is "
+                             "DLRT_SPILL_DIR's disk full?)", m->size, strerror(errno));
+    src += w, left -= (size_t)w, at += w;
+  }
+  p->st.disk_written_bytes += m->size;
+  m->on_disk = 1;
+  return DLRT_OK;
+}
+
+/* Disk -> device through the staging buffer (waits for the copy). */
+static int read_from_disk(dlrt__mpool *p, int id) {
+  mstore *m = &p->s[id];
+  int rc = staging_for(p, m->bytes);
+  if (rc < 0) return rc;
+  /* The staging buffer may still feed an earlier copy. */
+  if ((rc = dlrt_stream_synchronize(p->compute)) < 0) return rc;
+  char *dst = p->staging;
+  size_t left = m->size;
+  off_t at = (off_t)m->disk_offset;
+  while (left > 0) {
+    ssize_t r = pread(p->disk_fd, dst, left, at);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0)
+      return dlrt__set_error(DLRT_ERR_IO, "cannot read %zu bytes back from the spill file: %s",
+                             m->size, r < 0 ? strerror(errno) : "it is shorter than written");
+    dst += r, left -= (size_t)r, at += r;
+  }
+  p->st.disk_read_bytes += m->size;
+  if ((rc = timed_begin(p)) == DLRT_OK &&
+      (rc = dlrt_copy_h2d(p->bufs[id], 0, p->staging, m->size, p->compute)) == DLRT_OK)
+    rc = timed_end(p);
+  return rc;
+}
+
+/* ---------------------------------------------------------------- eviction */
+
+/* Writes a dirty storage back (to its host copy, or to disk past the host
+ * budget) on the compute stream, after the kernels that wrote it. */
+static int write_back(dlrt__mpool *p, int id) {
+  mstore *m = &p->s[id];
+  if (!m->host && (!p->host_budget || p->host_used + m->bytes <= p->host_budget)) {
+    int rc = dlrt_host_alloc(p->dev, m->bytes, &m->host);
+    if (rc < 0) {
+      m->host = NULL;
+      dlrt_clear_error(); /* host memory short: the disk takes it */
+    } else {
+      p->host_used += m->bytes;
+    }
+  }
+  int rc;
+  if (m->host) {
+    if ((rc = timed_begin(p)) < 0 ||
+        (rc = dlrt_copy_d2h(m->host, p->bufs[id], 0, m->size, p->compute)) < 0 ||
+        (rc = timed_end(p)) < 0)
+      return rc;
+    m->on_host = 1;
+  } else if ((rc = write_to_disk(p, id)) < 0) {
+    return rc;
+  }
+  p->st.spilled_bytes += m->size;
+  m->dirty = 0;
+  return DLRT_OK;
+}
+
+/* Moves an unlocked resident storage off the device. */
+static int evict(dlrt__mpool *p, int id) {
+  mstore *m = &p->s[id];
+  int rc;
+  if (m->dirty || (!m->on_host && !m->on_disk)) {
+    if ((rc = write_back(p, id)) < 0) return rc;
+  } else {
+    p->st.dropped_clean++;
+  }
+  /* Freed on the compute stream's order: the write-back (queued there) and
+   * the kernels before it finish before the memory is reused. */
+  dlrt_buffer_free(p->bufs[id]);
+  p->bufs[id] = NULL;
+  m->in_flight = 0;
+  p->resident -= m->bytes;
+  return DLRT_OK;
+}
+
+/* The unlocked resident storage to evict: the one needed furthest in the
+ * future (never again first), then the least recently used; -1 if none.
+ * With `before` >= 0 only storages needed after that clock count. */
+static int victim(const dlrt__mpool *p, int64_t before) {
+  int best = -1;
+  for (int i = 0; i < p->n; i++) {
+    const mstore *m = &p->s[i];
+    if (!m->declared || !p->bufs[i] || m->locked || m->handed_over) continue;
+    if (before >= 0 && m->next_use <= before) continue;
+    if (best < 0 || m->next_use > p->s[best].next_use ||
+        (m->next_use == p->s[best].next_use && m->last_use < p->s[best].last_use))
+      best = i;
+  }
+  return best;
+}
+
+/* Evicts until `bytes` more fit the budget; `before` as for victim(). */
+static int make_room(dlrt__mpool *p, size_t bytes, int64_t before, int *fits) {
+  *fits = 0;
+  while (p->resident + bytes > p->budget) {
+    int v = victim(p, before);
+    if (v < 0) return DLRT_OK;
+    int rc = evict(p, v);
+    if (rc < 0) return rc;
+    p->st.evictions++;
+  }
+  *fits = 1;
+  return DLRT_OK;
+}
+
+static int no_room(dlrt__mpool *p, int id) {
+  char need[32], budget[32], locked[32];
+  snprintf(need, sizeof need, "%.1f MiB", (double)p->s[id].bytes / 1048576.0);
+  snprintf(budget, sizeof budget, "%.1f MiB", (double)p->budget / 1048576.0);
+  snprintf(locked, sizeof locked, "%.1f MiB", (double)p->locked_bytes / 1048576.0);
+  uint64_t want = p->locked_bytes + p->s[id].bytes;
+  if (want > p->st.min_budget) p->st.min_budget = want;
+  return dlrt__set_error(DLRT_ERR_OOM, "out of device budget: %s more does not fit the spill "
+                         "budget of %s with everything else moved off the device (%s is in use "
+                         "by the running operation); the smallest budget that fits is %.1f MiB: "
+                         "raise the limit (an optimizer update needs its parameter, gradient "
+                         "and state at once: offloading the optimizer runs it on the host)",
+                         need, budget, locked,
+                         (double)p->st.min_budget / 1048576.0);
+}
+
+/* ---------------------------------------------------------------- use */
+
+static int place(dlrt__mpool *p, int id, dlrt_stream_t *stream) {
+  mstore *m = &p->s[id];
+  int fits, rc = make_room(p, m->bytes, -1, &fits);
+  if (rc < 0) return rc;
+  if (!fits) return no_room(p, id);
+  rc = dlrt_buffer_alloc(p->dev, m->size, stream, &p->bufs[id]);
+  if (rc < 0) return rc;
+  p->resident += m->bytes;
+  if (p->resident > p->st.peak_resident) p->st.peak_resident = p->resident;
+  return DLRT_OK;
+}
+
+int dlrt__mpool_acquire(dlrt__mpool *p, int id, int write) {
+  mstore *m = &p->s[id];
+  int rc = DLRT_OK;
+  m->last_use = ++p->clock;
+  if (p->bufs[id]) {
+    if (m->in_flight) {
+      /* Prefetched: the compute stream waits for the copy, not the host. */
+      if ((rc = dlrt_stream_wait_event(p->compute, m->fetched)) < 0) return rc;
+      m->in_flight = 0;
+      p->st.prefetch_hits++;
+    }
+  } else {
+    int has_copy = m->on_host || m->on_disk;
+    if ((rc = place(p, id, p->compute)) < 0) return rc;
+    if (has_copy) {
+      p->st.prefetch_misses++;
+      if (m->on_host) {
+        if ((rc = timed_begin(p)) < 0 ||
+            (rc = dlrt_copy_h2d(p->bufs[id], 0, m->host, m->size, p->compute)) < 0 ||
+            (rc = timed_end(p)) < 0)
+          return rc;
+      } else if ((rc = read_from_disk(p, id)) < 0) {
+        return rc;
+      }
+      p->st.fetched_bytes += m->size;
+    }
+  }
+  if (!m->locked) p->locked_bytes += m->bytes;
+  m->locked++;
+  if (p->locked_bytes > p->st.min_budget) p->st.min_budget = p->locked_bytes;
+  if (write) {
+    m->dirty = 1;
+    m->on_host = m->on_disk = 0; /* stale now */
+  }
+  return DLRT_OK;
+}
+
+void dlrt__mpool_release(dlrt__mpool *p, int id) {
+  mstore *m = &p->s[id];
+  if (m->locked > 0 && --m->locked == 0) p->locked_bytes -= m->bytes;
+}
+
+int dlrt__mpool_take_over(dlrt__mpool *p, int id, int from) {
+  mstore *m = &p->s[id], *f = &p->s[from];
+  /* bufs[from] keeps pointing at the buffer while the node reads it as its
+   * input; dlrt__mpool_handed_over clears it after the node. */
+  p->bufs[id] = p->bufs[from];
+  if (f->locked) p->locked_bytes -= f->bytes;
+  p->resident -= f->bytes; /* the bytes stay resident, now counted as `id` */
+  p->resident += m->bytes;
+  f->locked = 0;
+  f->dirty = f->on_host = f->on_disk = f->in_flight = 0;
+  f->next_use = INT64_MAX;
+  f->handed_over = 1;
+  m->last_use = ++p->clock;
+  if (!m->locked) p->locked_bytes += m->bytes;
+  m->locked++;
+  m->dirty = 1;
+  m->on_host = m->on_disk = 0;
+  return DLRT_OK;
+}
+
+void dlrt__mpool_handed_over(dlrt__mpool *p, int from) {
+  p->bufs[from] = NULL;
+  p->s[from].handed_over = 0;
+}
+
+void dlrt__mpool_discard(dlrt__mpool *p, int id) {
+  mstore *m = &p->s[id];
+  if (p->bufs[id]) {
+    dlrt_buffer_free(p->bufs[id]);
+    p->bufs[id] = NULL;
+    p->resident -= m->bytes;
+  }
+  if (m->locked) p->locked_bytes -= m->bytes;
+  m->locked = 0;
+  m->dirty = m->on_host = m->on_disk = m->in_flight = 0;
+  m->next_use = INT64_MAX;
+  /* The pinned copy and the disk slot stay for the storage's next life
+   * (the same size, next step): no allocation churn. */
+}
+
+int dlrt__mpool_adopt_buffer(dlrt__mpool *p, int id) {
+  mstore *m = &p->s[id];
+  m->dirty = 1;
+  p->resident += m->bytes;
+  if (p->resident > p->st.peak_resident) p->st.peak_resident = p->resident;
+  return DLRT_OK;
+}
+
+int dlrt__mpool_write(dlrt__mpool *p, int id, const void *src, size_t bytes) {
+  mstore *m = &p->s[id];
+  int rc = dlrt__mpool_acquire(p, id, 1);
+  if (rc < 0) return rc;
+  rc = dlrt_copy_h2d(p->bufs[id], 0, src, bytes, p->compute);
+  if (rc == DLRT_OK) rc = dlrt_stream_synchronize(p->compute); /* src may go */
+  dlrt__mpool_release(p, id);
+  (void)m;
+  return rc;
+}
+
+int dlrt__mpool_prefetch(dlrt__mpool *p, int id) {
+  mstore *m = &p->s[id];
+  if (!m->declared || p->bufs[id] || !m->on_host) return DLRT_OK; /* disk: fetched on use */
+  int fits, rc = make_room(p, m->bytes, m->next_use, &fits);
+  if (rc < 0 || !fits) return rc;
+  /* The buffer belongs to the compute stream (whose order the allocator
+   * keeps), and the copy stream first waits for everything the compute
+   * stream queued: the kernels that last used the memory and the
+   * write-back that made the host copy. */
+  if ((rc = place(p, id, p->compute)) < 0) return rc;
+  if ((rc = dlrt_event_record(p->mark, p->compute)) < 0 ||
+      (rc = dlrt_stream_wait_event(p->copy, p->mark)) < 0)
+    return rc;
+  if (!m->fetched && (rc = dlrt_event_create(p->dev, &m->fetched)) < 0) return rc;
+  if ((rc = dlrt_copy_h2d(p->bufs[id], 0, m->host, m->size, p->copy)) < 0 ||
+      (rc = dlrt_event_record(m->fetched, p->copy)) < 0 ||
+      (rc = dlrt_buffer_record_stream(p->bufs[id], p->copy)) < 0)
+    return rc;
+  m->in_flight = 1;
+  p->st.fetched_bytes += m->size;
+  return DLRT_OK;
+}
+
+int dlrt__mpool_offload(dlrt__mpool *p, int id) {
+  mstore *m = &p->s[id];
+  if (!m->declared || !p->bufs[id] || m->locked) return DLRT_OK;
+  int rc = evict(p, id);
+  if (rc == DLRT_OK) p->st.offloads++;
+  return rc;
+}
+
+int dlrt__mpool_host_view(dlrt__mpool *p, int id, int write, void **host) {
+  mstore *m = &p->s[id];
+  int rc = DLRT_OK;
+  if (!m->host) {
+    if ((rc = dlrt_host_alloc(p->dev, m->bytes, &m->host)) < 0) return rc;
+    p->host_used += m->bytes;
+    if (!m->on_disk && !p->bufs[id]) memset(m->host, 0, m->size); /* never written */
+  }
+  if (p->bufs[id] && (m->dirty || !m->on_host)) {
+    /* The device holds the current data: copy it back. */
+    if ((rc = timed_begin(p)) < 0 ||
+        (rc = dlrt_copy_d2h(m->host, p->bufs[id], 0, m->size, p->compute)) < 0 ||
+        (rc = timed_end(p)) < 0)
+      return rc;
+    p->st.spilled_bytes += m->size;
+    m->dirty = 0;
+    m->on_host = 1;
+  } else if (!m->on_host && m->on_disk) {
+    if ((rc = dlrt_stream_synchronize(p->compute)) < 0) return rc;
+    char *dst = m->host;
+    size_t left = m->size;
+    off_t at = (off_t)m->disk_offset;
+    while (left > 0) {
+      ssize_t r = pread(p->disk_fd, dst, left, at);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0)
+        return dlrt__set_error(DLRT_ERR_IO, "cannot read %zu bytes back from the spill file: %s",
+                               m->size, r < 0 ? strerror(errno) : "it is shorter than written");
+      dst += r, left -= (size_t)r, at += r;
+    }
+    p->st.disk_read_bytes += m->size;
+    m->on_host = 1;
+  }
+  if (write) {
+    /* The host copy becomes the only current one. */
+    if (p->bufs[id] && !m->locked) {
+      dlrt_buffer_free(p->bufs[id]);
+      p->bufs[id] = NULL;
+      p->resident -= m->bytes;
+      m->in_flight = 0;
+    }
+    m->on_disk = 0;
+    m->dirty = 0;
+    m->on_host = 1;
+  }
+  *host = m->host;
+  return DLRT_OK;
+}
+
+int dlrt__mpool_stats(dlrt__mpool *p, dlrt_spill_stats *out) {
+  collect_timed(p);
+  *out = p->st;
+  return DLRT_OK;
+}
