@@ -187,6 +187,7 @@ int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *c) {
   if (rc < 0) return rc;
   if (e->spill) {
     /* Back to plain: every persistent storage on the device again. */
+    dlrt__mpool_set_budget(e->spill, UINT64_MAX);
     for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++) {
       const dlrt_tensor_t *t = g->tensors[i];
       if (t->owner != t || !dlrt__persistent(t)) continue;
@@ -231,8 +232,9 @@ int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *c) {
     e->spill = NULL;
     return rc;
   }
-  /* The measured peak starts here, within the budget: what the executor
-   * held before it spilled does not count against it. */
+  /* The figures start here, within the budget: what the executor held and
+   * moved before it spilled does not count. */
+  dlrt__mpool_reset_stats(e->spill);
   return dlrt_mem_reset_peak(e->dev);
 }
 

@@ -48,6 +48,7 @@ struct dlrt__mpool {
   dlrt_event_t *timed[TIMED_MAX][2];
   int n_timed;
   dlrt_spill_stats st;
+  int check;             /* DLRT_SPILL_CHECK=1: recount the budget at every allocation */
 };
 
 static size_t granules(size_t bytes) { return (bytes + 511) / 512 * 512; }
@@ -59,6 +60,8 @@ int dlrt__mpool_create(dlrt_device_t *dev, dlrt_stream_t *compute, dlrt_buffer_t
   p->dev = dev, p->compute = compute, p->bufs = bufs, p->n = n;
   p->budget = device_budget, p->host_budget = host_budget;
   p->disk_fd = -1;
+  const char *check = getenv("DLRT_SPILL_CHECK");
+  p->check = check && *check && strcmp(check, "0") != 0;
   p->s = calloc((size_t)(n > 0 ? n : 1), sizeof *p->s);
   int rc = p->s ? DLRT_OK : dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   if (rc == DLRT_OK) rc = dlrt_stream_create(dev, &p->copy);
@@ -316,6 +319,20 @@ static int no_room(dlrt__mpool *p, int id) {
 
 /* ---------------------------------------------------------------- use */
 
+/* DLRT_SPILL_CHECK: the device bytes of every storage that holds a buffer,
+ * counted afresh from the buffers, must be within the budget. */
+static int recount(const dlrt__mpool *p) {
+  uint64_t total = 0;
+  for (int i = 0; i < p->n; i++)
+    if (p->s[i].declared && p->bufs[i] && !p->s[i].handed_over)
+      total += granules(dlrt_buffer_size(p->bufs[i]));
+  if (total > p->budget || total != p->resident)
+    return dlrt__set_error(DLRT_ERR_STATE, "spill check: %llu bytes on the device (counted "
+                           "%llu), budget %llu", (unsigned long long)total,
+                           (unsigned long long)p->resident, (unsigned long long)p->budget);
+  return DLRT_OK;
+}
+
 static int place(dlrt__mpool *p, int id, dlrt_stream_t *stream) {
   mstore *m = &p->s[id];
   int fits, rc = make_room(p, m->bytes, -1, &fits);
@@ -325,7 +342,7 @@ static int place(dlrt__mpool *p, int id, dlrt_stream_t *stream) {
   if (rc < 0) return rc;
   p->resident += m->bytes;
   if (p->resident > p->st.peak_resident) p->st.peak_resident = p->resident;
-  return DLRT_OK;
+  return p->check ? recount(p) : DLRT_OK;
 }
 
 int dlrt__mpool_acquire(dlrt__mpool *p, int id, int write) {
@@ -507,6 +524,14 @@ int dlrt__mpool_host_view(dlrt__mpool *p, int id, int write, void **host) {
   }
   *host = m->host;
   return DLRT_OK;
+}
+
+void dlrt__mpool_set_budget(dlrt__mpool *p, uint64_t device_budget) { p->budget = device_budget; }
+
+void dlrt__mpool_reset_stats(dlrt__mpool *p) {
+  collect_timed(p);
+  memset(&p->st, 0, sizeof p->st);
+  p->st.peak_resident = p->resident;
 }
 
 int dlrt__mpool_stats(dlrt__mpool *p, dlrt_spill_stats *out) {

@@ -69,6 +69,9 @@ int dlrt__mpool_host_view(dlrt__mpool *p, int id, int write, void **host);
 
 /* Resident bytes now. */
 uint64_t dlrt__mpool_resident(const dlrt__mpool *p);
+void dlrt__mpool_set_budget(dlrt__mpool *p, uint64_t device_budget);
+/* Starts the statistics afresh (the peak from what is resident now). */
+void dlrt__mpool_reset_stats(dlrt__mpool *p);
 /* Fills out (the stats of the public header). Waits for timed copies. */
 int dlrt__mpool_stats(dlrt__mpool *p, dlrt_spill_stats *out);
 /* The smallest budget that would have fitted so far: the largest set of

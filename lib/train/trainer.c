@@ -95,12 +95,14 @@ static int choose_checkpointing(dlrt_trainer_t *t) {
 }
 
 /* Bytes of the trainer's device memory outside the executor's storages:
- * the loader's slots, the accumulators and the clipping workspace. */
+ * the loaders' slots, the accumulators and the clipping workspace. */
 static uint64_t outside_bytes(const dlrt_trainer_t *t) {
   uint64_t slots = (uint64_t)(t->cfg.prefetch > 0 ? t->cfg.prefetch : 1);
   uint64_t images = (uint64_t)(t->batch * t->channels * t->height * t->width) * sizeof(float);
   uint64_t labels = (uint64_t)t->batch * sizeof(int32_t);
-  uint64_t loader = slots * (((images + 511) & ~511ull) + ((labels + 511) & ~511ull));
+  /* Twice: the evaluation loader lives beside the training one while it
+   * evaluates. */
+  uint64_t loader = 2 * slots * (((images + 511) & ~511ull) + ((labels + 511) & ~511ull));
   dlrt_exec_info info;
   uint64_t accum = 0, clip = 0;
   if (dlrt_exec_info_get(t->e, &info) == DLRT_OK && t->accum > 1) accum = info.param_bytes + 64 * 512;

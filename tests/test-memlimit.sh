@@ -1,0 +1,79 @@
+#!/bin/sh
+# shellcheck disable=SC2086
+# test-memlimit.sh — TAP checks of dltrain --mem-limit (spilling to host and
+# disk): mlp trains within a quarter of its unlimited peak, its parameters
+# alone larger than the budget, with the unlimited run's losses bit for bit
+# on the CPU and on OpenCL device 0; the JSON reports the traffic; a budget
+# below what one operation needs fails with the smallest budget that fits;
+# the options are checked.
+
+DLTRAIN=${DLTRAIN:-./tools/dltrain}
+DLINFO=${DLINFO:-./tools/dlinfo}
+unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
+
+TOOL=$DLTRAIN PLAN=11
+# shellcheck source=tests/tap.sh
+. "$(dirname "$0")/tap.sh"
+
+if [ $have_python = no ]; then
+  for i in $(seq 1 11); do skip "test $i" "python3 not found"; done
+  exit 0
+fi
+
+opencl=no
+[ -x "$DLINFO" ] && "$DLINFO" --device opencl:0 >/dev/null 2>&1 && opencl=yes
+common="--data generated --limit 1920 --epochs 2 --threads 1 --prefetch 1 --json --quiet"
+
+# 1-6: a quarter of the peak, on each device.
+for device in cpu opencl:0; do
+  if [ $device = opencl:0 ] && [ $opencl = no ]; then
+    for what in "unlimited run" "a quarter of the peak" "the same losses"; do
+      skip "$device: $what" "no OpenCL device"
+    done
+    continue
+  fi
+  run $common --device $device
+  cp "$tmp/out" "$tmp/free.json"
+  [ $device = cpu ] && cp "$tmp/out" "$tmp/free-cpu.json"
+  [ $rc -eq 0 ]
+  result "$device: the unlimited run"
+  # A quarter of the peak, and below the parameters' own bytes.
+  limit=$(python3 -c "import json, sys
+d = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+print(min(d['peak_device_bytes'] // 4, d['params'] * 4 * 9 // 10))" "$tmp/free.json")
+  run $common --device $device --mem-limit "$limit" --offload optimizer
+  cp "$tmp/out" "$tmp/spill.json"
+  [ $rc -eq 0 ] && python3 -c "import json, sys
+d = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+limit = int(sys.argv[2])
+assert d['peak_device_bytes'] <= limit, (d['peak_device_bytes'], limit)
+assert d['mem_limit'] == limit and d['spilled_bytes'] > 0 and d['fetched_bytes'] > 0, d
+assert 0 <= d['transfer_stall_fraction'] <= 1, d
+assert d['params'] * 4 > limit, 'the parameters alone exceed the budget'" "$tmp/spill.json" "$limit"
+  result "$device: --mem-limit $limit (under a quarter of the peak and the parameters' bytes) holds"
+  python3 -c "import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:])
+assert a['epoch_losses'] == b['epoch_losses'] and a['test_loss'] == b['test_loss'], (a, b)" \
+    "$tmp/free.json" "$tmp/spill.json"
+  result "$device: the losses equal the unlimited run's bit for bit"
+done
+
+# 7: through the disk.
+run $common --device cpu --mem-limit 3M --host-limit 1M --offload all
+[ $rc -eq 0 ] && python3 -c "import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:])
+assert a['epoch_losses'] == b['epoch_losses'], (a, b)" "$tmp/free-cpu.json" "$tmp/out"
+result "--host-limit 1M sends copies to disk; the losses are the same"
+
+# 8
+run $common --device cpu --mem-limit 1M
+[ $rc -eq 1 ] && grep -q "smallest budget that fits is 6.1 MiB" "$tmp/err" &&
+  grep -q "offload the optimizer" "$tmp/err"
+result "--mem-limit 1M fails naming the smallest budget that fits and the way out"
+
+# 9-11
+for args in "--offload all" "--mem-limit lots" "--mem-limit 3M --offload some"; do
+  run --data generated $args
+  [ $rc -eq 2 ] && [ -s "$tmp/err" ]
+  result "$args is a usage error"
+done
