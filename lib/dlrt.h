@@ -972,6 +972,14 @@ typedef struct {
  * `device_bytes`; activations are not counted. */
 DLRT_API int dlrt_plan_what_if(double params, uint64_t device_bytes, dlrt_what_if *out, int *n);
 
+/* Tracing: writes a Chrome trace (JSON; open it in https://ui.perfetto.dev
+ * or chrome://tracing) of every graph node the executors run, every spill
+ * copy, and device memory over time. DLRT_TRACE=FILE starts one for the
+ * whole process. While tracing, each node and copy is waited for to time
+ * it: a traced run is slower. */
+DLRT_API int dlrt_trace_start(const char *path);
+DLRT_API void dlrt_trace_stop(void);
+
 /* Threads the CPU backend uses for its kernels and OpenBLAS (0: all cores). */
 DLRT_API int dlrt_set_cpu_threads(int threads);
 

@@ -11,12 +11,12 @@ DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=11
+TOOL=$DLTRAIN PLAN=13
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
 if [ $have_python = no ]; then
-  for i in $(seq 1 11); do skip "test $i" "python3 not found"; done
+  for i in $(seq 1 13); do skip "test $i" "python3 not found"; done
   exit 0
 fi
 
@@ -77,3 +77,22 @@ for args in "--offload all" "--mem-limit lots" "--mem-limit 3M --offload some"; 
   [ $rc -eq 2 ] && [ -s "$tmp/err" ]
   result "$args is a usage error"
 done
+
+# 12, 13: the trace.
+run --data generated --limit 640 --threads 1 --quiet --device cpu --mem-limit 3M \
+  --offload optimizer --trace "$tmp/trace.json"
+[ $rc -eq 0 ] && python3 -c "import json, sys
+events = json.load(open(sys.argv[1]))
+spans = [e for e in events if e['ph'] == 'X']
+cats = {e['cat'] for e in spans}
+assert {'forward', 'backward', 'update', 'copy'} <= cats, cats
+assert all(e['dur'] >= 0 and e['ts'] >= 0 for e in spans), 'negative times'
+counters = {e['name'] for e in events if e['ph'] == 'C'}
+assert {'device memory allocated', 'spill: resident'} <= counters, counters
+assert any('on the host' in e['name'] for e in spans), 'host updates'" "$tmp/trace.json"
+result "--trace writes a Chrome trace: kernels, copies, host updates, memory counters"
+DLRT_TRACE="$tmp/env.json" "$DLTRAIN" --data generated --limit 320 --device cpu --quiet \
+  >/dev/null 2>&1 && python3 -c "import json, sys
+events = json.load(open(sys.argv[1]))
+assert sum(e['ph'] == 'X' for e in events) > 10, len(events)" "$tmp/env.json"
+result "DLRT_TRACE=FILE traces a run too"

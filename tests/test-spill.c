@@ -232,6 +232,10 @@ static void run_device(const char *spec) {
     tap_check(net_train(&small, 0, 1, DLRT_RUN_TRAIN), "%s: the executor still trains", spec);
     net_free(&small);
   }
+  char summary[8192];
+  dlrt_mem_summary(dev, summary, sizeof summary);
+  ok(strstr(summary, "spilling (unified-memory emulation)") && strstr(summary, "evictions"),
+     "%s: dlrt_mem_summary reports the spilling", spec);
   free(want);
 }
 

@@ -37,6 +37,7 @@ typedef struct {
   int workers, prefetch, augment, mmap, accum, checkpoint;
   int plan;                 /* --plan: plan memory, train nothing */
   const char *mem_limit, *host_limit; /* --mem-limit, --host-limit (sizes or %) */
+  const char *trace;        /* --trace FILE */
   dlrt_spill_config spill;
   uint64_t device_memory;   /* --device-memory (0: the device's) */
   double what_if;           /* --what-if parameters (0: none) */
@@ -96,6 +97,9 @@ static void usage(FILE *out) {
         "                             (default none: only when the budget needs room)\n"
         "      --spill-prefetch N     nodes to look ahead for copies back (default 4;\n"
         "                             0: fetch when needed)\n"
+        "      --trace FILE           write a Chrome trace of the run (kernels, spill\n"
+        "                             copies, device memory): open it in\n"
+        "                             https://ui.perfetto.dev; slows the run down\n"
         "      --workers N            loader threads that decode and augment (default 2;\n"
         "                             0: in the training thread)\n"
         "      --prefetch N           batches made ready ahead in pinned memory and on\n"
@@ -121,7 +125,8 @@ static void usage(FILE *out) {
         "  -q, --quiet                no progress display\n"
         "  -h, --help                 show this help and exit\n"
         "  -V, --version              show the dlrt version and exit\n\n"
-        "Environment: DLRT_DEVICE, DLRT_BACKEND, DLRT_MEM_LIMIT (see dlinfo --help).\n",
+        "Environment: DLRT_DEVICE, DLRT_BACKEND, DLRT_MEM_LIMIT (see dlinfo --help);\n"
+        "DLRT_TRACE=FILE (as --trace); DLRT_SPILL_DIR (the spill file's folder).\n",
         out);
 }
 
@@ -441,7 +446,7 @@ static int parse_options(int argc, char **argv, options *o) {
          OPT_LIMIT, OPT_SCHEDULE, OPT_WARMUP, OPT_CLIP, OPT_WORKERS, OPT_PREFETCH,
          OPT_AUGMENT, OPT_CROP_PAD, OPT_FLIP, OPT_ERASE, OPT_NORMALIZE, OPT_MMAP, OPT_ACCUM,
          OPT_PLAN, OPT_DEVICE_MEMORY, OPT_WHAT_IF, OPT_CHECKPOINT, OPT_MEM_LIMIT,
-         OPT_HOST_LIMIT, OPT_OFFLOAD, OPT_SPILL_PREFETCH };
+         OPT_HOST_LIMIT, OPT_OFFLOAD, OPT_SPILL_PREFETCH, OPT_TRACE };
   static const struct option longopts[] = {
       {"model", required_argument, NULL, 'm'},   {"data", required_argument, NULL, OPT_DATA},
       {"device", required_argument, NULL, 'd'},  {"epochs", required_argument, NULL, 'e'},
@@ -475,6 +480,7 @@ static int parse_options(int argc, char **argv, options *o) {
       {"host-limit", required_argument, NULL, OPT_HOST_LIMIT},
       {"offload", required_argument, NULL, OPT_OFFLOAD},
       {"spill-prefetch", required_argument, NULL, OPT_SPILL_PREFETCH},
+      {"trace", required_argument, NULL, OPT_TRACE},
       {"device-memory", required_argument, NULL, OPT_DEVICE_MEMORY},
       {"what-if", required_argument, NULL, OPT_WHAT_IF},
       {"json", no_argument, NULL, 'j'},          {"quiet", no_argument, NULL, 'q'},
@@ -577,6 +583,7 @@ static int parse_options(int argc, char **argv, options *o) {
     case OPT_MMAP: o->mmap = 1; break;
     case OPT_PLAN: o->plan = 1; break;
     case OPT_MEM_LIMIT: o->mem_limit = optarg; break;
+    case OPT_TRACE: o->trace = optarg; break;
     case OPT_HOST_LIMIT: o->host_limit = optarg; break;
     case OPT_OFFLOAD: {
       static const char *const names[] = {"none", "activations", "optimizer", "all"};
@@ -698,6 +705,7 @@ int main(int argc, char **argv) {
   int tty = !o.quiet && isatty(fileno(log));
 
   TRY(dlrt_init(), "cannot start dlrt");
+  if (o.trace) TRY(dlrt_trace_start(o.trace), "cannot trace");
   if ((rc = dlrt_device_open(o.device, &dev)) != DLRT_OK) {
     fail(NULL, rc);
     fputs("dltrain: run dlinfo to list devices\n", stderr);
@@ -822,6 +830,7 @@ int main(int argc, char **argv) {
   }
 
 done:
+  if (o.trace) dlrt_trace_stop();
   free(losses);
   dlrt_trainer_destroy(trainer);
   dlrt_dataset_free(&data[0]);

@@ -17,6 +17,7 @@
 
 #include "graph/exec.h"
 #include "util/status.h"
+#include "util/trace.h"
 
 static double now_ms(void) {
   struct timespec ts;
@@ -619,6 +620,21 @@ int dlrt_exec_set_clip_norm(dlrt_exec_t *e, float max_norm) {
   return DLRT_OK;
 }
 
+/* Tracing: the node's span (waited for) and the device memory after it. */
+static void trace_node(dlrt_exec_t *e, const node *n, int on_host, double t0) {
+  dlrt_stream_synchronize(e->stream);
+  char name[160];
+  snprintf(name, sizeof name, "%s %s%s", dlrt__op_name(n->op),
+           n->n_out ? n->out[0]->name : "(update)", on_host ? " on the host" : "");
+  dlrt__trace_span(name, n->phase == PHASE_FORWARD ? "forward"
+                         : n->phase == PHASE_BACKWARD ? "backward" : "update",
+                   on_host ? DLRT_TRACE_HOST : DLRT_TRACE_COMPUTE, t0, dlrt__trace_now_us());
+  dlrt_mem_stats st;
+  if (dlrt_mem_stats_get(e->dev, &st) == DLRT_OK)
+    dlrt__trace_counter("device memory allocated", st.allocated.current);
+  if (e->spill) dlrt__trace_counter("spill: resident", dlrt__mpool_resident(e->spill));
+}
+
 int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
   DLRT__CHECK_ARG(e, "executor is NULL");
   DLRT__CHECK_ARG(mode == DLRT_RUN_FORWARD || mode == DLRT_RUN_TRAIN, "unknown run mode %d",
@@ -633,6 +649,7 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
   e->mode = mode;
   e->grad_scale = 1.0f;
   if (e->spill) dlrt__spill_begin_run(e, s);
+  int tracing = dlrt__trace_on();
   for (int k = 0; k < s->n && rc == DLRT_OK; k++) {
     node *n = g->nodes[s->order[k]];
     if (n->phase == PHASE_UPDATE && !clipped) {
@@ -681,7 +698,9 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
       }
     }
     double t0 = e->profile ? now_ms() : 0;
+    double trace_t0 = tracing && dlrt_stream_synchronize(e->stream) == DLRT_OK ? dlrt__trace_now_us() : 0;
     if (rc == DLRT_OK && !on_host) rc = dlrt__exec_run_node(e, n);
+    if (tracing && rc == DLRT_OK) trace_node(e, n, on_host, trace_t0);
     if (e->profile && rc == DLRT_OK) {
       rc = dlrt_stream_synchronize(e->stream);
       e->op_ms[n->op] += now_ms() - t0;

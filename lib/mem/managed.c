@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 
 #include "mem/managed.h"
 #include "util/status.h"
+#include "util/trace.h"
 
 /* Demand copies are timed with event pairs; this many may be pending. */
 #define TIMED_MAX 64
@@ -53,6 +55,58 @@ struct dlrt__mpool {
 
 static size_t granules(size_t bytes) { return (bytes + 511) / 512 * 512; }
 
+/* ---------------------------------------------------------------- totals */
+
+/* Every pool's figures, per device, for dlrt_mem_summary: live pools are
+ * asked, destroyed ones left their totals behind. */
+#define TOTALS_MAX 16
+static pthread_mutex_t totals_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct { dlrt_device_t *dev; dlrt_spill_stats st; } retired[TOTALS_MAX];
+static dlrt__mpool *live[64];
+
+static void add_stats(dlrt_spill_stats *a, const dlrt_spill_stats *b) {
+  a->spilled_bytes += b->spilled_bytes, a->fetched_bytes += b->fetched_bytes;
+  a->disk_written_bytes += b->disk_written_bytes, a->disk_read_bytes += b->disk_read_bytes;
+  a->evictions += b->evictions, a->dropped_clean += b->dropped_clean;
+  a->offloads += b->offloads, a->prefetch_hits += b->prefetch_hits;
+  a->prefetch_misses += b->prefetch_misses, a->transfer_ms += b->transfer_ms;
+  if (b->peak_resident > a->peak_resident) a->peak_resident = b->peak_resident;
+  if (b->min_budget > a->min_budget) a->min_budget = b->min_budget;
+}
+
+static void register_pool(dlrt__mpool *p, int add) {
+  pthread_mutex_lock(&totals_lock);
+  for (int i = 0; i < 64; i++)
+    if (add ? !live[i] : live[i] == p) {
+      live[i] = add ? p : NULL;
+      break;
+    }
+  pthread_mutex_unlock(&totals_lock);
+}
+
+static void retire(dlrt__mpool *p) {
+  pthread_mutex_lock(&totals_lock);
+  for (int i = 0; i < TOTALS_MAX; i++)
+    if (!retired[i].dev || retired[i].dev == p->dev) {
+      retired[i].dev = p->dev;
+      add_stats(&retired[i].st, &p->st);
+      break;
+    }
+  pthread_mutex_unlock(&totals_lock);
+}
+
+int dlrt__spill_totals(dlrt_device_t *dev, dlrt_spill_stats *out) {
+  memset(out, 0, sizeof *out);
+  int any = 0;
+  pthread_mutex_lock(&totals_lock);
+  for (int i = 0; i < TOTALS_MAX; i++)
+    if (retired[i].dev == dev) add_stats(out, &retired[i].st), any = 1;
+  for (int i = 0; i < 64; i++)
+    if (live[i] && live[i]->dev == dev) add_stats(out, &live[i]->st), any = 1;
+  pthread_mutex_unlock(&totals_lock);
+  return any;
+}
+
 int dlrt__mpool_create(dlrt_device_t *dev, dlrt_stream_t *compute, dlrt_buffer_t **bufs, int n,
                        uint64_t device_budget, uint64_t host_budget, dlrt__mpool **out) {
   dlrt__mpool *p = calloc(1, sizeof *p);
@@ -74,6 +128,7 @@ int dlrt__mpool_create(dlrt_device_t *dev, dlrt_stream_t *compute, dlrt_buffer_t
     dlrt__mpool_destroy(p);
     return rc;
   }
+  register_pool(p, 1);
   *out = p;
   return DLRT_OK;
 }
@@ -93,6 +148,8 @@ void dlrt__mpool_destroy(dlrt__mpool *p) {
   if (p->compute) dlrt_stream_synchronize(p->compute);
   if (p->copy) dlrt_stream_synchronize(p->copy);
   collect_timed(p);
+  register_pool(p, 0);
+  retire(p);
   for (int i = 0; p->s && i < p->n; i++) {
     if (!p->s[i].declared) continue;
     dlrt_host_free(p->s[i].host);
@@ -122,6 +179,22 @@ uint64_t dlrt__mpool_resident(const dlrt__mpool *p) { return p->resident; }
 uint64_t dlrt__mpool_min_budget(const dlrt__mpool *p) { return p->st.min_budget; }
 
 /* ---------------------------------------------------------------- timing */
+
+/* Tracing: the copy's span, the stream waited for on both sides. */
+static double trace_begin(dlrt_stream_t *stream) {
+  if (!dlrt__trace_on()) return -1;
+  dlrt_stream_synchronize(stream);
+  return dlrt__trace_now_us();
+}
+
+static void trace_end(dlrt_stream_t *stream, double t0, const char *what, size_t bytes,
+                      int tid) {
+  if (t0 < 0) return;
+  dlrt_stream_synchronize(stream);
+  char name[64];
+  snprintf(name, sizeof name, "%s %.1f KiB", what, (double)bytes / 1024.0);
+  dlrt__trace_span(name, "copy", tid, t0, dlrt__trace_now_us());
+}
 
 /* Brackets a copy on the compute stream with an event pair. */
 static int timed_begin(dlrt__mpool *p) {
@@ -182,6 +255,7 @@ static int write_to_disk(dlrt__mpool *p, int id) {
     m->disk_offset = p->disk_end;
     p->disk_end += (int64_t)m->bytes;
   }
+  double t_disk = dlrt__trace_now_us();
   const char *src = p->staging;
   size_t left = m->size;
   off_t at = (off_t)m->disk_offset;
@@ -194,6 +268,7 @@ static int write_to_disk(dlrt__mpool *p, int id) {
     src += w, left -= (size_t)w, at += w;
   }
   p->st.disk_written_bytes += m->size;
+  if (dlrt__trace_on()) dlrt__trace_span("to disk", "disk", DLRT_TRACE_HOST, t_disk, dlrt__trace_now_us());
   m->on_disk = 1;
   return DLRT_OK;
 }
@@ -205,6 +280,7 @@ static int read_from_disk(dlrt__mpool *p, int id) {
   if (rc < 0) return rc;
   /* The staging buffer may still feed an earlier copy. */
   if ((rc = dlrt_stream_synchronize(p->compute)) < 0) return rc;
+  double t_read = dlrt__trace_now_us();
   char *dst = p->staging;
   size_t left = m->size;
   off_t at = (off_t)m->disk_offset;
@@ -217,6 +293,7 @@ static int read_from_disk(dlrt__mpool *p, int id) {
     dst += r, left -= (size_t)r, at += r;
   }
   p->st.disk_read_bytes += m->size;
+  if (dlrt__trace_on()) dlrt__trace_span("from disk", "disk", DLRT_TRACE_HOST, t_read, dlrt__trace_now_us());
   if ((rc = timed_begin(p)) == DLRT_OK &&
       (rc = dlrt_copy_h2d(p->bufs[id], 0, p->staging, m->size, p->compute)) == DLRT_OK)
     rc = timed_end(p);
@@ -240,10 +317,12 @@ static int write_back(dlrt__mpool *p, int id) {
   }
   int rc;
   if (m->host) {
+    double t0 = trace_begin(p->compute);
     if ((rc = timed_begin(p)) < 0 ||
         (rc = dlrt_copy_d2h(m->host, p->bufs[id], 0, m->size, p->compute)) < 0 ||
         (rc = timed_end(p)) < 0)
       return rc;
+    trace_end(p->compute, t0, "write back", m->size, DLRT_TRACE_COMPUTE);
     m->on_host = 1;
   } else if ((rc = write_to_disk(p, id)) < 0) {
     return rc;
@@ -362,10 +441,12 @@ int dlrt__mpool_acquire(dlrt__mpool *p, int id, int write) {
     if (has_copy) {
       p->st.prefetch_misses++;
       if (m->on_host) {
+        double t0 = trace_begin(p->compute);
         if ((rc = timed_begin(p)) < 0 ||
             (rc = dlrt_copy_h2d(p->bufs[id], 0, m->host, m->size, p->compute)) < 0 ||
             (rc = timed_end(p)) < 0)
           return rc;
+        trace_end(p->compute, t0, "fetch", m->size, DLRT_TRACE_COMPUTE);
       } else if ((rc = read_from_disk(p, id)) < 0) {
         return rc;
       }
@@ -460,10 +541,12 @@ int dlrt__mpool_prefetch(dlrt__mpool *p, int id) {
       (rc = dlrt_stream_wait_event(p->copy, p->mark)) < 0)
     return rc;
   if (!m->fetched && (rc = dlrt_event_create(p->dev, &m->fetched)) < 0) return rc;
+  double t0 = trace_begin(p->copy);
   if ((rc = dlrt_copy_h2d(p->bufs[id], 0, m->host, m->size, p->copy)) < 0 ||
       (rc = dlrt_event_record(m->fetched, p->copy)) < 0 ||
       (rc = dlrt_buffer_record_stream(p->bufs[id], p->copy)) < 0)
     return rc;
+  trace_end(p->copy, t0, "prefetch", m->size, DLRT_TRACE_COPY);
   m->in_flight = 1;
   p->st.fetched_bytes += m->size;
   return DLRT_OK;
@@ -530,6 +613,7 @@ void dlrt__mpool_set_budget(dlrt__mpool *p, uint64_t device_budget) { p->budget 
 
 void dlrt__mpool_reset_stats(dlrt__mpool *p) {
   collect_timed(p);
+  retire(p); /* what it did so far still counts for the device */
   memset(&p->st, 0, sizeof p->st);
   p->st.peak_resident = p->resident;
 }

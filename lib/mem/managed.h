@@ -78,4 +78,8 @@ int dlrt__mpool_stats(dlrt__mpool *p, dlrt_spill_stats *out);
  * storages locked at once. */
 uint64_t dlrt__mpool_min_budget(const dlrt__mpool *p);
 
+/* The figures of every pool on `dev` so far (summed; peaks the largest);
+ * 0 if it never had one. */
+int dlrt__spill_totals(dlrt_device_t *dev, dlrt_spill_stats *out);
+
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "device/registry.h"
+#include "mem/managed.h"
 #include "util/status.h"
 
 typedef struct {
@@ -65,6 +66,21 @@ int dlrt_mem_summary(dlrt_device_t *dev, char *buf, size_t size) {
   table(&t, "device memory", &dm);
   put(&t, "\n");
   table(&t, "pinned host pool", &hm);
+  dlrt_spill_stats sp;
+  if (dlrt__spill_totals(dev, &sp)) {
+    put(&t, "\nspilling (unified-memory emulation), all executors on this device\n");
+    put(&t, "  to host or disk   %12.1f MiB   back to the device %12.1f MiB\n",
+        (double)sp.spilled_bytes / 1048576.0, (double)sp.fetched_bytes / 1048576.0);
+    put(&t, "  to disk           %12.1f MiB   from disk          %12.1f MiB\n",
+        (double)sp.disk_written_bytes / 1048576.0, (double)sp.disk_read_bytes / 1048576.0);
+    put(&t, "  evictions         %12llu       of them clean      %12llu\n",
+        (unsigned long long)sp.evictions, (unsigned long long)sp.dropped_clean);
+    put(&t, "  offloads          %12llu       prefetch hits      %12llu   misses %llu\n",
+        (unsigned long long)sp.offloads, (unsigned long long)sp.prefetch_hits,
+        (unsigned long long)sp.prefetch_misses);
+    put(&t, "  waiting copies    %12.1f ms    largest resident   %12.1f MiB\n", sp.transfer_ms,
+        (double)sp.peak_resident / 1048576.0);
+  }
   if (size) buf[t.len < size ? t.len : size - 1] = '\0';
   return t.len > INT32_MAX ? INT32_MAX : (int)t.len;
 }
