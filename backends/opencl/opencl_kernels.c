@@ -256,12 +256,12 @@ int ocl_launch(void *ps, const dlrt__launch *l) {
     rc = ocl_fail(dev, "clSetKernelArg", err);
     goto out;
   }
-  /* The kernels stride over their range: launch enough to fill the device,
-   * not one work-item per element. */
-  size_t units = dev->compute_units ? dev->compute_units : 1;
+  /* One work-item per item (the kernels' grid-stride loops then run once):
+   * capping the launch at a few groups per compute unit and striding made
+   * PoCL 30x slower on elementwise kernels (each work-item's loop defeats
+   * its work-group vectorisation); GPUs are built for many groups. */
   size_t groups = grouped ? (size_t)l->groups : ((size_t)l->items + DLRT_WG - 1) / DLRT_WG;
-  size_t max_groups = units * 32;
-  if (groups > max_groups) groups = max_groups;
+  if (groups == 0) groups = 1;
   /* A fixed local size for every launch: drivers such as PoCL compile a
    * kernel once per local size, so letting them choose costs a compile per
    * global size. */
