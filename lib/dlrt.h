@@ -715,6 +715,9 @@ DLRT_API void dlrt_exec_destroy(dlrt_exec_t *e);
 typedef enum {
   DLRT_RUN_FORWARD, /* the forward pass only (evaluation) */
   DLRT_RUN_TRAIN,   /* forward, backward and the parameter updates */
+  DLRT_RUN_GRADIENTS, /* forward and backward; the gradients are kept for
+                         dlrt_exec_gradients_read and no update is made
+                         (data parallelism: combine, write back, apply) */
 } dlrt_run_mode;
 
 /* Queues one pass on the device's stream; returns once queued. */
@@ -792,6 +795,14 @@ typedef struct {
  * needs more than the budget, with the smallest budget that fits. */
 DLRT_API int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *config);
 DLRT_API int dlrt_exec_spill_stats(dlrt_exec_t *e, dlrt_spill_stats *out);
+/* The gradients of the last DLRT_RUN_GRADIENTS run as one vector of
+ * `count` floats: each parameter's in the order of dlrt_exec_export, one
+ * after the other (count = the parameter elements, dlrt_exec_info.params);
+ * write replaces them (with a combination of replicas', say); apply makes
+ * one update from them, as a training run would have (clipping included). */
+DLRT_API int dlrt_exec_gradients_read(dlrt_exec_t *e, float *dst, int64_t count);
+DLRT_API int dlrt_exec_gradients_write(dlrt_exec_t *e, const float *src, int64_t count);
+DLRT_API int dlrt_exec_apply_gradients(dlrt_exec_t *e);
 /* Learning rate for the next updates (schedules call this every step). */
 DLRT_API int dlrt_exec_set_lr(dlrt_exec_t *e, float lr);
 /* Clips the gradients of each training run to a global L2 norm of at most
@@ -928,6 +939,19 @@ DLRT_API int dlrt_trainer_save(dlrt_trainer_t *t, const char *path, int epochs_d
 /* Restores a checkpoint of the same model; *epochs_done says where to go on. */
 DLRT_API int dlrt_trainer_load(dlrt_trainer_t *t, const char *path, int *epochs_done);
 DLRT_API int dlrt_trainer_info(dlrt_trainer_t *t, dlrt_exec_info *out);
+/* Data parallelism over `n` devices of any backends (the same device may be
+ * named twice): a replica of the model on each takes `split[i]` rows of
+ * every batch (NULL: even shares for the first 4 steps, timed, then shares
+ * in proportion to each device's measured rows per second); each computes
+ * the gradient of the mean loss over its rows, the host combines them
+ * weighted by rows / batch, and every replica makes the same update, so
+ * training equals the single-device run with the same batch (to fp32
+ * rounding; batch-norm statistics and dropout masks are per replica).
+ * Without accumulation, spilling or checkpointing in this version. */
+DLRT_API int dlrt_trainer_set_devices(dlrt_trainer_t *t, dlrt_device_t *const *devs, int n,
+                                      const int64_t *split);
+/* The rows of each batch each device takes now (*n devices). */
+DLRT_API int dlrt_trainer_split(const dlrt_trainer_t *t, int64_t *split, int *n);
 
 /* ------------------------------------------------------------------------ */
 /* Memory planning                                                           */

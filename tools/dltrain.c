@@ -38,6 +38,7 @@ typedef struct {
   int plan;                 /* --plan: plan memory, train nothing */
   const char *mem_limit, *host_limit; /* --mem-limit, --host-limit (sizes or %) */
   const char *trace;        /* --trace FILE */
+  const char *devices;      /* --devices A,B,... (data parallel) */
   dlrt_spill_config spill;
   uint64_t device_memory;   /* --device-memory (0: the device's) */
   double what_if;           /* --what-if parameters (0: none) */
@@ -58,6 +59,10 @@ static void usage(FILE *out) {
         "                             larger than memory)\n"
         "  -d, --device SPEC          cpu, cpu:0, opencl:N, cuda:N or auto (default:\n"
         "                             $DLRT_DEVICE, else auto)\n"
+        "      --devices A,B,...      data parallel over these devices (any backends):\n"
+        "                             each batch split between them in proportion to\n"
+        "                             their measured speed, gradients combined, one\n"
+        "                             update everywhere\n"
         "  -e, --epochs N             epochs in all, counting resumed ones (default 1)\n"
         "  -b, --batch N              images per step (default 64)\n"
         "      --accum K              accumulate the gradients of K batches of N per\n"
@@ -446,7 +451,7 @@ static int parse_options(int argc, char **argv, options *o) {
          OPT_LIMIT, OPT_SCHEDULE, OPT_WARMUP, OPT_CLIP, OPT_WORKERS, OPT_PREFETCH,
          OPT_AUGMENT, OPT_CROP_PAD, OPT_FLIP, OPT_ERASE, OPT_NORMALIZE, OPT_MMAP, OPT_ACCUM,
          OPT_PLAN, OPT_DEVICE_MEMORY, OPT_WHAT_IF, OPT_CHECKPOINT, OPT_MEM_LIMIT,
-         OPT_HOST_LIMIT, OPT_OFFLOAD, OPT_SPILL_PREFETCH, OPT_TRACE };
+         OPT_HOST_LIMIT, OPT_OFFLOAD, OPT_SPILL_PREFETCH, OPT_TRACE, OPT_DEVICES };
   static const struct option longopts[] = {
       {"model", required_argument, NULL, 'm'},   {"data", required_argument, NULL, OPT_DATA},
       {"device", required_argument, NULL, 'd'},  {"epochs", required_argument, NULL, 'e'},
@@ -481,6 +486,7 @@ static int parse_options(int argc, char **argv, options *o) {
       {"offload", required_argument, NULL, OPT_OFFLOAD},
       {"spill-prefetch", required_argument, NULL, OPT_SPILL_PREFETCH},
       {"trace", required_argument, NULL, OPT_TRACE},
+      {"devices", required_argument, NULL, OPT_DEVICES},
       {"device-memory", required_argument, NULL, OPT_DEVICE_MEMORY},
       {"what-if", required_argument, NULL, OPT_WHAT_IF},
       {"json", no_argument, NULL, 'j'},          {"quiet", no_argument, NULL, 'q'},
@@ -584,6 +590,7 @@ static int parse_options(int argc, char **argv, options *o) {
     case OPT_PLAN: o->plan = 1; break;
     case OPT_MEM_LIMIT: o->mem_limit = optarg; break;
     case OPT_TRACE: o->trace = optarg; break;
+    case OPT_DEVICES: o->devices = optarg; break;
     case OPT_HOST_LIMIT: o->host_limit = optarg; break;
     case OPT_OFFLOAD: {
       static const char *const names[] = {"none", "activations", "optimizer", "all"};
@@ -654,6 +661,15 @@ static int parse_options(int argc, char **argv, options *o) {
     fprintf(stderr, "dltrain: unexpected argument '%s'\n", argv[optind]);
     ok = 0;
   }
+  if (ok && o->devices && o->device) {
+    fputs("dltrain: give --device or --devices, not both\n", stderr);
+    ok = 0;
+  }
+  if (ok && o->devices && (o->mem_limit || o->accum > 1 || o->checkpoint)) {
+    fputs("dltrain: --devices goes without --mem-limit, --accum and --checkpoint in this "
+          "version\n", stderr);
+    ok = 0;
+  }
   if (ok && (o->host_limit || o->spill.policy != DLRT_OFFLOAD_NONE) && !o->mem_limit) {
     fputs("dltrain: --host-limit and --offload go with --mem-limit\n", stderr);
     ok = 0;
@@ -705,6 +721,28 @@ int main(int argc, char **argv) {
   int tty = !o.quiet && isatty(fileno(log));
 
   TRY(dlrt_init(), "cannot start dlrt");
+  dlrt_device_t *replicas[64];
+  int n_replicas = 0;
+  char device_list[512] = "";
+  if (o.devices) {
+    snprintf(device_list, sizeof device_list, "%s", o.devices);
+    for (char *save = NULL, *spec = strtok_r(device_list, ",", &save); spec;
+         spec = strtok_r(NULL, ",", &save)) {
+      if (n_replicas == 64 || (rc = dlrt_device_open(spec, &replicas[n_replicas])) != DLRT_OK) {
+        if (n_replicas == 64) fputs("dltrain: --devices: at most 64 devices\n", stderr);
+        else fail(NULL, rc), fputs("dltrain: run dlinfo to list devices\n", stderr);
+        status = STATUS_USAGE;
+        goto done;
+      }
+      n_replicas++;
+    }
+    if (n_replicas == 0) {
+      fputs("dltrain: --devices needs a list such as cpu,opencl:0\n", stderr);
+      status = STATUS_USAGE;
+      goto done;
+    }
+    o.device = dlrt_device_spec(replicas[0]);
+  }
   if (o.trace) TRY(dlrt_trace_start(o.trace), "cannot trace");
   if ((rc = dlrt_device_open(o.device, &dev)) != DLRT_OK) {
     fail(NULL, rc);
@@ -754,6 +792,9 @@ int main(int argc, char **argv) {
                           &trainer), "cannot build the model");
   if (o.resume)
     TRY(dlrt_trainer_load(trainer, o.resume, &done), "cannot resume");
+  if (n_replicas > 0)
+    TRY(dlrt_trainer_set_devices(trainer, replicas, n_replicas, NULL),
+        "cannot spread the model over --devices");
   TRY(dlrt_trainer_info(trainer, &r.info), "cannot read the trainer's figures");
   if (!(losses = calloc((size_t)o.epochs + 1, sizeof *losses))) {
     fputs("dltrain: out of host memory\n", stderr);
@@ -798,6 +839,16 @@ int main(int argc, char **argv) {
       fputs("\r\033[K", log); /* the progress line gives way to the epoch's figures */
     TRY(rc, "training failed");
     losses[r.epochs_run++] = r.last.loss;
+    if (n_replicas > 0) {
+      int64_t split[64];
+      int n = 0;
+      dlrt_trainer_split(trainer, split, &n);
+      fputs("devices ", log);
+      for (int i = 0; i < n; i++)
+        fprintf(log, "%s%s %" PRId64 " rows", i ? ", " : " ", dlrt_device_spec(replicas[i]),
+                split[i]);
+      fprintf(log, " of each batch of %" PRId64 "\n", o.batch);
+    }
     TRY(dlrt_trainer_evaluate(trainer, &data[1], &r.eval), "evaluation failed");
     fprintf(log, "epoch %d/%d  train loss %.4f accuracy %.2f%%  %.0f images/s  %.1f s  "
             "stall %.1f%%  |  test loss %.4f accuracy %.2f%%\n", epoch + 1, o.epochs,

@@ -516,25 +516,32 @@ int dlrt_exec_set_checkpointing(dlrt_exec_t *e, int every) {
   return DLRT_OK;
 }
 
+/* One running sum per gradient, for the executor's life: they count in its
+ * planned peak. */
+static int ensure_accumulators(dlrt_exec_t *e) {
+  dlrt_graph_t *g = e->g;
+  if (e->accum) return DLRT_OK;
+  e->accum = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *e->accum);
+  if (!e->accum) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  for (int i = 0; i < g->n_tensors; i++) {
+    dlrt_tensor_t *p = g->tensors[i];
+    if (p->kind != TENSOR_PARAM || !p->grad) continue;
+    int rc = dlrt_buffer_alloc(e->dev, dlrt__tensor_bytes(p), e->stream, &e->accum[i]);
+    if (rc < 0) return rc;
+    e->accum_bytes += (dlrt__tensor_bytes(p) + 511) & ~(uint64_t)511; /* allocator granules */
+  }
+  return DLRT_OK;
+}
+
 int dlrt_exec_set_accumulation(dlrt_exec_t *e, int steps) {
   DLRT__CHECK_ARG(e && steps >= 1, "dlrt_exec_set_accumulation: executor is NULL or %d "
                   "micro-batches per update (give 1 or more)", steps);
   if (e->micro != 0)
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_set_accumulation: %d of %d micro-batches "
                            "of an update are still pending", e->micro, e->accum_steps);
-  dlrt_graph_t *g = e->g;
-  if (steps > 1 && !e->accum) {
-    /* One running sum per gradient, for the executor's life: they count in
-     * its planned peak. */
-    e->accum = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *e->accum);
-    if (!e->accum) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
-    for (int i = 0; i < g->n_tensors; i++) {
-      dlrt_tensor_t *p = g->tensors[i];
-      if (p->kind != TENSOR_PARAM || !p->grad) continue;
-      int rc = dlrt_buffer_alloc(e->dev, dlrt__tensor_bytes(p), e->stream, &e->accum[i]);
-      if (rc < 0) return rc;
-      e->accum_bytes += (dlrt__tensor_bytes(p) + 511) & ~(uint64_t)511; /* allocator granules */
-    }
+  if (steps > 1) {
+    int rc = ensure_accumulators(e);
+    if (rc < 0) return rc;
   }
   e->accum_steps = steps;
   return DLRT_OK;
@@ -637,11 +644,21 @@ static void trace_node(dlrt_exec_t *e, const node *n, int on_host, double t0) {
 
 int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
   DLRT__CHECK_ARG(e, "executor is NULL");
-  DLRT__CHECK_ARG(mode == DLRT_RUN_FORWARD || mode == DLRT_RUN_TRAIN, "unknown run mode %d",
-                  (int)mode);
-  if (mode == DLRT_RUN_TRAIN && !e->g->backward_done)
+  DLRT__CHECK_ARG(mode == DLRT_RUN_FORWARD || mode == DLRT_RUN_TRAIN ||
+                      mode == DLRT_RUN_GRADIENTS,
+                  "unknown run mode %d", (int)mode);
+  if (mode != DLRT_RUN_FORWARD && !e->g->backward_done)
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_run: a training run needs "
                            "dlrt_graph_backward first");
+  int gradients_only = mode == DLRT_RUN_GRADIENTS;
+  if (gradients_only) {
+    if (e->accum_steps > 1 || e->spill || !e->g->optimized)
+      return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_run: DLRT_RUN_GRADIENTS needs an "
+                             "optimized graph, without accumulation or spilling");
+    int rc = ensure_accumulators(e);
+    if (rc < 0) return rc;
+    mode = DLRT_RUN_TRAIN; /* the kernels train (dropout, batch statistics) */
+  }
   dlrt_graph_t *g = e->g;
   schedule *s = &e->plans[mode];
   int rc = DLRT_OK, clipped = 0, skip_updates = 0;
@@ -652,7 +669,12 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
   int tracing = dlrt__trace_on();
   for (int k = 0; k < s->n && rc == DLRT_OK; k++) {
     node *n = g->nodes[s->order[k]];
-    if (n->phase == PHASE_UPDATE && !clipped) {
+    if (n->phase == PHASE_UPDATE && !clipped && gradients_only) {
+      /* The gradients go to the accumulators, for the caller to combine. */
+      clipped = 1;
+      skip_updates = 1;
+      if ((rc = accumulate(e, 0)) < 0) break;
+    } else if (n->phase == PHASE_UPDATE && !clipped) {
       clipped = 1;
       if (e->accum_steps > 1) {
         if ((rc = accumulate(e, last_micro)) < 0) break;
@@ -734,7 +756,7 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
         e->bufs[i] = NULL;
       }
     }
-  if (rc == DLRT_OK && mode == DLRT_RUN_TRAIN && g->optimized) {
+  if (rc == DLRT_OK && mode == DLRT_RUN_TRAIN && g->optimized && !gradients_only) {
     if (skip_updates) {
       e->micro++;
     } else {
@@ -742,5 +764,70 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
       e->steps++;
     }
   }
+  return rc;
+}
+
+/* ---------------------------------------------------------------- gradients */
+
+/* The parameters with gradients, in tensor order: what the gradient vector
+ * of dlrt_exec_gradients_read holds, one after the other. */
+static int gradient_io(dlrt_exec_t *e, float *host, int64_t count, int write) {
+  dlrt_graph_t *g = e->g;
+  DLRT__CHECK_ARG(e && host, "dlrt_exec_gradients: executor or buffer is NULL");
+  if (!e->accum)
+    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_gradients: run DLRT_RUN_GRADIENTS first");
+  int64_t total = 0;
+  for (int i = 0; i < g->n_tensors; i++)
+    if (g->tensors[i]->kind == TENSOR_PARAM && g->tensors[i]->grad) total += g->tensors[i]->numel;
+  if (count != total)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "dlrt_exec_gradients: %lld floats given, the "
+                           "gradients hold %lld", (long long)count, (long long)total);
+  int rc = DLRT_OK;
+  int64_t at = 0;
+  for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++) {
+    dlrt_tensor_t *p = g->tensors[i];
+    if (p->kind != TENSOR_PARAM || !p->grad) continue;
+    size_t bytes = (size_t)p->numel * sizeof(float);
+    rc = write ? dlrt_copy_h2d(e->accum[i], 0, host + at, bytes, e->stream)
+               : dlrt_copy_d2h(host + at, e->accum[i], 0, bytes, e->stream);
+    at += p->numel;
+  }
+  return rc == DLRT_OK ? dlrt_stream_synchronize(e->stream) : rc;
+}
+
+int dlrt_exec_gradients_read(dlrt_exec_t *e, float *dst, int64_t count) {
+  return gradient_io(e, dst, count, 0);
+}
+
+int dlrt_exec_gradients_write(dlrt_exec_t *e, const float *src, int64_t count) {
+  return gradient_io(e, (float *)src, count, 1);
+}
+
+int dlrt_exec_apply_gradients(dlrt_exec_t *e) {
+  DLRT__CHECK_ARG(e, "dlrt_exec_apply_gradients: executor is NULL");
+  dlrt_graph_t *g = e->g;
+  if (!e->accum || !g->optimized || e->spill)
+    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_apply_gradients: run DLRT_RUN_GRADIENTS "
+                           "on an optimized graph first (no spilling)");
+  /* The updates read the gradients where the accumulators hold them. */
+  for (int i = 0; i < g->n_tensors; i++) {
+    dlrt_tensor_t *p = g->tensors[i];
+    if (p->kind == TENSOR_PARAM && p->grad) e->bufs[p->grad->owner->id] = e->accum[i];
+  }
+  e->mode = DLRT_RUN_TRAIN;
+  e->grad_scale = 1.0f;
+  float clip = 1.0f;
+  int rc = e->clip_norm > 0 ? clip_factor(e, 1.0f, &clip) : DLRT_OK;
+  e->grad_scale = clip;
+  const schedule *s = &e->plans[DLRT_RUN_TRAIN];
+  for (int k = 0; k < s->n && rc == DLRT_OK; k++) {
+    node *n = g->nodes[s->order[k]];
+    if (n->phase == PHASE_UPDATE) rc = dlrt__exec_run_node(e, n);
+  }
+  for (int i = 0; i < g->n_tensors; i++) {
+    dlrt_tensor_t *p = g->tensors[i];
+    if (p->kind == TENSOR_PARAM && p->grad) e->bufs[p->grad->owner->id] = NULL;
+  }
+  if (rc == DLRT_OK) e->steps++;
   return rc;
 }
