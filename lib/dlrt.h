@@ -950,6 +950,18 @@ DLRT_API int dlrt_trainer_info(dlrt_trainer_t *t, dlrt_exec_info *out);
  * Without accumulation, spilling or checkpointing in this version. */
 DLRT_API int dlrt_trainer_set_devices(dlrt_trainer_t *t, dlrt_device_t *const *devs, int n,
                                       const int64_t *split);
+/* Data parallelism across processes (and machines): each process trains on
+ * its shard (config.rank of config.world) with its own batch; after each
+ * step's backward pass the trainer hands `reduce` one vector of
+ * count = parameter elements + 2 floats, [gradients / world, loss / world,
+ * correct predictions], to be replaced in place by its sum over all the
+ * processes (an MPI all-reduce, say); every process then makes the same
+ * update. Equals one process with a batch of world x batch (to fp32
+ * rounding). `reduce` returns 0, or a negative dlrt status with the reason
+ * set (dlrt stops the epoch with it). NULL: off. */
+typedef int (*dlrt_allreduce_fn)(void *user, float *values, int64_t count);
+DLRT_API int dlrt_trainer_set_allreduce(dlrt_trainer_t *t, dlrt_allreduce_fn reduce,
+                                        void *user);
 /* The rows of each batch each device takes now (*n devices). */
 DLRT_API int dlrt_trainer_split(const dlrt_trainer_t *t, int64_t *split, int *n);
 

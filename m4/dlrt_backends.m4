@@ -161,3 +161,31 @@ AC_DEFUN([DLRT_CHECK_CUDA], [
   AC_SUBST([CUDA_LIBS])
   AC_SUBST([NVCC])
 ])
+
+# DLRT_CHECK_MPI: MPI for data parallelism across processes and machines
+# (dltrain under mpirun). Found through pkg-config (ompi-c, mpich) or the mpicc
+# wrapper; --with-mpi that cannot be satisfied names the Debian package.
+AC_DEFUN([DLRT_CHECK_MPI], [
+  _DLRT_WITH([mpi], [MPI for data parallelism across processes (Open MPI)])
+  dlrt_have_mpi=no
+  AS_IF([test "x$dlrt_with_mpi" != xno], [
+    _DLRT_DIR_FLAGS([mpi], [MPI])
+    AS_IF([test -z "$MPI_CFLAGS$MPI_LIBS"], [
+      PKG_CHECK_MODULES([MPI], [ompi-c], [], [
+        PKG_CHECK_MODULES([MPI], [mpich], [], [
+          AS_IF([command -v mpicc >/dev/null 2>&1], [
+            MPI_CFLAGS=`mpicc --showme:compile 2>/dev/null`
+            MPI_LIBS=`mpicc --showme:link 2>/dev/null`])])])],
+      [MPI_LIBS="$MPI_LIBS -lmpi"])
+    AC_MSG_CHECKING([for MPI])
+    _DLRT_TRY_LINK([mpi.h], [int n; MPI_Initialized(&n);], [$MPI_CFLAGS], [$MPI_LIBS],
+      [dlrt_have_mpi=yes], [])
+    AC_MSG_RESULT([$dlrt_have_mpi])
+    AS_IF([test $dlrt_have_mpi = no && _DLRT_REQUIRED([mpi])],
+      [AC_MSG_ERROR([--with-mpi: MPI not found; install libopenmpi-dev (and openmpi-bin for mpirun) or pass --with-mpi=DIR])])
+  ])
+  AS_IF([test $dlrt_have_mpi = yes],
+    [AC_DEFINE([DLRT_HAVE_MPI], [1], [dltrain can train across MPI processes])])
+  AC_SUBST([MPI_CFLAGS])
+  AC_SUBST([MPI_LIBS])
+])

@@ -16,7 +16,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config.h" /* DLRT_HAVE_MPI */
 #include "dlrt.h"
+#ifdef DLRT_HAVE_MPI
+#include <mpi.h>
+#endif
 
 enum { STATUS_FAIL = 1, STATUS_USAGE = 2 };
 
@@ -130,6 +134,10 @@ static void usage(FILE *out) {
         "  -q, --quiet                no progress display\n"
         "  -h, --help                 show this help and exit\n"
         "  -V, --version              show the dlrt version and exit\n\n"
+        "Under mpirun (when built with MPI) each rank trains on its shard of the data with\n"
+        "its --batch, gradients are all-reduced (global batch: ranks x N), rank 0 alone\n"
+        "reports and saves; DLRT_MPI_TIMEOUT (seconds, default 120) bounds the wait for\n"
+        "the other ranks.\n"
         "Environment: DLRT_DEVICE, DLRT_BACKEND, DLRT_MEM_LIMIT (see dlinfo --help);\n"
         "DLRT_TRACE=FILE (as --trace); DLRT_SPILL_DIR (the spill file's folder).\n",
         out);
@@ -444,6 +452,46 @@ static int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt
   return 0;
 }
 
+#ifdef DLRT_HAVE_MPI
+/* ---------------------------------------------------------------- MPI */
+
+/* Started by mpirun (Open MPI, MPICH or a PMIx launcher)? Only then does
+ * dltrain join an MPI job: a plain run stays a plain process. */
+static int launched_by_mpi(void) {
+  return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
+}
+
+typedef struct {
+  int rank;
+  double timeout_s; /* DLRT_MPI_TIMEOUT, default 120 */
+} mpi_job;
+
+/* The gradient all-reduce, non-blocking and polled, so that a rank that
+ * died (or hangs) stops the others with a message instead of a hang. */
+static int mpi_allreduce(void *user, float *values, int64_t count) {
+  mpi_job *job = user;
+  MPI_Request req;
+  if (MPI_Iallreduce(MPI_IN_PLACE, values, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                     &req) != MPI_SUCCESS) {
+    fprintf(stderr, "dltrain: rank %d: MPI_Iallreduce failed\n", job->rank);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  double deadline = now_s() + job->timeout_s;
+  for (int done = 0;;) {
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done) return 0;
+    if (now_s() > deadline) {
+      fprintf(stderr, "dltrain: rank %d: the other ranks did not join the gradient all-reduce "
+              "within %.0f s (did one stop? see its messages; DLRT_MPI_TIMEOUT sets the "
+              "wait); stopping the job\n", job->rank, job->timeout_s);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    struct timespec pause = {0, 50000}; /* 50 us */
+    nanosleep(&pause, NULL);
+  }
+}
+#endif
+
 /* Parses the command line into *o; 0, or the exit status (-1: exit 0 at once). */
 static int parse_options(int argc, char **argv, options *o) {
   enum { OPT_DATA = 256, OPT_OPTIMIZER, OPT_LR, OPT_MOMENTUM, OPT_WEIGHT_DECAY,
@@ -653,7 +701,13 @@ static int parse_options(int argc, char **argv, options *o) {
     case 'j': o->json = 1; break;
     case 'q': o->quiet = 1; break;
     case 'h': usage(stdout); return -1;
-    case 'V': printf("dltrain (dlrt) %s\n", dlrt_version_string()); return -1;
+    case 'V':
+#ifdef DLRT_HAVE_MPI
+      printf("dltrain (dlrt) %s, with MPI\n", dlrt_version_string());
+#else
+      printf("dltrain (dlrt) %s\n", dlrt_version_string());
+#endif
+      return -1;
     default: ok = 0; break;
     }
   }
@@ -718,6 +772,28 @@ int main(int argc, char **argv) {
   if ((status = parse_options(argc, argv, &o)) != 0)
     return status < 0 ? 0 : status;
   FILE *log = o.json ? stderr : stdout; /* stdout ends with the JSON alone */
+  int rank = 0, world = 1;
+#ifdef DLRT_HAVE_MPI
+  mpi_job job = {0, 120};
+  int mpi = launched_by_mpi();
+  if (mpi) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    job.rank = rank;
+    const char *timeout = getenv("DLRT_MPI_TIMEOUT");
+    if (timeout && atof(timeout) > 0) job.timeout_s = atof(timeout);
+    if (world > 1 && o.devices) {
+      if (rank == 0) fputs("dltrain: --devices is for one process; under mpirun give each "
+                           "rank its --device\n", stderr);
+      MPI_Finalize();
+      return STATUS_USAGE;
+    }
+  }
+#endif
+  /* Under mpirun only rank 0 reports and saves; every rank trains. */
+  FILE *quiet_log = rank > 0 ? fopen("/dev/null", "w") : NULL;
+  if (quiet_log) log = quiet_log, o.quiet = 1;
   int tty = !o.quiet && isatty(fileno(log));
 
   TRY(dlrt_init(), "cannot start dlrt");
@@ -777,6 +853,7 @@ int main(int argc, char **argv) {
                              .total_steps = (int64_t)o.epochs *
                                             (data[0].count / o.batch / o.accum),
                              .accum = o.accum, .checkpoint = o.checkpoint,
+                             .rank = rank, .world = world,
                              .spill = o.spill,
                              .clip_norm = o.clip_norm, .channels = data[0].channels,
                              .workers = o.workers, .prefetch = o.prefetch,
@@ -795,6 +872,11 @@ int main(int argc, char **argv) {
   if (n_replicas > 0)
     TRY(dlrt_trainer_set_devices(trainer, replicas, n_replicas, NULL),
         "cannot spread the model over --devices");
+#ifdef DLRT_HAVE_MPI
+  if (world > 1)
+    TRY(dlrt_trainer_set_allreduce(trainer, mpi_allreduce, &job),
+        "cannot train across the MPI ranks");
+#endif
   TRY(dlrt_trainer_info(trainer, &r.info), "cannot read the trainer's figures");
   if (!(losses = calloc((size_t)o.epochs + 1, sizeof *losses))) {
     fputs("dltrain: out of host memory\n", stderr);
@@ -854,7 +936,7 @@ int main(int argc, char **argv) {
             "stall %.1f%%  |  test loss %.4f accuracy %.2f%%\n", epoch + 1, o.epochs,
             r.last.loss, 100.0 * r.last.accuracy, r.last.images_per_s, r.last.seconds,
             100.0 * r.last.stall_fraction, r.eval.loss, 100.0 * r.eval.accuracy);
-    if (o.save)
+    if (o.save && rank == 0)
       TRY(dlrt_trainer_save(trainer, o.save, epoch + 1), "cannot save the checkpoint");
   }
   if (r.epochs_run == 0) { /* nothing left to train: evaluate what there is */
@@ -869,7 +951,10 @@ int main(int argc, char **argv) {
           (double)r.info.planned_peak_bytes / 1048576.0,
           (double)r.info.measured_peak_bytes / 1048576.0, o.checkpoint ? ", checkpointing " : "",
           o.checkpoint ? checkpoint_name(o.checkpoint) : "");
-  if (o.json) {
+  if (world > 1)
+    fprintf(log, "mpi      %d ranks, %" PRId64 " images per rank per step (%" PRId64
+            " per update)\n", world, o.batch, o.batch * world);
+  if (o.json && rank == 0) {
     r.device = dlrt_device_spec(dev);
     r.device_name = props.name;
     r.data = generated ? "generated" : o.data;
@@ -882,6 +967,13 @@ int main(int argc, char **argv) {
 
 done:
   if (o.trace) dlrt_trace_stop();
+  if (quiet_log) fclose(quiet_log);
+#ifdef DLRT_HAVE_MPI
+  if (mpi) {
+    if (status != 0 && world > 1) MPI_Abort(MPI_COMM_WORLD, status); /* the others stop too */
+    MPI_Finalize();
+  }
+#endif
   free(losses);
   dlrt_trainer_destroy(trainer);
   dlrt_dataset_free(&data[0]);

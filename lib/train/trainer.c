@@ -38,8 +38,10 @@ struct dlrt_trainer {
   struct replica *reps;
   int n_reps;
   int probe_steps;     /* steps left to time the replicas before rebalancing */
-  float *grads, *grad_sum; /* parameter elements each */
+  float *grads, *grad_sum; /* parameter elements each (+ 2 for the all-reduce) */
   int64_t n_grads;
+  dlrt_allreduce_fn allreduce; /* across processes, or NULL */
+  void *allreduce_user;
 };
 
 typedef struct replica {
@@ -488,6 +490,42 @@ static int dp_step(dlrt_trainer_t *t, const float *images, const int32_t *labels
   return rc;
 }
 
+int dlrt_trainer_set_allreduce(dlrt_trainer_t *t, dlrt_allreduce_fn reduce, void *user) {
+  DLRT__CHECK_ARG(t, "dlrt_trainer_set_allreduce: trainer is NULL");
+  DLRT__CHECK_ARG(!reduce || (t->accum == 1 && !t->spilling && !t->n_reps),
+                  "dlrt_trainer_set_allreduce: not with accumulation, spilling or "
+                  "--devices in this version");
+  t->allreduce = reduce;
+  t->allreduce_user = user;
+  if (!reduce) return DLRT_OK;
+  dlrt_exec_info info;
+  int rc = dlrt_exec_info_get(t->e, &info);
+  if (rc < 0) return rc;
+  t->n_grads = info.params;
+  free(t->grads);
+  t->grads = malloc((size_t)(t->n_grads + 2) * sizeof(float));
+  return t->grads ? DLRT_OK : dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+}
+
+/* One step across processes: this process's gradients, loss and correct
+ * count are summed over all of them (its own scaled by 1 / world first),
+ * then applied. *loss and *correct come back global. */
+static int allreduce_step(dlrt_trainer_t *t, float *loss, int64_t *correct) {
+  int world = t->cfg.world > 0 ? t->cfg.world : 1;
+  int64_t n = t->n_grads;
+  int rc = dlrt_exec_gradients_read(t->e, t->grads, n);
+  if (rc < 0) return rc;
+  float inv = 1.0f / (float)world;
+  for (int64_t k = 0; k < n; k++) t->grads[k] *= inv;
+  t->grads[n] = *loss * inv;
+  t->grads[n + 1] = (float)*correct;
+  if ((rc = t->allreduce(t->allreduce_user, t->grads, n + 2)) < 0) return rc;
+  *loss = t->grads[n];
+  *correct = (int64_t)(t->grads[n + 1] + 0.5f);
+  if ((rc = dlrt_exec_gradients_write(t->e, t->grads, n)) < 0) return rc;
+  return dlrt_exec_apply_gradients(t->e);
+}
+
 /* The main executor takes the replicas' parameters (for evaluation and
  * checkpoints). */
 static int dp_sync_main(dlrt_trainer_t *t) {
@@ -535,25 +573,29 @@ int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
       }
       if (rc < 0 || (rc = feed(t, l, &b)) < 0) break;
       float loss = 0;
-      if ((rc = dlrt_exec_run(t->e, DLRT_RUN_TRAIN)) < 0 ||
+      if ((rc = dlrt_exec_run(t->e, t->allreduce ? DLRT_RUN_GRADIENTS : DLRT_RUN_TRAIN)) < 0 ||
           (rc = dlrt_exec_read(t->e, t->loss, &loss, sizeof loss)) < 0 ||
           (rc = dlrt_exec_read(t->e, t->logits, t->host_logits,
                                (size_t)(t->batch * t->classes) * sizeof(float))) < 0)
         break;
+      int64_t right = count_correct(t, t->batch);
+      if (t->allreduce && (rc = allreduce_step(t, &loss, &right)) < 0) break;
       loss_sum += loss;
-      correct += count_correct(t, t->batch);
+      correct += right;
     }
     if (rc < 0) break;
     t->steps++;
     out->steps = s + 1;
-    out->images = micro * t->batch;
+    out->images = micro * t->batch * (t->allreduce && t->cfg.world > 1 ? t->cfg.world : 1);
     out->loss = (float)(loss_sum / (double)micro);
     out->accuracy = (float)correct / (float)out->images;
     double now = now_s();
     out->seconds = now - start;
     int64_t timed = s + 1 - warmup;
     out->images_per_s = timed > 0 && now > warm_start
-                            ? (double)(timed * t->accum * t->batch) / (now - warm_start)
+                            ? (double)(timed * t->accum * t->batch) *
+                                  (double)(t->allreduce && t->cfg.world > 1 ? t->cfg.world : 1) /
+                                  (now - warm_start)
                             : (double)out->images / out->seconds;
     loader_figures(l, out);
     if (progress && ((s + 1) % report == 0 || s + 1 == steps)) progress(user, s + 1, steps, out);

@@ -1,0 +1,85 @@
+#!/bin/sh
+# shellcheck disable=SC2086
+# test-mpi.sh — TAP checks of dltrain under mpirun (when built with MPI and
+# mpirun is installed): two ranks with --batch 32 train as one process with
+# --batch 64 (to fp32 rounding); rank 0 alone saves, and the checkpoint
+# resumes in one process; a rank that fails stops the job with its message;
+# a rank that leaves makes the other stop after DLRT_MPI_TIMEOUT instead of
+# hanging.
+
+DLTRAIN=${DLTRAIN:-./tools/dltrain}
+unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
+
+TOOL=$DLTRAIN PLAN=5
+# shellcheck source=tests/tap.sh
+. "$(dirname "$0")/tap.sh"
+
+why=""
+"$DLTRAIN" --version | grep -q "with MPI" || why="dltrain was built without MPI"
+[ -z "$why" ] && ! command -v mpirun >/dev/null 2>&1 && why="no mpirun (openmpi-bin)"
+[ -z "$why" ] && [ $have_python = no ] && why="python3 not found"
+if [ -n "$why" ]; then
+  for i in 1 2 3 4 5; do skip "test $i" "$why"; done
+  exit 0
+fi
+mpi="mpirun --oversubscribe -np 2"
+[ "$(id -u)" = 0 ] && mpi="mpirun --allow-run-as-root --oversubscribe -np 2"
+common="--data generated --limit 2560 --threads 1 --device cpu --optimizer sgd --momentum 0.9"
+common="$common --json --quiet"
+
+close() { # A B TOLERANCE: epoch losses and test loss of two runs
+  python3 -c "import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
+x = a['epoch_losses'] + [a['test_loss']]
+y = b['epoch_losses'] + [b['test_loss']]
+worst = max(abs(p - q) / max(abs(p), 1e-30) for p, q in zip(x, y))
+assert len(x) == len(y) and worst <= float(sys.argv[3]), (x, y, worst)" "$1" "$2" "$3"
+}
+
+# 1
+"$DLTRAIN" $common --epochs 2 --batch 64 >"$tmp/one.json" 2>"$tmp/err" &&
+  $mpi "$DLTRAIN" $common --epochs 2 --batch 32 --save "$tmp/ckpt.safetensors" \
+    >"$tmp/two.json" 2>"$tmp/err" &&
+  close "$tmp/one.json" "$tmp/two.json" 1e-5 && [ "$(wc -l <"$tmp/two.json")" -eq 1 ]
+result "mpirun -np 2 with --batch 32 trains as one process with --batch 64; one JSON line"
+
+# 2: the checkpoint (rank 0's) resumes in a single process.
+"$DLTRAIN" $common --epochs 3 --batch 64 >"$tmp/three.json" 2>"$tmp/err" &&
+  "$DLTRAIN" $common --epochs 3 --batch 64 --resume "$tmp/ckpt.safetensors" \
+    >"$tmp/resumed.json" 2>"$tmp/err" &&
+  python3 -c "import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:])
+assert abs(a['epoch_losses'][2] - b['epoch_losses'][0]) <= 1e-5 * abs(a['epoch_losses'][2]), (a, b)" \
+    "$tmp/three.json" "$tmp/resumed.json"
+result "the two-rank checkpoint resumes in one process: its third epoch matches"
+
+# 3: a rank that fails takes the job down with its message.
+cat >"$tmp/bad.sh" <<'SH'
+#!/bin/sh
+if [ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ]; then exec "$@" --data /nonexistent; fi
+exec "$@" --data generated
+SH
+chmod +x "$tmp/bad.sh"
+timeout 120 $mpi "$tmp/bad.sh" "$DLTRAIN" --limit 640 --threads 1 --device cpu --quiet \
+  >/dev/null 2>"$tmp/err"
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "/nonexistent" "$tmp/err"
+result "a rank with missing data stops the job (exit $rc) with its message"
+
+# 4: a rank that leaves early: the other stops after the timeout, no hang.
+cat >"$tmp/short.sh" <<'SH'
+#!/bin/sh
+if [ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ]; then exec "$@" --epochs 1; fi
+exec "$@" --epochs 2
+SH
+chmod +x "$tmp/short.sh"
+DLRT_MPI_TIMEOUT=3 timeout 120 $mpi -x DLRT_MPI_TIMEOUT "$tmp/short.sh" "$DLTRAIN" \
+  --data generated --limit 1280 --threads 1 --device cpu --quiet >/dev/null 2>"$tmp/err"
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "did not join the gradient all-reduce within 3 s" "$tmp/err"
+result "a rank that left: the other stops after DLRT_MPI_TIMEOUT=3 (exit $rc), no hang"
+
+# 5
+$mpi "$DLTRAIN" --data generated --devices cpu,cpu --limit 640 >/dev/null 2>"$tmp/err"
+[ $? -ne 0 ] && grep -q "devices is for one process" "$tmp/err"
+result "--devices under mpirun is refused"
