@@ -563,6 +563,8 @@ int dlrt__mpool_offload(dlrt__mpool *p, int id) {
 int dlrt__mpool_host_view(dlrt__mpool *p, int id, int write, void **host) {
   mstore *m = &p->s[id];
   int rc = DLRT_OK;
+  /* A prefetch may still be reading the host copy the caller will touch. */
+  if (m->in_flight && (rc = dlrt_event_synchronize(m->fetched)) < 0) return rc;
   if (!m->host) {
     if ((rc = dlrt_host_alloc(p->dev, m->bytes, &m->host)) < 0) return rc;
     p->host_used += m->bytes;
