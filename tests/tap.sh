@@ -5,6 +5,7 @@
 #   result DESC   one point, passed if the previous command succeeded; on
 #                 failure the end of the last run's output goes to the log
 #   skip DESC WHY one skipped point
+#   last_json, losses_close, has_opencl (below)
 # and $tmp (removed at exit), $have_python.
 
 echo "1..$PLAN"
@@ -43,3 +44,26 @@ run() {
 
 have_python=yes
 command -v python3 >/dev/null 2>&1 || have_python=no
+
+# last_json FILE CODE: runs python CODE with d = the JSON object on FILE's
+# last line.
+last_json() {
+  python3 -c "import json, sys; d = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+$2" "$1"
+}
+
+# losses_close A B TOL: the epoch losses and the test loss of two dltrain
+# --json runs agree within TOL (relative).
+losses_close() {
+  python3 -c "import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
+x = a['epoch_losses'] + [a['test_loss']]
+y = b['epoch_losses'] + [b['test_loss']]
+worst = max(abs(p - q) / max(abs(p), 1e-30) for p, q in zip(x, y))
+assert len(x) == len(y) and worst <= float(sys.argv[3]), (x, y, worst)" "$1" "$2" "$3"
+}
+
+# has_opencl: whether dlinfo ($DLINFO) opens OpenCL device 0.
+has_opencl() {
+  [ -x "${DLINFO:-./tools/dlinfo}" ] && "${DLINFO:-./tools/dlinfo}" --device opencl:0 >/dev/null 2>&1
+}

@@ -21,7 +21,7 @@ if [ $have_python = no ]; then
 fi
 
 opencl=no
-[ -x "$DLINFO" ] && "$DLINFO" --device opencl:0 >/dev/null 2>&1 && opencl=yes
+has_opencl && opencl=yes
 common="--data generated --limit 1920 --epochs 2 --threads 1 --prefetch 1 --json --quiet"
 
 # 1-6: a quarter of the peak, on each device.

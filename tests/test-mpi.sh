@@ -27,20 +27,12 @@ mpi="mpirun --oversubscribe -np 2"
 common="--data generated --limit 2560 --threads 1 --device cpu --optimizer sgd --momentum 0.9"
 common="$common --json --quiet"
 
-close() { # A B TOLERANCE: epoch losses and test loss of two runs
-  python3 -c "import json, sys
-a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
-x = a['epoch_losses'] + [a['test_loss']]
-y = b['epoch_losses'] + [b['test_loss']]
-worst = max(abs(p - q) / max(abs(p), 1e-30) for p, q in zip(x, y))
-assert len(x) == len(y) and worst <= float(sys.argv[3]), (x, y, worst)" "$1" "$2" "$3"
-}
 
 # 1
 "$DLTRAIN" $common --epochs 2 --batch 64 >"$tmp/one.json" 2>"$tmp/err" &&
   $mpi "$DLTRAIN" $common --epochs 2 --batch 32 --save "$tmp/ckpt.safetensors" \
     >"$tmp/two.json" 2>"$tmp/err" &&
-  close "$tmp/one.json" "$tmp/two.json" 1e-5 && [ "$(wc -l <"$tmp/two.json")" -eq 1 ]
+  losses_close "$tmp/one.json" "$tmp/two.json" 1e-5 && [ "$(wc -l <"$tmp/two.json")" -eq 1 ]
 result "mpirun -np 2 with --batch 32 trains as one process with --batch 64; one JSON line"
 
 # 2: the checkpoint (rank 0's) resumes in a single process.

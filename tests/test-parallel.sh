@@ -20,19 +20,10 @@ if [ $have_python = no ]; then
 fi
 
 opencl=no
-[ -x "$DLINFO" ] && "$DLINFO" --device opencl:0 >/dev/null 2>&1 && opencl=yes
+has_opencl && opencl=yes
 common="--data generated --limit 2560 --epochs 2 --batch 64 --threads 1 --optimizer sgd"
 common="$common --momentum 0.9 --json --quiet"
 
-# Relative difference of the epoch losses and test loss of two runs, at most $3.
-close() {
-  python3 -c "import json, sys
-a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
-x = a['epoch_losses'] + [a['test_loss']]
-y = b['epoch_losses'] + [b['test_loss']]
-worst = max(abs(p - q) / max(abs(p), 1e-30) for p, q in zip(x, y))
-assert len(x) == len(y) and worst <= float(sys.argv[3]), (x, y, worst)" "$1" "$2" "$3"
-}
 
 # 1
 run $common --device cpu
@@ -43,7 +34,7 @@ result "one device: the reference run"
 # 2, 3
 run $common --devices cpu,cpu
 cp "$tmp/err" "$tmp/two.err"
-[ $rc -eq 0 ] && close "$tmp/one.json" "$tmp/out" 1e-5
+[ $rc -eq 0 ] && losses_close "$tmp/one.json" "$tmp/out" 1e-5
 result "--devices cpu,cpu trains as one device (losses within 1e-5 relative)"
 grep "^devices" "$tmp/two.err" | tail -1 | python3 -c "import re, sys
 rows = [int(n) for n in re.findall(r'(\d+) rows', sys.stdin.read())]
@@ -53,7 +44,7 @@ result "the split after measuring is reported and adds up to the batch"
 # 4
 if [ $opencl = yes ]; then
   run $common --devices cpu,opencl:0
-  [ $rc -eq 0 ] && close "$tmp/one.json" "$tmp/out" 1e-4
+  [ $rc -eq 0 ] && losses_close "$tmp/one.json" "$tmp/out" 1e-4
   result "--devices cpu,opencl:0 trains as one device (losses within 1e-4 relative)"
 else
   skip "--devices cpu,opencl:0" "no OpenCL device"

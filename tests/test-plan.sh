@@ -26,7 +26,7 @@ print(d)" "$@"
 }
 
 opencl=no
-[ -x "$DLINFO" ] && "$DLINFO" --device opencl:0 >/dev/null 2>&1 && opencl=yes
+has_opencl && opencl=yes
 
 # 1-12: planned against measured.
 for device in cpu opencl:0; do

@@ -273,6 +273,26 @@ static int write_to_disk(dlrt__mpool *p, int id) {
   return DLRT_OK;
 }
 
+/* The storage's disk copy into host memory at dst. */
+static int disk_read(dlrt__mpool *p, int id, void *dst) {
+  mstore *m = &p->s[id];
+  double t0 = dlrt__trace_now_us();
+  char *at_dst = dst;
+  size_t left = m->size;
+  off_t at = (off_t)m->disk_offset;
+  while (left > 0) {
+    ssize_t r = pread(p->disk_fd, at_dst, left, at);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0)
+      return dlrt__set_error(DLRT_ERR_IO, "cannot read %zu bytes back from the spill file: %s",
+                             m->size, r < 0 ? strerror(errno) : "it is shorter than written");
+    at_dst += r, left -= (size_t)r, at += r;
+  }
+  p->st.disk_read_bytes += m->size;
+  if (dlrt__trace_on()) dlrt__trace_span("from disk", "disk", DLRT_TRACE_HOST, t0, dlrt__trace_now_us());
+  return DLRT_OK;
+}
+
 /* Disk -> device through the staging buffer (waits for the copy). */
 static int read_from_disk(dlrt__mpool *p, int id) {
   mstore *m = &p->s[id];
@@ -280,20 +300,7 @@ static int read_from_disk(dlrt__mpool *p, int id) {
   if (rc < 0) return rc;
   /* The staging buffer may still feed an earlier copy. */
   if ((rc = dlrt_stream_synchronize(p->compute)) < 0) return rc;
-  double t_read = dlrt__trace_now_us();
-  char *dst = p->staging;
-  size_t left = m->size;
-  off_t at = (off_t)m->disk_offset;
-  while (left > 0) {
-    ssize_t r = pread(p->disk_fd, dst, left, at);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0)
-      return dlrt__set_error(DLRT_ERR_IO, "cannot read %zu bytes back from the spill file: %s",
-                             m->size, r < 0 ? strerror(errno) : "it is shorter than written");
-    dst += r, left -= (size_t)r, at += r;
-  }
-  p->st.disk_read_bytes += m->size;
-  if (dlrt__trace_on()) dlrt__trace_span("from disk", "disk", DLRT_TRACE_HOST, t_read, dlrt__trace_now_us());
+  if ((rc = disk_read(p, id, p->staging)) < 0) return rc;
   if ((rc = timed_begin(p)) == DLRT_OK &&
       (rc = dlrt_copy_h2d(p->bufs[id], 0, p->staging, m->size, p->compute)) == DLRT_OK)
     rc = timed_end(p);
@@ -580,19 +587,8 @@ int dlrt__mpool_host_view(dlrt__mpool *p, int id, int write, void **host) {
     m->dirty = 0;
     m->on_host = 1;
   } else if (!m->on_host && m->on_disk) {
-    if ((rc = dlrt_stream_synchronize(p->compute)) < 0) return rc;
-    char *dst = m->host;
-    size_t left = m->size;
-    off_t at = (off_t)m->disk_offset;
-    while (left > 0) {
-      ssize_t r = pread(p->disk_fd, dst, left, at);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0)
-        return dlrt__set_error(DLRT_ERR_IO, "cannot read %zu bytes back from the spill file: %s",
-                               m->size, r < 0 ? strerror(errno) : "it is shorter than written");
-      dst += r, left -= (size_t)r, at += r;
-    }
-    p->st.disk_read_bytes += m->size;
+    if ((rc = dlrt_stream_synchronize(p->compute)) < 0 || (rc = disk_read(p, id, m->host)) < 0)
+      return rc;
     m->on_host = 1;
   }
   if (write) {
