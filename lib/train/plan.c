@@ -11,8 +11,6 @@
 #include "train/train.h"
 #include "util/status.h"
 
-static uint64_t granules(uint64_t bytes) { return (bytes + 511) / 512 * 512; }
-
 int dlrt_plan_memory(const dlrt_trainer_config *cfg, int64_t channels, int64_t height,
                      int64_t width, int classes, dlrt_memory_plan *out) {
   DLRT__CHECK_ARG(cfg && cfg->model && out, "dlrt_plan_memory: config, model or out is NULL");
@@ -39,9 +37,8 @@ int dlrt_plan_memory(const dlrt_trainer_config *cfg, int64_t channels, int64_t h
     /* Gradient accumulation keeps a running sum per parameter. */
     if (cfg->accum > 1) out->accumulators = b.params;
     /* The loader's device slots: a batch of images and of labels each. */
-    uint64_t slots = (uint64_t)(cfg->prefetch > 0 ? cfg->prefetch : 1);
-    out->loader = slots * (granules((uint64_t)(cfg->batch * channels * height * width) * 4) +
-                           granules((uint64_t)cfg->batch * 4));
+    out->loader = dlrt__loader_device_bytes(cfg->batch, channels * height * width,
+                                            cfg->prefetch);
     out->peak = b.peak + out->accumulators + out->loader;
     for (int i = 0; i < g->n_tensors; i++)
       if (g->tensors[i]->kind == TENSOR_PARAM) out->param_count += g->tensors[i]->numel;

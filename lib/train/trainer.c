@@ -128,12 +128,10 @@ static int choose_checkpointing(dlrt_trainer_t *t) {
 /* Bytes of the trainer's device memory outside the executor's storages:
  * the loaders' slots, the accumulators and the clipping workspace. */
 static uint64_t outside_bytes(const dlrt_trainer_t *t) {
-  uint64_t slots = (uint64_t)(t->cfg.prefetch > 0 ? t->cfg.prefetch : 1);
-  uint64_t images = (uint64_t)(t->batch * t->channels * t->height * t->width) * sizeof(float);
-  uint64_t labels = (uint64_t)t->batch * sizeof(int32_t);
   /* Twice: the evaluation loader lives beside the training one while it
    * evaluates. */
-  uint64_t loader = 2 * slots * (((images + 511) & ~511ull) + ((labels + 511) & ~511ull));
+  uint64_t loader = 2 * dlrt__loader_device_bytes(t->batch, t->channels * t->height * t->width,
+                                                  t->cfg.prefetch);
   dlrt_exec_info info;
   uint64_t accum = 0, clip = 0;
   if (dlrt_exec_info_get(t->e, &info) == DLRT_OK && t->accum > 1) accum = info.param_bytes + 64 * 512;
@@ -661,12 +659,9 @@ int dlrt_trainer_info(dlrt_trainer_t *t, dlrt_exec_info *out) {
    * the allocator's 512-byte granules) count in the measured peak: plan
    * them too. The evaluation loader lives only during an evaluation, whose
    * forward pass needs far less than a training step. */
-  if (t->train_loader) {
-    uint64_t slots = (uint64_t)(t->cfg.prefetch > 0 ? t->cfg.prefetch : 1);
-    uint64_t images = (uint64_t)(t->batch * t->channels * t->height * t->width) * sizeof(float);
-    uint64_t labels = (uint64_t)t->batch * sizeof(int32_t);
-    out->planned_peak_bytes += slots * (((images + 511) & ~511ull) + ((labels + 511) & ~511ull));
-  }
+  if (t->train_loader)
+    out->planned_peak_bytes += dlrt__loader_device_bytes(
+        t->batch, t->channels * t->height * t->width, t->cfg.prefetch);
   return DLRT_OK;
 }
 
