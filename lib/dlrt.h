@@ -981,6 +981,10 @@ typedef struct {
   uint64_t accumulators;  /* gradient accumulation's running sums */
   uint64_t loader;        /* the loader's device slots (prefetch x a batch) */
   uint64_t peak;          /* all of it */
+  /* The least device memory training can do with spilling and the
+   * optimizer on the host (--mem-limit --offload optimizer): what one
+   * operation holds at once, plus the loaders. */
+  uint64_t spill_least;
 } dlrt_memory_plan;
 
 /* Plans `cfg` (model, batch, optimizer, accum, prefetch) for images of
@@ -988,7 +992,9 @@ typedef struct {
 DLRT_API int dlrt_plan_memory(const dlrt_trainer_config *cfg, int64_t channels, int64_t height,
                               int64_t width, int classes, dlrt_memory_plan *out);
 /* The largest batch whose planned peak fits `budget` bytes, and its plan
- * (out->batch 0: not even a batch of 1 fits; out then plans a batch of 1). */
+ * (out->batch 0: not even a batch of 1 fits; out then plans a batch of 1).
+ * With cfg->spill.policy DLRT_OFFLOAD_OPTIMIZER or _ALL the batch whose
+ * spill_least fits instead. */
 DLRT_API int dlrt_plan_max_batch(const dlrt_trainer_config *cfg, int64_t channels,
                                  int64_t height, int64_t width, int classes, uint64_t budget,
                                  dlrt_memory_plan *out);

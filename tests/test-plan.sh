@@ -10,12 +10,12 @@ DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=20
+TOOL=$DLTRAIN PLAN=21
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
 if [ $have_python = no ]; then
-  for i in $(seq 1 20); do skip "test $i" "python3 not found"; done
+  for i in $(seq 1 21); do skip "test $i" "python3 not found"; done
   exit 0
 fi
 
@@ -113,3 +113,15 @@ result "a 30 MiB budget: cnn at batch 64 runs out without checkpointing, trains 
 run --data generated --checkpoint every:0
 [ $rc -eq 2 ] && grep -q "every:N" "$tmp/err"
 result "--checkpoint every:0 is a usage error"
+
+# 21: the least --mem-limit the planner gives for spilling is the one that
+# works: it trains there, not at 95% of it.
+run --data generated --model mlp --plan --device cpu --json
+least=$(last_json "$tmp/out" "print(d['spill_least_bytes'])")
+run --data generated --model mlp --limit 640 --device cpu --json --quiet --offload optimizer \
+  --mem-limit "$least"
+ok_at=$rc
+run --data generated --model mlp --limit 640 --device cpu --json --quiet --offload optimizer \
+  --mem-limit $((least * 95 / 100))
+[ $ok_at -eq 0 ] && [ $rc -eq 1 ] && grep -q "smallest budget" "$tmp/err"
+result "--plan's least spilling budget ($least bytes) trains; 95% of it does not"

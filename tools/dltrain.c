@@ -372,7 +372,7 @@ static const char *human(double bytes, char *buf, size_t n) {
  * that fits the device (or --device-memory), and the what-if table. */
 static int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_dataset *d,
                     const char *device, uint64_t memory, const char *memory_from) {
-  dlrt_memory_plan p, fit, fit_accum, fit_ckpt;
+  dlrt_memory_plan p, fit, fit_accum, fit_ckpt, fit_spill;
   int rc = dlrt_plan_memory(cfg, d->channels, d->height, d->width, d->classes, &p);
   if (rc < 0) return fail("cannot plan", rc);
   dlrt_trainer_config one = *cfg;
@@ -388,6 +388,11 @@ static int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt
   if (rc == DLRT_OK)
     rc = dlrt_plan_max_batch(&ckpt, d->channels, d->height, d->width, d->classes, memory,
                              &fit_ckpt);
+  dlrt_trainer_config spill = one;
+  spill.spill.policy = DLRT_OFFLOAD_OPTIMIZER;
+  if (rc == DLRT_OK)
+    rc = dlrt_plan_max_batch(&spill, d->channels, d->height, d->width, d->classes, memory,
+                             &fit_spill);
   if (rc < 0) return fail("cannot plan", rc);
   double folk = (double)memory / (4.0 * (double)p.param_count);
   dlrt_what_if rows[8];
@@ -405,11 +410,12 @@ static int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt
            ", \"input_bytes\": %" PRIu64 ", \"accumulator_bytes\": %" PRIu64
            ", \"loader_bytes\": %" PRIu64 ", \"planned_peak_bytes\": %" PRIu64 "}, "
            "\"max_batch\": {\"plain\": %" PRId64 ", \"accumulation\": %" PRId64
-           ", \"checkpoint_sqrt\": %" PRId64 "}, "
+           ", \"checkpoint_sqrt\": %" PRId64 ", \"offload\": %" PRId64 "}, "
+           "\"spill_least_bytes\": %" PRIu64 ", "
            "\"folk_rule_batch\": %.0f, \"what_if\": [",
            memory, p.batch, o->accum, p.param_count, p.params, p.grads, p.optimizer_state,
            p.activations, p.inputs, p.accumulators, p.loader, p.peak, fit.batch, fit_accum.batch,
-           fit_ckpt.batch, folk);
+           fit_ckpt.batch, fit_spill.batch, p.spill_least, folk);
     for (int i = 0; i < n_rows; i++)
       printf("%s{\"strategy\": \"%s\", \"device_bytes\": %.0f, \"host_bytes\": %.0f, "
              "\"devices\": %.0f, \"fits_one_device\": %s}", i ? ", " : "", rows[i].strategy,
@@ -429,14 +435,17 @@ static int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt
   for (size_t i = 0; i < sizeof vals / sizeof *vals; i++)
     printf("  %-20s %10.2f MiB\n", names[i], mib(vals[i]));
   printf("  %-20s %10.2f MiB  (%" PRId64 " parameters)\n", "peak", mib(p.peak), p.param_count);
+  printf("  %-20s %10.2f MiB  (the least --mem-limit with --offload optimizer)\n",
+         "spilling can do", mib(p.spill_least));
   printf("largest batch that fits %s:\n", human((double)memory, a, sizeof a));
   printf("  %-34s %" PRId64 "\n", "plain", fit.batch);
   printf("  %-34s %" PRId64 " per micro-batch; --accum K makes K x that per update\n",
          "gradient accumulation", fit_accum.batch);
   printf("  %-34s %" PRId64 "\n", "checkpointing (--checkpoint sqrt)", fit_ckpt.batch);
+  printf("  %-34s %" PRId64 "\n", "spilling, optimizer offloaded", fit_spill.batch);
   printf("  %-34s %.0f (the rule memory / (4 x parameters))\n", "folk rule, for comparison",
          folk);
-  puts("  (mixed precision and offload are not available in this version)");
+  puts("  (mixed precision is not available in this version)");
   if (n_rows) {
     printf("what-if: %.3g parameters on devices of %s; model states only (activations come\n"
            "on top), in GB of 10^9 bytes; devices: the fewest that hold it split between them\n",

@@ -352,6 +352,11 @@ int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt__memory_
   if (rc == DLRT_OK) rc = plan(g, PHASE_FORWARD, 0, &forward, &forward_peak, &fw);
   if (rc == DLRT_OK && forward_peak > train_peak) *out = fw;
   if (rc == DLRT_OK) out->peak = train_peak > forward_peak ? train_peak : forward_peak;
+  if (rc == DLRT_OK) {
+    schedule both[2] = {forward, train};
+    int worst;
+    out->least_spill = dlrt__least_spill_budget(g, both, 2, DLRT_OFFLOAD_OPTIMIZER, &worst);
+  }
   schedule_free(&train);
   schedule_free(&forward);
   return rc;

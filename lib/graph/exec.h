@@ -85,12 +85,19 @@ typedef struct {
   uint64_t params, state, inputs; /* inputs: the batch and kept tensors */
   uint64_t grads, activations;    /* activations: every other intermediate */
   uint64_t peak;                  /* their sum: the planned peak */
+  uint64_t least_spill;           /* the least budget spilling can train in, with
+                                     the optimizer on the host */
 } dlrt__memory_breakdown;
 
 int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt__memory_breakdown *out);
 /* Forward nodes per segment for a checkpointing setting (0, N or
  * DLRT_CHECKPOINT_SQRT: ceil(sqrt(forward nodes))). */
 int dlrt__checkpoint_segment(const dlrt_graph_t *g, int every);
+
+/* The most one node of the schedules holds on the device at once: no
+ * smaller spill budget can work (*worst: that node). exec_spill.c. */
+uint64_t dlrt__least_spill_budget(const dlrt_graph_t *g, const schedule *plans, int n_plans,
+                                  dlrt_offload_policy policy, int *worst);
 
 /* Spilling around the nodes of a run (exec_spill.c). begin makes the
  * node's storages resident (taking over in place), end releases them,

@@ -149,8 +149,7 @@ void dlrt__exec_unuse(dlrt_exec_t *e, const dlrt_tensor_t *t) {
 /* The most one node of the schedule holds on the device at once (its
  * storages, distinct, in allocator granules): no smaller budget can work.
  * Updates run on the host under the optimizer policies and need nothing. */
-static uint64_t node_need(const dlrt_exec_t *e, const node *n, int in_place,
-                          dlrt_offload_policy policy) {
+static uint64_t node_need(const node *n, int in_place, dlrt_offload_policy policy) {
   if ((n->op == OP_SGD || n->op == OP_ADAM) &&
       (policy == DLRT_OFFLOAD_OPTIMIZER || policy == DLRT_OFFLOAD_ALL))
     return 0;
@@ -160,17 +159,17 @@ static uint64_t node_need(const dlrt_exec_t *e, const node *n, int in_place,
     if (seen_before(n, j) || (in_place && j == n->n_in)) continue; /* in place: no new bytes */
     need += (dlrt__tensor_bytes(t->owner) + 511) / 512 * 512;
   }
-  (void)e;
   return need;
 }
 
-static uint64_t least_budget(const dlrt_exec_t *e, dlrt_offload_policy policy, int *worst) {
+uint64_t dlrt__least_spill_budget(const dlrt_graph_t *g, const schedule *plans, int n_plans,
+                                  dlrt_offload_policy policy, int *worst) {
   uint64_t most = 0;
   *worst = -1;
-  for (int m = 0; m < 2; m++) {
-    const schedule *s = &e->plans[m];
+  for (int m = 0; m < n_plans; m++) {
+    const schedule *s = &plans[m];
     for (int k = 0; k < s->n; k++) {
-      uint64_t need = node_need(e, e->g->nodes[s->order[k]], s->inplace[k] >= 0, policy);
+      uint64_t need = node_need(g->nodes[s->order[k]], s->inplace[k] >= 0, policy);
       if (need > most) most = need, *worst = s->order[k];
     }
   }
@@ -199,7 +198,7 @@ int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *c) {
   }
   if (c->device_budget == 0) return DLRT_OK;
   int worst;
-  uint64_t least = least_budget(e, c->policy, &worst);
+  uint64_t least = dlrt__least_spill_budget(g, e->plans, 2, c->policy, &worst);
   if (c->device_budget < least) {
     const node *n = g->nodes[worst];
     return dlrt__set_error(DLRT_ERR_OOM, "a device budget of %.1f MiB for the model is below "

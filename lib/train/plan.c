@@ -40,11 +40,20 @@ int dlrt_plan_memory(const dlrt_trainer_config *cfg, int64_t channels, int64_t h
     out->loader = dlrt__loader_device_bytes(cfg->batch, channels * height * width,
                                             cfg->prefetch);
     out->peak = b.peak + out->accumulators + out->loader;
+    /* Spilling counts the evaluation loader beside the training one. */
+    out->spill_least = b.least_spill + out->accumulators + 2 * out->loader;
     for (int i = 0; i < g->n_tensors; i++)
       if (g->tensors[i]->kind == TENSOR_PARAM) out->param_count += g->tensors[i]->numel;
   }
   dlrt_graph_destroy(g);
   return rc;
+}
+
+/* What has to fit the budget: the peak, or with the optimizer offloaded the
+ * least spilling can do. */
+static uint64_t fit_measure(const dlrt_trainer_config *cfg, const dlrt_memory_plan *p) {
+  int offload = cfg->spill.policy == DLRT_OFFLOAD_OPTIMIZER || cfg->spill.policy == DLRT_OFFLOAD_ALL;
+  return offload ? p->spill_least : p->peak;
 }
 
 int dlrt_plan_max_batch(const dlrt_trainer_config *cfg, int64_t channels, int64_t height,
@@ -59,7 +68,7 @@ int dlrt_plan_max_batch(const dlrt_trainer_config *cfg, int64_t channels, int64_
   for (;;) {
     c.batch = hi;
     if ((rc = dlrt_plan_memory(&c, channels, height, width, classes, &p)) < 0) return rc;
-    if (p.peak > budget) break;
+    if (fit_measure(cfg, &p) > budget) break;
     lo = hi;
     *out = p;
     if (hi >= ((int64_t)1 << 24)) return DLRT_OK; /* fits at any sensible batch */
@@ -69,7 +78,7 @@ int dlrt_plan_max_batch(const dlrt_trainer_config *cfg, int64_t channels, int64_
     int64_t mid = lo + (hi - lo) / 2;
     c.batch = mid;
     if ((rc = dlrt_plan_memory(&c, channels, height, width, classes, &p)) < 0) return rc;
-    if (p.peak <= budget) {
+    if (fit_measure(cfg, &p) <= budget) {
       lo = mid;
       *out = p;
     } else {
