@@ -35,333 +35,6 @@ static void print_profile(const dlrt_exec_t *e) {
               (long long)e->op_calls[i], e->op_ms[i], total > 0 ? 100.0 * e->op_ms[i] / total : 0);
 }
 
-/* ---------------------------------------------------------------- planning */
-
-static void schedule_free(schedule *s) {
-  for (int i = 0; s->next && i < s->n; i++) free(s->next[i]);
-  free(s->next);
-  free(s->first);
-  for (int i = 0; s->frees && i < s->n; i++) free(s->frees[i]);
-  free(s->frees);
-  free(s->inplace);
-  free(s->order);
-  memset(s, 0, sizeof *s);
-}
-
-/* Bytes a storage takes in the allocator (512-byte granules). */
-static uint64_t granules(const dlrt_tensor_t *t) {
-  return (dlrt__tensor_bytes(t) + 511) / 512 * 512;
-}
-
-enum { MEM_PARAM, MEM_STATE, MEM_INPUT, MEM_GRAD, MEM_ACT, MEM_KINDS };
-
-/* What a storage is, for the breakdown: a parameter's gradient is found by
- * its owner (gradients may be views of summed storage). */
-static int mem_kind(const dlrt_graph_t *g, const dlrt_tensor_t *t) {
-  if (t->kind == TENSOR_PARAM) return MEM_PARAM;
-  if (t->kind == TENSOR_STATE) return MEM_STATE;
-  if (t->kind == TENSOR_INPUT || t->kept) return MEM_INPUT;
-  for (int i = 0; i < g->n_tensors; i++) {
-    const dlrt_tensor_t *p = g->tensors[i];
-    if (p->kind == TENSOR_PARAM && p->grad && p->grad->owner == t) return MEM_GRAD;
-  }
-  return MEM_ACT;
-}
-/* Ops whose kernels read element i of their first input only to write
- * element i of their output, so the output may take over the input's storage. */
-static int elementwise_op(op_kind op) {
-  switch (op) {
-  case OP_RELU: case OP_SCALE: case OP_ADD: case OP_MUL: case OP_SUB: case OP_DIV:
-  case OP_BIAS_ROWS: case OP_BIAS_CHANNELS: case OP_ACT: case OP_DROPOUT: case OP_BCAST:
-  case OP_RELU_GRAD: /* dx[i] from dy[i] (its first input) and x[i] */
-    return 1;
-  default:
-    return 0;
-  }
-}
-
-/* In place may be legal: the first input is an intermediate storage of the
- * output's size, not a view (the plan checks that its life ends here). */
-static int takes_over(const node *n) {
-  if (!elementwise_op(n->op) || n->n_out != 1 || n->n_in < 1) return 0;
-  const dlrt_tensor_t *out = n->out[0], *in = n->in[0];
-  return out->owner == out && !dlrt__persistent(out) && in->owner == in &&
-         !dlrt__persistent(in) && in->dtype == out->dtype && in->numel == out->numel;
-}
-
-/* Whether storage `t` (an owner) can be dropped after the forward pass and
- * recomputed for the backward pass when the forward nodes are cut into
- * segments of `every`: an intermediate made in segment seg[] and read only
- * there in the forward pass, not by the segment's last node (its output is
- * the checkpoint the next segment starts from), and made by a node whose
- * outputs are all droppable (re-running a node rewrites all of them). */
-static void find_droppable(dlrt_graph_t *g, const int *fwd, int n_fwd, int every,
-                           int *seg_of_tensor, char *droppable) {
-  for (int i = 0; i < g->n_tensors; i++) seg_of_tensor[i] = -1, droppable[i] = 0;
-  for (int f = 0; f < n_fwd; f++) {
-    node *n = g->nodes[fwd[f]];
-    int seg = f / every, last_of_segment = f % every == every - 1 || f == n_fwd - 1;
-    for (int j = 0; j < n->n_out; j++) {
-      dlrt_tensor_t *t = n->out[j];
-      if (t->owner != t || dlrt__persistent(t)) continue;
-      seg_of_tensor[t->id] = seg;
-      droppable[t->id] = !last_of_segment;
-    }
-  }
-  /* Read by a forward node of another segment: kept. */
-  for (int f = 0; f < n_fwd; f++) {
-    node *n = g->nodes[fwd[f]];
-    for (int j = 0; j < n->n_in; j++) {
-      int id = n->in[j]->owner->id;
-      if (seg_of_tensor[id] >= 0 && seg_of_tensor[id] != f / every) droppable[id] = 0;
-    }
-  }
-  /* A node with an output that must stay is not re-run: keep all of them. */
-  for (int f = 0; f < n_fwd; f++) {
-    node *n = g->nodes[fwd[f]];
-    int all = 1;
-    for (int j = 0; j < n->n_out; j++) {
-      dlrt_tensor_t *t = n->out[j];
-      if (t->owner == t && !droppable[t->id]) all = 0;
-    }
-    if (!all)
-      for (int j = 0; j < n->n_out; j++) droppable[n->out[j]->owner->id] = 0;
-  }
-}
-
-/* The order of the nodes whose phase is <= max_phase: the graph's order,
- * except that with checkpointing (every > 0, training) the forward nodes of
- * a segment that made dropped storage run again just before the first
- * backward node that reads any of it (Chen et al. 2016). A node may so
- * appear twice. */
-static int build_order(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s) {
-  int cap = 2 * (g->n_nodes ? g->n_nodes : 1);
-  s->order = malloc((size_t)cap * sizeof *s->order);
-  int *fwd = malloc((size_t)(g->n_nodes ? g->n_nodes : 1) * sizeof *fwd);
-  int *seg_of = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *seg_of);
-  char *droppable = malloc((size_t)(g->n_tensors ? g->n_tensors : 1));
-  int n_fwd = 0, rc = DLRT_OK;
-  if (!s->order || !fwd || !seg_of || !droppable) {
-    rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory planning the graph");
-    goto done;
-  }
-  for (int i = 0; i < g->n_nodes; i++)
-    if (g->nodes[i]->phase == PHASE_FORWARD) fwd[n_fwd++] = i;
-  if (every <= 0 || max_phase == PHASE_FORWARD || every >= n_fwd) {
-    for (int i = 0; i < g->n_nodes; i++)
-      if (g->nodes[i]->phase <= max_phase) s->order[s->n++] = i;
-    goto done;
-  }
-  find_droppable(g, fwd, n_fwd, every, seg_of, droppable);
-  int segments = (n_fwd + every - 1) / every;
-  char *recomputed = calloc((size_t)segments, 1);
-  if (!recomputed) {
-    rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory planning the graph");
-    goto done;
-  }
-  for (int f = 0; f < n_fwd; f++) s->order[s->n++] = fwd[f];
-  for (int i = 0; i < g->n_nodes; i++) {
-    node *n = g->nodes[i];
-    if (n->phase == PHASE_FORWARD || n->phase > max_phase) continue;
-    for (int j = 0; j < n->n_in; j++) {
-      int id = n->in[j]->owner->id, seg = seg_of[id];
-      if (!droppable[id] || recomputed[seg]) continue;
-      recomputed[seg] = 1;
-      for (int f = seg * every; f < (seg + 1) * every && f < n_fwd; f++) {
-        node *m = g->nodes[fwd[f]];
-        int makes_dropped = 0;
-        for (int o = 0; o < m->n_out; o++) makes_dropped |= droppable[m->out[o]->owner->id];
-        if (makes_dropped && s->n < cap) s->order[s->n++] = fwd[f];
-      }
-    }
-    if (s->n < cap) s->order[s->n++] = i;
-  }
-  free(recomputed);
-done:
-  free(fwd);
-  free(seg_of);
-  free(droppable);
-  return rc;
-}
-
-/* Builds the schedule of the nodes whose phase is <= max_phase (with
- * recomputation when every > 0), and returns its peak of live bytes
- * (512-byte blocks, as the allocator rounds) and what was live at the peak.
- * Each storage lives from each time it is made to its last use before it is
- * made again (or the end), and is freed there; an elementwise node's output
- * takes over its first input's storage where that storage's life ends at
- * the node. */
-static int plan(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s, uint64_t *peak,
-                dlrt__memory_breakdown *at_peak) {
-  int rc = build_order(g, max_phase, every, s);
-  if (rc < 0) return rc;
-  size_t nt = (size_t)(g->n_tensors ? g->n_tensors : 1), nk = (size_t)(s->n ? s->n : 1);
-  int *born = malloc(nt * sizeof *born), *last = malloc(nt * sizeof *last);
-  int n_ends = 0, cap_ends = (int)(2 * nk); /* lives that end, in (position, tensor) pairs */
-  int *end_at = malloc((size_t)cap_ends * 2 * sizeof *end_at);
-  int *count = calloc(nk, sizeof *count);
-  s->frees = calloc(nk, sizeof *s->frees);
-  s->inplace = malloc(nk * sizeof *s->inplace);
-  if (!born || !last || !end_at || !count || !s->frees || !s->inplace) {
-    rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory planning the graph");
-    goto done;
-  }
-#define END_LIFE(pos, id)                                                                   \
-  do {                                                                                      \
-    if (n_ends == cap_ends) {                                                               \
-      int *grown = realloc(end_at, (size_t)cap_ends * 4 * sizeof *end_at);                  \
-      if (!grown) {                                                                         \
-        rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory planning the graph");        \
-        goto done;                                                                          \
-      }                                                                                     \
-      end_at = grown, cap_ends *= 2;                                                        \
-    }                                                                                       \
-    end_at[2 * n_ends] = (pos), end_at[2 * n_ends + 1] = (id), n_ends++;                    \
-  } while (0)
-  for (size_t i = 0; i < nt; i++) born[i] = -1, last[i] = -1;
-  for (int k = 0; k < s->n; k++) {
-    node *n = g->nodes[s->order[k]];
-    for (int j = 0; j < n->n_out; j++) {
-      dlrt_tensor_t *t = n->out[j];
-      if (t->owner != t || dlrt__persistent(t)) continue;
-      if (born[t->id] >= 0) END_LIFE(last[t->id], t->id); /* made again: the old life ends */
-      born[t->id] = k, last[t->id] = k;
-    }
-    for (int j = 0; j < n->n_in; j++) last[n->in[j]->owner->id] = k;
-  }
-  for (int i = 0; i < g->n_tensors; i++)
-    if (born[i] >= 0) END_LIFE(last[i], i);
-#undef END_LIFE
-  /* In place: the first input's life ends here (it is then not freed: it
-   * lives on as the output). */
-  for (int k = 0; k < s->n; k++) {
-    node *n = g->nodes[s->order[k]];
-    s->inplace[k] = -1;
-    if (!takes_over(n)) continue;
-    for (int e = 0; e < n_ends; e++)
-      if (end_at[2 * e] == k && end_at[2 * e + 1] == n->in[0]->id) {
-        s->inplace[k] = n->in[0]->id;
-        end_at[2 * e] = -1;
-        break;
-      }
-  }
-  for (int e = 0; e < n_ends; e++)
-    if (end_at[2 * e] >= 0) count[end_at[2 * e]]++;
-  for (int k = 0; k < s->n; k++) {
-    s->frees[k] = malloc((size_t)(count[k] + 1) * sizeof **s->frees);
-    if (!s->frees[k]) {
-      rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory planning the graph");
-      goto done;
-    }
-    s->frees[k][0] = -1;
-    count[k] = 0;
-  }
-  for (int e = 0; e < n_ends; e++) {
-    int k = end_at[2 * e];
-    if (k < 0) continue;
-    s->frees[k][count[k]++] = end_at[2 * e + 1];
-    s->frees[k][count[k]] = -1;
-  }
-  /* Next uses, walking back from the end. */
-  s->next = calloc(nk, sizeof *s->next);
-  s->first = malloc(nt * sizeof *s->first);
-  if (!s->next || !s->first) {
-    rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory planning the graph");
-    goto done;
-  }
-  for (size_t i = 0; i < nt; i++) s->first[i] = -1;
-  s->last_forward = -1;
-  for (int k = s->n - 1; k >= 0; k--) {
-    node *n = g->nodes[s->order[k]];
-    if (n->phase == PHASE_FORWARD && s->last_forward < 0) s->last_forward = k;
-    int touches = n->n_in + n->n_out;
-    s->next[k] = malloc((size_t)(touches ? touches : 1) * sizeof **s->next);
-    if (!s->next[k]) {
-      rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory planning the graph");
-      goto done;
-    }
-    for (int j = 0; j < touches; j++) {
-      const dlrt_tensor_t *t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
-      s->next[k][j] = s->first[t->owner->id];
-    }
-    for (int j = 0; j < touches; j++) {
-      const dlrt_tensor_t *t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
-      s->first[t->owner->id] = k;
-    }
-  }
-  /* next[k][j] holds the first use after k only if it is not k itself
-   * (a storage read twice by one node): fix up such entries. */
-  for (int k = 0; k < s->n; k++) {
-    node *n = g->nodes[s->order[k]];
-    for (int j = 0; j < n->n_in + n->n_out; j++)
-      if (s->next[k][j] == k) s->next[k][j] = -1;
-  }
-  /* The walk: persistent storage, plus what each node allocates, minus what
-   * it frees; by kind of storage, kept at the peak. */
-  uint64_t live[MEM_KINDS] = {0}, top = 0;
-  dlrt__memory_breakdown snap = {0};
-  /* DLRT_PLAN_TRACE=1: each position of the schedule and the bytes live
-   * after it, on stderr (where a peak comes from). */
-  const char *trace_env = getenv("DLRT_PLAN_TRACE");
-  int trace = trace_env && *trace_env && strcmp(trace_env, "0") != 0;
-  for (int i = 0; i < g->n_tensors; i++) {
-    dlrt_tensor_t *t = g->tensors[i];
-    if (t->owner == t && dlrt__persistent(t)) live[mem_kind(g, t)] += granules(t);
-  }
-  for (int k = -1; k < s->n; k++) {
-    if (k >= 0) {
-      node *n = g->nodes[s->order[k]];
-      for (int j = 0; j < n->n_out; j++) {
-        dlrt_tensor_t *t = n->out[j];
-        if (t->owner == t && !dlrt__persistent(t) && !(j == 0 && s->inplace[k] >= 0))
-          live[mem_kind(g, t)] += granules(t);
-      }
-    }
-    uint64_t total = 0;
-    for (int c = 0; c < MEM_KINDS; c++) total += live[c];
-    if (trace && k >= 0) {
-      node *n = g->nodes[s->order[k]];
-      fprintf(stderr, "plan %3d %-14s %-32s live %8.2f MiB\n", k, dlrt__op_name(n->op),
-              n->n_out ? n->out[0]->name : "(update)", (double)total / 1048576.0);
-    }
-    if (total > top || k < 0) {
-      top = total;
-      snap.params = live[MEM_PARAM], snap.state = live[MEM_STATE];
-      snap.inputs = live[MEM_INPUT], snap.grads = live[MEM_GRAD];
-      snap.activations = live[MEM_ACT];
-    }
-    if (k < 0) continue;
-    for (int *f = s->frees[k]; *f >= 0; f++)
-      live[mem_kind(g, g->tensors[*f])] -= granules(g->tensors[*f]);
-  }
-  *peak = top;
-  if (at_peak) *at_peak = snap;
-done:
-  free(born);
-  free(last);
-  free(end_at);
-  free(count);
-  return rc;
-}
-
-int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt__memory_breakdown *out) {
-  schedule train = {0}, forward = {0};
-  uint64_t train_peak = 0, forward_peak = 0;
-  dlrt__memory_breakdown fw;
-  int rc = plan(g, PHASE_UPDATE, checkpoint_every, &train, &train_peak, out);
-  if (rc == DLRT_OK) rc = plan(g, PHASE_FORWARD, 0, &forward, &forward_peak, &fw);
-  if (rc == DLRT_OK && forward_peak > train_peak) *out = fw;
-  if (rc == DLRT_OK) out->peak = train_peak > forward_peak ? train_peak : forward_peak;
-  if (rc == DLRT_OK) {
-    schedule both[2] = {forward, train};
-    int worst;
-    out->least_spill = dlrt__least_spill_budget(g, both, 2, DLRT_OFFLOAD_OPTIMIZER, &worst);
-  }
-  schedule_free(&train);
-  schedule_free(&forward);
-  return rc;
-}
-
 /* ---------------------------------------------------------------- init */
 
 static uint64_t splitmix64(uint64_t *state) {
@@ -417,8 +90,8 @@ void dlrt_exec_destroy(dlrt_exec_t *e) {
     for (int i = 0; i < e->g->n_tensors; i++) dlrt_buffer_free(e->accum[i]);
     free(e->accum);
   }
-  schedule_free(&e->plans[0]);
-  schedule_free(&e->plans[1]);
+  dlrt__schedule_free(&e->plans[0]);
+  dlrt__schedule_free(&e->plans[1]);
   dlrt_stream_destroy(e->stream);
   free(e);
 }
@@ -443,8 +116,8 @@ int dlrt_exec_create(dlrt_graph_t *g, dlrt_device_t *dev, uint64_t seed, dlrt_ex
     goto fail;
   }
   uint64_t forward_peak;
-  if ((rc = plan(g, PHASE_FORWARD, 0, &e->plans[DLRT_RUN_FORWARD], &forward_peak, NULL)) < 0 ||
-      (rc = plan(g, PHASE_UPDATE, 0, &e->plans[DLRT_RUN_TRAIN], &e->train_peak, NULL)) < 0)
+  if ((rc = dlrt__plan(g, PHASE_FORWARD, 0, &e->plans[DLRT_RUN_FORWARD], &forward_peak, NULL)) < 0 ||
+      (rc = dlrt__plan(g, PHASE_UPDATE, 0, &e->plans[DLRT_RUN_TRAIN], &e->train_peak, NULL)) < 0)
     goto fail;
   e->forward_peak = forward_peak;
   e->planned_peak = e->train_peak > forward_peak ? e->train_peak : forward_peak;
@@ -486,21 +159,6 @@ fail:
   return rc;
 }
 
-/* The number of forward nodes, for the sqrt(n) segment length. */
-static int forward_nodes(const dlrt_graph_t *g) {
-  int n = 0;
-  for (int i = 0; i < g->n_nodes; i++) n += g->nodes[i]->phase == PHASE_FORWARD;
-  return n;
-}
-
-int dlrt__checkpoint_segment(const dlrt_graph_t *g, int every) {
-  if (every == DLRT_CHECKPOINT_SQRT) {
-    int n = forward_nodes(g), len = (int)ceil(sqrt((double)n));
-    return len > 0 ? len : 1;
-  }
-  return every > 0 ? every : 0;
-}
-
 int dlrt_exec_set_checkpointing(dlrt_exec_t *e, int every) {
   DLRT__CHECK_ARG(e && (every >= 0 || every == DLRT_CHECKPOINT_SQRT),
                   "dlrt_exec_set_checkpointing: executor is NULL or segment length %d (give 0, "
@@ -508,12 +166,12 @@ int dlrt_exec_set_checkpointing(dlrt_exec_t *e, int every) {
   int len = dlrt__checkpoint_segment(e->g, every);
   schedule fresh = {0};
   uint64_t peak;
-  int rc = plan(e->g, PHASE_UPDATE, len, &fresh, &peak, NULL);
+  int rc = dlrt__plan(e->g, PHASE_UPDATE, len, &fresh, &peak, NULL);
   if (rc < 0) {
-    schedule_free(&fresh);
+    dlrt__schedule_free(&fresh);
     return rc;
   }
-  schedule_free(&e->plans[DLRT_RUN_TRAIN]);
+  dlrt__schedule_free(&e->plans[DLRT_RUN_TRAIN]);
   e->plans[DLRT_RUN_TRAIN] = fresh;
   e->train_peak = peak;
   e->planned_peak = peak > e->forward_peak ? peak : e->forward_peak;

@@ -90,6 +90,12 @@ typedef struct {
 } dlrt__memory_breakdown;
 
 int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt__memory_breakdown *out);
+/* Builds the schedule of the nodes whose phase is <= max_phase (every > 0:
+ * checkpointed segments of that many forward nodes) and its peak of live
+ * bytes (schedule.c). */
+int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s, uint64_t *peak,
+               dlrt__memory_breakdown *at_peak);
+void dlrt__schedule_free(schedule *s);
 /* Forward nodes per segment for a checkpointing setting (0, N or
  * DLRT_CHECKPOINT_SQRT: ceil(sqrt(forward nodes))). */
 int dlrt__checkpoint_segment(const dlrt_graph_t *g, int every);

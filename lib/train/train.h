@@ -4,6 +4,61 @@
 
 #include "dlrt.h"
 
+/* The trainer's state, shared by trainer.c (one device: create, epochs,
+ * evaluation, checkpoints) and parallel.c (replicas on several devices, and
+ * the all-reduce across processes). */
+struct dlrt_trainer {
+  dlrt_device_t *dev;
+  dlrt_trainer_config cfg;
+  char model[512];
+  int64_t channels, height, width, classes, batch;
+  dlrt_graph_t *g;
+  dlrt_exec_t *e;
+  dlrt_tensor_t *images, *labels, *logits, *loss;
+  /* One loader per data set in use (training: shuffled and augmented;
+   * evaluation: in order, the last batch padded), made on first use. */
+  dlrt_loader_t *train_loader, *eval_loader;
+  const dlrt_dataset *train_data, *eval_data;
+  int32_t *host_labels; /* the batch's labels, for accuracy */
+  float *host_logits; /* batch x classes */
+  int64_t steps;       /* updates made (the schedule's clock), restored on load */
+  int accum;           /* micro-batches per update */
+  int spilling;        /* the executor spills under a budget */
+  /* Data parallelism (dlrt_trainer_set_devices): a replica per device, each
+   * with its own graph for its share of the batch; the main executor above
+   * holds the parameters for evaluation and checkpoints. */
+  struct replica *reps;
+  int n_reps;
+  int probe_steps;     /* steps left to time the replicas before rebalancing */
+  float *grads, *grad_sum; /* parameter elements each (+ 2 for the all-reduce) */
+  int64_t n_grads;
+  dlrt_allreduce_fn allreduce; /* across processes, or NULL */
+  void *allreduce_user;
+};
+
+struct replica {
+  dlrt_device_t *dev;
+  dlrt_graph_t *g;
+  dlrt_exec_t *e;
+  dlrt_tensor_t *images, *labels, *logits, *loss;
+  int64_t batch, offset; /* its rows of each global batch */
+  double seconds;        /* timed while probing */
+  float *host_logits;
+};
+typedef struct replica replica;
+
+/* parallel.c */
+void dlrt__replica_free(replica *r);
+/* One data-parallel step over the replicas on a batch's pinned rows; *loss
+ * and *correct for the whole batch. */
+int dlrt__dp_step(dlrt_trainer_t *t, const float *images, const int32_t *labels, float lr,
+                  float *loss, int64_t *correct);
+/* One step across processes after this one's DLRT_RUN_GRADIENTS run: *loss
+ * and *correct in, global out. */
+int dlrt__allreduce_step(dlrt_trainer_t *t, float *loss, int64_t *correct);
+/* The main executor takes the replicas' parameters. */
+int dlrt__dp_sync_main(dlrt_trainer_t *t);
+
 /* Builds a classifier's training graph into g: inputs "images" (batch x
  * channels x height x width) and "labels", the model, a kept logits tensor,
  * the cross-entropy loss, the backward pass and the optimizer's updates. */

@@ -1,0 +1,253 @@
+/* parallel.c — data parallelism: replicas of the trainer's model on several
+ * devices of any backends in one process (dlrt_trainer_set_devices), and
+ * across processes through a caller's all-reduce (dlrt_trainer_set_allreduce,
+ * which dltrain backs with MPI). */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "train/train.h"
+#include "util/status.h"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void dlrt__replica_free(replica *r) {
+  dlrt_exec_destroy(r->e);
+  dlrt_graph_destroy(r->g);
+  free(r->host_logits);
+  memset(r, 0, sizeof *r);
+}
+
+/* Copies parameters, optimizer state and step from one executor to another
+ * (the same model, another batch or device). */
+static int copy_state(dlrt_exec_t *from, dlrt_exec_t *to) {
+  dlrt_host_tensor *tensors;
+  int n;
+  int rc = dlrt_exec_export(from, 1, &tensors, &n);
+  if (rc < 0) return rc;
+  rc = dlrt_exec_import(to, tensors, n);
+  dlrt_safetensors_free(tensors, n, NULL);
+  return rc;
+}
+
+/* (Re)builds replica r for `batch` rows on its device, with `state` (from
+ * dlrt_exec_export). */
+static int replica_build(dlrt_trainer_t *t, replica *r, int64_t batch,
+                         const dlrt_host_tensor *state, int n_state) {
+  dlrt_device_t *dev = r->dev;
+  dlrt__replica_free(r);
+  r->dev = dev;
+  r->batch = batch;
+  dlrt_trainer_config c = t->cfg;
+  c.batch = batch;
+  int rc = dlrt_graph_create(&r->g);
+  if (rc == DLRT_OK)
+    rc = dlrt__build_classifier(r->g, &c, t->channels, t->height, t->width, t->classes,
+                                &r->images, &r->labels, &r->logits, &r->loss);
+  if (rc == DLRT_OK) rc = dlrt_exec_create(r->g, dev, t->cfg.seed, &r->e);
+  if (rc == DLRT_OK && t->cfg.clip_norm > 0) rc = dlrt_exec_set_clip_norm(r->e, t->cfg.clip_norm);
+  if (rc == DLRT_OK) rc = dlrt_exec_import(r->e, state, n_state);
+  if (rc == DLRT_OK && !(r->host_logits = malloc((size_t)(batch * t->classes) * sizeof(float))))
+    rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  return rc;
+}
+
+static void set_offsets(dlrt_trainer_t *t) {
+  int64_t at = 0;
+  for (int i = 0; i < t->n_reps; i++) t->reps[i].offset = at, at += t->reps[i].batch;
+}
+
+int dlrt_trainer_set_devices(dlrt_trainer_t *t, dlrt_device_t *const *devs, int n,
+                             const int64_t *split) {
+  DLRT__CHECK_ARG(t && devs && n >= 1 && n <= 64, "dlrt_trainer_set_devices: trainer or "
+                  "devices is NULL, or %d devices (1 to 64)", n);
+  DLRT__CHECK_ARG(t->accum == 1 && !t->spilling && t->cfg.checkpoint == 0,
+                  "dlrt_trainer_set_devices: data parallelism goes without accumulation, "
+                  "spilling and checkpointing in this version");
+  int64_t total = 0;
+  for (int i = 0; split && i < n; i++) {
+    DLRT__CHECK_ARG(split[i] >= 1, "dlrt_trainer_set_devices: device %d gets %lld rows",
+                    i, (long long)split[i]);
+    total += split[i];
+  }
+  if (split && total != t->batch)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "dlrt_trainer_set_devices: the split adds up "
+                           "to %lld rows, the batch is %lld", (long long)total,
+                           (long long)t->batch);
+  if (!split && t->batch < n)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "a batch of %lld cannot be split between %d "
+                           "devices", (long long)t->batch, n);
+  for (int i = 0; i < t->n_reps; i++) dlrt__replica_free(&t->reps[i]);
+  free(t->reps);
+  t->reps = NULL;
+  t->n_reps = 0;
+  if (n == 1 && devs[0] == t->dev) return DLRT_OK; /* plain again */
+  t->reps = calloc((size_t)n, sizeof *t->reps);
+  dlrt_exec_info info;
+  int rc = t->reps ? dlrt_exec_info_get(t->e, &info)
+                   : dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  if (rc < 0) return rc;
+  t->n_grads = info.params;
+  free(t->grads);
+  free(t->grad_sum);
+  t->grads = malloc((size_t)t->n_grads * sizeof(float));
+  t->grad_sum = malloc((size_t)t->n_grads * sizeof(float));
+  if (!t->grads || !t->grad_sum) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  t->n_reps = n;
+  dlrt_host_tensor *state;
+  int n_state;
+  if ((rc = dlrt_exec_export(t->e, 1, &state, &n_state)) < 0) return rc;
+  for (int i = 0; i < n && rc == DLRT_OK; i++) {
+    t->reps[i].dev = devs[i];
+    /* Even shares (the first ones a row more) until measured. */
+    int64_t rows = split ? split[i] : t->batch / n + (i < t->batch % n);
+    rc = replica_build(t, &t->reps[i], rows, state, n_state);
+  }
+  dlrt_safetensors_free(state, n_state, NULL);
+  set_offsets(t);
+  t->probe_steps = split ? 0 : 4;
+  return rc;
+}
+
+int dlrt_trainer_split(const dlrt_trainer_t *t, int64_t *split, int *n) {
+  DLRT__CHECK_ARG(t && n, "dlrt_trainer_split: trainer or n is NULL");
+  *n = t->n_reps ? t->n_reps : 1;
+  if (split) {
+    if (!t->n_reps) split[0] = t->batch;
+    for (int i = 0; i < t->n_reps; i++) split[i] = t->reps[i].batch;
+  }
+  return DLRT_OK;
+}
+
+/* After the probe: shares in proportion to each replica's rows per second
+ * (at least a row each, adding up to the batch), replicas rebuilt. */
+static int rebalance(dlrt_trainer_t *t) {
+  double speed[64], sum = 0;
+  for (int i = 0; i < t->n_reps; i++) {
+    speed[i] = t->reps[i].seconds > 0 ? (double)t->reps[i].batch / t->reps[i].seconds : 1.0;
+    sum += speed[i];
+  }
+  int64_t rows[64], given = 0;
+  for (int i = 0; i < t->n_reps; i++) {
+    rows[i] = (int64_t)((double)t->batch * speed[i] / sum);
+    if (rows[i] < 1) rows[i] = 1;
+    given += rows[i];
+  }
+  /* The rounding's rest goes to (or comes from) the fastest. */
+  int fastest = 0;
+  for (int i = 1; i < t->n_reps; i++)
+    if (speed[i] > speed[fastest]) fastest = i;
+  rows[fastest] += t->batch - given;
+  if (rows[fastest] < 1) return DLRT_OK; /* too small a batch to move: keep */
+  dlrt_host_tensor *state;
+  int n_state;
+  int rc = dlrt_exec_export(t->reps[0].e, 1, &state, &n_state);
+  for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++) {
+    t->reps[i].seconds = 0;
+    if (rows[i] != t->reps[i].batch) rc = replica_build(t, &t->reps[i], rows[i], state, n_state);
+  }
+  if (rc == DLRT_OK) dlrt_safetensors_free(state, n_state, NULL);
+  set_offsets(t);
+  return rc;
+}
+
+/* One data-parallel step: each replica computes the gradient of the mean
+ * loss over its rows; the mean over the whole batch is the combination
+ * weighted by rows / batch (summed on the host in replica order, so the
+ * result does not depend on timing); every replica applies the same
+ * update. While probing, the replicas run one after the other and are
+ * timed; then they run side by side. */
+int dlrt__dp_step(dlrt_trainer_t *t, const float *images, const int32_t *labels, float lr,
+                   float *loss, int64_t *correct) {
+  int64_t pixels = t->channels * t->height * t->width;
+  int probing = t->probe_steps > 0;
+  int rc = DLRT_OK;
+  double t0 = 0;
+  for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++) {
+    replica *r = &t->reps[i];
+    if (probing) t0 = now_s();
+    if ((rc = dlrt_exec_set_lr(r->e, lr)) < 0 ||
+        (rc = dlrt_exec_write(r->e, r->images, images + r->offset * pixels,
+                              (size_t)(r->batch * pixels) * sizeof(float))) < 0 ||
+        (rc = dlrt_exec_write(r->e, r->labels, labels + r->offset,
+                              (size_t)r->batch * sizeof(int32_t))) < 0 ||
+        (rc = dlrt_exec_run(r->e, DLRT_RUN_GRADIENTS)) < 0)
+      break;
+    if (probing && (rc = dlrt_stream_synchronize(dlrt_exec_stream(r->e))) == DLRT_OK)
+      r->seconds += now_s() - t0;
+  }
+  *loss = 0;
+  for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++) {
+    replica *r = &t->reps[i];
+    float l = 0;
+    if ((rc = dlrt_exec_read(r->e, r->loss, &l, sizeof l)) < 0 ||
+        (rc = dlrt_exec_read(r->e, r->logits, r->host_logits,
+                             (size_t)(r->batch * t->classes) * sizeof(float))) < 0 ||
+        (rc = dlrt_exec_gradients_read(r->e, t->grads, t->n_grads)) < 0)
+      break;
+    float w = (float)r->batch / (float)t->batch;
+    *loss += w * l;
+    for (int64_t k = 0; k < t->n_grads; k++)
+      t->grad_sum[k] = i ? t->grad_sum[k] + w * t->grads[k] : w * t->grads[k];
+    for (int64_t j = 0; j < r->batch; j++) {
+      const float *row = r->host_logits + j * t->classes;
+      int64_t best = 0;
+      for (int64_t c = 1; c < t->classes; c++)
+        if (row[c] > row[best]) best = c;
+      *correct += best == labels[r->offset + j];
+    }
+  }
+  for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++)
+    if ((rc = dlrt_exec_gradients_write(t->reps[i].e, t->grad_sum, t->n_grads)) == DLRT_OK)
+      rc = dlrt_exec_apply_gradients(t->reps[i].e);
+  if (rc == DLRT_OK && probing && --t->probe_steps == 0) rc = rebalance(t);
+  return rc;
+}
+
+int dlrt_trainer_set_allreduce(dlrt_trainer_t *t, dlrt_allreduce_fn reduce, void *user) {
+  DLRT__CHECK_ARG(t, "dlrt_trainer_set_allreduce: trainer is NULL");
+  DLRT__CHECK_ARG(!reduce || (t->accum == 1 && !t->spilling && !t->n_reps),
+                  "dlrt_trainer_set_allreduce: not with accumulation, spilling or "
+                  "--devices in this version");
+  t->allreduce = reduce;
+  t->allreduce_user = user;
+  if (!reduce) return DLRT_OK;
+  dlrt_exec_info info;
+  int rc = dlrt_exec_info_get(t->e, &info);
+  if (rc < 0) return rc;
+  t->n_grads = info.params;
+  free(t->grads);
+  t->grads = malloc((size_t)(t->n_grads + 2) * sizeof(float));
+  return t->grads ? DLRT_OK : dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+}
+
+/* One step across processes: this process's gradients, loss and correct
+ * count are summed over all of them (its own scaled by 1 / world first),
+ * then applied. *loss and *correct come back global. */
+int dlrt__allreduce_step(dlrt_trainer_t *t, float *loss, int64_t *correct) {
+  int world = t->cfg.world > 0 ? t->cfg.world : 1;
+  int64_t n = t->n_grads;
+  int rc = dlrt_exec_gradients_read(t->e, t->grads, n);
+  if (rc < 0) return rc;
+  float inv = 1.0f / (float)world;
+  for (int64_t k = 0; k < n; k++) t->grads[k] *= inv;
+  t->grads[n] = *loss * inv;
+  t->grads[n + 1] = (float)*correct;
+  if ((rc = t->allreduce(t->allreduce_user, t->grads, n + 2)) < 0) return rc;
+  *loss = t->grads[n];
+  *correct = (int64_t)(t->grads[n + 1] + 0.5f);
+  if ((rc = dlrt_exec_gradients_write(t->e, t->grads, n)) < 0) return rc;
+  return dlrt_exec_apply_gradients(t->e);
+}
+
+/* The main executor takes the replicas' parameters (for evaluation and
+ * checkpoints). */
+int dlrt__dp_sync_main(dlrt_trainer_t *t) {
+  return t->n_reps ? copy_state(t->reps[0].e, t->e) : DLRT_OK;
+}
