@@ -167,7 +167,7 @@ for r in o:
     if r["unit"] == "GB/s":
         assert r["copy_fraction"] > 0, r
     else:
-        assert r["unit"] == "GFLOP/s" and r["timing"] == "wall", r'
+        assert r["unit"] == "GFLOP/s" and r["timing"] == "event", r'
 result "ops on cpu: kernels as a fraction of the d2d copy, conv2d forward and training"
 check "$tmp/cpu.json" '
 t = of("train", "cpu:0")
