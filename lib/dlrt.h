@@ -795,11 +795,12 @@ typedef struct {
  * needs more than the budget, with the smallest budget that fits. */
 DLRT_API int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *config);
 DLRT_API int dlrt_exec_spill_stats(dlrt_exec_t *e, dlrt_spill_stats *out);
-/* The gradients of the last DLRT_RUN_GRADIENTS run as one vector of
- * `count` floats: each parameter's in the order of dlrt_exec_export, one
- * after the other (count = the parameter elements, dlrt_exec_info.params);
- * write replaces them (with a combination of replicas', say); apply makes
- * one update from them, as a training run would have (clipping included). */
+/* The gradients of the DLRT_RUN_GRADIENTS runs since the last update (their
+ * sum: several runs are micro-batches) as one vector of `count` floats: each
+ * parameter's in the order of dlrt_exec_export, one after the other (count =
+ * the parameter elements, dlrt_exec_info.params); write replaces them (with
+ * a combination of replicas', say); apply makes one update from their mean
+ * over those runs, as a training run would have (clipping included). */
 DLRT_API int dlrt_exec_gradients_read(dlrt_exec_t *e, float *dst, int64_t count);
 DLRT_API int dlrt_exec_gradients_write(dlrt_exec_t *e, const float *src, int64_t count);
 DLRT_API int dlrt_exec_apply_gradients(dlrt_exec_t *e);
@@ -962,6 +963,19 @@ DLRT_API int dlrt_trainer_set_devices(dlrt_trainer_t *t, dlrt_device_t *const *d
 typedef int (*dlrt_allreduce_fn)(void *user, float *values, int64_t count);
 DLRT_API int dlrt_trainer_set_allreduce(dlrt_trainer_t *t, dlrt_allreduce_fn reduce,
                                         void *user);
+/* Pipeline parallelism: the model's layers cut into n stages on the given
+ * devices (any backends), where activations are matrices (after a flatten
+ * or linear layer), balancing their parameters; each batch goes through in
+ * `micro` micro-batches on the GPipe schedule (all forward, then all
+ * backward, each stage recomputing its forward), activations and gradients
+ * passing between stages through the host, and every stage updates from
+ * the mean over the micro-batches: equal to one device with the same batch
+ * (to fp32 rounding). Not with accumulation, spilling, --devices, MPI,
+ * checkpointing or clipping in this version. */
+DLRT_API int dlrt_trainer_set_pipeline(dlrt_trainer_t *t, dlrt_device_t *const *devs, int n,
+                                       int micro);
+/* The layers [first[s], last[s]) of each stage s (*n stages; 0: none). */
+DLRT_API int dlrt_trainer_stages(const dlrt_trainer_t *t, int *first, int *last, int *n);
 /* The rows of each batch each device takes now (*n devices). */
 DLRT_API int dlrt_trainer_split(const dlrt_trainer_t *t, int64_t *split, int *n);
 

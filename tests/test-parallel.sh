@@ -10,12 +10,12 @@ DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=8
+TOOL=$DLTRAIN PLAN=14
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
 if [ $have_python = no ]; then
-  for i in $(seq 1 8); do skip "test $i" "python3 not found"; done
+  for i in $(seq 1 14); do skip "test $i" "python3 not found"; done
   exit 0
 fi
 
@@ -50,9 +50,31 @@ else
   skip "--devices cpu,opencl:0" "no OpenCL device"
 fi
 
-# 5-8
+# 5-7: pipeline parallel (GPipe): the same losses as one device.
+run $common --pipeline cpu,cpu
+cp "$tmp/err" "$tmp/pipe.err"
+[ $rc -eq 0 ] && losses_close "$tmp/one.json" "$tmp/out" 1e-4 &&
+  grep -q "^pipeline cpu:0 layers 1-2, cpu:0 layers 3-6; 4 micro-batches of 16" "$tmp/pipe.err"
+result "--pipeline cpu,cpu: two stages balanced by parameters, losses within 1e-4 of one device"
+run $common --pipeline cpu,cpu,cpu --micro-batches 8
+[ $rc -eq 0 ] && losses_close "$tmp/one.json" "$tmp/out" 1e-4
+result "--pipeline over three stages with 8 micro-batches: the same"
+if [ $opencl = yes ]; then
+  run $common --pipeline cpu,opencl:0
+  [ $rc -eq 0 ] && losses_close "$tmp/one.json" "$tmp/out" 1e-4
+  result "--pipeline cpu,opencl:0: the same"
+else
+  skip "--pipeline cpu,opencl:0" "no OpenCL device"
+fi
+
+# 8
+run --data generated --limit 640 --pipeline cpu,cpu --micro-batches 5
+[ $rc -eq 1 ] && grep -q "does not split into 5 micro-batches" "$tmp/err"
+result "a batch that does not split into the micro-batches fails and says so"
+
+# 9-14
 for args in "--devices cpu --device cpu" "--devices bogus" "--devices cpu,cpu --accum 2" \
-  "--devices ,"; do
+  "--devices ," "--pipeline cpu" "--pipeline cpu,cpu --devices cpu,cpu"; do
   run --data generated --limit 640 $args
   [ $rc -eq 2 ] && [ -s "$tmp/err" ]
   result "$args is a usage error"

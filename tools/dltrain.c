@@ -43,6 +43,8 @@ typedef struct {
   const char *mem_limit, *host_limit; /* --mem-limit, --host-limit (sizes or %) */
   const char *trace;        /* --trace FILE */
   const char *devices;      /* --devices A,B,... (data parallel) */
+  const char *pipeline;     /* --pipeline A,B,... (pipeline parallel) */
+  int micro;                /* --micro-batches */
   dlrt_spill_config spill;
   uint64_t device_memory;   /* --device-memory (0: the device's) */
   double what_if;           /* --what-if parameters (0: none) */
@@ -63,6 +65,9 @@ static void usage(FILE *out) {
         "                             larger than memory)\n"
         "  -d, --device SPEC          cpu, cpu:0, opencl:N, cuda:N or auto (default:\n"
         "                             $DLRT_DEVICE, else auto)\n"
+        "      --pipeline A,B,...     pipeline parallel: the model's layers cut into\n"
+        "                             stages on these devices (GPipe schedule)\n"
+        "      --micro-batches M      micro-batches per batch with --pipeline (default 4)\n"
         "      --devices A,B,...      data parallel over these devices (any backends):\n"
         "                             each batch split between them in proportion to\n"
         "                             their measured speed, gradients combined, one\n"
@@ -508,7 +513,8 @@ static int parse_options(int argc, char **argv, options *o) {
          OPT_LIMIT, OPT_SCHEDULE, OPT_WARMUP, OPT_CLIP, OPT_WORKERS, OPT_PREFETCH,
          OPT_AUGMENT, OPT_CROP_PAD, OPT_FLIP, OPT_ERASE, OPT_NORMALIZE, OPT_MMAP, OPT_ACCUM,
          OPT_PLAN, OPT_DEVICE_MEMORY, OPT_WHAT_IF, OPT_CHECKPOINT, OPT_MEM_LIMIT,
-         OPT_HOST_LIMIT, OPT_OFFLOAD, OPT_SPILL_PREFETCH, OPT_TRACE, OPT_DEVICES };
+         OPT_HOST_LIMIT, OPT_OFFLOAD, OPT_SPILL_PREFETCH, OPT_TRACE, OPT_DEVICES, OPT_PIPELINE,
+         OPT_MICRO };
   static const struct option longopts[] = {
       {"model", required_argument, NULL, 'm'},   {"data", required_argument, NULL, OPT_DATA},
       {"device", required_argument, NULL, 'd'},  {"epochs", required_argument, NULL, 'e'},
@@ -544,6 +550,8 @@ static int parse_options(int argc, char **argv, options *o) {
       {"spill-prefetch", required_argument, NULL, OPT_SPILL_PREFETCH},
       {"trace", required_argument, NULL, OPT_TRACE},
       {"devices", required_argument, NULL, OPT_DEVICES},
+      {"pipeline", required_argument, NULL, OPT_PIPELINE},
+      {"micro-batches", required_argument, NULL, OPT_MICRO},
       {"device-memory", required_argument, NULL, OPT_DEVICE_MEMORY},
       {"what-if", required_argument, NULL, OPT_WHAT_IF},
       {"json", no_argument, NULL, 'j'},          {"quiet", no_argument, NULL, 'q'},
@@ -648,6 +656,10 @@ static int parse_options(int argc, char **argv, options *o) {
     case OPT_MEM_LIMIT: o->mem_limit = optarg; break;
     case OPT_TRACE: o->trace = optarg; break;
     case OPT_DEVICES: o->devices = optarg; break;
+    case OPT_PIPELINE: o->pipeline = optarg; break;
+    case OPT_MICRO:
+      if ((ok = parse_int("micro-batches", optarg, 1, 1 << 20, &v))) o->micro = (int)v;
+      break;
     case OPT_HOST_LIMIT: o->host_limit = optarg; break;
     case OPT_OFFLOAD: {
       static const char *const names[] = {"none", "activations", "optimizer", "all"};
@@ -724,8 +736,17 @@ static int parse_options(int argc, char **argv, options *o) {
     fprintf(stderr, "dltrain: unexpected argument '%s'\n", argv[optind]);
     ok = 0;
   }
-  if (ok && o->devices && o->device) {
-    fputs("dltrain: give --device or --devices, not both\n", stderr);
+  if (ok && (o->devices || o->pipeline) && o->device) {
+    fputs("dltrain: give --device, or --devices, or --pipeline\n", stderr);
+    ok = 0;
+  }
+  if (ok && o->devices && o->pipeline) {
+    fputs("dltrain: give --devices or --pipeline, not both\n", stderr);
+    ok = 0;
+  }
+  if (ok && o->pipeline && (o->mem_limit || o->accum > 1 || o->checkpoint || o->clip_norm > 0)) {
+    fputs("dltrain: --pipeline goes without --mem-limit, --accum, --checkpoint and "
+          "--clip-norm in this version\n", stderr);
     ok = 0;
   }
   if (ok && o->devices && (o->mem_limit || o->accum > 1 || o->checkpoint)) {
@@ -768,7 +789,7 @@ static int parse_options(int argc, char **argv, options *o) {
 int main(int argc, char **argv) {
   options o = {.model = "mlp", .data = "fashion-mnist", .epochs = 1, .threads = -1,
                .batch = 64, .seed = 1, .workers = 2, .prefetch = 2, .accum = 1,
-               .spill = {.prefetch = 4}};
+               .spill = {.prefetch = 4}, .micro = 4};
   double start = now_s();
   dlrt_dataset data[2] = {{0}, {0}};
   dlrt_trainer_t *trainer = NULL;
@@ -792,9 +813,9 @@ int main(int argc, char **argv) {
     job.rank = rank;
     const char *timeout = getenv("DLRT_MPI_TIMEOUT");
     if (timeout && atof(timeout) > 0) job.timeout_s = atof(timeout);
-    if (world > 1 && o.devices) {
-      if (rank == 0) fputs("dltrain: --devices is for one process; under mpirun give each "
-                           "rank its --device\n", stderr);
+    if (world > 1 && (o.devices || o.pipeline)) {
+      if (rank == 0) fputs("dltrain: --devices and --pipeline are for one process; under "
+                           "mpirun give each rank its --device\n", stderr);
       MPI_Finalize();
       return STATUS_USAGE;
     }
@@ -809,20 +830,21 @@ int main(int argc, char **argv) {
   dlrt_device_t *replicas[64];
   int n_replicas = 0;
   char device_list[512] = "";
-  if (o.devices) {
-    snprintf(device_list, sizeof device_list, "%s", o.devices);
+  if (o.devices || o.pipeline) {
+    snprintf(device_list, sizeof device_list, "%s", o.devices ? o.devices : o.pipeline);
     for (char *save = NULL, *spec = strtok_r(device_list, ",", &save); spec;
          spec = strtok_r(NULL, ",", &save)) {
       if (n_replicas == 64 || (rc = dlrt_device_open(spec, &replicas[n_replicas])) != DLRT_OK) {
-        if (n_replicas == 64) fputs("dltrain: --devices: at most 64 devices\n", stderr);
+        if (n_replicas == 64) fputs("dltrain: at most 64 devices\n", stderr);
         else fail(NULL, rc), fputs("dltrain: run dlinfo to list devices\n", stderr);
         status = STATUS_USAGE;
         goto done;
       }
       n_replicas++;
     }
-    if (n_replicas == 0) {
-      fputs("dltrain: --devices needs a list such as cpu,opencl:0\n", stderr);
+    if (n_replicas == 0 || (o.pipeline && n_replicas < 2)) {
+      fprintf(stderr, "dltrain: --%s needs a list such as cpu,opencl:0%s\n",
+              o.devices ? "devices" : "pipeline", o.pipeline ? " (two stages or more)" : "");
       status = STATUS_USAGE;
       goto done;
     }
@@ -878,9 +900,20 @@ int main(int argc, char **argv) {
                           &trainer), "cannot build the model");
   if (o.resume)
     TRY(dlrt_trainer_load(trainer, o.resume, &done), "cannot resume");
-  if (n_replicas > 0)
+  if (n_replicas > 0 && o.devices)
     TRY(dlrt_trainer_set_devices(trainer, replicas, n_replicas, NULL),
         "cannot spread the model over --devices");
+  if (n_replicas > 0 && o.pipeline) {
+    TRY(dlrt_trainer_set_pipeline(trainer, replicas, n_replicas, o.micro),
+        "cannot cut the model into --pipeline stages");
+    int first[16], last[16], n = 0;
+    dlrt_trainer_stages(trainer, first, last, &n);
+    fputs("pipeline", log);
+    for (int i = 0; i < n; i++)
+      fprintf(log, "%s %s layers %d-%d", i ? "," : "", dlrt_device_spec(replicas[i]),
+              first[i] + 1, last[i]);
+    fprintf(log, "; %d micro-batches of %" PRId64 "\n", o.micro, o.batch / o.micro);
+  }
 #ifdef DLRT_HAVE_MPI
   if (world > 1)
     TRY(dlrt_trainer_set_allreduce(trainer, mpi_allreduce, &job),
@@ -930,7 +963,7 @@ int main(int argc, char **argv) {
       fputs("\r\033[K", log); /* the progress line gives way to the epoch's figures */
     TRY(rc, "training failed");
     losses[r.epochs_run++] = r.last.loss;
-    if (n_replicas > 0) {
+    if (n_replicas > 0 && o.devices) {
       int64_t split[64];
       int n = 0;
       dlrt_trainer_split(trainer, split, &n);

@@ -336,7 +336,11 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
       /* The gradients go to the accumulators, for the caller to combine. */
       clipped = 1;
       skip_updates = 1;
-      if ((rc = accumulate(e, 0)) < 0) break;
+      e->micro = e->grad_runs; /* the first run copies, later ones add */
+      rc = accumulate(e, 0);
+      e->micro = 0;
+      if (rc < 0) break;
+      e->grad_runs++;
     } else if (n->phase == PHASE_UPDATE && !clipped) {
       clipped = 1;
       if (e->accum_steps > 1) {
@@ -478,10 +482,12 @@ int dlrt_exec_apply_gradients(dlrt_exec_t *e) {
     if (p->kind == TENSOR_PARAM && p->grad) e->bufs[p->grad->owner->id] = e->accum[i];
   }
   e->mode = DLRT_RUN_TRAIN;
-  e->grad_scale = 1.0f;
+  /* The mean of the runs since the last update (one, unless several
+   * micro-batches were run: pipeline stages). */
+  float mean = e->grad_runs > 1 ? 1.0f / (float)e->grad_runs : 1.0f;
   float clip = 1.0f;
-  int rc = e->clip_norm > 0 ? clip_factor(e, 1.0f, &clip) : DLRT_OK;
-  e->grad_scale = clip;
+  int rc = e->clip_norm > 0 ? clip_factor(e, mean, &clip) : DLRT_OK;
+  e->grad_scale = mean * clip;
   const schedule *s = &e->plans[DLRT_RUN_TRAIN];
   for (int k = 0; k < s->n && rc == DLRT_OK; k++) {
     node *n = g->nodes[s->order[k]];
@@ -492,5 +498,6 @@ int dlrt_exec_apply_gradients(dlrt_exec_t *e) {
     if (p->kind == TENSOR_PARAM && p->grad) e->bufs[p->grad->owner->id] = NULL;
   }
   if (rc == DLRT_OK) e->steps++;
+  e->grad_runs = 0;
   return rc;
 }

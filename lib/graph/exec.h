@@ -51,6 +51,7 @@ struct dlrt_exec {
    * counts those run since the last update; accum holds the running sums of
    * the parameters' gradients (by tensor id; only with accum_steps > 1). */
   int accum_steps, micro;
+  int grad_runs;        /* DLRT_RUN_GRADIENTS runs summed since the last apply */
   dlrt_buffer_t **accum;
   uint64_t accum_bytes;
   /* Spilling (exec_spill.c): NULL when off. */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/graph.h"
 #include "util/status.h"
 
 static const char *const mlp_layers[] = {"flatten", "linear 512", "relu", "linear 512", "relu",
@@ -167,44 +168,128 @@ static int layer(builder *b, char *text) {
   return rc;
 }
 
+/* One layer of a model: its text and where it came from (for messages). */
+typedef struct {
+  char text[512];
+  int line;
+} layer_entry;
+
+/* The layers of a preset or a model file, comments and blank lines gone. */
+static int read_layers(const char *spec, layer_entry **out, int *n) {
+  const char *const *preset = strcmp(spec, "mlp") == 0   ? mlp_layers
+                              : strcmp(spec, "cnn") == 0 ? cnn_layers
+                                                         : NULL;
+  int cap = 16, count = 0;
+  layer_entry *l = malloc((size_t)cap * sizeof *l);
+  if (!l) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  FILE *f = NULL;
+  if (!preset && !(f = fopen(spec, "r"))) {
+    int e = errno;
+    free(l);
+    return dlrt__set_error(e == ENOENT ? DLRT_ERR_NOT_FOUND : DLRT_ERR_IO,
+                           "model \"%s\": not a preset (mlp, cnn) and not a readable file: %s",
+                           spec, strerror(e));
+  }
+  char line[512];
+  for (int no = 1;; no++) {
+    if (preset ? !preset[no - 1] : !fgets(line, sizeof line, f)) break;
+    if (preset) snprintf(line, sizeof line, "%s", preset[no - 1]);
+    char *hash = strchr(line, '#');
+    if (hash) *hash = '\0';
+    int blank = 1;
+    for (char *c = line; *c; c++) {
+      *c = (char)tolower((unsigned char)*c);
+      if (!isspace((unsigned char)*c)) blank = 0;
+    }
+    if (blank) continue;
+    if (count == cap) {
+      layer_entry *grown = realloc(l, (size_t)(cap *= 2) * sizeof *l);
+      if (!grown) {
+        free(l);
+        if (f) fclose(f);
+        return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+      }
+      l = grown;
+    }
+    snprintf(l[count].text, sizeof l[count].text, "%s", line);
+    l[count++].line = no;
+  }
+  if (f) fclose(f);
+  *out = l;
+  *n = count;
+  return DLRT_OK;
+}
+
+/* Layers [from, to) of `l` into the builder; `to` may reach one past the
+ * list: the final "linear classes" the model appends when it does not end
+ * in one. */
+static int run_layers(builder *b, layer_entry *l, int n, int from, int to, int64_t classes) {
+  int rc = DLRT_OK;
+  for (int i = from; i < to && i < n && rc == DLRT_OK; i++) {
+    char text[512];
+    snprintf(text, sizeof text, "%s", l[i].text);
+    b->line = l[i].line;
+    rc = layer(b, text);
+  }
+  if (rc == DLRT_OK && to > n && b->last_linear_out != classes) {
+    b->line = n > 0 ? l[n - 1].line + 1 : 1;
+    rc = linear(b, classes);
+  }
+  return rc;
+}
+
 int dlrt_model_build(dlrt_graph_t *g, const char *spec, dlrt_tensor_t *input, int64_t classes,
                      dlrt_tensor_t **logits) {
   DLRT__CHECK_ARG(g && spec && input && logits, "graph, spec, input or logits is NULL");
   DLRT__CHECK_ARG(classes >= 2, "dlrt_model_build: %lld classes (need at least 2)",
                   (long long)classes);
-  builder b = {.g = g, .x = input, .file = spec, .last_linear_out = -1};
-  int rc = DLRT_OK;
-  const char *const *preset = strcmp(spec, "mlp") == 0   ? mlp_layers
-                              : strcmp(spec, "cnn") == 0 ? cnn_layers
-                                                         : NULL;
-  if (preset) {
-    for (int i = 0; preset[i] && rc == DLRT_OK; i++) {
-      char line[64];
-      snprintf(line, sizeof line, "%s", preset[i]);
-      b.line = i + 1;
-      rc = layer(&b, line);
-    }
-  } else {
-    FILE *f = fopen(spec, "r");
-    if (!f)
-      return dlrt__set_error(errno == ENOENT ? DLRT_ERR_NOT_FOUND : DLRT_ERR_IO,
-                             "model \"%s\": not a preset (mlp, cnn) and not a readable file: %s",
-                             spec, strerror(errno));
-    char line[512];
-    while (rc == DLRT_OK && fgets(line, sizeof line, f)) {
-      b.line++;
-      char *hash = strchr(line, '#');
-      if (hash) *hash = '\0';
-      for (char *c = line; *c; c++) *c = (char)tolower((unsigned char)*c);
-      rc = layer(&b, line);
-    }
-    fclose(f);
-  }
+  layer_entry *l;
+  int n, rc = read_layers(spec, &l, &n);
   if (rc < 0) return rc;
-  if (b.last_linear_out != classes) {
-    b.line++;
-    if ((rc = linear(&b, classes)) < 0) return rc;
-  }
+  builder b = {.g = g, .x = input, .file = spec, .last_linear_out = -1};
+  rc = run_layers(&b, l, n, 0, n + 1, classes);
+  free(l);
+  if (rc < 0) return rc;
   *logits = b.x;
   return DLRT_OK;
+}
+
+int dlrt__model_layer_count(const char *spec, int *count) {
+  layer_entry *l;
+  int n, rc = read_layers(spec, &l, &n);
+  if (rc < 0) return rc;
+  free(l);
+  *count = n + 1; /* the final linear counts as a layer (empty when the file has it) */
+  return DLRT_OK;
+}
+
+int dlrt__model_stage(dlrt_graph_t *g, const char *spec, const int64_t input_shape[4],
+                      int64_t classes, int first, int last, dlrt_tensor_t **x,
+                      dlrt_tensor_t **y) {
+  *x = *y = NULL;
+  layer_entry *l;
+  int n, rc = read_layers(spec, &l, &n);
+  if (rc < 0) return rc;
+  /* The layers before the stage, on a scratch graph: the stage's input shape
+   * and the numbering of its parameters (fc3 stays fc3). */
+  dlrt_graph_t *scratch = NULL;
+  builder b = {.file = spec, .last_linear_out = -1};
+  if ((rc = dlrt_graph_create(&scratch)) == DLRT_OK) {
+    b.g = scratch;
+    b.x = dlrt_input(scratch, "images", DLRT_F32, 4, input_shape);
+    rc = b.x ? run_layers(&b, l, n, 0, first, classes) : dlrt_graph_status(scratch);
+  }
+  if (rc == DLRT_OK) {
+    int64_t shape[DLRT_MAX_DIMS];
+    int nd = dlrt_tensor_shape(b.x, shape);
+    b.g = g;
+    b.x = *x = dlrt_input(g, first == 0 ? "images" : "activations", DLRT_F32, nd, shape);
+    /* A later stage's input gets a gradient: the earlier stage's upstream one. */
+    if (b.x && first > 0) b.x->needs_grad = 1;
+    rc = b.x ? run_layers(&b, l, n, first, last, classes) : dlrt_graph_status(g);
+  }
+  dlrt_graph_destroy(scratch);
+  free(l);
+  if (rc == DLRT_OK) *y = b.x;
+  return rc;
 }

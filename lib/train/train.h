@@ -34,6 +34,22 @@ struct dlrt_trainer {
   int64_t n_grads;
   dlrt_allreduce_fn allreduce; /* across processes, or NULL */
   void *allreduce_user;
+  /* Pipeline parallelism (dlrt_trainer_set_pipeline): the model's layers cut
+   * into stages on several devices, each batch in micro-batches. */
+  struct stage *stages;
+  int n_stages, micro;
+  float *acts;              /* stage inputs per micro-batch (host) */
+  int64_t *act_at;          /* offset of stage s, micro-batch m: act_at[s] + m * act_numel[s] */
+  int64_t *act_numel;
+  float *upstream;          /* the gradient passed back between stages */
+};
+
+struct stage {
+  dlrt_device_t *dev;
+  dlrt_graph_t *g;
+  dlrt_exec_t *e;
+  dlrt_tensor_t *x, *y, *upstream, *labels, *loss, *dx; /* upstream: NULL on the last */
+  int first, last;                                      /* its layers */
 };
 
 struct replica {
@@ -47,6 +63,17 @@ struct replica {
 };
 typedef struct replica replica;
 
+/* model.c: a model's layers for pipeline stages. The count includes the
+ * final "linear classes" a model gets when it does not end in one. */
+int dlrt__model_layer_count(const char *spec, int *count);
+/* Layers [first, last) into g on a new input *x ("images" for the first
+ * stage, else "activations", shaped as the earlier layers leave them for an
+ * input of input_shape); *y the stage's output. Parameter names are the
+ * whole model's. */
+int dlrt__model_stage(dlrt_graph_t *g, const char *spec, const int64_t input_shape[4],
+                      int64_t classes, int first, int last, dlrt_tensor_t **x,
+                      dlrt_tensor_t **y);
+
 /* parallel.c */
 void dlrt__replica_free(replica *r);
 /* One data-parallel step over the replicas on a batch's pinned rows; *loss
@@ -56,8 +83,12 @@ int dlrt__dp_step(dlrt_trainer_t *t, const float *images, const int32_t *labels,
 /* One step across processes after this one's DLRT_RUN_GRADIENTS run: *loss
  * and *correct in, global out. */
 int dlrt__allreduce_step(dlrt_trainer_t *t, float *loss, int64_t *correct);
-/* The main executor takes the replicas' parameters. */
+/* The main executor takes the replicas' (or the stages') parameters. */
 int dlrt__dp_sync_main(dlrt_trainer_t *t);
+/* One pipeline step over the stages; *loss and *correct for the batch. */
+int dlrt__pipeline_step(dlrt_trainer_t *t, const float *images, const int32_t *labels, float lr,
+                        float *loss, int64_t *correct);
+void dlrt__pipeline_free(dlrt_trainer_t *t);
 
 /* Builds a classifier's training graph into g: inputs "images" (batch x
  * channels x height x width) and "labels", the model, a kept logits tensor,

@@ -26,6 +26,7 @@ static double now_s(void) {
 void dlrt_trainer_destroy(dlrt_trainer_t *t) {
   if (!t) return;
   for (int i = 0; i < t->n_reps; i++) dlrt__replica_free(&t->reps[i]);
+  dlrt__pipeline_free(t);
   free(t->reps);
   free(t->grads);
   free(t->grad_sum);
@@ -286,10 +287,13 @@ int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
       if (rc == 0)
         rc = dlrt__set_error(DLRT_ERR_STATE, "the loader ended the epoch after %lld batches",
                              (long long)micro);
-      if (rc > 0 && t->n_reps) {
-        /* Data parallel: the replicas take their rows from the pinned batch. */
+      if (rc > 0 && (t->n_reps || t->n_stages)) {
+        /* Data or pipeline parallel: the replicas or the first stage take
+         * their rows from the pinned batch. */
         float loss = 0;
-        rc = dlrt__dp_step(t, b.host_images, b.host_labels, lr, &loss, &correct);
+        rc = t->n_reps ? dlrt__dp_step(t, b.host_images, b.host_labels, lr, &loss, &correct)
+                       : dlrt__pipeline_step(t, b.host_images, b.host_labels, lr, &loss,
+                                             &correct);
         int rc2 = dlrt_loader_release(l, &b, NULL);
         if (rc == DLRT_OK) rc = rc2;
         loss_sum += loss;
@@ -433,6 +437,8 @@ int dlrt_trainer_load(dlrt_trainer_t *t, const char *path, int *epochs_done) {
     rc = dlrt_exec_import(t->e, tensors, n);
     for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++)
       rc = dlrt_exec_import(t->reps[i].e, tensors, n); /* every replica the same */
+    for (int i = 0; i < t->n_stages && rc == DLRT_OK; i++)
+      rc = dlrt_exec_import(t->stages[i].e, tensors, n); /* each takes its layers' */
     if (rc < 0) {
       char msg[512];
       snprintf(msg, sizeof msg, "%s", dlrt_last_error());
