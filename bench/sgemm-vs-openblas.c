@@ -121,11 +121,19 @@ static int time_dlrt(dlrt_stream_t *stream, const dlrt_gemm_desc *desc,
   return rc;
 }
 
+/* OpenBLAS called as a program would: with OPENBLAS_NUM_THREADS, else all
+ * cores. dlrt's CPU backend keeps OpenBLAS at one thread (its own pool
+ * spreads GEMM), so the count is set for the call and put back. */
 static double time_openblas(int n, const float *a, const float *b, float *c) {
+  const char *env = getenv("OPENBLAS_NUM_THREADS");
+  int threads = env && atoi(env) > 0 ? atoi(env) : openblas_get_num_procs();
+  openblas_set_num_threads(threads);
   double t0 = now_seconds();
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n,
               0.0f, c, n);
-  return now_seconds() - t0;
+  double t = now_seconds() - t0;
+  openblas_set_num_threads(1);
+  return t;
 }
 
 typedef struct {

@@ -48,15 +48,27 @@ static int blas_setup(vendor *v, const gemm_case *g) {
   return 0;
 }
 
+/* Threads OpenBLAS is called with directly: OPENBLAS_NUM_THREADS, else all
+ * cores, as a program calling it would. dlrt's CPU backend sets OpenBLAS to
+ * one thread and spreads GEMM over its own pool, so each direct call sets
+ * the count and puts it back. */
+static int blas_threads(void) {
+  const char *env = getenv("OPENBLAS_NUM_THREADS");
+  int n = env ? atoi(env) : 0;
+  return n > 0 ? n : openblas_get_num_procs();
+}
+
 static int blas_run(void *p, double *ms) {
   blas_vendor *b = p;
   const dlrt_gemm_desc *d = &b->base.g->desc;
+  openblas_set_num_threads(blas_threads());
   double t0 = bench_now_s();
   cblas_sgemm(CblasRowMajor, d->trans_a ? CblasTrans : CblasNoTrans,
               d->trans_b ? CblasTrans : CblasNoTrans, (blasint)d->m, (blasint)d->n,
               (blasint)d->k, d->alpha, b->a, (blasint)d->lda, b->b, (blasint)d->ldb, d->beta,
               b->c, (blasint)d->ldc);
   *ms = (bench_now_s() - t0) * 1e3;
+  openblas_set_num_threads(1);
   return DLRT_OK;
 }
 

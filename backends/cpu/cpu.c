@@ -63,6 +63,7 @@ static int cpu_init(void **ctx, int *n_devices) {
   cpu_identity *id = calloc(1, sizeof *id);
   if (!id) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   read_identity(id);
+  cpu_blas_single_threaded();
   *ctx = id;
   *n_devices = 1;
   return DLRT_OK;

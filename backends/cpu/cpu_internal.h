@@ -7,6 +7,8 @@
 
 /* "OpenBLAS 0.3.21 ..." — the BLAS this build calls. */
 const char *cpu_blas_version(void);
+/* OpenBLAS to one thread: the backend's pool runs GEMM blocks instead. */
+void cpu_blas_single_threaded(void);
 int cpu_gemm(void *stream, const dlrt_gemm_desc *d, dlrt_mem a, size_t a_off, dlrt_mem b,
              size_t b_off, dlrt_mem c, size_t c_off);
 /* Threads for the CPU kernels and OpenBLAS (0: all cores). */

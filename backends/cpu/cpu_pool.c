@@ -56,6 +56,13 @@ static int cores(void) {
   return n < 1 ? 1 : n > MAX_WORKERS ? MAX_WORKERS : (int)n;
 }
 
+int cpu_pool_size(void) {
+  pthread_mutex_lock(&pool.lock);
+  int n = pool.wanted ? pool.wanted : cores();
+  pthread_mutex_unlock(&pool.lock);
+  return n;
+}
+
 void cpu_pool_set_threads(int threads) {
   pthread_mutex_lock(&pool.lock);
   pool.wanted = threads < 0 ? 0 : threads > MAX_WORKERS ? MAX_WORKERS : threads;

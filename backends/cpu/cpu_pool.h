@@ -12,6 +12,8 @@
  * in contiguous runs per thread, so which thread runs which slice never
  * changes the results. One region runs at a time. */
 void cpu_pool_run(int64_t slices, void (*fn)(void *ctx, int64_t slice), void *ctx);
+/* Threads a region uses (caller included). */
+int cpu_pool_size(void);
 /* Threads used by regions (0: one per core); takes effect at the next region. */
 void cpu_pool_set_threads(int threads);
 /* Stops the workers (at library shutdown). */
