@@ -170,9 +170,9 @@ int bench_write_table(FILE *out, const bench_results *res);
 int bench_write_json(FILE *out, const bench_results *res);
 int bench_write_csv(FILE *out, const bench_results *res);
 int bench_write_html(FILE *out, const bench_results *res);
-/* `dlbench compare A B`: exit status (0; 1 no rows in common; 2 bad file). */
 /* A figure to about four significant digits; "-" when absent (NAN). */
 void bench_figure(double v, char *out, size_t size);
+/* `dlbench compare A B`: exit status (0; 1 no rows in common; 2 bad file). */
 int bench_compare(const char *path_a, const char *path_b, FILE *out);
 
 #endif /* DLBENCH_H */
