@@ -18,38 +18,13 @@
 
 #include "config.h" /* DLRT_HAVE_MPI */
 #include "dlrt.h"
+#include "dltrain.h"
 #ifdef DLRT_HAVE_MPI
 #include <mpi.h>
 #endif
 
-enum { STATUS_FAIL = 1, STATUS_USAGE = 2 };
-
 /* The generated stand-in has Fashion-MNIST's sizes. */
 enum { GEN_TRAIN = 60000, GEN_TEST = 10000, GEN_CLASSES = 10 };
-
-typedef struct {
-  const char *model, *data, *device, *save, *resume;
-  int epochs, threads; /* threads < 0: the library's default */
-  int64_t batch, limit; /* limit 0: every image */
-  dlrt_optimizer opt;
-  float label_smoothing, clip_norm;
-  dlrt_lr_schedule schedule;
-  int64_t warmup, step_size;
-  float gamma;
-  uint64_t seed;
-  int deterministic, json, quiet;
-  int workers, prefetch, augment, mmap, accum, checkpoint;
-  int plan;                 /* --plan: plan memory, train nothing */
-  const char *mem_limit, *host_limit; /* --mem-limit, --host-limit (sizes or %) */
-  const char *trace;        /* --trace FILE */
-  const char *devices;      /* --devices A,B,... (data parallel) */
-  const char *pipeline;     /* --pipeline A,B,... (pipeline parallel) */
-  int micro;                /* --micro-batches */
-  dlrt_spill_config spill;
-  uint64_t device_memory;   /* --device-memory (0: the device's) */
-  double what_if;           /* --what-if parameters (0: none) */
-  dlrt_augment aug;
-} options;
 
 static void usage(FILE *out) {
   fputs("Usage: dltrain [OPTION]...\n"
@@ -148,8 +123,7 @@ static void usage(FILE *out) {
         out);
 }
 
-/* Prints "dltrain: [WHAT: ]DETAIL" for a failed dlrt call; returns STATUS_FAIL. */
-static int fail(const char *what, int rc) {
+int fail(const char *what, int rc) {
   const char *detail = dlrt_last_error();
   fprintf(stderr, "dltrain: %s%s%s\n", what ? what : "", what ? ": " : "",
           detail && *detail ? detail : dlrt_strerror(rc));
@@ -258,7 +232,7 @@ static void on_progress(void *user, int64_t step, int64_t steps, const dlrt_epoc
 }
 
 /* Writes s as a JSON string: quote, backslash and control characters escaped. */
-static void json_string(const char *s) {
+void json_string(const char *s) {
   putchar('"');
   for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
     if (*p == '"' || *p == '\\')
@@ -360,110 +334,6 @@ static void print_json(const options *o, const results *r) {
     json_number(r->losses[i]);
   }
   printf("], \"seconds\": %.3f}\n", r->seconds);
-}
-
-static double mib(uint64_t bytes) { return (double)bytes / 1048576.0; }
-
-/* Bytes as "12.3 MiB" / "40.0 GiB" / "350.0 GB" (decimal for what-if sums). */
-static const char *human(double bytes, char *buf, size_t n) {
-  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  int u = 0;
-  while (bytes >= 1024 && u < 5) bytes /= 1024, u++;
-  snprintf(buf, n, u ? "%.1f %s" : "%.0f %s", bytes, units[u]);
-  return buf;
-}
-
-/* --plan: the planner's breakdown for the batch asked for, the largest batch
- * that fits the device (or --device-memory), and the what-if table. */
-static int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_dataset *d,
-                    const char *device, uint64_t memory, const char *memory_from) {
-  dlrt_memory_plan p, fit, fit_accum, fit_ckpt, fit_spill;
-  int rc = dlrt_plan_memory(cfg, d->channels, d->height, d->width, d->classes, &p);
-  if (rc < 0) return fail("cannot plan", rc);
-  dlrt_trainer_config one = *cfg;
-  one.accum = 1;
-  rc = dlrt_plan_max_batch(&one, d->channels, d->height, d->width, d->classes, memory, &fit);
-  dlrt_trainer_config acc = *cfg;
-  acc.accum = 2; /* any K > 1 holds the same running sums */
-  if (rc == DLRT_OK)
-    rc = dlrt_plan_max_batch(&acc, d->channels, d->height, d->width, d->classes, memory,
-                             &fit_accum);
-  dlrt_trainer_config ckpt = one;
-  ckpt.checkpoint = DLRT_CHECKPOINT_SQRT;
-  if (rc == DLRT_OK)
-    rc = dlrt_plan_max_batch(&ckpt, d->channels, d->height, d->width, d->classes, memory,
-                             &fit_ckpt);
-  dlrt_trainer_config spill = one;
-  spill.spill.policy = DLRT_OFFLOAD_OPTIMIZER;
-  if (rc == DLRT_OK)
-    rc = dlrt_plan_max_batch(&spill, d->channels, d->height, d->width, d->classes, memory,
-                             &fit_spill);
-  if (rc < 0) return fail("cannot plan", rc);
-  double folk = (double)memory / (4.0 * (double)p.param_count);
-  dlrt_what_if rows[8];
-  int n_rows = 0;
-  if (o->what_if > 0 && (rc = dlrt_plan_what_if(o->what_if, memory, rows, &n_rows)) < 0)
-    return fail("cannot plan", rc);
-  if (o->json) {
-    printf("{\"plan\": {\"model\": ");
-    json_string(o->model);
-    printf(", \"device\": ");
-    json_string(device);
-    printf(", \"device_memory\": %" PRIu64 ", \"batch\": %" PRId64 ", \"accum\": %d, "
-           "\"params\": %" PRId64 ", \"param_bytes\": %" PRIu64 ", \"grad_bytes\": %" PRIu64
-           ", \"optimizer_state_bytes\": %" PRIu64 ", \"activation_bytes\": %" PRIu64
-           ", \"input_bytes\": %" PRIu64 ", \"accumulator_bytes\": %" PRIu64
-           ", \"loader_bytes\": %" PRIu64 ", \"planned_peak_bytes\": %" PRIu64 "}, "
-           "\"max_batch\": {\"plain\": %" PRId64 ", \"accumulation\": %" PRId64
-           ", \"checkpoint_sqrt\": %" PRId64 ", \"offload\": %" PRId64 "}, "
-           "\"spill_least_bytes\": %" PRIu64 ", "
-           "\"folk_rule_batch\": %.0f, \"what_if\": [",
-           memory, p.batch, o->accum, p.param_count, p.params, p.grads, p.optimizer_state,
-           p.activations, p.inputs, p.accumulators, p.loader, p.peak, fit.batch, fit_accum.batch,
-           fit_ckpt.batch, fit_spill.batch, p.spill_least, folk);
-    for (int i = 0; i < n_rows; i++)
-      printf("%s{\"strategy\": \"%s\", \"device_bytes\": %.0f, \"host_bytes\": %.0f, "
-             "\"devices\": %.0f, \"fits_one_device\": %s}", i ? ", " : "", rows[i].strategy,
-             rows[i].device_bytes, rows[i].host_bytes, rows[i].devices,
-             rows[i].fits_one ? "true" : "false");
-    puts("]}");
-    return 0;
-  }
-  char a[32], b[32];
-  printf("plan     %s on %s, batch %" PRId64 "%s, %s; device memory %s (%s)\n", o->model,
-         device, p.batch, o->accum > 1 ? " (accumulated)" : "", dlrt_optimizer_name(o->opt.kind),
-         human((double)memory, a, sizeof a), memory_from);
-  const char *names[] = {"parameters", "gradients", "optimizer state", "activations",
-                         "inputs and outputs", "accumulators", "loader buffers"};
-  uint64_t vals[] = {p.params, p.grads, p.optimizer_state, p.activations, p.inputs,
-                     p.accumulators, p.loader};
-  for (size_t i = 0; i < sizeof vals / sizeof *vals; i++)
-    printf("  %-20s %10.2f MiB\n", names[i], mib(vals[i]));
-  printf("  %-20s %10.2f MiB  (%" PRId64 " parameters)\n", "peak", mib(p.peak), p.param_count);
-  printf("  %-20s %10.2f MiB  (the least --mem-limit with --offload optimizer)\n",
-         "spilling can do", mib(p.spill_least));
-  printf("largest batch that fits %s:\n", human((double)memory, a, sizeof a));
-  printf("  %-34s %" PRId64 "\n", "plain", fit.batch);
-  printf("  %-34s %" PRId64 " per micro-batch; --accum K makes K x that per update\n",
-         "gradient accumulation", fit_accum.batch);
-  printf("  %-34s %" PRId64 "\n", "checkpointing (--checkpoint sqrt)", fit_ckpt.batch);
-  printf("  %-34s %" PRId64 "\n", "spilling, optimizer offloaded", fit_spill.batch);
-  printf("  %-34s %.0f (the rule memory / (4 x parameters))\n", "folk rule, for comparison",
-         folk);
-  puts("  (mixed precision is not available in this version)");
-  if (n_rows) {
-    printf("what-if: %.3g parameters on devices of %s; model states only (activations come\n"
-           "on top), in GB of 10^9 bytes; devices: the fewest that hold it split between them\n",
-           o->what_if, human((double)memory, a, sizeof a));
-    for (int i = 0; i < n_rows; i++) {
-      snprintf(a, sizeof a, "%.1f GB", rows[i].device_bytes / 1e9);
-      snprintf(b, sizeof b, "+ %.1f GB host", rows[i].host_bytes / 1e9);
-      printf("  %-52s %10s %-18s %s, %.0f device%s\n", rows[i].strategy, a,
-             rows[i].host_bytes > 0 ? b : "", rows[i].fits_one ? "fits one" : "too big for one",
-             rows[i].devices, rows[i].devices == 1 ? "" : "s");
-    }
-  }
-  return 0;
 }
 
 #ifdef DLRT_HAVE_MPI

@@ -1,0 +1,46 @@
+/* dltrain.h — what dltrain.c (options, training, JSON) and dltrain-plan.c
+ * (--plan) share. */
+#ifndef DLTRAIN_H
+#define DLTRAIN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "dlrt.h"
+
+enum { STATUS_FAIL = 1, STATUS_USAGE = 2 };
+
+typedef struct {
+  const char *model, *data, *device, *save, *resume;
+  int epochs, threads; /* threads < 0: the library's default */
+  int64_t batch, limit; /* limit 0: every image */
+  dlrt_optimizer opt;
+  float label_smoothing, clip_norm;
+  dlrt_lr_schedule schedule;
+  int64_t warmup, step_size;
+  float gamma;
+  uint64_t seed;
+  int deterministic, json, quiet;
+  int workers, prefetch, augment, mmap, accum, checkpoint;
+  int plan;                 /* --plan: plan memory, train nothing */
+  const char *mem_limit, *host_limit; /* --mem-limit, --host-limit (sizes or %) */
+  const char *trace;        /* --trace FILE */
+  const char *devices;      /* --devices A,B,... (data parallel) */
+  const char *pipeline;     /* --pipeline A,B,... (pipeline parallel) */
+  int micro;                /* --micro-batches */
+  dlrt_spill_config spill;
+  uint64_t device_memory;   /* --device-memory (0: the device's) */
+  double what_if;           /* --what-if parameters (0: none) */
+  dlrt_augment aug;
+} options;
+
+/* Prints "dltrain: [WHAT: ]DETAIL" for a failed dlrt call; returns STATUS_FAIL. */
+int fail(const char *what, int rc);
+/* Writes s as a JSON string on stdout (quotes, backslashes, control characters escaped). */
+void json_string(const char *s);
+/* --plan: the planner's breakdown for the batch asked for, the largest batch
+ * for each strategy, and the what-if table (dltrain-plan.c). */
+int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_dataset *d,
+             const char *device, uint64_t memory, const char *memory_from);
+
+#endif
