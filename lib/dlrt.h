@@ -1036,7 +1036,10 @@ DLRT_API int dlrt_plan_what_if(double params, uint64_t device_bytes, dlrt_what_i
 DLRT_API int dlrt_trace_start(const char *path);
 DLRT_API void dlrt_trace_stop(void);
 
-/* Threads the CPU backend uses for its kernels and OpenBLAS (0: all cores). */
+/* Threads the CPU backend uses for its kernels and its GEMM (0: all cores).
+ * The backend keeps OpenBLAS at one thread and runs blocks of each GEMM on
+ * its own pool: a program calling OpenBLAS itself sets its threads for its
+ * calls (openblas_set_num_threads). */
 DLRT_API int dlrt_set_cpu_threads(int threads);
 
 #ifdef __cplusplus
