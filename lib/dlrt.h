@@ -480,6 +480,9 @@ typedef struct {
   int augment;       /* 0: none of aug's random parts (crop, flip, erasing):
                         for evaluation; its normalisation still applies */
   dlrt_augment aug;
+  int host_only;     /* batches in pinned host memory only, no device copy
+                        (images, labels and ready are NULL): for consumers
+                        that take rows from the host (replicas, stages) */
 } dlrt_loader_config;
 
 typedef struct dlrt_loader dlrt_loader_t;

@@ -517,6 +517,21 @@ static void test_same_batches(dlrt_device_t *dev, const char *name) {
       ok(h == first, "%s: %d workers, prefetch %d: the same batches as 0 workers, prefetch 0",
          name, configs[i][0], configs[i][1]);
   }
+  /* Host only: the same batches, no device side. */
+  dlrt_loader_config h = {.batch = 16, .world = 1, .seed = 21, .shuffle = 1, .augment = 1,
+                          .workers = 2, .prefetch = 2, .host_only = 1,
+                          .aug = {.crop_padding = 2, .flip = 1, .erase_p = 0.5f,
+                                  .mean = 0.3f, .std = 0.2f}};
+  ok(epoch_hash(dev, &d, &h, 3, 0) == first, "%s: host only: the same batches", name);
+  dlrt_loader_t *l;
+  dlrt_batch b;
+  if (tap_check(dlrt_loader_create(dev, &d, &h, &l), "%s: a host-only loader", name)) {
+    dlrt_loader_start(l, 0);
+    ok(dlrt_loader_next(l, &b) == 1 && !b.images && !b.labels && !b.ready && b.host_images,
+       "%s: host only: pinned rows, no device buffers or event", name);
+    tap_check(dlrt_loader_release(l, &b, NULL), "%s: host only: release", name);
+    dlrt_loader_destroy(l);
+  }
   dlrt_loader_config c = {.batch = 16, .world = 1, .seed = 22, .shuffle = 1, .augment = 1,
                           .aug = {.crop_padding = 2, .flip = 1}};
   ok(epoch_hash(dev, &d, &c, 3, 0) != first, "%s: another seed gives other batches", name);

@@ -10,12 +10,12 @@ DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=21
+TOOL=$DLTRAIN PLAN=22
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
 if [ $have_python = no ]; then
-  for i in $(seq 1 21); do skip "test $i" "python3 not found"; done
+  for i in $(seq 1 22); do skip "test $i" "python3 not found"; done
   exit 0
 fi
 
@@ -125,3 +125,16 @@ run --data generated --model mlp --limit 640 --device cpu --json --quiet --offlo
   --mem-limit $((least * 95 / 100))
 [ $ok_at -eq 0 ] && [ $rc -eq 1 ] && grep -q "smallest budget" "$tmp/err"
 result "--plan's least spilling budget ($least bytes) trains; 95% of it does not"
+
+# 22: the breakdown adds up to the peak, for both models and with checkpointing.
+ok22=0
+for args in "--model mlp" "--model cnn" "--model cnn --checkpoint sqrt" "--model mlp --accum 4"; do
+  run --data generated $args --plan --json --device cpu
+  last_json "$tmp/out" "p = d['plan']
+parts = ('param_bytes', 'grad_bytes', 'optimizer_state_bytes', 'activation_bytes',
+         'input_bytes', 'accumulator_bytes', 'loader_bytes')
+assert all(0 <= p[k] < p['planned_peak_bytes'] for k in parts), p
+assert sum(p[k] for k in parts) == p['planned_peak_bytes'], p" || ok22=1
+done
+[ $ok22 -eq 0 ]
+result "the --plan breakdown adds up to the planned peak (mlp, cnn, checkpointed, accumulated)"

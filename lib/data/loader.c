@@ -259,7 +259,7 @@ static void work_unit(dlrt_loader_t *l, int64_t unit) {
     if (rc < 0) fail_locked(l, rc);
     if (--s->chunks_left == 0 && !l->failed) {
       pthread_mutex_unlock(&l->lock);
-      rc = queue_copy(l, s);
+      rc = l->cfg.host_only ? DLRT_OK : queue_copy(l, s);
       pthread_mutex_lock(&l->lock);
       if (rc < 0) fail_locked(l, rc);
       s->state = SLOT_READY;
@@ -363,6 +363,7 @@ static int alloc_slot(dlrt_loader_t *l, slot *s) {
   s->host_images = hi;
   if ((rc = dlrt_host_alloc(l->dev, label_bytes, &hl)) < 0) return rc;
   s->host_labels = hl;
+  if (l->cfg.host_only) return DLRT_OK; /* no device side */
   if ((rc = dlrt_buffer_alloc(l->dev, image_bytes, l->copy, &s->images)) < 0) return rc;
   if ((rc = dlrt_buffer_alloc(l->dev, label_bytes, l->copy, &s->labels)) < 0) return rc;
   if ((rc = dlrt_event_create(l->dev, &s->copied)) < 0) return rc;
@@ -555,7 +556,7 @@ int dlrt_loader_release(dlrt_loader_t *l, dlrt_batch *b, dlrt_stream_t *consumer
     s->consumed_recorded = rc == DLRT_OK;
   } else {
     /* Released at once: the copy must still be done before the slot is reused. */
-    rc = dlrt_event_synchronize(s->copied);
+    rc = s->copied_recorded ? dlrt_event_synchronize(s->copied) : DLRT_OK;
     s->consumed_recorded = 0;
   }
   s->state = SLOT_FREE;

@@ -21,13 +21,11 @@ static int writes_inputs(const node *n) {
 
 /* The clock value of the next use after position k for touch j of node k:
  * later in this run, else (persistent storage) in the next run. */
-static int64_t next_use(const dlrt_exec_t *e, const schedule *s, int k, int j,
-                        const dlrt_tensor_t *t) {
+static int64_t next_use(const schedule *s, int k, int j, const dlrt_tensor_t *t) {
   int at = s->next[k][j];
   if (at >= 0) return at;
   const dlrt_tensor_t *o = t->owner;
   if (dlrt__persistent(o) && s->first[o->id] >= 0) return (int64_t)s->n + s->first[o->id];
-  (void)e;
   return INT64_MAX;
 }
 
@@ -110,7 +108,7 @@ int dlrt__spill_end_node(dlrt_exec_t *e, const schedule *s, int k) {
     if (seen_before(n, j) || (j >= n->n_in && t->owner != t)) continue;
     if (j < n->n_in && t->owner->id == s->inplace[k]) continue; /* handed over */
     dlrt__mpool_release(p, t->owner->id);
-    dlrt__mpool_next_use(p, t->owner->id, next_use(e, s, k, j, t));
+    dlrt__mpool_next_use(p, t->owner->id, next_use(s, k, j, t));
   }
   if (s->inplace[k] >= 0) dlrt__mpool_handed_over(p, s->inplace[k]);
   for (int *f = s->frees[k]; *f >= 0; f++) dlrt__mpool_discard(p, *f);

@@ -31,17 +31,21 @@ static uint64_t granules(const dlrt_tensor_t *t) {
 
 enum { MEM_PARAM, MEM_STATE, MEM_INPUT, MEM_GRAD, MEM_ACT, MEM_KINDS };
 
-/* What a storage is, for the breakdown: a parameter's gradient is found by
- * its owner (gradients may be views of summed storage). */
-static int mem_kind(const dlrt_graph_t *g, const dlrt_tensor_t *t) {
-  if (t->kind == TENSOR_PARAM) return MEM_PARAM;
-  if (t->kind == TENSOR_STATE) return MEM_STATE;
-  if (t->kind == TENSOR_INPUT || t->kept) return MEM_INPUT;
+/* What each storage is, for the breakdown (kinds[id]): a parameter's
+ * gradient is found by its owner (gradients may be views of summed storage). */
+static void mem_kinds(const dlrt_graph_t *g, char *kinds) {
+  for (int i = 0; i < g->n_tensors; i++) {
+    const dlrt_tensor_t *t = g->tensors[i];
+    kinds[i] = t->kind == TENSOR_PARAM                 ? MEM_PARAM
+               : t->kind == TENSOR_STATE               ? MEM_STATE
+               : t->kind == TENSOR_INPUT || t->kept    ? MEM_INPUT
+                                                       : MEM_ACT;
+  }
   for (int i = 0; i < g->n_tensors; i++) {
     const dlrt_tensor_t *p = g->tensors[i];
-    if (p->kind == TENSOR_PARAM && p->grad && p->grad->owner == t) return MEM_GRAD;
+    if (p->kind == TENSOR_PARAM && p->grad && kinds[p->grad->owner->id] == MEM_ACT)
+      kinds[p->grad->owner->id] = MEM_GRAD;
   }
-  return MEM_ACT;
 }
 /* Ops whose kernels read element i of their first input only to write
  * element i of their output, so the output may take over the input's storage. */
@@ -280,17 +284,30 @@ int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s, ui
    * after it, on stderr (where a peak comes from). */
   const char *trace_env = getenv("DLRT_PLAN_TRACE");
   int trace = trace_env && *trace_env && strcmp(trace_env, "0") != 0;
+  char *kinds = malloc(nt);
+  if (!kinds) {
+    rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory planning the graph");
+    goto done;
+  }
+  mem_kinds(g, kinds);
   for (int i = 0; i < g->n_tensors; i++) {
     dlrt_tensor_t *t = g->tensors[i];
-    if (t->owner == t && dlrt__persistent(t)) live[mem_kind(g, t)] += granules(t);
+    if (t->owner == t && dlrt__persistent(t)) live[(int)kinds[i]] += granules(t);
   }
   for (int k = -1; k < s->n; k++) {
     if (k >= 0) {
       node *n = g->nodes[s->order[k]];
       for (int j = 0; j < n->n_out; j++) {
         dlrt_tensor_t *t = n->out[j];
-        if (t->owner == t && !dlrt__persistent(t) && !(j == 0 && s->inplace[k] >= 0))
-          live[mem_kind(g, t)] += granules(t);
+        if (t->owner != t || dlrt__persistent(t)) continue;
+        if (j == 0 && s->inplace[k] >= 0) {
+          /* Taken over in place: the bytes change kind (a gradient summed
+           * over an activation), not amount. */
+          live[(int)kinds[s->inplace[k]]] -= granules(t);
+          live[(int)kinds[t->id]] += granules(t);
+        } else {
+          live[(int)kinds[t->id]] += granules(t);
+        }
       }
     }
     uint64_t total = 0;
@@ -307,9 +324,9 @@ int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s, ui
       snap.activations = live[MEM_ACT];
     }
     if (k < 0) continue;
-    for (int *f = s->frees[k]; *f >= 0; f++)
-      live[mem_kind(g, g->tensors[*f])] -= granules(g->tensors[*f]);
+    for (int *f = s->frees[k]; *f >= 0; f++) live[(int)kinds[*f]] -= granules(g->tensors[*f]);
   }
+  free(kinds);
   *peak = top;
   if (at_peak) *at_peak = snap;
 done:

@@ -176,7 +176,6 @@ void dlrt__mpool_declare(dlrt__mpool *p, int id, size_t bytes) {
 
 void dlrt__mpool_next_use(dlrt__mpool *p, int id, int64_t when) { p->s[id].next_use = when; }
 uint64_t dlrt__mpool_resident(const dlrt__mpool *p) { return p->resident; }
-uint64_t dlrt__mpool_min_budget(const dlrt__mpool *p) { return p->st.min_budget; }
 
 /* ---------------------------------------------------------------- timing */
 
@@ -521,17 +520,6 @@ int dlrt__mpool_adopt_buffer(dlrt__mpool *p, int id) {
   p->resident += m->bytes;
   if (p->resident > p->st.peak_resident) p->st.peak_resident = p->resident;
   return DLRT_OK;
-}
-
-int dlrt__mpool_write(dlrt__mpool *p, int id, const void *src, size_t bytes) {
-  mstore *m = &p->s[id];
-  int rc = dlrt__mpool_acquire(p, id, 1);
-  if (rc < 0) return rc;
-  rc = dlrt_copy_h2d(p->bufs[id], 0, src, bytes, p->compute);
-  if (rc == DLRT_OK) rc = dlrt_stream_synchronize(p->compute); /* src may go */
-  dlrt__mpool_release(p, id);
-  (void)m;
-  return rc;
 }
 
 int dlrt__mpool_prefetch(dlrt__mpool *p, int id) {

@@ -27,7 +27,8 @@ typedef struct dlrt__mpool dlrt__mpool;
  * unlinked as soon as it is open. */
 int dlrt__mpool_create(dlrt_device_t *dev, dlrt_stream_t *compute, dlrt_buffer_t **bufs, int n,
                        uint64_t device_budget, uint64_t host_budget, dlrt__mpool **out);
-/* Frees every copy (device buffers too) once the streams are done. */
+/* Frees the host and disk copies once the streams are done; the device
+ * buffers in bufs[] stay the user's to free. */
 void dlrt__mpool_destroy(dlrt__mpool *p);
 
 /* Declares storage `id` of `bytes`. */
@@ -35,9 +36,6 @@ void dlrt__mpool_declare(dlrt__mpool *p, int id, size_t bytes);
 /* Moves the current device buffer bufs[id] (the user allocated it) under
  * the pool: it becomes a dirty resident storage. */
 int dlrt__mpool_adopt_buffer(dlrt__mpool *p, int id);
-/* Writes host data as the storage's contents (on the device if it fits
- * without evicting, else as its host copy). */
-int dlrt__mpool_write(dlrt__mpool *p, int id, const void *src, size_t bytes);
 
 /* The clock of the storage's next use (the user's schedule position; larger
  * is later; INT64_MAX: none). */
@@ -74,9 +72,6 @@ void dlrt__mpool_set_budget(dlrt__mpool *p, uint64_t device_budget);
 void dlrt__mpool_reset_stats(dlrt__mpool *p);
 /* Fills out (the stats of the public header). Waits for timed copies. */
 int dlrt__mpool_stats(dlrt__mpool *p, dlrt_spill_stats *out);
-/* The smallest budget that would have fitted so far: the largest set of
- * storages locked at once. */
-uint64_t dlrt__mpool_min_budget(const dlrt__mpool *p);
 
 /* The figures of every pool on `dev` so far (summed; peaks the largest);
  * 0 if it never had one. */

@@ -12,6 +12,14 @@
 #include "train/train.h"
 #include "util/status.h"
 
+/* The training loader is made again at the next epoch: whether it copies
+ * batches to the device depends on replicas and stages. */
+static void drop_train_loader(dlrt_trainer_t *t) {
+  dlrt_loader_destroy(t->train_loader);
+  t->train_loader = NULL;
+  t->train_data = NULL;
+}
+
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -88,6 +96,7 @@ int dlrt_trainer_set_devices(dlrt_trainer_t *t, dlrt_device_t *const *devs, int 
   free(t->reps);
   t->reps = NULL;
   t->n_reps = 0;
+  drop_train_loader(t);
   if (n == 1 && devs[0] == t->dev) return DLRT_OK; /* plain again */
   t->reps = calloc((size_t)n, sizeof *t->reps);
   dlrt_exec_info info;
@@ -383,6 +392,7 @@ int dlrt_trainer_set_pipeline(dlrt_trainer_t *t, dlrt_device_t *const *devs, int
     cuts[n_cuts++] = best;
   }
   dlrt__pipeline_free(t);
+  drop_train_loader(t);
   t->stages = calloc((size_t)n, sizeof *t->stages);
   t->act_at = calloc((size_t)n, sizeof *t->act_at);
   t->act_numel = calloc((size_t)n, sizeof *t->act_numel);

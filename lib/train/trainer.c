@@ -216,7 +216,9 @@ static int loader_for(dlrt_trainer_t *t, const dlrt_dataset *d, int train, dlrt_
         .batch = t->batch, .workers = t->cfg.workers, .prefetch = t->cfg.prefetch,
         .seed = t->cfg.seed, .shuffle = train, .pad_last = !train,
         .rank = train ? t->cfg.rank : 0, .world = train && t->cfg.world > 0 ? t->cfg.world : 1,
-        .augment = train && t->cfg.augment, .aug = t->cfg.aug};
+        .augment = train && t->cfg.augment, .aug = t->cfg.aug,
+        /* Replicas and stages copy their rows from the pinned batch. */
+        .host_only = train && (t->n_reps || t->n_stages)};
     int rc = dlrt_loader_create(t->dev, d, &c, slot);
     if (rc < 0) return rc;
     *seen = d;
@@ -389,7 +391,7 @@ int dlrt_trainer_info(dlrt_trainer_t *t, dlrt_exec_info *out) {
    * the allocator's 512-byte granules) count in the measured peak: plan
    * them too. The evaluation loader lives only during an evaluation, whose
    * forward pass needs far less than a training step. */
-  if (t->train_loader)
+  if (t->train_loader && !t->n_reps && !t->n_stages)
     out->planned_peak_bytes += dlrt__loader_device_bytes(
         t->batch, t->channels * t->height * t->width, t->cfg.prefetch);
   return DLRT_OK;
