@@ -6,10 +6,15 @@
  */
 #include "tap.h"
 
+#include <errno.h>
+#include <ftw.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "dlrt.h"
 
@@ -256,3 +261,18 @@ dlrt_buffer_t *upload_buffer(dlrt_device_t *dev, const void *host, size_t bytes)
   }
   return buf;
 }
+
+const char *tap_tempdir(const char *name, char *buf, size_t size) {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(buf, size, "%s/%s-XXXXXX", tmp && *tmp ? tmp : "/tmp", name);
+  if (!mkdtemp(buf)) bail_out("mkdtemp %s: %s", buf, strerror(errno));
+  return buf;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st, (void)flag, (void)ftw;
+  if (remove(path) != 0) diag("cannot remove %s: %s", path, strerror(errno));
+  return 0;
+}
+
+void tap_remove_tree(const char *path) { nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }

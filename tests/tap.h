@@ -37,6 +37,11 @@ int done_testing(void);
 void diag(const char *fmt, ...) TAP_PRINTF(1, 2);
 /* `count` points reported as `ok N # SKIP reason`. */
 void skip(int count, const char *fmt, ...) TAP_PRINTF(2, 3);
+/* A fresh folder for the test's files, $TMPDIR/NAME-XXXXXX (else /tmp), in
+ * buf; bails out when it cannot be made. */
+const char *tap_tempdir(const char *name, char *buf, size_t size);
+/* Removes a folder and everything in it (what tap_tempdir made). */
+void tap_remove_tree(const char *path);
 /* Aborts the whole test program (the driver reports it as an error). */
 _Noreturn void bail_out(const char *fmt, ...) TAP_PRINTF(1, 2);
 

@@ -93,8 +93,7 @@ static double max_rel_diff(const char *a_name, const char *b_name) {
 }
 
 int main(void) {
-  snprintf(dir, sizeof dir, "/tmp/dlrt-accum-XXXXXX");
-  if (!mkdtemp(dir)) bail_out("mkdtemp failed");
+  tap_tempdir("dlrt-accum", dir, sizeof dir);
   if (dlrt_init() < 0 || dlrt_set_cpu_threads(1) < 0) bail_out("%s", dlrt_last_error());
   dlrt_device_t *dev;
   if (dlrt_device_open("cpu", &dev) < 0) bail_out("%s", dlrt_last_error());
@@ -187,8 +186,6 @@ int main(void) {
 
   dlrt_dataset_free(&d);
   dlrt_shutdown();
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd) != 0) diag("could not remove %s", dir);
+  tap_remove_tree(dir);
   return done_testing();
 }

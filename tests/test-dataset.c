@@ -8,7 +8,6 @@
  * Points: computed at run time (done_testing).
  */
 #include <errno.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,14 +34,6 @@ static const char *tmp_path(const char *rel) {
 
 static void make_dir(const char *rel) {
   if (mkdir(tmp_path(rel), 0700) != 0) bail_out("mkdir %s: %s", rel, strerror(errno));
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  (void)st;
-  (void)flag;
-  (void)ftw;
-  if (remove(path) != 0) diag("cannot remove %s: %s", path, strerror(errno));
-  return 0;
 }
 
 /* ---------------------------------------------------------------- IDX files */
@@ -567,9 +558,7 @@ static void test_free(void) {
 }
 
 int main(void) {
-  const char *tmpdir = getenv("TMPDIR");
-  snprintf(root, sizeof root, "%s/dlrt-dataset-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
-  if (!mkdtemp(root)) bail_out("mkdtemp %s: %s", root, strerror(errno));
+  tap_tempdir("dlrt-dataset", root, sizeof root);
   diag("files in %s", root);
 
   test_fashion_mnist();
@@ -578,7 +567,7 @@ int main(void) {
   test_generate();
   test_free();
 
-  nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+  tap_remove_tree(root);
   dlrt_shutdown();
   return done_testing();
 }

@@ -584,8 +584,7 @@ static void run_device(const char *spec) {
 }
 
 int main(void) {
-  snprintf(root, sizeof root, "/tmp/dlrt-loader-XXXXXX");
-  if (!mkdtemp(root)) bail_out("mkdtemp: %s", strerror(errno));
+  tap_tempdir("dlrt-loader", root, sizeof root);
   if (dlrt_init() < 0) bail_out("dlrt_init: %s", dlrt_last_error());
   test_records_round_trip();
   test_records_corrupt();
@@ -595,8 +594,6 @@ int main(void) {
   else
     skip(1, "no OpenCL device");
   dlrt_shutdown();
-  char cmd[300];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
-  if (system(cmd) != 0) diag("could not remove %s", root);
+  tap_remove_tree(root);
   return done_testing();
 }

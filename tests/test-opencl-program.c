@@ -60,8 +60,8 @@ int main(void) {
     dlrt_shutdown();
     return done_testing();
   }
-  char dir[] = "/tmp/dlrt-cache-XXXXXX";
-  if (!mkdtemp(dir)) bail_out("mkdtemp failed");
+  char dir[512];
+  tap_tempdir("dlrt-cache", dir, sizeof dir);
   setenv("DLRT_CACHE_DIR", dir, 1);
 
   /* First run: built from source, binary written to the cache. */
@@ -116,8 +116,8 @@ int main(void) {
   unsetenv("DLRT_OPENCL_BUILD_OPTIONS");
 
   /* DLRT_CACHE_DIR=off: nothing written anywhere. */
-  char off_dir[] = "/tmp/dlrt-cache-XXXXXX";
-  if (!mkdtemp(off_dir)) bail_out("mkdtemp failed");
+  char off_dir[512];
+  tap_tempdir("dlrt-cache-off", off_dir, sizeof off_dir);
   setenv("XDG_CACHE_HOME", off_dir, 1);
   setenv("DLRT_CACHE_DIR", "off", 1);
   dlrt_shutdown();
@@ -128,8 +128,7 @@ int main(void) {
   ok(stat(sub, &st) != 0, "and nothing is written under $XDG_CACHE_HOME");
 
   dlrt_shutdown();
-  char cmd[1200];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", dir, off_dir);
-  if (system(cmd) != 0) diag("could not remove %s and %s", dir, off_dir);
+  tap_remove_tree(dir);
+  tap_remove_tree(off_dir);
   return done_testing();
 }

@@ -11,7 +11,6 @@
  */
 #include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,11 +31,6 @@ static const char *tmp_path(const char *rel) {
   char *p = bufs[next++ % 8];
   snprintf(p, PATH_CAP, "%s/%s", root, rel);
   return p;
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  (void)st, (void)flag, (void)ftw;
-  return remove(path);
 }
 
 static void write_bytes(const char *path, const void *bytes, size_t len) {
@@ -563,10 +557,7 @@ static void test_corrupt(void) {
 }
 
 int main(void) {
-  const char *tmpdir = getenv("TMPDIR");
-  snprintf(root, sizeof root, "%s/dlrt-safetensors-XXXXXX",
-           tmpdir && *tmpdir ? tmpdir : "/tmp");
-  if (!mkdtemp(root)) bail_out("mkdtemp %s: %s", root, strerror(errno));
+  tap_tempdir("dlrt-safetensors", root, sizeof root);
   diag("files in %s", root);
 
   samples s;
@@ -579,6 +570,6 @@ int main(void) {
   test_corrupt();
   ok(temp_files_left() == 0, "no temporary file left at the end");
 
-  nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+  tap_remove_tree(root);
   return done_testing();
 }

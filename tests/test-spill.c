@@ -240,8 +240,7 @@ static void run_device(const char *spec) {
 }
 
 int main(void) {
-  snprintf(dir, sizeof dir, "/tmp/dlrt-spill-test-XXXXXX");
-  if (!mkdtemp(dir)) bail_out("mkdtemp: %s", strerror(errno));
+  tap_tempdir("dlrt-spill-test", dir, sizeof dir);
   snprintf(model_path, sizeof model_path, "%s/small.model", dir);
   snprintf(spill_dir, sizeof spill_dir, "%s/spill", dir);
   FILE *m = fopen(model_path, "w");
@@ -257,8 +256,6 @@ int main(void) {
   else
     skip(1, "no OpenCL device");
   dlrt_shutdown();
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd) != 0) diag("could not remove %s", dir);
+  tap_remove_tree(dir);
   return done_testing();
 }
