@@ -790,6 +790,7 @@ typedef struct {
   uint64_t prefetch_misses;     /* needed and copied at once, the compute waiting */
   double transfer_ms;           /* compute-stream time in those waiting copies */
   uint64_t peak_resident;       /* bytes on the device at most */
+  uint64_t peak_host;           /* bytes of host copies at most (within host_budget) */
   uint64_t min_budget;          /* the smallest budget that would have fitted */
 } dlrt_spill_stats;
 
@@ -912,6 +913,7 @@ typedef struct {
   int64_t images;
   double transfer_ms;         /* spilling: compute time spent waiting for copies */
   uint64_t spilled_bytes, fetched_bytes; /* spilling, during the epoch */
+  uint64_t disk_bytes;        /* of spilled_bytes, those written to the disk tier */
   double stall_s;             /* time the steps waited for data */
   double stall_fraction;      /* stall_s / seconds */
   double loader_images_per_s; /* what the loader's workers can deliver */

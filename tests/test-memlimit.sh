@@ -62,6 +62,7 @@ done
 run $common --device cpu --mem-limit 3M --host-limit 1M --offload all
 [ $rc -eq 0 ] && python3 -c "import json, sys
 a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:])
+assert b['spilled_to_disk_bytes'] > 0, b
 assert a['epoch_losses'] == b['epoch_losses'], (a, b)" "$tmp/free-cpu.json" "$tmp/out"
 result "--host-limit 1M sends copies to disk; the losses are the same"
 

@@ -188,6 +188,9 @@ static void run_device(const char *spec) {
       ok(st.disk_written_bytes > 0 && st.disk_read_bytes > 0,
          "%s, %s: %llu bytes written to disk, %llu read back", spec, cf->name,
          (unsigned long long)st.disk_written_bytes, (unsigned long long)st.disk_read_bytes);
+    if (cf->disk)
+      ok(st.peak_host <= sc.host_budget, "%s, %s: at most %llu bytes of host copies, within %llu",
+         spec, cf->name, (unsigned long long)st.peak_host, (unsigned long long)sc.host_budget);
     net_free(&n);
   }
 

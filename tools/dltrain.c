@@ -309,8 +309,9 @@ static void print_json(const options *o, const results *r) {
     printf("%" PRIu64, o->spill.device_budget);
   else
     fputs("null", stdout);
-  printf(", \"spilled_bytes\": %" PRIu64 ", \"fetched_bytes\": %" PRIu64,
-         r->last.spilled_bytes, r->last.fetched_bytes);
+  printf(", \"spilled_bytes\": %" PRIu64 ", \"spilled_to_disk_bytes\": %" PRIu64
+         ", \"fetched_bytes\": %" PRIu64, r->last.spilled_bytes, r->last.disk_bytes,
+         r->last.fetched_bytes);
   const char *nums[] = {"lr", "momentum", "weight_decay", "label_smoothing", "final_loss",
                         "final_accuracy", "test_loss", "test_accuracy", "train_images_per_s",
                         "stall_fraction", "loader_images_per_s", "transfer_stall_fraction"};

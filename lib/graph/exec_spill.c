@@ -75,7 +75,11 @@ static int host_update(dlrt_exec_t *e, node *n) {
                        o->beta2, o->eps, o->weight_decay, step_size, bias2, e->grad_scale,
                        o->kind == DLRT_OPT_ADAMW);
   }
-  return DLRT_OK;
+  rc = dlrt__mpool_host_view_end(p, n->in[states + 1]->owner->id, 0);
+  if (rc == DLRT_OK) rc = dlrt__mpool_host_view_end(p, n->in[0]->owner->id, 1);
+  for (int i = 0; i < states && rc == DLRT_OK; i++)
+    rc = dlrt__mpool_host_view_end(p, n->in[1 + i]->owner->id, 1);
+  return rc;
 }
 
 int dlrt__spill_begin_node(dlrt_exec_t *e, const schedule *s, int k, int *done) {

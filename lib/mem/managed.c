@@ -30,6 +30,7 @@ typedef struct {
   int64_t next_use, last_use;
   int in_flight;         /* prefetched: `fetched` must pass before use */
   int handed_over;       /* bufs[] still aliases the storage that took it over */
+  int temp_host;         /* host is a view past the host budget (host_view_end frees it) */
   dlrt_event_t *fetched;
 } mstore;
 
@@ -71,6 +72,7 @@ static void add_stats(dlrt_spill_stats *a, const dlrt_spill_stats *b) {
   a->offloads += b->offloads, a->prefetch_hits += b->prefetch_hits;
   a->prefetch_misses += b->prefetch_misses, a->transfer_ms += b->transfer_ms;
   if (b->peak_resident > a->peak_resident) a->peak_resident = b->peak_resident;
+  if (b->peak_host > a->peak_host) a->peak_host = b->peak_host;
   if (b->min_budget > a->min_budget) a->min_budget = b->min_budget;
 }
 
@@ -241,35 +243,42 @@ static int staging_for(dlrt__mpool *p, size_t bytes) {
 }
 
 /* Device -> disk through the staging buffer (waits for the copy). */
-static int write_to_disk(dlrt__mpool *p, int id) {
+/* Host memory at src becomes the storage's disk copy. */
+static int disk_write(dlrt__mpool *p, int id, const void *src) {
   mstore *m = &p->s[id];
   int rc = disk_open(p);
-  if (rc == DLRT_OK) rc = staging_for(p, m->bytes);
-  if (rc == DLRT_OK) rc = timed_begin(p);
-  if (rc == DLRT_OK) rc = dlrt_copy_d2h(p->staging, p->bufs[id], 0, m->size, p->compute);
-  if (rc == DLRT_OK) rc = timed_end(p);
-  if (rc == DLRT_OK) rc = dlrt_stream_synchronize(p->compute);
   if (rc < 0) return rc;
   if (m->disk_offset < 0) {
     m->disk_offset = p->disk_end;
     p->disk_end += (int64_t)m->bytes;
   }
   double t_disk = dlrt__trace_now_us();
-  const char *src = p->staging;
+  const char *at_src = src;
   size_t left = m->size;
   off_t at = (off_t)m->disk_offset;
   while (left > 0) {
-    ssize_t w = pwrite(p->disk_fd, src, left, at);
+    ssize_t w = pwrite(p->disk_fd, at_src, left, at);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0)
       return dlrt__set_error(DLRT_ERR_IO, "cannot write %zu bytes to the spill file: %s (is "
                              "DLRT_SPILL_DIR's disk full?)", m->size, strerror(errno));
-    src += w, left -= (size_t)w, at += w;
+    at_src += w, left -= (size_t)w, at += w;
   }
   p->st.disk_written_bytes += m->size;
   if (dlrt__trace_on()) dlrt__trace_span("to disk", "disk", DLRT_TRACE_HOST, t_disk, dlrt__trace_now_us());
   m->on_disk = 1;
   return DLRT_OK;
+}
+
+/* Device -> disk through the staging buffer (waits for the copy). */
+static int write_to_disk(dlrt__mpool *p, int id) {
+  mstore *m = &p->s[id];
+  int rc = staging_for(p, m->bytes);
+  if (rc == DLRT_OK) rc = timed_begin(p);
+  if (rc == DLRT_OK) rc = dlrt_copy_d2h(p->staging, p->bufs[id], 0, m->size, p->compute);
+  if (rc == DLRT_OK) rc = timed_end(p);
+  if (rc == DLRT_OK) rc = dlrt_stream_synchronize(p->compute);
+  return rc < 0 ? rc : disk_write(p, id, p->staging);
 }
 
 /* The storage's disk copy into host memory at dst. */
@@ -319,6 +328,7 @@ static int write_back(dlrt__mpool *p, int id) {
       dlrt_clear_error(); /* host memory short: the disk takes it */
     } else {
       p->host_used += m->bytes;
+      if (p->host_used > p->st.peak_host) p->st.peak_host = p->host_used;
     }
   }
   int rc;
@@ -561,8 +571,12 @@ int dlrt__mpool_host_view(dlrt__mpool *p, int id, int write, void **host) {
   /* A prefetch may still be reading the host copy the caller will touch. */
   if (m->in_flight && (rc = dlrt_event_synchronize(m->fetched)) < 0) return rc;
   if (!m->host) {
+    /* Past the host budget the view is temporary: dlrt__mpool_host_view_end
+     * writes it to disk and frees it, so the budget holds. */
+    m->temp_host = p->host_budget && p->host_used + m->bytes > p->host_budget;
     if ((rc = dlrt_host_alloc(p->dev, m->bytes, &m->host)) < 0) return rc;
-    p->host_used += m->bytes;
+    if (!m->temp_host) p->host_used += m->bytes;
+    if (p->host_used > p->st.peak_host) p->st.peak_host = p->host_used;
     if (!m->on_disk && !p->bufs[id]) memset(m->host, 0, m->size); /* never written */
   }
   if (p->bufs[id] && (m->dirty || !m->on_host)) {
@@ -602,6 +616,18 @@ void dlrt__mpool_reset_stats(dlrt__mpool *p) {
   retire(p); /* what it did so far still counts for the device */
   memset(&p->st, 0, sizeof p->st);
   p->st.peak_resident = p->resident;
+  p->st.peak_host = p->host_used;
+}
+
+int dlrt__mpool_host_view_end(dlrt__mpool *p, int id, int write) {
+  mstore *m = &p->s[id];
+  if (!m->temp_host) return DLRT_OK;
+  int rc = write ? disk_write(p, id, m->host) : DLRT_OK;
+  dlrt_host_free(m->host);
+  m->host = NULL;
+  m->on_host = 0;
+  m->temp_host = 0;
+  return rc;
 }
 
 int dlrt__mpool_stats(dlrt__mpool *p, dlrt_spill_stats *out) {

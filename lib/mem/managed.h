@@ -64,6 +64,9 @@ int dlrt__mpool_offload(dlrt__mpool *p, int id);
  * the device are queued on the compute stream: synchronize it before
  * touching *host. */
 int dlrt__mpool_host_view(dlrt__mpool *p, int id, int write, void **host);
+/* Ends a view: one made past the host budget goes to the disk tier (when
+ * written) and its memory back, so the host budget holds. */
+int dlrt__mpool_host_view_end(dlrt__mpool *p, int id, int write);
 
 /* Resident bytes now. */
 uint64_t dlrt__mpool_resident(const dlrt__mpool *p);
