@@ -9,6 +9,7 @@
 #include "reduce.h"
 #include "shape.h"
 #include "transpose.h"
+#include "typed.h"
 
 extern "C" {
 extern const void *const dlrt__cuda_kernels[DLRT__K_COUNT];

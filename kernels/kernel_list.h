@@ -10,15 +10,22 @@
   X(reduce_final_max_##T)                                                     \
   X(cast_f32_##T) X(cast_f16_##T) X(cast_bf16_##T)
 
+/* The kernels of typed.h, one per storage type in dlrt_dtype order (F32,
+ * F16, BF16): the id of name's kernel for dtype d is DLRT__K_<name>_f32 + d. */
+#define DLRT__TYPED(X, name) X(name##_f32) X(name##_f16) X(name##_bf16)
+
 #define DLRT_KERNEL_LIST(X)                                                    \
   DLRT__KERNELS_OF_TYPE(X, f32)                                                \
   DLRT__KERNELS_OF_TYPE(X, f16)                                                \
   DLRT__KERNELS_OF_TYPE(X, bf16)                                               \
   X(transpose_b32) X(transpose_b16)                                            \
-  X(bias_rows) X(bias_channels) X(relu_grad) X(sum_cols) X(sum_channels)       \
-  X(softmax_xent) X(im2col) X(col2im) X(maxpool) X(maxpool_grad)               \
-  X(sgd_update) X(adam_update) X(broadcast_scalar) X(swap01)    \
-  X(maxpool_scatter) X(sub) X(div) X(div_grad_z) X(activation)                \
+  DLRT__TYPED(X, bias_rows) DLRT__TYPED(X, bias_channels)                      \
+  DLRT__TYPED(X, relu_grad) DLRT__TYPED(X, sum_cols)                           \
+  DLRT__TYPED(X, sum_channels) DLRT__TYPED(X, im2col) DLRT__TYPED(X, col2im)   \
+  DLRT__TYPED(X, swap01) DLRT__TYPED(X, maxpool) DLRT__TYPED(X, maxpool_grad)  \
+  DLRT__TYPED(X, maxpool_scatter)                                              \
+  X(softmax_xent) X(sgd_update) X(adam_update) X(broadcast_scalar) X(sub)      \
+  X(div) X(div_grad_z) X(activation)                                           \
   X(activation_grad) X(softmax) X(softmax_grad) X(avgpool) X(avgpool_grad)     \
   X(dropout) X(norm_rows) X(norm_rows_grad) X(norm_affine_grad)              \
   X(norm_rows_eval) X(bn_running) X(axis_copy) X(axis_sum) X(axis_expand)     \

@@ -1,69 +1,11 @@
-/* nn.h — neural-network kernels in the portable dialect (fp32): bias, ReLU
- * gradient, fused softmax + cross-entropy, column sums, activations,
- * softmax, sub / div, dropout. Convolutions and pooling are in conv.h,
+/* nn.h — neural-network kernels in the portable dialect (fp32): fused
+ * softmax + cross-entropy, activations, softmax, sub / div, dropout. Bias,
+ * the ReLU gradient, column sums, convolutions and max pooling are in
+ * typed.h (every storage type), average pooling in conv.h,
  * optimizers in optim.h, normalisation in norm.h, axis ops in shape.h.
  * Every kernel writes each output element from one work-item (gathers, no
  * atomics), so results are deterministic on every device. */
 #include "dialect.h"
-
-/* y[r, c] = x[r, c] + b[c]; x, y: rows x cols; y may alias x. */
-DLRT_KERNEL(dlrt_k_bias_rows)(DLRT_RANGE DLRT_PTR(float, y), DLRT_CPTR(float, x),
-                              DLRT_CPTR(float, b), DLRT_INDEX rows, DLRT_INDEX cols) {
-  DLRT_BIND(float, y);
-  DLRT_CBIND(float, x);
-  DLRT_CBIND(float, b);
-  DLRT_FOR_EACH(i, rows * cols) y[i] = x[i] + b[i % cols];
-}
-
-/* y[n, c, s] = x[n, c, s] + b[c]; x, y: n x channels x spatial. One
- * work-item per (n, c) run of `spatial` values: no division per element. */
-DLRT_KERNEL(dlrt_k_bias_channels)(DLRT_RANGE DLRT_PTR(float, y), DLRT_CPTR(float, x),
-                                  DLRT_CPTR(float, b), DLRT_INDEX n, DLRT_INDEX channels,
-                                  DLRT_INDEX spatial) {
-  DLRT_BIND(float, y);
-  DLRT_CBIND(float, x);
-  DLRT_CBIND(float, b);
-  DLRT_FOR_EACH(r, n * channels) {
-    float bias = b[r % channels];
-    for (DLRT_INDEX i = r * spatial; i < (r + 1) * spatial; i++) y[i] = x[i] + bias;
-  }
-}
-
-/* dx = dy where x > 0, else 0 (the ReLU gradient; x is the ReLU's input or
- * output: both are positive at the same places). */
-DLRT_KERNEL(dlrt_k_relu_grad)(DLRT_RANGE DLRT_PTR(float, dx), DLRT_CPTR(float, dy),
-                              DLRT_CPTR(float, x), DLRT_INDEX count) {
-  DLRT_BIND(float, dx);
-  DLRT_CBIND(float, dy);
-  DLRT_CBIND(float, x);
-  DLRT_FOR_EACH(i, count) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
-}
-
-/* s[c] = sum over r of x[r, c]: x is rows x cols. One work-item per column,
- * rows in order: reads are coalesced across the columns. */
-DLRT_KERNEL(dlrt_k_sum_cols)(DLRT_RANGE DLRT_PTR(float, s), DLRT_CPTR(float, x),
-                             DLRT_INDEX rows, DLRT_INDEX cols, float beta) {
-  DLRT_BIND(float, s);
-  DLRT_CBIND(float, x);
-  DLRT_FOR_EACH(c, cols) {
-    float a = 0.0f;
-    for (DLRT_INDEX r = 0; r < rows; r++) a += x[r * cols + c];
-    s[c] = beta != 0.0f ? beta * s[c] + a : a; /* beta 0: s is not read (may be NaN) */
-  }
-}
-
-/* s[c] = sum over n and p of x[n, c, p]: x is n x channels x spatial. */
-DLRT_KERNEL(dlrt_k_sum_channels)(DLRT_RANGE DLRT_PTR(float, s), DLRT_CPTR(float, x),
-                                 DLRT_INDEX n, DLRT_INDEX channels, DLRT_INDEX spatial) {
-  DLRT_BIND(float, s);
-  DLRT_CBIND(float, x);
-  DLRT_FOR_EACH(c, channels) {
-    float a = 0.0f;
-    for (DLRT_INDEX b = 0; b < n; b++)
-      for (DLRT_INDEX p = 0; p < spatial; p++) a += x[(b * channels + c) * spatial + p];
-    s[c] = a;
-  }
-}
 
 /* Fused log-softmax + cross-entropy with label smoothing, one work-group per
  * row of logits z (rows x classes), labels int32. Writes the row's loss and

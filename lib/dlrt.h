@@ -681,8 +681,24 @@ DLRT_API dlrt_tensor_t *dlrt_cross_entropy(dlrt_graph_t *g, dlrt_tensor_t *logit
 /* Shape of a tensor: returns ndim (or <0) and fills shape[0..ndim). */
 DLRT_API int dlrt_tensor_shape(const dlrt_tensor_t *t, int64_t shape[DLRT_MAX_DIMS]);
 DLRT_API int64_t dlrt_tensor_numel(const dlrt_tensor_t *t);
+/* Its storage type (after dlrt_graph_backward: the one mixed precision chose). */
+DLRT_API dlrt_dtype dlrt_tensor_dtype(const dlrt_tensor_t *t);
 DLRT_API const char *dlrt_tensor_name(const dlrt_tensor_t *t);
 
+/* Mixed precision: `compute` is DLRT_F16, DLRT_BF16 or DLRT_F32 (off, the
+ * default); call it before dlrt_graph_backward. Parameters and optimizer
+ * state stay fp32 (the master weights); each step casts the weights to the
+ * compute type for the matmuls and convolutions, which take both operands
+ * in it and accumulate in fp32 (tensor cores on CUDA, fp32 math around
+ * 16-bit storage where a device has no 16-bit GEMM). Activations and their
+ * gradients are stored in the compute type through ops that have kernels
+ * in every type (bias, ReLU, pooling, permutes, add, mul, scale); losses,
+ * softmax, normalisation and the other ops compute and store fp32, with
+ * casts around them, as torch.autocast does. Parameter gradients arrive in
+ * fp32. With fp16, use dynamic loss scaling (dlrt_exec_set_loss_scaler). */
+DLRT_API int dlrt_graph_set_precision(dlrt_graph_t *g, dlrt_dtype compute);
+/* The compute type set by dlrt_graph_set_precision (DLRT_F32 when off). */
+DLRT_API dlrt_dtype dlrt_graph_precision(const dlrt_graph_t *g);
 /* Appends the nodes that compute the gradient of `loss` (shape [1]) with
  * respect to every parameter (and every tensor on the way). */
 DLRT_API int dlrt_graph_backward(dlrt_graph_t *g, dlrt_tensor_t *loss);
@@ -815,6 +831,35 @@ DLRT_API int dlrt_exec_set_lr(dlrt_exec_t *e, float lr);
  * Costs one device-to-host read of the norm per step. */
 DLRT_API int dlrt_exec_set_clip_norm(dlrt_exec_t *e, float max_norm);
 
+/* Dynamic loss scaling for fp16 training (torch.cuda.amp.GradScaler's
+ * rule): the backward pass starts from `scale` instead of 1 so that small
+ * gradients survive fp16; the updates divide it out. A step whose gradients
+ * hold inf or NaN is skipped (parameters, optimizer state and step count
+ * unchanged) and the scale multiplied by backoff_factor; after
+ * growth_interval clean steps in a row it is multiplied by growth_factor.
+ * Checking costs one device-to-host read per update. */
+typedef struct {
+  int enabled;
+  float init_scale;      /* 65536 */
+  float growth_factor;   /* 2 */
+  float backoff_factor;  /* 0.5 */
+  int growth_interval;   /* 2000 */
+} dlrt_loss_scaler;
+
+/* The defaults above, enabled. */
+DLRT_API dlrt_loss_scaler dlrt_loss_scaler_defaults(void);
+/* Turns loss scaling on (or off: NULL or enabled 0) for the executor's
+ * training runs; the scale starts again from init_scale. */
+DLRT_API int dlrt_exec_set_loss_scaler(dlrt_exec_t *e, const dlrt_loss_scaler *scaler);
+
+typedef struct {
+  float scale;            /* the scale of the next step (1 when off) */
+  int64_t skipped_steps;  /* updates skipped for inf / NaN gradients */
+  int last_skipped;       /* the last update was skipped */
+} dlrt_loss_scale_state;
+
+DLRT_API int dlrt_exec_loss_scale(const dlrt_exec_t *e, dlrt_loss_scale_state *out);
+
 typedef struct {
   uint64_t planned_peak_bytes;  /* the planner's peak for a training step */
   uint64_t measured_peak_bytes; /* the allocator's peak since the executor began */
@@ -897,6 +942,12 @@ typedef struct {
    * unless the device has a budget (dlrt_mem_get_limit, DLRT_MEM_LIMIT) that
    * the plan exceeds; spilling then keeps to 85% of it. */
   dlrt_spill_config spill;
+  /* Mixed precision (dlrt_graph_set_precision): DLRT_F32 (0, off), DLRT_F16
+   * or DLRT_BF16. With fp16, loss scaling is on: loss_scaler's fields that
+   * are 0 take dlrt_loss_scaler_defaults' values, and enabled < 0 turns it
+   * off. bf16 needs none (enabled > 0 turns it on). */
+  dlrt_dtype precision;
+  dlrt_loss_scaler loss_scaler;
 } dlrt_trainer_config;
 #define DLRT_CHECKPOINT_AUTO (-2)
 
@@ -917,6 +968,8 @@ typedef struct {
   double stall_s;             /* time the steps waited for data */
   double stall_fraction;      /* stall_s / seconds */
   double loader_images_per_s; /* what the loader's workers can deliver */
+  float loss_scale;           /* loss scaling: the scale after the epoch (1: off) */
+  int64_t skipped_steps;      /* updates skipped for inf / NaN gradients, this epoch */
 } dlrt_epoch_stats;
 
 /* Called every few steps during an epoch with the running figures. */
@@ -945,6 +998,8 @@ DLRT_API int dlrt_trainer_save(dlrt_trainer_t *t, const char *path, int epochs_d
 /* Restores a checkpoint of the same model; *epochs_done says where to go on. */
 DLRT_API int dlrt_trainer_load(dlrt_trainer_t *t, const char *path, int *epochs_done);
 DLRT_API int dlrt_trainer_info(dlrt_trainer_t *t, dlrt_exec_info *out);
+/* The loss scale of the executor that makes the updates (scale 1 when off). */
+DLRT_API int dlrt_trainer_loss_scale(dlrt_trainer_t *t, dlrt_loss_scale_state *out);
 /* Data parallelism over `n` devices of any backends (the same device may be
  * named twice): a replica of the model on each takes `split[i]` rows of
  * every batch (NULL: even shares for the first 4 steps, timed, then shares

@@ -49,6 +49,16 @@ static void usage(FILE *out) {
         "                             update everywhere\n"
         "  -e, --epochs N             epochs in all, counting resumed ones (default 1)\n"
         "  -b, --batch N              images per step (default 64)\n"
+        "      --precision fp32|fp16|bf16\n"
+        "                             mixed precision: fp32 master weights and optimizer\n"
+        "                             state; matmuls, convolutions and activations in\n"
+        "                             fp16 or bf16 (fp32 accumulation); losses, softmax\n"
+        "                             and normalisation in fp32 (default fp32)\n"
+        "      --loss-scale off|dynamic|INIT[:INTERVAL[:GROWTH[:BACKOFF]]]\n"
+        "                             dynamic loss scaling (fp16: on, 65536:2000:2:0.5):\n"
+        "                             a step with inf/NaN gradients is skipped and the\n"
+        "                             scale times BACKOFF; INTERVAL clean steps in a row\n"
+        "                             multiply it by GROWTH\n"
         "      --accum K              accumulate the gradients of K batches of N per\n"
         "                             update: the update of one batch of K x N in the\n"
         "                             memory of N (default 1)\n"
@@ -280,6 +290,7 @@ typedef struct {
   dlrt_epoch_stats last, eval;
   dlrt_exec_info info;
   double seconds;
+  int64_t skipped_steps; /* loss scaling, over this invocation's epochs */
 } results;
 
 static void print_json(const options *o, const results *r) {
@@ -304,6 +315,10 @@ static void print_json(const options *o, const results *r) {
   printf(", \"workers\": %d, \"prefetch\": %d, \"augment\": %s, \"accum\": %d, "
          "\"checkpoint\": \"%s\"", o->workers, o->prefetch, o->augment ? "true" : "false",
          o->accum, checkpoint_name(o->checkpoint));
+  printf(", \"precision\": \"%s\", \"loss_scale\": ",
+         o->precision == DLRT_F32 ? "fp32" : o->precision == DLRT_F16 ? "fp16" : "bf16");
+  json_number(r->epochs_run > 0 ? r->last.loss_scale : NAN);
+  printf(", \"skipped_steps\": %" PRId64, r->skipped_steps);
   printf(", \"mem_limit\": ");
   if (o->spill.device_budget)
     printf("%" PRIu64, o->spill.device_budget);
@@ -385,7 +400,7 @@ static int parse_options(int argc, char **argv, options *o) {
          OPT_AUGMENT, OPT_CROP_PAD, OPT_FLIP, OPT_ERASE, OPT_NORMALIZE, OPT_MMAP, OPT_ACCUM,
          OPT_PLAN, OPT_DEVICE_MEMORY, OPT_WHAT_IF, OPT_CHECKPOINT, OPT_MEM_LIMIT,
          OPT_HOST_LIMIT, OPT_OFFLOAD, OPT_SPILL_PREFETCH, OPT_TRACE, OPT_DEVICES, OPT_PIPELINE,
-         OPT_MICRO };
+         OPT_MICRO, OPT_PRECISION, OPT_LOSS_SCALE };
   static const struct option longopts[] = {
       {"model", required_argument, NULL, 'm'},   {"data", required_argument, NULL, OPT_DATA},
       {"device", required_argument, NULL, 'd'},  {"epochs", required_argument, NULL, 'e'},
@@ -423,6 +438,8 @@ static int parse_options(int argc, char **argv, options *o) {
       {"devices", required_argument, NULL, OPT_DEVICES},
       {"pipeline", required_argument, NULL, OPT_PIPELINE},
       {"micro-batches", required_argument, NULL, OPT_MICRO},
+      {"precision", required_argument, NULL, OPT_PRECISION},
+      {"loss-scale", required_argument, NULL, OPT_LOSS_SCALE},
       {"device-memory", required_argument, NULL, OPT_DEVICE_MEMORY},
       {"what-if", required_argument, NULL, OPT_WHAT_IF},
       {"json", no_argument, NULL, 'j'},          {"quiet", no_argument, NULL, 'q'},
@@ -531,6 +548,46 @@ static int parse_options(int argc, char **argv, options *o) {
     case OPT_MICRO:
       if ((ok = parse_int("micro-batches", optarg, 1, 1 << 20, &v))) o->micro = (int)v;
       break;
+    case OPT_PRECISION:
+      if (strcmp(optarg, "fp32") == 0 || strcmp(optarg, "f32") == 0)
+        o->precision = DLRT_F32;
+      else if (strcmp(optarg, "fp16") == 0 || strcmp(optarg, "f16") == 0)
+        o->precision = DLRT_F16;
+      else if (strcmp(optarg, "bf16") == 0)
+        o->precision = DLRT_BF16;
+      else {
+        fprintf(stderr, "dltrain: --precision %s: use fp32, fp16 or bf16\n", optarg);
+        ok = 0;
+      }
+      break;
+    case OPT_LOSS_SCALE: {
+      /* off | dynamic | INIT[:INTERVAL[:GROWTH[:BACKOFF]]] */
+      dlrt_loss_scaler *ls = &o->loss_scaler;
+      double init = 0, growth = 0, backoff = 0;
+      long long interval = 0;
+      int used = 0, fields = 0;
+      if (strcmp(optarg, "off") == 0) {
+        ls->enabled = -1;
+      } else if (strcmp(optarg, "dynamic") == 0) {
+        ls->enabled = 1;
+      } else if ((fields = sscanf(optarg, "%lf%n:%lld%n:%lf%n:%lf%n", &init, &used, &interval,
+                                  &used, &growth, &used, &backoff, &used)) >= 1 &&
+                 !optarg[used] && init > 0 && isfinite(init) &&
+                 (fields < 2 || (interval >= 1 && interval <= INT32_MAX)) &&
+                 (fields < 3 || (growth >= 1 && isfinite(growth))) &&
+                 (fields < 4 || (backoff > 0 && backoff <= 1))) {
+        ls->enabled = 1;
+        ls->init_scale = (float)init;
+        ls->growth_interval = (int)interval;
+        ls->growth_factor = (float)growth;
+        ls->backoff_factor = (float)backoff;
+      } else {
+        fprintf(stderr, "dltrain: --loss-scale %s: use off, dynamic, or INIT[:INTERVAL[:GROWTH"
+                "[:BACKOFF]]] (such as 65536:2000:2:0.5)\n", optarg);
+        ok = 0;
+      }
+      break;
+    }
     case OPT_HOST_LIMIT: o->host_limit = optarg; break;
     case OPT_OFFLOAD: {
       static const char *const names[] = {"none", "activations", "optimizer", "all"};
@@ -609,6 +666,10 @@ static int parse_options(int argc, char **argv, options *o) {
   }
   if (ok && (o->devices || o->pipeline) && o->device) {
     fputs("dltrain: give --device, or --devices, or --pipeline\n", stderr);
+    ok = 0;
+  }
+  if (ok && o->pipeline && o->precision != DLRT_F32) {
+    fputs("dltrain: --pipeline goes without --precision in this version\n", stderr);
     ok = 0;
   }
   if (ok && o->devices && o->pipeline) {
@@ -759,7 +820,8 @@ int main(int argc, char **argv) {
                              .spill = o.spill,
                              .clip_norm = o.clip_norm, .channels = data[0].channels,
                              .workers = o.workers, .prefetch = o.prefetch,
-                             .augment = o.augment, .aug = o.aug};
+                             .augment = o.augment, .aug = o.aug,
+                             .precision = o.precision, .loss_scaler = o.loss_scaler};
   if (o.plan) {
     uint64_t limit = dlrt_mem_get_limit(dev);
     uint64_t memory = o.device_memory ? o.device_memory : limit ? limit : props.total_memory;
@@ -806,6 +868,15 @@ int main(int argc, char **argv) {
   if (o.accum > 1)
     fprintf(log, " x %d accumulated (%" PRId64 " per update)", o.accum, o.batch * o.accum);
   fprintf(log, ", seed %" PRIu64 "\n", o.seed);
+  if (o.precision != DLRT_F32) {
+    dlrt_loss_scale_state ls = {0};
+    dlrt_trainer_loss_scale(trainer, &ls);
+    fprintf(log, "precision %s compute, fp32 master weights; ", dlrt_dtype_name(o.precision));
+    if (ls.scale != 1.0f)
+      fprintf(log, "dynamic loss scale from %g\n", ls.scale);
+    else
+      fputs("no loss scaling\n", log);
+  }
   fprintf(log, "data     %s: %" PRId64 " training and %" PRId64 " test images, %" PRId64
           " x %" PRId64 " x %" PRId64 ", %d classes%s\n", data[0].source, data[0].count,
           data[1].count, data[0].channels, data[0].height, data[0].width, data[0].classes,
@@ -834,6 +905,11 @@ int main(int argc, char **argv) {
       fputs("\r\033[K", log); /* the progress line gives way to the epoch's figures */
     TRY(rc, "training failed");
     losses[r.epochs_run++] = r.last.loss;
+    r.skipped_steps += r.last.skipped_steps;
+    if (r.last.skipped_steps > 0)
+      fprintf(log, "loss scale: %" PRId64 " update%s skipped for inf/NaN gradients this epoch; "
+              "scale now %g\n", r.last.skipped_steps, r.last.skipped_steps == 1 ? "" : "s",
+              r.last.loss_scale);
     if (n_replicas > 0 && o.devices) {
       int64_t split[64];
       int n = 0;

@@ -32,6 +32,8 @@ typedef struct {
   uint64_t device_memory;   /* --device-memory (0: the device's) */
   double what_if;           /* --what-if parameters (0: none) */
   dlrt_augment aug;
+  dlrt_dtype precision;     /* --precision (DLRT_F32: off) */
+  dlrt_loss_scaler loss_scaler; /* --loss-scale (zeros: the defaults) */
 } options;
 
 /* Prints "dltrain: [WHAT: ]DETAIL" for a failed dlrt call; returns STATUS_FAIL. */

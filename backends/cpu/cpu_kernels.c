@@ -16,6 +16,7 @@
 #include "reduce.h"
 #include "shape.h"
 #include "transpose.h"
+#include "typed.h"
 #include "util/status.h"
 
 typedef void (*cpu_kernel_fn)(const dlrt__arg *a, int64_t lo, int64_t hi);
@@ -82,43 +83,58 @@ WRAPPERS_OF_TYPE(bf16, DLRT_U16)
 TRANSPOSE_WRAPPER(b32, unsigned int)
 TRANSPOSE_WRAPPER(b16, DLRT_U16)
 
+/* kernels/typed.h */
+#define TYPED_WRAPPERS(SUF, T)                                                         \
+  static void w_bias_rows_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {          \
+    dlrt_k_bias_rows_##SUF(lo, hi, PTR(T, 0), PTR(const T, 1), PTR(const T, 2), I64(3), \
+                           I64(4));                                                    \
+  }                                                                                    \
+  static void w_bias_channels_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {      \
+    dlrt_k_bias_channels_##SUF(lo, hi, PTR(T, 0), PTR(const T, 1), PTR(const T, 2),    \
+                               I64(3), I64(4), I64(5));                                \
+  }                                                                                    \
+  static void w_relu_grad_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {          \
+    dlrt_k_relu_grad_##SUF(lo, hi, PTR(T, 0), PTR(const T, 1), PTR(const T, 2), I64(3)); \
+  }                                                                                    \
+  static void w_sum_cols_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {           \
+    dlrt_k_sum_cols_##SUF(lo, hi, PTR(T, 0), PTR(const T, 1), I64(2), I64(3), F32(4)); \
+  }                                                                                    \
+  static void w_sum_channels_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {       \
+    dlrt_k_sum_channels_##SUF(lo, hi, PTR(T, 0), PTR(const T, 1), I64(2), I64(3), I64(4)); \
+  }                                                                                    \
+  static void w_im2col_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {             \
+    dlrt_k_im2col_##SUF(lo, hi, PTR(T, 0), PTR(const T, 1), I64(2), I64(3), I64(4),    \
+                        I64(5), I64(6), I64(7), I64(8), I64(9), I64(10), I64(11),      \
+                        I64(12), I64(13));                                             \
+  }                                                                                    \
+  static void w_col2im_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {             \
+    dlrt_k_col2im_##SUF(lo, hi, PTR(T, 0), PTR(const T, 1), I64(2), I64(3), I64(4),    \
+                        I64(5), I64(6), I64(7), I64(8), I64(9), I64(10), I64(11),      \
+                        I64(12), I64(13));                                             \
+  }                                                                                    \
+  static void w_swap01_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {             \
+    dlrt_k_swap01_##SUF(lo, hi, PTR(T, 0), PTR(const T, 1), I64(2), I64(3), I64(4));   \
+  }                                                                                    \
+  static void w_maxpool_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {            \
+    dlrt_k_maxpool_##SUF(lo, hi, PTR(T, 0), PTR(int, 1), PTR(const T, 2), I64(3),      \
+                         I64(4), I64(5), I64(6), I64(7), I64(8), I64(9));              \
+  }                                                                                    \
+  static void w_maxpool_grad_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {       \
+    dlrt_k_maxpool_grad_##SUF(lo, hi, PTR(T, 0), PTR(const T, 1), PTR(const int, 2),   \
+                              I64(3), I64(4), I64(5), I64(6), I64(7), I64(8), I64(9)); \
+  }                                                                                    \
+  static void w_maxpool_scatter_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {    \
+    dlrt_k_maxpool_scatter_##SUF(lo, hi, PTR(T, 0), PTR(const T, 1), PTR(const int, 2), \
+                                 I64(3), I64(4));                                      \
+  }
+TYPED_WRAPPERS(f32, float)
+TYPED_WRAPPERS(f16, DLRT_U16)
+TYPED_WRAPPERS(bf16, DLRT_U16)
+
 /* kernels/nn.h */
-static void w_bias_rows(const dlrt__arg *a, int64_t lo, int64_t hi) {
-  dlrt_k_bias_rows(lo, hi, PTR(float, 0), PTR(const float, 1), PTR(const float, 2), I64(3),
-                   I64(4));
-}
-static void w_bias_channels(const dlrt__arg *a, int64_t lo, int64_t hi) {
-  dlrt_k_bias_channels(lo, hi, PTR(float, 0), PTR(const float, 1), PTR(const float, 2), I64(3),
-                       I64(4), I64(5));
-}
-static void w_relu_grad(const dlrt__arg *a, int64_t lo, int64_t hi) {
-  dlrt_k_relu_grad(lo, hi, PTR(float, 0), PTR(const float, 1), PTR(const float, 2), I64(3));
-}
-static void w_sum_cols(const dlrt__arg *a, int64_t lo, int64_t hi) {
-  dlrt_k_sum_cols(lo, hi, PTR(float, 0), PTR(const float, 1), I64(2), I64(3), F32(4));
-}
-static void w_sum_channels(const dlrt__arg *a, int64_t lo, int64_t hi) {
-  dlrt_k_sum_channels(lo, hi, PTR(float, 0), PTR(const float, 1), I64(2), I64(3), I64(4));
-}
 static void w_softmax_xent(const dlrt__arg *a, int64_t lo, int64_t hi) {
   dlrt_k_softmax_xent(lo, hi, PTR(const float, 0), PTR(const int, 1), PTR(float, 2),
                       PTR(float, 3), I64(4), I64(5), F32(6), F32(7));
-}
-static void w_im2col(const dlrt__arg *a, int64_t lo, int64_t hi) {
-  dlrt_k_im2col(lo, hi, PTR(float, 0), PTR(const float, 1), I64(2), I64(3), I64(4), I64(5),
-                I64(6), I64(7), I64(8), I64(9), I64(10), I64(11), I64(12), I64(13));
-}
-static void w_col2im(const dlrt__arg *a, int64_t lo, int64_t hi) {
-  dlrt_k_col2im(lo, hi, PTR(float, 0), PTR(const float, 1), I64(2), I64(3), I64(4), I64(5),
-                I64(6), I64(7), I64(8), I64(9), I64(10), I64(11), I64(12), I64(13));
-}
-static void w_maxpool(const dlrt__arg *a, int64_t lo, int64_t hi) {
-  dlrt_k_maxpool(lo, hi, PTR(float, 0), PTR(int, 1), PTR(const float, 2), I64(3), I64(4),
-                 I64(5), I64(6), I64(7), I64(8), I64(9));
-}
-static void w_maxpool_grad(const dlrt__arg *a, int64_t lo, int64_t hi) {
-  dlrt_k_maxpool_grad(lo, hi, PTR(float, 0), PTR(const float, 1), PTR(const int, 2), I64(3),
-                      I64(4), I64(5), I64(6), I64(7), I64(8), I64(9));
 }
 static void w_sgd_update(const dlrt__arg *a, int64_t lo, int64_t hi) {
   dlrt_k_sgd_update(lo, hi, PTR(float, 0), PTR(float, 1), PTR(const float, 2), I64(3), F32(4),
@@ -134,14 +150,7 @@ static void w_broadcast_scalar(const dlrt__arg *a, int64_t lo, int64_t hi) {
   dlrt_k_broadcast_scalar(lo, hi, PTR(float, 0), PTR(const float, 1), F32(2), I64(3));
 }
 
-static void w_swap01(const dlrt__arg *a, int64_t lo, int64_t hi) {
-  dlrt_k_swap01(lo, hi, PTR(float, 0), PTR(const float, 1), I64(2), I64(3), I64(4));
-}
 
-static void w_maxpool_scatter(const dlrt__arg *a, int64_t lo, int64_t hi) {
-  dlrt_k_maxpool_scatter(lo, hi, PTR(float, 0), PTR(const float, 1), PTR(const int, 2), I64(3),
-                         I64(4));
-}
 
 static void w_sub(const dlrt__arg *a, int64_t lo, int64_t hi) {
   dlrt_k_sub(lo, hi, PTR(float, 0), PTR(const float, 1), PTR(const float, 2), I64(3));

@@ -8,19 +8,23 @@
 #include "graph/graph.h"
 #include "util/status.h"
 
-/* A backward node with one output of `like`'s shape (or the given shape). */
+/* A backward node whose one output (of the given shape) is a gradient
+ * contribution for `of`: named after it, and of its type (mixed precision
+ * keeps each gradient in its tensor's type). */
 static dlrt_tensor_t *bnode(dlrt_graph_t *g, op_kind op, int n_in, dlrt_tensor_t *const *in,
-                            int ndim, const int64_t *shape, const char *grad_of) {
+                            int ndim, const int64_t *shape, const dlrt_tensor_t *of) {
   char name[64];
-  snprintf(name, sizeof name, "d%.40s.%s%d", grad_of, dlrt__op_name(op), g->n_tensors);
-  return dlrt__node1(g, op, PHASE_BACKWARD, n_in, in, ndim, shape, name);
+  snprintf(name, sizeof name, "d%.40s.%s%d", of->name, dlrt__op_name(op), g->n_tensors);
+  dlrt_tensor_t *d = dlrt__node1(g, op, PHASE_BACKWARD, n_in, in, ndim, shape, name);
+  if (d) d->dtype = of->dtype;
+  return d;
 }
 
 /* out[b] = op(a[b]) op(b[b]) with the given sizes and batch strides. */
 static dlrt_tensor_t *bmm(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b, int ta, int tb,
                           int64_t m, int64_t n, int64_t k, int64_t batch, int64_t sa,
                           int64_t sb, int64_t sc, int ndim, const int64_t *shape,
-                          const char *grad_of) {
+                          const dlrt_tensor_t *grad_of) {
   dlrt_tensor_t *in[2] = {a, b};
   dlrt_tensor_t *y = bnode(g, OP_BMM, 2, in, ndim, shape, grad_of);
   if (!y) return NULL;
@@ -34,6 +38,11 @@ static dlrt_tensor_t *bmm(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b, i
 static int accumulate(dlrt_graph_t *g, dlrt_tensor_t *t, dlrt_tensor_t *contribution) {
   if (!contribution) return g->status ? g->status : DLRT_ERR_OOM;
   if (!t->needs_grad) return DLRT_OK;
+  if (contribution->dtype != t->dtype) {
+    /* A contribution in another type (mixed precision): cast to t's. */
+    contribution = bnode(g, OP_CAST, 1, &contribution, t->ndim, t->shape, t);
+    if (!contribution) return g->status;
+  }
   /* A gradient is stored like its tensor (NCHW or CNHW). */
   contribution->cnhw = t->cnhw;
   if (!t->grad) {
@@ -41,7 +50,7 @@ static int accumulate(dlrt_graph_t *g, dlrt_tensor_t *t, dlrt_tensor_t *contribu
     return DLRT_OK;
   }
   dlrt_tensor_t *in[2] = {t->grad, contribution};
-  dlrt_tensor_t *sum = bnode(g, OP_ADD, 2, in, t->ndim, t->shape, t->name);
+  dlrt_tensor_t *sum = bnode(g, OP_ADD, 2, in, t->ndim, t->shape, t);
   if (!sum) return g->status;
   sum->cnhw = t->cnhw;
   t->grad = sum;
@@ -65,14 +74,14 @@ static int backward_node(dlrt_graph_t *g, node *n) {
      * their operands, so their batch strides are the operands'. */
     if (a->needs_grad)
       rc = accumulate(g, a, ta ? bmm(g, b, dy, tb, 1, k, m, nn, batch, sb, sc, sa, a->ndim,
-                                     a->shape, a->name)
+                                     a->shape, a)
                                : bmm(g, dy, b, 0, !tb, m, k, nn, batch, sc, sb, sa, a->ndim,
-                                     a->shape, a->name));
+                                     a->shape, a));
     if (rc == DLRT_OK && b->needs_grad)
       rc = accumulate(g, b, tb ? bmm(g, dy, a, 1, ta, nn, k, m, batch, sc, sa, sb, b->ndim,
-                                     b->shape, b->name)
+                                     b->shape, b)
                                : bmm(g, a, dy, !ta, 0, k, nn, m, batch, sa, sc, sb, b->ndim,
-                                     b->shape, b->name));
+                                     b->shape, b));
     return rc;
   }
   case OP_BIAS_ROWS:
@@ -80,14 +89,14 @@ static int backward_node(dlrt_graph_t *g, node *n) {
     rc = accumulate(g, a, dy);
     if (rc == DLRT_OK && b->needs_grad) {
       op_kind op = n->op == OP_BIAS_ROWS ? OP_SUM_COLS : OP_SUM_CHANNELS;
-      dlrt_tensor_t *db = bnode(g, op, 1, &dy, b->ndim, b->shape, b->name);
+      dlrt_tensor_t *db = bnode(g, op, 1, &dy, b->ndim, b->shape, b);
       if (db) memcpy(db->producer->p, n->p, 3 * sizeof n->p[0]);
       rc = accumulate(g, b, db);
     }
     return rc;
   case OP_RELU: {
     dlrt_tensor_t *in[2] = {dy, y};
-    return accumulate(g, a, bnode(g, OP_RELU_GRAD, 2, in, a->ndim, a->shape, a->name));
+    return accumulate(g, a, bnode(g, OP_RELU_GRAD, 2, in, a->ndim, a->shape, a));
   }
   case OP_ADD:
     rc = accumulate(g, a, dy);
@@ -95,36 +104,36 @@ static int backward_node(dlrt_graph_t *g, node *n) {
   case OP_MUL: {
     if (a->needs_grad) {
       dlrt_tensor_t *in[2] = {dy, b};
-      rc = accumulate(g, a, bnode(g, OP_MUL, 2, in, a->ndim, a->shape, a->name));
+      rc = accumulate(g, a, bnode(g, OP_MUL, 2, in, a->ndim, a->shape, a));
     }
     if (rc == DLRT_OK && b->needs_grad) {
       dlrt_tensor_t *in[2] = {dy, a};
-      rc = accumulate(g, b, bnode(g, OP_MUL, 2, in, b->ndim, b->shape, b->name));
+      rc = accumulate(g, b, bnode(g, OP_MUL, 2, in, b->ndim, b->shape, b));
     }
     return rc;
   }
   case OP_SCALE: {
-    dlrt_tensor_t *d = bnode(g, OP_SCALE, 1, &dy, a->ndim, a->shape, a->name);
+    dlrt_tensor_t *d = bnode(g, OP_SCALE, 1, &dy, a->ndim, a->shape, a);
     if (d) d->producer->f[0] = n->f[0];
     return accumulate(g, a, d);
   }
   case OP_SUM: {
-    dlrt_tensor_t *d = bnode(g, OP_BROADCAST, 1, &dy, a->ndim, a->shape, a->name);
+    dlrt_tensor_t *d = bnode(g, OP_BROADCAST, 1, &dy, a->ndim, a->shape, a);
     if (d) d->producer->f[0] = 1.0f;
     return accumulate(g, a, d);
   }
   case OP_VIEW: {
-    dlrt_tensor_t *d = bnode(g, OP_VIEW, 1, &dy, a->ndim, a->shape, a->name);
+    dlrt_tensor_t *d = bnode(g, OP_VIEW, 1, &dy, a->ndim, a->shape, a);
     if (d) d->owner = dy->owner;
     return accumulate(g, a, d);
   }
   case OP_IM2COL: {
-    dlrt_tensor_t *d = bnode(g, OP_COL2IM, 1, &dy, a->ndim, a->shape, a->name);
+    dlrt_tensor_t *d = bnode(g, OP_COL2IM, 1, &dy, a->ndim, a->shape, a);
     if (d) memcpy(d->producer->p, n->p, 12 * sizeof n->p[0]);
     return accumulate(g, a, d);
   }
   case OP_PERMUTE: {
-    dlrt_tensor_t *d = bnode(g, OP_PERMUTE, 1, &dy, a->ndim, a->shape, a->name);
+    dlrt_tensor_t *d = bnode(g, OP_PERMUTE, 1, &dy, a->ndim, a->shape, a);
     if (d) d->producer->p[0] = n->p[1], d->producer->p[1] = n->p[0], d->producer->p[2] = n->p[2];
     return accumulate(g, a, d);
   }
@@ -133,21 +142,21 @@ static int backward_node(dlrt_graph_t *g, node *n) {
      * dcols = W^T dy, one GEMM each for the whole batch. */
     int64_t NP = n->p[0] * n->p[3], O = n->p[1], CKK = n->p[2];
     if (a->needs_grad)
-      rc = accumulate(g, a, bmm(g, dy, b, 0, 1, O, CKK, NP, 1, 0, 0, 0, a->ndim, a->shape, a->name));
+      rc = accumulate(g, a, bmm(g, dy, b, 0, 1, O, CKK, NP, 1, 0, 0, 0, a->ndim, a->shape, a));
     if (rc == DLRT_OK && b->needs_grad)
-      rc = accumulate(g, b, bmm(g, a, dy, 1, 0, CKK, NP, O, 1, 0, 0, 0, b->ndim, b->shape, b->name));
+      rc = accumulate(g, b, bmm(g, a, dy, 1, 0, CKK, NP, O, 1, 0, 0, 0, b->ndim, b->shape, b));
     return rc;
   }
   case OP_MAXPOOL: {
     dlrt_tensor_t *in[2] = {dy, n->out[1]};
-    dlrt_tensor_t *d = bnode(g, OP_MAXPOOL_GRAD, 2, in, a->ndim, a->shape, a->name);
+    dlrt_tensor_t *d = bnode(g, OP_MAXPOOL_GRAD, 2, in, a->ndim, a->shape, a);
     if (d) memcpy(d->producer->p, n->p, 7 * sizeof n->p[0]);
     return accumulate(g, a, d);
   }
   case OP_SUB: {
     rc = accumulate(g, a, dy);
     if (rc == DLRT_OK && b->needs_grad) {
-      dlrt_tensor_t *d = bnode(g, OP_SCALE, 1, &dy, b->ndim, b->shape, b->name);
+      dlrt_tensor_t *d = bnode(g, OP_SCALE, 1, &dy, b->ndim, b->shape, b);
       if (d) d->producer->f[0] = -1.0f;
       rc = accumulate(g, b, d);
     }
@@ -156,35 +165,35 @@ static int backward_node(dlrt_graph_t *g, node *n) {
   case OP_DIV: {
     if (a->needs_grad) {
       dlrt_tensor_t *in[2] = {dy, b};
-      rc = accumulate(g, a, bnode(g, OP_DIV, 2, in, a->ndim, a->shape, a->name));
+      rc = accumulate(g, a, bnode(g, OP_DIV, 2, in, a->ndim, a->shape, a));
     }
     if (rc == DLRT_OK && b->needs_grad) {
       dlrt_tensor_t *in[3] = {dy, a, b};
-      rc = accumulate(g, b, bnode(g, OP_DIV_GRAD_Z, 3, in, b->ndim, b->shape, b->name));
+      rc = accumulate(g, b, bnode(g, OP_DIV_GRAD_Z, 3, in, b->ndim, b->shape, b));
     }
     return rc;
   }
   case OP_ACT: {
     /* tanh and sigmoid differentiate from their output, GELU from its input. */
     dlrt_tensor_t *in[2] = {dy, n->p[0] == 2 ? a : y};
-    dlrt_tensor_t *d = bnode(g, OP_ACT_GRAD, 2, in, a->ndim, a->shape, a->name);
+    dlrt_tensor_t *d = bnode(g, OP_ACT_GRAD, 2, in, a->ndim, a->shape, a);
     if (d) d->producer->p[0] = n->p[0];
     return accumulate(g, a, d);
   }
   case OP_SOFTMAX: {
     dlrt_tensor_t *in[2] = {dy, y};
-    dlrt_tensor_t *d = bnode(g, OP_SOFTMAX_GRAD, 2, in, a->ndim, a->shape, a->name);
+    dlrt_tensor_t *d = bnode(g, OP_SOFTMAX_GRAD, 2, in, a->ndim, a->shape, a);
     if (d) d->producer->p[0] = n->p[0], d->producer->p[1] = n->p[1];
     return accumulate(g, a, d);
   }
   case OP_AVGPOOL: {
-    dlrt_tensor_t *d = bnode(g, OP_AVGPOOL_GRAD, 1, &dy, a->ndim, a->shape, a->name);
+    dlrt_tensor_t *d = bnode(g, OP_AVGPOOL_GRAD, 1, &dy, a->ndim, a->shape, a);
     if (d) memcpy(d->producer->p, n->p, 7 * sizeof n->p[0]);
     return accumulate(g, a, d);
   }
   case OP_DROPOUT: {
     /* The same mask (same salt, same step) applied to the gradient. */
-    dlrt_tensor_t *d = bnode(g, OP_DROPOUT, 1, &dy, a->ndim, a->shape, a->name);
+    dlrt_tensor_t *d = bnode(g, OP_DROPOUT, 1, &dy, a->ndim, a->shape, a);
     if (d) d->producer->p[0] = n->p[0], d->producer->f[0] = n->f[0];
     return accumulate(g, a, d);
   }
@@ -192,14 +201,14 @@ static int backward_node(dlrt_graph_t *g, node *n) {
     dlrt_tensor_t *mean = n->out[1], *rstd = n->out[2], *gamma = b, *beta = n->in[2];
     if (a->needs_grad) {
       dlrt_tensor_t *in[5] = {dy, a, mean, rstd, gamma};
-      dlrt_tensor_t *d = bnode(g, OP_NORM_GRAD, 5, in, a->ndim, a->shape, a->name);
+      dlrt_tensor_t *d = bnode(g, OP_NORM_GRAD, 5, in, a->ndim, a->shape, a);
       if (d) memcpy(d->producer->p, n->p, 3 * sizeof n->p[0]);
       rc = accumulate(g, a, d);
     }
     if (rc == DLRT_OK && (gamma->needs_grad || beta->needs_grad)) {
       dlrt_tensor_t *in[4] = {dy, a, mean, rstd};
       dlrt_tensor_t *dg = bnode(g, OP_NORM_AFFINE_GRAD, 4, in, gamma->ndim, gamma->shape,
-                                gamma->name);
+                                gamma);
       if (!dg) return g->status;
       char name[64];
       snprintf(name, sizeof name, "d%.50s", beta->name);
@@ -221,7 +230,7 @@ static int backward_node(dlrt_graph_t *g, node *n) {
     for (int i = 0; i < n->n_in && rc == DLRT_OK; i++) {
       dlrt_tensor_t *x = n->in[i];
       if (x->needs_grad) {
-        dlrt_tensor_t *d = bnode(g, OP_SLICE, 1, &dy, x->ndim, x->shape, x->name);
+        dlrt_tensor_t *d = bnode(g, OP_SLICE, 1, &dy, x->ndim, x->shape, x);
         if (d) {
           int64_t *q = d->producer->p;
           q[0] = n->p[0], q[1] = n->p[1], q[2] = n->p[2], q[3] = start, q[4] = x->shape[axis];
@@ -233,12 +242,12 @@ static int backward_node(dlrt_graph_t *g, node *n) {
     return rc;
   }
   case OP_SLICE: {
-    dlrt_tensor_t *d = bnode(g, OP_SLICE_GRAD, 1, &dy, a->ndim, a->shape, a->name);
+    dlrt_tensor_t *d = bnode(g, OP_SLICE_GRAD, 1, &dy, a->ndim, a->shape, a);
     if (d) memcpy(d->producer->p, n->p, 5 * sizeof n->p[0]);
     return accumulate(g, a, d);
   }
   case OP_AXIS_SUM: {
-    dlrt_tensor_t *d = bnode(g, OP_AXIS_EXPAND, 1, &dy, a->ndim, a->shape, a->name);
+    dlrt_tensor_t *d = bnode(g, OP_AXIS_EXPAND, 1, &dy, a->ndim, a->shape, a);
     if (d) {
       memcpy(d->producer->p, n->p, 3 * sizeof n->p[0]);
       d->producer->f[0] = n->f[0];
@@ -246,13 +255,13 @@ static int backward_node(dlrt_graph_t *g, node *n) {
     return accumulate(g, a, d);
   }
   case OP_TRANSPOSE: {
-    dlrt_tensor_t *d = bnode(g, OP_TRANSPOSE, 1, &dy, a->ndim, a->shape, a->name);
+    dlrt_tensor_t *d = bnode(g, OP_TRANSPOSE, 1, &dy, a->ndim, a->shape, a);
     if (d) d->producer->p[0] = n->p[1], d->producer->p[1] = n->p[0];
     return accumulate(g, a, d);
   }
   case OP_EMBED: {
     dlrt_tensor_t *in[2] = {dy, a};
-    dlrt_tensor_t *d = bnode(g, OP_EMBED_GRAD, 2, in, b->ndim, b->shape, b->name);
+    dlrt_tensor_t *d = bnode(g, OP_EMBED_GRAD, 2, in, b->ndim, b->shape, b);
     if (d) memcpy(d->producer->p, n->p, 3 * sizeof n->p[0]);
     return accumulate(g, b, d);
   }
@@ -263,7 +272,7 @@ static int backward_node(dlrt_graph_t *g, node *n) {
         rc = accumulate(g, a, dy);
       } else {
         dlrt_tensor_t *in[2] = {dy, b};
-        dlrt_tensor_t *d = bnode(g, OP_BCAST, 2, in, a->ndim, a->shape, a->name);
+        dlrt_tensor_t *d = bnode(g, OP_BCAST, 2, in, a->ndim, a->shape, a);
         if (d) memcpy(d->producer->p, n->p, 3 * sizeof n->p[0]);
         rc = accumulate(g, a, d);
       }
@@ -273,13 +282,13 @@ static int backward_node(dlrt_graph_t *g, node *n) {
       dlrt_tensor_t *per = dy;
       if (op >= 2) {
         dlrt_tensor_t *in[3] = {dy, a, b};
-        per = bnode(g, OP_BCAST_GRAD_B, 3, in, a->ndim, a->shape, b->name);
+        per = bnode(g, OP_BCAST_GRAD_B, 3, in, a->ndim, a->shape, b);
         if (per) memcpy(per->producer->p, n->p, 3 * sizeof n->p[0]);
       }
-      dlrt_tensor_t *db = per ? bnode(g, OP_SUM_COLS, 1, &per, b->ndim, b->shape, b->name) : NULL;
+      dlrt_tensor_t *db = per ? bnode(g, OP_SUM_COLS, 1, &per, b->ndim, b->shape, b) : NULL;
       if (db) db->producer->p[0] = count / m, db->producer->p[1] = m;
       if (db && op == 1) {
-        dlrt_tensor_t *neg = bnode(g, OP_SCALE, 1, &db, b->ndim, b->shape, b->name);
+        dlrt_tensor_t *neg = bnode(g, OP_SCALE, 1, &db, b->ndim, b->shape, b);
         if (neg) neg->producer->f[0] = -1.0f;
         db = neg;
       }
@@ -287,6 +296,8 @@ static int backward_node(dlrt_graph_t *g, node *n) {
     }
     return rc;
   }
+  case OP_CAST: /* the gradient goes back to the input's type */
+    return accumulate(g, a, dy);
   case OP_XENT:
     return dlrt__graph_fail(g, DLRT_ERR_UNSUPPORTED, "cross_entropy can only be the loss "
                             "passed to dlrt_graph_backward"), g->status;
@@ -308,6 +319,8 @@ int dlrt_graph_backward(dlrt_graph_t *g, dlrt_tensor_t *loss) {
   if (!loss->needs_grad)
     return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "dlrt_graph_backward: the loss %s does "
                             "not depend on any parameter", loss->name), g->status;
+  int rc = dlrt__graph_apply_precision(g);
+  if (rc < 0) return rc;
   g->backward_done = 1;
   g->loss = dlrt_keep(g, loss);
   int forward_nodes = g->n_nodes;
@@ -315,19 +328,20 @@ int dlrt_graph_backward(dlrt_graph_t *g, dlrt_tensor_t *loss) {
    * gradient of its mean loss with respect to the logits. */
   node *root = loss->producer;
   if (root->op == OP_XENT) {
-    int rc = accumulate(g, root->in[0], root->out[2]);
+    rc = accumulate(g, root->in[0], root->out[2]);
     if (rc) return rc;
   } else {
     dlrt_tensor_t *one = dlrt__node1(g, OP_FILL, PHASE_BACKWARD, 0, NULL, 1, loss->shape, "dloss");
     if (!one) return g->status;
     one->producer->f[0] = 1.0f;
+    one->producer->p[0] = 1; /* the seed: times the loss scale */
     loss->grad = one;
   }
   for (int i = forward_nodes - 1; i >= 0; i--) {
     node *n = g->nodes[i];
     if (n == root && root->op == OP_XENT) continue;
     if (n->n_out == 0 || !n->out[0]->grad || !n->out[0]->needs_grad) continue;
-    int rc = backward_node(g, n);
+    rc = backward_node(g, n);
     if (rc) return rc;
   }
   return g->status;

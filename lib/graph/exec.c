@@ -105,6 +105,7 @@ int dlrt_exec_create(dlrt_graph_t *g, dlrt_device_t *dev, uint64_t seed, dlrt_ex
   e->dev = dev;
   e->lr = g->opt.lr;
   e->seed = seed;
+  e->loss_scale = 1.0f;
   const char *profile = getenv("DLRT_GRAPH_PROFILE");
   e->profile = profile && *profile && strcmp(profile, "0") != 0;
   float *host = NULL;
@@ -290,6 +291,92 @@ int dlrt_exec_set_clip_norm(dlrt_exec_t *e, float max_norm) {
   return DLRT_OK;
 }
 
+/* ---------------------------------------------------------------- loss scaling */
+
+dlrt_loss_scaler dlrt_loss_scaler_defaults(void) {
+  dlrt_loss_scaler s = {.enabled = 1, .init_scale = 65536.0f, .growth_factor = 2.0f,
+                        .backoff_factor = 0.5f, .growth_interval = 2000};
+  return s;
+}
+
+int dlrt_exec_set_loss_scaler(dlrt_exec_t *e, const dlrt_loss_scaler *scaler) {
+  DLRT__CHECK_ARG(e, "dlrt_exec_set_loss_scaler: executor is NULL");
+  if (!scaler || !scaler->enabled) {
+    e->scaler.enabled = 0;
+    e->loss_scale = 1.0f;
+    return DLRT_OK;
+  }
+  DLRT__CHECK_ARG(scaler->init_scale > 0 && isfinite(scaler->init_scale) &&
+                      scaler->growth_factor >= 1 && isfinite(scaler->growth_factor) &&
+                      scaler->backoff_factor > 0 && scaler->backoff_factor <= 1 &&
+                      scaler->growth_interval >= 1,
+                  "dlrt_exec_set_loss_scaler: scale %g, growth %g, backoff %g, interval %d "
+                  "(need a finite scale > 0, growth >= 1, backoff in (0, 1], interval >= 1)",
+                  scaler->init_scale, scaler->growth_factor, scaler->backoff_factor,
+                  scaler->growth_interval);
+  if (e->micro != 0)
+    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_set_loss_scaler: %d of %d micro-batches "
+                           "of an update are still pending", e->micro, e->accum_steps);
+  e->scaler = *scaler;
+  e->loss_scale = scaler->init_scale;
+  e->clean_steps = 0;
+  return DLRT_OK;
+}
+
+int dlrt_exec_loss_scale(const dlrt_exec_t *e, dlrt_loss_scale_state *out) {
+  DLRT__CHECK_ARG(e && out, "dlrt_exec_loss_scale: executor or out is NULL");
+  out->scale = e->loss_scale;
+  out->skipped_steps = e->skipped_steps;
+  out->last_skipped = e->last_skipped;
+  return DLRT_OK;
+}
+
+/* Whether every parameter gradient is finite: a sum per gradient (inf or
+ * NaN anywhere makes it inf or NaN; finite fp32 gradients cannot overflow a
+ * sum in practice), their sum, and one number read back. */
+static int gradients_finite(dlrt_exec_t *e, int *finite) {
+  dlrt_graph_t *g = e->g;
+  int64_t count = 0;
+  for (int i = 0; i < g->n_tensors; i++)
+    if (g->tensors[i]->kind == TENSOR_PARAM && g->tensors[i]->grad) count++;
+  *finite = 1;
+  if (count == 0) return DLRT_OK;
+  dlrt_buffer_t *sums = NULL, *total = NULL;
+  int rc = dlrt_buffer_alloc(e->dev, (size_t)count * sizeof(float), e->stream, &sums);
+  if (rc == DLRT_OK) rc = dlrt_buffer_alloc(e->dev, sizeof(float), e->stream, &total);
+  int64_t k = 0;
+  for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++) {
+    dlrt_tensor_t *p = g->tensors[i];
+    if (p->kind != TENSOR_PARAM || !p->grad) continue;
+    if ((rc = dlrt__exec_use(e, p->grad, 0)) < 0) break;
+    rc = dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, p->numel, sums,
+                     (size_t)k++ * sizeof(float), dlrt__exec_buf(e, p->grad), 0);
+    dlrt__exec_unuse(e, p->grad);
+  }
+  float sum = 0;
+  if (rc == DLRT_OK) rc = dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, count, total, 0, sums, 0);
+  if (rc == DLRT_OK) rc = dlrt_copy_d2h(&sum, total, 0, sizeof sum, e->stream);
+  if (rc == DLRT_OK) rc = dlrt_stream_synchronize(e->stream);
+  dlrt_buffer_free(sums);
+  dlrt_buffer_free(total);
+  if (rc == DLRT_OK) *finite = isfinite(sum);
+  return rc;
+}
+
+/* GradScaler's rule after an update (or a skipped one). */
+static void update_loss_scale(dlrt_exec_t *e, int finite) {
+  e->last_skipped = !finite;
+  if (!finite) {
+    e->skipped_steps++;
+    e->clean_steps = 0;
+    e->loss_scale *= e->scaler.backoff_factor;
+  } else if (++e->clean_steps >= e->scaler.growth_interval) {
+    e->clean_steps = 0;
+    float grown = e->loss_scale * e->scaler.growth_factor;
+    if (isfinite(grown)) e->loss_scale = grown;
+  }
+}
+
 /* Tracing: the node's span (waited for) and the device memory after it. */
 static void trace_node(dlrt_exec_t *e, const node *n, int on_host, double t0) {
   dlrt_stream_synchronize(e->stream);
@@ -324,7 +411,7 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
   }
   dlrt_graph_t *g = e->g;
   schedule *s = &e->plans[mode];
-  int rc = DLRT_OK, clipped = 0, skip_updates = 0;
+  int rc = DLRT_OK, clipped = 0, skip_updates = 0, overflow = 0, checked = 0;
   int last_micro = e->micro + 1 >= e->accum_steps;
   e->mode = mode;
   e->grad_scale = 1.0f;
@@ -348,6 +435,14 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
         skip_updates = !last_micro;
         e->grad_scale = 1.0f / (float)e->accum_steps;
       }
+      if (!skip_updates && e->scaler.enabled) {
+        /* Loss scaling: skip an update whose gradients overflowed, and
+         * divide the scale out of the others. */
+        int finite;
+        if ((rc = gradients_finite(e, &finite)) < 0) break;
+        checked = 1, overflow = !finite, skip_updates = overflow;
+        e->grad_scale /= e->loss_scale;
+      }
       float clip = 1.0f;
       if (!skip_updates && e->clip_norm > 0 &&
           (rc = clip_factor(e, e->grad_scale, &clip)) < 0)
@@ -355,7 +450,8 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
       e->grad_scale *= clip;
     }
     if (skip_updates && n->phase == PHASE_UPDATE) {
-      /* A micro-batch before the last: its gradients went into the sums. */
+      /* A micro-batch before the last (its gradients went into the sums),
+       * or an update skipped for overflowing gradients. */
       for (int *f = s->frees[k]; *f >= 0; f++) {
         if (e->spill) {
           dlrt__mpool_discard(e->spill, *f);
@@ -423,8 +519,11 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
         e->bufs[i] = NULL;
       }
     }
+  if (rc == DLRT_OK && checked) update_loss_scale(e, !overflow);
   if (rc == DLRT_OK && mode == DLRT_RUN_TRAIN && g->optimized && !gradients_only) {
-    if (skip_updates) {
+    if (overflow) {
+      e->micro = 0; /* the update and its micro-batches are dropped */
+    } else if (skip_updates) {
       e->micro++;
     } else {
       e->micro = 0;
@@ -486,10 +585,15 @@ int dlrt_exec_apply_gradients(dlrt_exec_t *e) {
    * micro-batches were run: pipeline stages). */
   float mean = e->grad_runs > 1 ? 1.0f / (float)e->grad_runs : 1.0f;
   float clip = 1.0f;
-  int rc = e->clip_norm > 0 ? clip_factor(e, mean, &clip) : DLRT_OK;
+  int finite = 1, rc = DLRT_OK;
+  if (e->scaler.enabled) {
+    rc = gradients_finite(e, &finite);
+    mean /= e->loss_scale;
+  }
+  if (rc == DLRT_OK && finite && e->clip_norm > 0) rc = clip_factor(e, mean, &clip);
   e->grad_scale = mean * clip;
   const schedule *s = &e->plans[DLRT_RUN_TRAIN];
-  for (int k = 0; k < s->n && rc == DLRT_OK; k++) {
+  for (int k = 0; k < s->n && rc == DLRT_OK && finite; k++) {
     node *n = g->nodes[s->order[k]];
     if (n->phase == PHASE_UPDATE) rc = dlrt__exec_run_node(e, n);
   }
@@ -497,7 +601,8 @@ int dlrt_exec_apply_gradients(dlrt_exec_t *e) {
     dlrt_tensor_t *p = g->tensors[i];
     if (p->kind == TENSOR_PARAM && p->grad) e->bufs[p->grad->owner->id] = NULL;
   }
-  if (rc == DLRT_OK) e->steps++;
+  if (rc == DLRT_OK && e->scaler.enabled) update_loss_scale(e, finite);
+  if (rc == DLRT_OK && finite) e->steps++;
   e->grad_runs = 0;
   return rc;
 }

@@ -46,7 +46,14 @@ struct dlrt_exec {
   int profile;
   uint64_t seed;        /* for dropout masks */
   float clip_norm;      /* 0: no clipping */
-  float grad_scale;     /* applied by the updates of this step (accumulation, clipping) */
+  float grad_scale;     /* applied by the updates of this step (accumulation, clipping,
+                           1 / loss scale) */
+  /* Dynamic loss scaling (mixed precision): the seed of the backward pass
+   * is loss_scale; a step whose gradients hold inf or NaN is skipped. */
+  float loss_scale;     /* 1 when off */
+  dlrt_loss_scaler scaler;
+  int64_t skipped_steps, clean_steps;
+  int last_skipped;
   /* Gradient accumulation: accum_steps micro-batches per update; micro
    * counts those run since the last update; accum holds the running sums of
    * the parameters' gradients (by tensor id; only with accum_steps > 1). */

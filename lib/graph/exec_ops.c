@@ -35,10 +35,16 @@ static void start_axis_copy(dlrt__launcher *lb, dlrt_exec_t *e, const dlrt_tenso
   dlrt__launch_i64(lb, count);
 }
 
+/* The kernel of typed.h for a storage type: `f32_kernel` is its f32 id
+ * (DLRT__K_<name>_f32); the others follow in dlrt_dtype order. */
+static int typed(int f32_kernel, dlrt_dtype dtype) { return f32_kernel + (int)dtype; }
+
+/* A, B and C share one type (the graph's precision pass sees to it); 16-bit
+ * types accumulate in fp32. */
 static int run_gemm(dlrt_exec_t *e, dlrt_tensor_t *a, dlrt_tensor_t *b, dlrt_tensor_t *c,
                     const int64_t *p) {
   /* p: ta tb m n k batch stride_a stride_b stride_c */
-  dlrt_gemm_desc d = dlrt_gemm_desc_make(DLRT_F32, (int)p[0], (int)p[1], p[2], p[3], p[4],
+  dlrt_gemm_desc d = dlrt_gemm_desc_make(c->dtype, (int)p[0], (int)p[1], p[2], p[3], p[4],
                                          1.0f, 0.0f);
   d.batch = p[5];
   d.stride_a = p[6];
@@ -53,18 +59,24 @@ int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
   const int64_t *p = n->p;
   switch (n->op) {
   case OP_VIEW: return DLRT_OK;
-  case OP_FILL:
-    return dlrt_elementwise(e->stream, DLRT_EW_FILL, DLRT_F32, y->numel, n->f[0], dlrt__exec_buf(e, y),
-                            0, NULL, 0, NULL, 0);
+  case OP_FILL: {
+    /* The seed of the backward pass (p[0] set) carries the loss scale. */
+    float value = n->p[0] ? n->f[0] * e->loss_scale : n->f[0];
+    return dlrt_elementwise(e->stream, DLRT_EW_FILL, y->dtype, y->numel, value,
+                            dlrt__exec_buf(e, y), 0, NULL, 0, NULL, 0);
+  }
+  case OP_CAST:
+    return dlrt_cast(e->stream, y->numel, dlrt__exec_buf(e, y), 0, y->dtype, dlrt__exec_buf(e, a),
+                     0, a->dtype);
   case OP_RELU:
-    return dlrt_elementwise(e->stream, DLRT_EW_RELU, DLRT_F32, y->numel, 0, dlrt__exec_buf(e, y), 0,
+    return dlrt_elementwise(e->stream, DLRT_EW_RELU, y->dtype, y->numel, 0, dlrt__exec_buf(e, y), 0,
                             dlrt__exec_buf(e, a), 0, NULL, 0);
   case OP_ADD:
   case OP_MUL:
-    return dlrt_elementwise(e->stream, n->op == OP_ADD ? DLRT_EW_ADD : DLRT_EW_MUL, DLRT_F32,
+    return dlrt_elementwise(e->stream, n->op == OP_ADD ? DLRT_EW_ADD : DLRT_EW_MUL, y->dtype,
                             y->numel, 0, dlrt__exec_buf(e, y), 0, dlrt__exec_buf(e, a), 0, dlrt__exec_buf(e, b), 0);
   case OP_SCALE:
-    return dlrt_elementwise(e->stream, DLRT_EW_SCALE, DLRT_F32, y->numel, n->f[0], dlrt__exec_buf(e, y),
+    return dlrt_elementwise(e->stream, DLRT_EW_SCALE, y->dtype, y->numel, n->f[0], dlrt__exec_buf(e, y),
                             0, dlrt__exec_buf(e, a), 0, NULL, 0);
   case OP_SUM:
     return dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, a->numel, dlrt__exec_buf(e, y), 0,
@@ -79,24 +91,24 @@ int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
     return run_gemm(e, a, b, y, q);
   }
   case OP_PERMUTE:
-    start(&lb, e, DLRT__K_swap01, p[0] * p[1], 0);
+    start(&lb, e, typed(DLRT__K_swap01_f32, y->dtype), p[0] * p[1], 0);
     lb.launch.item_cost = p[2];
     arg(&lb, e, y), arg(&lb, e, a);
     dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
     break;
   case OP_BIAS_ROWS:
-    start(&lb, e, DLRT__K_bias_rows, y->numel, 0);
+    start(&lb, e, typed(DLRT__K_bias_rows_f32, y->dtype), y->numel, 0);
     arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
     dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]);
     break;
   case OP_BIAS_CHANNELS:
-    start(&lb, e, DLRT__K_bias_channels, p[0] * p[1], 0);
+    start(&lb, e, typed(DLRT__K_bias_channels_f32, y->dtype), p[0] * p[1], 0);
     lb.launch.item_cost = p[2];
     arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
     dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
     break;
   case OP_RELU_GRAD:
-    start(&lb, e, DLRT__K_relu_grad, y->numel, 0);
+    start(&lb, e, typed(DLRT__K_relu_grad_f32, y->dtype), y->numel, 0);
     arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
     dlrt__launch_i64(&lb, y->numel);
     break;
@@ -106,16 +118,16 @@ int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
     dlrt__launch_f32(&lb, n->f[0]), dlrt__launch_i64(&lb, y->numel);
     break;
   case OP_SUM_COLS:
-    start(&lb, e, DLRT__K_sum_cols, p[1], 0);
+    start(&lb, e, typed(DLRT__K_sum_cols_f32, y->dtype), p[1], 0);
     arg(&lb, e, y), arg(&lb, e, a);
     dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_f32(&lb, 0.0f);
     break;
   case OP_SUM_CHANNELS:
     /* One image (CNHW): a row reduction, spread over the whole device. */
     if (p[0] == 1)
-      return dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, p[1], p[2], dlrt__exec_buf(e, y), 0,
+      return dlrt_reduce(e->stream, DLRT_REDUCE_SUM, y->dtype, p[1], p[2], dlrt__exec_buf(e, y), 0,
                          dlrt__exec_buf(e, a), 0);
-    start(&lb, e, DLRT__K_sum_channels, p[1], 0);
+    start(&lb, e, typed(DLRT__K_sum_channels_f32, y->dtype), p[1], 0);
     arg(&lb, e, y), arg(&lb, e, a);
     dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
     break;
@@ -123,14 +135,14 @@ int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
   case OP_COL2IM:
     /* Items: an image plane of one cols row (oh x ow) for im2col, an image
      * row (w) for col2im. */
-    start(&lb, e, n->op == OP_IM2COL ? DLRT__K_im2col : DLRT__K_col2im,
+    start(&lb, e, typed(n->op == OP_IM2COL ? DLRT__K_im2col_f32 : DLRT__K_col2im_f32, y->dtype),
           y->numel / (n->op == OP_IM2COL ? p[9] * p[10] : p[3]), 0);
     lb.launch.item_cost = n->op == OP_IM2COL ? p[9] * p[10] : p[3] * p[4] * p[5];
     arg(&lb, e, y), arg(&lb, e, a);
     for (int i = 0; i < 12; i++) dlrt__launch_i64(&lb, p[i]);
     break;
   case OP_MAXPOOL:
-    start(&lb, e, DLRT__K_maxpool, p[0], 0); /* planes */
+    start(&lb, e, typed(DLRT__K_maxpool_f32, y->dtype), p[0], 0); /* planes */
     lb.launch.item_cost = p[5] * p[6] * p[3] * p[3];
     arg(&lb, e, y), arg(&lb, e, n->out[1]), arg(&lb, e, a);
     for (int i = 0; i < 7; i++) dlrt__launch_i64(&lb, p[i]);
@@ -138,16 +150,16 @@ int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
   case OP_MAXPOOL_GRAD:
     if (p[4] >= p[3]) {
       /* Disjoint windows: zero dx, then each window writes its maximum. */
-      int rc = dlrt_elementwise(e->stream, DLRT_EW_FILL, DLRT_F32, y->numel, 0.0f, dlrt__exec_buf(e, y),
+      int rc = dlrt_elementwise(e->stream, DLRT_EW_FILL, y->dtype, y->numel, 0.0f, dlrt__exec_buf(e, y),
                                 0, NULL, 0, NULL, 0);
       if (rc < 0) return rc;
-      start(&lb, e, DLRT__K_maxpool_scatter, p[0] * p[5], 0); /* output rows */
+      start(&lb, e, typed(DLRT__K_maxpool_scatter_f32, y->dtype), p[0] * p[5], 0); /* output rows */
       lb.launch.item_cost = p[6];
       arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
       dlrt__launch_i64(&lb, p[0] * p[5]), dlrt__launch_i64(&lb, p[6]);
       break;
     }
-    start(&lb, e, DLRT__K_maxpool_grad, p[0] * p[1], 0); /* input rows */
+    start(&lb, e, typed(DLRT__K_maxpool_grad_f32, y->dtype), p[0] * p[1], 0); /* input rows */
     lb.launch.item_cost = p[2] * p[3];
     arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
     for (int i = 0; i < 7; i++) dlrt__launch_i64(&lb, p[i]);
@@ -157,7 +169,8 @@ int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
     start(&lb, e, DLRT__K_softmax_xent, 0, p[0]);
     arg(&lb, e, a), arg(&lb, e, b), arg(&lb, e, n->out[1]), arg(&lb, e, n->out[2]);
     dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]);
-    dlrt__launch_f32(&lb, n->f[0]), dlrt__launch_f32(&lb, 1.0f / (float)p[0]);
+    /* d logits of the mean loss, times the loss scale (mixed precision). */
+    dlrt__launch_f32(&lb, n->f[0]), dlrt__launch_f32(&lb, e->loss_scale / (float)p[0]);
     int rc = dlrt__launch_submit(e->stream, &lb);
     if (rc == DLRT_OK)
       rc = dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, p[0], dlrt__exec_buf(e, y), 0,
@@ -305,7 +318,7 @@ int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
     dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
     break;
   case OP_TRANSPOSE:
-    return dlrt_transpose(e->stream, DLRT_F32, 1, p[0], p[1], dlrt__exec_buf(e, y), 0, dlrt__exec_buf(e, a), 0);
+    return dlrt_transpose(e->stream, y->dtype, 1, p[0], p[1], dlrt__exec_buf(e, y), 0, dlrt__exec_buf(e, a), 0);
   case OP_SGD: {
     const dlrt_optimizer *o = &e->g->opt;
     start(&lb, e, DLRT__K_sgd_update, a->numel, 0);

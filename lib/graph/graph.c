@@ -25,7 +25,7 @@ static const char *const op_names[OP_COUNT_] = {
     [OP_BN_RUNNING] = "bn_running", [OP_CONCAT] = "concat", [OP_SLICE] = "slice",
     [OP_SLICE_GRAD] = "slice_grad", [OP_AXIS_SUM] = "sum_axis", [OP_AXIS_EXPAND] = "expand",
     [OP_BCAST] = "broadcast_op", [OP_BCAST_GRAD_B] = "broadcast_grad", [OP_EMBED] = "embedding",
-    [OP_EMBED_GRAD] = "embedding_grad", [OP_TRANSPOSE] = "transpose"};
+    [OP_EMBED_GRAD] = "embedding_grad", [OP_TRANSPOSE] = "transpose", [OP_CAST] = "cast"};
 
 const char *dlrt__op_name(op_kind op) {
   return op >= 0 && op < OP_COUNT_ && op_names[op] ? op_names[op] : "unknown";
@@ -523,5 +523,7 @@ int dlrt_tensor_shape(const dlrt_tensor_t *t, int64_t shape[DLRT_MAX_DIMS]) {
 }
 
 int64_t dlrt_tensor_numel(const dlrt_tensor_t *t) { return t ? t->numel : 0; }
+
+dlrt_dtype dlrt_tensor_dtype(const dlrt_tensor_t *t) { return t ? t->dtype : DLRT_F32; }
 
 const char *dlrt_tensor_name(const dlrt_tensor_t *t) { return t ? t->name : NULL; }

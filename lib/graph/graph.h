@@ -21,7 +21,7 @@ typedef enum {
 } node_phase;
 
 typedef enum {
-  OP_FILL,        /* out = f[0] */
+  OP_FILL,        /* out = f[0]; p[0] = 1: the loss's seed, times the loss scale */
   OP_BMM,         /* out[b] = op(in0[b]) op(in1[b]); p: ta tb m n k batch sa sb sc */
   OP_BIAS_ROWS,   /* out = in0 + in1[col]; p: rows cols */
   OP_BIAS_CHANNELS, /* out = in0 + in1[channel]; p: n channels spatial */
@@ -72,6 +72,7 @@ typedef enum {
   OP_EMBED,       /* in0 ids (i32), in1 table; p: count vocab dim */
   OP_EMBED_GRAD,  /* in0 dy, in1 ids */
   OP_TRANSPOSE,   /* 2-D; p: rows cols of the input */
+  OP_CAST,        /* out = in0 converted to out's dtype (mixed precision) */
   OP_SGD,         /* in0 param (updated), in1 velocity, in2 grad */
   OP_ADAM,        /* in0 param, in1 m, in2 v, in3 grad */
   OP_COUNT_
@@ -124,6 +125,10 @@ struct dlrt_graph {
   int optimized;      /* dlrt_graph_optimize ran */
   dlrt_optimizer opt;
   dlrt_tensor_t *loss;
+  /* Mixed precision (precision.c): the storage type of the compute
+   * (DLRT_F32: none); the pass runs at the start of dlrt_graph_backward. */
+  dlrt_dtype precision;
+  int precision_done;
 };
 
 /* Records an error on the graph (the first one sticks) and returns NULL. */
@@ -142,6 +147,11 @@ dlrt_tensor_t *dlrt__node1(dlrt_graph_t *g, op_kind op, node_phase phase, int n_
                            dlrt_tensor_t *const *in, int ndim, const int64_t *shape,
                            const char *name);
 const char *dlrt__op_name(op_kind op);
+/* Rewrites the forward pass for g->precision: matmuls and convolutions
+ * take their operands in the compute type (parameters are cast each step),
+ * ops with kernels in every type follow their inputs, the rest (losses,
+ * normalisation, softmax) get fp32 casts around them (precision.c). */
+int dlrt__graph_apply_precision(dlrt_graph_t *g);
 
 /* Shared by the builders (graph.c, norm.c, shape.c). */
 /* 1 when the graph can take a forward op and its `n` inputs are set. */

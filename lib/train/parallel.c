@@ -61,6 +61,7 @@ static int replica_build(dlrt_trainer_t *t, replica *r, int64_t batch,
                                 &r->images, &r->labels, &r->logits, &r->loss);
   if (rc == DLRT_OK) rc = dlrt_exec_create(r->g, dev, t->cfg.seed, &r->e);
   if (rc == DLRT_OK && t->cfg.clip_norm > 0) rc = dlrt_exec_set_clip_norm(r->e, t->cfg.clip_norm);
+  if (rc == DLRT_OK) rc = dlrt__set_loss_scaling(r->e, &t->cfg);
   if (rc == DLRT_OK) rc = dlrt_exec_import(r->e, state, n_state);
   if (rc == DLRT_OK && !(r->host_logits = malloc((size_t)(batch * t->classes) * sizeof(float))))
     rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");

@@ -93,6 +93,8 @@ void dlrt__pipeline_free(dlrt_trainer_t *t);
 /* Builds a classifier's training graph into g: inputs "images" (batch x
  * channels x height x width) and "labels", the model, a kept logits tensor,
  * the cross-entropy loss, the backward pass and the optimizer's updates. */
+/* Loss scaling on an executor as the config asks (fp16: on by default). */
+int dlrt__set_loss_scaling(dlrt_exec_t *e, const dlrt_trainer_config *cfg);
 int dlrt__build_classifier(dlrt_graph_t *g, const dlrt_trainer_config *cfg, int64_t channels,
                            int64_t height, int64_t width, int64_t classes,
                            dlrt_tensor_t **images, dlrt_tensor_t **labels, dlrt_tensor_t **logits,

@@ -48,12 +48,24 @@ int dlrt__build_classifier(dlrt_graph_t *g, const dlrt_trainer_config *cfg, int6
   *labels = dlrt_input(g, "labels", DLRT_I32, 1, label_shape);
   int rc;
   if ((rc = dlrt_graph_status(g)) < 0) return rc;
+  if ((rc = dlrt_graph_set_precision(g, cfg->precision)) < 0) return rc;
   if ((rc = dlrt_model_build(g, cfg->model, *images, classes, logits)) < 0) return rc;
   *logits = dlrt_keep(g, *logits);
   *loss = dlrt_cross_entropy(g, *logits, *labels, cfg->label_smoothing);
   if ((rc = dlrt_graph_status(g)) < 0) return rc;
   if ((rc = dlrt_graph_backward(g, *loss)) < 0) return rc;
   return dlrt_graph_optimize(g, &cfg->opt);
+}
+
+int dlrt__set_loss_scaling(dlrt_exec_t *e, const dlrt_trainer_config *cfg) {
+  const dlrt_loss_scaler *c = &cfg->loss_scaler;
+  if (c->enabled < 0 || (cfg->precision != DLRT_F16 && c->enabled <= 0)) return DLRT_OK;
+  dlrt_loss_scaler s = dlrt_loss_scaler_defaults();
+  if (c->init_scale != 0) s.init_scale = c->init_scale;
+  if (c->growth_factor != 0) s.growth_factor = c->growth_factor;
+  if (c->backoff_factor != 0) s.backoff_factor = c->backoff_factor;
+  if (c->growth_interval != 0) s.growth_interval = c->growth_interval;
+  return dlrt_exec_set_loss_scaler(e, &s);
 }
 
 /* Sets the trainer's checkpointing; for DLRT_CHECKPOINT_AUTO the longest
@@ -152,6 +164,7 @@ int dlrt_trainer_create(dlrt_device_t *dev, const dlrt_trainer_config *cfg, int6
     goto fail;
   if ((rc = dlrt_exec_create(t->g, dev, cfg->seed, &t->e)) < 0) goto fail;
   if (cfg->clip_norm > 0 && (rc = dlrt_exec_set_clip_norm(t->e, cfg->clip_norm)) < 0) goto fail;
+  if ((rc = dlrt__set_loss_scaling(t->e, cfg)) < 0) goto fail;
   if (cfg->checkpoint != 0 && (rc = choose_checkpointing(t)) < 0) goto fail;
   t->accum = cfg->accum > 1 ? cfg->accum : 1;
   if (t->accum > 1 && (rc = dlrt_exec_set_accumulation(t->e, t->accum)) < 0) goto fail;
@@ -276,6 +289,10 @@ int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
                            "fewer than the %d micro-batches of one update", d->source,
                            (long long)dlrt_loader_batches(l), (long long)t->batch, t->accum);
   memset(out, 0, sizeof *out);
+  /* Loss scaling: the executor that makes the updates. */
+  dlrt_exec_t *updater = t->n_reps ? t->reps[0].e : t->e;
+  dlrt_loss_scale_state scale0, scale1;
+  if ((rc = dlrt_exec_loss_scale(updater, &scale0)) < 0) return rc;
   double loss_sum = 0, start = now_s(), warm_start = start;
   int64_t correct = 0, warmup = steps / 10, report = steps / 20 > 0 ? steps / 20 : 1;
   int64_t micro = 0; /* micro-batches run */
@@ -328,6 +345,10 @@ int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
                                   (now - warm_start)
                             : (double)out->images / out->seconds;
     loader_figures(l, out);
+    if (dlrt_exec_loss_scale(updater, &scale1) == DLRT_OK) {
+      out->loss_scale = scale1.scale;
+      out->skipped_steps = scale1.skipped_steps - scale0.skipped_steps;
+    }
     if (progress && ((s + 1) % report == 0 || s + 1 == steps)) progress(user, s + 1, steps, out);
   }
   if (rc == DLRT_OK) rc = dlrt__dp_sync_main(t);
@@ -382,6 +403,11 @@ int dlrt_trainer_evaluate(dlrt_trainer_t *t, const dlrt_dataset *d, dlrt_epoch_s
   out->accuracy = (float)correct / (float)(out->images ? out->images : 1);
   out->images_per_s = out->seconds > 0 ? (double)out->images / out->seconds : 0;
   return DLRT_OK;
+}
+
+int dlrt_trainer_loss_scale(dlrt_trainer_t *t, dlrt_loss_scale_state *out) {
+  DLRT__CHECK_ARG(t && out, "dlrt_trainer_loss_scale: trainer or out is NULL");
+  return dlrt_exec_loss_scale(t->n_reps ? t->reps[0].e : t->e, out);
 }
 
 int dlrt_trainer_info(dlrt_trainer_t *t, dlrt_exec_info *out) {

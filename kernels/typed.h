@@ -1,0 +1,263 @@
+/* typed.h — the kernels a graph runs in any storage type: bias, ReLU
+ * gradient, column and channel sums, im2col / col2im, the CNHW <-> NCHW
+ * permute, max pooling and its gradients (portable dialect). Each is
+ * instantiated for f32, f16 and bf16 as dlrt_k_<name>_<type>: arithmetic
+ * and sums are fp32, a value is rounded once when stored, and moves carry
+ * the bits unchanged, so the f32 kernels compute exactly what the fp32-only
+ * ones did. Every output element is written by one work-item (gathers, no
+ * atomics): results are deterministic on every device. */
+#include "dialect.h"
+
+/* Image tensors inside convolution stacks are stored channel-major, C x N x
+ * H x W ("CNHW"), so that one GEMM covers the whole batch; `cn` says
+ * whether x is CNHW (1) or N x C x H x W (0). cols is (c, ky, kx) x
+ * (n, oy, ox): cols[row, n*oh*ow + oy*ow + ox] = x[n, c, oy*stride - pad +
+ * ky*dil, ox*stride - pad + kx*dil], 0 outside the image. */
+#define DLRT__PIXEL(cn, b, ch, n, c, h, w, iy, ix) \
+  ((((cn) ? (ch) * (n) + (b) : (b) * (c) + (ch)) * (h) + (iy)) * (w) + (ix))
+/* Pixels col2im sums at once in private fp32 registers. */
+#define DLRT__COL2IM_RUN 32
+/* Moves one element without converting it. */
+#define DLRT__COPY(y, i, x, j) ((y)[i] = (x)[j])
+
+/* DLRT__TYPED_KERNELS(SUFFIX, T, LD, ST): the kernels for storage type T. */
+#define DLRT__TYPED_KERNELS(SUF, T, LD, ST)                                                     \
+/* y[r, c] = x[r, c] + b[c]; x, y: rows x cols; y may alias x. */                               \
+DLRT_KERNEL(dlrt_k_bias_rows_##SUF)(DLRT_RANGE DLRT_PTR(T, y), DLRT_CPTR(T, x),                 \
+                                    DLRT_CPTR(T, b), DLRT_INDEX rows, DLRT_INDEX cols) {        \
+  DLRT_BIND(T, y);                                                                              \
+  DLRT_CBIND(T, x);                                                                             \
+  DLRT_CBIND(T, b);                                                                             \
+  DLRT_FOR_EACH(i, rows * cols) ST(y, i, LD(x, i) + LD(b, i % cols));                           \
+}                                                                                               \
+/* y[n, c, s] = x[n, c, s] + b[c]; x, y: n x channels x spatial. One                            \
+ * work-item per (n, c) run of `spatial` values: no division per element. */                    \
+DLRT_KERNEL(dlrt_k_bias_channels_##SUF)(DLRT_RANGE DLRT_PTR(T, y), DLRT_CPTR(T, x),             \
+                                        DLRT_CPTR(T, b), DLRT_INDEX n, DLRT_INDEX channels,     \
+                                        DLRT_INDEX spatial) {                                   \
+  DLRT_BIND(T, y);                                                                              \
+  DLRT_CBIND(T, x);                                                                             \
+  DLRT_CBIND(T, b);                                                                             \
+  DLRT_FOR_EACH(r, n * channels) {                                                              \
+    float bias = LD(b, r % channels);                                                           \
+    for (DLRT_INDEX i = r * spatial; i < (r + 1) * spatial; i++) ST(y, i, LD(x, i) + bias);     \
+  }                                                                                             \
+}                                                                                               \
+/* dx = dy where x > 0, else 0 (the ReLU gradient; x is the ReLU's input or                     \
+ * output: both are positive at the same places). */                                            \
+DLRT_KERNEL(dlrt_k_relu_grad_##SUF)(DLRT_RANGE DLRT_PTR(T, dx), DLRT_CPTR(T, dy),               \
+                                    DLRT_CPTR(T, x), DLRT_INDEX count) {                        \
+  DLRT_BIND(T, dx);                                                                             \
+  DLRT_CBIND(T, dy);                                                                            \
+  DLRT_CBIND(T, x);                                                                             \
+  DLRT_FOR_EACH(i, count) ST(dx, i, LD(x, i) > 0.0f ? LD(dy, i) : 0.0f);                        \
+}                                                                                               \
+/* s[c] = sum over r of x[r, c] (+ beta s[c]): x is rows x cols. One                            \
+ * work-item per column, rows in order, in fp32: reads are coalesced across                     \
+ * the columns. beta 0: s is not read (it may hold NaN). */                                     \
+DLRT_KERNEL(dlrt_k_sum_cols_##SUF)(DLRT_RANGE DLRT_PTR(T, s), DLRT_CPTR(T, x),                  \
+                                   DLRT_INDEX rows, DLRT_INDEX cols, float beta) {              \
+  DLRT_BIND(T, s);                                                                              \
+  DLRT_CBIND(T, x);                                                                             \
+  DLRT_FOR_EACH(c, cols) {                                                                      \
+    float a = 0.0f;                                                                             \
+    for (DLRT_INDEX r = 0; r < rows; r++) a += LD(x, r * cols + c);                             \
+    ST(s, c, beta != 0.0f ? beta * LD(s, c) + a : a);                                           \
+  }                                                                                             \
+}                                                                                               \
+/* s[c] = sum over n and p of x[n, c, p]: x is n x channels x spatial. */                       \
+DLRT_KERNEL(dlrt_k_sum_channels_##SUF)(DLRT_RANGE DLRT_PTR(T, s), DLRT_CPTR(T, x),              \
+                                       DLRT_INDEX n, DLRT_INDEX channels, DLRT_INDEX spatial) { \
+  DLRT_BIND(T, s);                                                                              \
+  DLRT_CBIND(T, x);                                                                             \
+  DLRT_FOR_EACH(c, channels) {                                                                  \
+    float a = 0.0f;                                                                             \
+    for (DLRT_INDEX b = 0; b < n; b++)                                                          \
+      for (DLRT_INDEX p = 0; p < spatial; p++) a += LD(x, (b * channels + c) * spatial + p);    \
+    ST(s, c, a);                                                                                \
+  }                                                                                             \
+}                                                                                               \
+/* cols = im2col(x), see DLRT__PIXEL. One work-item per (row, image): oh x ow                   \
+ * values, so the index arithmetic is paid once per image plane. */                             \
+DLRT_KERNEL(dlrt_k_im2col_##SUF)(DLRT_RANGE DLRT_PTR(T, cols), DLRT_CPTR(T, x),                 \
+                                 DLRT_INDEX n, DLRT_INDEX c, DLRT_INDEX h, DLRT_INDEX w,        \
+                                 DLRT_INDEX kh, DLRT_INDEX kw, DLRT_INDEX stride, DLRT_INDEX pad, \
+                                 DLRT_INDEX dil, DLRT_INDEX oh, DLRT_INDEX ow, DLRT_INDEX cn) { \
+  DLRT_BIND(T, cols);                                                                           \
+  DLRT_CBIND(T, x);                                                                             \
+  DLRT_FOR_EACH(item, c * kh * kw * n) {                                                        \
+    DLRT_INDEX b = item % n, row = item / n;                                                    \
+    DLRT_INDEX ch = row / (kh * kw), k = row - ch * (kh * kw);                                  \
+    DLRT_INDEX ky = (k / kw) * dil, kx = (k % kw) * dil;                                        \
+    DLRT_INDEX plane = DLRT__PIXEL(cn, b, ch, n, c, h, w, 0, 0), out = item * (oh * ow);        \
+    /* Output columns whose input column lies inside the image (stride 1:                       \
+     * ox in [lo, hi)). */                                                                      \
+    DLRT_INDEX lo = pad - kx > 0 ? pad - kx : 0, hi = w + pad - kx < ow ? w + pad - kx : ow;    \
+    for (DLRT_INDEX oy = 0; oy < oh; oy++, out += ow) {                                         \
+      DLRT_INDEX iy = oy * stride - pad + ky;                                                   \
+      if (iy < 0 || iy >= h) {                                                                  \
+        for (DLRT_INDEX ox = 0; ox < ow; ox++) ST(cols, out + ox, 0.0f);                        \
+      } else if (stride == 1) {                                                                 \
+        DLRT_INDEX src = plane + iy * w - pad + kx;                                             \
+        for (DLRT_INDEX ox = 0; ox < lo; ox++) ST(cols, out + ox, 0.0f);                        \
+        for (DLRT_INDEX ox = lo; ox < hi; ox++) DLRT__COPY(cols, out + ox, x, src + ox);        \
+        for (DLRT_INDEX ox = hi > lo ? hi : lo; ox < ow; ox++) ST(cols, out + ox, 0.0f);        \
+      } else {                                                                                  \
+        for (DLRT_INDEX ox = 0; ox < ow; ox++) {                                                \
+          DLRT_INDEX ix = ox * stride - pad + kx;                                               \
+          if (ix >= 0 && ix < w) DLRT__COPY(cols, out + ox, x, plane + iy * w + ix);            \
+          else ST(cols, out + ox, 0.0f);                                                        \
+        }                                                                                       \
+      }                                                                                         \
+    }                                                                                           \
+  }                                                                                             \
+}                                                                                               \
+/* The adjoint of im2col, as a gather: dx (layout `cn`) at a pixel = the sum                    \
+ * of every cols entry im2col took from it, in fp32 over a private run of up                    \
+ * to DLRT__COL2IM_RUN pixels, stored once. One work-item per image row. */                     \
+DLRT_KERNEL(dlrt_k_col2im_##SUF)(DLRT_RANGE DLRT_PTR(T, dx), DLRT_CPTR(T, cols),                \
+                                 DLRT_INDEX n, DLRT_INDEX c, DLRT_INDEX h, DLRT_INDEX w,        \
+                                 DLRT_INDEX kh, DLRT_INDEX kw, DLRT_INDEX stride, DLRT_INDEX pad, \
+                                 DLRT_INDEX dil, DLRT_INDEX oh, DLRT_INDEX ow, DLRT_INDEX cn) { \
+  DLRT_BIND(T, dx);                                                                             \
+  DLRT_CBIND(T, cols);                                                                          \
+  DLRT_INDEX width = n * oh * ow;                                                               \
+  DLRT_FOR_EACH(r, n * c * h) {                                                                 \
+    DLRT_INDEX iy = r % h, plane = r / h;                                                       \
+    DLRT_INDEX ch = cn ? plane / n : plane % c, b = cn ? plane % n : plane / c;                 \
+    for (DLRT_INDEX x0 = 0; x0 < w; x0 += DLRT__COL2IM_RUN) {                                   \
+      DLRT_INDEX run = w - x0 < DLRT__COL2IM_RUN ? w - x0 : DLRT__COL2IM_RUN;                   \
+      float acc[DLRT__COL2IM_RUN];                                                              \
+      for (DLRT_INDEX ix = 0; ix < run; ix++) acc[ix] = 0.0f;                                   \
+      for (DLRT_INDEX ky = 0; ky < kh; ky++) {                                                  \
+        DLRT_INDEX ty = iy + pad - ky * dil;                                                    \
+        if (ty < 0 || ty % stride != 0 || ty / stride >= oh) continue;                          \
+        for (DLRT_INDEX kx = 0; kx < kw; kx++) {                                                \
+          DLRT_INDEX src = ((ch * kh + ky) * kw + kx) * width + b * (oh * ow) + (ty / stride) * ow; \
+          DLRT_INDEX shift = x0 + pad - kx * dil; /* tx = ix + shift */                         \
+          if (stride == 1) {                                                                    \
+            DLRT_INDEX lo = -shift > 0 ? -shift : 0, hi = ow - shift < run ? ow - shift : run;  \
+            for (DLRT_INDEX ix = lo; ix < hi; ix++) acc[ix] += LD(cols, src + ix + shift);      \
+          } else {                                                                              \
+            for (DLRT_INDEX ix = 0; ix < run; ix++) {                                           \
+              DLRT_INDEX tx = ix + shift;                                                       \
+              if (tx >= 0 && tx % stride == 0 && tx / stride < ow)                              \
+                acc[ix] += LD(cols, src + tx / stride);                                         \
+            }                                                                                   \
+          }                                                                                     \
+        }                                                                                       \
+      }                                                                                         \
+      for (DLRT_INDEX ix = 0; ix < run; ix++) ST(dx, r * w + x0 + ix, acc[ix]);                 \
+    }                                                                                           \
+  }                                                                                             \
+}                                                                                               \
+/* y[b, a, p] = x[a, b, p]: swaps the two leading axes (CNHW <-> NCHW); one                     \
+ * work-item per (b, a) run of `inner` values. */                                               \
+DLRT_KERNEL(dlrt_k_swap01_##SUF)(DLRT_RANGE DLRT_PTR(T, y), DLRT_CPTR(T, x), DLRT_INDEX na,     \
+                                 DLRT_INDEX nb, DLRT_INDEX inner) {                             \
+  DLRT_BIND(T, y);                                                                              \
+  DLRT_CBIND(T, x);                                                                             \
+  DLRT_FOR_EACH(r, na * nb) {                                                                   \
+    DLRT_INDEX b = r / na, a = r - b * na;                                                      \
+    DLRT_INDEX out = r * inner, in = (a * nb + b) * inner;                                      \
+    for (DLRT_INDEX p = 0; p < inner; p++) DLRT__COPY(y, out + p, x, in + p);                   \
+  }                                                                                             \
+}                                                                                               \
+/* Max pooling over k x k windows with a stride, no padding: y and the flat                     \
+ * input index of each window's maximum (first one on ties; NaN wins). x is                     \
+ * planes x h x w; one work-item per plane. */                                                  \
+DLRT_KERNEL(dlrt_k_maxpool_##SUF)(DLRT_RANGE DLRT_PTR(T, y), DLRT_PTR(int, argmax),             \
+                                  DLRT_CPTR(T, x), DLRT_INDEX planes, DLRT_INDEX h,             \
+                                  DLRT_INDEX w, DLRT_INDEX k, DLRT_INDEX stride, DLRT_INDEX oh, \
+                                  DLRT_INDEX ow) {                                              \
+  DLRT_BIND(T, y);                                                                              \
+  DLRT_BIND(int, argmax);                                                                       \
+  DLRT_CBIND(T, x);                                                                             \
+  DLRT_FOR_EACH(p, planes) {                                                                    \
+    if (k == 2 && stride == 2) {                                                                \
+      /* The common 2 x 2 window, unrolled: the same scan order (row by                         \
+       * row), so the same maximum and index on ties and NaN, with selects                      \
+       * the compiler can keep out of branches. */                                              \
+      for (DLRT_INDEX oy = 0; oy < oh; oy++) {                                                  \
+        DLRT_INDEX top = p * h * w + 2 * oy * w, o = (p * oh + oy) * ow;                        \
+        for (DLRT_INDEX ox = 0; ox < ow; ox++) {                                                \
+          DLRT_INDEX i0 = top + 2 * ox, i1 = i0 + 1, i2 = i0 + w, i3 = i2 + 1;                  \
+          float m = LD(x, i0), v1 = LD(x, i1), v2 = LD(x, i2), v3 = LD(x, i3);                  \
+          DLRT_INDEX best = i0;                                                                 \
+          int take = v1 > m || (v1 != v1 && m == m);                                            \
+          m = take ? v1 : m, best = take ? i1 : best;                                           \
+          take = v2 > m || (v2 != v2 && m == m);                                                \
+          m = take ? v2 : m, best = take ? i2 : best;                                           \
+          take = v3 > m || (v3 != v3 && m == m);                                                \
+          m = take ? v3 : m, best = take ? i3 : best;                                           \
+          DLRT__COPY(y, o + ox, x, best);                                                       \
+          argmax[o + ox] = (int)best;                                                           \
+        }                                                                                       \
+      }                                                                                         \
+      continue;                                                                                 \
+    }                                                                                           \
+    for (DLRT_INDEX oy = 0; oy < oh; oy++) {                                                    \
+      DLRT_INDEX top = p * h * w + oy * stride * w, o = (p * oh + oy) * ow;                     \
+      for (DLRT_INDEX ox = 0; ox < ow; ox++) {                                                  \
+        DLRT_INDEX best = top + ox * stride;                                                    \
+        float m = LD(x, best);                                                                  \
+        for (DLRT_INDEX ky = 0; ky < k; ky++)                                                   \
+          for (DLRT_INDEX kx = 0; kx < k; kx++) {                                               \
+            DLRT_INDEX at = top + ky * w + ox * stride + kx;                                    \
+            float v = LD(x, at);                                                                \
+            if (v > m || (v != v && m == m)) {                                                  \
+              m = v;                                                                            \
+              best = at;                                                                        \
+            }                                                                                   \
+          }                                                                                     \
+        DLRT__COPY(y, o + ox, x, best);                                                         \
+        argmax[o + ox] = (int)best;                                                             \
+      }                                                                                         \
+    }                                                                                           \
+  }                                                                                             \
+}                                                                                               \
+/* dx[j] = the sum of dy over the windows whose maximum was input j (a gather                   \
+ * over the windows that cover j); one work-item per input row. */                              \
+DLRT_KERNEL(dlrt_k_maxpool_grad_##SUF)(DLRT_RANGE DLRT_PTR(T, dx), DLRT_CPTR(T, dy),            \
+                                       DLRT_CPTR(int, argmax), DLRT_INDEX planes, DLRT_INDEX h, \
+                                       DLRT_INDEX w, DLRT_INDEX k, DLRT_INDEX stride,           \
+                                       DLRT_INDEX oh, DLRT_INDEX ow) {                          \
+  DLRT_BIND(T, dx);                                                                             \
+  DLRT_CBIND(T, dy);                                                                            \
+  DLRT_CBIND(int, argmax);                                                                      \
+  DLRT_FOR_EACH(r, planes * h) {                                                                \
+    DLRT_INDEX p = r / h, iy = r - p * h;                                                       \
+    /* Windows oy with oy*stride <= iy < oy*stride + k. */                                      \
+    DLRT_INDEX oy0 = iy >= k ? (iy - k) / stride + 1 : 0, oy1 = iy / stride;                    \
+    if (oy1 >= oh) oy1 = oh - 1;                                                                \
+    for (DLRT_INDEX ix = 0; ix < w; ix++) {                                                     \
+      DLRT_INDEX j = r * w + ix;                                                                \
+      DLRT_INDEX ox0 = ix >= k ? (ix - k) / stride + 1 : 0, ox1 = ix / stride;                  \
+      if (ox1 >= ow) ox1 = ow - 1;                                                              \
+      float a = 0.0f;                                                                           \
+      for (DLRT_INDEX oy = oy0; oy <= oy1; oy++)                                                \
+        for (DLRT_INDEX ox = ox0; ox <= ox1; ox++) {                                            \
+          DLRT_INDEX o = (p * oh + oy) * ow + ox;                                               \
+          if (argmax[o] == (int)j) a += LD(dy, o);                                              \
+        }                                                                                       \
+      ST(dx, j, a);                                                                             \
+    }                                                                                           \
+  }                                                                                             \
+}                                                                                               \
+/* The max-pool gradient when windows do not overlap (stride >= k): each                        \
+ * window hands dy to its maximum, after dx was zeroed; one work-item per                       \
+ * output row, whose windows own disjoint input pixels. */                                      \
+DLRT_KERNEL(dlrt_k_maxpool_scatter_##SUF)(DLRT_RANGE DLRT_PTR(T, dx), DLRT_CPTR(T, dy),         \
+                                          DLRT_CPTR(int, argmax), DLRT_INDEX rows,              \
+                                          DLRT_INDEX ow) {                                      \
+  DLRT_BIND(T, dx);                                                                             \
+  DLRT_CBIND(T, dy);                                                                            \
+  DLRT_CBIND(int, argmax);                                                                      \
+  DLRT_FOR_EACH(r, rows) {                                                                      \
+    for (DLRT_INDEX o = r * ow; o < (r + 1) * ow; o++) DLRT__COPY(dx, argmax[o], dy, o);        \
+  }                                                                                             \
+}
+
+DLRT__TYPED_KERNELS(f32, float, DLRT_LD_F32, DLRT_ST_F32)
+DLRT__TYPED_KERNELS(f16, DLRT_U16, DLRT_LD_F16, DLRT_ST_F16)
+DLRT__TYPED_KERNELS(bf16, DLRT_U16, DLRT_LD_BF16, DLRT_ST_BF16)

@@ -1,0 +1,215 @@
+/* precision.c — mixed precision as a rewrite of the forward pass, before
+ * autodiff sees it (torch.autocast's rule, decided once for a static graph).
+ *
+ * Every forward op falls in one of three classes:
+ * - LOW: matmuls and convolutions (with their im2col) take their floating
+ *   operands in the compute type; parameters and inputs are cast to it
+ *   (once per step each, by cast nodes placed before their first use).
+ * - FOLLOW: ops with kernels in every storage type (typed.h and the
+ *   elementwise ops) run in the type of their inputs: the widest one when
+ *   they differ (a bias takes its input's type and its bias is cast).
+ * - F32: everything else (losses, softmax, normalisation, activations other
+ *   than ReLU, reductions) computes and stores fp32; 16-bit inputs are cast
+ *   up first.
+ * Autodiff then differentiates the rewritten graph: each gradient has its
+ * tensor's type, and a cast's gradient is the cast back, so parameter
+ * gradients arrive in fp32 for the fp32 master weights and their optimizer.
+ * Tensors the caller kept (logits, the loss) stay fp32 handles: a node whose
+ * kept output would be 16-bit writes a new 16-bit tensor, and the kept one
+ * becomes its fp32 cast. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/graph.h"
+#include "util/status.h"
+
+typedef enum { RUN_F32, RUN_LOW, RUN_FOLLOW } op_precision;
+
+static op_precision precision_of(op_kind op) {
+  switch (op) {
+  case OP_BMM:
+  case OP_CONV_GEMM:
+  case OP_IM2COL:
+    return RUN_LOW;
+  case OP_VIEW:
+  case OP_PERMUTE:
+  case OP_TRANSPOSE:
+  case OP_MAXPOOL:
+  case OP_RELU:
+  case OP_BIAS_ROWS:
+  case OP_BIAS_CHANNELS:
+  case OP_ADD:
+  case OP_MUL:
+  case OP_SCALE:
+    return RUN_FOLLOW;
+  default:
+    return RUN_F32;
+  }
+}
+
+static int is_float(dlrt_dtype t) { return t == DLRT_F32 || t == DLRT_F16 || t == DLRT_BF16; }
+
+int dlrt_graph_set_precision(dlrt_graph_t *g, dlrt_dtype compute) {
+  DLRT__CHECK_ARG(g, "dlrt_graph_set_precision: graph is NULL");
+  if (compute != DLRT_F32 && compute != DLRT_F16 && compute != DLRT_BF16)
+    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "dlrt_graph_set_precision: %s is not a "
+                            "compute type (give f32, f16 or bf16)", dlrt_dtype_name(compute)),
+           g->status;
+  if (g->backward_done)
+    return dlrt__graph_fail(g, DLRT_ERR_STATE, "dlrt_graph_set_precision: call it before "
+                            "dlrt_graph_backward"), g->status;
+  g->precision = compute;
+  return DLRT_OK;
+}
+
+dlrt_dtype dlrt_graph_precision(const dlrt_graph_t *g) { return g ? g->precision : DLRT_F32; }
+
+typedef struct {
+  dlrt_graph_t *g;
+  node **nodes; /* the rewritten order */
+  int n, cap;
+  /* Casts made so far, by original tensor id: its copy in the compute type
+   * and in fp32. */
+  dlrt_tensor_t **low, **wide;
+  char *twin; /* by id: a kept fp32 handle whose value was made in the compute type */
+  int n_known;
+} rewrite;
+
+static int push(rewrite *r, node *n) {
+  if (r->n == r->cap) {
+    int cap = r->cap ? 2 * r->cap : 64;
+    node **p = realloc(r->nodes, (size_t)cap * sizeof *p);
+    if (!p) return dlrt__graph_fail(r->g, DLRT_ERR_OOM, "out of host memory"), -1;
+    r->nodes = p;
+    r->cap = cap;
+  }
+  r->nodes[r->n++] = n;
+  return 0;
+}
+
+/* A forward cast node x -> a new tensor of `dtype` (not yet in the order). */
+static node *cast_node(rewrite *r, dlrt_tensor_t *x, dlrt_dtype dtype, dlrt_tensor_t **out) {
+  dlrt_graph_t *g = r->g;
+  char name[64];
+  snprintf(name, sizeof name, "%.50s.%s", x->name, dlrt_dtype_name(dtype));
+  dlrt_tensor_t *y = dlrt__tensor_new(g, name, dtype, x->ndim, x->shape, TENSOR_INTERMEDIATE);
+  node *n = calloc(1, sizeof *n);
+  if (!y || !n) {
+    free(n);
+    return dlrt__graph_fail(g, DLRT_ERR_OOM, "out of host memory");
+  }
+  n->op = OP_CAST;
+  n->phase = PHASE_FORWARD;
+  n->n_in = 1, n->in[0] = x;
+  n->n_out = 1, n->out[0] = y;
+  y->producer = n;
+  y->cnhw = x->cnhw;
+  y->needs_grad = x->needs_grad;
+  *out = y;
+  return n;
+}
+
+/* x in `dtype`: x itself, or its cast (made once, placed before the node
+ * being rewritten). */
+static dlrt_tensor_t *as_type(rewrite *r, dlrt_tensor_t *x, dlrt_dtype dtype) {
+  if (x->dtype == dtype || !is_float(x->dtype)) return x;
+  dlrt_tensor_t **cache = NULL;
+  if (x->id < r->n_known) cache = dtype == DLRT_F32 ? &r->wide[x->id] : &r->low[x->id];
+  if (cache && *cache) return *cache;
+  dlrt_tensor_t *y = NULL;
+  node *n = cast_node(r, x, dtype, &y);
+  if (!n) return NULL;
+  if (push(r, n) < 0) {
+    free(n);
+    return NULL;
+  }
+  if (cache) *cache = y;
+  return y;
+}
+
+/* After node n ran in `dtype`: its floating outputs take that type. A kept
+ * output stays an fp32 handle, fed by a cast from a new 16-bit output. */
+static int retype_outputs(rewrite *r, node *n, dlrt_dtype dtype) {
+  for (int j = 0; j < n->n_out; j++) {
+    dlrt_tensor_t *t = n->out[j];
+    if (!is_float(t->dtype) || t->dtype == dtype) continue;
+    if (!t->kept || n->op == OP_VIEW) {
+      t->dtype = dtype;
+      continue;
+    }
+    char name[64];
+    snprintf(name, sizeof name, "%.50s.%s", t->name, dlrt_dtype_name(dtype));
+    dlrt_tensor_t *low = dlrt__tensor_new(r->g, name, dtype, t->ndim, t->shape,
+                                          TENSOR_INTERMEDIATE);
+    if (!low) return -1;
+    low->producer = n, low->cnhw = t->cnhw, low->needs_grad = t->needs_grad;
+    n->out[j] = low;
+    node *c = calloc(1, sizeof *c);
+    if (!c) return dlrt__graph_fail(r->g, DLRT_ERR_OOM, "out of host memory"), -1;
+    c->op = OP_CAST, c->phase = PHASE_FORWARD;
+    c->n_in = 1, c->in[0] = low;
+    c->n_out = 1, c->out[0] = t;
+    t->producer = c;
+    if (push(r, c) < 0) {
+      free(c);
+      return -1;
+    }
+    if (t->id < r->n_known) { /* later readers take the 16-bit value */
+      r->low[t->id] = low;
+      r->twin[t->id] = 1;
+    }
+  }
+  return 0;
+}
+
+int dlrt__graph_apply_precision(dlrt_graph_t *g) {
+  if (g->precision == DLRT_F32 || g->precision_done) return DLRT_OK;
+  g->precision_done = 1;
+  const dlrt_dtype low = g->precision;
+  rewrite r = {.g = g, .n_known = g->n_tensors};
+  r.low = calloc((size_t)g->n_tensors + 1, sizeof *r.low);
+  r.wide = calloc((size_t)g->n_tensors + 1, sizeof *r.wide);
+  r.twin = calloc((size_t)g->n_tensors + 1, 1);
+  int rc = r.low && r.wide && r.twin ? 0 : (dlrt__graph_fail(g, DLRT_ERR_OOM, "out of host memory"), -1);
+  for (int i = 0; i < g->n_nodes && rc == 0; i++) {
+    node *n = g->nodes[i];
+    op_precision kind = precision_of(n->op);
+    dlrt_dtype want = DLRT_F32;
+    if (kind == RUN_LOW) {
+      want = low;
+    } else if (kind == RUN_FOLLOW) {
+      /* The widest floating input; a bias follows its input alone. */
+      int inputs = n->op == OP_BIAS_ROWS || n->op == OP_BIAS_CHANNELS ? 1 : n->n_in;
+      want = low;
+      for (int j = 0; j < inputs; j++)
+        if (n->in[j]->dtype == DLRT_F32 && !(n->in[j]->id < r.n_known && r.twin[n->in[j]->id]))
+          want = DLRT_F32;
+    }
+    for (int j = 0; j < n->n_in && rc == 0; j++) {
+      if (n->op == OP_VIEW) break; /* shares its input's storage, and type */
+      dlrt_tensor_t *x = as_type(&r, n->in[j], want);
+      if (!x) rc = -1;
+      else n->in[j] = x;
+    }
+    if (n->op == OP_VIEW) want = n->in[0]->dtype;
+    if (rc == 0) rc = push(&r, n);
+    if (rc == 0) rc = retype_outputs(&r, n, want);
+  }
+  free(r.low);
+  free(r.wide);
+  free(r.twin);
+  if (rc < 0) {
+    for (int k = 0; k < r.n; k++)
+      if (r.nodes[k]->op == OP_CAST) free(r.nodes[k]); /* only the pass makes casts */
+    free(r.nodes);
+    return g->status ? g->status : DLRT_ERR_OOM;
+  }
+  free(g->nodes);
+  g->nodes = r.nodes;
+  g->n_nodes = r.n;
+  g->cap_nodes = r.cap;
+  return DLRT_OK;
+}
