@@ -3,12 +3,17 @@
  * accumulates in double: all four transpose combinations, non-square shapes,
  * leading dimensions wider than the matrices, byte offsets into buffers,
  * strided batches with a broadcast operand, alpha and beta (beta != 0 reads
- * C; beta == 0 must not, so C starts as NaN there). fp16 and bf16 where a
- * device has them. Then the descriptor helper and argument checking.
+ * C; beta == 0 must not, so C starts as NaN there). fp16 and bf16 over the
+ * same cases plus K spanning several of the CPU backend's K chunks and sizes
+ * off its tiles (required on the CPU, elsewhere where a device has them), and
+ * the CPU's fp16/bf16 result bit for bit the same with 1, 2 and 3 threads.
+ * Then the descriptor helper and argument checking.
  *
  * The error measure is max |got - ref| / max |ref| over the computed elements
- * (1e-4 for fp32); elements of C outside the product (padding between rows
- * and batches, the bytes around it) must keep their exact bits.
+ * (1e-4 for fp32); for fp16/bf16 each element against a bound derived for
+ * fp32 accumulation and one 16-bit rounding (see half_bound). Elements of C
+ * outside the product (padding between rows and batches, the bytes around
+ * it) must keep their exact bits.
  * Points: computed at run time (done_testing).
  */
 #include <math.h>
@@ -72,8 +77,25 @@ static const gemm_case cases[] = {
     {"NN 128x96x200",
      DESC(0, 0, 128, 96, 200, 200, 96, 96, 1.0f, 0.0f, 1, 0, 0, 0), 0, 0, 0, 0},
 };
+/* fp16/bf16 only (besides all of cases[]): K over several chunks of 256,
+ * sizes that are not multiples of the CPU backend's tiles (64..256), leading
+ * dimensions wider than the matrices. */
+static const gemm_case half_cases[] = {
+    {"NN 67x301x520, wide lds, alpha 0.5 beta -1",
+     DESC(0, 0, 67, 301, 520, 530, 310, 305, 0.5f, -1.0f, 1, 0, 0, 0), 4, 8, 12, 0},
+    {"TT 300x70x600, wide lds, alpha -1.25 beta 0.75",
+     DESC(1, 1, 300, 70, 600, 303, 610, 75, -1.25f, 0.75f, 1, 0, 0, 0), 0, 4, 2, 0},
+    {"TN 129x257x300, beta 0 over NaN",
+     DESC(1, 0, 129, 257, 300, 131, 260, 259, 1.0f, 0.0f, 1, 0, 0, 0), 2, 0, 6, 1},
+    {"NT 200x66x513, alpha 1 beta 1",
+     DESC(0, 1, 200, 66, 513, 513, 520, 66, 1.0f, 1.0f, 1, 0, 0, 0), 0, 0, 0, 0},
+    {"batch 3 NT, A broadcast (stride 0), K 400, alpha 2 beta 0.5",
+     DESC(0, 1, 40, 90, 400, 410, 401, 93, 2.0f, 0.5f, 3, 0, 90 * 401 + 3, 40 * 93 + 1),
+     6, 2, 4, 0},
+};
 /* clang-format on */
 enum { CASES = sizeof cases / sizeof cases[0] };
+enum { HALF_CASES = sizeof half_cases / sizeof half_cases[0] };
 
 /* Elements a matrix of `rows` x `cols` (leading dim `ld`) spans over `batch`
  * matrices `stride` apart. */
@@ -295,8 +317,224 @@ static float bf16_to_float(uint16_t h) {
   return f;
 }
 
-/* fp16/bf16 GEMM (fp32 accumulation): DLRT_OK with a correct product, or
- * DLRT_ERR_UNSUPPORTED. Small integers keep the inputs exact in both. */
+static int is_cpu(dlrt_device_t *dev) {
+  return strncmp(dlrt_device_spec(dev), "cpu", 3) == 0;
+}
+
+/* ulp of the 16-bit type at |x|: 2^(e - p + 1) for x in [2^e, 2^(e+1)), p
+ * significant bits (fp16 11, bf16 8), never below the smallest subnormal
+ * (fp16 2^-24, bf16 2^-133). Non-decreasing in |x|. */
+static double ulp16(dlrt_dtype dtype, double x) {
+  int bits = dtype == DLRT_F16 ? 11 : 8, e;
+  double smallest = dtype == DLRT_F16 ? ldexp(1.0, -24) : ldexp(1.0, -133);
+  if (x == 0.0)
+    return smallest;
+  frexp(fabs(x), &e); /* |x| in [2^(e-1), 2^e) */
+  double u = ldexp(1.0, e - bits);
+  return u > smallest ? u : smallest;
+}
+
+/* Largest |got - ref| allowed for one element of C, ref = alpha*S + beta*c0
+ * with S = sum of a_p*b_p over K (exact, on the 16-bit inputs), from
+ *   fp32: sum: |acc - S| <= g_K * P, P = sum |a_p*b_p| (any order, products
+ *         exact or not, FMA or not), then alpha*acc, beta*c0 and their sum,
+ *         three more roundings: together within g_{K+3} * (|alpha|*P +
+ *         |beta*c0|) =: E32, g_n = n*u / (1 - n*u), u = 2^-24 (2^-23 for
+ *         devices other than the CPU: an accumulator that truncates);
+ *   16-bit: one rounding to nearest of v, |v - ref| <= E32: at most half an
+ *         ulp of the 16-bit type at |ref| + E32.
+ * So |got - ref| <= ulp16(|ref| + E32) / 2 + E32. With no cancellation E32
+ * is ~1e-4 of an fp16 ulp for K = 600: the bound is essentially half an ulp. */
+static double half_bound(dlrt_dtype dtype, int strict, const dlrt_gemm_desc *d, double ref,
+                         double abs_sum, double c0) {
+  double u = strict ? ldexp(1.0, -24) : ldexp(1.0, -23), n = (double)d->k + 3.0;
+  double gamma = n * u / (1.0 - n * u);
+  double e32 = gamma * (fabs((double)d->alpha) * abs_sum +
+                        (d->beta != 0.0f ? fabs((double)d->beta * c0) : 0.0));
+  return 0.5 * ulp16(dtype, fabs(ref) + e32) + e32;
+}
+
+/* One case of cases[] or half_cases[] in fp16 or bf16: the operands are the
+ * case's values rounded to the type, the reference is computed in double on
+ * those. Required on the CPU; elsewhere DLRT_ERR_UNSUPPORTED is a SKIP. */
+static void test_half_case(dlrt_device_t *dev, dlrt_stream_t *stream, const gemm_case *c,
+                           dlrt_dtype dtype) {
+  const char *spec = dlrt_device_spec(dev), *type = dlrt_dtype_name(dtype);
+  uint16_t (*to16)(float) = dtype == DLRT_F16 ? float_to_half : float_to_bf16;
+  float (*from16)(uint16_t) = dtype == DLRT_F16 ? half_to_float : bf16_to_float;
+  dlrt_gemm_desc d = c->d;
+  d.dtype = dtype;
+  layout l = layout_of(c, 2);
+  size_t na = (l.a_bytes - c->a_off - GUARD) / 2, nb = (l.b_bytes - c->b_off - GUARD) / 2;
+  size_t nc = (l.c_bytes - c->c_off - GUARD) / 2;
+  uint8_t *a_host = malloc(l.a_bytes), *b_host = malloc(l.b_bytes);
+  uint8_t *c_host = malloc(l.c_bytes), *got = malloc(l.c_bytes);
+  float *values = malloc((na > nb ? (na > nc ? na : nc) : (nb > nc ? nb : nc)) * sizeof(float));
+  float *a_f = malloc(na * sizeof(float)), *b_f = malloc(nb * sizeof(float));
+  uint8_t *computed = calloc(nc + 1, 1);
+  dlrt_buffer_t *a = NULL, *b = NULL, *cbuf = NULL;
+  if (!a_host || !b_host || !c_host || !got || !values || !a_f || !b_f || !computed)
+    bail_out("out of host memory");
+  fill_pattern(a_host, l.a_bytes, 4);
+  fill_pattern(b_host, l.b_bytes, 5);
+  fill_pattern(c_host, l.c_bytes, 6);
+  uint16_t *a16 = (uint16_t *)(a_host + c->a_off), *b16 = (uint16_t *)(b_host + c->b_off);
+  uint16_t *c16 = (uint16_t *)(c_host + c->c_off);
+  fill_values(values, na, 21);
+  for (size_t i = 0; i < na; i++) {
+    a16[i] = to16(values[i]);
+    a_f[i] = from16(a16[i]);
+  }
+  fill_values(values, nb, 22);
+  for (size_t i = 0; i < nb; i++) {
+    b16[i] = to16(values[i]);
+    b_f[i] = from16(b16[i]);
+  }
+  /* beta == 0: the product's elements start as NaN (they must not be read),
+   * and on the CPU the padding too. Elsewhere the fp32 fallback of
+   * lib/device/compute.c widens and narrows the padding, which keeps values
+   * but not every NaN's bits (PoCL's vstore_half_rte writes NaN as 0x7fff). */
+  for (int64_t bt = 0; bt < d.batch; bt++)
+    for (int64_t i = 0; i < d.m; i++)
+      for (int64_t j = 0; j < d.n; j++)
+        computed[index_c(&d, bt, i, j)] = 1;
+  fill_values(values, nc, 23);
+  for (size_t i = 0; i < nc; i++)
+    c16[i] = c->nan_in_c && (computed[i] || is_cpu(dev)) ? to16(NAN) : to16(values[i]);
+
+  a = upload_buffer(dev, a_host, l.a_bytes);
+  b = upload_buffer(dev, b_host, l.b_bytes);
+  cbuf = upload_buffer(dev, c_host, l.c_bytes);
+  if (!a || !b || !cbuf) {
+    ok(0, "%s: %s %s: upload operands: %s", spec, type, c->name, dlrt_last_error());
+    goto done;
+  }
+  int status = dlrt_gemm(stream, &d, a, c->a_off, b, c->b_off, cbuf, c->c_off);
+  if (is_cpu(dev) ? !tap_check(status, "%s: %s gemm %s", spec, type, c->name)
+                  : !tap_check_op(status, "%s: %s gemm %s", spec, type, c->name))
+    goto done;
+  status = dlrt_stream_synchronize(stream);
+  if (status == DLRT_OK)
+    status = dlrt_copy_d2h(got, cbuf, 0, l.c_bytes, NULL);
+  if (!tap_check(status, "%s: %s %s: run and read back", spec, type, c->name))
+    goto done;
+
+  const uint16_t *got16 = (const uint16_t *)(got + c->c_off);
+  double worst = 0.0, worst_ulps = 0.0; /* max |err| / bound, max |err| / ulp16(ref) */
+  for (int64_t bt = 0; bt < d.batch; bt++)
+    for (int64_t i = 0; i < d.m; i++)
+      for (int64_t j = 0; j < d.n; j++) {
+        double sum = 0.0, abs_sum = 0.0;
+        for (int64_t p = 0; p < d.k; p++) {
+          double term = (double)a_f[index_a(&d, bt, i, p)] * (double)b_f[index_b(&d, bt, p, j)];
+          sum += term;
+          abs_sum += fabs(term);
+        }
+        size_t at = index_c(&d, bt, i, j);
+        double c0 = d.beta != 0.0f ? (double)from16(c16[at]) : 0.0;
+        double ref = (double)d.alpha * sum + (double)d.beta * c0;
+        double err = fabs((double)from16(got16[at]) - ref);
+        double ratio = err / half_bound(dtype, is_cpu(dev), &d, ref, abs_sum, c0);
+        if (!(ratio <= worst)) /* NaN counts as the largest error */
+          worst = isnan(ratio) ? INFINITY : ratio;
+        if (err / ulp16(dtype, ref) > worst_ulps)
+          worst_ulps = err / ulp16(dtype, ref);
+      }
+  /* Everything but the product keeps its bits: padding, guards, offsets. */
+  size_t untouched_wrong = 0;
+  for (size_t i = 0; i < nc; i++)
+    if (!computed[i] && got16[i] != c16[i])
+      untouched_wrong++;
+  if (memcmp(got, c_host, c->c_off) != 0 ||
+      memcmp(got + l.c_bytes - GUARD, c_host + l.c_bytes - GUARD, GUARD) != 0)
+    untouched_wrong++;
+  diag("%s: %s %s: max |err| %.3g ulp of %s, %.3g of the bound", spec, type, c->name,
+       worst_ulps, type, worst);
+  ok(worst <= 1.0, "%s: %s %s: every element within its bound (worst %.3g of it)", spec,
+     type, c->name, worst);
+  is_u64(untouched_wrong, 0, "%s: %s %s: C outside the product unchanged", spec, type,
+         c->name);
+done:
+  dlrt_buffer_free(a);
+  dlrt_buffer_free(b);
+  dlrt_buffer_free(cbuf);
+  free(a_host);
+  free(b_host);
+  free(c_host);
+  free(got);
+  free(values);
+  free(a_f);
+  free(b_f);
+  free(computed);
+}
+
+/* The CPU's fp16/bf16 GEMM gives the same bits with 1, 2 and 3 threads: a
+ * batch of 2 with B broadcast, 40 MFLOP (enough to use the pool) over 24
+ * tiles, K in two chunks. Leaves the default thread count (0) behind. */
+static void test_half_threads(dlrt_device_t *dev, dlrt_stream_t *stream, dlrt_dtype dtype) {
+  const char *spec = dlrt_device_spec(dev), *type = dlrt_dtype_name(dtype);
+  uint16_t (*to16)(float) = dtype == DLRT_F16 ? float_to_half : float_to_bf16;
+  const int64_t m = 150, n = 200, k = 333, batch = 2;
+  dlrt_gemm_desc d = dlrt_gemm_desc_make(dtype, 0, 1, m, n, k, 1.5f, 0.25f);
+  d.batch = batch;
+  d.stride_a = m * k;
+  d.stride_b = 0;
+  d.stride_c = m * n;
+  size_t na = (size_t)(batch * m * k), nb = (size_t)(n * k), nc = (size_t)(batch * m * n);
+  float *values = malloc(na * sizeof(float));
+  uint16_t *a16 = malloc(na * 2), *b16 = malloc(nb * 2), *c16 = malloc(nc * 2);
+  uint16_t *got[3] = {malloc(nc * 2), malloc(nc * 2), malloc(nc * 2)};
+  dlrt_buffer_t *a = NULL, *b = NULL, *cbuf = NULL;
+  if (!values || !a16 || !b16 || !c16 || !got[0] || !got[1] || !got[2])
+    bail_out("out of host memory");
+  fill_values(values, na, 31);
+  for (size_t i = 0; i < na; i++)
+    a16[i] = to16(values[i]);
+  fill_values(values, nb, 32);
+  for (size_t i = 0; i < nb; i++)
+    b16[i] = to16(values[i]);
+  fill_values(values, nc, 33);
+  for (size_t i = 0; i < nc; i++)
+    c16[i] = to16(values[i]);
+  a = upload_buffer(dev, a16, na * 2);
+  b = upload_buffer(dev, b16, nb * 2);
+  cbuf = upload_buffer(dev, c16, nc * 2);
+  if (!a || !b || !cbuf) {
+    ok(0, "%s: %s: upload operands: %s", spec, type, dlrt_last_error());
+    goto done;
+  }
+  for (int t = 0; t < 3; t++) {
+    int status = dlrt_set_cpu_threads(t + 1);
+    if (status == DLRT_OK) /* C afresh: beta reads it */
+      status = dlrt_copy_h2d(cbuf, 0, c16, nc * 2, NULL);
+    if (status == DLRT_OK)
+      status = dlrt_gemm(stream, &d, a, 0, b, 0, cbuf, 0);
+    if (status == DLRT_OK)
+      status = dlrt_stream_synchronize(stream);
+    if (status == DLRT_OK)
+      status = dlrt_copy_d2h(got[t], cbuf, 0, nc * 2, NULL);
+    if (!tap_check(status, "%s: %s 150x200x333 batch 2 on %d thread(s)", spec, type, t + 1))
+      goto done;
+  }
+  ok(memcmp(got[0], c16, nc * 2) != 0, "%s: %s: the GEMM changed C", spec, type);
+  is_mem(got[1], got[0], nc * 2, "%s: %s: 2 threads give the bits of 1", spec, type);
+  is_mem(got[2], got[0], nc * 2, "%s: %s: 3 threads give the bits of 1", spec, type);
+done:
+  dlrt_set_cpu_threads(0);
+  dlrt_buffer_free(a);
+  dlrt_buffer_free(b);
+  dlrt_buffer_free(cbuf);
+  free(values);
+  free(a16);
+  free(b16);
+  free(c16);
+  for (int t = 0; t < 3; t++)
+    free(got[t]);
+}
+
+/* fp16/bf16 GEMM (fp32 accumulation): DLRT_OK with a correct product (on
+ * the CPU), or DLRT_ERR_UNSUPPORTED (elsewhere). Small integers keep the
+ * inputs exact in both. */
 static void test_half(dlrt_device_t *dev, dlrt_stream_t *stream, dlrt_dtype dtype) {
   const char *spec = dlrt_device_spec(dev);
   const int64_t m = 37, n = 53, k = 29;
@@ -324,9 +562,12 @@ static void test_half(dlrt_device_t *dev, dlrt_stream_t *stream, dlrt_dtype dtyp
   }
   dlrt_gemm_desc d = dlrt_gemm_desc_make(dtype, 0, 0, m, n, k, 1.0f, 0.0f);
   int status = dlrt_gemm(stream, &d, abuf, 0, bbuf, 0, cbuf, 0);
-  ok(status == DLRT_OK || status == DLRT_ERR_UNSUPPORTED,
-     "%s: %s GEMM is DLRT_OK or DLRT_ERR_UNSUPPORTED (got %s)", spec,
-     dlrt_dtype_name(dtype), dlrt_err_name(status));
+  if (is_cpu(dev))
+    is_status(status, DLRT_OK, "%s: %s GEMM", spec, dlrt_dtype_name(dtype));
+  else
+    ok(status == DLRT_OK || status == DLRT_ERR_UNSUPPORTED,
+       "%s: %s GEMM is DLRT_OK or DLRT_ERR_UNSUPPORTED (got %s)", spec,
+       dlrt_dtype_name(dtype), dlrt_err_name(status));
   if (!tap_check_op(status, "%s: %s GEMM 37x53x29", spec, dlrt_dtype_name(dtype)))
     goto done;
   status = dlrt_stream_synchronize(stream);
@@ -500,8 +741,16 @@ int main(void) {
     for (int c = 0; c < CASES && supported; c++)
       supported = test_case(dev, stream, &cases[c]);
     if (supported) {
-      test_half(dev, stream, DLRT_F16);
-      test_half(dev, stream, DLRT_BF16);
+      const dlrt_dtype halves[] = {DLRT_F16, DLRT_BF16};
+      for (int h = 0; h < 2; h++) {
+        test_half(dev, stream, halves[h]);
+        for (int c = 0; c < CASES; c++)
+          test_half_case(dev, stream, &cases[c], halves[h]);
+        for (int c = 0; c < HALF_CASES; c++)
+          test_half_case(dev, stream, &half_cases[c], halves[h]);
+        if (is_cpu(dev))
+          test_half_threads(dev, stream, halves[h]);
+      }
       test_bad_arguments(dev, stream, other);
     } else {
       skip(CASES - 1, "%s: no fp32 GEMM", dlrt_device_spec(dev));

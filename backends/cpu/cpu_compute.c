@@ -1,13 +1,17 @@
-/* cpu_compute.c — CPU GEMM through OpenBLAS (kernels of kernels/ run from
- * cpu_kernels.c). */
+/* cpu_compute.c — CPU GEMM through OpenBLAS: fp32 directly, fp16 and bf16
+ * in tiles widened to fp32 (kernels of kernels/ run from cpu_kernels.c). */
 #include "config.h"
 
 #include <cblas.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_internal.h"
 #include "cpu_pool.h"
+#include "dialect.h" /* the kernels' fp16 / bf16 conversions */
 #include "util/status.h"
 
 const char *cpu_blas_version(void) {
@@ -100,16 +104,244 @@ static int run_gemm(void *payload) {
   return DLRT_OK;
 }
 
+/* ------------------------------------------------- fp16 / bf16 GEMM */
+
+/* C = alpha * op(A) op(B) + beta * C with A, B, C in fp16 or bf16 and fp32
+ * accumulation, without full-size fp32 copies: C is cut into tiles, and for
+ * each tile K runs in chunks of HALF_KC; the chunk's panels of A and B are
+ * widened into fp32 scratch (per thread, at most 768 KiB), one sgemm adds
+ * their product into an fp32 accumulator tile, and the tile is narrowed once
+ * (round to nearest even) after alpha and beta are applied in fp32.
+ * Tiles and chunks depend on the shape only, and every tile is one sequence
+ * of sgemm calls on one thread, so the result is the same bits for any
+ * thread count. */
+#define HALF_TILE 256    /* largest tile side */
+#define HALF_MIN_TILE 64 /* smallest, when small matrices are split */
+#define HALF_KC 256      /* K per chunk */
+#define HALF_WANT_TILES 16
+
+typedef struct {
+  dlrt_gemm_desc d;
+  const uint16_t *a, *b;
+  uint16_t *c;
+} half_gemm_command;
+
+/* Widen a row of 16-bit words into floats, narrow one back. */
+typedef void (*widen_row_fn)(const uint16_t *restrict, float *restrict, int64_t);
+typedef void (*narrow_row_fn)(const float *restrict, uint16_t *restrict, int64_t);
+
+typedef struct {
+  const half_gemm_command *g;
+  int64_t tm, tn, kc;         /* tile rows, columns, K chunk (clamped to the shape) */
+  int64_t tiles_m, tiles_n, tiles;
+  size_t per_thread;          /* floats of scratch per slice */
+  widen_row_fn widen;
+  narrow_row_fn narrow;
+  float *scratch;
+  atomic_llong next;          /* the next tile to take */
+} half_split;
+
+/* binary16 -> binary32, exact: dlrt_half_to_float of dialect.h with masks
+ * instead of branches, so that the row loops vectorize (the same bits for
+ * every input, NaN payloads included). */
+static inline float half_to_f32(uint16_t h) {
+  uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu, s = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t normal = ((e + 112u) << 23) | (m << 13);
+  uint32_t special = 0x7f800000u | (m << 13);                               /* inf, NaN */
+  uint32_t sub = dlrt_as_uint((float)(int32_t)m * 5.9604644775390625e-8f); /* m * 2^-24 */
+  uint32_t is_special = 0u - (uint32_t)(e == 0x1fu), is_sub = 0u - (uint32_t)(e == 0);
+  uint32_t bits = (special & is_special) | (sub & is_sub) | (normal & ~(is_special | is_sub));
+  return dlrt_as_float(s | bits);
+}
+
+static inline float bf16_to_f32(uint16_t h) { return dlrt_as_float((uint32_t)h << 16); }
+
+/* Widens `cols` words into floats: blocks of 16 with a fixed trip count,
+ * which the compiler vectorizes at -O2, then the rest one by one. */
+#define WIDEN_ROW(name, convert)                                                 \
+  static void name(const uint16_t *restrict src, float *restrict dst, int64_t cols) { \
+    int64_t j = 0;                                                               \
+    for (; j + 16 <= cols; j += 16)                                              \
+      for (int q = 0; q < 16; q++) dst[j + q] = convert(src[j + q]);             \
+    for (; j < cols; j++) dst[j] = convert(src[j]);                              \
+  }
+WIDEN_ROW(widen_row_f16, half_to_f32)
+WIDEN_ROW(widen_row_bf16, bf16_to_f32)
+
+/* binary32 -> bfloat16: dlrt_float_to_bf16 of dialect.h with masks (the
+ * same bits for all 2^32 inputs). */
+static inline uint16_t f32_to_bf16(float f) {
+  uint32_t u = dlrt_as_uint(f);
+  uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, quiet = (u >> 16) | 0x40u;
+  uint32_t is_nan = 0u - (uint32_t)((u & 0x7fffffffu) > 0x7f800000u);
+  return (uint16_t)((quiet & is_nan) | (rounded & ~is_nan));
+}
+
+#define NARROW_ROW(name, convert)                                                \
+  static void name(const float *restrict src, uint16_t *restrict dst, int64_t cols) { \
+    int64_t j = 0;                                                               \
+    for (; j + 16 <= cols; j += 16)                                              \
+      for (int q = 0; q < 16; q++) dst[j + q] = convert(src[j + q]);             \
+    for (; j < cols; j++) dst[j] = convert(src[j]);                              \
+  }
+NARROW_ROW(narrow_row_f16, dlrt_float_to_half)
+NARROW_ROW(narrow_row_bf16, f32_to_bf16)
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+/* x86 F16C, 8 words an instruction (4x the loop above). The same floats
+ * as half_to_f32 except that a signaling NaN comes out quiet (same payload),
+ * as any fp32 arithmetic makes it: the GEMM's results are the same bits. */
+__attribute__((target("avx,f16c"))) static void widen_row_f16c(const uint16_t *restrict src,
+                                                               float *restrict dst,
+                                                               int64_t cols) {
+  int64_t j = 0;
+  for (; j + 8 <= cols; j += 8)
+    _mm256_storeu_ps(dst + j, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + j))));
+  for (; j < cols; j++) dst[j] = half_to_f32(src[j]);
+}
+
+/* Rounds to nearest even as dlrt_float_to_half does, NaN and overflow
+ * included (the same bits for all 2^32 inputs). */
+__attribute__((target("avx,f16c"))) static void narrow_row_f16c(const float *restrict src,
+                                                                uint16_t *restrict dst,
+                                                                int64_t cols) {
+  int64_t j = 0;
+  for (; j + 8 <= cols; j += 8)
+    _mm_storeu_si128((__m128i *)(dst + j),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + j),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  for (; j < cols; j++) dst[j] = dlrt_float_to_half(src[j]);
+}
+
+static int have_f16c(void) {
+  return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+}
+#else
+static int have_f16c(void) { return 0; }
+#define widen_row_f16c widen_row_f16
+#define narrow_row_f16c narrow_row_f16
+#endif
+
+/* Widens rows x cols of a matrix of 16-bit words (leading dimension ld)
+ * into dst, packed (leading dimension cols). */
+static void widen_block(widen_row_fn row, const uint16_t *src, int64_t ld, int64_t rows,
+                        int64_t cols, float *dst) {
+  for (int64_t r = 0; r < rows; r++) row(src + r * ld, dst + r * cols, cols);
+}
+
+static void half_tile(const half_split *p, int64_t t, float *ap, float *bp, float *acc) {
+  const dlrt_gemm_desc *d = &p->g->d;
+  int64_t per_batch = p->tiles_m * p->tiles_n, bi = t / per_batch;
+  int64_t i0 = (t % per_batch) / p->tiles_n * p->tm, j0 = (t % per_batch) % p->tiles_n * p->tn;
+  int64_t mm = d->m - i0 < p->tm ? d->m - i0 : p->tm;
+  int64_t nn = d->n - j0 < p->tn ? d->n - j0 : p->tn;
+  const uint16_t *a = p->g->a + bi * d->stride_a, *b = p->g->b + bi * d->stride_b;
+  uint16_t *c = p->g->c + bi * d->stride_c + i0 * d->ldc + j0;
+  /* alpha == 0 or k == 0: A and B are not read (as in BLAS). */
+  int product = d->k > 0 && d->alpha != 0.0f;
+  for (int64_t p0 = 0; product && p0 < d->k; p0 += p->kc) {
+    int64_t kk = d->k - p0 < p->kc ? d->k - p0 : p->kc;
+    /* Each panel keeps its operand's layout: rows are read contiguously. */
+    if (d->trans_a) widen_block(p->widen, a + p0 * d->lda + i0, d->lda, kk, mm, ap);
+    else widen_block(p->widen, a + i0 * d->lda + p0, d->lda, mm, kk, ap);
+    if (d->trans_b) widen_block(p->widen, b + j0 * d->ldb + p0, d->ldb, nn, kk, bp);
+    else widen_block(p->widen, b + p0 * d->ldb + j0, d->ldb, kk, nn, bp);
+    cblas_sgemm(CblasRowMajor, d->trans_a ? CblasTrans : CblasNoTrans,
+                d->trans_b ? CblasTrans : CblasNoTrans, (blasint)mm, (blasint)nn, (blasint)kk,
+                1.0f, ap, (blasint)(d->trans_a ? mm : kk), bp, (blasint)(d->trans_b ? kk : nn),
+                p0 ? 1.0f : 0.0f, acc, (blasint)nn);
+  }
+  /* C = alpha * acc + beta * C in fp32, narrowed once, a row at a time (the
+   * B panel holds a row of C widened); beta == 0 leaves C unread. */
+  const float alpha = d->alpha, beta = d->beta;
+  for (int64_t r = 0; r < mm; r++) {
+    uint16_t *row = c + r * d->ldc;
+    float *v = acc + r * nn;
+    if (product)
+      for (int64_t j = 0; j < nn; j++) v[j] = alpha * v[j];
+    else
+      for (int64_t j = 0; j < nn; j++) v[j] = 0.0f;
+    if (beta != 0.0f) {
+      p->widen(row, bp, nn);
+      for (int64_t j = 0; j < nn; j++) v[j] += beta * bp[j];
+    }
+    p->narrow(v, row, nn);
+  }
+}
+
+/* One slice per thread, with its own scratch; tiles are taken one at a time
+ * from a shared counter (which thread runs a tile never changes its bits). */
+static void half_slice(void *ctx, int64_t s) {
+  half_split *p = ctx;
+  float *ap = p->scratch + (size_t)s * p->per_thread;
+  float *bp = ap + p->tm * p->kc, *acc = bp + p->kc * p->tn;
+  for (;;) {
+    int64_t t = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
+    if (t >= p->tiles) break;
+    half_tile(p, t, ap, bp, acc);
+  }
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+static int run_half_gemm(void *payload) {
+  const half_gemm_command *g = payload;
+  const dlrt_gemm_desc *d = &g->d;
+  /* Tiles of up to HALF_TILE square; a small C is cut finer (down to
+   * HALF_MIN_TILE) until there are HALF_WANT_TILES tiles to share out. From
+   * the shape alone, never from the thread count. */
+  int64_t tm = HALF_TILE, tn = HALF_TILE;
+  while (d->batch * ceil_div(d->m, tm) * ceil_div(d->n, tn) < HALF_WANT_TILES) {
+    int split_m = tm > HALF_MIN_TILE && tm / 2 < d->m;
+    int split_n = tn > HALF_MIN_TILE && tn / 2 < d->n;
+    if (split_m && (tm >= tn || !split_n)) tm /= 2;
+    else if (split_n) tn /= 2;
+    else break;
+  }
+  half_split p = {.g = g, .tm = tm < d->m ? tm : d->m, .tn = tn < d->n ? tn : d->n,
+                  .kc = HALF_KC < d->k ? HALF_KC : d->k};
+  if (p.kc < 1) p.kc = 1;
+  p.tiles_m = ceil_div(d->m, p.tm);
+  p.tiles_n = ceil_div(d->n, p.tn);
+  p.tiles = d->batch * p.tiles_m * p.tiles_n;
+  int f16c = have_f16c();
+  p.widen = d->dtype == DLRT_BF16 ? widen_row_bf16 : f16c ? widen_row_f16c : widen_row_f16;
+  p.narrow = d->dtype == DLRT_BF16 ? narrow_row_bf16 : f16c ? narrow_row_f16c : narrow_row_f16;
+  atomic_init(&p.next, 0);
+  double flops = 2.0 * (double)d->m * (double)d->n * (double)d->k * (double)d->batch;
+  int64_t slices = flops < 4e6 ? 1 : cpu_pool_size(); /* as run_gemm */
+  if (slices > p.tiles) slices = p.tiles;
+  if (slices < 1) slices = 1;
+  /* Panels and accumulator, each slice's rounded to a 64-byte line. */
+  p.per_thread = ((size_t)(p.tm * p.kc + p.kc * p.tn + p.tm * p.tn) + 15) / 16 * 16;
+  size_t bytes = (size_t)slices * p.per_thread * sizeof(float);
+  p.scratch = aligned_alloc(64, bytes);
+  if (!p.scratch)
+    return dlrt__set_error(DLRT_ERR_OOM, "dlrt_gemm: out of host memory for %zu bytes of "
+                           "%s GEMM scratch", bytes, dlrt_dtype_name(d->dtype));
+  if (slices == 1) half_slice(&p, 0);
+  else cpu_pool_run(slices, half_slice, &p);
+  free(p.scratch);
+  return DLRT_OK;
+}
+
 int cpu_gemm(void *stream, const dlrt_gemm_desc *d, dlrt_mem a, size_t a_off, dlrt_mem b,
              size_t b_off, dlrt_mem c, size_t c_off) {
-  if (d->dtype != DLRT_F32)
+  if (d->dtype != DLRT_F32 && d->dtype != DLRT_F16 && d->dtype != DLRT_BF16)
     return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "dlrt_gemm: the cpu backend computes GEMM in "
-                           "f32 only, not %s; convert the operands to f32", dlrt_dtype_name(d->dtype));
+                           "f32, f16 and bf16 only, not %s", dlrt_dtype_name(d->dtype));
   const int64_t blas_max = sizeof(blasint) == 4 ? INT32_MAX : INT64_MAX;
   if (d->m > blas_max || d->n > blas_max || d->k > blas_max || d->lda > blas_max ||
       d->ldb > blas_max || d->ldc > blas_max)
     return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "dlrt_gemm: a dimension exceeds the %d-bit "
                            "integers of this OpenBLAS", (int)(8 * sizeof(blasint)));
+  if (d->dtype != DLRT_F32) {
+    half_gemm_command h = {*d, (const uint16_t *)((char *)a.host + a_off),
+                           (const uint16_t *)((char *)b.host + b_off),
+                           (uint16_t *)((char *)c.host + c_off)};
+    return cpu_stream_enqueue(stream, run_half_gemm, &h, sizeof h);
+  }
   gemm_command g = {*d, (const float *)((char *)a.host + a_off),
                     (const float *)((char *)b.host + b_off), (float *)((char *)c.host + c_off)};
   return cpu_stream_enqueue(stream, run_gemm, &g, sizeof g);
