@@ -3,19 +3,20 @@
 # test-plan.sh — TAP checks of dltrain --plan: the planned peak of a training
 # step is within 5% of the peak the allocator measures in a real run, for mlp
 # and cnn at three batch sizes, on the CPU and on OpenCL device 0 when there
-# is one; the largest batch that fits is consistent with the plan; the
-# what-if table gives the GPT-3 figures; bad options are usage errors.
+# is one, in fp32 and (at batch 256) in fp16; the largest batch that fits is
+# consistent with the plan, and mixed precision fits more; the what-if table
+# gives the GPT-3 figures; bad options are usage errors.
 
 DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=22
+TOOL=$DLTRAIN PLAN=27
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
 if [ $have_python = no ]; then
-  for i in $(seq 1 22); do skip "test $i" "python3 not found"; done
+  for i in $(seq 1 27); do skip "test $i" "python3 not found"; done
   exit 0
 fi
 
@@ -138,3 +139,36 @@ assert sum(p[k] for k in parts) == p['planned_peak_bytes'], p" || ok22=1
 done
 [ $ok22 -eq 0 ]
 result "the --plan breakdown adds up to the planned peak (mlp, cnn, checkpointed, accumulated)"
+
+# 23-26: the same in mixed precision (fp16), at batch 256.
+for device in cpu opencl:0; do
+  for model in mlp cnn; do
+    what="$model, batch 256, fp16, on $device: planned peak within 5% of the measured"
+    if [ $device = opencl:0 ] && [ $opencl = no ]; then
+      skip "$what" "no OpenCL device"
+      continue
+    fi
+    common="--data generated --model $model --batch 256 --device $device --precision fp16"
+    common="$common --json --quiet"
+    run $common --plan
+    cp "$tmp/out" "$tmp/plan.json"
+    run $common --limit 512
+    if [ $rc -ne 0 ]; then
+      false
+      result "$what"
+      continue
+    fi
+    planned=$(field "$tmp/plan.json" plan planned_peak_bytes)
+    measured=$(field "$tmp/out" peak_device_bytes)
+    python3 -c "import sys; p, m = int(sys.argv[1]), int(sys.argv[2])
+assert abs(p - m) <= 0.05 * m, (p, m)" "$planned" "$measured"
+    result "$what ($planned vs $measured bytes)"
+  done
+done
+
+# 27: mixed precision fits a larger batch than fp32 in the same memory.
+run --data generated --model cnn --plan --device-memory 200M --json --device cpu
+[ $rc -eq 0 ] && python3 -c "import json, sys
+d = json.loads(open(sys.argv[1]).read().splitlines()[-1])['max_batch']
+assert d['mixed_precision'] > 1.5 * d['plain'], d" "$tmp/out"
+result "--plan: mixed precision fits over 1.5x the plain batch of the cnn in 200M"

@@ -21,7 +21,7 @@ static const char *human(double bytes, char *buf, size_t n) {
  * that fits the device (or --device-memory), and the what-if table. */
 int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_dataset *d,
                     const char *device, uint64_t memory, const char *memory_from) {
-  dlrt_memory_plan p, fit, fit_accum, fit_ckpt, fit_spill;
+  dlrt_memory_plan p, fit, fit_accum, fit_ckpt, fit_spill, fit_mixed;
   int rc = dlrt_plan_memory(cfg, d->channels, d->height, d->width, d->classes, &p);
   if (rc < 0) return fail("cannot plan", rc);
   dlrt_trainer_config one = *cfg;
@@ -42,6 +42,11 @@ int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_datase
   if (rc == DLRT_OK)
     rc = dlrt_plan_max_batch(&spill, d->channels, d->height, d->width, d->classes, memory,
                              &fit_spill);
+  dlrt_trainer_config mixed = one;
+  mixed.precision = DLRT_F16; /* bf16 stores the same bytes */
+  if (rc == DLRT_OK)
+    rc = dlrt_plan_max_batch(&mixed, d->channels, d->height, d->width, d->classes, memory,
+                             &fit_mixed);
   if (rc < 0) return fail("cannot plan", rc);
   double folk = (double)memory / (4.0 * (double)p.param_count);
   dlrt_what_if rows[8];
@@ -59,12 +64,15 @@ int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_datase
            ", \"input_bytes\": %" PRIu64 ", \"accumulator_bytes\": %" PRIu64
            ", \"loader_bytes\": %" PRIu64 ", \"planned_peak_bytes\": %" PRIu64 "}, "
            "\"max_batch\": {\"plain\": %" PRId64 ", \"accumulation\": %" PRId64
-           ", \"checkpoint_sqrt\": %" PRId64 ", \"offload\": %" PRId64 "}, "
+           ", \"checkpoint_sqrt\": %" PRId64 ", \"offload\": %" PRId64
+           ", \"mixed_precision\": %" PRId64 "}, \"precision\": \"%s\", "
            "\"spill_least_bytes\": %" PRIu64 ", "
            "\"folk_rule_batch\": %.0f, \"what_if\": [",
            memory, p.batch, o->accum, p.param_count, p.params, p.grads, p.optimizer_state,
            p.activations, p.inputs, p.accumulators, p.loader, p.peak, fit.batch, fit_accum.batch,
-           fit_ckpt.batch, fit_spill.batch, p.spill_least, folk);
+           fit_ckpt.batch, fit_spill.batch, fit_mixed.batch,
+           cfg->precision == DLRT_F16 ? "fp16" : cfg->precision == DLRT_BF16 ? "bf16" : "fp32",
+           p.spill_least, folk);
     for (int i = 0; i < n_rows; i++)
       printf("%s{\"strategy\": \"%s\", \"device_bytes\": %.0f, \"host_bytes\": %.0f, "
              "\"devices\": %.0f, \"fits_one_device\": %s}", i ? ", " : "", rows[i].strategy,
@@ -74,8 +82,9 @@ int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_datase
     return 0;
   }
   char a[32], b[32];
-  printf("plan     %s on %s, batch %" PRId64 "%s, %s; device memory %s (%s)\n", o->model,
+  printf("plan     %s on %s, batch %" PRId64 "%s, %s%s; device memory %s (%s)\n", o->model,
          device, p.batch, o->accum > 1 ? " (accumulated)" : "", dlrt_optimizer_name(o->opt.kind),
+         cfg->precision == DLRT_F16 ? ", fp16" : cfg->precision == DLRT_BF16 ? ", bf16" : "",
          human((double)memory, a, sizeof a), memory_from);
   const char *names[] = {"parameters", "gradients", "optimizer state", "activations",
                          "inputs and outputs", "accumulators", "loader buffers"};
@@ -90,11 +99,11 @@ int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_datase
   printf("  %-34s %" PRId64 "\n", "plain", fit.batch);
   printf("  %-34s %" PRId64 " per micro-batch; --accum K makes K x that per update\n",
          "gradient accumulation", fit_accum.batch);
+  printf("  %-34s %" PRId64 "\n", "mixed precision (fp16 or bf16)", fit_mixed.batch);
   printf("  %-34s %" PRId64 "\n", "checkpointing (--checkpoint sqrt)", fit_ckpt.batch);
   printf("  %-34s %" PRId64 "\n", "spilling, optimizer offloaded", fit_spill.batch);
   printf("  %-34s %.0f (the rule memory / (4 x parameters))\n", "folk rule, for comparison",
          folk);
-  puts("  (mixed precision is not available in this version)");
   if (n_rows) {
     printf("what-if: %.3g parameters on devices of %s; model states only (activations come\n"
            "on top), in GB of 10^9 bytes; devices: the fewest that hold it split between them\n",
