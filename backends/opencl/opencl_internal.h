@@ -31,13 +31,19 @@ typedef struct {
   uint64_t allocated;        /* bytes in live cl_mem buffers (free-memory estimate) */
   uint64_t max_alloc;        /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
   cl_uint compute_units;
-  int has_fp16;              /* cl_khr_fp16: CLBlast's half-precision GEMM works */
+  int has_fp16;              /* cl_khr_fp16 (reported; the half GEMM does not need it) */
   char driver[128];          /* platform and driver version: part of the cache key */
   /* The kernels of kernels/, built (or loaded from the disk cache) on first
    * use. The lock also covers setting kernel arguments and enqueueing:
    * cl_kernel arguments are shared state. */
   cl_program program;
   cl_kernel kernels[DLRT__K_COUNT];
+  /* opencl.c's half-storage GEMM (fp16 without cl_khr_fp16, bf16): its own
+   * small program, built on first use under the lock like the one above;
+   * kernels [bf16][trans_a][trans_b], created on first use. */
+  cl_program hgemm_program;
+  cl_kernel hgemm_kernels[2][2][2];
+  size_t hgemm_local[2], hgemm_tile[2]; /* work-group and C tile (x: n, y: m) */
 } ocl_device;
 
 typedef struct {
