@@ -141,19 +141,6 @@ typedef struct {
   atomic_llong next;          /* the next tile to take */
 } half_split;
 
-/* binary16 -> binary32, exact: dlrt_half_to_float of dialect.h with masks
- * instead of branches, so that the row loops vectorize (the same bits for
- * every input, NaN payloads included). */
-static inline float half_to_f32(uint16_t h) {
-  uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu, s = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t normal = ((e + 112u) << 23) | (m << 13);
-  uint32_t special = 0x7f800000u | (m << 13);                               /* inf, NaN */
-  uint32_t sub = dlrt_as_uint((float)(int32_t)m * 5.9604644775390625e-8f); /* m * 2^-24 */
-  uint32_t is_special = 0u - (uint32_t)(e == 0x1fu), is_sub = 0u - (uint32_t)(e == 0);
-  uint32_t bits = (special & is_special) | (sub & is_sub) | (normal & ~(is_special | is_sub));
-  return dlrt_as_float(s | bits);
-}
-
 static inline float bf16_to_f32(uint16_t h) { return dlrt_as_float((uint32_t)h << 16); }
 
 /* Widens `cols` words into floats: blocks of 16 with a fixed trip count,
@@ -165,7 +152,7 @@ static inline float bf16_to_f32(uint16_t h) { return dlrt_as_float((uint32_t)h <
       for (int q = 0; q < 16; q++) dst[j + q] = convert(src[j + q]);             \
     for (; j < cols; j++) dst[j] = convert(src[j]);                              \
   }
-WIDEN_ROW(widen_row_f16, half_to_f32)
+WIDEN_ROW(widen_row_f16, dlrt_half_to_float)
 WIDEN_ROW(widen_row_bf16, bf16_to_f32)
 
 /* binary32 -> bfloat16: dlrt_float_to_bf16 of dialect.h with masks (the
@@ -190,7 +177,7 @@ NARROW_ROW(narrow_row_bf16, f32_to_bf16)
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
 /* x86 F16C, 8 words an instruction (4x the loop above). The same floats
- * as half_to_f32 except that a signaling NaN comes out quiet (same payload),
+ * as dlrt_half_to_float except that a signaling NaN comes out quiet (same payload),
  * as any fp32 arithmetic makes it: the GEMM's results are the same bits. */
 __attribute__((target("avx,f16c"))) static void widen_row_f16c(const uint16_t *restrict src,
                                                                float *restrict dst,
@@ -198,7 +185,7 @@ __attribute__((target("avx,f16c"))) static void widen_row_f16c(const uint16_t *r
   int64_t j = 0;
   for (; j + 8 <= cols; j += 8)
     _mm256_storeu_ps(dst + j, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + j))));
-  for (; j < cols; j++) dst[j] = half_to_f32(src[j]);
+  for (; j < cols; j++) dst[j] = dlrt_half_to_float(src[j]);
 }
 
 /* Rounds to nearest even as dlrt_float_to_half does, NaN and overflow
