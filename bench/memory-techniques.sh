@@ -1,8 +1,8 @@
 #!/bin/sh
 # memory-techniques.sh — peak device memory and speed of the memory
 # techniques side by side in one run: cnn at batch 256 without
-# checkpointing, with --checkpoint sqrt, and batch 64 x --accum 4 (the same
-# 256 images per update). Runs alternate, --reps times each; prints the
+# checkpointing, with --checkpoint sqrt, in mixed precision (--precision
+# fp16 and bf16), and batch 64 x --accum 4 (the same 256 images per update). Runs alternate, --reps times each; prints the
 # median images/s, the measured peak, and each against the plain run as a
 # ratio. Run it from the build folder.
 #   --model M (cnn) --batch N (256) --device SPEC (cpu) --reps R (3)
@@ -29,6 +29,8 @@ i=0
 while [ $i -lt "$reps" ]; do
   "$DLTRAIN" $common --batch "$batch" --checkpoint none 2>/dev/null | tail -1 >>"$tmp/plain"
   "$DLTRAIN" $common --batch "$batch" --checkpoint sqrt 2>/dev/null | tail -1 >>"$tmp/sqrt"
+  "$DLTRAIN" $common --batch "$batch" --precision fp16 2>/dev/null | tail -1 >>"$tmp/fp16"
+  "$DLTRAIN" $common --batch "$batch" --precision bf16 2>/dev/null | tail -1 >>"$tmp/bf16"
   "$DLTRAIN" $common --batch "$micro" --accum 4 2>/dev/null | tail -1 >>"$tmp/accum"
   i=$((i + 1))
 done
@@ -36,13 +38,14 @@ python3 - "$tmp" "$model" "$batch" "$device" <<'PY'
 import json, statistics, sys
 tmp, model, batch, device = sys.argv[1:]
 rows = {}
-for name in ("plain", "sqrt", "accum"):
+for name in ("plain", "sqrt", "fp16", "bf16", "accum"):
     runs = [json.loads(l) for l in open(f"{tmp}/{name}")]
     rows[name] = (statistics.median(r["train_images_per_s"] for r in runs),
                   max(r["peak_device_bytes"] for r in runs),
                   max(r["planned_peak_bytes"] for r in runs))
 p_speed, p_peak, _ = rows["plain"]
 labels = {"plain": f"batch {batch}", "sqrt": f"batch {batch}, --checkpoint sqrt",
+          "fp16": f"batch {batch}, --precision fp16", "bf16": f"batch {batch}, --precision bf16",
           "accum": f"batch {int(batch) // 4} x --accum 4"}
 print(f"{model} on {device}, {len(runs)} runs each, alternated")
 print(f"{'':34} {'images/s':>10} {'peak MiB':>9} {'planned':>9} {'step time':>10} {'peak':>6}")

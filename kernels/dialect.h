@@ -129,7 +129,8 @@
 #define DLRT_GLOBAL_CPTR(T) const T *
 #define DLRT_FOR_EACH(i, n) for (int64_t i = dlrt_lo; i < (dlrt_hi < (n) ? dlrt_hi : (n)); i++)
 #define DLRT_FOR_EACH_GROUP(g, n) DLRT_FOR_EACH(g, n)
-#define DLRT_LOCAL(T, name, count) T name[count]
+/* Zeroed: the compiler cannot see that a phase writes before the next reads. */
+#define DLRT_LOCAL(T, name, count) T name[count] = {0}
 #define DLRT_BARRIER() (void)0
 #define DLRT_PHASE(lid) for (int lid = 0; lid < DLRT_WG; lid++)
 static inline uint32_t dlrt_as_uint(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
