@@ -50,7 +50,10 @@ DLRT_KERNEL(dlrt_k_relu_grad_##SUF)(DLRT_RANGE DLRT_PTR(T, dx), DLRT_CPTR(T, dy)
   DLRT_BIND(T, dx);                                                                             \
   DLRT_CBIND(T, dy);                                                                            \
   DLRT_CBIND(T, x);                                                                             \
-  DLRT_FOR_EACH(i, count) ST(dx, i, LD(x, i) > 0.0f ? LD(dy, i) : 0.0f);                        \
+  DLRT_FOR_EACH(i, count) {                                                                     \
+    float d = LD(dy, i); /* read unconditionally: the select vectorizes */                     \
+    ST(dx, i, LD(x, i) > 0.0f ? d : 0.0f);                                                     \
+  }                        \
 }                                                                                               \
 /* s[c] = sum over r of x[r, c] (+ beta s[c]): x is rows x cols. One                            \
  * work-item per column, rows in order, in fp32: reads are coalesced across                     \
