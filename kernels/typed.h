@@ -51,9 +51,9 @@ DLRT_KERNEL(dlrt_k_relu_grad_##SUF)(DLRT_RANGE DLRT_PTR(T, dx), DLRT_CPTR(T, dy)
   DLRT_CBIND(T, dy);                                                                            \
   DLRT_CBIND(T, x);                                                                             \
   DLRT_FOR_EACH(i, count) {                                                                     \
-    float d = LD(dy, i); /* read unconditionally: the select vectorizes */                     \
-    ST(dx, i, LD(x, i) > 0.0f ? d : 0.0f);                                                     \
-  }                        \
+    float d = LD(dy, i); /* read unconditionally: the select vectorizes */                      \
+    ST(dx, i, LD(x, i) > 0.0f ? d : 0.0f);                                                      \
+  }                                                                                             \
 }                                                                                               \
 /* s[c] = sum over r of x[r, c] (+ beta s[c]): x is rows x cols. One                            \
  * work-item per column, rows in order, in fp32: reads are coalesced across                     \
@@ -80,16 +80,18 @@ DLRT_KERNEL(dlrt_k_sum_channels_##SUF)(DLRT_RANGE DLRT_PTR(T, s), DLRT_CPTR(T, x
     ST(s, c, a);                                                                                \
   }                                                                                             \
 }                                                                                               \
-/* cols = im2col(x), see DLRT__PIXEL. One work-item per (row, image): oh x ow                   \
- * values, so the index arithmetic is paid once per image plane. */                             \
+/* cols = im2col(x) of images [b0, b0 + nb): CKK x (nb x OHW), see                              \
+ * DLRT__PIXEL. One work-item per (row, image): oh x ow values, so the index                    \
+ * arithmetic is paid once per image plane. */                                                  \
 DLRT_KERNEL(dlrt_k_im2col_##SUF)(DLRT_RANGE DLRT_PTR(T, cols), DLRT_CPTR(T, x),                 \
                                  DLRT_INDEX n, DLRT_INDEX c, DLRT_INDEX h, DLRT_INDEX w,        \
                                  DLRT_INDEX kh, DLRT_INDEX kw, DLRT_INDEX stride, DLRT_INDEX pad, \
-                                 DLRT_INDEX dil, DLRT_INDEX oh, DLRT_INDEX ow, DLRT_INDEX cn) { \
+                                 DLRT_INDEX dil, DLRT_INDEX oh, DLRT_INDEX ow, DLRT_INDEX cn,   \
+                                 DLRT_INDEX b0, DLRT_INDEX nb) {                                \
   DLRT_BIND(T, cols);                                                                           \
   DLRT_CBIND(T, x);                                                                             \
-  DLRT_FOR_EACH(item, c * kh * kw * n) {                                                        \
-    DLRT_INDEX b = item % n, row = item / n;                                                    \
+  DLRT_FOR_EACH(item, c * kh * kw * nb) {                                                       \
+    DLRT_INDEX b = b0 + item % nb, row = item / nb;                                             \
     DLRT_INDEX ch = row / (kh * kw), k = row - ch * (kh * kw);                                  \
     DLRT_INDEX ky = (k / kw) * dil, kx = (k % kw) * dil;                                        \
     DLRT_INDEX plane = DLRT__PIXEL(cn, b, ch, n, c, h, w, 0, 0), out = item * (oh * ow);        \
@@ -115,19 +117,22 @@ DLRT_KERNEL(dlrt_k_im2col_##SUF)(DLRT_RANGE DLRT_PTR(T, cols), DLRT_CPTR(T, x), 
     }                                                                                           \
   }                                                                                             \
 }                                                                                               \
-/* The adjoint of im2col, as a gather: dx (layout `cn`) at a pixel = the sum                    \
- * of every cols entry im2col took from it, in fp32 over a private run of up                    \
- * to DLRT__COL2IM_RUN pixels, stored once. One work-item per image row. */                     \
+/* The adjoint of im2col, as a gather: dx (layout `cn`) of images [b0, b0 +                     \
+ * nb) at a pixel = the sum of every cols entry im2col took from it (cols:                      \
+ * CKK x (nb x OHW)), in fp32 over a private run of up to DLRT__COL2IM_RUN                      \
+ * pixels, stored once. One work-item per image row. */                                         \
 DLRT_KERNEL(dlrt_k_col2im_##SUF)(DLRT_RANGE DLRT_PTR(T, dx), DLRT_CPTR(T, cols),                \
                                  DLRT_INDEX n, DLRT_INDEX c, DLRT_INDEX h, DLRT_INDEX w,        \
                                  DLRT_INDEX kh, DLRT_INDEX kw, DLRT_INDEX stride, DLRT_INDEX pad, \
-                                 DLRT_INDEX dil, DLRT_INDEX oh, DLRT_INDEX ow, DLRT_INDEX cn) { \
+                                 DLRT_INDEX dil, DLRT_INDEX oh, DLRT_INDEX ow, DLRT_INDEX cn,   \
+                                 DLRT_INDEX b0, DLRT_INDEX nb) {                                \
   DLRT_BIND(T, dx);                                                                             \
   DLRT_CBIND(T, cols);                                                                          \
-  DLRT_INDEX width = n * oh * ow;                                                               \
-  DLRT_FOR_EACH(r, n * c * h) {                                                                 \
+  DLRT_INDEX width = nb * oh * ow;                                                              \
+  DLRT_FOR_EACH(r, c * nb * h) {                                                                \
     DLRT_INDEX iy = r % h, plane = r / h;                                                       \
-    DLRT_INDEX ch = cn ? plane / n : plane % c, b = cn ? plane % n : plane / c;                 \
+    DLRT_INDEX ch = cn ? plane / nb : plane % c, bb = cn ? plane % nb : plane / c;              \
+    DLRT_INDEX out = DLRT__PIXEL(cn, b0 + bb, ch, n, c, h, w, iy, 0);                           \
     for (DLRT_INDEX x0 = 0; x0 < w; x0 += DLRT__COL2IM_RUN) {                                   \
       DLRT_INDEX run = w - x0 < DLRT__COL2IM_RUN ? w - x0 : DLRT__COL2IM_RUN;                   \
       float acc[DLRT__COL2IM_RUN];                                                              \
@@ -136,7 +141,7 @@ DLRT_KERNEL(dlrt_k_col2im_##SUF)(DLRT_RANGE DLRT_PTR(T, dx), DLRT_CPTR(T, cols),
         DLRT_INDEX ty = iy + pad - ky * dil;                                                    \
         if (ty < 0 || ty % stride != 0 || ty / stride >= oh) continue;                          \
         for (DLRT_INDEX kx = 0; kx < kw; kx++) {                                                \
-          DLRT_INDEX src = ((ch * kh + ky) * kw + kx) * width + b * (oh * ow) + (ty / stride) * ow; \
+          DLRT_INDEX src = ((ch * kh + ky) * kw + kx) * width + bb * (oh * ow) + (ty / stride) * ow; \
           DLRT_INDEX shift = x0 + pad - kx * dil; /* tx = ix + shift */                         \
           if (stride == 1) {                                                                    \
             DLRT_INDEX lo = -shift > 0 ? -shift : 0, hi = ow - shift < run ? ow - shift : run;  \
@@ -150,7 +155,7 @@ DLRT_KERNEL(dlrt_k_col2im_##SUF)(DLRT_RANGE DLRT_PTR(T, dx), DLRT_CPTR(T, cols),
           }                                                                                     \
         }                                                                                       \
       }                                                                                         \
-      for (DLRT_INDEX ix = 0; ix < run; ix++) ST(dx, r * w + x0 + ix, acc[ix]);                 \
+      for (DLRT_INDEX ix = 0; ix < run; ix++) ST(dx, out + x0 + ix, acc[ix]);                   \
     }                                                                                           \
   }                                                                                             \
 }                                                                                               \
@@ -166,15 +171,15 @@ DLRT_KERNEL(dlrt_k_swap01_##SUF)(DLRT_RANGE DLRT_PTR(T, y), DLRT_CPTR(T, x), DLR
     for (DLRT_INDEX p = 0; p < inner; p++) DLRT__COPY(y, out + p, x, in + p);                   \
   }                                                                                             \
 }                                                                                               \
-/* Max pooling over k x k windows with a stride, no padding: y and the flat                     \
- * input index of each window's maximum (first one on ties; NaN wins). x is                     \
- * planes x h x w; one work-item per plane. */                                                  \
-DLRT_KERNEL(dlrt_k_maxpool_##SUF)(DLRT_RANGE DLRT_PTR(T, y), DLRT_PTR(int, argmax),             \
+/* Max pooling over k x k windows with a stride, no padding: y and where in                     \
+ * its window each maximum is (ky * k + kx, one byte: k <= 16; first one on                     \
+ * ties; NaN wins). x is planes x h x w; one work-item per plane. */                            \
+DLRT_KERNEL(dlrt_k_maxpool_##SUF)(DLRT_RANGE DLRT_PTR(T, y), DLRT_PTR(unsigned char, argmax),   \
                                   DLRT_CPTR(T, x), DLRT_INDEX planes, DLRT_INDEX h,             \
                                   DLRT_INDEX w, DLRT_INDEX k, DLRT_INDEX stride, DLRT_INDEX oh, \
                                   DLRT_INDEX ow) {                                              \
   DLRT_BIND(T, y);                                                                              \
-  DLRT_BIND(int, argmax);                                                                       \
+  DLRT_BIND(unsigned char, argmax);                                                             \
   DLRT_CBIND(T, x);                                                                             \
   DLRT_FOR_EACH(p, planes) {                                                                    \
     if (k == 2 && stride == 2) {                                                                \
@@ -184,17 +189,17 @@ DLRT_KERNEL(dlrt_k_maxpool_##SUF)(DLRT_RANGE DLRT_PTR(T, y), DLRT_PTR(int, argma
       for (DLRT_INDEX oy = 0; oy < oh; oy++) {                                                  \
         DLRT_INDEX top = p * h * w + 2 * oy * w, o = (p * oh + oy) * ow;                        \
         for (DLRT_INDEX ox = 0; ox < ow; ox++) {                                                \
-          DLRT_INDEX i0 = top + 2 * ox, i1 = i0 + 1, i2 = i0 + w, i3 = i2 + 1;                  \
-          float m = LD(x, i0), v1 = LD(x, i1), v2 = LD(x, i2), v3 = LD(x, i3);                  \
-          DLRT_INDEX best = i0;                                                                 \
+          DLRT_INDEX i0 = top + 2 * ox;                                                         \
+          float m = LD(x, i0), v1 = LD(x, i0 + 1), v2 = LD(x, i0 + w), v3 = LD(x, i0 + w + 1);  \
+          int best = 0;                                                                         \
           int take = v1 > m || (v1 != v1 && m == m);                                            \
-          m = take ? v1 : m, best = take ? i1 : best;                                           \
+          m = take ? v1 : m, best = take ? 1 : best;                                            \
           take = v2 > m || (v2 != v2 && m == m);                                                \
-          m = take ? v2 : m, best = take ? i2 : best;                                           \
+          m = take ? v2 : m, best = take ? 2 : best;                                            \
           take = v3 > m || (v3 != v3 && m == m);                                                \
-          m = take ? v3 : m, best = take ? i3 : best;                                           \
-          DLRT__COPY(y, o + ox, x, best);                                                       \
-          argmax[o + ox] = (int)best;                                                           \
+          m = take ? v3 : m, best = take ? 3 : best;                                            \
+          DLRT__COPY(y, o + ox, x, i0 + (best >> 1) * w + (best & 1));                          \
+          argmax[o + ox] = (unsigned char)best;                                                 \
         }                                                                                       \
       }                                                                                         \
       continue;                                                                                 \
@@ -202,19 +207,18 @@ DLRT_KERNEL(dlrt_k_maxpool_##SUF)(DLRT_RANGE DLRT_PTR(T, y), DLRT_PTR(int, argma
     for (DLRT_INDEX oy = 0; oy < oh; oy++) {                                                    \
       DLRT_INDEX top = p * h * w + oy * stride * w, o = (p * oh + oy) * ow;                     \
       for (DLRT_INDEX ox = 0; ox < ow; ox++) {                                                  \
-        DLRT_INDEX best = top + ox * stride;                                                    \
-        float m = LD(x, best);                                                                  \
+        DLRT_INDEX corner = top + ox * stride, best = 0;                                        \
+        float m = LD(x, corner);                                                                \
         for (DLRT_INDEX ky = 0; ky < k; ky++)                                                   \
           for (DLRT_INDEX kx = 0; kx < k; kx++) {                                               \
-            DLRT_INDEX at = top + ky * w + ox * stride + kx;                                    \
-            float v = LD(x, at);                                                                \
+            float v = LD(x, corner + ky * w + kx);                                              \
             if (v > m || (v != v && m == m)) {                                                  \
               m = v;                                                                            \
-              best = at;                                                                        \
+              best = ky * k + kx;                                                               \
             }                                                                                   \
           }                                                                                     \
-        DLRT__COPY(y, o + ox, x, best);                                                         \
-        argmax[o + ox] = (int)best;                                                             \
+        DLRT__COPY(y, o + ox, x, corner + (best / k) * w + best % k);                           \
+        argmax[o + ox] = (unsigned char)best;                                                   \
       }                                                                                         \
     }                                                                                           \
   }                                                                                             \
@@ -222,28 +226,28 @@ DLRT_KERNEL(dlrt_k_maxpool_##SUF)(DLRT_RANGE DLRT_PTR(T, y), DLRT_PTR(int, argma
 /* dx[j] = the sum of dy over the windows whose maximum was input j (a gather                   \
  * over the windows that cover j); one work-item per input row. */                              \
 DLRT_KERNEL(dlrt_k_maxpool_grad_##SUF)(DLRT_RANGE DLRT_PTR(T, dx), DLRT_CPTR(T, dy),            \
-                                       DLRT_CPTR(int, argmax), DLRT_INDEX planes, DLRT_INDEX h, \
-                                       DLRT_INDEX w, DLRT_INDEX k, DLRT_INDEX stride,           \
-                                       DLRT_INDEX oh, DLRT_INDEX ow) {                          \
+                                       DLRT_CPTR(unsigned char, argmax), DLRT_INDEX planes,     \
+                                       DLRT_INDEX h, DLRT_INDEX w, DLRT_INDEX k,                \
+                                       DLRT_INDEX stride, DLRT_INDEX oh, DLRT_INDEX ow) {       \
   DLRT_BIND(T, dx);                                                                             \
   DLRT_CBIND(T, dy);                                                                            \
-  DLRT_CBIND(int, argmax);                                                                      \
+  DLRT_CBIND(unsigned char, argmax);                                                            \
   DLRT_FOR_EACH(r, planes * h) {                                                                \
     DLRT_INDEX p = r / h, iy = r - p * h;                                                       \
     /* Windows oy with oy*stride <= iy < oy*stride + k. */                                      \
     DLRT_INDEX oy0 = iy >= k ? (iy - k) / stride + 1 : 0, oy1 = iy / stride;                    \
     if (oy1 >= oh) oy1 = oh - 1;                                                                \
     for (DLRT_INDEX ix = 0; ix < w; ix++) {                                                     \
-      DLRT_INDEX j = r * w + ix;                                                                \
       DLRT_INDEX ox0 = ix >= k ? (ix - k) / stride + 1 : 0, ox1 = ix / stride;                  \
       if (ox1 >= ow) ox1 = ow - 1;                                                              \
       float a = 0.0f;                                                                           \
       for (DLRT_INDEX oy = oy0; oy <= oy1; oy++)                                                \
         for (DLRT_INDEX ox = ox0; ox <= ox1; ox++) {                                            \
           DLRT_INDEX o = (p * oh + oy) * ow + ox;                                               \
-          if (argmax[o] == (int)j) a += LD(dy, o);                                              \
+          /* This input's place in window (oy, ox). */                                          \
+          if ((DLRT_INDEX)argmax[o] == (iy - oy * stride) * k + ix - ox * stride) a += LD(dy, o); \
         }                                                                                       \
-      ST(dx, j, a);                                                                             \
+      ST(dx, r * w + ix, a);                                                                    \
     }                                                                                           \
   }                                                                                             \
 }                                                                                               \
@@ -251,16 +255,21 @@ DLRT_KERNEL(dlrt_k_maxpool_grad_##SUF)(DLRT_RANGE DLRT_PTR(T, dx), DLRT_CPTR(T, 
  * window hands dy to its maximum, after dx was zeroed; one work-item per                       \
  * output row, whose windows own disjoint input pixels. */                                      \
 DLRT_KERNEL(dlrt_k_maxpool_scatter_##SUF)(DLRT_RANGE DLRT_PTR(T, dx), DLRT_CPTR(T, dy),         \
-                                          DLRT_CPTR(int, argmax), DLRT_INDEX rows,              \
-                                          DLRT_INDEX ow) {                                      \
+                                          DLRT_CPTR(unsigned char, argmax), DLRT_INDEX planes,  \
+                                          DLRT_INDEX h, DLRT_INDEX w, DLRT_INDEX k,             \
+                                          DLRT_INDEX stride, DLRT_INDEX oh, DLRT_INDEX ow) {    \
   DLRT_BIND(T, dx);                                                                             \
   DLRT_CBIND(T, dy);                                                                            \
-  DLRT_CBIND(int, argmax);                                                                      \
-  DLRT_FOR_EACH(r, rows) {                                                                      \
-    for (DLRT_INDEX o = r * ow; o < (r + 1) * ow; o++) DLRT__COPY(dx, argmax[o], dy, o);        \
+  DLRT_CBIND(unsigned char, argmax);                                                            \
+  DLRT_FOR_EACH(r, planes * oh) {                                                               \
+    DLRT_INDEX p = r / oh, oy = r - p * oh;                                                     \
+    DLRT_INDEX top = p * h * w + oy * stride * w;                                               \
+    for (DLRT_INDEX ox = 0; ox < ow; ox++) {                                                    \
+      DLRT_INDEX o = r * ow + ox, at = argmax[o];                                               \
+      DLRT__COPY(dx, top + (at / k) * w + ox * stride + at % k, dy, o);                         \
+    }                                                                                           \
   }                                                                                             \
 }
-
 DLRT__TYPED_KERNELS(f32, float, DLRT_LD_F32, DLRT_ST_F32)
 DLRT__TYPED_KERNELS(f16, DLRT_U16, DLRT_LD_F16, DLRT_ST_F16)
 DLRT__TYPED_KERNELS(bf16, DLRT_U16, DLRT_LD_BF16, DLRT_ST_BF16)

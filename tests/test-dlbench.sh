@@ -186,8 +186,10 @@ for p in (4, 0):
     r = s["mlp/b64/budget25%%/prefetch%d" % p]
     assert r["measured_peak_bytes"] <= free["measured_peak_bytes"] / 4, (r, free)
     assert "step time" in r["note"], r
-# cnn at a quarter is below what its largest convolution needs: a skip that says so
-assert any(k["suite"] == "spill" and "smallest budget" in k["reason"] for k in d["skipped"]), d["skipped"]'
+# cnn at a quarter is below what its largest node needs (the first ReLU
+# gradient holds 59% of the unlimited peak): a skip that says so
+assert any(k["suite"] == "spill" and "below what one operation needs" in k["reason"]
+           for k in d["skipped"]), d["skipped"]'
 result "loader: images/s with 1, 2 and 4 workers; spill: mlp within a quarter of its peak"
 
 # 19: the CSV holds the same rows under the documented header.

@@ -84,19 +84,28 @@ static void test_conv2d(dlrt_device_t *dev) {
       {2, 2, 5, 4, 3, 3, 3, 1, 0, 1, 1}, {1, 2, 6, 5, 2, 3, 3, 2, 1, 1, 0},
       {1, 2, 6, 6, 2, 3, 3, 1, 1, 2, 1}, {2, 1, 7, 6, 2, 3, 3, 2, 0, 2, 0},
       {1, 3, 5, 5, 2, 2, 3, 2, 1, 1, 1}, {1, 2, 5, 6, 2, 3, 2, 2, 1, 2, 0},
+      {3, 2, 5, 4, 3, 3, 3, 1, 1, 1, 1},
   };
-  for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
-    const conv_config *k = &configs[i];
+  /* Batches of several images again with a workspace of one image per
+   * chunk (DLRT_CONV_WORKSPACE is read when the graph is built): the
+   * chunked GEMMs, their offsets and dW's accumulation over chunks. */
+  for (size_t i = 0; i < 2 * sizeof configs / sizeof configs[0]; i++) {
+    const conv_config *k = &configs[i % (sizeof configs / sizeof configs[0])];
+    int chunked = i >= sizeof configs / sizeof configs[0];
+    if (chunked && k->n == 1) continue;
+    if (chunked) setenv("DLRT_CONV_WORKSPACE", "1", 1);
     gcase c;
-    case_begin(&c, "conv2d x %lldx%lldx%lldx%lld w %lldx%lldx%lldx%lld s%d p%d d%d %s",
+    case_begin(&c, "conv2d x %lldx%lldx%lldx%lld w %lldx%lldx%lldx%lld s%d p%d d%d %s%s",
                (long long)k->n, (long long)k->c, (long long)k->h, (long long)k->w,
                (long long)k->o, (long long)k->c, (long long)k->kh, (long long)k->kw,
-               k->stride, k->pad, k->dil, k->bias ? "bias" : "no bias");
+               k->stride, k->pad, k->dil, k->bias ? "bias" : "no bias",
+               chunked ? ", one image per chunk" : "");
     int64_t xs[4] = {k->n, k->c, k->h, k->w}, ws[4] = {k->o, k->c, k->kh, k->kw}, bs[1] = {k->o};
     dlrt_tensor_t *x = cparam(&c, "x", 4, xs, VALUES_RANDOM);
     dlrt_tensor_t *w = cparam(&c, "w", 4, ws, VALUES_INITIALISER);
     dlrt_tensor_t *b = k->bias ? cparam(&c, "b", 1, bs, VALUES_RANDOM) : NULL;
     case_check(&c, dev, weighted(&c, dlrt_conv2d(c.g, x, w, b, k->stride, k->pad, k->dil)));
+    unsetenv("DLRT_CONV_WORKSPACE");
   }
 }
 
@@ -104,7 +113,7 @@ static void test_conv2d(dlrt_device_t *dev) {
  * plain N x C x H x W layout (the graph may store conv outputs otherwise). */
 static void test_conv_stack(dlrt_device_t *dev) {
   gcase c;
-  case_begin(&c, "conv2d stack: conv2d, conv2d s2, add");
+  case_begin(&c, "conv2d stack: conv2d, conv2d s2, add, one image per chunk");
   int64_t xs[4] = {2, 2, 5, 5}, w1s[4] = {3, 2, 3, 3}, b1s[1] = {3}, w2s[4] = {2, 3, 3, 3},
           qs[4] = {2, 2, 3, 3};
   dlrt_graph_t *g = c.g;
@@ -113,7 +122,9 @@ static void test_conv_stack(dlrt_device_t *dev) {
   dlrt_tensor_t *b1 = cparam(&c, "b1", 1, b1s, VALUES_RANDOM);
   dlrt_tensor_t *w2 = cparam(&c, "w2", 4, w2s, VALUES_INITIALISER);
   dlrt_tensor_t *q = cparam(&c, "q", 4, qs, VALUES_RANDOM);
+  setenv("DLRT_CONV_WORKSPACE", "1", 1); /* a chunk per image */
   dlrt_tensor_t *y = dlrt_conv2d(g, dlrt_conv2d(g, x, w1, b1, 1, 1, 1), w2, NULL, 2, 1, 1);
+  unsetenv("DLRT_CONV_WORKSPACE");
   case_check(&c, dev, weighted(&c, dlrt_add(g, y, q)));
 }
 

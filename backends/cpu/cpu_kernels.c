@@ -105,27 +105,28 @@ TRANSPOSE_WRAPPER(b16, DLRT_U16)
   static void w_im2col_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {             \
     dlrt_k_im2col_##SUF(lo, hi, PTR(T, 0), PTR(const T, 1), I64(2), I64(3), I64(4),    \
                         I64(5), I64(6), I64(7), I64(8), I64(9), I64(10), I64(11),      \
-                        I64(12), I64(13));                                             \
+                        I64(12), I64(13), I64(14), I64(15));                           \
   }                                                                                    \
   static void w_col2im_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {             \
     dlrt_k_col2im_##SUF(lo, hi, PTR(T, 0), PTR(const T, 1), I64(2), I64(3), I64(4),    \
                         I64(5), I64(6), I64(7), I64(8), I64(9), I64(10), I64(11),      \
-                        I64(12), I64(13));                                             \
+                        I64(12), I64(13), I64(14), I64(15));                           \
   }                                                                                    \
   static void w_swap01_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {             \
     dlrt_k_swap01_##SUF(lo, hi, PTR(T, 0), PTR(const T, 1), I64(2), I64(3), I64(4));   \
   }                                                                                    \
   static void w_maxpool_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {            \
-    dlrt_k_maxpool_##SUF(lo, hi, PTR(T, 0), PTR(int, 1), PTR(const T, 2), I64(3),      \
+    dlrt_k_maxpool_##SUF(lo, hi, PTR(T, 0), PTR(unsigned char, 1), PTR(const T, 2), I64(3), \
                          I64(4), I64(5), I64(6), I64(7), I64(8), I64(9));              \
   }                                                                                    \
   static void w_maxpool_grad_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {       \
-    dlrt_k_maxpool_grad_##SUF(lo, hi, PTR(T, 0), PTR(const T, 1), PTR(const int, 2),   \
+    dlrt_k_maxpool_grad_##SUF(lo, hi, PTR(T, 0), PTR(const T, 1), PTR(const unsigned char, 2), \
                               I64(3), I64(4), I64(5), I64(6), I64(7), I64(8), I64(9)); \
   }                                                                                    \
   static void w_maxpool_scatter_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {    \
-    dlrt_k_maxpool_scatter_##SUF(lo, hi, PTR(T, 0), PTR(const T, 1), PTR(const int, 2), \
-                                 I64(3), I64(4));                                      \
+    dlrt_k_maxpool_scatter_##SUF(lo, hi, PTR(T, 0), PTR(const T, 1),                   \
+                                 PTR(const unsigned char, 2), I64(3), I64(4), I64(5),  \
+                                 I64(6), I64(7), I64(8), I64(9));                      \
   }
 TYPED_WRAPPERS(f32, float)
 TYPED_WRAPPERS(f16, DLRT_U16)

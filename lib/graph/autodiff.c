@@ -127,24 +127,32 @@ static int backward_node(dlrt_graph_t *g, node *n) {
     if (d) d->owner = dy->owner;
     return accumulate(g, a, d);
   }
-  case OP_IM2COL: {
-    dlrt_tensor_t *d = bnode(g, OP_COL2IM, 1, &dy, a->ndim, a->shape, a);
-    if (d) memcpy(d->producer->p, n->p, 12 * sizeof n->p[0]);
-    return accumulate(g, a, d);
-  }
   case OP_PERMUTE: {
     dlrt_tensor_t *d = bnode(g, OP_PERMUTE, 1, &dy, a->ndim, a->shape, a);
     if (d) d->producer->p[0] = n->p[1], d->producer->p[1] = n->p[0], d->producer->p[2] = n->p[2];
     return accumulate(g, a, d);
   }
-  case OP_CONV_GEMM: {
-    /* y (O x N*OHW) = W (O x CKK) cols (CKK x N*OHW): dW = dy cols^T,
-     * dcols = W^T dy, one GEMM each for the whole batch. */
-    int64_t NP = n->p[0] * n->p[3], O = n->p[1], CKK = n->p[2];
-    if (a->needs_grad)
-      rc = accumulate(g, a, bmm(g, dy, b, 0, 1, O, CKK, NP, 1, 0, 0, 0, a->ndim, a->shape, a));
-    if (rc == DLRT_OK && b->needs_grad)
-      rc = accumulate(g, b, bmm(g, a, dy, 1, 0, CKK, NP, O, 1, 0, 0, 0, b->ndim, b->shape, b));
+  case OP_CONV: {
+    /* y = W cols(x), chunk by chunk: dW = sum of dy cols^T and dx =
+     * col2im(W^T dy), each recomputing or holding one chunk's cols in its
+     * own workspace (of the forward one's shape, in dy's type). */
+    dlrt_tensor_t *ws = n->out[1];
+    if (b->needs_grad) {
+      dlrt_tensor_t *in[2] = {dy, a};
+      dlrt_tensor_t *dw = bnode(g, OP_CONV_GRAD_W, 2, in, b->ndim, b->shape, b);
+      if (!dw || !dlrt__add_workspace(g, dw->producer, ws->ndim, ws->shape, dy->dtype))
+        return g->status;
+      memcpy(dw->producer->p, n->p, 12 * sizeof n->p[0]);
+      rc = accumulate(g, b, dw);
+    }
+    if (rc == DLRT_OK && a->needs_grad) {
+      dlrt_tensor_t *in[2] = {dy, b};
+      dlrt_tensor_t *dx = bnode(g, OP_CONV_GRAD_X, 2, in, a->ndim, a->shape, a);
+      if (!dx || !dlrt__add_workspace(g, dx->producer, ws->ndim, ws->shape, dy->dtype))
+        return g->status;
+      memcpy(dx->producer->p, n->p, 12 * sizeof n->p[0]);
+      rc = accumulate(g, a, dx);
+    }
     return rc;
   }
   case OP_MAXPOOL: {

@@ -53,6 +53,70 @@ static int run_gemm(dlrt_exec_t *e, dlrt_tensor_t *a, dlrt_tensor_t *b, dlrt_ten
   return dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, a), 0, dlrt__exec_buf(e, b), 0, dlrt__exec_buf(e, c), 0);
 }
 
+/* im2col (cols from x) or col2im (dx from cols) of images [b0, b0 + nb):
+ * cols is the node's workspace, CKK x (nb x OHW). p: the geometry. */
+static int conv_columns(dlrt_exec_t *e, int to_cols, dlrt_tensor_t *image, dlrt_tensor_t *cols,
+                        const int64_t *p, int64_t b0, int64_t nb) {
+  dlrt__launcher lb;
+  int64_t c = p[1], h = p[2], kh = p[4], kw = p[5], ohw = p[9] * p[10];
+  /* Items: an image plane of one cols row (oh x ow) for im2col, an image
+   * row (w) for col2im. */
+  start(&lb, e, typed(to_cols ? DLRT__K_im2col_f32 : DLRT__K_col2im_f32, cols->dtype),
+        to_cols ? c * kh * kw * nb : c * nb * h, 0);
+  lb.launch.item_cost = to_cols ? ohw : p[3] * kh * kw;
+  if (to_cols)
+    arg(&lb, e, cols), arg(&lb, e, image);
+  else
+    arg(&lb, e, image), arg(&lb, e, cols);
+  for (int i = 0; i < 12; i++) dlrt__launch_i64(&lb, p[i]);
+  dlrt__launch_i64(&lb, b0), dlrt__launch_i64(&lb, nb);
+  return dlrt__launch_submit(e->stream, &lb);
+}
+
+/* A convolution node, a chunk of images at a time (the workspace's columns
+ * are chunk x OHW). y and dy are CNHW: O x (N x OHW), a chunk's columns
+ * start at b0 x OHW, so each GEMM reads or writes its block of them in
+ * place with the leading dimension N x OHW.
+ *   forward: cols = im2col(x[b0..]); y[:, b0..] = W cols
+ *   dW:      cols = im2col(x[b0..]); dW (+)= dy[:, b0..] cols^T (beta 1 after the first)
+ *   dx:      cols = W^T dy[:, b0..]; dx[b0..] = col2im(cols) */
+static int run_conv(dlrt_exec_t *e, node *n) {
+  const int64_t *p = n->p;
+  dlrt_tensor_t *ws = n->out[1], *w = n->op == OP_CONV_GRAD_W ? n->out[0] : n->in[1];
+  dlrt_tensor_t *x = n->op == OP_CONV_GRAD_X ? n->out[0] : n->op == OP_CONV ? n->in[0] : n->in[1];
+  dlrt_tensor_t *y = n->op == OP_CONV ? n->out[0] : n->in[0];
+  int64_t batch = p[0], ohw = p[9] * p[10], ckk = p[1] * p[4] * p[5], o = w->shape[0];
+  int64_t chunk = ws->shape[1] / ohw;
+  size_t es = dlrt_dtype_size(y->dtype);
+  int rc = DLRT_OK;
+  for (int64_t b0 = 0; b0 < batch && rc == DLRT_OK; b0 += chunk) {
+    int64_t nb = batch - b0 < chunk ? batch - b0 : chunk, cols = nb * ohw;
+    size_t y_at = (size_t)(b0 * ohw) * es;
+    dlrt_gemm_desc d;
+    if (n->op == OP_CONV_GRAD_X) {
+      d = dlrt_gemm_desc_make(y->dtype, 1, 0, ckk, cols, o, 1.0f, 0.0f);
+      d.ldb = batch * ohw;
+      rc = dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, w), 0, dlrt__exec_buf(e, y), y_at,
+                     dlrt__exec_buf(e, ws), 0);
+      if (rc == DLRT_OK) rc = conv_columns(e, 0, x, ws, p, b0, nb);
+      continue;
+    }
+    if ((rc = conv_columns(e, 1, x, ws, p, b0, nb)) < 0) break;
+    if (n->op == OP_CONV) {
+      d = dlrt_gemm_desc_make(y->dtype, 0, 0, o, cols, ckk, 1.0f, 0.0f);
+      d.ldc = batch * ohw;
+      rc = dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, w), 0, dlrt__exec_buf(e, ws), 0,
+                     dlrt__exec_buf(e, y), y_at);
+    } else {
+      d = dlrt_gemm_desc_make(y->dtype, 0, 1, o, ckk, cols, 1.0f, b0 ? 1.0f : 0.0f);
+      d.lda = batch * ohw;
+      rc = dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, y), y_at, dlrt__exec_buf(e, ws), 0,
+                     dlrt__exec_buf(e, w), 0);
+    }
+  }
+  return rc;
+}
+
 int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
   dlrt__launcher lb;
   dlrt_tensor_t *y = n->n_out ? n->out[0] : NULL, *a = n->in[0], *b = n->in[1];
@@ -85,11 +149,10 @@ int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
     int64_t q[9] = {p[0], p[1], p[2], p[3], p[4], p[5] ? p[5] : 1, p[6], p[7], p[8]};
     return run_gemm(e, a, b, y, q);
   }
-  case OP_CONV_GEMM: {
-    /* y (O x N*OHW) = W (O x CKK) cols (CKK x N*OHW). */
-    int64_t q[9] = {0, 0, p[1], p[0] * p[3], p[2], 1, 0, 0, 0};
-    return run_gemm(e, a, b, y, q);
-  }
+  case OP_CONV:
+  case OP_CONV_GRAD_W:
+  case OP_CONV_GRAD_X:
+    return run_conv(e, n);
   case OP_PERMUTE:
     start(&lb, e, typed(DLRT__K_swap01_f32, y->dtype), p[0] * p[1], 0);
     lb.launch.item_cost = p[2];
@@ -131,16 +194,6 @@ int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
     arg(&lb, e, y), arg(&lb, e, a);
     dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
     break;
-  case OP_IM2COL:
-  case OP_COL2IM:
-    /* Items: an image plane of one cols row (oh x ow) for im2col, an image
-     * row (w) for col2im. */
-    start(&lb, e, typed(n->op == OP_IM2COL ? DLRT__K_im2col_f32 : DLRT__K_col2im_f32, y->dtype),
-          y->numel / (n->op == OP_IM2COL ? p[9] * p[10] : p[3]), 0);
-    lb.launch.item_cost = n->op == OP_IM2COL ? p[9] * p[10] : p[3] * p[4] * p[5];
-    arg(&lb, e, y), arg(&lb, e, a);
-    for (int i = 0; i < 12; i++) dlrt__launch_i64(&lb, p[i]);
-    break;
   case OP_MAXPOOL:
     start(&lb, e, typed(DLRT__K_maxpool_f32, y->dtype), p[0], 0); /* planes */
     lb.launch.item_cost = p[5] * p[6] * p[3] * p[3];
@@ -156,7 +209,7 @@ int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
       start(&lb, e, typed(DLRT__K_maxpool_scatter_f32, y->dtype), p[0] * p[5], 0); /* output rows */
       lb.launch.item_cost = p[6];
       arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
-      dlrt__launch_i64(&lb, p[0] * p[5]), dlrt__launch_i64(&lb, p[6]);
+      for (int i = 0; i < 7; i++) dlrt__launch_i64(&lb, p[i]);
       break;
     }
     start(&lb, e, typed(DLRT__K_maxpool_grad_f32, y->dtype), p[0] * p[1], 0); /* input rows */

@@ -14,8 +14,8 @@ static const char *const op_names[OP_COUNT_] = {
     [OP_BIAS_CHANNELS] = "bias",  [OP_RELU] = "relu",          [OP_RELU_GRAD] = "relu_grad",
     [OP_ADD] = "add",             [OP_MUL] = "mul",            [OP_SCALE] = "scale",
     [OP_SUM] = "sum",             [OP_BROADCAST] = "broadcast", [OP_SUM_COLS] = "sum_cols",
-    [OP_SUM_CHANNELS] = "sum_channels", [OP_IM2COL] = "im2col", [OP_COL2IM] = "col2im",
-    [OP_CONV_GEMM] = "conv",      [OP_MAXPOOL] = "max_pool",   [OP_MAXPOOL_GRAD] = "max_pool_grad",
+    [OP_SUM_CHANNELS] = "sum_channels", [OP_CONV] = "conv", [OP_CONV_GRAD_W] = "conv_grad_w",
+    [OP_CONV_GRAD_X] = "conv_grad_x", [OP_MAXPOOL] = "max_pool",   [OP_MAXPOOL_GRAD] = "max_pool_grad",
     [OP_XENT] = "cross_entropy",  [OP_VIEW] = "view",          [OP_PERMUTE] = "permute",          [OP_SGD] = "sgd",
     [OP_ADAM] = "adam",           [OP_SUB] = "sub",            [OP_DIV] = "div",
     [OP_DIV_GRAD_Z] = "div_grad", [OP_ACT] = "activation",     [OP_ACT_GRAD] = "activation_grad",
@@ -141,6 +141,27 @@ dlrt_tensor_t *dlrt__node1(dlrt_graph_t *g, op_kind op, node_phase phase, int n_
   t->producer = n;
   for (int i = 0; i < n_in; i++) t->needs_grad |= in[i]->needs_grad;
   return t;
+}
+
+int64_t dlrt__conv_chunk(int64_t ckk, int64_t ohw, int64_t n) {
+  const char *env = getenv("DLRT_CONV_WORKSPACE");
+  uint64_t bytes = 0; /* of fp32 cols per chunk */
+  int64_t limit = env && *env && dlrt_parse_size(env, 0, &bytes) == DLRT_OK && bytes > 0
+                      ? (int64_t)(bytes > INT64_MAX / 2 ? INT64_MAX / 2 : bytes)
+                      : DLRT_CONV_WORKSPACE;
+  int64_t per_image = ckk * ohw * 4, chunk = per_image > 0 ? limit / per_image : n;
+  return chunk < 1 ? 1 : chunk > n ? n : chunk;
+}
+
+dlrt_tensor_t *dlrt__add_workspace(dlrt_graph_t *g, node *n, int ndim, const int64_t *shape,
+                                   dlrt_dtype dtype) {
+  char name[64];
+  snprintf(name, sizeof name, "%.50s.workspace", n->out[0]->name);
+  dlrt_tensor_t *ws = dlrt__tensor_new(g, name, dtype, ndim, shape, TENSOR_INTERMEDIATE);
+  if (!ws) return NULL;
+  n->out[n->n_out++] = ws;
+  ws->producer = n;
+  return ws;
 }
 
 /* ---------------------------------------------------------------- leaves */
@@ -422,20 +443,21 @@ dlrt_tensor_t *dlrt_conv2d(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
   int64_t oh = (h + 2 * pad - dil * (kh - 1) - 1) / stride + 1;
   int64_t ow = (wd + 2 * pad - dil * (kw - 1) - 1) / stride + 1;
   if (oh < 1 || ow < 1) return dlrt__shape_error(g, "conv2d", "the kernel is larger than the image", x, w);
-  /* The whole batch in one GEMM: cols is CKK x (N * OHW) and the output is
-   * stored CNHW (channel-major), which the next conv2d reads directly. */
+  /* The output is stored CNHW (channel-major), which the next conv2d reads
+   * directly: y (O x N*OHW) = W (O x CKK) x cols (CKK x N*OHW), one GEMM per
+   * chunk of images whose cols fit the workspace (an output of the node, so
+   * the plan counts it and frees it after the node), not one cols of the
+   * whole batch: the backward pass recomputes cols from x, chunk by chunk,
+   * and holds x (9x smaller for 3x3 kernels) instead of cols. */
   int64_t ckk = c * kh * kw, ohw = oh * ow;
-  int64_t cols_shape[2] = {ckk, n * ohw};
-  dlrt_tensor_t *cols = dlrt__node1(g, OP_IM2COL, PHASE_FORWARD, 1, &x, 2, cols_shape, NULL);
-  if (!cols) return NULL;
-  int64_t geometry[12] = {n, c, h, wd, kh, kw, stride, pad, dil, oh, ow, x->cnhw};
-  memcpy(cols->producer->p, geometry, sizeof geometry);
-  dlrt_tensor_t *gin[2] = {w, cols};
-  int64_t y_shape[4] = {n, o, oh, ow};
-  dlrt_tensor_t *y = dlrt__node1(g, OP_CONV_GEMM, PHASE_FORWARD, 2, gin, 4, y_shape, NULL);
+  int64_t chunk = dlrt__conv_chunk(ckk, ohw, n);
+  int64_t y_shape[4] = {n, o, oh, ow}, ws_shape[2] = {ckk, chunk * ohw};
+  dlrt_tensor_t *y = dlrt__node1(g, OP_CONV, PHASE_FORWARD, 2, in, 4, y_shape, NULL);
   if (!y) return NULL;
   y->cnhw = 1;
-  y->producer->p[0] = n, y->producer->p[1] = o, y->producer->p[2] = ckk, y->producer->p[3] = ohw;
+  int64_t geometry[12] = {n, c, h, wd, kh, kw, stride, pad, dil, oh, ow, x->cnhw};
+  memcpy(y->producer->p, geometry, sizeof geometry);
+  if (!dlrt__add_workspace(g, y->producer, 2, ws_shape, DLRT_F32)) return NULL;
   if (!b) return y;
   if (b->ndim != 1 || b->shape[0] != o)
     return dlrt__shape_error(g, "conv2d", "the bias must have one element per output channel", b, w);
@@ -457,6 +479,10 @@ static dlrt_tensor_t *pool2d(dlrt_graph_t *g, op_kind op, dlrt_tensor_t *x, int 
     return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "%s: window %d, stride %d on a "
                             "%lld x %lld image", name, k, stride, (long long)x->shape[2],
                             (long long)x->shape[3]);
+  if (op == OP_MAXPOOL && k > 16) /* the maximum's place in its window is one byte */
+    return dlrt__graph_fail(g, DLRT_ERR_UNSUPPORTED, "max_pool2d: window %d x %d; windows "
+                            "up to 16 x 16 are supported (use avg_pool2d, or pool twice)",
+                            k, k);
   int64_t oh = (x->shape[2] - k) / stride + 1, ow = (x->shape[3] - k) / stride + 1;
   int64_t shape[4] = {x->shape[0], x->shape[1], oh, ow};
   dlrt_tensor_t *y = dlrt__node1(g, op, PHASE_FORWARD, 1, &x, 4, shape, NULL);
@@ -467,7 +493,9 @@ static dlrt_tensor_t *pool2d(dlrt_graph_t *g, op_kind op, dlrt_tensor_t *x, int 
   if (op == OP_AVGPOOL) return y;
   char argmax_name[64];
   snprintf(argmax_name, sizeof argmax_name, "%.50s.argmax", y->name);
-  dlrt_tensor_t *argmax = dlrt__tensor_new(g, argmax_name, DLRT_I32, 4, shape, TENSOR_INTERMEDIATE);
+  /* Where in its window each maximum is: ky * k + kx, one byte (4x less to
+   * hold until the backward pass than a flat int32 index). */
+  dlrt_tensor_t *argmax = dlrt__tensor_new(g, argmax_name, DLRT_U8, 4, shape, TENSOR_INTERMEDIATE);
   if (!argmax) return NULL;
   node *n = y->producer;
   n->n_out = 2;

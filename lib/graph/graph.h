@@ -34,11 +34,15 @@ typedef enum {
   OP_BROADCAST,   /* out[i] = f[0] * in0[0] */
   OP_SUM_COLS,    /* out[c] = sum over rows of in0; p: rows cols */
   OP_SUM_CHANNELS, /* out[c] = sum over n, spatial; p: n channels spatial */
-  OP_IM2COL,      /* p: n c h w kh kw stride pad dil oh ow cnhw(x) */
-  OP_COL2IM,      /* same p */
-  OP_CONV_GEMM,   /* out (O x N*OHW, CNHW) = in0 (O x CKK) x in1 (CKK x N*OHW);
-                     p: n O CKK OHW */
-  OP_MAXPOOL,     /* out0 = max, out1 = argmax (I32); p: planes h w k stride oh ow */
+  OP_CONV,        /* out0 y (CNHW: O x N*OHW) = in1 W (O x CKK) x im2col(in0 x), a
+                     chunk of images at a time through out1, a workspace of CKK x
+                     (chunk x OHW); p: n c h w kh kw stride pad dil oh ow cnhw(x) */
+  OP_CONV_GRAD_W, /* out0 dW = sum over chunks of in0 dy x im2col(in1 x)^T; out1 the
+                     workspace; same p */
+  OP_CONV_GRAD_X, /* out0 dx = col2im(in1 W^T x in0 dy), chunk by chunk through out1;
+                     same p */
+  OP_MAXPOOL,     /* out0 = max, out1 = argmax (U8: ky * k + kx in the window);
+                     p: planes h w k stride oh ow */
   OP_MAXPOOL_GRAD, /* out = gather of in0 (dy) by in1 (argmax); same p */
   OP_XENT,        /* out0 = mean loss [1], out1 = loss per row, out2 = d logits;
                      in0 logits, in1 labels; p: rows classes; f[0] smoothing */
@@ -152,6 +156,16 @@ const char *dlrt__op_name(op_kind op);
  * ops with kernels in every type follow their inputs, the rest (losses,
  * normalisation, softmax) get fp32 casts around them (precision.c). */
 int dlrt__graph_apply_precision(dlrt_graph_t *g);
+
+/* Convolutions run a chunk of images at a time whose fp32 im2col columns
+ * fit this many bytes (DLRT_CONV_WORKSPACE overrides it): the images per
+ * chunk for a convolution of CKK x OHW columns per image, 1 to n. */
+#define DLRT_CONV_WORKSPACE ((int64_t)2 << 20)
+int64_t dlrt__conv_chunk(int64_t ckk, int64_t ohw, int64_t n);
+/* Appends a scratch output to node n (an intermediate that lives during the
+ * node only, so the plan counts it). */
+dlrt_tensor_t *dlrt__add_workspace(dlrt_graph_t *g, node *n, int ndim, const int64_t *shape,
+                                   dlrt_dtype dtype);
 
 /* Shared by the builders (graph.c, norm.c, shape.c). */
 /* 1 when the graph can take a forward op and its `n` inputs are set. */

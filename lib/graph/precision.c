@@ -2,7 +2,7 @@
  * autodiff sees it (torch.autocast's rule, decided once for a static graph).
  *
  * Every forward op falls in one of three classes:
- * - LOW: matmuls and convolutions (with their im2col) take their floating
+ * - LOW: matmuls and convolutions take their floating
  *   operands in the compute type; parameters and inputs are cast to it
  *   (once per step each, by cast nodes placed before their first use).
  * - FOLLOW: ops with kernels in every storage type (typed.h and the
@@ -31,8 +31,7 @@ typedef enum { RUN_F32, RUN_LOW, RUN_FOLLOW } op_precision;
 static op_precision precision_of(op_kind op) {
   switch (op) {
   case OP_BMM:
-  case OP_CONV_GEMM:
-  case OP_IM2COL:
+  case OP_CONV:
     return RUN_LOW;
   case OP_VIEW:
   case OP_PERMUTE:

@@ -68,9 +68,12 @@ int dlrt__set_loss_scaling(dlrt_exec_t *e, const dlrt_trainer_config *cfg) {
   return dlrt_exec_set_loss_scaler(e, &s);
 }
 
+static uint64_t outside_bytes(const dlrt_trainer_t *t);
+
 /* Sets the trainer's checkpointing; for DLRT_CHECKPOINT_AUTO the longest
- * segments (least recompute) whose planned peak fits 85% of the budget, none
- * when everything fits, and the shortest when nothing does. */
+ * segments (least recompute) whose planned peak, with the loaders' slots
+ * beside it, fits 80% of the budget, none when everything fits, and the
+ * shortest when nothing does. */
 static int choose_checkpointing(dlrt_trainer_t *t) {
   if (t->cfg.checkpoint != DLRT_CHECKPOINT_AUTO)
     return dlrt_exec_set_checkpointing(t->e, t->cfg.checkpoint);
@@ -80,8 +83,11 @@ static int choose_checkpointing(dlrt_trainer_t *t) {
   uint64_t budget = dlrt_mem_get_limit(t->dev);
   if (!budget) budget = props.total_memory;
   /* The plan counts bytes in buffers; the budget binds the allocator's
-   * segments, which hold some slack: aim at 85% of it. */
-  budget = budget / 100 * 85;
+   * segments, which hold some slack (buffers of different sizes in turn,
+   * such as convolution workspaces, fragment them): aim at 80% of it. */
+  budget = budget / 100 * 80;
+  uint64_t outside = outside_bytes(t);
+  budget = budget > outside ? budget - outside : 0;
   int forward = 0;
   for (int i = 0; i < t->g->n_nodes; i++) forward += t->g->nodes[i]->phase == PHASE_FORWARD;
   dlrt_exec_info info;
@@ -108,8 +114,9 @@ static uint64_t outside_bytes(const dlrt_trainer_t *t) {
   return loader + accum + clip;
 }
 
-/* Spilling as configured, or on its own when the device's budget is below
- * the plan. */
+/* Spilling as configured, or on its own when the plan does not fit 80% of
+ * the device's budget (the same slack as automatic checkpointing: buffers
+ * of different sizes in turn fragment the allocator's segments). */
 static int choose_spilling(dlrt_trainer_t *t) {
   dlrt_spill_config c = t->cfg.spill;
   uint64_t limit = dlrt_mem_get_limit(t->dev);
@@ -117,7 +124,7 @@ static int choose_spilling(dlrt_trainer_t *t) {
   int rc = dlrt_exec_info_get(t->e, &info);
   if (rc < 0) return rc;
   uint64_t outside = outside_bytes(t);
-  if (c.device_budget == 0 && limit > 0 && info.planned_peak_bytes + outside > limit) {
+  if (c.device_budget == 0 && limit > 0 && info.planned_peak_bytes + outside > limit / 100 * 80) {
     c.device_budget = limit / 100 * 85;
     if (c.prefetch == 0) c.prefetch = 4;
   }
