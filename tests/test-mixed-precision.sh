@@ -6,17 +6,18 @@
 # the package is installed (generated data otherwise, said so); the JSON
 # reports the precision, the loss scale and the skipped steps; fp16 runs
 # repeat bit for bit on one CPU thread; a checkpoint saved in fp16 resumes;
-# bad options are usage errors.
+# data parallelism keeps the loss scale across the rebalancing of its
+# replicas; bad options are usage errors.
 
 DLTRAIN=${DLTRAIN:-./tools/dltrain}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=10
+TOOL=$DLTRAIN PLAN=11
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
 if [ $have_python = no ]; then
-  for i in $(seq 1 10); do skip "test $i" "python3 not found"; done
+  for i in $(seq 1 11); do skip "test $i" "python3 not found"; done
   exit 0
 fi
 
@@ -95,3 +96,16 @@ for args in "--precision fp8" "--loss-scale -1" "--loss-scale 1024:0" \
 done
 [ $bad -eq 0 ]
 result "bad --precision / --loss-scale values and --precision with --pipeline are usage errors"
+
+# 11: data parallel in fp16 over the CPU named twice: the replicas are
+# rebuilt after 4 timed steps, and the loss scale goes on with them.
+dp="--data generated --model cnn --batch 64 --limit 1280 --json --quiet --precision fp16"
+run $dp --device cpu
+cp "$tmp/out" "$tmp/one.json"
+run $dp --devices cpu,cpu
+[ $rc -eq 0 ] && python3 -c "import json, sys
+a, b = (json.loads(open(f).read().splitlines()[-1]) for f in sys.argv[1:])
+assert b['loss_scale'] == a['loss_scale'] and b['skipped_steps'] == a['skipped_steps'], (a, b)
+assert abs(a['final_loss'] - b['final_loss']) <= 1e-2 * abs(a['final_loss']), (a, b)
+" "$tmp/one.json" "$tmp/out"
+result "--devices cpu,cpu in fp16: the loss scale survives rebalancing; loss within 1% of one device"

@@ -331,6 +331,22 @@ int dlrt_exec_loss_scale(const dlrt_exec_t *e, dlrt_loss_scale_state *out) {
   return DLRT_OK;
 }
 
+void dlrt__exec_save_loss_scale(const dlrt_exec_t *e, dlrt__loss_scale_saved *out) {
+  out->scaler = e->scaler;
+  out->scale = e->loss_scale;
+  out->skipped_steps = e->skipped_steps;
+  out->clean_steps = e->clean_steps;
+  out->last_skipped = e->last_skipped;
+}
+
+void dlrt__exec_restore_loss_scale(dlrt_exec_t *e, const dlrt__loss_scale_saved *in) {
+  e->scaler = in->scaler;
+  e->loss_scale = in->scale;
+  e->skipped_steps = in->skipped_steps;
+  e->clean_steps = in->clean_steps;
+  e->last_skipped = in->last_skipped;
+}
+
 /* Whether every parameter gradient is finite: a sum per gradient (inf or
  * NaN anywhere makes it inf or NaN; finite fp32 gradients cannot overflow a
  * sum in practice), their sum, and one number read back. */

@@ -131,6 +131,18 @@ static inline void dlrt__adam_factors(const struct dlrt_exec *e, float *step_siz
   *bias2 = (float)sqrt(1.0 - pow(o->beta2, t));
 }
 
+/* An executor's loss-scaling state, carried over when a trainer rebuilds an
+ * executor (data-parallel replicas after rebalancing). */
+typedef struct {
+  dlrt_loss_scaler scaler;
+  float scale;
+  int64_t skipped_steps, clean_steps;
+  int last_skipped;
+} dlrt__loss_scale_saved;
+
+void dlrt__exec_save_loss_scale(const dlrt_exec_t *e, dlrt__loss_scale_saved *out);
+void dlrt__exec_restore_loss_scale(dlrt_exec_t *e, const dlrt__loss_scale_saved *in);
+
 /* Queues what node `n` computes on the executor's stream (exec_ops.c). */
 int dlrt__exec_run_node(dlrt_exec_t *e, node *n);
 

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "graph/graph.h"
+#include "graph/exec.h"
 #include "train/train.h"
 #include "util/status.h"
 
@@ -114,11 +114,14 @@ int dlrt_trainer_set_devices(dlrt_trainer_t *t, dlrt_device_t *const *devs, int 
   dlrt_host_tensor *state;
   int n_state;
   if ((rc = dlrt_exec_export(t->e, 1, &state, &n_state)) < 0) return rc;
+  dlrt__loss_scale_saved scale;
+  dlrt__exec_save_loss_scale(t->e, &scale);
   for (int i = 0; i < n && rc == DLRT_OK; i++) {
     t->reps[i].dev = devs[i];
     /* Even shares (the first ones a row more) until measured. */
     int64_t rows = split ? split[i] : t->batch / n + (i < t->batch % n);
     rc = replica_build(t, &t->reps[i], rows, state, n_state);
+    if (rc == DLRT_OK) dlrt__exec_restore_loss_scale(t->reps[i].e, &scale);
   }
   dlrt_safetensors_free(state, n_state, NULL);
   set_offsets(t);
@@ -158,10 +161,14 @@ static int rebalance(dlrt_trainer_t *t) {
   if (rows[fastest] < 1) return DLRT_OK; /* too small a batch to move: keep */
   dlrt_host_tensor *state;
   int n_state;
+  dlrt__loss_scale_saved scale;
+  dlrt__exec_save_loss_scale(t->reps[0].e, &scale);
   int rc = dlrt_exec_export(t->reps[0].e, 1, &state, &n_state);
   for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++) {
     t->reps[i].seconds = 0;
-    if (rows[i] != t->reps[i].batch) rc = replica_build(t, &t->reps[i], rows[i], state, n_state);
+    if (rows[i] == t->reps[i].batch) continue;
+    rc = replica_build(t, &t->reps[i], rows[i], state, n_state);
+    if (rc == DLRT_OK) dlrt__exec_restore_loss_scale(t->reps[i].e, &scale);
   }
   if (rc == DLRT_OK) dlrt_safetensors_free(state, n_state, NULL);
   set_offsets(t);

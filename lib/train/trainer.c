@@ -296,10 +296,10 @@ int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
                            "fewer than the %d micro-batches of one update", d->source,
                            (long long)dlrt_loader_batches(l), (long long)t->batch, t->accum);
   memset(out, 0, sizeof *out);
-  /* Loss scaling: the executor that makes the updates. */
-  dlrt_exec_t *updater = t->n_reps ? t->reps[0].e : t->e;
+  /* Loss scaling, as the executor that makes the updates has it (replicas
+   * may be rebuilt during the epoch: ask each time). */
   dlrt_loss_scale_state scale0, scale1;
-  if ((rc = dlrt_exec_loss_scale(updater, &scale0)) < 0) return rc;
+  if ((rc = dlrt_trainer_loss_scale(t, &scale0)) < 0) return rc;
   double loss_sum = 0, start = now_s(), warm_start = start;
   int64_t correct = 0, warmup = steps / 10, report = steps / 20 > 0 ? steps / 20 : 1;
   int64_t micro = 0; /* micro-batches run */
@@ -352,7 +352,7 @@ int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
                                   (now - warm_start)
                             : (double)out->images / out->seconds;
     loader_figures(l, out);
-    if (dlrt_exec_loss_scale(updater, &scale1) == DLRT_OK) {
+    if (dlrt_trainer_loss_scale(t, &scale1) == DLRT_OK) {
       out->loss_scale = scale1.scale;
       out->skipped_steps = scale1.skipped_steps - scale0.skipped_steps;
     }
