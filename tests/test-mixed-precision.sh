@@ -77,15 +77,19 @@ run --data generated --model mlp --limit 1280 --device cpu --json --precision fp
 assert d['final_loss'] < 2.0, d"
 result "--loss-scale 2^24: $(last_json "$tmp/out" "print(d['skipped_steps'], 'steps skipped (logged), scale', d['loss_scale'])" 2>/dev/null); training goes on"
 
-# 9: a checkpoint of an fp16 run resumes (fp32 master weights).
+# 9: a checkpoint of an fp16 run resumes (fp32 master weights), and its
+# loss scale with it: no steps skipped again to find it.
 ck="$tmp/ck.safetensors"
-run --data generated --model mlp --limit 640 --device cpu --json --quiet --precision fp16 \
-  --epochs 1 --save "$ck"
+fp16="--data generated --model mlp --limit 1280 --device cpu --json --quiet --precision fp16"
+run $fp16 --loss-scale 16777216 --epochs 1 --save "$ck"
 first=$rc
-run --data generated --model mlp --limit 640 --device cpu --json --quiet --precision fp16 \
-  --epochs 2 --resume "$ck"
-[ $first -eq 0 ] && [ $rc -eq 0 ] && last_json "$tmp/out" "assert d['epochs_run'] == 1, d"
-result "an fp16 checkpoint resumes"
+cp "$tmp/out" "$tmp/first.json"
+run $fp16 --loss-scale 16777216 --epochs 2 --resume "$ck"
+[ $first -eq 0 ] && [ $rc -eq 0 ] && python3 -c "import json, sys
+a, b = (json.loads(open(f).read().splitlines()[-1]) for f in sys.argv[1:])
+assert b['epochs_run'] == 1 and a['skipped_steps'] > 0 and b['skipped_steps'] == 0, (a, b)
+assert b['loss_scale'] == a['loss_scale'], (a, b)" "$tmp/first.json" "$tmp/out"
+result "an fp16 checkpoint resumes with its loss scale"
 
 # 10: usage errors.
 bad=0

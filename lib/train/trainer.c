@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "graph/graph.h"
+#include "graph/exec.h"
 #include "train/train.h"
 #include "util/status.h"
 
@@ -446,9 +446,18 @@ int dlrt_trainer_save(dlrt_trainer_t *t, const char *path, int epochs_done) {
   snprintf(lr, sizeof lr, "%.9g", t->cfg.opt.lr);
   snprintf(shape, sizeof shape, "%lld x %lld, %lld classes", (long long)t->height,
            (long long)t->width, (long long)t->classes);
+  /* Loss scaling goes on where it was (GradScaler's state_dict): the scale
+   * and the clean steps since it last changed. */
+  dlrt__loss_scale_saved ls;
+  dlrt__exec_save_loss_scale(t->n_reps ? t->reps[0].e : t->e, &ls);
+  char scale[32], clean[32];
+  snprintf(scale, sizeof scale, "%.9g", ls.scale);
+  snprintf(clean, sizeof clean, "%lld", (long long)ls.clean_steps);
   const char *meta[] = {"format", "dlrt-checkpoint-1", "model", t->model, "optimizer",
                         dlrt_optimizer_name(t->cfg.opt.kind), "lr", lr, "batch", batch,
-                        "seed", seed, "input", shape, "epochs_done", epochs, NULL};
+                        "seed", seed, "input", shape, "epochs_done", epochs,
+                        ls.scaler.enabled ? "loss_scale" : NULL, scale,
+                        "loss_scale_clean_steps", clean, NULL};
   rc = dlrt_safetensors_save(path, tensors, n, meta);
   dlrt_safetensors_free(tensors, n, NULL);
   return rc;
@@ -461,10 +470,12 @@ int dlrt_trainer_load(dlrt_trainer_t *t, const char *path, int *epochs_done) {
   int n = 0;
   int rc = dlrt_safetensors_load(path, &tensors, &n, &meta);
   if (rc < 0) return rc;
-  const char *format = NULL, *epochs = NULL;
+  const char *format = NULL, *epochs = NULL, *scale = NULL, *clean = NULL;
   for (int i = 0; meta && meta[i]; i += 2) {
     if (strcmp(meta[i], "format") == 0) format = meta[i + 1];
     if (strcmp(meta[i], "epochs_done") == 0) epochs = meta[i + 1];
+    if (strcmp(meta[i], "loss_scale") == 0) scale = meta[i + 1];
+    if (strcmp(meta[i], "loss_scale_clean_steps") == 0) clean = meta[i + 1];
   }
   if (!format || strcmp(format, "dlrt-checkpoint-1") != 0) {
     rc = dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s is a safetensors file but not a dlrt "
@@ -484,6 +495,16 @@ int dlrt_trainer_load(dlrt_trainer_t *t, const char *path, int *epochs_done) {
   if (rc == DLRT_OK) {
     dlrt_exec_info info;
     if (dlrt_exec_info_get(t->e, &info) == DLRT_OK) t->steps = info.steps;
+  }
+  dlrt__loss_scale_saved ls;
+  dlrt__exec_save_loss_scale(t->e, &ls);
+  float saved = scale ? strtof(scale, NULL) : 0;
+  if (rc == DLRT_OK && ls.scaler.enabled && saved > 0 && isfinite(saved)) {
+    /* The run scales its loss and the checkpoint's did too: go on from there. */
+    ls.scale = saved;
+    ls.clean_steps = clean ? strtoll(clean, NULL, 10) : 0;
+    dlrt__exec_restore_loss_scale(t->e, &ls);
+    for (int i = 0; i < t->n_reps; i++) dlrt__exec_restore_loss_scale(t->reps[i].e, &ls);
   }
   if (rc == DLRT_OK && epochs_done) *epochs_done = epochs ? atoi(epochs) : 0;
   dlrt_safetensors_free(tensors, n, meta);
