@@ -1023,6 +1023,19 @@ DLRT_API int dlrt_trainer_set_devices(dlrt_trainer_t *t, dlrt_device_t *const *d
 typedef int (*dlrt_allreduce_fn)(void *user, float *values, int64_t count);
 DLRT_API int dlrt_trainer_set_allreduce(dlrt_trainer_t *t, dlrt_allreduce_fn reduce,
                                         void *user);
+/* The same, overlapped with the backward pass (as PyTorch DDP's buckets):
+ * the gradients are handed over in buckets of about 1 MiB as the backward
+ * pass finishes them, last layers first, each to `start`, which begins a
+ * non-blocking sum over the processes (MPI_Iallreduce, say) of `values` in
+ * place and sets *request; the loss and correct predictions follow as one
+ * last vector of 2. `wait` then completes each request in turn. Both return
+ * 0, or a negative dlrt status with the reason set. Gradients arrive
+ * already divided by the world size. */
+typedef int (*dlrt_allreduce_start_fn)(void *user, float *values, int64_t count,
+                                       void **request);
+typedef int (*dlrt_allreduce_wait_fn)(void *user, void *request);
+DLRT_API int dlrt_trainer_set_allreduce_async(dlrt_trainer_t *t, dlrt_allreduce_start_fn start,
+                                              dlrt_allreduce_wait_fn wait, void *user);
 /* Pipeline parallelism: the model's layers cut into n stages on the given
  * devices (any backends), where activations are matrices (after a flatten
  * or linear layer), balancing their parameters; each batch goes through in

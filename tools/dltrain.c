@@ -366,20 +366,36 @@ typedef struct {
   double timeout_s; /* DLRT_MPI_TIMEOUT, default 120 */
 } mpi_job;
 
-/* The gradient all-reduce, non-blocking and polled, so that a rank that
- * died (or hangs) stops the others with a message instead of a hang. */
-static int mpi_allreduce(void *user, float *values, int64_t count) {
+/* The gradient all-reduce, bucket by bucket while the backward pass goes on
+ * (dlrt_trainer_set_allreduce_async): each bucket starts an MPI_Iallreduce,
+ * and the waits are polled, so that a rank that died (or hangs) stops the
+ * others with a message instead of a hang. */
+static int mpi_allreduce_start(void *user, float *values, int64_t count, void **request) {
   mpi_job *job = user;
-  MPI_Request req;
+  MPI_Request *req = malloc(sizeof *req); /* freed by the wait */
+  if (!req) {
+    fprintf(stderr, "dltrain: rank %d: out of host memory\n", job->rank);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
   if (MPI_Iallreduce(MPI_IN_PLACE, values, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
-                     &req) != MPI_SUCCESS) {
+                     req) != MPI_SUCCESS) {
     fprintf(stderr, "dltrain: rank %d: MPI_Iallreduce failed\n", job->rank);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
+  *request = req;
+  return 0;
+}
+
+static int mpi_allreduce_wait(void *user, void *request) {
+  mpi_job *job = user;
+  MPI_Request *req = request;
   double deadline = now_s() + job->timeout_s;
   for (int done = 0;;) {
-    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-    if (done) return 0;
+    MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    if (done) {
+      free(req);
+      return 0;
+    }
     if (now_s() > deadline) {
       fprintf(stderr, "dltrain: rank %d: the other ranks did not join the gradient all-reduce "
               "within %.0f s (did one stop? see its messages; DLRT_MPI_TIMEOUT sets the "
@@ -849,7 +865,7 @@ int main(int argc, char **argv) {
   }
 #ifdef DLRT_HAVE_MPI
   if (world > 1)
-    TRY(dlrt_trainer_set_allreduce(trainer, mpi_allreduce, &job),
+    TRY(dlrt_trainer_set_allreduce_async(trainer, mpi_allreduce_start, mpi_allreduce_wait, &job),
         "cannot train across the MPI ranks");
 #endif
   TRY(dlrt_trainer_info(trainer, &r.info), "cannot read the trainer's figures");

@@ -76,10 +76,14 @@ static void init_values(const dlrt_tensor_t *t, uint64_t seed, float *v) {
 
 /* ---------------------------------------------------------------- lifetime */
 
+static void buckets_free(dlrt_exec_t *e);
+static int stream_gradients(dlrt_exec_t *e, int k);
+
 void dlrt_exec_destroy(dlrt_exec_t *e) {
   if (!e) return;
   if (e->profile) print_profile(e);
   if (e->stream) dlrt_stream_synchronize(e->stream);
+  buckets_free(e);
   dlrt__mpool_destroy(e->spill); /* host and disk copies; bufs[] are freed below */
   if (e->bufs) {
     for (int i = 0; i < e->g->n_tensors; i++)
@@ -177,7 +181,8 @@ int dlrt_exec_set_checkpointing(dlrt_exec_t *e, int every) {
   e->train_peak = peak;
   e->planned_peak = peak > e->forward_peak ? peak : e->forward_peak;
   e->checkpoint_every = len;
-  return DLRT_OK;
+  /* Gradient buckets follow the schedule's positions: place them again. */
+  return e->buckets.n ? dlrt__exec_stream_gradients(e, e->buckets.bytes) : DLRT_OK;
 }
 
 /* One running sum per gradient, for the executor's life: they count in its
@@ -431,6 +436,7 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
   int last_micro = e->micro + 1 >= e->accum_steps;
   e->mode = mode;
   e->grad_scale = 1.0f;
+  e->buckets.next = 0;
   if (e->spill) dlrt__spill_begin_run(e, s);
   int tracing = dlrt__trace_on();
   for (int k = 0; k < s->n && rc == DLRT_OK; k++) {
@@ -501,6 +507,7 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
     double t0 = e->profile ? now_ms() : 0;
     double trace_t0 = tracing && dlrt_stream_synchronize(e->stream) == DLRT_OK ? dlrt__trace_now_us() : 0;
     if (rc == DLRT_OK && !on_host) rc = dlrt__exec_run_node(e, n);
+    if (rc == DLRT_OK && gradients_only && e->buckets.n) rc = stream_gradients(e, k);
     if (tracing && rc == DLRT_OK) trace_node(e, n, on_host, trace_t0);
     if (e->profile && rc == DLRT_OK) {
       rc = dlrt_stream_synchronize(e->stream);
@@ -550,6 +557,118 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
 }
 
 /* ---------------------------------------------------------------- gradients */
+
+static void buckets_free(dlrt_exec_t *e) {
+  for (int b = 0; b < e->buckets.n_buckets; b++) dlrt_event_destroy(e->buckets.events[b]);
+  if (e->buckets.host) dlrt_host_free(e->buckets.host);
+  free(e->buckets.param), free(e->buckets.pos), free(e->buckets.at), free(e->buckets.closes);
+  free(e->buckets.start), free(e->buckets.count), free(e->buckets.events);
+  memset(&e->buckets, 0, sizeof e->buckets);
+}
+
+int dlrt__exec_stream_gradients(dlrt_exec_t *e, int64_t bucket_bytes) {
+  dlrt_graph_t *g = e->g;
+  buckets_free(e);
+  if (bucket_bytes <= 0) return DLRT_OK;
+  if (!g->optimized)
+    return dlrt__set_error(DLRT_ERR_STATE, "gradient buckets need an optimized graph");
+  const schedule *s = &e->plans[DLRT_RUN_TRAIN];
+  int *pos_of = malloc((size_t)(g->n_nodes ? g->n_nodes : 1) * sizeof *pos_of);
+  int n = 0;
+  for (int i = 0; i < g->n_tensors; i++) n += g->tensors[i]->kind == TENSOR_PARAM && g->tensors[i]->grad;
+  e->buckets.param = calloc((size_t)n + 1, sizeof(int));
+  e->buckets.pos = calloc((size_t)n + 1, sizeof(int));
+  e->buckets.at = calloc((size_t)n + 1, sizeof(int64_t));
+  e->buckets.closes = calloc((size_t)n + 1, sizeof(int));
+  e->buckets.start = calloc((size_t)n + 1, sizeof(int64_t));
+  e->buckets.count = calloc((size_t)n + 1, sizeof(int64_t));
+  e->buckets.events = calloc((size_t)n + 1, sizeof(dlrt_event_t *));
+  if (!pos_of || !e->buckets.param || !e->buckets.pos || !e->buckets.at || !e->buckets.closes ||
+      !e->buckets.start || !e->buckets.count || !e->buckets.events) {
+    free(pos_of);
+    buckets_free(e);
+    return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  }
+  for (int i = 0; i < g->n_nodes; i++) pos_of[i] = -1;
+  for (int k = 0; k < s->n; k++) pos_of[s->order[k]] = k;
+  /* Each gradient is final where the node that writes its storage runs (the
+   * last contribution's sum); insertion sort by that position. */
+  int m = 0;
+  for (int i = 0; i < g->n_tensors; i++) {
+    dlrt_tensor_t *p = g->tensors[i];
+    if (p->kind != TENSOR_PARAM || !p->grad) continue;
+    const node *writer = p->grad->owner->producer;
+    int at = 0;
+    for (int j = 0; writer && j < g->n_nodes; j++)
+      if (g->nodes[j] == writer) at = pos_of[j];
+    int k = m++;
+    while (k > 0 && e->buckets.pos[k - 1] > at) {
+      e->buckets.pos[k] = e->buckets.pos[k - 1];
+      e->buckets.param[k] = e->buckets.param[k - 1];
+      k--;
+    }
+    e->buckets.pos[k] = at;
+    e->buckets.param[k] = i;
+  }
+  free(pos_of);
+  e->buckets.n = m;
+  e->buckets.bytes = bucket_bytes;
+  int64_t at = 0, open_from = 0;
+  int rc = DLRT_OK;
+  for (int k = 0; k < m; k++) {
+    const dlrt_tensor_t *p = g->tensors[e->buckets.param[k]];
+    e->buckets.at[k] = at;
+    at += p->numel;
+    e->buckets.closes[k] = -1;
+    if ((at - open_from) * (int64_t)sizeof(float) >= bucket_bytes || k == m - 1) {
+      int b = e->buckets.n_buckets++;
+      e->buckets.closes[k] = b;
+      e->buckets.start[b] = open_from;
+      e->buckets.count[b] = at - open_from;
+      open_from = at;
+      if ((rc = dlrt_event_create(e->dev, &e->buckets.events[b])) < 0) break;
+    }
+  }
+  e->buckets.total = at;
+  if (rc == DLRT_OK)
+    rc = dlrt_host_alloc(e->dev, (size_t)(at ? at : 1) * sizeof(float), (void **)&e->buckets.host);
+  if (rc < 0) buckets_free(e);
+  return rc;
+}
+
+/* Queues the copies of the gradients that became final at position k, and
+ * the events of the buckets they complete. */
+static int stream_gradients(dlrt_exec_t *e, int k) {
+  int rc = DLRT_OK;
+  while (rc == DLRT_OK && e->buckets.next < e->buckets.n && e->buckets.pos[e->buckets.next] <= k) {
+    int j = e->buckets.next++;
+    const dlrt_tensor_t *p = e->g->tensors[e->buckets.param[j]];
+    rc = dlrt_copy_d2h(e->buckets.host + e->buckets.at[j], dlrt__exec_buf(e, p->grad), 0,
+                       (size_t)p->numel * sizeof(float), e->stream);
+    if (rc == DLRT_OK && e->buckets.closes[j] >= 0)
+      rc = dlrt_event_record(e->buckets.events[e->buckets.closes[j]], e->stream);
+  }
+  return rc;
+}
+
+int dlrt__exec_bucket_wait(dlrt_exec_t *e, int b) {
+  DLRT__CHECK_ARG(b >= 0 && b < e->buckets.n_buckets, "gradient bucket %d of %d", b,
+                  e->buckets.n_buckets);
+  return dlrt_event_synchronize(e->buckets.events[b]);
+}
+
+int dlrt__exec_gradients_write_buckets(dlrt_exec_t *e, const float *src) {
+  dlrt_graph_t *g = e->g;
+  if (!e->accum || !e->buckets.n)
+    return dlrt__set_error(DLRT_ERR_STATE, "run DLRT_RUN_GRADIENTS with gradient buckets first");
+  int rc = DLRT_OK;
+  for (int j = 0; j < e->buckets.n && rc == DLRT_OK; j++) {
+    int id = e->buckets.param[j];
+    rc = dlrt_copy_h2d(e->accum[id], 0, src + e->buckets.at[j],
+                       (size_t)g->tensors[id]->numel * sizeof(float), e->stream);
+  }
+  return rc == DLRT_OK ? dlrt_stream_synchronize(e->stream) : rc;
+}
 
 /* The parameters with gradients, in tensor order: what the gradient vector
  * of dlrt_exec_gradients_read holds, one after the other. */

@@ -61,6 +61,24 @@ struct dlrt_exec {
   int grad_runs;        /* DLRT_RUN_GRADIENTS runs summed since the last apply */
   dlrt_buffer_t **accum;
   uint64_t accum_bytes;
+  /* Gradient buckets (dlrt__exec_stream_gradients): in DLRT_RUN_GRADIENTS
+   * runs each parameter's gradient is copied to `host` as soon as the node
+   * that finishes it is queued, in the order they finish (param[], at[]),
+   * and an event is recorded when a bucket is complete, so the caller can
+   * combine late layers' gradients while early layers still compute. */
+  struct {
+    int n;              /* parameters with gradients; 0: off */
+    int64_t bytes;      /* the bucket size asked for */
+    int *param, *pos;   /* tensor id, TRAIN-schedule position it is final at */
+    int64_t *at;        /* its offset in `host`, in floats */
+    int *closes;        /* the bucket it completes, else -1 */
+    int n_buckets;
+    int64_t *start, *count; /* per bucket, in floats */
+    dlrt_event_t **events;
+    float *host;        /* pinned: all the gradients, in bucket order */
+    int64_t total;
+    int next;           /* during a run */
+  } buckets;
   /* Spilling (exec_spill.c): NULL when off. */
   dlrt__mpool *spill;
   dlrt_spill_config spill_cfg;
@@ -142,6 +160,17 @@ typedef struct {
 
 void dlrt__exec_save_loss_scale(const dlrt_exec_t *e, dlrt__loss_scale_saved *out);
 void dlrt__exec_restore_loss_scale(dlrt_exec_t *e, const dlrt__loss_scale_saved *in);
+
+/* Gradient buckets for overlapping their reduction with the backward pass:
+ * buckets of about `bucket_bytes` in the order the gradients become final
+ * (the last layers' first). Needs an optimized graph. */
+int dlrt__exec_stream_gradients(dlrt_exec_t *e, int64_t bucket_bytes);
+/* Waits until bucket b of the last DLRT_RUN_GRADIENTS run is on the host
+ * (e->buckets.host + start[b], count[b] floats). */
+int dlrt__exec_bucket_wait(dlrt_exec_t *e, int b);
+/* Sets the gradients the updates apply (dlrt_exec_apply_gradients) from a
+ * vector in bucket order. */
+int dlrt__exec_gradients_write_buckets(dlrt_exec_t *e, const float *src);
 
 /* Queues what node `n` computes on the executor's stream (exec_ops.c). */
 int dlrt__exec_run_node(dlrt_exec_t *e, node *n);

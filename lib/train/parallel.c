@@ -62,6 +62,7 @@ static int replica_build(dlrt_trainer_t *t, replica *r, int64_t batch,
   if (rc == DLRT_OK) rc = dlrt_exec_create(r->g, dev, t->cfg.seed, &r->e);
   if (rc == DLRT_OK && t->cfg.clip_norm > 0) rc = dlrt_exec_set_clip_norm(r->e, t->cfg.clip_norm);
   if (rc == DLRT_OK) rc = dlrt__set_loss_scaling(r->e, &t->cfg);
+  if (rc == DLRT_OK) rc = dlrt__exec_stream_gradients(r->e, DLRT_GRADIENT_BUCKET);
   if (rc == DLRT_OK) rc = dlrt_exec_import(r->e, state, n_state);
   if (rc == DLRT_OK && !(r->host_logits = malloc((size_t)(batch * t->classes) * sizeof(float))))
     rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
@@ -200,19 +201,30 @@ int dlrt__dp_step(dlrt_trainer_t *t, const float *images, const int32_t *labels,
     if (probing && (rc = dlrt_stream_synchronize(dlrt_exec_stream(r->e))) == DLRT_OK)
       r->seconds += now_s() - t0;
   }
+  /* The gradients, bucket by bucket as the backward passes finish them
+   * (last layers first): combining a bucket overlaps the backward pass of
+   * the layers before it. In bucket order; per element in replica order,
+   * so the sum does not depend on timing. */
+  const dlrt_exec_t *first = t->reps[0].e;
+  for (int b = 0; b < first->buckets.n_buckets && rc == DLRT_OK; b++) {
+    int64_t from = first->buckets.start[b], to = from + first->buckets.count[b];
+    for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++) {
+      replica *r = &t->reps[i];
+      if ((rc = dlrt__exec_bucket_wait(r->e, b)) < 0) break;
+      const float *g = r->e->buckets.host, w = (float)r->batch / (float)t->batch;
+      for (int64_t k = from; k < to; k++) t->grad_sum[k] = i ? t->grad_sum[k] + w * g[k] : w * g[k];
+    }
+  }
   *loss = 0;
   for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++) {
     replica *r = &t->reps[i];
     float l = 0;
     if ((rc = dlrt_exec_read(r->e, r->loss, &l, sizeof l)) < 0 ||
         (rc = dlrt_exec_read(r->e, r->logits, r->host_logits,
-                             (size_t)(r->batch * t->classes) * sizeof(float))) < 0 ||
-        (rc = dlrt_exec_gradients_read(r->e, t->grads, t->n_grads)) < 0)
+                             (size_t)(r->batch * t->classes) * sizeof(float))) < 0)
       break;
     float w = (float)r->batch / (float)t->batch;
     *loss += w * l;
-    for (int64_t k = 0; k < t->n_grads; k++)
-      t->grad_sum[k] = i ? t->grad_sum[k] + w * t->grads[k] : w * t->grads[k];
     for (int64_t j = 0; j < r->batch; j++) {
       const float *row = r->host_logits + j * t->classes;
       int64_t best = 0;
@@ -222,7 +234,7 @@ int dlrt__dp_step(dlrt_trainer_t *t, const float *images, const int32_t *labels,
     }
   }
   for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++)
-    if ((rc = dlrt_exec_gradients_write(t->reps[i].e, t->grad_sum, t->n_grads)) == DLRT_OK)
+    if ((rc = dlrt__exec_gradients_write_buckets(t->reps[i].e, t->grad_sum)) == DLRT_OK)
       rc = dlrt_exec_apply_gradients(t->reps[i].e);
   if (rc == DLRT_OK && probing && --t->probe_steps == 0) rc = rebalance(t);
   return rc;
@@ -248,6 +260,61 @@ int dlrt_trainer_set_allreduce(dlrt_trainer_t *t, dlrt_allreduce_fn reduce, void
 /* One step across processes: this process's gradients, loss and correct
  * count are summed over all of them (its own scaled by 1 / world first),
  * then applied. *loss and *correct come back global. */
+int dlrt_trainer_set_allreduce_async(dlrt_trainer_t *t, dlrt_allreduce_start_fn start,
+                                     dlrt_allreduce_wait_fn wait, void *user) {
+  DLRT__CHECK_ARG(t && (!start) == (!wait), "dlrt_trainer_set_allreduce_async: trainer is "
+                  "NULL, or only one of start and wait is given");
+  DLRT__CHECK_ARG(!start || (t->accum == 1 && !t->spilling && !t->n_reps && !t->n_stages),
+                  "dlrt_trainer_set_allreduce_async: not with accumulation, spilling, "
+                  "--devices or --pipeline in this version");
+  int rc = dlrt__exec_stream_gradients(t->e, start ? DLRT_GRADIENT_BUCKET : 0);
+  if (rc < 0) return rc;
+  free(t->requests);
+  t->requests = NULL;
+  t->allreduce = NULL;
+  t->allreduce_start = start;
+  t->allreduce_wait = wait;
+  t->allreduce_user = user;
+  if (!start) return DLRT_OK;
+  t->requests = calloc((size_t)t->e->buckets.n_buckets + 1, sizeof *t->requests);
+  return t->requests ? DLRT_OK : dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+}
+
+int dlrt__allreduce_overlapped(dlrt_trainer_t *t, float *loss, int64_t *correct) {
+  dlrt_exec_t *e = t->e;
+  int world = t->cfg.world > 0 ? t->cfg.world : 1, nb = e->buckets.n_buckets, started = 0;
+  int tail_started = 0;
+  float inv = 1.0f / (float)world, tail[2];
+  int rc = DLRT_OK;
+  /* Each bucket to the processes as soon as the backward pass has it. */
+  for (int b = 0; b < nb && rc == DLRT_OK; b++) {
+    if ((rc = dlrt__exec_bucket_wait(e, b)) < 0) break;
+    float *v = e->buckets.host + e->buckets.start[b];
+    for (int64_t k = 0; k < e->buckets.count[b]; k++) v[k] *= inv;
+    if ((rc = t->allreduce_start(t->allreduce_user, v, e->buckets.count[b], &t->requests[b])) < 0)
+      break;
+    started++;
+  }
+  if (rc == DLRT_OK && (rc = dlrt_exec_read(e, t->loss, loss, sizeof *loss)) == DLRT_OK &&
+      (rc = dlrt_exec_read(e, t->logits, t->host_logits,
+                           (size_t)(t->batch * t->classes) * sizeof(float))) == DLRT_OK) {
+    tail[0] = *loss * inv;
+    tail[1] = (float)dlrt__count_correct(t, t->batch);
+    rc = t->allreduce_start(t->allreduce_user, tail, 2, &t->requests[nb]);
+    tail_started = rc == DLRT_OK;
+  }
+  /* Every started request is completed, also after a failure. */
+  for (int b = 0; b < started + tail_started; b++) {
+    int rc2 = t->allreduce_wait(t->allreduce_user, t->requests[b < started ? b : nb]);
+    if (rc == DLRT_OK) rc = rc2;
+  }
+  if (rc < 0) return rc;
+  *loss = tail[0];
+  *correct = (int64_t)(tail[1] + 0.5f);
+  if ((rc = dlrt__exec_gradients_write_buckets(e, e->buckets.host)) < 0) return rc;
+  return dlrt_exec_apply_gradients(e);
+}
+
 int dlrt__allreduce_step(dlrt_trainer_t *t, float *loss, int64_t *correct) {
   int world = t->cfg.world > 0 ? t->cfg.world : 1;
   int64_t n = t->n_grads;
@@ -370,7 +437,7 @@ int dlrt_trainer_set_pipeline(dlrt_trainer_t *t, dlrt_device_t *const *devs, int
   DLRT__CHECK_ARG(t && devs && n >= 2 && n <= 16 && micro >= 1,
                   "dlrt_trainer_set_pipeline: trainer or devices is NULL, %d stages (2 to 16) "
                   "or %d micro-batches", n, micro);
-  DLRT__CHECK_ARG(t->accum == 1 && !t->spilling && !t->n_reps && !t->allreduce &&
+  DLRT__CHECK_ARG(t->accum == 1 && !t->spilling && !t->n_reps && !dlrt__across_processes(t) &&
                       t->cfg.checkpoint == 0 && t->cfg.clip_norm == 0,
                   "dlrt_trainer_set_pipeline: not with accumulation, spilling, --devices, MPI, "
                   "checkpointing or clipping in this version");

@@ -33,7 +33,10 @@ struct dlrt_trainer {
   float *grads, *grad_sum; /* parameter elements each (+ 2 for the all-reduce) */
   int64_t n_grads;
   dlrt_allreduce_fn allreduce; /* across processes, or NULL */
+  dlrt_allreduce_start_fn allreduce_start; /* the same, bucket by bucket */
+  dlrt_allreduce_wait_fn allreduce_wait;
   void *allreduce_user;
+  void **requests;     /* one per gradient bucket, and the loss's */
   /* Pipeline parallelism (dlrt_trainer_set_pipeline): the model's layers cut
    * into stages on several devices, each batch in micro-batches. */
   struct stage *stages;
@@ -83,6 +86,17 @@ int dlrt__dp_step(dlrt_trainer_t *t, const float *images, const int32_t *labels,
 /* One step across processes after this one's DLRT_RUN_GRADIENTS run: *loss
  * and *correct in, global out. */
 int dlrt__allreduce_step(dlrt_trainer_t *t, float *loss, int64_t *correct);
+/* Correct predictions among the first `count` rows of the host logits. */
+int64_t dlrt__count_correct(const dlrt_trainer_t *t, int64_t count);
+/* Whether the trainer reduces over processes (either kind of all-reduce). */
+static inline int dlrt__across_processes(const dlrt_trainer_t *t) {
+  return t->allreduce || t->allreduce_start;
+}
+/* A step over processes with the all-reduce bucket by bucket, started while
+ * the backward pass still runs; reads the loss and the logits itself. */
+int dlrt__allreduce_overlapped(dlrt_trainer_t *t, float *loss, int64_t *correct);
+/* Gradient buckets of this size (bytes) overlap combining with backward. */
+#define DLRT_GRADIENT_BUCKET ((int64_t)1 << 20)
 /* The main executor takes the replicas' (or the stages') parameters. */
 int dlrt__dp_sync_main(dlrt_trainer_t *t);
 /* One pipeline step over the stages; *loss and *correct for the batch. */

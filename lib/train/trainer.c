@@ -29,6 +29,7 @@ void dlrt_trainer_destroy(dlrt_trainer_t *t) {
   dlrt__pipeline_free(t);
   free(t->reps);
   free(t->grads);
+  free(t->requests);
   free(t->grad_sum);
   dlrt_loader_destroy(t->train_loader);
   dlrt_loader_destroy(t->eval_loader);
@@ -265,8 +266,7 @@ static void loader_figures(dlrt_loader_t *l, dlrt_epoch_stats *out) {
   out->loader_images_per_s = ls.images_per_s;
 }
 
-/* Correct predictions among the first `count` rows of the host logits. */
-static int64_t count_correct(const dlrt_trainer_t *t, int64_t count) {
+int64_t dlrt__count_correct(const dlrt_trainer_t *t, int64_t count) {
   int64_t correct = 0;
   for (int64_t i = 0; i < count; i++) {
     const float *row = t->host_logits + i * t->classes;
@@ -327,12 +327,21 @@ int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
       }
       if (rc < 0 || (rc = feed(t, l, &b)) < 0) break;
       float loss = 0;
+      if (t->allreduce_start) { /* across processes, overlapped with the backward pass */
+        int64_t right = 0;
+        if ((rc = dlrt_exec_run(t->e, DLRT_RUN_GRADIENTS)) < 0 ||
+            (rc = dlrt__allreduce_overlapped(t, &loss, &right)) < 0)
+          break;
+        loss_sum += loss;
+        correct += right;
+        continue;
+      }
       if ((rc = dlrt_exec_run(t->e, t->allreduce ? DLRT_RUN_GRADIENTS : DLRT_RUN_TRAIN)) < 0 ||
           (rc = dlrt_exec_read(t->e, t->loss, &loss, sizeof loss)) < 0 ||
           (rc = dlrt_exec_read(t->e, t->logits, t->host_logits,
                                (size_t)(t->batch * t->classes) * sizeof(float))) < 0)
         break;
-      int64_t right = count_correct(t, t->batch);
+      int64_t right = dlrt__count_correct(t, t->batch);
       if (t->allreduce && (rc = dlrt__allreduce_step(t, &loss, &right)) < 0) break;
       loss_sum += loss;
       correct += right;
@@ -340,7 +349,7 @@ int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
     if (rc < 0) break;
     t->steps++;
     out->steps = s + 1;
-    out->images = micro * t->batch * (t->allreduce && t->cfg.world > 1 ? t->cfg.world : 1);
+    out->images = micro * t->batch * (dlrt__across_processes(t) && t->cfg.world > 1 ? t->cfg.world : 1);
     out->loss = (float)(loss_sum / (double)micro);
     out->accuracy = (float)correct / (float)out->images;
     double now = now_s();
@@ -348,7 +357,7 @@ int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
     int64_t timed = s + 1 - warmup;
     out->images_per_s = timed > 0 && now > warm_start
                             ? (double)(timed * t->accum * t->batch) *
-                                  (double)(t->allreduce && t->cfg.world > 1 ? t->cfg.world : 1) /
+                                  (double)(dlrt__across_processes(t) && t->cfg.world > 1 ? t->cfg.world : 1) /
                                   (now - warm_start)
                             : (double)out->images / out->seconds;
     loader_figures(l, out);
@@ -395,7 +404,7 @@ int dlrt_trainer_evaluate(dlrt_trainer_t *t, const dlrt_dataset *d, dlrt_epoch_s
       for (int64_t c = 0; c < t->classes; c++) sum += exp(z[c] - m);
       loss_sum += m + log(sum) - z[t->host_labels[i]];
     }
-    correct += count_correct(t, count);
+    correct += dlrt__count_correct(t, count);
     out->images += count;
     out->steps++;
   }
