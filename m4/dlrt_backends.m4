@@ -162,6 +162,32 @@ AC_DEFUN([DLRT_CHECK_CUDA], [
   AC_SUBST([NVCC])
 ])
 
+# DLRT_CHECK_NCCL: NCCL for the all-reduce of replicas on several CUDA devices.
+# Only its header is needed to build: the library is loaded with dlopen when
+# an all-reduce first runs, as cuBLAS is. --with-nccl without CUDA, or where
+# nccl.h is missing, stops with a message naming the package.
+AC_DEFUN([DLRT_CHECK_NCCL], [
+  _DLRT_WITH([nccl], [NCCL for the GPU all-reduce of data parallelism (needs CUDA)])
+  dlrt_have_nccl=no
+  AS_IF([test "x$dlrt_with_nccl" != xno], [
+    AS_IF([test $dlrt_have_cuda = yes], [
+      NCCL_CFLAGS=
+      case $dlrt_with_nccl in
+        yes|check) ;;
+        *) NCCL_CFLAGS="-I$dlrt_with_nccl/include" ;;
+      esac
+      dlrt_save_CPPFLAGS=$CPPFLAGS
+      CPPFLAGS="$CPPFLAGS $NCCL_CFLAGS $CUDA_CFLAGS"
+      AC_CHECK_HEADER([nccl.h], [dlrt_have_nccl=yes], [], [#include <cuda_runtime_api.h>])
+      CPPFLAGS=$dlrt_save_CPPFLAGS])
+    AS_IF([test $dlrt_have_nccl = no && _DLRT_REQUIRED([nccl])],
+      [AC_MSG_ERROR([--with-nccl: nccl.h was not found (it needs the CUDA backend too); install NCCL (libnccl-dev, or the CUDA toolkit's) or pass --with-nccl=DIR])])
+  ])
+  AS_IF([test $dlrt_have_nccl = yes],
+    [AC_DEFINE([DLRT_HAVE_NCCL], [1], [All-reduce across CUDA devices through NCCL (dlopen)])])
+  AC_SUBST([NCCL_CFLAGS])
+])
+
 # DLRT_CHECK_MPI: MPI for data parallelism across processes and machines
 # (dltrain under mpirun). Found through pkg-config (ompi-c, mpich) or the mpicc
 # wrapper; --with-mpi that cannot be satisfied names the Debian package.

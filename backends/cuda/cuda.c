@@ -43,7 +43,12 @@ static int cuda_init(void **ctx, int *n_devices) {
   return DLRT_OK;
 }
 
-static void cuda_shutdown(void *ctx) { (void)ctx; }
+static void cuda_shutdown(void *ctx) {
+  (void)ctx;
+#ifdef DLRT_HAVE_NCCL
+  cuda_nccl_release();
+#endif
+}
 
 static int cuda_device_props(void *ctx, int index, dlrt_device_props *p) {
   struct cudaDeviceProp prop;
@@ -298,4 +303,7 @@ const dlrt_backend_iface dlrt__backend_cuda = {
     .memset = cuda_memset,
     .gemm = cuda_gemm,
     .launch = cuda_launch,
+#ifdef DLRT_HAVE_NCCL
+    .allreduce_sum_f32 = cuda_allreduce_sum_f32,
+#endif
 };

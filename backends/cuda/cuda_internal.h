@@ -30,4 +30,11 @@ int cuda_gemm(void *stream, const dlrt_gemm_desc *d, dlrt_mem a, size_t a_off, d
 int cuda_launch(void *stream, const dlrt__launch *launch);
 void cuda_compute_release(cuda_device *dev);
 
+#ifdef DLRT_HAVE_NCCL
+/* cuda_nccl.c */
+int cuda_allreduce_sum_f32(void *const *streams, const dlrt_mem *mems, const size_t *offsets,
+                           int64_t count, int n);
+void cuda_nccl_release(void);
+#endif
+
 #endif

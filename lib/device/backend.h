@@ -111,6 +111,11 @@ typedef struct dlrt_backend_iface {
               dlrt_mem b, size_t b_off, dlrt_mem c, size_t c_off);
   /* optional: runs a kernel of kernels/ (arguments validated beforehand). */
   int (*launch)(void *stream, const dlrt__launch *launch);
+  /* optional: sums `count` floats at mems[i] + offsets[i] over n devices of
+   * this backend, in place on each, every one queued on its streams[i]
+   * (NCCL on CUDA). DLRT_ERR_UNSUPPORTED when the library is missing. */
+  int (*allreduce_sum_f32)(void *const *streams, const dlrt_mem *mems, const size_t *offsets,
+                           int64_t count, int n);
 } dlrt_backend_iface;
 
 /* The compiled-in backends (each defined in backends/<name>/). */

@@ -328,3 +328,32 @@ int dlrt_transpose(dlrt_stream_t *stream, dlrt_dtype dtype, int64_t batch, int64
   dlrt__launch_i64(&lb, cols);
   return dlrt__launch_submit(stream, &lb);
 }
+
+/* ---------------------------------------------------------------- all-reduce */
+
+int dlrt__allreduce_devices(dlrt_stream_t *const *streams, dlrt_buffer_t *const *bufs,
+                            int64_t count, int n) {
+  enum { MAX = 64 };
+  DLRT__CHECK_ARG(streams && bufs && n >= 1 && n <= MAX && count >= 0,
+                  "all-reduce over %d devices of %lld floats", n, (long long)count);
+  const dlrt_backend_iface *be = streams[0]->dev->be;
+  void *ctx[MAX];
+  dlrt_mem mems[MAX];
+  size_t offsets[MAX];
+  for (int i = 0; i < n; i++) {
+    DLRT__CHECK_ARG(streams[i] && bufs[i], "all-reduce: stream or buffer %d is NULL", i);
+    if (streams[i]->dev->be != be || bufs[i]->dev != streams[i]->dev)
+      return dlrt__set_error(DLRT_ERR_WRONG_DEVICE, "all-reduce: every device must be of one "
+                             "backend and each buffer on its stream's device (%d is not)", i);
+    if ((size_t)count * sizeof(float) > bufs[i]->size)
+      return dlrt__set_error(DLRT_ERR_OUT_OF_RANGE, "all-reduce: %lld floats, buffer %d holds "
+                             "%zu bytes", (long long)count, i, bufs[i]->size);
+    ctx[i] = streams[i]->ctx;
+    mems[i] = bufs[i]->mem;
+    offsets[i] = bufs[i]->offset;
+  }
+  if (!be->allreduce_sum_f32)
+    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "the %s backend has no all-reduce across "
+                           "devices in this build", be->name);
+  return count ? be->allreduce_sum_f32(ctx, mems, offsets, count, n) : DLRT_OK;
+}

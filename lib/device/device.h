@@ -50,6 +50,12 @@ void dlrt__device_close(dlrt_device_t *dev);
 /* Synchronizes every stream of an open device. */
 int dlrt__device_sync_all(dlrt_device_t *dev);
 
+/* Sums `count` floats at the start of bufs[i] over n devices of one backend,
+ * in place, each queued on streams[i] (its device's): NCCL on CUDA.
+ * DLRT_ERR_UNSUPPORTED where the backend (or its library) has none. */
+int dlrt__allreduce_devices(dlrt_stream_t *const *streams, dlrt_buffer_t *const *bufs,
+                            int64_t count, int n);
+
 /* Host pool bookkeeping for dlrt_host_free (lib/mem/memory.c). */
 void dlrt__host_registry_clear(void);
 

@@ -62,7 +62,8 @@ static int replica_build(dlrt_trainer_t *t, replica *r, int64_t batch,
   if (rc == DLRT_OK) rc = dlrt_exec_create(r->g, dev, t->cfg.seed, &r->e);
   if (rc == DLRT_OK && t->cfg.clip_norm > 0) rc = dlrt_exec_set_clip_norm(r->e, t->cfg.clip_norm);
   if (rc == DLRT_OK) rc = dlrt__set_loss_scaling(r->e, &t->cfg);
-  if (rc == DLRT_OK) rc = dlrt__exec_stream_gradients(r->e, DLRT_GRADIENT_BUCKET);
+  if (rc == DLRT_OK && !t->device_reduce)
+    rc = dlrt__exec_stream_gradients(r->e, DLRT_GRADIENT_BUCKET);
   if (rc == DLRT_OK) rc = dlrt_exec_import(r->e, state, n_state);
   if (rc == DLRT_OK && !(r->host_logits = malloc((size_t)(batch * t->classes) * sizeof(float))))
     rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
@@ -72,6 +73,31 @@ static int replica_build(dlrt_trainer_t *t, replica *r, int64_t batch,
 static void set_offsets(dlrt_trainer_t *t) {
   int64_t at = 0;
   for (int i = 0; i < t->n_reps; i++) t->reps[i].offset = at, at += t->reps[i].batch;
+}
+
+/* Whether the devices (distinct, of one backend) sum gradients among
+ * themselves, device to device: one tiny all-reduce tells (NCCL on CUDA;
+ * elsewhere, or without the library, the host combines them). */
+static int devices_reduce(dlrt_device_t *const *devs, int n) {
+  if (n < 2) return 0;
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < i; j++)
+      if (devs[i] == devs[j] || devs[i]->be != devs[0]->be) return 0;
+  if (!devs[0]->be->allreduce_sum_f32) return 0;
+  dlrt_stream_t *streams[64] = {0};
+  dlrt_buffer_t *bufs[64] = {0};
+  int rc = DLRT_OK;
+  for (int i = 0; i < n && rc == DLRT_OK; i++)
+    if ((rc = dlrt_stream_create(devs[i], &streams[i])) == DLRT_OK)
+      rc = dlrt_buffer_alloc(devs[i], sizeof(float), streams[i], &bufs[i]);
+  if (rc == DLRT_OK) rc = dlrt__allreduce_devices(streams, bufs, 1, n);
+  for (int i = 0; i < n; i++) {
+    if (streams[i]) dlrt_stream_synchronize(streams[i]);
+    dlrt_buffer_free(bufs[i]);
+    if (streams[i]) dlrt_stream_destroy(streams[i]);
+  }
+  dlrt_clear_error();
+  return rc == DLRT_OK;
 }
 
 int dlrt_trainer_set_devices(dlrt_trainer_t *t, dlrt_device_t *const *devs, int n,
@@ -117,6 +143,7 @@ int dlrt_trainer_set_devices(dlrt_trainer_t *t, dlrt_device_t *const *devs, int 
   if ((rc = dlrt_exec_export(t->e, 1, &state, &n_state)) < 0) return rc;
   dlrt__loss_scale_saved scale;
   dlrt__exec_save_loss_scale(t->e, &scale);
+  t->device_reduce = devices_reduce(devs, n);
   for (int i = 0; i < n && rc == DLRT_OK; i++) {
     t->reps[i].dev = devs[i];
     /* Even shares (the first ones a row more) until measured. */
@@ -201,12 +228,32 @@ int dlrt__dp_step(dlrt_trainer_t *t, const float *images, const int32_t *labels,
     if (probing && (rc = dlrt_stream_synchronize(dlrt_exec_stream(r->e))) == DLRT_OK)
       r->seconds += now_s() - t0;
   }
+  if (t->device_reduce) {
+    /* Device to device: each replica weighs its gradients by its share of
+     * the batch, then one all-reduce per parameter sums them in place on
+     * every device, where the updates read them. */
+    dlrt_graph_t *g = t->reps[0].e->g;
+    dlrt_stream_t *streams[64];
+    dlrt_buffer_t *bufs[64];
+    for (int i = 0; i < t->n_reps; i++) streams[i] = dlrt_exec_stream(t->reps[i].e);
+    for (int id = 0; id < g->n_tensors && rc == DLRT_OK; id++) {
+      const dlrt_tensor_t *p = g->tensors[id];
+      if (p->kind != TENSOR_PARAM || !p->grad) continue;
+      for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++) {
+        bufs[i] = t->reps[i].e->accum[id];
+        rc = dlrt_elementwise(streams[i], DLRT_EW_SCALE, DLRT_F32, p->numel,
+                              (float)t->reps[i].batch / (float)t->batch, bufs[i], 0, bufs[i], 0,
+                              NULL, 0);
+      }
+      if (rc == DLRT_OK) rc = dlrt__allreduce_devices(streams, bufs, p->numel, t->n_reps);
+    }
+  }
   /* The gradients, bucket by bucket as the backward passes finish them
    * (last layers first): combining a bucket overlaps the backward pass of
    * the layers before it. In bucket order; per element in replica order,
    * so the sum does not depend on timing. */
   const dlrt_exec_t *first = t->reps[0].e;
-  for (int b = 0; b < first->buckets.n_buckets && rc == DLRT_OK; b++) {
+  for (int b = 0; !t->device_reduce && b < first->buckets.n_buckets && rc == DLRT_OK; b++) {
     int64_t from = first->buckets.start[b], to = from + first->buckets.count[b];
     for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++) {
       replica *r = &t->reps[i];
@@ -234,7 +281,8 @@ int dlrt__dp_step(dlrt_trainer_t *t, const float *images, const int32_t *labels,
     }
   }
   for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++)
-    if ((rc = dlrt__exec_gradients_write_buckets(t->reps[i].e, t->grad_sum)) == DLRT_OK)
+    if (t->device_reduce ||
+        (rc = dlrt__exec_gradients_write_buckets(t->reps[i].e, t->grad_sum)) == DLRT_OK)
       rc = dlrt_exec_apply_gradients(t->reps[i].e);
   if (rc == DLRT_OK && probing && --t->probe_steps == 0) rc = rebalance(t);
   return rc;

@@ -30,6 +30,7 @@ struct dlrt_trainer {
   struct replica *reps;
   int n_reps;
   int probe_steps;     /* steps left to time the replicas before rebalancing */
+  int device_reduce;   /* replicas combine gradients device to device (NCCL) */
   float *grads, *grad_sum; /* parameter elements each (+ 2 for the all-reduce) */
   int64_t n_grads;
   dlrt_allreduce_fn allreduce; /* across processes, or NULL */
