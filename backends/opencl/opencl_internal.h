@@ -32,17 +32,19 @@ typedef struct {
   uint64_t max_alloc;        /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
   cl_uint compute_units;
   int has_fp16;              /* cl_khr_fp16 (reported; the half GEMM does not need it) */
+  int is_cpu;                /* CL_DEVICE_TYPE_CPU (PoCL): fp32 GEMM in opencl.c's kernel */
   char driver[128];          /* platform and driver version: part of the cache key */
   /* The kernels of kernels/, built (or loaded from the disk cache) on first
    * use. The lock also covers setting kernel arguments and enqueueing:
    * cl_kernel arguments are shared state. */
   cl_program program;
   cl_kernel kernels[DLRT__K_COUNT];
-  /* opencl.c's half-storage GEMM (fp16 without cl_khr_fp16, bf16): its own
-   * small program, built on first use under the lock like the one above;
-   * kernels [bf16][trans_a][trans_b], created on first use. */
+  /* opencl.c's tiled GEMM (fp16 and bf16 always; fp32 on CPU devices and
+   * without CLBlast): its own small program, built on first use under the
+   * lock like the one above; kernels [type: f16, bf16, f32][trans_a][trans_b],
+   * created on first use. */
   cl_program hgemm_program;
-  cl_kernel hgemm_kernels[2][2][2];
+  cl_kernel hgemm_kernels[3][2][2];
   size_t hgemm_local[2], hgemm_tile[2]; /* work-group and C tile (x: n, y: m) */
 } ocl_device;
 
