@@ -382,9 +382,20 @@ static int victim(const dlrt__mpool *p, int64_t before) {
   return best;
 }
 
-/* Evicts until `bytes` more fit the budget; `before` as for victim(). */
+/* Evicts until `bytes` more fit the budget; `before` as for victim(). With
+ * a `before` (a prefetch), nothing is evicted unless enough can be: copies
+ * thrown out for a prefetch that then does not fit would only come back. */
 static int make_room(dlrt__mpool *p, size_t bytes, int64_t before, int *fits) {
   *fits = 0;
+  if (before >= 0 && p->resident + bytes > p->budget) {
+    uint64_t can_free = 0;
+    for (int i = 0; i < p->n; i++) {
+      const mstore *m = &p->s[i];
+      if (m->declared && p->bufs[i] && !m->locked && !m->handed_over && m->next_use > before)
+        can_free += m->bytes;
+    }
+    if (p->resident - can_free + bytes > p->budget) return DLRT_OK;
+  }
   while (p->resident + bytes > p->budget) {
     int v = victim(p, before);
     if (v < 0) return DLRT_OK;
