@@ -172,6 +172,21 @@ int dlrt__exec_bucket_wait(dlrt_exec_t *e, int b);
  * vector in bucket order. */
 int dlrt__exec_gradients_write_buckets(dlrt_exec_t *e, const float *src);
 
+/* exec_grads.c, for the run loop of exec.c: */
+/* One running sum per gradient (accumulation, DLRT_RUN_GRADIENTS). */
+int dlrt__exec_ensure_accumulators(dlrt_exec_t *e);
+/* Folds this micro-batch's gradients into the sums (last: into the gradients). */
+int dlrt__exec_accumulate(dlrt_exec_t *e, int last);
+/* The factor that clips the gradients (applied times `prescale`) to clip_norm. */
+int dlrt__exec_clip_factor(dlrt_exec_t *e, float prescale, float *factor);
+/* Whether every parameter gradient is finite (one read back). */
+int dlrt__exec_gradients_finite(dlrt_exec_t *e, int *finite);
+/* GradScaler's rule after an update, or a skipped one. */
+void dlrt__exec_update_loss_scale(dlrt_exec_t *e, int finite);
+/* Queues the bucket copies of the gradients final at schedule position k. */
+int dlrt__exec_stream_ready(dlrt_exec_t *e, int k);
+void dlrt__exec_buckets_free(dlrt_exec_t *e);
+
 /* Queues what node `n` computes on the executor's stream (exec_ops.c). */
 int dlrt__exec_run_node(dlrt_exec_t *e, node *n);
 

@@ -1,0 +1,412 @@
+/* exec_grads.c — what happens to the gradients between the backward pass
+ * and the updates: accumulation over micro-batches, clipping by global
+ * norm, dynamic loss scaling, gradient buckets streamed to the host while
+ * the backward pass runs, and the host-side gradient I/O of data
+ * parallelism (dlrt_exec_gradients_read/_write, dlrt_exec_apply_gradients). */
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/exec.h"
+#include "util/status.h"
+
+/* One running sum per gradient, for the executor's life: they count in its
+ * planned peak. */
+int dlrt__exec_ensure_accumulators(dlrt_exec_t *e) {
+  dlrt_graph_t *g = e->g;
+  if (e->accum) return DLRT_OK;
+  e->accum = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *e->accum);
+  if (!e->accum) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  for (int i = 0; i < g->n_tensors; i++) {
+    dlrt_tensor_t *p = g->tensors[i];
+    if (p->kind != TENSOR_PARAM || !p->grad) continue;
+    int rc = dlrt_buffer_alloc(e->dev, dlrt__tensor_bytes(p), e->stream, &e->accum[i]);
+    if (rc < 0) return rc;
+    e->accum_bytes += (dlrt__tensor_bytes(p) + 511) & ~(uint64_t)511; /* allocator granules */
+  }
+  return DLRT_OK;
+}
+
+int dlrt_exec_set_accumulation(dlrt_exec_t *e, int steps) {
+  DLRT__CHECK_ARG(e && steps >= 1, "dlrt_exec_set_accumulation: executor is NULL or %d "
+                  "micro-batches per update (give 1 or more)", steps);
+  if (e->micro != 0)
+    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_set_accumulation: %d of %d micro-batches "
+                           "of an update are still pending", e->micro, e->accum_steps);
+  if (steps > 1) {
+    int rc = dlrt__exec_ensure_accumulators(e);
+    if (rc < 0) return rc;
+  }
+  e->accum_steps = steps;
+  return DLRT_OK;
+}
+
+/* Folds this micro-batch's gradients into the running sums: the first
+ * micro-batch of an update copies, later ones add; the last adds the sums
+ * into the gradients, which the updates then scale by 1 / accum_steps (each
+ * micro-batch's loss is a mean over its own samples, so the mean of the
+ * micro-batch gradients is the gradient of the whole batch's mean loss). */
+int dlrt__exec_accumulate(dlrt_exec_t *e, int last) {
+  dlrt_graph_t *g = e->g;
+  int rc = DLRT_OK;
+  for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++) {
+    dlrt_tensor_t *p = g->tensors[i];
+    if (p->kind != TENSOR_PARAM || !p->grad) continue;
+    if ((rc = dlrt__exec_use(e, p->grad, last)) < 0) break;
+    dlrt_buffer_t *grad = dlrt__exec_buf(e, p->grad), *sum = e->accum[i];
+    size_t bytes = dlrt__tensor_bytes(p);
+    if (last)
+      rc = dlrt_elementwise(e->stream, DLRT_EW_ADD, DLRT_F32, p->numel, 0, grad, 0, grad, 0,
+                            sum, 0);
+    else if (e->micro == 0)
+      rc = dlrt_copy_d2d(sum, 0, grad, 0, bytes, e->stream);
+    else
+      rc = dlrt_elementwise(e->stream, DLRT_EW_ADD, DLRT_F32, p->numel, 0, sum, 0, sum, 0,
+                            grad, 0);
+    dlrt__exec_unuse(e, p->grad);
+  }
+  return rc;
+}
+
+/* The factor that brings the global L2 norm of the gradients down to
+ * clip_norm (1 when already below), as torch.nn.utils.clip_grad_norm_:
+ * max_norm / (norm + 1e-6). Squares go through a temporary, per-gradient sums
+ * into a small vector, and one number comes back to the host. */
+int dlrt__exec_clip_factor(dlrt_exec_t *e, float prescale, float *factor) {
+  dlrt_graph_t *g = e->g;
+  int64_t largest = 0, count = 0;
+  for (int i = 0; i < g->n_tensors; i++) {
+    dlrt_tensor_t *p = g->tensors[i];
+    if (p->kind == TENSOR_PARAM && p->grad) {
+      count++;
+      if (p->numel > largest) largest = p->numel;
+    }
+  }
+  *factor = 1.0f;
+  if (count == 0) return DLRT_OK;
+  dlrt_buffer_t *squares = NULL, *sums = NULL, *total = NULL;
+  int rc = dlrt_buffer_alloc(e->dev, (size_t)largest * sizeof(float), e->stream, &squares);
+  if (rc == DLRT_OK) rc = dlrt_buffer_alloc(e->dev, (size_t)count * sizeof(float), e->stream, &sums);
+  if (rc == DLRT_OK) rc = dlrt_buffer_alloc(e->dev, sizeof(float), e->stream, &total);
+  int64_t k = 0;
+  for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++) {
+    dlrt_tensor_t *p = g->tensors[i];
+    if (p->kind != TENSOR_PARAM || !p->grad) continue;
+    if ((rc = dlrt__exec_use(e, p->grad, 0)) < 0) break;
+    dlrt_buffer_t *gb = dlrt__exec_buf(e, p->grad);
+    rc = dlrt_elementwise(e->stream, DLRT_EW_MUL, DLRT_F32, p->numel, 0, squares, 0, gb, 0, gb, 0);
+    if (rc == DLRT_OK)
+      rc = dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, p->numel, sums,
+                       (size_t)k++ * sizeof(float), squares, 0);
+    dlrt__exec_unuse(e, p->grad);
+  }
+  float sq = 0;
+  if (rc == DLRT_OK) rc = dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, count, total, 0, sums, 0);
+  if (rc == DLRT_OK) rc = dlrt_copy_d2h(&sq, total, 0, sizeof sq, e->stream);
+  if (rc == DLRT_OK) rc = dlrt_stream_synchronize(e->stream);
+  dlrt_buffer_free(squares);
+  dlrt_buffer_free(sums);
+  dlrt_buffer_free(total);
+  if (rc == DLRT_OK) {
+    /* The gradients are applied times `prescale` (accumulation): clip that. */
+    double norm = sqrt((double)sq) * prescale, coef = e->clip_norm / (norm + 1e-6);
+    if (coef < 1.0) *factor = (float)coef;
+  }
+  return rc;
+}
+
+int dlrt_exec_set_clip_norm(dlrt_exec_t *e, float max_norm) {
+  DLRT__CHECK_ARG(e && max_norm >= 0, "executor is NULL or max norm %g < 0", max_norm);
+  e->clip_norm = max_norm;
+  return DLRT_OK;
+}
+
+/* ---------------------------------------------------------------- loss scaling */
+
+dlrt_loss_scaler dlrt_loss_scaler_defaults(void) {
+  dlrt_loss_scaler s = {.enabled = 1, .init_scale = 65536.0f, .growth_factor = 2.0f,
+                        .backoff_factor = 0.5f, .growth_interval = 2000};
+  return s;
+}
+
+int dlrt_exec_set_loss_scaler(dlrt_exec_t *e, const dlrt_loss_scaler *scaler) {
+  DLRT__CHECK_ARG(e, "dlrt_exec_set_loss_scaler: executor is NULL");
+  if (!scaler || !scaler->enabled) {
+    e->scaler.enabled = 0;
+    e->loss_scale = 1.0f;
+    return DLRT_OK;
+  }
+  DLRT__CHECK_ARG(scaler->init_scale > 0 && isfinite(scaler->init_scale) &&
+                      scaler->growth_factor >= 1 && isfinite(scaler->growth_factor) &&
+                      scaler->backoff_factor > 0 && scaler->backoff_factor <= 1 &&
+                      scaler->growth_interval >= 1,
+                  "dlrt_exec_set_loss_scaler: scale %g, growth %g, backoff %g, interval %d "
+                  "(need a finite scale > 0, growth >= 1, backoff in (0, 1], interval >= 1)",
+                  scaler->init_scale, scaler->growth_factor, scaler->backoff_factor,
+                  scaler->growth_interval);
+  if (e->micro != 0)
+    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_set_loss_scaler: %d of %d micro-batches "
+                           "of an update are still pending", e->micro, e->accum_steps);
+  e->scaler = *scaler;
+  e->loss_scale = scaler->init_scale;
+  e->clean_steps = 0;
+  return DLRT_OK;
+}
+
+int dlrt_exec_loss_scale(const dlrt_exec_t *e, dlrt_loss_scale_state *out) {
+  DLRT__CHECK_ARG(e && out, "dlrt_exec_loss_scale: executor or out is NULL");
+  out->scale = e->loss_scale;
+  out->skipped_steps = e->skipped_steps;
+  out->last_skipped = e->last_skipped;
+  return DLRT_OK;
+}
+
+void dlrt__exec_save_loss_scale(const dlrt_exec_t *e, dlrt__loss_scale_saved *out) {
+  out->scaler = e->scaler;
+  out->scale = e->loss_scale;
+  out->skipped_steps = e->skipped_steps;
+  out->clean_steps = e->clean_steps;
+  out->last_skipped = e->last_skipped;
+}
+
+void dlrt__exec_restore_loss_scale(dlrt_exec_t *e, const dlrt__loss_scale_saved *in) {
+  e->scaler = in->scaler;
+  e->loss_scale = in->scale;
+  e->skipped_steps = in->skipped_steps;
+  e->clean_steps = in->clean_steps;
+  e->last_skipped = in->last_skipped;
+}
+
+/* Whether every parameter gradient is finite: a sum per gradient (inf or
+ * NaN anywhere makes it inf or NaN; finite fp32 gradients cannot overflow a
+ * sum in practice), their sum, and one number read back. */
+int dlrt__exec_gradients_finite(dlrt_exec_t *e, int *finite) {
+  dlrt_graph_t *g = e->g;
+  int64_t count = 0;
+  for (int i = 0; i < g->n_tensors; i++)
+    if (g->tensors[i]->kind == TENSOR_PARAM && g->tensors[i]->grad) count++;
+  *finite = 1;
+  if (count == 0) return DLRT_OK;
+  dlrt_buffer_t *sums = NULL, *total = NULL;
+  int rc = dlrt_buffer_alloc(e->dev, (size_t)count * sizeof(float), e->stream, &sums);
+  if (rc == DLRT_OK) rc = dlrt_buffer_alloc(e->dev, sizeof(float), e->stream, &total);
+  int64_t k = 0;
+  for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++) {
+    dlrt_tensor_t *p = g->tensors[i];
+    if (p->kind != TENSOR_PARAM || !p->grad) continue;
+    if ((rc = dlrt__exec_use(e, p->grad, 0)) < 0) break;
+    rc = dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, p->numel, sums,
+                     (size_t)k++ * sizeof(float), dlrt__exec_buf(e, p->grad), 0);
+    dlrt__exec_unuse(e, p->grad);
+  }
+  float sum = 0;
+  if (rc == DLRT_OK) rc = dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, count, total, 0, sums, 0);
+  if (rc == DLRT_OK) rc = dlrt_copy_d2h(&sum, total, 0, sizeof sum, e->stream);
+  if (rc == DLRT_OK) rc = dlrt_stream_synchronize(e->stream);
+  dlrt_buffer_free(sums);
+  dlrt_buffer_free(total);
+  if (rc == DLRT_OK) *finite = isfinite(sum);
+  return rc;
+}
+
+/* GradScaler's rule after an update (or a skipped one). */
+void dlrt__exec_update_loss_scale(dlrt_exec_t *e, int finite) {
+  e->last_skipped = !finite;
+  if (!finite) {
+    e->skipped_steps++;
+    e->clean_steps = 0;
+    e->loss_scale *= e->scaler.backoff_factor;
+  } else if (++e->clean_steps >= e->scaler.growth_interval) {
+    e->clean_steps = 0;
+    float grown = e->loss_scale * e->scaler.growth_factor;
+    if (isfinite(grown)) e->loss_scale = grown;
+  }
+}
+
+/* ---------------------------------------------------------------- gradients */
+
+void dlrt__exec_buckets_free(dlrt_exec_t *e) {
+  for (int b = 0; b < e->buckets.n_buckets; b++) dlrt_event_destroy(e->buckets.events[b]);
+  if (e->buckets.host) dlrt_host_free(e->buckets.host);
+  free(e->buckets.param), free(e->buckets.pos), free(e->buckets.at), free(e->buckets.closes);
+  free(e->buckets.start), free(e->buckets.count), free(e->buckets.events);
+  memset(&e->buckets, 0, sizeof e->buckets);
+}
+
+int dlrt__exec_stream_gradients(dlrt_exec_t *e, int64_t bucket_bytes) {
+  dlrt_graph_t *g = e->g;
+  dlrt__exec_buckets_free(e);
+  if (bucket_bytes <= 0) return DLRT_OK;
+  if (!g->optimized)
+    return dlrt__set_error(DLRT_ERR_STATE, "gradient buckets need an optimized graph");
+  const schedule *s = &e->plans[DLRT_RUN_TRAIN];
+  int *pos_of = malloc((size_t)(g->n_nodes ? g->n_nodes : 1) * sizeof *pos_of);
+  int n = 0;
+  for (int i = 0; i < g->n_tensors; i++) n += g->tensors[i]->kind == TENSOR_PARAM && g->tensors[i]->grad;
+  e->buckets.param = calloc((size_t)n + 1, sizeof(int));
+  e->buckets.pos = calloc((size_t)n + 1, sizeof(int));
+  e->buckets.at = calloc((size_t)n + 1, sizeof(int64_t));
+  e->buckets.closes = calloc((size_t)n + 1, sizeof(int));
+  e->buckets.start = calloc((size_t)n + 1, sizeof(int64_t));
+  e->buckets.count = calloc((size_t)n + 1, sizeof(int64_t));
+  e->buckets.events = calloc((size_t)n + 1, sizeof(dlrt_event_t *));
+  if (!pos_of || !e->buckets.param || !e->buckets.pos || !e->buckets.at || !e->buckets.closes ||
+      !e->buckets.start || !e->buckets.count || !e->buckets.events) {
+    free(pos_of);
+    dlrt__exec_buckets_free(e);
+    return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  }
+  for (int i = 0; i < g->n_nodes; i++) pos_of[i] = -1;
+  for (int k = 0; k < s->n; k++) pos_of[s->order[k]] = k;
+  /* Each gradient is final where the node that writes its storage runs (the
+   * last contribution's sum); insertion sort by that position. */
+  int m = 0;
+  for (int i = 0; i < g->n_tensors; i++) {
+    dlrt_tensor_t *p = g->tensors[i];
+    if (p->kind != TENSOR_PARAM || !p->grad) continue;
+    const node *writer = p->grad->owner->producer;
+    int at = 0;
+    for (int j = 0; writer && j < g->n_nodes; j++)
+      if (g->nodes[j] == writer) at = pos_of[j];
+    int k = m++;
+    while (k > 0 && e->buckets.pos[k - 1] > at) {
+      e->buckets.pos[k] = e->buckets.pos[k - 1];
+      e->buckets.param[k] = e->buckets.param[k - 1];
+      k--;
+    }
+    e->buckets.pos[k] = at;
+    e->buckets.param[k] = i;
+  }
+  free(pos_of);
+  e->buckets.n = m;
+  e->buckets.bytes = bucket_bytes;
+  int64_t at = 0, open_from = 0;
+  int rc = DLRT_OK;
+  for (int k = 0; k < m; k++) {
+    const dlrt_tensor_t *p = g->tensors[e->buckets.param[k]];
+    e->buckets.at[k] = at;
+    at += p->numel;
+    e->buckets.closes[k] = -1;
+    if ((at - open_from) * (int64_t)sizeof(float) >= bucket_bytes || k == m - 1) {
+      int b = e->buckets.n_buckets++;
+      e->buckets.closes[k] = b;
+      e->buckets.start[b] = open_from;
+      e->buckets.count[b] = at - open_from;
+      open_from = at;
+      if ((rc = dlrt_event_create(e->dev, &e->buckets.events[b])) < 0) break;
+    }
+  }
+  e->buckets.total = at;
+  if (rc == DLRT_OK)
+    rc = dlrt_host_alloc(e->dev, (size_t)(at ? at : 1) * sizeof(float), (void **)&e->buckets.host);
+  if (rc < 0) dlrt__exec_buckets_free(e);
+  return rc;
+}
+
+/* Queues the copies of the gradients that became final at position k, and
+ * the events of the buckets they complete. */
+int dlrt__exec_stream_ready(dlrt_exec_t *e, int k) {
+  int rc = DLRT_OK;
+  while (rc == DLRT_OK && e->buckets.next < e->buckets.n && e->buckets.pos[e->buckets.next] <= k) {
+    int j = e->buckets.next++;
+    const dlrt_tensor_t *p = e->g->tensors[e->buckets.param[j]];
+    rc = dlrt_copy_d2h(e->buckets.host + e->buckets.at[j], dlrt__exec_buf(e, p->grad), 0,
+                       (size_t)p->numel * sizeof(float), e->stream);
+    if (rc == DLRT_OK && e->buckets.closes[j] >= 0)
+      rc = dlrt_event_record(e->buckets.events[e->buckets.closes[j]], e->stream);
+  }
+  return rc;
+}
+
+int dlrt__exec_bucket_wait(dlrt_exec_t *e, int b) {
+  DLRT__CHECK_ARG(b >= 0 && b < e->buckets.n_buckets, "gradient bucket %d of %d", b,
+                  e->buckets.n_buckets);
+  return dlrt_event_synchronize(e->buckets.events[b]);
+}
+
+int dlrt__exec_gradients_write_buckets(dlrt_exec_t *e, const float *src) {
+  dlrt_graph_t *g = e->g;
+  if (!e->accum || !e->buckets.n)
+    return dlrt__set_error(DLRT_ERR_STATE, "run DLRT_RUN_GRADIENTS with gradient buckets first");
+  int rc = DLRT_OK;
+  for (int j = 0; j < e->buckets.n && rc == DLRT_OK; j++) {
+    int id = e->buckets.param[j];
+    rc = dlrt_copy_h2d(e->accum[id], 0, src + e->buckets.at[j],
+                       (size_t)g->tensors[id]->numel * sizeof(float), e->stream);
+  }
+  return rc == DLRT_OK ? dlrt_stream_synchronize(e->stream) : rc;
+}
+
+/* The parameters with gradients, in tensor order: what the gradient vector
+ * of dlrt_exec_gradients_read holds, one after the other. */
+static int gradient_io(dlrt_exec_t *e, float *host, int64_t count, int write) {
+  dlrt_graph_t *g = e->g;
+  DLRT__CHECK_ARG(e && host, "dlrt_exec_gradients: executor or buffer is NULL");
+  if (!e->accum)
+    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_gradients: run DLRT_RUN_GRADIENTS first");
+  int64_t total = 0;
+  for (int i = 0; i < g->n_tensors; i++)
+    if (g->tensors[i]->kind == TENSOR_PARAM && g->tensors[i]->grad) total += g->tensors[i]->numel;
+  if (count != total)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "dlrt_exec_gradients: %lld floats given, the "
+                           "gradients hold %lld", (long long)count, (long long)total);
+  int rc = DLRT_OK;
+  int64_t at = 0;
+  for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++) {
+    dlrt_tensor_t *p = g->tensors[i];
+    if (p->kind != TENSOR_PARAM || !p->grad) continue;
+    size_t bytes = (size_t)p->numel * sizeof(float);
+    rc = write ? dlrt_copy_h2d(e->accum[i], 0, host + at, bytes, e->stream)
+               : dlrt_copy_d2h(host + at, e->accum[i], 0, bytes, e->stream);
+    at += p->numel;
+  }
+  return rc == DLRT_OK ? dlrt_stream_synchronize(e->stream) : rc;
+}
+
+int dlrt_exec_gradients_read(dlrt_exec_t *e, float *dst, int64_t count) {
+  return gradient_io(e, dst, count, 0);
+}
+
+int dlrt_exec_gradients_write(dlrt_exec_t *e, const float *src, int64_t count) {
+  return gradient_io(e, (float *)src, count, 1);
+}
+
+int dlrt_exec_apply_gradients(dlrt_exec_t *e) {
+  DLRT__CHECK_ARG(e, "dlrt_exec_apply_gradients: executor is NULL");
+  dlrt_graph_t *g = e->g;
+  if (!e->accum || !g->optimized || e->spill)
+    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_apply_gradients: run DLRT_RUN_GRADIENTS "
+                           "on an optimized graph first (no spilling)");
+  /* The updates read the gradients where the accumulators hold them. */
+  for (int i = 0; i < g->n_tensors; i++) {
+    dlrt_tensor_t *p = g->tensors[i];
+    if (p->kind == TENSOR_PARAM && p->grad) e->bufs[p->grad->owner->id] = e->accum[i];
+  }
+  e->mode = DLRT_RUN_TRAIN;
+  /* The mean of the runs since the last update (one, unless several
+   * micro-batches were run: pipeline stages). */
+  float mean = e->grad_runs > 1 ? 1.0f / (float)e->grad_runs : 1.0f;
+  float clip = 1.0f;
+  int finite = 1, rc = DLRT_OK;
+  if (e->scaler.enabled) {
+    rc = dlrt__exec_gradients_finite(e, &finite);
+    mean /= e->loss_scale;
+  }
+  if (rc == DLRT_OK && finite && e->clip_norm > 0) rc = dlrt__exec_clip_factor(e, mean, &clip);
+  e->grad_scale = mean * clip;
+  const schedule *s = &e->plans[DLRT_RUN_TRAIN];
+  for (int k = 0; k < s->n && rc == DLRT_OK && finite; k++) {
+    node *n = g->nodes[s->order[k]];
+    if (n->phase == PHASE_UPDATE) rc = dlrt__exec_run_node(e, n);
+  }
+  for (int i = 0; i < g->n_tensors; i++) {
+    dlrt_tensor_t *p = g->tensors[i];
+    if (p->kind == TENSOR_PARAM && p->grad) e->bufs[p->grad->owner->id] = NULL;
+  }
+  if (rc == DLRT_OK && e->scaler.enabled) dlrt__exec_update_loss_scale(e, finite);
+  if (rc == DLRT_OK && finite) e->steps++;
+  e->grad_runs = 0;
+  return rc;
+}
