@@ -29,29 +29,37 @@ print(d)" "$@"
 opencl=no
 has_opencl && opencl=yes
 
+# planned_vs_measured WHAT DEVICE BATCH ARGS...: one point, the planned peak
+# within 5% of the peak a run of two batches measures.
+planned_vs_measured() {
+  what=$1 device=$2 batch=$3
+  shift 3
+  if [ "$device" = opencl:0 ] && [ $opencl = no ]; then
+    skip "$what" "no OpenCL device"
+    return
+  fi
+  common="--data generated --batch $batch --device $device --json --quiet $*"
+  run $common --plan
+  cp "$tmp/out" "$tmp/plan.json"
+  run $common --limit $((batch * 2))
+  if [ $rc -ne 0 ]; then
+    false
+    result "$what"
+    return
+  fi
+  planned=$(field "$tmp/plan.json" plan planned_peak_bytes)
+  measured=$(field "$tmp/out" peak_device_bytes)
+  python3 -c "import sys; p, m = int(sys.argv[1]), int(sys.argv[2])
+assert abs(p - m) <= 0.05 * m, (p, m)" "$planned" "$measured"
+  result "$what ($planned vs $measured bytes)"
+}
+
 # 1-12: planned against measured.
 for device in cpu opencl:0; do
   for model in mlp cnn; do
     for batch in 16 64 256; do
-      what="$model, batch $batch, on $device: planned peak within 5% of the measured"
-      if [ $device = opencl:0 ] && [ $opencl = no ]; then
-        skip "$what" "no OpenCL device"
-        continue
-      fi
-      common="--data generated --model $model --batch $batch --device $device --json --quiet"
-      run $common --plan
-      cp "$tmp/out" "$tmp/plan.json"
-      run $common --limit $((batch * 2))
-      if [ $rc -ne 0 ]; then
-        false
-        result "$what"
-        continue
-      fi
-      planned=$(field "$tmp/plan.json" plan planned_peak_bytes)
-      measured=$(field "$tmp/out" peak_device_bytes)
-      python3 -c "import sys; p, m = int(sys.argv[1]), int(sys.argv[2])
-assert abs(p - m) <= 0.05 * m, (p, m)" "$planned" "$measured"
-      result "$what ($planned vs $measured bytes)"
+      planned_vs_measured "$model, batch $batch, on $device: planned peak within 5% of the measured" \
+        $device $batch --model $model
     done
   done
 done
@@ -152,26 +160,8 @@ result "the --plan breakdown adds up to the planned peak (mlp, cnn, checkpointed
 # 23-26: the same in mixed precision (fp16), at batch 256.
 for device in cpu opencl:0; do
   for model in mlp cnn; do
-    what="$model, batch 256, fp16, on $device: planned peak within 5% of the measured"
-    if [ $device = opencl:0 ] && [ $opencl = no ]; then
-      skip "$what" "no OpenCL device"
-      continue
-    fi
-    common="--data generated --model $model --batch 256 --device $device --precision fp16"
-    common="$common --json --quiet"
-    run $common --plan
-    cp "$tmp/out" "$tmp/plan.json"
-    run $common --limit 512
-    if [ $rc -ne 0 ]; then
-      false
-      result "$what"
-      continue
-    fi
-    planned=$(field "$tmp/plan.json" plan planned_peak_bytes)
-    measured=$(field "$tmp/out" peak_device_bytes)
-    python3 -c "import sys; p, m = int(sys.argv[1]), int(sys.argv[2])
-assert abs(p - m) <= 0.05 * m, (p, m)" "$planned" "$measured"
-    result "$what ($planned vs $measured bytes)"
+    planned_vs_measured "$model, batch 256, fp16, on $device: planned peak within 5% of the measured" \
+      $device 256 --model $model --precision fp16
   done
 done
 
