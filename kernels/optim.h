@@ -35,9 +35,11 @@ DLRT_KERNEL(dlrt_k_adam_update)(DLRT_RANGE DLRT_PTR(float, p), DLRT_PTR(float, m
   DLRT_BIND(float, v);
   DLRT_CBIND(float, grad);
   DLRT_FOR_EACH(i, count) {
-    float g = grad[i] * grad_scale, w = p[i];
-    if (decoupled) w -= lr * weight_decay * w;
-    else g += weight_decay * w;
+    float g0 = grad[i] * grad_scale, p0 = p[i];
+    /* Selects, not branches: both sides are computed and the loop vectorizes
+     * (the host-side update of spilling runs it on the CPU). */
+    float w = decoupled ? p0 - lr * weight_decay * p0 : p0;
+    float g = decoupled ? g0 : g0 + weight_decay * p0;
     float mi = beta1 * m[i] + (1.0f - beta1) * g;
     float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
     m[i] = mi;
