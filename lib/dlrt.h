@@ -683,6 +683,14 @@ DLRT_API int dlrt_tensor_shape(const dlrt_tensor_t *t, int64_t shape[DLRT_MAX_DI
 DLRT_API int64_t dlrt_tensor_numel(const dlrt_tensor_t *t);
 /* Its storage type (after dlrt_graph_backward: the one mixed precision chose). */
 DLRT_API dlrt_dtype dlrt_tensor_dtype(const dlrt_tensor_t *t);
+/* Where t's elements lie in the storage it uses: element [i0, i1, ...] is at
+ * offset + sum(i_k * strides[k]) (in elements). Returns 1 when t is a view
+ * of another tensor's storage (a reshape, a 2-D transpose: strides
+ * swapped, a slice along the leading axis: an offset), 0 when it owns its
+ * storage (dense, offset 0), negative on a NULL argument. Matmuls read
+ * transposed views in place; other ops read a dense copy made for them. */
+DLRT_API int dlrt_tensor_layout(const dlrt_tensor_t *t, int64_t strides[DLRT_MAX_DIMS],
+                                int64_t *offset);
 DLRT_API const char *dlrt_tensor_name(const dlrt_tensor_t *t);
 
 /* Mixed precision: `compute` is DLRT_F16, DLRT_BF16 or DLRT_F32 (off, the

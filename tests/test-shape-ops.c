@@ -177,6 +177,60 @@ static void check_values(const char *spec, dlrt_device_t *dev) {
   dlrt_graph_destroy(g);
 }
 
+/* Views: a 2-D transpose swaps the strides, a slice along the leading axis
+ * moves the offset; neither copies. A matmul reads a transposed operand in
+ * place, an elementwise op gets a dense copy; reads give the view's values. */
+static void check_views(const char *spec, dlrt_device_t *dev) {
+  dlrt_graph_t *g;
+  dlrt_exec_t *e = NULL;
+  dlrt_graph_create(&g);
+  int64_t xs[2] = {3, 4}, ys[2] = {3, 2};
+  dlrt_tensor_t *x = dlrt_input(g, "x", DLRT_F32, 2, xs);
+  dlrt_tensor_t *y = dlrt_input(g, "y", DLRT_F32, 2, ys);
+  dlrt_tensor_t *xt = dlrt_keep(g, dlrt_transpose2d(g, x));             /* 4 x 3 */
+  dlrt_tensor_t *rows = dlrt_keep(g, dlrt_slice(g, x, 0, 1, 2));        /* rows 1, 2 */
+  dlrt_tensor_t *prod = dlrt_keep(g, dlrt_matmul(g, xt, y, 0, 0));      /* x^T y: 4 x 2 */
+  dlrt_tensor_t *twice = dlrt_keep(g, dlrt_add(g, xt, xt));             /* a dense copy */
+  int64_t st[DLRT_MAX_DIMS], at = -1;
+  int view = dlrt_tensor_layout(xt, st, &at);
+  ok(view == 1 && st[0] == 1 && st[1] == 4 && at == 0,
+     "%s: transpose2d is a view with strides (1, 4) (%d: %lld %lld, offset %lld)", spec, view,
+     (long long)st[0], (long long)st[1], (long long)at);
+  view = dlrt_tensor_layout(rows, st, &at);
+  ok(view == 1 && st[0] == 4 && st[1] == 1 && at == 4,
+     "%s: a slice of rows is a view at offset 4 (%d: offset %lld)", spec, view, (long long)at);
+  int rc = dlrt_exec_create(g, dev, 1, &e);
+  float xv[12], yv[6], t[12], r[8], pv[8], tw[12];
+  for (int i = 0; i < 12; i++) xv[i] = (float)(i + 1);
+  for (int i = 0; i < 6; i++) yv[i] = (float)(i % 3) - 1.0f;
+  if (rc == DLRT_OK) rc = dlrt_exec_write(e, x, xv, sizeof xv);
+  if (rc == DLRT_OK) rc = dlrt_exec_write(e, y, yv, sizeof yv);
+  if (rc == DLRT_OK) rc = dlrt_exec_run(e, DLRT_RUN_FORWARD);
+  if (rc == DLRT_OK) rc = dlrt_exec_read(e, xt, t, sizeof t);
+  if (rc == DLRT_OK) rc = dlrt_exec_read(e, rows, r, sizeof r);
+  if (rc == DLRT_OK) rc = dlrt_exec_read(e, prod, pv, sizeof pv);
+  if (rc == DLRT_OK) rc = dlrt_exec_read(e, twice, tw, sizeof tw);
+  if (tap_check(rc, "%s: views run", spec)) {
+    float want_t[12], want_p[8] = {0}, want_tw[12];
+    for (int i = 0; i < 4; i++)
+      for (int j = 0; j < 3; j++) want_t[i * 3 + j] = xv[j * 4 + i], want_tw[i * 3 + j] = 2 * xv[j * 4 + i];
+    for (int i = 0; i < 4; i++)
+      for (int j = 0; j < 2; j++)
+        for (int k = 0; k < 3; k++) want_p[i * 2 + j] += xv[k * 4 + i] * yv[k * 2 + j];
+    is_mem(t, want_t, sizeof t, "%s: the transposed view reads as x^T", spec);
+    is_mem(r, xv + 4, sizeof r, "%s: the slice view reads rows 1 and 2", spec);
+    int close = 1;
+    for (int i = 0; i < 8; i++) close &= fabsf(pv[i] - want_p[i]) <= 1e-5f;
+    ok(close, "%s: matmul of the transposed view is x^T y", spec);
+    is_mem(tw, want_tw, sizeof tw, "%s: add reads a dense copy of the view", spec);
+  }
+  float back[12];
+  is_status(dlrt_exec_write(e, rows, back, sizeof r), DLRT_ERR_INVALID_ARG,
+            "%s: writing a slice view is refused: %s", spec, dlrt_last_error());
+  dlrt_exec_destroy(e);
+  dlrt_graph_destroy(g);
+}
+
 int main(void) {
   static const struct { const char *name; build_fn fn; } ops[] = {
       {"concat along axis 1", op_concat}, {"slice", op_slice},
@@ -191,6 +245,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
       check(dlrt_device_spec(dev), dev, ops[i].name, ops[i].fn);
     check_values(dlrt_device_spec(dev), dev);
+    check_views(dlrt_device_spec(dev), dev);
   }
   /* Shapes that cannot broadcast are refused with both shapes named. */
   dlrt_graph_t *g;

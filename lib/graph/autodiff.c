@@ -123,8 +123,16 @@ static int backward_node(dlrt_graph_t *g, node *n) {
     return accumulate(g, a, d);
   }
   case OP_VIEW: {
+    /* A reshape's gradient is dy reshaped (dense first); a transpose's is
+     * dy's transposed view. */
+    int transpose = n->p[0] == 1;
+    if (!transpose && !(dy = dlrt__make_contiguous(g, dy, PHASE_BACKWARD))) return g->status;
     dlrt_tensor_t *d = bnode(g, OP_VIEW, 1, &dy, a->ndim, a->shape, a);
-    if (d) d->owner = dy->owner;
+    if (!d) return g->status;
+    d->producer->p[0] = n->p[0];
+    d->owner = dy->owner;
+    d->offset = dy->offset;
+    if (transpose) d->strides[0] = dy->strides[1], d->strides[1] = dy->strides[0];
     return accumulate(g, a, d);
   }
   case OP_PERMUTE: {
@@ -262,11 +270,6 @@ static int backward_node(dlrt_graph_t *g, node *n) {
     }
     return accumulate(g, a, d);
   }
-  case OP_TRANSPOSE: {
-    dlrt_tensor_t *d = bnode(g, OP_TRANSPOSE, 1, &dy, a->ndim, a->shape, a);
-    if (d) d->producer->p[0] = n->p[1], d->producer->p[1] = n->p[0];
-    return accumulate(g, a, d);
-  }
   case OP_EMBED: {
     dlrt_tensor_t *in[2] = {dy, a};
     dlrt_tensor_t *d = bnode(g, OP_EMBED_GRAD, 2, in, b->ndim, b->shape, b);
@@ -351,6 +354,14 @@ int dlrt_graph_backward(dlrt_graph_t *g, dlrt_tensor_t *loss) {
     if (n->n_out == 0 || !n->out[0]->grad || !n->out[0]->needs_grad) continue;
     rc = backward_node(g, n);
     if (rc) return rc;
+  }
+  /* Parameter gradients are dense from the start of their storage: the
+   * updates, accumulation and gradient I/O read them so. */
+  for (int i = 0; i < g->n_tensors; i++) {
+    dlrt_tensor_t *p = g->tensors[i];
+    if (p->kind == TENSOR_PARAM && p->grad &&
+        !(p->grad = dlrt__make_dense(g, p->grad, PHASE_BACKWARD)))
+      return g->status;
   }
   return g->status;
 }

@@ -99,7 +99,7 @@ void dlrt_exec_destroy(dlrt_exec_t *e) {
 
 int dlrt_exec_create(dlrt_graph_t *g, dlrt_device_t *dev, uint64_t seed, dlrt_exec_t **out) {
   DLRT__CHECK_ARG(g && dev && out, "graph, device or out is NULL");
-  if (g->status) return dlrt_graph_status(g);
+  if (g->status || dlrt__graph_layout(g) < 0) return dlrt_graph_status(g);
   dlrt_exec_t *e = calloc(1, sizeof *e);
   if (!e) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   e->g = g;

@@ -20,6 +20,10 @@ static int check_io(dlrt_exec_t *e, dlrt_tensor_t *t, const void *host, size_t b
   if (bytes != dlrt__tensor_bytes(t))
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s: tensor %s holds %zu bytes, not %zu", what,
                            t->name, dlrt__tensor_bytes(t), bytes);
+  if (strcmp(what, "dlrt_exec_read") != 0 && (t->offset || !dlrt__contiguous(t)))
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s: tensor %s is a slice or transposed "
+                           "view of %s; write the tensor it views", what, t->name,
+                           t->owner->name);
   if (!e->bufs[t->owner->id] && !(e->spill && dlrt__persistent(t->owner)))
     return dlrt__set_error(DLRT_ERR_STATE, "%s: tensor %s is not kept (call dlrt_keep when "
                            "building) or was not computed yet", what, t->name);
@@ -83,7 +87,22 @@ static int read_resident(dlrt_exec_t *e, dlrt_tensor_t *t, void *dst, size_t byt
     free(tmp);
     return rc;
   }
-  rc = dlrt_copy_d2h(dst, dlrt__exec_buf(e, t), 0, bytes, e->stream);
+  size_t at = (size_t)t->offset * dlrt_dtype_size(t->dtype);
+  if (!dlrt__contiguous(t)) {
+    /* A 2-D transposed view: read the rows it views, transpose here. */
+    size_t es = dlrt_dtype_size(t->dtype);
+    int64_t rows = t->shape[1], cols = t->shape[0]; /* as stored */
+    char *tmp = malloc(bytes ? bytes : 1);
+    if (!tmp) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+    rc = dlrt_copy_d2h(tmp, dlrt__exec_buf(e, t), at, bytes, e->stream);
+    if (rc == DLRT_OK) rc = dlrt_stream_synchronize(e->stream);
+    for (int64_t r = 0; rc == DLRT_OK && r < rows; r++)
+      for (int64_t c = 0; c < cols; c++)
+        memcpy((char *)dst + (size_t)(c * rows + r) * es, tmp + (size_t)(r * cols + c) * es, es);
+    free(tmp);
+    return rc;
+  }
+  rc = dlrt_copy_d2h(dst, dlrt__exec_buf(e, t), at, bytes, e->stream);
   return rc == DLRT_OK ? dlrt_stream_synchronize(e->stream) : rc;
 }
 

@@ -10,8 +10,11 @@
 #include "util/status.h"
 
 
+/* Where t's elements start in its owner's buffer, in bytes (views). */
+static size_t off(const dlrt_tensor_t *t) { return (size_t)t->offset * dlrt_dtype_size(t->dtype); }
+
 static void arg(dlrt__launcher *lb, dlrt_exec_t *e, const dlrt_tensor_t *t) {
-  dlrt__launch_buffer_arg(lb, dlrt__exec_buf(e, t), 0, dlrt_dtype_size(t->dtype));
+  dlrt__launch_buffer_arg(lb, dlrt__exec_buf(e, t), off(t), dlrt_dtype_size(t->dtype));
 }
 
 /* Starts a launch of `kernel` over `items` indices (or `groups` groups). */
@@ -50,7 +53,7 @@ static int run_gemm(dlrt_exec_t *e, dlrt_tensor_t *a, dlrt_tensor_t *b, dlrt_ten
   d.stride_a = p[6];
   d.stride_b = p[7];
   d.stride_c = p[8];
-  return dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, a), 0, dlrt__exec_buf(e, b), 0, dlrt__exec_buf(e, c), 0);
+  return dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, a), off(a), dlrt__exec_buf(e, b), off(b), dlrt__exec_buf(e, c), off(c));
 }
 
 /* im2col (cols from x) or col2im (dx from cols) of images [b0, b0 + nb):
@@ -91,13 +94,13 @@ static int run_conv(dlrt_exec_t *e, node *n) {
   int rc = DLRT_OK;
   for (int64_t b0 = 0; b0 < batch && rc == DLRT_OK; b0 += chunk) {
     int64_t nb = batch - b0 < chunk ? batch - b0 : chunk, cols = nb * ohw;
-    size_t y_at = (size_t)(b0 * ohw) * es;
+    size_t y_at = off(y) + (size_t)(b0 * ohw) * es;
     dlrt_gemm_desc d;
     if (n->op == OP_CONV_GRAD_X) {
       d = dlrt_gemm_desc_make(y->dtype, 1, 0, ckk, cols, o, 1.0f, 0.0f);
       d.ldb = batch * ohw;
-      rc = dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, w), 0, dlrt__exec_buf(e, y), y_at,
-                     dlrt__exec_buf(e, ws), 0);
+      rc = dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, w), off(w), dlrt__exec_buf(e, y), y_at,
+                     dlrt__exec_buf(e, ws), off(ws));
       if (rc == DLRT_OK) rc = conv_columns(e, 0, x, ws, p, b0, nb);
       continue;
     }
@@ -105,13 +108,13 @@ static int run_conv(dlrt_exec_t *e, node *n) {
     if (n->op == OP_CONV) {
       d = dlrt_gemm_desc_make(y->dtype, 0, 0, o, cols, ckk, 1.0f, 0.0f);
       d.ldc = batch * ohw;
-      rc = dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, w), 0, dlrt__exec_buf(e, ws), 0,
+      rc = dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, w), off(w), dlrt__exec_buf(e, ws), off(ws),
                      dlrt__exec_buf(e, y), y_at);
     } else {
       d = dlrt_gemm_desc_make(y->dtype, 0, 1, o, ckk, cols, 1.0f, b0 ? 1.0f : 0.0f);
       d.lda = batch * ohw;
-      rc = dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, y), y_at, dlrt__exec_buf(e, ws), 0,
-                     dlrt__exec_buf(e, w), 0);
+      rc = dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, y), y_at, dlrt__exec_buf(e, ws), off(ws),
+                     dlrt__exec_buf(e, w), off(w));
     }
   }
   return rc;
@@ -123,28 +126,39 @@ int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
   const int64_t *p = n->p;
   switch (n->op) {
   case OP_VIEW: return DLRT_OK;
+  case OP_CONTIGUOUS:
+    if (dlrt__contiguous(a)) /* dense already, at an offset: a copy from there */
+      return dlrt_copy_d2d(dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, a), off(a),
+                           dlrt__tensor_bytes(a), e->stream);
+    /* A 2-D transposed view (strides 1, rows): its storage is the
+     * transpose, rows x cols as stored. */
+    if (a->ndim != 2 || a->strides[0] != 1 || a->strides[1] != a->shape[0])
+      return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "graph: %s is a view of a layout dlrt "
+                             "cannot copy dense", a->name);
+    return dlrt_transpose(e->stream, a->dtype, 1, a->shape[1], a->shape[0],
+                          dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, a), off(a));
   case OP_FILL: {
     /* The seed of the backward pass (p[0] set) carries the loss scale. */
     float value = n->p[0] ? n->f[0] * e->loss_scale : n->f[0];
     return dlrt_elementwise(e->stream, DLRT_EW_FILL, y->dtype, y->numel, value,
-                            dlrt__exec_buf(e, y), 0, NULL, 0, NULL, 0);
+                            dlrt__exec_buf(e, y), off(y), NULL, 0, NULL, 0);
   }
   case OP_CAST:
-    return dlrt_cast(e->stream, y->numel, dlrt__exec_buf(e, y), 0, y->dtype, dlrt__exec_buf(e, a),
-                     0, a->dtype);
+    return dlrt_cast(e->stream, y->numel, dlrt__exec_buf(e, y), off(y), y->dtype, dlrt__exec_buf(e, a),
+                     off(a), a->dtype);
   case OP_RELU:
-    return dlrt_elementwise(e->stream, DLRT_EW_RELU, y->dtype, y->numel, 0, dlrt__exec_buf(e, y), 0,
-                            dlrt__exec_buf(e, a), 0, NULL, 0);
+    return dlrt_elementwise(e->stream, DLRT_EW_RELU, y->dtype, y->numel, 0, dlrt__exec_buf(e, y), off(y),
+                            dlrt__exec_buf(e, a), off(a), NULL, 0);
   case OP_ADD:
   case OP_MUL:
     return dlrt_elementwise(e->stream, n->op == OP_ADD ? DLRT_EW_ADD : DLRT_EW_MUL, y->dtype,
-                            y->numel, 0, dlrt__exec_buf(e, y), 0, dlrt__exec_buf(e, a), 0, dlrt__exec_buf(e, b), 0);
+                            y->numel, 0, dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, a), off(a), dlrt__exec_buf(e, b), off(b));
   case OP_SCALE:
     return dlrt_elementwise(e->stream, DLRT_EW_SCALE, y->dtype, y->numel, n->f[0], dlrt__exec_buf(e, y),
-                            0, dlrt__exec_buf(e, a), 0, NULL, 0);
+                            off(y), dlrt__exec_buf(e, a), off(a), NULL, 0);
   case OP_SUM:
-    return dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, a->numel, dlrt__exec_buf(e, y), 0,
-                       dlrt__exec_buf(e, a), 0);
+    return dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, a->numel, dlrt__exec_buf(e, y), off(y),
+                       dlrt__exec_buf(e, a), off(a));
   case OP_BMM: {
     int64_t q[9] = {p[0], p[1], p[2], p[3], p[4], p[5] ? p[5] : 1, p[6], p[7], p[8]};
     return run_gemm(e, a, b, y, q);
@@ -188,8 +202,8 @@ int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
   case OP_SUM_CHANNELS:
     /* One image (CNHW): a row reduction, spread over the whole device. */
     if (p[0] == 1)
-      return dlrt_reduce(e->stream, DLRT_REDUCE_SUM, y->dtype, p[1], p[2], dlrt__exec_buf(e, y), 0,
-                         dlrt__exec_buf(e, a), 0);
+      return dlrt_reduce(e->stream, DLRT_REDUCE_SUM, y->dtype, p[1], p[2], dlrt__exec_buf(e, y), off(y),
+                         dlrt__exec_buf(e, a), off(a));
     start(&lb, e, typed(DLRT__K_sum_channels_f32, y->dtype), p[1], 0);
     arg(&lb, e, y), arg(&lb, e, a);
     dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
@@ -204,7 +218,7 @@ int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
     if (p[4] >= p[3]) {
       /* Disjoint windows: zero dx, then each window writes its maximum. */
       int rc = dlrt_elementwise(e->stream, DLRT_EW_FILL, y->dtype, y->numel, 0.0f, dlrt__exec_buf(e, y),
-                                0, NULL, 0, NULL, 0);
+                                off(y), NULL, 0, NULL, 0);
       if (rc < 0) return rc;
       start(&lb, e, typed(DLRT__K_maxpool_scatter_f32, y->dtype), p[0] * p[5], 0); /* output rows */
       lb.launch.item_cost = p[6];
@@ -226,11 +240,11 @@ int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
     dlrt__launch_f32(&lb, n->f[0]), dlrt__launch_f32(&lb, e->loss_scale / (float)p[0]);
     int rc = dlrt__launch_submit(e->stream, &lb);
     if (rc == DLRT_OK)
-      rc = dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, p[0], dlrt__exec_buf(e, y), 0,
-                       dlrt__exec_buf(e, n->out[1]), 0);
+      rc = dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, p[0], dlrt__exec_buf(e, y), off(y),
+                       dlrt__exec_buf(e, n->out[1]), off(n->out[1]));
     if (rc == DLRT_OK)
       rc = dlrt_elementwise(e->stream, DLRT_EW_SCALE, DLRT_F32, 1, 1.0f / (float)p[0],
-                            dlrt__exec_buf(e, y), 0, dlrt__exec_buf(e, y), 0, NULL, 0);
+                            dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, y), off(y), NULL, 0);
     return rc;
   }
   case OP_SUB:
@@ -271,8 +285,8 @@ int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
   case OP_DROPOUT: {
     /* Evaluation passes values through; training draws a mask per step. */
     if (e->mode == DLRT_RUN_FORWARD || n->f[0] == 0.0f)
-      return dlrt_elementwise(e->stream, DLRT_EW_SCALE, DLRT_F32, y->numel, 1.0f, dlrt__exec_buf(e, y), 0,
-                              dlrt__exec_buf(e, a), 0, NULL, 0);
+      return dlrt_elementwise(e->stream, DLRT_EW_SCALE, DLRT_F32, y->numel, 1.0f, dlrt__exec_buf(e, y), off(y),
+                              dlrt__exec_buf(e, a), off(a), NULL, 0);
     uint64_t seed = e->seed ^ ((uint64_t)e->steps * 0x9e3779b97f4a7c15ULL) ^
                     ((uint64_t)p[0] * 0xbf58476d1ce4e5b9ULL);
     start(&lb, e, DLRT__K_dropout, y->numel, 0);
@@ -332,10 +346,11 @@ int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
     return DLRT_OK;
   }
   case OP_SLICE:
+    if (p[5]) return DLRT_OK; /* a view: nothing moves */
     start_axis_copy(&lb, e, y, a, p[0], p[1], p[4], p[2], 0, p[3], p[4]);
     break;
   case OP_SLICE_GRAD: {
-    int rc = dlrt_elementwise(e->stream, DLRT_EW_FILL, DLRT_F32, y->numel, 0.0f, dlrt__exec_buf(e, y), 0,
+    int rc = dlrt_elementwise(e->stream, DLRT_EW_FILL, DLRT_F32, y->numel, 0.0f, dlrt__exec_buf(e, y), off(y),
                               NULL, 0, NULL, 0);
     if (rc < 0) return rc;
     start_axis_copy(&lb, e, y, a, p[0], p[1], p[2], p[4], p[3], 0, p[4]);
@@ -346,8 +361,8 @@ int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
     if (n->op == OP_AXIS_SUM && p[2] == 1)
       /* Summing a contiguous last axis: the device-wide row reduction. */
       if (n->f[0] == 1.0f)
-        return dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, p[0], p[1], dlrt__exec_buf(e, y), 0,
-                           dlrt__exec_buf(e, a), 0);
+        return dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, p[0], p[1], dlrt__exec_buf(e, y), off(y),
+                           dlrt__exec_buf(e, a), off(a));
     start(&lb, e, n->op == OP_AXIS_SUM ? DLRT__K_axis_sum : DLRT__K_axis_expand,
           n->op == OP_AXIS_SUM ? p[0] * p[2] : p[0] * p[1], 0);
     lb.launch.item_cost = n->op == OP_AXIS_SUM ? p[1] : p[2];
@@ -370,8 +385,6 @@ int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
     arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
     dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
     break;
-  case OP_TRANSPOSE:
-    return dlrt_transpose(e->stream, y->dtype, 1, p[0], p[1], dlrt__exec_buf(e, y), 0, dlrt__exec_buf(e, a), 0);
   case OP_SGD: {
     const dlrt_optimizer *o = &e->g->opt;
     start(&lb, e, DLRT__K_sgd_update, a->numel, 0);

@@ -25,7 +25,7 @@ static const char *const op_names[OP_COUNT_] = {
     [OP_BN_RUNNING] = "bn_running", [OP_CONCAT] = "concat", [OP_SLICE] = "slice",
     [OP_SLICE_GRAD] = "slice_grad", [OP_AXIS_SUM] = "sum_axis", [OP_AXIS_EXPAND] = "expand",
     [OP_BCAST] = "broadcast_op", [OP_BCAST_GRAD_B] = "broadcast_grad", [OP_EMBED] = "embedding",
-    [OP_EMBED_GRAD] = "embedding_grad", [OP_TRANSPOSE] = "transpose", [OP_CAST] = "cast"};
+    [OP_EMBED_GRAD] = "embedding_grad", [OP_CAST] = "cast", [OP_CONTIGUOUS] = "contiguous"};
 
 const char *dlrt__op_name(op_kind op) {
   return op >= 0 && op < OP_COUNT_ && op_names[op] ? op_names[op] : "unknown";
@@ -103,8 +103,40 @@ dlrt_tensor_t *dlrt__tensor_new(dlrt_graph_t *g, const char *name, dlrt_dtype dt
   t->numel = numel;
   t->kind = kind;
   t->owner = t;
+  dlrt__set_contiguous(t);
   g->tensors[g->n_tensors++] = t;
   return t;
+}
+
+void dlrt__set_contiguous(dlrt_tensor_t *t) {
+  int64_t stride = 1;
+  for (int i = t->ndim - 1; i >= 0; i--) {
+    t->strides[i] = stride;
+    stride *= t->shape[i];
+  }
+}
+
+int dlrt__contiguous(const dlrt_tensor_t *t) {
+  int64_t stride = 1;
+  for (int i = t->ndim - 1; i >= 0; i--) {
+    if (t->shape[i] != 1 && t->strides[i] != stride) return 0;
+    stride *= t->shape[i];
+  }
+  return 1;
+}
+
+dlrt_tensor_t *dlrt__make_contiguous(dlrt_graph_t *g, dlrt_tensor_t *x, node_phase phase) {
+  if (dlrt__contiguous(x)) return x;
+  return dlrt__make_dense(g, x, phase);
+}
+
+dlrt_tensor_t *dlrt__make_dense(dlrt_graph_t *g, dlrt_tensor_t *x, node_phase phase) {
+  if (dlrt__contiguous(x) && x->offset == 0) return x;
+  char name[64];
+  snprintf(name, sizeof name, "%.50s.dense", x->name);
+  dlrt_tensor_t *y = dlrt__node1(g, OP_CONTIGUOUS, phase, 1, &x, x->ndim, x->shape, name);
+  if (y) y->dtype = x->dtype, y->cnhw = x->cnhw;
+  return y;
 }
 
 node *dlrt__node_new(dlrt_graph_t *g, op_kind op, node_phase phase) {
@@ -553,5 +585,12 @@ int dlrt_tensor_shape(const dlrt_tensor_t *t, int64_t shape[DLRT_MAX_DIMS]) {
 int64_t dlrt_tensor_numel(const dlrt_tensor_t *t) { return t ? t->numel : 0; }
 
 dlrt_dtype dlrt_tensor_dtype(const dlrt_tensor_t *t) { return t ? t->dtype : DLRT_F32; }
+
+int dlrt_tensor_layout(const dlrt_tensor_t *t, int64_t strides[DLRT_MAX_DIMS], int64_t *offset) {
+  DLRT__CHECK_ARG(t && strides && offset, "dlrt_tensor_layout: tensor, strides or offset is NULL");
+  memcpy(strides, t->strides, (size_t)t->ndim * sizeof *strides);
+  *offset = t->offset;
+  return t->owner != t;
+}
 
 const char *dlrt_tensor_name(const dlrt_tensor_t *t) { return t ? t->name : NULL; }

@@ -46,7 +46,8 @@ typedef enum {
   OP_MAXPOOL_GRAD, /* out = gather of in0 (dy) by in1 (argmax); same p */
   OP_XENT,        /* out0 = mean loss [1], out1 = loss per row, out2 = d logits;
                      in0 logits, in1 labels; p: rows classes; f[0] smoothing */
-  OP_VIEW,        /* out shares in0's storage with another shape */
+  OP_VIEW,        /* out shares in0's storage with another shape; p[0]: 0 reshape,
+                     1 2-D transpose (strides swapped) */
   OP_PERMUTE,     /* out[b, a, p] = in0[a, b, p]; p: na nb inner (CNHW <-> NCHW) */
   OP_SUB,
   OP_DIV,
@@ -67,7 +68,8 @@ typedef enum {
                      p: rows cols; f[0] eps, f[1] momentum */
   OP_CONCAT,      /* inputs along an axis; p: outer inner axis_out, then each input's
                      axis size is its own shape (see exec.c) */
-  OP_SLICE,       /* p: outer inner x_axis start count */
+  OP_SLICE,       /* p: outer inner x_axis start count; p[5] = 1: a view (outer 1:
+                     the offset moves, nothing is copied) */
   OP_SLICE_GRAD,  /* dy into zeros at the slice's place; same p */
   OP_AXIS_SUM,    /* p: outer axis inner; f[0] scale (1 or 1/axis) */
   OP_AXIS_EXPAND, /* same p and f */
@@ -75,8 +77,8 @@ typedef enum {
   OP_BCAST_GRAD_B, /* in: dy a b; same p */
   OP_EMBED,       /* in0 ids (i32), in1 table; p: count vocab dim */
   OP_EMBED_GRAD,  /* in0 dy, in1 ids */
-  OP_TRANSPOSE,   /* 2-D; p: rows cols of the input */
   OP_CAST,        /* out = in0 converted to out's dtype (mixed precision) */
+  OP_CONTIGUOUS,  /* out = in0's elements, dense (in0 a strided view) */
   OP_SGD,         /* in0 param (updated), in1 velocity, in2 grad */
   OP_ADAM,        /* in0 param, in1 m, in2 v, in3 grad */
   OP_COUNT_
@@ -100,6 +102,12 @@ struct dlrt_tensor {
   int64_t fan_in, fan_out;
   node *producer;       /* NULL for inputs, params and state */
   dlrt_tensor_t *owner; /* the tensor whose storage this one uses (itself but for views) */
+  /* Where the elements are in the owner's storage: element [i0, i1, ...]
+   * is at offset + sum(i_k * strides[k]), in elements. Row-major contiguous
+   * with offset 0 for all but views (a slice along the leading axis moves
+   * the offset, a 2-D transpose swaps the strides). */
+  int64_t offset;
+  int64_t strides[DLRT_MAX_DIMS];
   dlrt_tensor_t *grad;  /* after backward */
   int kept;             /* survives runs (readable afterwards) */
   int buffer;           /* state that checkpoints always hold (running statistics) */
@@ -134,6 +142,19 @@ struct dlrt_graph {
   dlrt_dtype precision;
   int precision_done;
 };
+
+/* Whether t's elements are row-major and dense in its owner (any offset). */
+int dlrt__contiguous(const dlrt_tensor_t *t);
+/* Sets t's strides to row-major contiguous for its shape. */
+void dlrt__set_contiguous(dlrt_tensor_t *t);
+/* x with its elements dense (x itself, or a copy node made now). */
+dlrt_tensor_t *dlrt__make_contiguous(dlrt_graph_t *g, dlrt_tensor_t *x, node_phase phase);
+/* The same, and at the start of its storage (offset 0). */
+dlrt_tensor_t *dlrt__make_dense(dlrt_graph_t *g, dlrt_tensor_t *x, node_phase phase);
+/* Makes every input that kernels cannot read in place (strided views) a
+ * dense copy first, and lets matmuls read 2-D transposed views through
+ * their transpose flags; before the graph is planned (layout.c). */
+int dlrt__graph_layout(dlrt_graph_t *g);
 
 /* Records an error on the graph (the first one sticks) and returns NULL. */
 void *dlrt__graph_fail(dlrt_graph_t *g, int status, const char *fmt, ...)

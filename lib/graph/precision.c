@@ -35,7 +35,7 @@ static op_precision precision_of(op_kind op) {
     return RUN_LOW;
   case OP_VIEW:
   case OP_PERMUTE:
-  case OP_TRANSPOSE:
+  case OP_CONTIGUOUS:
   case OP_MAXPOOL:
   case OP_RELU:
   case OP_BIAS_ROWS:
@@ -135,7 +135,7 @@ static int retype_outputs(rewrite *r, node *n, dlrt_dtype dtype) {
   for (int j = 0; j < n->n_out; j++) {
     dlrt_tensor_t *t = n->out[j];
     if (!is_float(t->dtype) || t->dtype == dtype) continue;
-    if (!t->kept || n->op == OP_VIEW) {
+    if (!t->kept || t->owner != t) { /* a view keeps its storage's type */
       t->dtype = dtype;
       continue;
     }
@@ -187,13 +187,14 @@ int dlrt__graph_apply_precision(dlrt_graph_t *g) {
         if (n->in[j]->dtype == DLRT_F32 && !(n->in[j]->id < r.n_known && r.twin[n->in[j]->id]))
           want = DLRT_F32;
     }
+    int view = n->op == OP_VIEW || (n->op == OP_SLICE && n->p[5]);
     for (int j = 0; j < n->n_in && rc == 0; j++) {
-      if (n->op == OP_VIEW) break; /* shares its input's storage, and type */
+      if (view) break; /* shares its input's storage, and type */
       dlrt_tensor_t *x = as_type(&r, n->in[j], want);
       if (!x) rc = -1;
       else n->in[j] = x;
     }
-    if (n->op == OP_VIEW) want = n->in[0]->dtype;
+    if (view) want = n->in[0]->dtype;
     if (rc == 0) rc = push(&r, n);
     if (rc == 0) rc = retype_outputs(&r, n, want);
   }

@@ -341,7 +341,8 @@ int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt__memory_
   schedule train = {0}, forward = {0};
   uint64_t train_peak = 0, forward_peak = 0;
   dlrt__memory_breakdown fw;
-  int rc = dlrt__plan(g, PHASE_UPDATE, checkpoint_every, &train, &train_peak, out);
+  int rc = dlrt__graph_layout(g);
+  if (rc == DLRT_OK) rc = dlrt__plan(g, PHASE_UPDATE, checkpoint_every, &train, &train_peak, out);
   if (rc == DLRT_OK) rc = dlrt__plan(g, PHASE_FORWARD, 0, &forward, &forward_peak, &fw);
   if (rc == DLRT_OK && forward_peak > train_peak) *out = fw;
   if (rc == DLRT_OK) out->peak = train_peak > forward_peak ? train_peak : forward_peak;

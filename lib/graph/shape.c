@@ -66,6 +66,13 @@ dlrt_tensor_t *dlrt_slice(dlrt_graph_t *g, dlrt_tensor_t *x, int axis, int64_t s
     int64_t *p = y->producer->p;
     around_axis(x, axis, &p[0], &p[1]);
     p[2] = x->shape[axis], p[3] = start, p[4] = length;
+    if (p[0] == 1 && dlrt__contiguous(x)) {
+      /* Nothing before the axis: the slice is a dense run of x, a view. */
+      p[5] = 1;
+      y->dtype = x->dtype;
+      y->owner = x->owner;
+      y->offset = x->offset + start * p[1];
+    }
   }
   return y;
 }
@@ -100,9 +107,18 @@ dlrt_tensor_t *dlrt_mean_axis(dlrt_graph_t *g, dlrt_tensor_t *x, int axis) {
 dlrt_tensor_t *dlrt_transpose2d(dlrt_graph_t *g, dlrt_tensor_t *x) {
   if (!dlrt__graph_begin(g, "transpose", 1, &x) || !dlrt__is_f32(g, "transpose", x)) return NULL;
   if (x->ndim != 2) return dlrt__shape_error(g, "transpose", "needs a 2-D tensor", x, NULL);
+  /* A view: the same storage with the strides swapped. Matmuls read it
+   * through their transpose flags; other ops get a dense copy
+   * (dlrt__graph_layout). */
   int64_t shape[2] = {x->shape[1], x->shape[0]};
-  dlrt_tensor_t *y = dlrt__node1(g, OP_TRANSPOSE, PHASE_FORWARD, 1, &x, 2, shape, NULL);
-  if (y) y->producer->p[0] = x->shape[0], y->producer->p[1] = x->shape[1];
+  dlrt_tensor_t *y = dlrt__node1(g, OP_VIEW, PHASE_FORWARD, 1, &x, 2, shape, NULL);
+  if (y) {
+    y->producer->p[0] = 1;
+    y->dtype = x->dtype;
+    y->owner = x->owner;
+    y->offset = x->offset;
+    y->strides[0] = x->strides[1], y->strides[1] = x->strides[0];
+  }
   return y;
 }
 
@@ -126,11 +142,15 @@ dlrt_tensor_t *dlrt_reshape(dlrt_graph_t *g, dlrt_tensor_t *x, int ndim, const i
   for (int i = 0; shape && i < ndim; i++) numel *= shape[i];
   if (!shape || ndim < 1 || ndim > DLRT_MAX_DIMS || numel != x->numel)
     return dlrt__shape_error(g, "reshape", "the new shape has another number of elements", x, NULL);
-  if (!(x = dlrt__to_nchw(g, x))) return NULL;
+  /* A view of the same elements: dense ones (a transposed view is copied
+   * dense first). */
+  if (!(x = dlrt__to_nchw(g, x)) || !(x = dlrt__make_contiguous(g, x, PHASE_FORWARD)))
+    return NULL;
   dlrt_tensor_t *y = dlrt__node1(g, OP_VIEW, PHASE_FORWARD, 1, &x, ndim, shape, NULL);
   if (y) {
     y->dtype = x->dtype;
     y->owner = x->owner;
+    y->offset = x->offset;
   }
   return y;
 }

@@ -1,0 +1,95 @@
+/* layout.c — strided views meet kernels that read dense memory.
+ *
+ * A 2-D transpose is a view: the same storage with its strides swapped. A
+ * matmul reads it in place by flipping its transpose flag (the storage is
+ * the operand's transpose, row-major); every other op that would read it
+ * gets a dense copy first (OP_CONTIGUOUS), made once per tensor and phase
+ * and placed just before its first reader. Views at an offset (slices along
+ * the leading axis) are dense and need nothing: every launch adds the
+ * offset. The pass runs before an executor or the planner plans the graph
+ * (so the plan counts the copies); it is idempotent: a second run finds
+ * nothing left to do. */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/graph.h"
+#include "util/status.h"
+
+/* A 2-D view whose storage is its transpose, dense: strides (1, rows). */
+static int transposed_2d(const dlrt_tensor_t *t) {
+  return t->ndim == 2 && t->strides[0] == 1 && t->strides[1] == t->shape[0] &&
+         t->shape[0] != 1 && t->shape[1] != 1;
+}
+
+/* Nodes that read their input's layout themselves: views of it, and the
+ * dense copies this pass makes. */
+static int reads_layout(const node *n) {
+  return n->op == OP_VIEW || n->op == OP_CONTIGUOUS || (n->op == OP_SLICE && n->p[5]);
+}
+
+int dlrt__graph_layout(dlrt_graph_t *g) {
+  if (!g || g->status) return g ? g->status : DLRT_OK;
+  int n_old = g->n_nodes, n_known = g->n_tensors, n = 0, cap = n_old + 16, rc = DLRT_OK;
+  node **out = malloc((size_t)cap * sizeof *out);
+  /* The dense copy of a tensor, per phase (a forward copy would otherwise
+   * live until the backward pass). */
+  dlrt_tensor_t **dense = calloc((size_t)n_known * 3 + 1, sizeof *dense);
+  if (!out || !dense) rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  for (int i = 0; i < n_old && rc == DLRT_OK; i++) {
+    node *nd = g->nodes[i];
+    for (int j = 0; j < nd->n_in && rc == DLRT_OK && !reads_layout(nd); j++) {
+      dlrt_tensor_t *x = nd->in[j];
+      if (dlrt__contiguous(x)) continue;
+      if (nd->op == OP_BMM && j < 2 && (nd->p[5] <= 1) && transposed_2d(x)) {
+        nd->p[j] = !nd->p[j]; /* read the storage as the operand's transpose */
+        continue;
+      }
+      dlrt_tensor_t **slot = x->id < n_known ? &dense[x->id * 3 + nd->phase] : NULL;
+      if (!slot || !*slot) {
+        /* A copy node now appended to g->nodes; it moves into place below. */
+        int before = g->n_nodes;
+        dlrt_tensor_t *c = dlrt__make_contiguous(g, x, nd->phase);
+        if (!c) {
+          rc = g->status ? g->status : DLRT_ERR_OOM;
+          break;
+        }
+        if (n + 1 >= cap) {
+          node **grown = realloc(out, (size_t)(cap *= 2) * sizeof *out);
+          if (!grown) {
+            rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+            break;
+          }
+          out = grown;
+        }
+        for (int k = before; k < g->n_nodes; k++) out[n++] = g->nodes[k];
+        g->n_nodes = before;
+        if (slot) *slot = c;
+        nd->in[j] = c;
+      } else {
+        nd->in[j] = *slot;
+      }
+    }
+    if (rc != DLRT_OK) break;
+    if (n + 1 >= cap) {
+      node **grown = realloc(out, (size_t)(cap *= 2) * sizeof *out);
+      if (!grown) {
+        rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+        break;
+      }
+      out = grown;
+    }
+    out[n++] = nd;
+  }
+  free(dense);
+  if (rc != DLRT_OK) {
+    free(out);
+    return dlrt__graph_fail(g, rc, "laying out the graph: %s", dlrt_last_error()), rc;
+  }
+  free(g->nodes);
+  g->nodes = out;
+  g->n_nodes = n;
+  g->cap_nodes = cap;
+  return DLRT_OK;
+}
