@@ -1044,6 +1044,14 @@ typedef int (*dlrt_allreduce_start_fn)(void *user, float *values, int64_t count,
 typedef int (*dlrt_allreduce_wait_fn)(void *user, void *request);
 DLRT_API int dlrt_trainer_set_allreduce_async(dlrt_trainer_t *t, dlrt_allreduce_start_fn start,
                                               dlrt_allreduce_wait_fn wait, void *user);
+/* The same with device pointers, for an MPI that reads device memory
+ * (CUDA-aware): each parameter's summed gradient is handed over where it
+ * lies on the training device, already divided by the world size, after
+ * the backward pass (no copy through the host); the loss and correct
+ * predictions follow in host memory as before. CUDA devices only
+ * (DLRT_ERR_UNSUPPORTED elsewhere). */
+DLRT_API int dlrt_trainer_set_allreduce_device(dlrt_trainer_t *t, dlrt_allreduce_start_fn start,
+                                               dlrt_allreduce_wait_fn wait, void *user);
 /* Pipeline parallelism: the model's layers cut into n stages on the given
  * devices (any backends), where activations are matrices (after a flatten
  * or linear layer), balancing their parameters; each batch goes through in

@@ -210,8 +210,13 @@ AC_DEFUN([DLRT_CHECK_MPI], [
     AS_IF([test $dlrt_have_mpi = no && _DLRT_REQUIRED([mpi])],
       [AC_MSG_ERROR([--with-mpi: MPI not found; install libopenmpi-dev (and openmpi-bin for mpirun) or pass --with-mpi=DIR])])
   ])
-  AS_IF([test $dlrt_have_mpi = yes],
-    [AC_DEFINE([DLRT_HAVE_MPI], [1], [dltrain can train across MPI processes])])
+  AS_IF([test $dlrt_have_mpi = yes], [
+    AC_DEFINE([DLRT_HAVE_MPI], [1], [dltrain can train across MPI processes])
+    # Open MPI's extensions: MPIX_Query_cuda_support (CUDA-aware MPI).
+    dlrt_save_CPPFLAGS=$CPPFLAGS
+    CPPFLAGS="$CPPFLAGS $MPI_CFLAGS"
+    AC_CHECK_HEADERS([mpi-ext.h], [], [], [#include <mpi.h>])
+    CPPFLAGS=$dlrt_save_CPPFLAGS])
   AC_SUBST([MPI_CFLAGS])
   AC_SUBST([MPI_LIBS])
 ])

@@ -21,6 +21,9 @@
 #include "dltrain.h"
 #ifdef DLRT_HAVE_MPI
 #include <mpi.h>
+#ifdef HAVE_MPI_EXT_H
+#include <mpi-ext.h> /* Open MPI: MPIX_Query_cuda_support */
+#endif
 #endif
 
 /* The generated stand-in has Fashion-MNIST's sizes. */
@@ -405,6 +408,18 @@ static int mpi_allreduce_wait(void *user, void *request) {
     struct timespec pause = {0, 50000}; /* 50 us */
     nanosleep(&pause, NULL);
   }
+}
+#endif
+
+#ifdef DLRT_HAVE_MPI
+/* Whether this MPI reads device memory (a CUDA-aware Open MPI says so at
+ * run time). */
+static int mpi_cuda_aware(void) {
+#if defined(OMPI_HAVE_MPI_EXT_CUDA) && OMPI_HAVE_MPI_EXT_CUDA
+  return MPIX_Query_cuda_support();
+#else
+  return 0;
+#endif
 }
 #endif
 
@@ -864,7 +879,11 @@ int main(int argc, char **argv) {
     fprintf(log, "; %d micro-batches of %" PRId64 "\n", o.micro, o.batch / o.micro);
   }
 #ifdef DLRT_HAVE_MPI
-  if (world > 1)
+  if (world > 1 && mpi_cuda_aware() && strcmp(props.backend, "cuda") == 0)
+    /* CUDA-aware MPI: the gradients go from device memory, not the host. */
+    TRY(dlrt_trainer_set_allreduce_device(trainer, mpi_allreduce_start, mpi_allreduce_wait, &job),
+        "cannot train across the MPI ranks");
+  else if (world > 1)
     TRY(dlrt_trainer_set_allreduce_async(trainer, mpi_allreduce_start, mpi_allreduce_wait, &job),
         "cannot train across the MPI ranks");
 #endif

@@ -320,6 +320,7 @@ int dlrt_trainer_set_allreduce_async(dlrt_trainer_t *t, dlrt_allreduce_start_fn 
   free(t->requests);
   t->requests = NULL;
   t->allreduce = NULL;
+  t->reduce_on_device = 0;
   t->allreduce_start = start;
   t->allreduce_wait = wait;
   t->allreduce_user = user;
@@ -328,7 +329,73 @@ int dlrt_trainer_set_allreduce_async(dlrt_trainer_t *t, dlrt_allreduce_start_fn 
   return t->requests ? DLRT_OK : dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
 }
 
+int dlrt_trainer_set_allreduce_device(dlrt_trainer_t *t, dlrt_allreduce_start_fn start,
+                                      dlrt_allreduce_wait_fn wait, void *user) {
+  DLRT__CHECK_ARG(t && start && wait, "dlrt_trainer_set_allreduce_device: trainer, start or "
+                  "wait is NULL");
+  if (strcmp(t->dev->be->name, "cuda") != 0)
+    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "dlrt_trainer_set_allreduce_device: %s is "
+                           "not a CUDA device; use dlrt_trainer_set_allreduce_async",
+                           dlrt_device_spec(t->dev));
+  int rc = dlrt_trainer_set_allreduce_async(t, start, wait, user);
+  if (rc < 0) return rc;
+  /* No host buckets: a request per parameter instead. */
+  if ((rc = dlrt__exec_stream_gradients(t->e, 0)) < 0) return rc;
+  dlrt_exec_info info;
+  if ((rc = dlrt_exec_info_get(t->e, &info)) < 0) return rc;
+  free(t->requests);
+  t->requests = calloc((size_t)t->e->g->n_tensors + 1, sizeof *t->requests);
+  if (!t->requests) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  t->reduce_on_device = 1;
+  return DLRT_OK;
+}
+
+/* The device-pointer form: each parameter's gradient (in the executor's
+ * accumulator) divided by the world size on the device, the stream waited
+ * for, then one request per parameter on device memory. */
+static int allreduce_on_device(dlrt_trainer_t *t, float *loss, int64_t *correct) {
+  dlrt_exec_t *e = t->e;
+  dlrt_graph_t *g = e->g;
+  int world = t->cfg.world > 0 ? t->cfg.world : 1, started = 0;
+  float inv = 1.0f / (float)world, tail[2];
+  int rc = DLRT_OK;
+  for (int id = 0; id < g->n_tensors && rc == DLRT_OK; id++) {
+    const dlrt_tensor_t *p = g->tensors[id];
+    if (p->kind == TENSOR_PARAM && p->grad)
+      rc = dlrt_elementwise(e->stream, DLRT_EW_SCALE, DLRT_F32, p->numel, inv, e->accum[id], 0,
+                            e->accum[id], 0, NULL, 0);
+  }
+  if (rc == DLRT_OK) rc = dlrt_stream_synchronize(e->stream);
+  for (int id = 0; id < g->n_tensors && rc == DLRT_OK; id++) {
+    const dlrt_tensor_t *p = g->tensors[id];
+    if (p->kind != TENSOR_PARAM || !p->grad) continue;
+    dlrt_buffer_t *b = e->accum[id];
+    float *on_device = (float *)(void *)((char *)b->mem.handle + b->offset);
+    if ((rc = t->allreduce_start(t->allreduce_user, on_device, p->numel,
+                                 &t->requests[started])) == DLRT_OK)
+      started++;
+  }
+  int tail_started = 0;
+  if (rc == DLRT_OK && (rc = dlrt_exec_read(e, t->loss, loss, sizeof *loss)) == DLRT_OK &&
+      (rc = dlrt_exec_read(e, t->logits, t->host_logits,
+                           (size_t)(t->batch * t->classes) * sizeof(float))) == DLRT_OK) {
+    tail[0] = *loss * inv;
+    tail[1] = (float)dlrt__count_correct(t, t->batch);
+    rc = t->allreduce_start(t->allreduce_user, tail, 2, &t->requests[started]);
+    tail_started = rc == DLRT_OK;
+  }
+  for (int k = 0; k < started + tail_started; k++) {
+    int rc2 = t->allreduce_wait(t->allreduce_user, t->requests[k]);
+    if (rc == DLRT_OK) rc = rc2;
+  }
+  if (rc < 0) return rc;
+  *loss = tail[0];
+  *correct = (int64_t)(tail[1] + 0.5f);
+  return dlrt_exec_apply_gradients(e);
+}
+
 int dlrt__allreduce_overlapped(dlrt_trainer_t *t, float *loss, int64_t *correct) {
+  if (t->reduce_on_device) return allreduce_on_device(t, loss, correct);
   dlrt_exec_t *e = t->e;
   int world = t->cfg.world > 0 ? t->cfg.world : 1, nb = e->buckets.n_buckets, started = 0;
   int tail_started = 0;

@@ -37,7 +37,8 @@ struct dlrt_trainer {
   dlrt_allreduce_start_fn allreduce_start; /* the same, bucket by bucket */
   dlrt_allreduce_wait_fn allreduce_wait;
   void *allreduce_user;
-  void **requests;     /* one per gradient bucket, and the loss's */
+  void **requests;     /* one per gradient bucket (or parameter), and the loss's */
+  int reduce_on_device; /* the all-reduce takes device pointers (CUDA-aware MPI) */
   /* Pipeline parallelism (dlrt_trainer_set_pipeline): the model's layers cut
    * into stages on several devices, each batch in micro-batches. */
   struct stage *stages;
