@@ -64,6 +64,11 @@ const char *ocl_error_name(cl_int err);
  * (DLRT_ERR_OOM for allocation failures, DLRT_ERR_BACKEND otherwise). */
 int ocl_fail(const ocl_device *dev, const char *call, cl_int err);
 
+/* opencl_gemm.c: the backend's GEMM, and the release of its program. */
+int ocl_gemm(void *stream, const dlrt_gemm_desc *d, dlrt_mem a, size_t a_off, dlrt_mem b,
+             size_t b_off, dlrt_mem c, size_t c_off);
+void ocl_gemm_release(ocl_device *dev);
+
 /* opencl_kernels.c: runs a kernel of kernels/ on a stream. */
 int ocl_launch(void *stream, const dlrt__launch *launch);
 /* Releases the device's program and kernels. */
