@@ -70,11 +70,10 @@ int dlrt__exec_accumulate(dlrt_exec_t *e, int last) {
   return rc;
 }
 
-/* The factor that brings the global L2 norm of the gradients down to
- * clip_norm (1 when already below), as torch.nn.utils.clip_grad_norm_:
- * max_norm / (norm + 1e-6). Squares go through a temporary, per-gradient sums
- * into a small vector, and one number comes back to the host. */
-int dlrt__exec_clip_factor(dlrt_exec_t *e, float prescale, float *factor) {
+/* The sum over every parameter gradient of its elements (or of their
+ * squares): per-gradient sums into a small vector (squares through a
+ * temporary), their sum, and one number read back to the host. */
+static int gradients_total(dlrt_exec_t *e, int squared, float *out) {
   dlrt_graph_t *g = e->g;
   int64_t largest = 0, count = 0;
   for (int i = 0; i < g->n_tensors; i++) {
@@ -84,10 +83,12 @@ int dlrt__exec_clip_factor(dlrt_exec_t *e, float prescale, float *factor) {
       if (p->numel > largest) largest = p->numel;
     }
   }
-  *factor = 1.0f;
+  *out = 0;
   if (count == 0) return DLRT_OK;
   dlrt_buffer_t *squares = NULL, *sums = NULL, *total = NULL;
-  int rc = dlrt_buffer_alloc(e->dev, (size_t)largest * sizeof(float), e->stream, &squares);
+  int rc = squared ? dlrt_buffer_alloc(e->dev, (size_t)largest * sizeof(float), e->stream,
+                                       &squares)
+                   : DLRT_OK;
   if (rc == DLRT_OK) rc = dlrt_buffer_alloc(e->dev, (size_t)count * sizeof(float), e->stream, &sums);
   if (rc == DLRT_OK) rc = dlrt_buffer_alloc(e->dev, sizeof(float), e->stream, &total);
   int64_t k = 0;
@@ -95,20 +96,33 @@ int dlrt__exec_clip_factor(dlrt_exec_t *e, float prescale, float *factor) {
     dlrt_tensor_t *p = g->tensors[i];
     if (p->kind != TENSOR_PARAM || !p->grad) continue;
     if ((rc = dlrt__exec_use(e, p->grad, 0)) < 0) break;
-    dlrt_buffer_t *gb = dlrt__exec_buf(e, p->grad);
-    rc = dlrt_elementwise(e->stream, DLRT_EW_MUL, DLRT_F32, p->numel, 0, squares, 0, gb, 0, gb, 0);
+    dlrt_buffer_t *gb = dlrt__exec_buf(e, p->grad), *summed = gb;
+    if (squared) {
+      rc = dlrt_elementwise(e->stream, DLRT_EW_MUL, DLRT_F32, p->numel, 0, squares, 0, gb, 0,
+                            gb, 0);
+      summed = squares;
+    }
     if (rc == DLRT_OK)
       rc = dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, p->numel, sums,
-                       (size_t)k++ * sizeof(float), squares, 0);
+                       (size_t)k++ * sizeof(float), summed, 0);
     dlrt__exec_unuse(e, p->grad);
   }
-  float sq = 0;
   if (rc == DLRT_OK) rc = dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, count, total, 0, sums, 0);
-  if (rc == DLRT_OK) rc = dlrt_copy_d2h(&sq, total, 0, sizeof sq, e->stream);
+  if (rc == DLRT_OK) rc = dlrt_copy_d2h(out, total, 0, sizeof *out, e->stream);
   if (rc == DLRT_OK) rc = dlrt_stream_synchronize(e->stream);
   dlrt_buffer_free(squares);
   dlrt_buffer_free(sums);
   dlrt_buffer_free(total);
+  return rc;
+}
+
+/* The factor that brings the global L2 norm of the gradients down to
+ * clip_norm (1 when already below), as torch.nn.utils.clip_grad_norm_:
+ * max_norm / (norm + 1e-6). */
+int dlrt__exec_clip_factor(dlrt_exec_t *e, float prescale, float *factor) {
+  float sq = 0;
+  int rc = gradients_total(e, 1, &sq);
+  *factor = 1.0f;
   if (rc == DLRT_OK) {
     /* The gradients are applied times `prescale` (accumulation): clip that. */
     double norm = sqrt((double)sq) * prescale, coef = e->clip_norm / (norm + 1e-6);
@@ -179,35 +193,13 @@ void dlrt__exec_restore_loss_scale(dlrt_exec_t *e, const dlrt__loss_scale_saved 
   e->last_skipped = in->last_skipped;
 }
 
-/* Whether every parameter gradient is finite: a sum per gradient (inf or
- * NaN anywhere makes it inf or NaN; finite fp32 gradients cannot overflow a
- * sum in practice), their sum, and one number read back. */
+/* Whether every parameter gradient is finite: inf or NaN anywhere makes
+ * the plain sum inf or NaN (finite fp32 gradients cannot overflow it in
+ * practice; their squares, with a loss scale, could). */
 int dlrt__exec_gradients_finite(dlrt_exec_t *e, int *finite) {
-  dlrt_graph_t *g = e->g;
-  int64_t count = 0;
-  for (int i = 0; i < g->n_tensors; i++)
-    if (g->tensors[i]->kind == TENSOR_PARAM && g->tensors[i]->grad) count++;
-  *finite = 1;
-  if (count == 0) return DLRT_OK;
-  dlrt_buffer_t *sums = NULL, *total = NULL;
-  int rc = dlrt_buffer_alloc(e->dev, (size_t)count * sizeof(float), e->stream, &sums);
-  if (rc == DLRT_OK) rc = dlrt_buffer_alloc(e->dev, sizeof(float), e->stream, &total);
-  int64_t k = 0;
-  for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++) {
-    dlrt_tensor_t *p = g->tensors[i];
-    if (p->kind != TENSOR_PARAM || !p->grad) continue;
-    if ((rc = dlrt__exec_use(e, p->grad, 0)) < 0) break;
-    rc = dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, p->numel, sums,
-                     (size_t)k++ * sizeof(float), dlrt__exec_buf(e, p->grad), 0);
-    dlrt__exec_unuse(e, p->grad);
-  }
   float sum = 0;
-  if (rc == DLRT_OK) rc = dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, count, total, 0, sums, 0);
-  if (rc == DLRT_OK) rc = dlrt_copy_d2h(&sum, total, 0, sizeof sum, e->stream);
-  if (rc == DLRT_OK) rc = dlrt_stream_synchronize(e->stream);
-  dlrt_buffer_free(sums);
-  dlrt_buffer_free(total);
-  if (rc == DLRT_OK) *finite = isfinite(sum);
+  int rc = gradients_total(e, 0, &sum);
+  *finite = rc != DLRT_OK || isfinite(sum);
   return rc;
 }
 
