@@ -197,21 +197,10 @@ static int hgemm_build(ocl_device *dev) {
   snprintf(options, sizeof options,
            "-cl-std=CL1.2 -w -DWX=%zu -DWY=%zu -DRM=%d -DRN=%d -DTK=%d %s", w, w, sh->rm,
            sh->rn, sh->tk, extra ? extra : "");
-  cl_int err;
-  const char *src = hgemm_source;
-  cl_program p = clCreateProgramWithSource(dev->context, 1, &src, NULL, &err);
-  if (!p) return ocl_fail(dev, "clCreateProgramWithSource", err);
-  err = clBuildProgram(p, 1, &dev->device, options, NULL, NULL);
-  if (err != CL_SUCCESS) {
-    char log[3072] = "";
-    clGetProgramBuildInfo(p, dev->device, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
-    log[sizeof log - 1] = '\0';
-    clReleaseProgram(p);
-    return dlrt__set_error(DLRT_ERR_BACKEND, "%s: building the half-precision GEMM kernels "
-                           "failed (%s) with options \"%s\"%s; build log:\n%s", dev->name,
-                           ocl_error_name(err), options,
-                           extra ? " (check DLRT_OPENCL_BUILD_OPTIONS)" : "", log);
-  }
+  cl_program p;
+  int rc = ocl_build_program(dev, hgemm_source, options, "the tiled GEMM kernels",
+                             extra != NULL, &p);
+  if (rc < 0) return rc;
   dev->hgemm_program = p;
   dev->hgemm_local[0] = dev->hgemm_local[1] = w;
   dev->hgemm_tile[0] = w * (size_t)sh->rn;

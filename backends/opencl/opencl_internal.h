@@ -64,6 +64,11 @@ const char *ocl_error_name(cl_int err);
  * (DLRT_ERR_OOM for allocation failures, DLRT_ERR_BACKEND otherwise). */
 int ocl_fail(const ocl_device *dev, const char *call, cl_int err);
 
+/* Builds `src` for the device; a failed build gives DLRT_ERR_BACKEND with
+ * `what`, the options and the build log (opencl_kernels.c). */
+int ocl_build_program(ocl_device *dev, const char *src, const char *options, const char *what,
+                      int user_options, cl_program *out);
+
 /* opencl_gemm.c: the backend's GEMM, and the release of its program. */
 int ocl_gemm(void *stream, const dlrt_gemm_desc *d, dlrt_mem a, size_t a_off, dlrt_mem b,
              size_t b_off, dlrt_mem c, size_t c_off);

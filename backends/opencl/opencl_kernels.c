@@ -167,24 +167,32 @@ static int build_program(ocl_device *dev) {
   uint64_t key = cache_key(dev, options);
   if (load_cached(dev, key, options)) return DLRT_OK;
 
+  cl_program p;
+  int rc = ocl_build_program(dev, dlrt__opencl_source, options, "dlrt's OpenCL kernels",
+                             extra != NULL, &p);
+  if (rc < 0) return rc;
+  dev->program = p;
+  save_binary(dev, key);
+  return DLRT_OK;
+}
+
+int ocl_build_program(ocl_device *dev, const char *src, const char *options, const char *what,
+                      int user_options, cl_program *out) {
   cl_int err;
-  const char *src = dlrt__opencl_source;
   cl_program p = clCreateProgramWithSource(dev->context, 1, &src, NULL, &err);
   if (!p) return ocl_fail(dev, "clCreateProgramWithSource", err);
   err = clBuildProgram(p, 1, &dev->device, options, NULL, NULL);
   if (err != CL_SUCCESS) {
     char log[3072] = "";
-    size_t len = 0;
-    clGetProgramBuildInfo(p, dev->device, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, &len);
+    clGetProgramBuildInfo(p, dev->device, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
     log[sizeof log - 1] = '\0';
     clReleaseProgram(p);
-    return dlrt__set_error(DLRT_ERR_BACKEND, "%s: building dlrt's OpenCL kernels failed (%s) "
-                           "with options \"%s\"%s; build log:\n%s", dev->name,
-                           ocl_error_name(err), options,
-                           extra ? " (check DLRT_OPENCL_BUILD_OPTIONS)" : "", log);
+    return dlrt__set_error(DLRT_ERR_BACKEND, "%s: building %s failed (%s) with options "
+                           "\"%s\"%s; build log:\n%s", dev->name, what, ocl_error_name(err),
+                           options, user_options ? " (check DLRT_OPENCL_BUILD_OPTIONS)" : "",
+                           log);
   }
-  dev->program = p;
-  save_binary(dev, key);
+  *out = p;
   return DLRT_OK;
 }
 
