@@ -180,9 +180,6 @@ static int ocl_device_open(void *ctx, int index, void **out) {
   }
   clGetDeviceInfo(dev->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof dev->compute_units,
                   &dev->compute_units, NULL);
-  char extensions[4096] = "";
-  clGetDeviceInfo(dev->device, CL_DEVICE_EXTENSIONS, sizeof extensions - 1, extensions, NULL);
-  dev->has_fp16 = strstr(extensions, "cl_khr_fp16") != NULL;
   cl_device_type type = 0;
   clGetDeviceInfo(dev->device, CL_DEVICE_TYPE, sizeof type, &type, NULL);
   dev->is_cpu = (type & CL_DEVICE_TYPE_CPU) != 0;

@@ -31,7 +31,6 @@ typedef struct {
   uint64_t allocated;        /* bytes in live cl_mem buffers (free-memory estimate) */
   uint64_t max_alloc;        /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
   cl_uint compute_units;
-  int has_fp16;              /* cl_khr_fp16 (reported; the half GEMM does not need it) */
   int is_cpu;                /* CL_DEVICE_TYPE_CPU (PoCL): fp32 GEMM in opencl.c's kernel */
   char driver[128];          /* platform and driver version: part of the cache key */
   /* The kernels of kernels/, built (or loaded from the disk cache) on first
