@@ -36,6 +36,9 @@ typedef struct {
   dlrt_loss_scaler loss_scaler; /* --loss-scale (zeros: the defaults) */
 } options;
 
+/* Parses the command line into *o; 0, or the exit status (-1: exit 0 at
+ * once, after --help or --version) (dltrain-options.c). */
+int parse_options(int argc, char **argv, options *o);
 /* Prints "dltrain: [WHAT: ]DETAIL" for a failed dlrt call; returns STATUS_FAIL. */
 int fail(const char *what, int rc);
 /* Writes s as a JSON string on stdout (quotes, backslashes, control characters escaped). */
