@@ -18,7 +18,7 @@
   DLRT__KERNELS_OF_TYPE(X, f32)                                                \
   DLRT__KERNELS_OF_TYPE(X, f16)                                                \
   DLRT__KERNELS_OF_TYPE(X, bf16)                                               \
-  X(transpose_b32) X(transpose_b16)                                            \
+  X(transpose_b32) X(transpose_b16) X(gather_b32) X(gather_b16)               \
   DLRT__TYPED(X, bias_rows) DLRT__TYPED(X, bias_channels)                      \
   DLRT__TYPED(X, relu_grad) DLRT__TYPED(X, sum_cols)                           \
   DLRT__TYPED(X, sum_channels) DLRT__TYPED(X, im2col) DLRT__TYPED(X, col2im)   \

@@ -42,3 +42,27 @@
 
 DLRT__TRANSPOSE_KERNEL(b32, unsigned int)
 DLRT__TRANSPOSE_KERNEL(b16, DLRT_U16)
+
+/* y = the elements of a strided view of x, dense: y[i0, i1, i2, j] =
+ * x[i0 t0 + i1 t1 + i2 t2 + j t3] over an n0 x n1 x n2 x n3 view (strides t in
+ * elements; the executor merges a view's dimensions down to four). One
+ * work-item per run of n3 values; `rows` = n0 n1 n2. Slices along any axis,
+ * transposed axes, and slices of those, made dense for kernels that need it. */
+#define DLRT__GATHER_KERNEL(SUF, T)                                                   \
+  DLRT_KERNEL(dlrt_k_gather_##SUF)(DLRT_RANGE DLRT_PTR(T, y), DLRT_CPTR(T, x),        \
+                                   DLRT_INDEX rows, DLRT_INDEX n1, DLRT_INDEX n2,     \
+                                   DLRT_INDEX n3, DLRT_INDEX t0, DLRT_INDEX t1,       \
+                                   DLRT_INDEX t2, DLRT_INDEX t3) {                    \
+    DLRT_BIND(T, y);                                                                  \
+    DLRT_CBIND(T, x);                                                                 \
+    DLRT_FOR_EACH(r, rows) {                                                          \
+      DLRT_INDEX i2 = r % n2, q = r / n2;                                             \
+      DLRT_INDEX i1 = q % n1, i0 = q / n1;                                            \
+      DLRT_GLOBAL_CPTR(T) in = x + i0 * t0 + i1 * t1 + i2 * t2;                      \
+      DLRT_GLOBAL_PTR(T) out = y + r * n3;                                            \
+      for (DLRT_INDEX j = 0; j < n3; j++) out[j] = in[j * t3];                        \
+    }                                                                                 \
+  }
+
+DLRT__GATHER_KERNEL(b32, unsigned int)
+DLRT__GATHER_KERNEL(b16, DLRT_U16)

@@ -658,12 +658,19 @@ DLRT_API dlrt_tensor_t *dlrt_reshape(dlrt_graph_t *g, dlrt_tensor_t *x, int ndim
                                      const int64_t *shape);
 /* N x ... -> N x (product of the rest). */
 DLRT_API dlrt_tensor_t *dlrt_flatten(dlrt_graph_t *g, dlrt_tensor_t *x);
-/* The transpose of a 2-D tensor. */
+/* x with axes axis0 and axis1 exchanged (torch.transpose): a view, the
+ * same storage with their strides swapped. A matmul reads a transposed 2-D
+ * view in place; other ops read a dense copy the executor makes once. */
+DLRT_API dlrt_tensor_t *dlrt_transpose_axes(dlrt_graph_t *g, dlrt_tensor_t *x, int axis0,
+                                            int axis1);
+/* The transpose of a 2-D tensor: dlrt_transpose_axes(g, x, 0, 1). */
 DLRT_API dlrt_tensor_t *dlrt_transpose2d(dlrt_graph_t *g, dlrt_tensor_t *x);
 /* n (1 to 6) tensors joined along `axis`; other dimensions must agree. */
 DLRT_API dlrt_tensor_t *dlrt_concat(dlrt_graph_t *g, int n, dlrt_tensor_t *const *xs,
                                     int axis);
-/* Elements [start, start + length) of `axis`. */
+/* Elements [start, start + length) of `axis`: a view at an offset with x's
+ * strides, on any axis (nothing is copied; ops that need dense input read a
+ * copy). */
 DLRT_API dlrt_tensor_t *dlrt_slice(dlrt_graph_t *g, dlrt_tensor_t *x, int axis, int64_t start,
                                    int64_t length);
 /* Sum or mean over one axis, which disappears from the shape. */

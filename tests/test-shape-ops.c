@@ -37,6 +37,25 @@ static dlrt_tensor_t *op_transpose(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tenso
   (void)b, (void)ids;
   return dlrt_transpose2d(g, dlrt_reshape(g, a, 2, (int64_t[]){6, 4}));
 }
+static dlrt_tensor_t *op_transpose_axes(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b,
+                                        dlrt_tensor_t *ids) {
+  (void)b, (void)ids;
+  return dlrt_transpose_axes(g, a, 0, 2); /* 4 x 3 x 2 */
+}
+static dlrt_tensor_t *op_slice_last(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b,
+                                    dlrt_tensor_t *ids) {
+  (void)b, (void)ids;
+  return dlrt_slice(g, a, 2, 1, 3);
+}
+static dlrt_tensor_t *op_slice_transposed(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b,
+                                          dlrt_tensor_t *ids) {
+  (void)ids;
+  /* A slice of a transposed view, used twice (two gradient contributions
+   * into one view) and added to a dense tensor. */
+  dlrt_tensor_t *v = dlrt_slice(g, dlrt_transpose_axes(g, a, 1, 2), 2, 1, 2); /* 2 x 4 x 2 */
+  dlrt_tensor_t *w = dlrt_slice(g, dlrt_transpose_axes(g, b, 1, 2), 2, 0, 2);
+  return dlrt_mul(g, dlrt_add(g, v, w), v);
+}
 static dlrt_tensor_t *op_badd(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b,
                               dlrt_tensor_t *ids) {
   (void)ids;
@@ -231,6 +250,101 @@ static void check_views(const char *spec, dlrt_device_t *dev) {
   dlrt_graph_destroy(g);
 }
 
+/* x[i, j, k] = i * 12 + j * 4 + k + 1 (2 x 3 x 4). */
+static float x3(int64_t i, int64_t j, int64_t k) { return (float)(i * 12 + j * 4 + k + 1); }
+
+/* Views of a 3-D tensor that no single pair of transpose flags can read:
+ * slices along inner axes, transposed outer axes, slices of those. They
+ * move nothing; reads give their values, and an elementwise op reads a
+ * dense copy (the gather kernel). */
+static void check_strided_views(const char *spec, dlrt_device_t *dev) {
+  dlrt_graph_t *g;
+  dlrt_exec_t *e = NULL;
+  dlrt_graph_create(&g);
+  dlrt_tensor_t *x = dlrt_input(g, "x", DLRT_F32, 3, (int64_t[]){2, 3, 4});
+  dlrt_tensor_t *mid = dlrt_keep(g, dlrt_slice(g, x, 1, 1, 2));            /* 2 x 2 x 4 */
+  dlrt_tensor_t *t = dlrt_keep(g, dlrt_transpose_axes(g, x, 0, 2));        /* 4 x 3 x 2 */
+  dlrt_tensor_t *ts = dlrt_keep(g, dlrt_slice(g, t, 1, 2, 1));             /* 4 x 1 x 2 */
+  dlrt_tensor_t *twice = dlrt_keep(g, dlrt_add(g, ts, ts));                /* dense */
+  int64_t st[DLRT_MAX_DIMS], at = -1;
+  int view = dlrt_tensor_layout(mid, st, &at);
+  ok(view == 1 && st[0] == 12 && st[1] == 4 && st[2] == 1 && at == 4,
+     "%s: a slice along axis 1 is a view with x's strides at offset 4 (%d: %lld %lld %lld, "
+     "offset %lld)", spec, view, (long long)st[0], (long long)st[1], (long long)st[2],
+     (long long)at);
+  view = dlrt_tensor_layout(ts, st, &at);
+  ok(view == 1 && st[0] == 1 && st[1] == 4 && st[2] == 12 && at == 8,
+     "%s: a slice of axes 0 and 2 transposed is a view with strides (1, 4, 12) at offset 8 "
+     "(%d: %lld %lld %lld, offset %lld)", spec, view, (long long)st[0], (long long)st[1],
+     (long long)st[2], (long long)at);
+  view = dlrt_tensor_layout(twice, st, &at);
+  ok(view == 0 && st[0] == 2 && st[1] == 2 && st[2] == 1 && at == 0,
+     "%s: add's output is dense (%d)", spec, view);
+  int rc = dlrt_exec_create(g, dev, 1, &e);
+  float xv[24], mv[16], tv[24], tsv[8], tw[8];
+  for (int i = 0; i < 24; i++) xv[i] = (float)(i + 1);
+  if (rc == DLRT_OK) rc = dlrt_exec_write(e, x, xv, sizeof xv);
+  if (rc == DLRT_OK) rc = dlrt_exec_run(e, DLRT_RUN_FORWARD);
+  if (rc == DLRT_OK) rc = dlrt_exec_read(e, mid, mv, sizeof mv);
+  if (rc == DLRT_OK) rc = dlrt_exec_read(e, t, tv, sizeof tv);
+  if (rc == DLRT_OK) rc = dlrt_exec_read(e, ts, tsv, sizeof tsv);
+  if (rc == DLRT_OK) rc = dlrt_exec_read(e, twice, tw, sizeof tw);
+  if (tap_check(rc, "%s: strided views run", spec)) {
+    float want_m[16], want_t[24], want_ts[8], want_tw[8];
+    for (int i = 0; i < 2; i++)
+      for (int j = 0; j < 2; j++)
+        for (int k = 0; k < 4; k++) want_m[(i * 2 + j) * 4 + k] = x3(i, j + 1, k);
+    for (int i = 0; i < 4; i++)
+      for (int j = 0; j < 3; j++)
+        for (int k = 0; k < 2; k++) want_t[(i * 3 + j) * 2 + k] = x3(k, j, i);
+    for (int i = 0; i < 4; i++)
+      for (int k = 0; k < 2; k++) {
+        want_ts[i * 2 + k] = x3(k, 2, i);
+        want_tw[i * 2 + k] = 2 * x3(k, 2, i);
+      }
+    is_mem(mv, want_m, sizeof mv, "%s: the axis-1 slice reads x[:, 1:3, :]", spec);
+    is_mem(tv, want_t, sizeof tv, "%s: the transposed view reads x with axes 0 and 2 swapped",
+           spec);
+    is_mem(tsv, want_ts, sizeof tsv, "%s: the slice of it reads x[:, 2, :] transposed", spec);
+    is_mem(tw, want_tw, sizeof tw, "%s: add reads a dense gather of the view", spec);
+  }
+  dlrt_exec_destroy(e);
+  dlrt_graph_destroy(g);
+}
+
+/* In fp16 a view of a 16-bit tensor is gathered in 16 bits: relu of a
+ * slice (along the last axis) of a matmul's output. */
+static void check_strided_views_fp16(const char *spec, dlrt_device_t *dev) {
+  dlrt_graph_t *g;
+  dlrt_exec_t *e = NULL;
+  dlrt_graph_create(&g);
+  dlrt_tensor_t *a = dlrt_input(g, "a", DLRT_F32, 2, (int64_t[]){3, 4});
+  dlrt_tensor_t *b = dlrt_input(g, "b", DLRT_F32, 2, (int64_t[]){4, 5});
+  dlrt_tensor_t *y = dlrt_keep(g, dlrt_relu(g, dlrt_slice(g, dlrt_matmul(g, a, b, 0, 0), 1, 1, 3)));
+  int rc = dlrt_graph_set_precision(g, DLRT_F16);
+  if (rc == DLRT_OK) rc = dlrt_exec_create(g, dev, 1, &e);
+  float av[12], bv[20], yv[9];
+  for (int i = 0; i < 12; i++) av[i] = 0.25f * (float)(i % 5) - 0.5f;
+  for (int i = 0; i < 20; i++) bv[i] = 0.125f * (float)(i % 7) - 0.375f;
+  if (rc == DLRT_OK) rc = dlrt_exec_write(e, a, av, sizeof av);
+  if (rc == DLRT_OK) rc = dlrt_exec_write(e, b, bv, sizeof bv);
+  if (rc == DLRT_OK) rc = dlrt_exec_run(e, DLRT_RUN_FORWARD);
+  if (rc == DLRT_OK) rc = dlrt_exec_read(e, y, yv, sizeof yv);
+  if (tap_check(rc, "%s: fp16 relu of a slice of a matmul runs", spec)) {
+    /* Every operand is a multiple of 1/8 below 1: exact in fp16. */
+    float want[9];
+    for (int i = 0; i < 3; i++)
+      for (int j = 0; j < 3; j++) {
+        float acc = 0;
+        for (int k = 0; k < 4; k++) acc += av[i * 4 + k] * bv[k * 5 + j + 1];
+        want[i * 3 + j] = acc > 0 ? acc : 0;
+      }
+    is_mem(yv, want, sizeof yv, "%s: fp16 relu(slice(a b, axis 1, [1, 4)))", spec);
+  }
+  dlrt_exec_destroy(e);
+  dlrt_graph_destroy(g);
+}
+
 int main(void) {
   static const struct { const char *name; build_fn fn; } ops[] = {
       {"concat along axis 1", op_concat}, {"slice", op_slice},
@@ -238,7 +352,9 @@ int main(void) {
       {"transpose", op_transpose},        {"broadcast add (3 x 4 over 2 x 3 x 4)", op_badd},
       {"broadcast sub, mul, div", op_bmix}, {"embedding", op_embed},
       {"batched matmul A B^T", op_bmm_nt},  {"batched matmul A^T B", op_bmm_tn},
-      {"3-D times 2-D matmul", op_bmm_2d}};
+      {"3-D times 2-D matmul", op_bmm_2d}, {"transpose of axes 0 and 2", op_transpose_axes},
+      {"slice along the last axis", op_slice_last},
+      {"slices of transposed views", op_slice_transposed}};
   for (int d = 0; d < dlrt_device_count(); d++) {
     dlrt_device_t *dev;
     dlrt_device_get(d, &dev);
@@ -246,6 +362,8 @@ int main(void) {
       check(dlrt_device_spec(dev), dev, ops[i].name, ops[i].fn);
     check_values(dlrt_device_spec(dev), dev);
     check_views(dlrt_device_spec(dev), dev);
+    check_strided_views(dlrt_device_spec(dev), dev);
+    check_strided_views_fp16(dlrt_device_spec(dev), dev);
   }
   /* Shapes that cannot broadcast are refused with both shapes named. */
   dlrt_graph_t *g;

@@ -83,6 +83,14 @@ WRAPPERS_OF_TYPE(bf16, DLRT_U16)
 TRANSPOSE_WRAPPER(b32, unsigned int)
 TRANSPOSE_WRAPPER(b16, DLRT_U16)
 
+#define GATHER_WRAPPER(SUF, T)                                                         \
+  static void w_gather_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {             \
+    dlrt_k_gather_##SUF(lo, hi, PTR(T, 0), PTR(const T, 1), I64(2), I64(3), I64(4), I64(5), \
+                        I64(6), I64(7), I64(8), I64(9));                               \
+  }
+GATHER_WRAPPER(b32, unsigned int)
+GATHER_WRAPPER(b16, DLRT_U16)
+
 /* kernels/typed.h */
 #define TYPED_WRAPPERS(SUF, T)                                                         \
   static void w_bias_rows_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {          \

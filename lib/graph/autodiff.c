@@ -124,15 +124,19 @@ static int backward_node(dlrt_graph_t *g, node *n) {
   }
   case OP_VIEW: {
     /* A reshape's gradient is dy reshaped (dense first); a transpose's is
-     * dy's transposed view. */
+     * dy's view with the same axes transposed back. */
     int transpose = n->p[0] == 1;
     if (!transpose && !(dy = dlrt__make_contiguous(g, dy, PHASE_BACKWARD))) return g->status;
     dlrt_tensor_t *d = bnode(g, OP_VIEW, 1, &dy, a->ndim, a->shape, a);
     if (!d) return g->status;
-    d->producer->p[0] = n->p[0];
+    memcpy(d->producer->p, n->p, 3 * sizeof n->p[0]);
     d->owner = dy->owner;
     d->offset = dy->offset;
-    if (transpose) d->strides[0] = dy->strides[1], d->strides[1] = dy->strides[0];
+    if (transpose) {
+      int a0 = (int)n->p[1], a1 = (int)n->p[2];
+      memcpy(d->strides, dy->strides, sizeof d->strides);
+      d->strides[a0] = dy->strides[a1], d->strides[a1] = dy->strides[a0];
+    }
     return accumulate(g, a, d);
   }
   case OP_PERMUTE: {
@@ -246,12 +250,11 @@ static int backward_node(dlrt_graph_t *g, node *n) {
     for (int i = 0; i < n->n_in && rc == DLRT_OK; i++) {
       dlrt_tensor_t *x = n->in[i];
       if (x->needs_grad) {
-        dlrt_tensor_t *d = bnode(g, OP_SLICE, 1, &dy, x->ndim, x->shape, x);
-        if (d) {
-          int64_t *q = d->producer->p;
-          q[0] = n->p[0], q[1] = n->p[1], q[2] = n->p[2], q[3] = start, q[4] = x->shape[axis];
-        }
-        rc = accumulate(g, x, d);
+        /* The input's part of dy: a view of it. */
+        char name[64];
+        snprintf(name, sizeof name, "d%.40s.slice%d", x->name, g->n_tensors);
+        rc = accumulate(g, x, dlrt__slice_view(g, dy, axis, start, x->shape[axis],
+                                               PHASE_BACKWARD, name));
       }
       start += x->shape[axis];
     }

@@ -87,18 +87,22 @@ static int read_resident(dlrt_exec_t *e, dlrt_tensor_t *t, void *dst, size_t byt
     free(tmp);
     return rc;
   }
-  size_t at = (size_t)t->offset * dlrt_dtype_size(t->dtype);
-  if (!dlrt__contiguous(t)) {
-    /* A 2-D transposed view: read the rows it views, transpose here. */
-    size_t es = dlrt_dtype_size(t->dtype);
-    int64_t rows = t->shape[1], cols = t->shape[0]; /* as stored */
-    char *tmp = malloc(bytes ? bytes : 1);
+  size_t es = dlrt_dtype_size(t->dtype), at = (size_t)t->offset * es;
+  if (!dlrt__contiguous(t) && t->numel > 0) {
+    /* A strided view: read the stretch of storage it spans, gather here. */
+    int64_t span = 1;
+    for (int i = 0; i < t->ndim; i++) span += (t->shape[i] - 1) * t->strides[i];
+    char *tmp = malloc((size_t)span * es);
     if (!tmp) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
-    rc = dlrt_copy_d2h(tmp, dlrt__exec_buf(e, t), at, bytes, e->stream);
+    rc = dlrt_copy_d2h(tmp, dlrt__exec_buf(e, t), at, (size_t)span * es, e->stream);
     if (rc == DLRT_OK) rc = dlrt_stream_synchronize(e->stream);
-    for (int64_t r = 0; rc == DLRT_OK && r < rows; r++)
-      for (int64_t c = 0; c < cols; c++)
-        memcpy((char *)dst + (size_t)(c * rows + r) * es, tmp + (size_t)(r * cols + c) * es, es);
+    int64_t index[DLRT_MAX_DIMS] = {0};
+    for (int64_t k = 0; rc == DLRT_OK && k < t->numel; k++) {
+      int64_t from = 0;
+      for (int i = 0; i < t->ndim; i++) from += index[i] * t->strides[i];
+      memcpy((char *)dst + (size_t)k * es, tmp + (size_t)from * es, es);
+      for (int i = t->ndim - 1; i >= 0 && ++index[i] == t->shape[i]; i--) index[i] = 0;
+    }
     free(tmp);
     return rc;
   }

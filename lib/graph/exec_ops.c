@@ -38,6 +38,44 @@ static void start_axis_copy(dlrt__launcher *lb, dlrt_exec_t *e, const dlrt_tenso
   dlrt__launch_i64(lb, count);
 }
 
+/* y = the strided view a, dense. The view's dimensions are merged first
+ * (unit ones dropped; neighbours that walk memory as one dimension joined)
+ * down to the four the gather kernel takes: a slice or a transpose of axes
+ * of a dense tensor needs at most three. */
+static int run_gather(dlrt_exec_t *e, const dlrt_tensor_t *y, const dlrt_tensor_t *a) {
+  enum { DIMS = 4 };
+  int64_t n[DLRT_MAX_DIMS + DIMS], t[DLRT_MAX_DIMS + DIMS];
+  int d = 0;
+  for (int i = 0; i < a->ndim; i++) {
+    if (a->shape[i] == 1) continue;
+    if (d > 0 && t[d - 1] == a->strides[i] * a->shape[i]) {
+      n[d - 1] *= a->shape[i];
+      t[d - 1] = a->strides[i];
+      continue;
+    }
+    n[d] = a->shape[i], t[d] = a->strides[i], d++;
+  }
+  size_t es = dlrt_dtype_size(a->dtype);
+  if (d > DIMS || (es != 4 && es != 2))
+    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "graph: %s is a view with %d strided "
+                           "dimensions of %zu-byte elements; dlrt copies views of at most %d "
+                           "dimensions of 2- or 4-byte elements dense (copy the tensor it "
+                           "views first)", a->name, d, es, DIMS);
+  if (a->numel == 0) return DLRT_OK;
+  int pad = DIMS - d;
+  memmove(n + pad, n, (size_t)d * sizeof *n);
+  memmove(t + pad, t, (size_t)d * sizeof *t);
+  for (int i = 0; i < pad; i++) n[i] = 1, t[i] = 0;
+  dlrt__launcher lb;
+  start(&lb, e, es == 4 ? DLRT__K_gather_b32 : DLRT__K_gather_b16, n[0] * n[1] * n[2], 0);
+  lb.launch.item_cost = n[3];
+  arg(&lb, e, y), arg(&lb, e, a);
+  dlrt__launch_i64(&lb, n[0] * n[1] * n[2]);
+  for (int i = 1; i < DIMS; i++) dlrt__launch_i64(&lb, n[i]);
+  for (int i = 0; i < DIMS; i++) dlrt__launch_i64(&lb, t[i]);
+  return dlrt__launch_submit(e->stream, &lb);
+}
+
 /* The kernel of typed.h for a storage type: `f32_kernel` is its f32 id
  * (DLRT__K_<name>_f32); the others follow in dlrt_dtype order. */
 static int typed(int f32_kernel, dlrt_dtype dtype) { return f32_kernel + (int)dtype; }
@@ -131,12 +169,12 @@ int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
       return dlrt_copy_d2d(dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, a), off(a),
                            dlrt__tensor_bytes(a), e->stream);
     /* A 2-D transposed view (strides 1, rows): its storage is the
-     * transpose, rows x cols as stored. */
-    if (a->ndim != 2 || a->strides[0] != 1 || a->strides[1] != a->shape[0])
-      return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "graph: %s is a view of a layout dlrt "
-                             "cannot copy dense", a->name);
-    return dlrt_transpose(e->stream, a->dtype, 1, a->shape[1], a->shape[0],
-                          dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, a), off(a));
+     * transpose, rows x cols as stored, which the tiled transpose moves
+     * fastest. */
+    if (a->ndim == 2 && a->strides[0] == 1 && a->strides[1] == a->shape[0])
+      return dlrt_transpose(e->stream, a->dtype, 1, a->shape[1], a->shape[0],
+                            dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, a), off(a));
+    return run_gather(e, y, a);
   case OP_FILL: {
     /* The seed of the backward pass (p[0] set) carries the loss scale. */
     float value = n->p[0] ? n->f[0] * e->loss_scale : n->f[0];
@@ -345,10 +383,7 @@ int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
     }
     return DLRT_OK;
   }
-  case OP_SLICE:
-    if (p[5]) return DLRT_OK; /* a view: nothing moves */
-    start_axis_copy(&lb, e, y, a, p[0], p[1], p[4], p[2], 0, p[3], p[4]);
-    break;
+  case OP_SLICE: return DLRT_OK; /* a view: nothing moves */
   case OP_SLICE_GRAD: {
     int rc = dlrt_elementwise(e->stream, DLRT_EW_FILL, DLRT_F32, y->numel, 0.0f, dlrt__exec_buf(e, y), off(y),
                               NULL, 0, NULL, 0);

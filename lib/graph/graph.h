@@ -47,7 +47,7 @@ typedef enum {
   OP_XENT,        /* out0 = mean loss [1], out1 = loss per row, out2 = d logits;
                      in0 logits, in1 labels; p: rows classes; f[0] smoothing */
   OP_VIEW,        /* out shares in0's storage with another shape; p[0]: 0 reshape,
-                     1 2-D transpose (strides swapped) */
+                     1 axes p[1] and p[2] transposed (their strides swapped) */
   OP_PERMUTE,     /* out[b, a, p] = in0[a, b, p]; p: na nb inner (CNHW <-> NCHW) */
   OP_SUB,
   OP_DIV,
@@ -68,8 +68,8 @@ typedef enum {
                      p: rows cols; f[0] eps, f[1] momentum */
   OP_CONCAT,      /* inputs along an axis; p: outer inner axis_out, then each input's
                      axis size is its own shape (see exec.c) */
-  OP_SLICE,       /* p: outer inner x_axis start count; p[5] = 1: a view (outer 1:
-                     the offset moves, nothing is copied) */
+  OP_SLICE,       /* a view: in0's storage and strides at an offset, nothing
+                     copied; p: outer inner x_axis start count (for the gradient) */
   OP_SLICE_GRAD,  /* dy into zeros at the slice's place; same p */
   OP_AXIS_SUM,    /* p: outer axis inner; f[0] scale (1 or 1/axis) */
   OP_AXIS_EXPAND, /* same p and f */
@@ -151,6 +151,10 @@ void dlrt__set_contiguous(dlrt_tensor_t *t);
 dlrt_tensor_t *dlrt__make_contiguous(dlrt_graph_t *g, dlrt_tensor_t *x, node_phase phase);
 /* The same, and at the start of its storage (offset 0). */
 dlrt_tensor_t *dlrt__make_dense(dlrt_graph_t *g, dlrt_tensor_t *x, node_phase phase);
+/* The view of x's elements [start, start + length) along `axis` (an
+ * OP_SLICE node); name NULL: an automatic one. */
+dlrt_tensor_t *dlrt__slice_view(dlrt_graph_t *g, dlrt_tensor_t *x, int axis, int64_t start,
+                               int64_t length, node_phase phase, const char *name);
 /* Makes every input that kernels cannot read in place (strided views) a
  * dense copy first, and lets matmuls read 2-D transposed views through
  * their transpose flags; before the graph is planned (layout.c). */

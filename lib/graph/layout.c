@@ -1,12 +1,12 @@
 /* layout.c — strided views meet kernels that read dense memory.
  *
- * A 2-D transpose is a view: the same storage with its strides swapped. A
- * matmul reads it in place by flipping its transpose flag (the storage is
- * the operand's transpose, row-major); every other op that would read it
- * gets a dense copy first (OP_CONTIGUOUS), made once per tensor and phase
- * and placed just before its first reader. Views at an offset (slices along
- * the leading axis) are dense and need nothing: every launch adds the
- * offset. The pass runs before an executor or the planner plans the graph
+ * Transposed axes and slices are views: the same storage with strides
+ * swapped or an offset moved. A matmul reads a 2-D transposed view in place
+ * by flipping its transpose flag (the storage is the operand's transpose,
+ * row-major); every other op that would read a strided view gets a dense
+ * copy first (OP_CONTIGUOUS), made once per tensor and phase and placed just
+ * before its first reader. Dense views at an offset (slices along the
+ * leading axis) need nothing: every launch adds the offset. The pass runs before an executor or the planner plans the graph
  * (so the plan counts the copies); it is idempotent: a second run finds
  * nothing left to do. */
 #include "config.h"
@@ -26,7 +26,7 @@ static int transposed_2d(const dlrt_tensor_t *t) {
 /* Nodes that read their input's layout themselves: views of it, and the
  * dense copies this pass makes. */
 static int reads_layout(const node *n) {
-  return n->op == OP_VIEW || n->op == OP_CONTIGUOUS || (n->op == OP_SLICE && n->p[5]);
+  return n->op == OP_VIEW || n->op == OP_CONTIGUOUS || n->op == OP_SLICE;
 }
 
 int dlrt__graph_layout(dlrt_graph_t *g) {

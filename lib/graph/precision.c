@@ -187,7 +187,7 @@ int dlrt__graph_apply_precision(dlrt_graph_t *g) {
         if (n->in[j]->dtype == DLRT_F32 && !(n->in[j]->id < r.n_known && r.twin[n->in[j]->id]))
           want = DLRT_F32;
     }
-    int view = n->op == OP_VIEW || (n->op == OP_SLICE && n->p[5]);
+    int view = n->op == OP_VIEW || n->op == OP_SLICE;
     for (int j = 0; j < n->n_in && rc == 0; j++) {
       if (view) break; /* shares its input's storage, and type */
       dlrt_tensor_t *x = as_type(&r, n->in[j], want);

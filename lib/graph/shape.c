@@ -1,5 +1,6 @@
-/* shape.c — builders that move elements around: concat, slice, sums over an
- * axis, 2-D transpose, embedding, reshape and flatten. */
+/* shape.c — builders that move elements around: concat, sums over an axis,
+ * embedding; and the views, which move nothing: slices, transposed axes,
+ * reshape and flatten. */
 #include "config.h"
 
 #include <stdio.h>
@@ -49,6 +50,23 @@ dlrt_tensor_t *dlrt_concat(dlrt_graph_t *g, int n, dlrt_tensor_t *const *xs, int
   return y;
 }
 
+dlrt_tensor_t *dlrt__slice_view(dlrt_graph_t *g, dlrt_tensor_t *x, int axis, int64_t start,
+                               int64_t length, node_phase phase, const char *name) {
+  int64_t shape[DLRT_MAX_DIMS];
+  memcpy(shape, x->shape, sizeof shape);
+  shape[axis] = length;
+  dlrt_tensor_t *y = dlrt__node1(g, OP_SLICE, phase, 1, &x, x->ndim, shape, name);
+  if (!y) return NULL;
+  int64_t *p = y->producer->p;
+  around_axis(x, axis, &p[0], &p[1]);
+  p[2] = x->shape[axis], p[3] = start, p[4] = length;
+  y->dtype = x->dtype;
+  y->owner = x->owner;
+  y->offset = x->offset + start * x->strides[axis];
+  memcpy(y->strides, x->strides, sizeof y->strides);
+  return y;
+}
+
 dlrt_tensor_t *dlrt_slice(dlrt_graph_t *g, dlrt_tensor_t *x, int axis, int64_t start,
                           int64_t length) {
   if (!dlrt__graph_begin(g, "slice", 1, &x) || !dlrt__is_f32(g, "slice", x) || !axis_ok(g, "slice", x, axis))
@@ -58,23 +76,10 @@ dlrt_tensor_t *dlrt_slice(dlrt_graph_t *g, dlrt_tensor_t *x, int axis, int64_t s
                             "which has %lld", (long long)start, (long long)(start + length),
                             axis, x->name, (long long)x->shape[axis]);
   if (!(x = dlrt__to_nchw(g, x))) return NULL;
-  int64_t shape[DLRT_MAX_DIMS];
-  memcpy(shape, x->shape, sizeof shape);
-  shape[axis] = length;
-  dlrt_tensor_t *y = dlrt__node1(g, OP_SLICE, PHASE_FORWARD, 1, &x, x->ndim, shape, NULL);
-  if (y) {
-    int64_t *p = y->producer->p;
-    around_axis(x, axis, &p[0], &p[1]);
-    p[2] = x->shape[axis], p[3] = start, p[4] = length;
-    if (p[0] == 1 && dlrt__contiguous(x)) {
-      /* Nothing before the axis: the slice is a dense run of x, a view. */
-      p[5] = 1;
-      y->dtype = x->dtype;
-      y->owner = x->owner;
-      y->offset = x->offset + start * p[1];
-    }
-  }
-  return y;
+  /* A view on any axis: x's strides at an offset. Ops that need dense
+   * input get a copy (dlrt__graph_layout); a slice along the leading axis
+   * of a dense tensor is dense already. */
+  return dlrt__slice_view(g, x, axis, start, length, PHASE_FORWARD, NULL);
 }
 
 static dlrt_tensor_t *axis_sum(dlrt_graph_t *g, dlrt_tensor_t *x, int axis, int mean) {
@@ -104,22 +109,34 @@ dlrt_tensor_t *dlrt_mean_axis(dlrt_graph_t *g, dlrt_tensor_t *x, int axis) {
   return axis_sum(g, x, axis, 1);
 }
 
-dlrt_tensor_t *dlrt_transpose2d(dlrt_graph_t *g, dlrt_tensor_t *x) {
-  if (!dlrt__graph_begin(g, "transpose", 1, &x) || !dlrt__is_f32(g, "transpose", x)) return NULL;
-  if (x->ndim != 2) return dlrt__shape_error(g, "transpose", "needs a 2-D tensor", x, NULL);
-  /* A view: the same storage with the strides swapped. Matmuls read it
-   * through their transpose flags; other ops get a dense copy
+dlrt_tensor_t *dlrt_transpose_axes(dlrt_graph_t *g, dlrt_tensor_t *x, int axis0, int axis1) {
+  if (!dlrt__graph_begin(g, "transpose", 1, &x) || !dlrt__is_f32(g, "transpose", x) ||
+      !axis_ok(g, "transpose", x, axis0) || !axis_ok(g, "transpose", x, axis1))
+    return NULL;
+  if (!(x = dlrt__to_nchw(g, x))) return NULL;
+  /* A view: the same storage with two strides swapped. Matmuls read a 2-D
+   * one through their transpose flags; other ops get a dense copy
    * (dlrt__graph_layout). */
-  int64_t shape[2] = {x->shape[1], x->shape[0]};
-  dlrt_tensor_t *y = dlrt__node1(g, OP_VIEW, PHASE_FORWARD, 1, &x, 2, shape, NULL);
+  int64_t shape[DLRT_MAX_DIMS];
+  memcpy(shape, x->shape, sizeof shape);
+  shape[axis0] = x->shape[axis1], shape[axis1] = x->shape[axis0];
+  dlrt_tensor_t *y = dlrt__node1(g, OP_VIEW, PHASE_FORWARD, 1, &x, x->ndim, shape, NULL);
   if (y) {
-    y->producer->p[0] = 1;
+    int64_t *p = y->producer->p;
+    p[0] = 1, p[1] = axis0, p[2] = axis1;
     y->dtype = x->dtype;
     y->owner = x->owner;
     y->offset = x->offset;
-    y->strides[0] = x->strides[1], y->strides[1] = x->strides[0];
+    memcpy(y->strides, x->strides, sizeof y->strides);
+    y->strides[axis0] = x->strides[axis1], y->strides[axis1] = x->strides[axis0];
   }
   return y;
+}
+
+dlrt_tensor_t *dlrt_transpose2d(dlrt_graph_t *g, dlrt_tensor_t *x) {
+  if (!dlrt__graph_begin(g, "transpose", 1, &x)) return NULL;
+  if (x->ndim != 2) return dlrt__shape_error(g, "transpose", "needs a 2-D tensor", x, NULL);
+  return dlrt_transpose_axes(g, x, 0, 1);
 }
 
 dlrt_tensor_t *dlrt_embedding(dlrt_graph_t *g, dlrt_tensor_t *ids, dlrt_tensor_t *table) {
