@@ -234,7 +234,8 @@ int dlrt__exec_stream_gradients(dlrt_exec_t *e, int64_t bucket_bytes) {
   if (!g->optimized)
     return dlrt__set_error(DLRT_ERR_STATE, "gradient buckets need an optimized graph");
   const schedule *s = &e->plans[DLRT_RUN_TRAIN];
-  int *pos_of = malloc((size_t)(g->n_nodes ? g->n_nodes : 1) * sizeof *pos_of);
+  /* pos_of[t]: where tensor t's producer runs in the training schedule. */
+  int *pos_of = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *pos_of);
   int n = 0;
   for (int i = 0; i < g->n_tensors; i++) n += g->tensors[i]->kind == TENSOR_PARAM && g->tensors[i]->grad;
   e->buckets.param = calloc((size_t)n + 1, sizeof(int));
@@ -250,18 +251,19 @@ int dlrt__exec_stream_gradients(dlrt_exec_t *e, int64_t bucket_bytes) {
     dlrt__exec_buckets_free(e);
     return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   }
-  for (int i = 0; i < g->n_nodes; i++) pos_of[i] = -1;
-  for (int k = 0; k < s->n; k++) pos_of[s->order[k]] = k;
+  for (int i = 0; i < g->n_tensors; i++) pos_of[i] = -1;
+  for (int k = 0; k < s->n; k++) {
+    const node *nd = g->nodes[s->order[k]];
+    for (int j = 0; j < nd->n_out; j++) pos_of[nd->out[j]->id] = k;
+  }
   /* Each gradient is final where the node that writes its storage runs (the
    * last contribution's sum); insertion sort by that position. */
   int m = 0;
   for (int i = 0; i < g->n_tensors; i++) {
     dlrt_tensor_t *p = g->tensors[i];
     if (p->kind != TENSOR_PARAM || !p->grad) continue;
-    const node *writer = p->grad->owner->producer;
-    int at = 0;
-    for (int j = 0; writer && j < g->n_nodes; j++)
-      if (g->nodes[j] == writer) at = pos_of[j];
+    const dlrt_tensor_t *storage = p->grad->owner;
+    int at = storage->producer ? pos_of[storage->id] : 0;
     int k = m++;
     while (k > 0 && e->buckets.pos[k - 1] > at) {
       e->buckets.pos[k] = e->buckets.pos[k - 1];
