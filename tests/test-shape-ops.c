@@ -56,6 +56,13 @@ static dlrt_tensor_t *op_slice_transposed(dlrt_graph_t *g, dlrt_tensor_t *a, dlr
   dlrt_tensor_t *w = dlrt_slice(g, dlrt_transpose_axes(g, b, 1, 2), 2, 0, 2);
   return dlrt_mul(g, dlrt_add(g, v, w), v);
 }
+static dlrt_tensor_t *op_bmm_view(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b,
+                                  dlrt_tensor_t *ids) {
+  (void)ids;
+  /* Batched A^T B and A B^T through transposed views (the flags flip). */
+  dlrt_tensor_t *at = dlrt_transpose_axes(g, a, 1, 2), *bt = dlrt_transpose_axes(g, b, 1, 2);
+  return dlrt_add(g, dlrt_matmul(g, at, b, 0, 0), dlrt_matmul(g, bt, a, 0, 0)); /* 2 x 4 x 4 */
+}
 static dlrt_tensor_t *op_badd(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b,
                               dlrt_tensor_t *ids) {
   (void)ids;
@@ -354,7 +361,8 @@ int main(void) {
       {"batched matmul A B^T", op_bmm_nt},  {"batched matmul A^T B", op_bmm_tn},
       {"3-D times 2-D matmul", op_bmm_2d}, {"transpose of axes 0 and 2", op_transpose_axes},
       {"slice along the last axis", op_slice_last},
-      {"slices of transposed views", op_slice_transposed}};
+      {"slices of transposed views", op_slice_transposed},
+      {"batched matmul of transposed views", op_bmm_view}};
   for (int d = 0; d < dlrt_device_count(); d++) {
     dlrt_device_t *dev;
     dlrt_device_get(d, &dev);

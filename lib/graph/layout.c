@@ -2,8 +2,8 @@
  *
  * Transposed axes and slices are views: the same storage with strides
  * swapped or an offset moved. A matmul reads a 2-D transposed view in place
- * by flipping its transpose flag (the storage is the operand's transpose,
- * row-major); every other op that would read a strided view gets a dense
+ * (or a batch of them) by flipping its transpose flag (the storage is the
+ * operand's transpose, row-major); every other op that would read a strided view gets a dense
  * copy first (OP_CONTIGUOUS), made once per tensor and phase and placed just
  * before its first reader. Dense views at an offset (slices along the
  * leading axis) need nothing: every launch adds the offset. The pass runs before an executor or the planner plans the graph
@@ -21,6 +21,24 @@
 static int transposed_2d(const dlrt_tensor_t *t) {
   return t->ndim == 2 && t->strides[0] == 1 && t->strides[1] == t->shape[0] &&
          t->shape[0] != 1 && t->shape[1] != 1;
+}
+
+/* A 3-D view whose storage is a dense batch of its matrices' transposes:
+ * strides (rows cols, 1, rows), as dlrt_transpose_axes(x, 1, 2) of a dense
+ * x gives. */
+static int transposed_batch(const dlrt_tensor_t *t) {
+  return t->ndim == 3 && t->strides[1] == 1 && t->strides[2] == t->shape[1] &&
+         (t->shape[0] == 1 || t->strides[0] == t->shape[1] * t->shape[2]) &&
+         t->shape[1] != 1 && t->shape[2] != 1;
+}
+
+/* Whether input j of a matmul reads x in place with its transpose flag
+ * flipped: a 2-D transposed view, or a batch of them at the batch stride
+ * the node expects (p: ta tb m n k batch stride_a stride_b stride_c). */
+static int matmul_reads_transposed(const node *nd, int j, const dlrt_tensor_t *x) {
+  if (nd->op != OP_BMM || j >= 2) return 0;
+  if (nd->p[5] <= 1 && transposed_2d(x)) return 1;
+  return transposed_batch(x) && nd->p[6 + j] == x->shape[1] * x->shape[2];
 }
 
 /* Nodes that read their input's layout themselves: views of it, and the
@@ -42,7 +60,7 @@ int dlrt__graph_layout(dlrt_graph_t *g) {
     for (int j = 0; j < nd->n_in && rc == DLRT_OK && !reads_layout(nd); j++) {
       dlrt_tensor_t *x = nd->in[j];
       if (dlrt__contiguous(x)) continue;
-      if (nd->op == OP_BMM && j < 2 && (nd->p[5] <= 1) && transposed_2d(x)) {
+      if (matmul_reads_transposed(nd, j, x)) {
         nd->p[j] = !nd->p[j]; /* read the storage as the operand's transpose */
         continue;
       }
