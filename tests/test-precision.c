@@ -13,6 +13,8 @@
  * - a planted overflow (a loss scale whose gradients overflow fp16) skips the
  *   update (parameters unchanged bit for bit) and halves the scale; clean
  *   steps then update and, after growth_interval of them, double it;
+ * - slices, concat and transposed views of fp16 activations stay fp16 views
+ *   and give the fp32 gradients within fp16's rounding;
  * - a power-of-two loss scale on an fp32 graph changes nothing, bit for bit
  *   (the scale is divided out exactly);
  * - the planned peak of the cnn at batch 256 in fp16 is at most 60% of fp32;
@@ -201,6 +203,58 @@ static void compare_types(dlrt_device_t *dev, const char *spec) {
   free_grads(ref_g);
 }
 
+/* Views of 16-bit tensors: slices along the feature axis (joined again in
+ * fp32 by concat, whose gradient is slices of dy) and transposed views. The
+ * views stay in the compute type; their gradients come back right. */
+static int views_run(dlrt_device_t *dev, dlrt_dtype precision, float *g1, float *g2,
+                     dlrt_dtype *slice_type) {
+  dlrt_graph_t *g;
+  dlrt_exec_t *e = NULL;
+  int rc = dlrt_graph_create(&g);
+  if (rc < 0) return rc;
+  dlrt_graph_set_precision(g, precision);
+  int64_t xs[2] = {N, 12}, ls[1] = {N}, w1s[2] = {16, 12}, w2s[2] = {CLASSES, 16};
+  dlrt_tensor_t *x = dlrt_input(g, "x", DLRT_F32, 2, xs);
+  dlrt_tensor_t *labels = dlrt_input(g, "labels", DLRT_I32, 1, ls);
+  dlrt_tensor_t *w1 = dlrt_param(g, "w1", 2, w1s, DLRT_INIT_FAN_IN_UNIFORM, 12, 16);
+  dlrt_tensor_t *w2 = dlrt_param(g, "w2", 2, w2s, DLRT_INIT_FAN_IN_UNIFORM, 16, CLASSES);
+  dlrt_tensor_t *h = dlrt_relu(g, dlrt_linear(g, x, w1, NULL));               /* N x 16 */
+  dlrt_tensor_t *halves[2] = {dlrt_slice(g, h, 1, 8, 8), dlrt_slice(g, h, 1, 0, 8)};
+  h = dlrt_add(g, h, dlrt_scale(g, dlrt_concat(g, 2, halves, 1), 0.5f));   /* rotated by 8 */
+  h = dlrt_add(g, h, dlrt_transpose2d(g, dlrt_scale(g, dlrt_transpose2d(g, h), 0.25f)));
+  dlrt_tensor_t *loss = dlrt_cross_entropy(g, dlrt_linear(g, h, w2, NULL), labels, 0.0f);
+  if ((rc = dlrt_graph_status(g)) == DLRT_OK) rc = dlrt_graph_backward(g, loss);
+  if (rc == DLRT_OK) *slice_type = dlrt_tensor_dtype(halves[0]); /* retyped by now */
+  dlrt_tensor_t *d1 = dlrt_keep(g, dlrt_grad(g, w1)), *d2 = dlrt_keep(g, dlrt_grad(g, w2));
+  if (rc == DLRT_OK) rc = dlrt_graph_status(g);
+  if (rc == DLRT_OK) rc = dlrt_exec_create(g, dev, 11, &e);
+  float xv[N * 12];
+  int32_t lv[N];
+  for (int i = 0; i < N * 12; i++) xv[i] = (float)((i * 29) % 53) / 26.0f - 1.0f;
+  for (int i = 0; i < N; i++) lv[i] = (i * 3) % CLASSES;
+  if (rc == DLRT_OK) rc = dlrt_exec_write(e, x, xv, sizeof xv);
+  if (rc == DLRT_OK) rc = dlrt_exec_write(e, labels, lv, sizeof lv);
+  if (rc == DLRT_OK) rc = dlrt_exec_run(e, DLRT_RUN_TRAIN);
+  if (rc == DLRT_OK) rc = dlrt_exec_read(e, d1, g1, 16 * 12 * sizeof(float));
+  if (rc == DLRT_OK) rc = dlrt_exec_read(e, d2, g2, CLASSES * 16 * sizeof(float));
+  dlrt_exec_destroy(e);
+  dlrt_graph_destroy(g);
+  return rc;
+}
+
+static void views_in_low_precision(dlrt_device_t *dev, const char *spec) {
+  float r1[16 * 12], r2[CLASSES * 16], g1[16 * 12], g2[CLASSES * 16];
+  dlrt_dtype ref_type = DLRT_F32, low_type = DLRT_F32;
+  int rc = views_run(dev, DLRT_F32, r1, r2, &ref_type);
+  if (!tap_check(rc, "%s: fp32 slices, concat and transposed views run", spec)) return;
+  rc = views_run(dev, DLRT_F16, g1, g2, &low_type);
+  if (!tap_check(rc, "%s: fp16 slices, concat and transposed views run", spec)) return;
+  is_int(low_type, DLRT_F16, "%s: a slice of an fp16 activation is an fp16 view", spec);
+  double e1 = rel_l2(r1, g1, 16 * 12), e2 = rel_l2(r2, g2, CLASSES * 16);
+  ok(e1 <= 1e-2 && e2 <= 1e-2 && memcmp(r1, g1, sizeof r1) != 0,
+     "%s: fp16 gradients through the views within 1e-2 of fp32 (%.2e, %.2e)", spec, e1, e2);
+}
+
 static void loss_scaling(dlrt_device_t *dev, const char *spec) {
   net n;
   if (!tap_check(net_make(dev, DLRT_F16, 1, &n), "%s: fp16 model with SGD builds", spec)) {
@@ -321,6 +375,7 @@ int main(void) {
     }
     if (!tap_check(dlrt_device_open(specs[i], &dev), "%s opens", specs[i])) continue;
     compare_types(dev, specs[i]);
+    views_in_low_precision(dev, specs[i]);
     loss_scaling(dev, specs[i]);
     cnn_memory(dev, specs[i]);
   }

@@ -261,8 +261,17 @@ static int backward_node(dlrt_graph_t *g, node *n) {
     return rc;
   }
   case OP_SLICE: {
+    /* dy placed into zeros, in fp32 (the kernel's type): a slice of a
+     * 16-bit tensor sends a cast of dy, and its gradient is cast back. */
+    if (dy->dtype != DLRT_F32) {
+      dy = bnode(g, OP_CAST, 1, &dy, dy->ndim, dy->shape, dy);
+      if (!dy) return g->status;
+      dy->dtype = DLRT_F32;
+    }
     dlrt_tensor_t *d = bnode(g, OP_SLICE_GRAD, 1, &dy, a->ndim, a->shape, a);
-    if (d) memcpy(d->producer->p, n->p, 5 * sizeof n->p[0]);
+    if (!d) return g->status;
+    d->dtype = DLRT_F32;
+    memcpy(d->producer->p, n->p, 5 * sizeof n->p[0]);
     return accumulate(g, a, d);
   }
   case OP_AXIS_SUM: {
