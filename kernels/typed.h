@@ -224,14 +224,19 @@ DLRT_KERNEL(dlrt_k_maxpool_##SUF)(DLRT_RANGE DLRT_PTR(T, y), DLRT_PTR(unsigned c
   }                                                                                             \
 }                                                                                               \
 /* dx[j] = the sum of dy over the windows whose maximum was input j (a gather                   \
- * over the windows that cover j); one work-item per input row. */                              \
+ * over the windows that cover j); one work-item per input row. With                            \
+ * `masked`, a window whose maximum y is not positive hands on 0: the                           \
+ * gradient of relu then max-pool in one pass, y (the pooled output) standing                   \
+ * in for the ReLU's output, which equals it wherever dy arrives. */                            \
 DLRT_KERNEL(dlrt_k_maxpool_grad_##SUF)(DLRT_RANGE DLRT_PTR(T, dx), DLRT_CPTR(T, dy),            \
-                                       DLRT_CPTR(unsigned char, argmax), DLRT_INDEX planes,     \
-                                       DLRT_INDEX h, DLRT_INDEX w, DLRT_INDEX k,                \
-                                       DLRT_INDEX stride, DLRT_INDEX oh, DLRT_INDEX ow) {       \
+                                       DLRT_CPTR(unsigned char, argmax), DLRT_CPTR(T, y),       \
+                                       DLRT_INDEX planes, DLRT_INDEX h, DLRT_INDEX w,           \
+                                       DLRT_INDEX k, DLRT_INDEX stride, DLRT_INDEX oh,          \
+                                       DLRT_INDEX ow, DLRT_INDEX masked) {                      \
   DLRT_BIND(T, dx);                                                                             \
   DLRT_CBIND(T, dy);                                                                            \
   DLRT_CBIND(unsigned char, argmax);                                                            \
+  DLRT_CBIND(T, y);                                                                             \
   DLRT_FOR_EACH(r, planes * h) {                                                                \
     DLRT_INDEX p = r / h, iy = r - p * h;                                                       \
     /* Windows oy with oy*stride <= iy < oy*stride + k. */                                      \
@@ -241,32 +246,44 @@ DLRT_KERNEL(dlrt_k_maxpool_grad_##SUF)(DLRT_RANGE DLRT_PTR(T, dx), DLRT_CPTR(T, 
       DLRT_INDEX ox0 = ix >= k ? (ix - k) / stride + 1 : 0, ox1 = ix / stride;                  \
       if (ox1 >= ow) ox1 = ow - 1;                                                              \
       float a = 0.0f;                                                                           \
+      int keep = 1;                                                                             \
       for (DLRT_INDEX oy = oy0; oy <= oy1; oy++)                                                \
         for (DLRT_INDEX ox = ox0; ox <= ox1; ox++) {                                            \
           DLRT_INDEX o = (p * oh + oy) * ow + ox;                                               \
-          /* This input's place in window (oy, ox). */                                          \
-          if ((DLRT_INDEX)argmax[o] == (iy - oy * stride) * k + ix - ox * stride) a += LD(dy, o); \
+          /* This input's place in window (oy, ox); every window that picked                    \
+           * it has its value as maximum, so one mask for all of them. */                       \
+          if ((DLRT_INDEX)argmax[o] == (iy - oy * stride) * k + ix - ox * stride) {             \
+            a += LD(dy, o);                                                                     \
+            keep = !masked || LD(y, o) > 0.0f;                                                  \
+          }                                                                                     \
         }                                                                                       \
-      ST(dx, r * w + ix, a);                                                                    \
+      ST(dx, r * w + ix, keep ? a : 0.0f);                                                      \
     }                                                                                           \
   }                                                                                             \
 }                                                                                               \
 /* The max-pool gradient when windows do not overlap (stride >= k): each                        \
  * window hands dy to its maximum, after dx was zeroed; one work-item per                       \
- * output row, whose windows own disjoint input pixels. */                                      \
+ * output row, whose windows own disjoint input pixels. `masked` and y as                       \
+ * in maxpool_grad. */                                                                          \
 DLRT_KERNEL(dlrt_k_maxpool_scatter_##SUF)(DLRT_RANGE DLRT_PTR(T, dx), DLRT_CPTR(T, dy),         \
-                                          DLRT_CPTR(unsigned char, argmax), DLRT_INDEX planes,  \
-                                          DLRT_INDEX h, DLRT_INDEX w, DLRT_INDEX k,             \
-                                          DLRT_INDEX stride, DLRT_INDEX oh, DLRT_INDEX ow) {    \
+                                          DLRT_CPTR(unsigned char, argmax), DLRT_CPTR(T, y),    \
+                                          DLRT_INDEX planes, DLRT_INDEX h, DLRT_INDEX w,        \
+                                          DLRT_INDEX k, DLRT_INDEX stride, DLRT_INDEX oh,       \
+                                          DLRT_INDEX ow, DLRT_INDEX masked) {                   \
   DLRT_BIND(T, dx);                                                                             \
   DLRT_CBIND(T, dy);                                                                            \
   DLRT_CBIND(unsigned char, argmax);                                                            \
+  DLRT_CBIND(T, y);                                                                             \
   DLRT_FOR_EACH(r, planes * oh) {                                                               \
     DLRT_INDEX p = r / oh, oy = r - p * oh;                                                     \
     DLRT_INDEX top = p * h * w + oy * stride * w;                                               \
     for (DLRT_INDEX ox = 0; ox < ow; ox++) {                                                    \
       DLRT_INDEX o = r * ow + ox, at = argmax[o];                                               \
-      DLRT__COPY(dx, top + (at / k) * w + ox * stride + at % k, dy, o);                         \
+      DLRT_INDEX to = top + (at / k) * w + ox * stride + at % k;                                \
+      if (masked) /* as relu_grad computes it: a select of dy or 0 */                           \
+        ST(dx, to, LD(y, o) > 0.0f ? LD(dy, o) : 0.0f);                                         \
+      else                                                                                      \
+        DLRT__COPY(dx, to, dy, o);                                                              \
     }                                                                                           \
   }                                                                                             \
 }

@@ -187,6 +187,65 @@ static void test_max_pool2d(dlrt_device_t *dev) {
                (long long)k[5]);
     dlrt_tensor_t *x = cparam(&c, "x", 4, k, VALUES_DISTINCT);
     case_check(&c, dev, weighted(&c, dlrt_max_pool2d(c.g, x, (int)k[4], (int)k[5])));
+    /* After a ReLU (values of both signs): the fused gradient of the two. */
+    case_begin(&c, "max_pool2d(relu(x)) x %lldx%lldx%lldx%lld k%lld stride %lld",
+               (long long)k[0], (long long)k[1], (long long)k[2], (long long)k[3],
+               (long long)k[4], (long long)k[5]);
+    x = cparam(&c, "x", 4, k, VALUES_DISTINCT);
+    case_check(&c, dev, weighted(&c, dlrt_max_pool2d(c.g, dlrt_relu(c.g, x), (int)k[4],
+                                                     (int)k[5])));
+  }
+}
+
+/* The fused gradient of relu then max-pool equals the two passes' bit for
+ * bit: keeping the ReLU's output (which keeps its own gradient) turns the
+ * fusion off. y = max_pool(relu(conv(x))) with values of both signs, windows
+ * tiling, overlapping and with gaps. */
+static void test_relu_pool_fusion(dlrt_device_t *dev) {
+  static const int64_t configs[][3] = {{6, 2, 2}, {7, 3, 2}, {7, 3, 1}, {7, 2, 3}};
+  const char *spec = dlrt_device_spec(dev);
+  for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++) {
+    int64_t side = configs[i][0], k = configs[i][1], stride = configs[i][2];
+    int64_t xs[4] = {2, 2, side + 2, side + 2}, ws[4] = {3, 2, 3, 3};
+    int64_t oside = (side - k) / stride + 1, rs[4] = {2, 3, oside, oside};
+    float xv[2 * 2 * 9 * 9], wv[3 * 2 * 9], rv[2 * 3 * 7 * 7], grads[2][2 * 2 * 9 * 9],
+        wgrads[2][3 * 2 * 9];
+    uint32_t rng = 11 + (uint32_t)i;
+    for (size_t j = 0; j < sizeof xv / sizeof xv[0]; j++) xv[j] = uniform(&rng, -1.0f, 1.0f);
+    for (size_t j = 0; j < sizeof wv / sizeof wv[0]; j++) wv[j] = uniform(&rng, -0.5f, 0.5f);
+    for (size_t j = 0; j < sizeof rv / sizeof rv[0]; j++) rv[j] = uniform(&rng, -1.0f, 1.0f);
+    int st = DLRT_OK, fused[2] = {0, 0};
+    for (int keep = 0; keep < 2 && st == DLRT_OK; keep++) {
+      dlrt_graph_t *g = new_graph();
+      dlrt_tensor_t *x = dlrt_param(g, "x", 4, xs, DLRT_INIT_ZEROS, 0, 0);
+      dlrt_tensor_t *w = dlrt_param(g, "w", 4, ws, DLRT_INIT_ZEROS, 0, 0);
+      dlrt_tensor_t *r = dlrt_input(g, "R", DLRT_F32, 4, rs);
+      dlrt_tensor_t *act = dlrt_relu(g, dlrt_conv2d(g, x, w, NULL, 1, 0, 1));
+      if (keep) dlrt_keep(g, act);
+      dlrt_tensor_t *y = dlrt_max_pool2d(g, act, (int)k, (int)stride);
+      dlrt_exec_t *e = NULL;
+      st = dlrt_graph_backward(g, dlrt_sum(g, dlrt_mul(g, y, r)));
+      dlrt_tensor_t *dx = dlrt_keep(g, dlrt_grad(g, x)), *dw = dlrt_keep(g, dlrt_grad(g, w));
+      fused[keep] = dlrt_grad(g, act) == NULL; /* fused: the ReLU's output gets none */
+      if (st == DLRT_OK) st = dlrt_exec_create(g, dev, 3, &e);
+      if (st == DLRT_OK) st = dlrt_exec_write(e, x, xv, bytes_of(x));
+      if (st == DLRT_OK) st = dlrt_exec_write(e, w, wv, sizeof wv);
+      if (st == DLRT_OK) st = dlrt_exec_write(e, r, rv, bytes_of(r));
+      if (st == DLRT_OK) st = dlrt_exec_run(e, DLRT_RUN_TRAIN);
+      if (st == DLRT_OK) st = dlrt_exec_read(e, dx, grads[keep], bytes_of(x));
+      if (st == DLRT_OK) st = dlrt_exec_read(e, dw, wgrads[keep], sizeof wv);
+      dlrt_exec_destroy(e);
+      dlrt_graph_destroy(g);
+    }
+    if (tap_check(st, "%s: relu + max_pool k%lld stride %lld, fused and not, run", spec,
+                  (long long)k, (long long)stride)) {
+      size_t xbytes = (size_t)numel_of(4, xs) * sizeof(float);
+      ok(fused[0] && !fused[1], "%s: relu + max_pool k%lld stride %lld: fused, and not when "
+         "the ReLU's output is kept", spec, (long long)k, (long long)stride);
+      ok(memcmp(grads[0], grads[1], xbytes) == 0 && memcmp(wgrads[0], wgrads[1], sizeof wv) == 0,
+         "%s: relu + max_pool k%lld stride %lld: the fused gradient is the two passes' bit "
+         "for bit", spec, (long long)k, (long long)stride);
+    }
   }
 }
 
@@ -484,6 +543,7 @@ int main(void) {
     test_conv_stack(dev);
     test_conv_layout(dev);
     test_max_pool2d(dev);
+    test_relu_pool_fusion(dev);
     test_views(dev);
     test_cross_entropy(dev);
     test_mlp(dev);

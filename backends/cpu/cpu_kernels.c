@@ -129,12 +129,14 @@ GATHER_WRAPPER(b16, DLRT_U16)
   }                                                                                    \
   static void w_maxpool_grad_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {       \
     dlrt_k_maxpool_grad_##SUF(lo, hi, PTR(T, 0), PTR(const T, 1), PTR(const unsigned char, 2), \
-                              I64(3), I64(4), I64(5), I64(6), I64(7), I64(8), I64(9)); \
+                              PTR(const T, 3), I64(4), I64(5), I64(6), I64(7), I64(8),  \
+                              I64(9), I64(10), I64(11));                               \
   }                                                                                    \
   static void w_maxpool_scatter_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {    \
     dlrt_k_maxpool_scatter_##SUF(lo, hi, PTR(T, 0), PTR(const T, 1),                   \
-                                 PTR(const unsigned char, 2), I64(3), I64(4), I64(5),  \
-                                 I64(6), I64(7), I64(8), I64(9));                      \
+                                 PTR(const unsigned char, 2), PTR(const T, 3), I64(4), \
+                                 I64(5), I64(6), I64(7), I64(8), I64(9), I64(10),      \
+                                 I64(11));                                             \
   }
 TYPED_WRAPPERS(f32, float)
 TYPED_WRAPPERS(f16, DLRT_U16)

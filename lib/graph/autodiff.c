@@ -11,6 +11,17 @@
 /* A backward node whose one output (of the given shape) is a gradient
  * contribution for `of`: named after it, and of its type (mixed precision
  * keeps each gradient in its tensor's type). */
+/* Whether `reader` is the only forward node that reads t's storage. */
+static int only_reader(const dlrt_graph_t *g, const dlrt_tensor_t *t, const node *reader) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const node *n = g->nodes[i];
+    if (n == reader || n->phase != PHASE_FORWARD) continue;
+    for (int j = 0; j < n->n_in; j++)
+      if (n->in[j]->owner == t->owner) return 0;
+  }
+  return 1;
+}
+
 static dlrt_tensor_t *bnode(dlrt_graph_t *g, op_kind op, int n_in, dlrt_tensor_t *const *in,
                             int ndim, const int64_t *shape, const dlrt_tensor_t *of) {
   char name[64];
@@ -168,10 +179,22 @@ static int backward_node(dlrt_graph_t *g, node *n) {
     return rc;
   }
   case OP_MAXPOOL: {
-    dlrt_tensor_t *in[2] = {dy, n->out[1]};
-    dlrt_tensor_t *d = bnode(g, OP_MAXPOOL_GRAD, 2, in, a->ndim, a->shape, a);
-    if (d) memcpy(d->producer->p, n->p, 7 * sizeof n->p[0]);
-    return accumulate(g, a, d);
+    /* Pooling a ReLU's output that nothing else reads: one pass gives the
+     * gradient of both, the pooled output serving as the ReLU's mask, so
+     * the ReLU's output need not live until the backward pass. The values
+     * are relu_grad(maxpool_grad(dy)) bit for bit. A kept output keeps its
+     * own gradient (and the two passes). */
+    node *relu = a->producer;
+    int fuse = relu && relu->op == OP_RELU && a->owner == a && !a->kept &&
+               relu->in[0]->dtype == a->dtype && only_reader(g, a, n);
+    dlrt_tensor_t *target = fuse ? relu->in[0] : a;
+    dlrt_tensor_t *in[3] = {dy, n->out[1], n->out[0]};
+    dlrt_tensor_t *d = bnode(g, OP_MAXPOOL_GRAD, fuse ? 3 : 2, in, a->ndim, a->shape, target);
+    if (d) {
+      memcpy(d->producer->p, n->p, 7 * sizeof n->p[0]);
+      d->producer->p[7] = fuse;
+    }
+    return accumulate(g, target, d);
   }
   case OP_SUB: {
     rc = accumulate(g, a, dy);

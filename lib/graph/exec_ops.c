@@ -260,14 +260,13 @@ int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
       if (rc < 0) return rc;
       start(&lb, e, typed(DLRT__K_maxpool_scatter_f32, y->dtype), p[0] * p[5], 0); /* output rows */
       lb.launch.item_cost = p[6];
-      arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
-      for (int i = 0; i < 7; i++) dlrt__launch_i64(&lb, p[i]);
-      break;
+    } else {
+      start(&lb, e, typed(DLRT__K_maxpool_grad_f32, y->dtype), p[0] * p[1], 0); /* input rows */
+      lb.launch.item_cost = p[2] * p[3];
     }
-    start(&lb, e, typed(DLRT__K_maxpool_grad_f32, y->dtype), p[0] * p[1], 0); /* input rows */
-    lb.launch.item_cost = p[2] * p[3];
-    arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
-    for (int i = 0; i < 7; i++) dlrt__launch_i64(&lb, p[i]);
+    /* Fused with a ReLU's gradient (p[7]): the pooled output is the mask. */
+    arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b), arg(&lb, e, p[7] ? n->in[2] : a);
+    for (int i = 0; i < 8; i++) dlrt__launch_i64(&lb, p[i]);
     break;
   case OP_XENT: {
     /* Per-row losses and d logits in one pass, then the mean. */

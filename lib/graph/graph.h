@@ -43,7 +43,9 @@ typedef enum {
                      same p */
   OP_MAXPOOL,     /* out0 = max, out1 = argmax (U8: ky * k + kx in the window);
                      p: planes h w k stride oh ow */
-  OP_MAXPOOL_GRAD, /* out = gather of in0 (dy) by in1 (argmax); same p */
+  OP_MAXPOOL_GRAD, /* out = gather of in0 (dy) by in1 (argmax); same p; p[7] = 1: the
+                      gradient of the ReLU before the pool too, in2 (the pooled
+                      output) its mask */
   OP_XENT,        /* out0 = mean loss [1], out1 = loss per row, out2 = d logits;
                      in0 logits, in1 labels; p: rows classes; f[0] smoothing */
   OP_VIEW,        /* out shares in0's storage with another shape; p[0]: 0 reshape,
