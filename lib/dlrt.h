@@ -595,7 +595,9 @@ DLRT_API void dlrt_graph_destroy(dlrt_graph_t *g);
  * as this thread's dlrt_last_error()). */
 DLRT_API int dlrt_graph_status(dlrt_graph_t *g);
 
-/* A tensor the caller fills before each run (dlrt_exec_write). */
+/* A tensor the caller fills before each run (dlrt_exec_write): f32 or i32,
+ * or f16 / bf16 when it is the graph's compute type (dlrt_graph_set_precision
+ * called first; ops take it as already cast). */
 DLRT_API dlrt_tensor_t *dlrt_input(dlrt_graph_t *g, const char *name, dlrt_dtype dtype,
                                    int ndim, const int64_t *shape);
 /* A trained parameter (fp32). fan_in / fan_out feed the initialiser. */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dialect.h" /* the kernels' fp16 / bf16 conversions */
 #include "graph/exec.h"
 #include "util/status.h"
 
@@ -110,8 +111,10 @@ static int read_resident(dlrt_exec_t *e, dlrt_tensor_t *t, void *dst, size_t byt
   return rc == DLRT_OK ? dlrt_stream_synchronize(e->stream) : rc;
 }
 
-int dlrt_exec_copy_in(dlrt_exec_t *e, dlrt_tensor_t *t, dlrt_buffer_t *src, size_t src_offset,
-                      dlrt_event_t *wait) {
+/* dlrt_exec_copy_in from a source of `src_dtype`: a copy, or a conversion
+ * to t's storage type on the executor's stream. */
+static int copy_in(dlrt_exec_t *e, dlrt_tensor_t *t, dlrt_buffer_t *src, size_t src_offset,
+                   dlrt_dtype src_dtype, dlrt_event_t *wait) {
   DLRT__CHECK_ARG(src, "dlrt_exec_copy_in: source buffer is NULL");
   size_t bytes = t ? dlrt__tensor_bytes(t) : 0;
   int rc = check_io(e, t, src, bytes, "dlrt_exec_copy_in");
@@ -129,8 +132,39 @@ int dlrt_exec_copy_in(dlrt_exec_t *e, dlrt_tensor_t *t, dlrt_buffer_t *src, size
                            "channel-major", t->name);
   if (wait && (rc = dlrt_stream_wait_event(e->stream, wait)) < 0) return rc;
   if ((rc = dlrt__exec_use(e, t, 1)) < 0) return rc;
-  rc = dlrt_copy_d2d(dlrt__exec_buf(e, t), 0, src, src_offset, bytes, e->stream);
+  if (src_dtype == t->dtype)
+    rc = dlrt_copy_d2d(dlrt__exec_buf(e, t), 0, src, src_offset, bytes, e->stream);
+  else
+    rc = dlrt_cast(e->stream, t->numel, dlrt__exec_buf(e, t), 0, t->dtype, src, src_offset,
+                   src_dtype);
   dlrt__exec_unuse(e, t);
+  return rc;
+}
+
+int dlrt_exec_copy_in(dlrt_exec_t *e, dlrt_tensor_t *t, dlrt_buffer_t *src, size_t src_offset,
+                      dlrt_event_t *wait) {
+  return copy_in(e, t, src, src_offset, t ? t->dtype : DLRT_F32, wait);
+}
+
+int dlrt__exec_copy_in_f32(dlrt_exec_t *e, dlrt_tensor_t *t, dlrt_buffer_t *src,
+                           size_t src_offset, dlrt_event_t *wait) {
+  return copy_in(e, t, src, src_offset, DLRT_F32, wait);
+}
+
+int dlrt__exec_write_f32(dlrt_exec_t *e, dlrt_tensor_t *t, const float *src, int64_t count) {
+  DLRT__CHECK_ARG(t && src && count >= 0, "dlrt_exec_write: tensor or source is NULL");
+  if (t->dtype == DLRT_F32) return dlrt_exec_write(e, t, src, (size_t)count * sizeof(float));
+  if (t->dtype != DLRT_F16 && t->dtype != DLRT_BF16)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "dlrt_exec_write: %s holds %s, not a "
+                           "floating type fp32 values convert to", t->name,
+                           dlrt_dtype_name(t->dtype));
+  uint16_t *tmp = malloc((size_t)(count ? count : 1) * sizeof *tmp);
+  if (!tmp) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  /* The rounding of the device's cast kernel (nearest even). */
+  for (int64_t i = 0; i < count; i++)
+    tmp[i] = t->dtype == DLRT_F16 ? dlrt_float_to_half(src[i]) : dlrt_float_to_bf16(src[i]);
+  int rc = dlrt_exec_write(e, t, tmp, (size_t)count * sizeof *tmp);
+  free(tmp);
   return rc;
 }
 

@@ -201,8 +201,12 @@ dlrt_tensor_t *dlrt__add_workspace(dlrt_graph_t *g, node *n, int ndim, const int
 dlrt_tensor_t *dlrt_input(dlrt_graph_t *g, const char *name, dlrt_dtype dtype, int ndim,
                           const int64_t *shape) {
   if (!g || g->status) return NULL;
-  if (dtype != DLRT_F32 && dtype != DLRT_I32)
-    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "input %s: dtype %s (use f32 or i32)",
+  /* 16-bit inputs feed a graph that computes in their type (its precision
+   * set first): data enters in the compute type, with no fp32 copy. */
+  if (dtype != DLRT_F32 && dtype != DLRT_I32 &&
+      !((dtype == DLRT_F16 || dtype == DLRT_BF16) && dtype == g->precision))
+    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "input %s: dtype %s (use f32 or i32, or "
+                            "the compute type after dlrt_graph_set_precision)",
                             name ? name : "", dlrt_dtype_name(dtype));
   if (!shape && ndim) return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "input: shape is NULL");
   dlrt_tensor_t *t = dlrt__tensor_new(g, name, dtype, ndim, shape, TENSOR_INPUT);
@@ -273,7 +277,9 @@ void *dlrt__shape_error(dlrt_graph_t *g, const char *op, const char *what,
 }
 
 int dlrt__is_f32(dlrt_graph_t *g, const char *op, const dlrt_tensor_t *t) {
-  if (t->dtype == DLRT_F32) return 1;
+  /* Or the compute type: a 16-bit input of a mixed-precision graph, which
+   * the precision pass treats as already cast. */
+  if (t->dtype == DLRT_F32 || (t->dtype != DLRT_I32 && t->dtype == g->precision)) return 1;
   dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "%s: %s is %s, expected f32", op, t->name,
                    dlrt_dtype_name(t->dtype));
   return 0;

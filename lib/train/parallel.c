@@ -219,8 +219,8 @@ int dlrt__dp_step(dlrt_trainer_t *t, const float *images, const int32_t *labels,
     replica *r = &t->reps[i];
     if (probing) t0 = now_s();
     if ((rc = dlrt_exec_set_lr(r->e, lr)) < 0 ||
-        (rc = dlrt_exec_write(r->e, r->images, images + r->offset * pixels,
-                              (size_t)(r->batch * pixels) * sizeof(float))) < 0 ||
+        (rc = dlrt__exec_write_f32(r->e, r->images, images + r->offset * pixels,
+                                   r->batch * pixels)) < 0 ||
         (rc = dlrt_exec_write(r->e, r->labels, labels + r->offset,
                               (size_t)r->batch * sizeof(int32_t))) < 0 ||
         (rc = dlrt_exec_run(r->e, DLRT_RUN_GRADIENTS)) < 0)

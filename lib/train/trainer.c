@@ -45,11 +45,15 @@ int dlrt__build_classifier(dlrt_graph_t *g, const dlrt_trainer_config *cfg, int6
                            dlrt_tensor_t **images, dlrt_tensor_t **labels, dlrt_tensor_t **logits,
                            dlrt_tensor_t **loss) {
   int64_t image_shape[4] = {cfg->batch, channels, height, width}, label_shape[1] = {cfg->batch};
-  *images = dlrt_input(g, "images", DLRT_F32, 4, image_shape);
+  /* In mixed precision the images enter in the compute type, converted on
+   * their way in: no fp32 copy on the device beside the 16-bit one. */
+  dlrt_dtype image_type = cfg->precision == DLRT_F16 || cfg->precision == DLRT_BF16
+                              ? cfg->precision : DLRT_F32;
+  int rc = dlrt_graph_set_precision(g, cfg->precision);
+  if (rc < 0) return rc;
+  *images = dlrt_input(g, "images", image_type, 4, image_shape);
   *labels = dlrt_input(g, "labels", DLRT_I32, 1, label_shape);
-  int rc;
   if ((rc = dlrt_graph_status(g)) < 0) return rc;
-  if ((rc = dlrt_graph_set_precision(g, cfg->precision)) < 0) return rc;
   if ((rc = dlrt_model_build(g, cfg->model, *images, classes, logits)) < 0) return rc;
   *logits = dlrt_keep(g, *logits);
   *loss = dlrt_cross_entropy(g, *logits, *labels, cfg->label_smoothing);
@@ -252,7 +256,7 @@ static int loader_for(dlrt_trainer_t *t, const dlrt_dataset *d, int train, dlrt_
  * after the batch's copy) and hands it back to the loader. */
 static int feed(dlrt_trainer_t *t, dlrt_loader_t *l, dlrt_batch *b) {
   memcpy(t->host_labels, b->host_labels, (size_t)t->batch * sizeof(int32_t));
-  int rc = dlrt_exec_copy_in(t->e, t->images, b->images, 0, b->ready);
+  int rc = dlrt__exec_copy_in_f32(t->e, t->images, b->images, 0, b->ready);
   if (rc == DLRT_OK) rc = dlrt_exec_copy_in(t->e, t->labels, b->labels, 0, NULL);
   int rc2 = dlrt_loader_release(l, b, dlrt_exec_stream(t->e));
   return rc < 0 ? rc : rc2;
