@@ -703,7 +703,9 @@ DLRT_API int dlrt_tensor_layout(const dlrt_tensor_t *t, int64_t strides[DLRT_MAX
 DLRT_API const char *dlrt_tensor_name(const dlrt_tensor_t *t);
 
 /* Mixed precision: `compute` is DLRT_F16, DLRT_BF16 or DLRT_F32 (off, the
- * default); call it before dlrt_graph_backward. Parameters and optimizer
+ * default); call it before dlrt_graph_backward and dlrt_exec_create (a
+ * graph without a backward pass is rewritten when its first executor is
+ * made), and before making inputs of the compute type. Parameters and optimizer
  * state stay fp32 (the master weights); each step casts the weights to the
  * compute type for the matmuls and convolutions, which take both operands
  * in it and accumulate in fp32 (tensor cores on CUDA, fp32 math around
@@ -720,7 +722,10 @@ DLRT_API dlrt_dtype dlrt_graph_precision(const dlrt_graph_t *g);
  * respect to every parameter (and every tensor on the way). */
 DLRT_API int dlrt_graph_backward(dlrt_graph_t *g, dlrt_tensor_t *loss);
 /* The gradient tensor of t after dlrt_graph_backward, or NULL. Keep it with
- * dlrt_keep to read it after a run. */
+ * dlrt_keep to read it after a run. A ReLU's output that only a max-pool
+ * reads has none: the pool's backward pass gives the ReLU's input its
+ * gradient directly (the output need not live until then); keep the ReLU's
+ * output with dlrt_keep before the backward pass to have its gradient. */
 DLRT_API dlrt_tensor_t *dlrt_grad(dlrt_graph_t *g, dlrt_tensor_t *t);
 
 typedef enum { DLRT_OPT_SGD, DLRT_OPT_ADAM, DLRT_OPT_ADAMW } dlrt_optimizer_kind;

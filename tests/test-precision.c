@@ -255,6 +255,31 @@ static void views_in_low_precision(dlrt_device_t *dev, const char *spec) {
      "%s: fp16 gradients through the views within 1e-2 of fp32 (%.2e, %.2e)", spec, e1, e2);
 }
 
+/* A forward-only graph with an f16 input (no backward pass, whose start
+ * would rewrite it): the executor rewrites it; y = relu(a b) kept in fp32. */
+static void f16_input_forward(dlrt_device_t *dev, const char *spec) {
+  dlrt_graph_t *g;
+  dlrt_exec_t *e = NULL;
+  dlrt_graph_create(&g);
+  dlrt_graph_set_precision(g, DLRT_F16);
+  dlrt_tensor_t *a = dlrt_input(g, "a", DLRT_F16, 2, (int64_t[]){2, 3});
+  dlrt_tensor_t *b = dlrt_input(g, "b", DLRT_F32, 2, (int64_t[]){3, 2});
+  dlrt_tensor_t *y = dlrt_keep(g, dlrt_relu(g, dlrt_matmul(g, a, b, 0, 0)));
+  int rc = dlrt_exec_create(g, dev, 1, &e);
+  /* a = [[1, -2, 3], [0.5, 1, -1]] as fp16 bits; b = [[1, 2], [1, -1], [0.5, 1]] */
+  uint16_t av[6] = {0x3c00, 0xc000, 0x4200, 0x3800, 0x3c00, 0xbc00};
+  float bv[6] = {1, 2, 1, -1, 0.5f, 1}, yv[4], want[4] = {0.5f, 7, 1, 0};
+  if (rc == DLRT_OK) rc = dlrt_exec_write(e, a, av, sizeof av);
+  if (rc == DLRT_OK) rc = dlrt_exec_write(e, b, bv, sizeof bv);
+  if (rc == DLRT_OK) rc = dlrt_exec_run(e, DLRT_RUN_FORWARD);
+  if (rc == DLRT_OK) rc = dlrt_exec_read(e, y, yv, sizeof yv);
+  if (tap_check(rc, "%s: a forward-only graph with an f16 input runs", spec))
+    is_mem(yv, want, sizeof yv, "%s: relu(a b) with a in f16 (%g %g %g %g)", spec, yv[0], yv[1],
+           yv[2], yv[3]);
+  dlrt_exec_destroy(e);
+  dlrt_graph_destroy(g);
+}
+
 static void loss_scaling(dlrt_device_t *dev, const char *spec) {
   net n;
   if (!tap_check(net_make(dev, DLRT_F16, 1, &n), "%s: fp16 model with SGD builds", spec)) {
@@ -351,6 +376,17 @@ static void misuse(void) {
   is_status(dlrt_graph_set_precision(g, DLRT_F16), DLRT_ERR_STATE,
             "setting the precision after dlrt_graph_backward is refused");
   dlrt_graph_destroy(g);
+  /* 16-bit inputs: only of the graph's compute type, which then stays. */
+  dlrt_graph_create(&g);
+  ok(dlrt_input(g, "h", DLRT_F16, 2, s) == NULL && dlrt_graph_status(g) == DLRT_ERR_INVALID_ARG,
+     "an f16 input of an fp32 graph is refused: %s", dlrt_last_error());
+  dlrt_graph_destroy(g);
+  dlrt_graph_create(&g);
+  dlrt_graph_set_precision(g, DLRT_BF16);
+  ok(dlrt_input(g, "h", DLRT_BF16, 2, s) != NULL, "a bf16 input of a bf16 graph is made");
+  is_status(dlrt_graph_set_precision(g, DLRT_F32), DLRT_ERR_STATE,
+            "then the precision cannot change: %s", dlrt_last_error());
+  dlrt_graph_destroy(g);
   dlrt_loss_scaler bad = dlrt_loss_scaler_defaults();
   bad.backoff_factor = 2.0f;
   dlrt_device_t *dev;
@@ -376,6 +412,7 @@ int main(void) {
     if (!tap_check(dlrt_device_open(specs[i], &dev), "%s opens", specs[i])) continue;
     compare_types(dev, specs[i]);
     views_in_low_precision(dev, specs[i]);
+    f16_input_forward(dev, specs[i]);
     loss_scaling(dev, specs[i]);
     cnn_memory(dev, specs[i]);
   }

@@ -253,6 +253,44 @@ static void check_views(const char *spec, dlrt_device_t *dev) {
   float back[12];
   is_status(dlrt_exec_write(e, rows, back, sizeof r), DLRT_ERR_INVALID_ARG,
             "%s: writing a slice view is refused: %s", spec, dlrt_last_error());
+  /* A second executor of the same graph reads the transposed view as the
+   * first does (the layout pass flips a matmul's flag once). */
+  dlrt_exec_t *e2 = NULL;
+  float pv2[8] = {0};
+  rc = dlrt_exec_create(g, dev, 1, &e2);
+  if (rc == DLRT_OK) rc = dlrt_exec_write(e2, x, xv, sizeof xv);
+  if (rc == DLRT_OK) rc = dlrt_exec_write(e2, y, yv, sizeof yv);
+  if (rc == DLRT_OK) rc = dlrt_exec_run(e2, DLRT_RUN_FORWARD);
+  if (rc == DLRT_OK) rc = dlrt_exec_read(e2, prod, pv2, sizeof pv2);
+  if (tap_check(rc, "%s: a second executor of the graph runs", spec))
+    is_mem(pv2, pv, sizeof pv, "%s: and its matmul of the transposed view is the first's", spec);
+  dlrt_exec_destroy(e2);
+  dlrt_exec_destroy(e);
+  dlrt_graph_destroy(g);
+}
+
+/* An elementwise node may write over its first input where that input's
+ * life ends, but not when another input views the same storage elsewhere:
+ * y = 1 (x + x[1, :]) (broadcast over the rows), x = relu(p). */
+static void check_inplace_views(const char *spec, dlrt_device_t *dev) {
+  dlrt_graph_t *g;
+  dlrt_exec_t *e = NULL;
+  dlrt_graph_create(&g);
+  dlrt_tensor_t *p = dlrt_input(g, "p", DLRT_F32, 2, (int64_t[]){4, 6});
+  dlrt_tensor_t *x = dlrt_relu(g, p);
+  dlrt_tensor_t *row = dlrt_reshape(g, dlrt_slice(g, x, 0, 1, 1), 1, (int64_t[]){6});
+  /* (kept outputs are never written in place: the sum is scaled first) */
+  dlrt_tensor_t *y = dlrt_keep(g, dlrt_scale(g, dlrt_add(g, x, row), 1.0f));
+  int rc = dlrt_exec_create(g, dev, 1, &e);
+  float pv[24], yv[24], want[24];
+  for (int i = 0; i < 24; i++) pv[i] = (float)(i + 1);
+  for (int i = 0; i < 24; i++) want[i] = pv[i] + pv[6 + i % 6];
+  if (rc == DLRT_OK) rc = dlrt_exec_write(e, p, pv, sizeof pv);
+  if (rc == DLRT_OK) rc = dlrt_exec_run(e, DLRT_RUN_FORWARD);
+  if (rc == DLRT_OK) rc = dlrt_exec_read(e, y, yv, sizeof yv);
+  if (tap_check(rc, "%s: x + x[1, :] runs", spec))
+    is_mem(yv, want, sizeof yv, "%s: x + x[1, :] reads row 1 before anything overwrites it",
+           spec);
   dlrt_exec_destroy(e);
   dlrt_graph_destroy(g);
 }
@@ -371,6 +409,7 @@ int main(void) {
     check_values(dlrt_device_spec(dev), dev);
     check_views(dlrt_device_spec(dev), dev);
     check_strided_views(dlrt_device_spec(dev), dev);
+    check_inplace_views(dlrt_device_spec(dev), dev);
     check_strided_views_fp16(dlrt_device_spec(dev), dev);
   }
   /* Shapes that cannot broadcast are refused with both shapes named. */

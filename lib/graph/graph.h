@@ -126,6 +126,10 @@ struct node {
   dlrt_tensor_t *out[NODE_MAX_OUT];
   int64_t p[NODE_MAX_P];
   float f[2];
+  /* Matmul operands (bit j: input j) whose transpose flag dlrt__graph_layout
+   * flipped to read a transposed view in place: flipped once, however often
+   * the pass runs. */
+  unsigned flipped;
 };
 
 struct dlrt_graph {
@@ -140,7 +144,8 @@ struct dlrt_graph {
   dlrt_optimizer opt;
   dlrt_tensor_t *loss;
   /* Mixed precision (precision.c): the storage type of the compute
-   * (DLRT_F32: none); the pass runs at the start of dlrt_graph_backward. */
+   * (DLRT_F32: none); the pass runs at the start of dlrt_graph_backward, or
+   * when an executor or the planner first takes a graph without one. */
   dlrt_dtype precision;
   int precision_done;
 };

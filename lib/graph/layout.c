@@ -49,7 +49,11 @@ static int reads_layout(const node *n) {
 
 int dlrt__graph_layout(dlrt_graph_t *g) {
   if (!g || g->status) return g ? g->status : DLRT_OK;
-  int n_old = g->n_nodes, n_known = g->n_tensors, n = 0, cap = n_old + 16, rc = DLRT_OK;
+  /* A graph without a backward pass gets its precision rewrite here (its
+   * 16-bit inputs and ops need it before anything is laid out). */
+  int rc = dlrt__graph_apply_precision(g);
+  if (rc < 0) return rc;
+  int n_old = g->n_nodes, n_known = g->n_tensors, n = 0, cap = n_old + 16;
   node **out = malloc((size_t)cap * sizeof *out);
   /* The dense copy of a tensor, per phase (a forward copy would otherwise
    * live until the backward pass). */
@@ -61,7 +65,10 @@ int dlrt__graph_layout(dlrt_graph_t *g) {
       dlrt_tensor_t *x = nd->in[j];
       if (dlrt__contiguous(x)) continue;
       if (matmul_reads_transposed(nd, j, x)) {
-        nd->p[j] = !nd->p[j]; /* read the storage as the operand's transpose */
+        if (!(nd->flipped & (1u << j))) {
+          nd->p[j] = !nd->p[j]; /* read the storage as the operand's transpose */
+          nd->flipped |= 1u << j;
+        }
         continue;
       }
       dlrt_tensor_t **slot = x->id < n_known ? &dense[x->id * 3 + nd->phase] : NULL;

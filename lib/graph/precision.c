@@ -57,9 +57,19 @@ int dlrt_graph_set_precision(dlrt_graph_t *g, dlrt_dtype compute) {
     return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "dlrt_graph_set_precision: %s is not a "
                             "compute type (give f32, f16 or bf16)", dlrt_dtype_name(compute)),
            g->status;
-  if (g->backward_done)
+  if (g->backward_done || g->precision_done)
     return dlrt__graph_fail(g, DLRT_ERR_STATE, "dlrt_graph_set_precision: call it before "
-                            "dlrt_graph_backward"), g->status;
+                            "dlrt_graph_backward and dlrt_exec_create"), g->status;
+  for (int i = 0; i < g->n_tensors; i++) {
+    const dlrt_tensor_t *t = g->tensors[i];
+    if (t->kind == TENSOR_INPUT && (t->dtype == DLRT_F16 || t->dtype == DLRT_BF16) &&
+        t->dtype != compute)
+      return dlrt__graph_fail(g, DLRT_ERR_STATE, "dlrt_graph_set_precision: input %s is %s, "
+                              "so the graph computes in %s; make it f32 to compute in %s",
+                              t->name, dlrt_dtype_name(t->dtype), dlrt_dtype_name(t->dtype),
+                              dlrt_dtype_name(compute)),
+             g->status;
+  }
   g->precision = compute;
   return DLRT_OK;
 }

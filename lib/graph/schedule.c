@@ -65,6 +65,10 @@ static int elementwise_op(op_kind op) {
 static int takes_over(const node *n) {
   if (!elementwise_op(n->op) || n->n_out != 1 || n->n_in < 1) return 0;
   const dlrt_tensor_t *out = n->out[0], *in = n->in[0];
+  /* Another input viewing in0's storage elsewhere would be overwritten
+   * while it is read (the same tensor read at the same index is not). */
+  for (int j = 1; j < n->n_in; j++)
+    if (n->in[j] != in && n->in[j]->owner == in) return 0;
   return out->owner == out && !dlrt__persistent(out) && in->owner == in &&
          !dlrt__persistent(in) && in->dtype == out->dtype && in->numel == out->numel;
 }
