@@ -412,6 +412,23 @@ int main(void) {
     check_inplace_views(dlrt_device_spec(dev), dev);
     check_strided_views_fp16(dlrt_device_spec(dev), dev);
   }
+  /* A view of five strided dimensions (axes 0, 1 and 2, 3 of a 5-D tensor
+   * swapped) is refused when an executor lays the graph out. */
+  {
+    dlrt_graph_t *g5;
+    dlrt_graph_create(&g5);
+    dlrt_tensor_t *x5 = dlrt_input(g5, "x5", DLRT_F32, 5, (int64_t[]){2, 2, 2, 2, 2});
+    dlrt_tensor_t *v = dlrt_transpose_axes(g5, dlrt_transpose_axes(g5, x5, 0, 1), 2, 3);
+    dlrt_keep(g5, dlrt_add(g5, v, v));
+    dlrt_device_t *cpu;
+    dlrt_exec_t *e5 = NULL;
+    dlrt_device_get(0, &cpu);
+    int rc5 = dlrt_exec_create(g5, cpu, 1, &e5);
+    ok(rc5 == DLRT_ERR_UNSUPPORTED && strstr(dlrt_last_error(), "strided dimensions"),
+       "a view of 5 strided dimensions is refused at dlrt_exec_create: %s", dlrt_last_error());
+    dlrt_exec_destroy(e5);
+    dlrt_graph_destroy(g5);
+  }
   /* Shapes that cannot broadcast are refused with both shapes named. */
   dlrt_graph_t *g;
   dlrt_graph_create(&g);

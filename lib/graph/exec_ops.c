@@ -43,24 +43,13 @@ static void start_axis_copy(dlrt__launcher *lb, dlrt_exec_t *e, const dlrt_tenso
  * down to the four the gather kernel takes: a slice or a transpose of axes
  * of a dense tensor needs at most three. */
 static int run_gather(dlrt_exec_t *e, const dlrt_tensor_t *y, const dlrt_tensor_t *a) {
-  enum { DIMS = 4 };
+  enum { DIMS = DLRT__GATHER_DIMS };
   int64_t n[DLRT_MAX_DIMS + DIMS], t[DLRT_MAX_DIMS + DIMS];
-  int d = 0;
-  for (int i = 0; i < a->ndim; i++) {
-    if (a->shape[i] == 1) continue;
-    if (d > 0 && t[d - 1] == a->strides[i] * a->shape[i]) {
-      n[d - 1] *= a->shape[i];
-      t[d - 1] = a->strides[i];
-      continue;
-    }
-    n[d] = a->shape[i], t[d] = a->strides[i], d++;
-  }
+  int d = dlrt__view_dims(a, n, t);
   size_t es = dlrt_dtype_size(a->dtype);
-  if (d > DIMS || (es != 4 && es != 2))
-    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "graph: %s is a view with %d strided "
-                           "dimensions of %zu-byte elements; dlrt copies views of at most %d "
-                           "dimensions of 2- or 4-byte elements dense (copy the tensor it "
-                           "views first)", a->name, d, es, DIMS);
+  if (d > DIMS || (es != 4 && es != 2)) /* dlrt__graph_layout refuses these first */
+    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "graph: %s is a view dlrt cannot copy dense",
+                           a->name);
   if (a->numel == 0) return DLRT_OK;
   int pad = DIMS - d;
   memmove(n + pad, n, (size_t)d * sizeof *n);

@@ -125,6 +125,20 @@ int dlrt__contiguous(const dlrt_tensor_t *t) {
   return 1;
 }
 
+int dlrt__view_dims(const dlrt_tensor_t *t, int64_t *n, int64_t *strides) {
+  int d = 0;
+  for (int i = 0; i < t->ndim; i++) {
+    if (t->shape[i] == 1) continue;
+    if (d > 0 && strides[d - 1] == t->strides[i] * t->shape[i]) {
+      n[d - 1] *= t->shape[i];
+      strides[d - 1] = t->strides[i];
+      continue;
+    }
+    n[d] = t->shape[i], strides[d] = t->strides[i], d++;
+  }
+  return d;
+}
+
 dlrt_tensor_t *dlrt__make_contiguous(dlrt_graph_t *g, dlrt_tensor_t *x, node_phase phase) {
   if (dlrt__contiguous(x)) return x;
   return dlrt__make_dense(g, x, phase);

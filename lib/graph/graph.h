@@ -158,6 +158,12 @@ void dlrt__set_contiguous(dlrt_tensor_t *t);
 dlrt_tensor_t *dlrt__make_contiguous(dlrt_graph_t *g, dlrt_tensor_t *x, node_phase phase);
 /* The same, and at the start of its storage (offset 0). */
 dlrt_tensor_t *dlrt__make_dense(dlrt_graph_t *g, dlrt_tensor_t *x, node_phase phase);
+/* A view's dimensions merged: unit ones dropped, neighbours that walk
+ * memory as one joined. Fills n[] and strides[] (ndim entries at most) and
+ * returns how many remain; the gather kernel that makes views dense takes
+ * DLRT__GATHER_DIMS. */
+#define DLRT__GATHER_DIMS 4
+int dlrt__view_dims(const dlrt_tensor_t *t, int64_t *n, int64_t *strides);
 /* The view of x's elements [start, start + length) along `axis` (an
  * OP_SLICE node); name NULL: an automatic one. */
 dlrt_tensor_t *dlrt__slice_view(dlrt_graph_t *g, dlrt_tensor_t *x, int axis, int64_t start,

@@ -41,6 +41,14 @@ static int matmul_reads_transposed(const node *nd, int j, const dlrt_tensor_t *x
   return transposed_batch(x) && nd->p[6 + j] == x->shape[1] * x->shape[2];
 }
 
+/* Whether the gather kernel can copy view t dense. */
+static int gatherable(const dlrt_tensor_t *t) {
+  int64_t n[DLRT_MAX_DIMS], strides[DLRT_MAX_DIMS];
+  size_t es = dlrt_dtype_size(t->dtype);
+  return (transposed_2d(t) || dlrt__view_dims(t, n, strides) <= DLRT__GATHER_DIMS) &&
+         (es == 4 || es == 2);
+}
+
 /* Nodes that read their input's layout themselves: views of it, and the
  * dense copies this pass makes. */
 static int reads_layout(const node *n) {
@@ -72,6 +80,13 @@ int dlrt__graph_layout(dlrt_graph_t *g) {
         continue;
       }
       dlrt_tensor_t **slot = x->id < n_known ? &dense[x->id * 3 + nd->phase] : NULL;
+      if ((!slot || !*slot) && !gatherable(x)) {
+        rc = dlrt__set_error(DLRT_ERR_UNSUPPORTED, "%s reads %s, a view of more than %d "
+                             "strided dimensions, which dlrt cannot copy dense; transpose "
+                             "fewer axes at once (an op between two transposes makes a dense "
+                             "copy)", dlrt__op_name(nd->op), x->name, DLRT__GATHER_DIMS);
+        break;
+      }
       if (!slot || !*slot) {
         /* A copy node now appended to g->nodes; it moves into place below. */
         int before = g->n_nodes;
