@@ -76,6 +76,13 @@ static const gemm_case cases[] = {
      DESC(0, 0, 64, 64, 1, 1, 64, 64, 1.0f, 0.0f, 1, 0, 0, 0), 0, 0, 0, 0},
     {"NN 128x96x200",
      DESC(0, 0, 128, 96, 200, 200, 96, 96, 1.0f, 0.0f, 1, 0, 0, 0), 0, 0, 0, 0},
+    /* A small C over a long k (a convolution's weight gradient): OpenCL's
+     * tiled kernel splits k into slices and sums them in a second pass. */
+    {"NT 32x9x9000 (k in slices), alpha 0.5 beta 1",
+     DESC(0, 1, 32, 9, 9000, 9000, 9001, 11, 0.5f, 1.0f, 1, 0, 0, 0), 8, 4, 12, 0},
+    {"batch 2 TN 20x30x5000 (k in slices), beta 0 over NaN",
+     DESC(1, 0, 20, 30, 5000, 21, 30, 31, 1.0f, 0.0f, 2, 5000 * 21, 5000 * 30 + 2, 20 * 31),
+     0, 0, 4, 1},
 };
 /* fp16/bf16 only (besides all of cases[]): K over several chunks of 256,
  * sizes that are not multiples of the CPU backend's tiles (64..256), leading

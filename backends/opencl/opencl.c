@@ -274,6 +274,7 @@ static int ocl_stream_create(void *p, void **out) {
 static void ocl_stream_destroy(void *p) {
   ocl_stream *s = p;
   clFinish(s->queue);
+  if (s->gemm_scratch) clReleaseMemObject(s->gemm_scratch);
   clReleaseCommandQueue(s->queue);
   free(s);
 }

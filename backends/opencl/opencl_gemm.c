@@ -28,7 +28,11 @@
  * rows (ty + WY*i) by RN consecutive columns (tx*RN + j), a floatRN per row.
  * Every output is one fp32 sum over p = 0..k-1 in order (a*b+c may contract
  * into fma where the device has one), so the result depends on neither the
- * scheduling nor the size of the launch. beta == 0 does not read C. */
+ * scheduling nor the size of the launch. A GEMM with too few tiles of C to
+ * fill the device and a long k is split along k instead: each slice's sums
+ * go to a scratch buffer and a second kernel adds them in slice order (the
+ * split depends only on the shape and the device's compute units, so
+ * results still repeat bit for bit). beta == 0 does not read C. */
 static const char hgemm_source[] =
     "#define TM (WY * RM)\n"
     "#define TN (WX * RN)\n"
@@ -68,21 +72,23 @@ static const char hgemm_source[] =
     "                 : (__global void *)((__global const ushort *)p + i);\n"
     "}\n"
     "#define AS(r, c) As[ta ? (c) * LA + (r) : (r) * LK + (c)]\n"
+    "/* Batch z of C = alpha op(A) op(B) + beta C over p in [k0, K); with W\n"
+    "   (a k-slice of a split GEMM) the plain sums go to W instead. */\n"
     "static inline void hgemm(__global const void *A, long lda, long sa,\n"
     "                         __global const void *B, long ldb, long sb,\n"
     "                         __global void *C, long ldc, long sc, long M, long N, long K,\n"
     "                         float alpha, float beta, const int ta, const int tb, const int bf,\n"
-    "                         __local float *As, __local float *Bs) {\n"
+    "                         __local float *As, __local float *Bs, long z, long k0,\n"
+    "                         __global float *W) {\n"
     "  const int tx = (int)get_local_id(0), ty = (int)get_local_id(1), lid = ty * WX + tx;\n"
     "  const long i0 = (long)get_group_id(1) * TM, j0 = (long)get_group_id(0) * TN;\n"
-    "  const long z = (long)get_global_id(2);\n"
     "  const int inside = i0 + TM <= M && j0 + TN <= N;\n"
     "  A = at(A, z * sa, bf);\n"
     "  B = at(B, z * sb, bf);\n"
     "  C = at(C, z * sc, bf);\n"
     "  VT acc[RM];\n"
     "  for (int i = 0; i < RM; i++) acc[i] = (VT)(0.0f);\n"
-    "  for (long p0 = 0; p0 < K; p0 += TK) {\n"
+    "  for (long p0 = k0; p0 < K; p0 += TK) {\n"
     "    if (inside && p0 + TK <= K) {\n"
     "      for (int q = lid; q < TM * TK / 8; q += WX * WY) {\n"
     "        const int r = ta ? q % (TM / 8) * 8 : q / (TK / 8);\n"
@@ -134,6 +140,10 @@ static const char hgemm_source[] =
     "    for (int j = 0; j < RN; j++) {\n"
     "      const long col = j0 + tx * RN + j;\n"
     "      if (row < M && col < N) {\n"
+    "        if (W) {\n"
+    "          W[row * N + col] = out[j];\n"
+    "          continue;\n"
+    "        }\n"
     "        float v = alpha * out[j];\n"
     "        if (beta != 0.0f) v += beta * ld16(C, row * ldc + col, bf);\n"
     "        st16(C, row * ldc + col, v, bf);\n"
@@ -141,17 +151,41 @@ static const char hgemm_source[] =
     "    }\n"
     "  }\n"
     "}\n"
+    "/* z runs over batch x splits: slice s of k (a multiple of TK long) of a\n"
+    "   split GEMM writes its sums to W[z] (M x N), summed by hgemm_reduce. */\n"
     "#define HGEMM(name, ta, tb, bf)                                                      \\\n"
     "  __kernel __attribute__((reqd_work_group_size(WX, WY, 1))) void name(             \\\n"
     "      __global const void *A, long a_off, long lda, long sa,                         \\\n"
     "      __global const void *B, long b_off, long ldb, long sb,                         \\\n"
     "      __global void *C, long c_off, long ldc, long sc, long M, long N, long K,        \\\n"
-    "      float alpha, float beta) {                                                     \\\n"
+    "      float alpha, float beta, long splits, __global float *W) {                     \\\n"
     "    __local float As[TK * LA > TM * LK ? TK * LA : TM * LK], Bs[TK * TN];            \\\n"
+    "    const long z = (long)get_global_id(2), b = z / splits, s = z - b * splits;      \\\n"
+    "    const long chunk = ((K + splits - 1) / splits + TK - 1) / TK * TK;               \\\n"
+    "    const long k0 = s * chunk, k1 = k0 + chunk < K ? k0 + chunk : K;                 \\\n"
     "    hgemm(at(A, a_off, bf), lda, sa, at(B, b_off, bf), ldb, sb, at(C, c_off, bf),    \\\n"
-    "          ldc, sc, M, N, K,                                                          \\\n"
-    "          alpha, beta, ta, tb, bf, As, Bs);                                          \\\n"
+    "          ldc, sc, M, N, splits > 1 ? k1 : K,                                        \\\n"
+    "          alpha, beta, ta, tb, bf, As, Bs, b, splits > 1 ? k0 : 0,                   \\\n"
+    "          splits > 1 ? W + z * M * N : 0);                                           \\\n"
     "  }\n"
+    "/* C = alpha (the sum of a split GEMM's slices, in slice order) + beta C. */\n"
+    "#define HGEMM_REDUCE(name, bf)                                                       \\\n"
+    "  __kernel void name(__global const float *W, __global void *C, long c_off,          \\\n"
+    "                     long ldc, long sc, long M, long N, long splits, float alpha,     \\\n"
+    "                     float beta) {                                                  \\\n"
+    "    const long j = (long)get_global_id(0), i = (long)get_global_id(1);              \\\n"
+    "    const long b = (long)get_global_id(2);                                          \\\n"
+    "    if (i >= M || j >= N) return;                                                    \\\n"
+    "    float a = 0.0f;                                                                  \\\n"
+    "    for (long s = 0; s < splits; s++) a += W[((b * splits + s) * M + i) * N + j];    \\\n"
+    "    __global void *c = at(at(C, c_off, bf), b * sc, bf);                             \\\n"
+    "    float v = alpha * a;                                                             \\\n"
+    "    if (beta != 0.0f) v += beta * ld16(c, i * ldc + j, bf);                          \\\n"
+    "    st16(c, i * ldc + j, v, bf);                                                     \\\n"
+    "  }\n"
+    "HGEMM_REDUCE(dlrt_hgemm_reduce_f16, 0)\n"
+    "HGEMM_REDUCE(dlrt_hgemm_reduce_bf16, 1)\n"
+    "HGEMM_REDUCE(dlrt_hgemm_reduce_f32, 2)\n"
     "HGEMM(dlrt_hgemm_f16_nn, 0, 0, 0)\n"
     "HGEMM(dlrt_hgemm_f16_nt, 0, 1, 0)\n"
     "HGEMM(dlrt_hgemm_f16_tn, 1, 0, 0)\n"
@@ -174,6 +208,11 @@ typedef struct {
   int rm, rn, tk; /* outputs per work-item (rows x columns), k step */
 } hgemm_shape;
 static const hgemm_shape hgemm_cpu = {8, 16, 32}, hgemm_gpu = {8, 8, 16};
+
+/* Splitting k: each slice at least this long (its tile loads must pay), and
+ * the slices' partial sums (fp32, slices x M x N x batch) at most this big. */
+#define HGEMM_SPLIT_MIN_K 512
+#define HGEMM_SCRATCH_MAX ((size_t)32 << 20)
 
 /* Builds the half GEMM program for the device; the caller holds dev->lock.
  * DLRT_ERR_UNSUPPORTED where the device's work-groups are too small (the
@@ -235,7 +274,26 @@ static int hgemm_kernel(ocl_device *dev, int ty, int ta, int tb, cl_kernel *out)
   return DLRT_OK;
 }
 
+/* The reduction kernel of split GEMMs of type ty; the caller holds
+ * dev->lock and built the program. */
+static int hgemm_reduce_kernel(ocl_device *dev, int ty, cl_kernel *out) {
+  cl_kernel *slot = &dev->hgemm_reduce[ty];
+  if (!*slot) {
+    static const char *const names[] = {"dlrt_hgemm_reduce_f16", "dlrt_hgemm_reduce_bf16",
+                                        "dlrt_hgemm_reduce_f32"};
+    cl_int err;
+    if (!(*slot = clCreateKernel(dev->hgemm_program, names[ty], &err)))
+      return ocl_fail(dev, names[ty], err);
+  }
+  *out = *slot;
+  return DLRT_OK;
+}
+
 void ocl_gemm_release(ocl_device *dev) {
+  for (int i = 0; i < 3; i++) {
+    if (dev->hgemm_reduce[i]) clReleaseKernel(dev->hgemm_reduce[i]);
+    dev->hgemm_reduce[i] = NULL;
+  }
   for (int i = 0; i < 12; i++) {
     cl_kernel *k = &dev->hgemm_kernels[i >> 2][(i >> 1) & 1][i & 1];
     if (*k) clReleaseKernel(*k);
@@ -253,33 +311,79 @@ static int ocl_hgemm(ocl_stream *s, const dlrt_gemm_desc *d, dlrt_mem a, size_t 
   cl_long lda = d->lda, ldb = d->ldb, ldc = d->ldc, sa = d->stride_a, sb = d->stride_b,
           sc = d->stride_c, m = d->m, n = d->n, k = d->k;
   cl_float alpha = d->alpha, beta = d->beta;
+  const int ty = d->dtype == DLRT_F32 ? 2 : d->dtype == DLRT_BF16;
+  cl_kernel kernel = NULL, reduce = NULL;
+  pthread_mutex_lock(&dev->lock);
+  int rc = hgemm_kernel(dev, ty, !!d->trans_a, !!d->trans_b, &kernel);
+  if (rc < 0) goto out;
+  /* x: column tiles, y: row tiles, z: the batch (times the k slices). */
+  size_t tn = dev->hgemm_tile[0], tm = dev->hgemm_tile[1];
+  size_t local[3] = {dev->hgemm_local[0], dev->hgemm_local[1], 1};
+  size_t global[3] = {((size_t)d->n + tn - 1) / tn * local[0],
+                      ((size_t)d->m + tm - 1) / tm * local[1], (size_t)d->batch};
+  /* Too few tiles to fill the device and a long k (the weight gradient of a
+   * convolution: a small C summed over every pixel of the batch): split k
+   * into slices whose sums a second kernel adds in slice order. */
+  size_t tiles = global[0] / local[0] * (global[1] / local[1]) * (size_t)d->batch;
+  size_t want = 2 * (size_t)(dev->compute_units ? dev->compute_units : 1);
+  cl_long splits = 1;
+  if (tiles < want && d->k >= 8 * HGEMM_SPLIT_MIN_K) {
+    splits = (cl_long)((want + tiles - 1) / tiles);
+    if (splits > d->k / HGEMM_SPLIT_MIN_K) splits = d->k / HGEMM_SPLIT_MIN_K;
+    if (splits > 64) splits = 64;
+  }
+  size_t scratch = (size_t)splits * (size_t)d->m * (size_t)d->n * (size_t)d->batch * 4;
+  if (splits > 1 && scratch > HGEMM_SCRATCH_MAX) splits = 1;
+  cl_int err = CL_SUCCESS;
+  if (splits > 1 && scratch > s->gemm_scratch_bytes) {
+    if (s->gemm_scratch) clReleaseMemObject(s->gemm_scratch);
+    s->gemm_scratch_bytes = 0;
+    s->gemm_scratch = clCreateBuffer(dev->context, CL_MEM_READ_WRITE, scratch, NULL, &err);
+    if (!s->gemm_scratch) {
+      rc = ocl_fail(dev, "clCreateBuffer(GEMM slices)", err);
+      goto out;
+    }
+    s->gemm_scratch_bytes = scratch;
+  }
+  cl_mem w = splits > 1 ? s->gemm_scratch : NULL;
   const struct { size_t size; const void *value; } args[] = {
       {sizeof(cl_mem), &a.handle}, {sizeof ao, &ao},    {sizeof lda, &lda},
       {sizeof sa, &sa},            {sizeof(cl_mem), &b.handle}, {sizeof bo, &bo},
       {sizeof ldb, &ldb},          {sizeof sb, &sb},    {sizeof(cl_mem), &c.handle},
       {sizeof co, &co},            {sizeof ldc, &ldc},  {sizeof sc, &sc},
       {sizeof m, &m},              {sizeof n, &n},      {sizeof k, &k},
-      {sizeof alpha, &alpha},      {sizeof beta, &beta}};
-  cl_kernel kernel = NULL;
-  pthread_mutex_lock(&dev->lock);
-  int rc = hgemm_kernel(dev, d->dtype == DLRT_F32 ? 2 : d->dtype == DLRT_BF16, !!d->trans_a,
-                        !!d->trans_b, &kernel);
-  if (rc < 0) goto out;
-  cl_int err = CL_SUCCESS;
+      {sizeof alpha, &alpha},      {sizeof beta, &beta}, {sizeof splits, &splits},
+      {sizeof(cl_mem), &w}};
   for (cl_uint i = 0; i < sizeof args / sizeof args[0] && err == CL_SUCCESS; i++)
     err = clSetKernelArg(kernel, i, args[i].size, args[i].value);
   if (err != CL_SUCCESS) {
     rc = ocl_fail(dev, "clSetKernelArg", err);
     goto out;
   }
-  /* x: column tiles, y: row tiles, z: the batch. */
-  size_t tn = dev->hgemm_tile[0], tm = dev->hgemm_tile[1];
-  size_t local[3] = {dev->hgemm_local[0], dev->hgemm_local[1], 1};
-  size_t global[3] = {((size_t)d->n + tn - 1) / tn * local[0],
-                      ((size_t)d->m + tm - 1) / tm * local[1], (size_t)d->batch};
+  global[2] *= (size_t)splits;
   err = clEnqueueNDRangeKernel(s->queue, kernel, 3, NULL, global, local, 0, NULL, NULL);
-  if (err != CL_SUCCESS) rc = ocl_fail(dev, "clEnqueueNDRangeKernel(half GEMM)", err);
-  else clFlush(s->queue);
+  if (err != CL_SUCCESS) {
+    rc = ocl_fail(dev, "clEnqueueNDRangeKernel(half GEMM)", err);
+    goto out;
+  }
+  if (splits > 1) {
+    if ((rc = hgemm_reduce_kernel(dev, ty, &reduce)) < 0) goto out;
+    const struct { size_t size; const void *value; } rargs[] = {
+        {sizeof(cl_mem), &w},  {sizeof(cl_mem), &c.handle}, {sizeof co, &co},
+        {sizeof ldc, &ldc},    {sizeof sc, &sc},            {sizeof m, &m},
+        {sizeof n, &n},        {sizeof splits, &splits},    {sizeof alpha, &alpha},
+        {sizeof beta, &beta}};
+    for (cl_uint i = 0; i < sizeof rargs / sizeof rargs[0] && err == CL_SUCCESS; i++)
+      err = clSetKernelArg(reduce, i, rargs[i].size, rargs[i].value);
+    size_t rglobal[3] = {(size_t)d->n, (size_t)d->m, (size_t)d->batch};
+    if (err == CL_SUCCESS)
+      err = clEnqueueNDRangeKernel(s->queue, reduce, 3, NULL, rglobal, NULL, 0, NULL, NULL);
+    if (err != CL_SUCCESS) {
+      rc = ocl_fail(dev, "GEMM slice sums", err);
+      goto out;
+    }
+  }
+  clFlush(s->queue);
 out:
   pthread_mutex_unlock(&dev->lock);
   return rc;

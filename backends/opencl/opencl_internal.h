@@ -44,12 +44,17 @@ typedef struct {
    * created on first use. */
   cl_program hgemm_program;
   cl_kernel hgemm_kernels[3][2][2];
+  cl_kernel hgemm_reduce[3]; /* sums of a GEMM split along k, by type */
   size_t hgemm_local[2], hgemm_tile[2]; /* work-group and C tile (x: n, y: m) */
 } ocl_device;
 
 typedef struct {
   ocl_device *dev;
   cl_command_queue queue;
+  /* The partial sums of GEMMs split along k (opencl_gemm.c), reused by
+   * every GEMM on this in-order queue; grown on demand. */
+  cl_mem gemm_scratch;
+  size_t gemm_scratch_bytes;
 } ocl_stream;
 
 typedef struct {
