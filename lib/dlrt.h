@@ -483,15 +483,22 @@ typedef struct {
   int host_only;     /* batches in pinned host memory only, no device copy
                         (images, labels and ready are NULL): for consumers
                         that take rows from the host (replicas, stages) */
+  dlrt_dtype image_type; /* the images' type: DLRT_F32 (0, the default), or
+                        DLRT_F16 / DLRT_BF16 for a mixed-precision consumer:
+                        rounded to nearest even after augmentation, which
+                        halves the staging, the device buffers and the copies
+                        (not with host_only) */
 } dlrt_loader_config;
 
 typedef struct dlrt_loader dlrt_loader_t;
 
 /* One batch, on the device, ready once `ready` has passed. */
 typedef struct {
-  dlrt_buffer_t *images;       /* batch x channels x height x width, f32 */
+  dlrt_buffer_t *images;       /* batch x channels x height x width, in image_type */
   dlrt_buffer_t *labels;       /* batch, i32 */
-  const float *host_images;    /* the same in pinned host memory */
+  const float *host_images;    /* the same in pinned host memory (f32 loaders; NULL
+                                  for 16-bit ones) */
+  dlrt_dtype image_type;       /* the loader's (dlrt_loader_config) */
   const int32_t *host_labels;  /* (valid until the batch is released) */
   dlrt_event_t *ready;         /* recorded after the copy to the device */
   int64_t count;               /* real samples; later rows repeat earlier ones */

@@ -2,7 +2,8 @@
  * test-loader.c — record files (dlrt_dataset_save_records / _open_records,
  * read and mapped) and the data pipeline (dlrt_loader_*): order, shuffling,
  * sharding, padding, augmentation, the same batches for any number of
- * workers and any prefetch depth, the device copy, and errors that stop a
+ * workers and any prefetch depth, the device copy, 16-bit images for
+ * mixed precision (the f32 ones rounded), and errors that stop a
  * run cleanly (corrupt files, bad labels found by a worker, misuse).
  * Runs on the CPU device and on OpenCL device 0 when there is one.
  */
@@ -538,6 +539,78 @@ static void test_same_batches(dlrt_device_t *dev, const char *name) {
   dlrt_dataset_free(&d);
 }
 
+/* fp32 -> fp16 / bf16, rounded to nearest even: the compiler's _Float16
+ * conversion, and bf16 by its definition (NaN kept quiet). */
+static uint16_t ref_f16(float x) {
+  _Float16 h = (_Float16)x;
+  uint16_t u;
+  memcpy(&u, &h, 2);
+  return u;
+}
+static uint16_t ref_bf16(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* A loader of 16-bit images (for a mixed-precision graph) hands the device
+ * the f32 loader's batches rounded to nearest even: same order, same
+ * augmentation, half the bytes; its batches have no fp32 host rows. */
+static void test_half_images(dlrt_device_t *dev, const char *name) {
+  dlrt_dataset d;
+  make_indexed(&d, 64, 1, 10, 10, 10);
+  dlrt_stream_t *s = dlrt_device_default_stream(dev);
+  const dlrt_dtype types[2] = {DLRT_F16, DLRT_BF16};
+  for (int t = 0; t < 2; t++) {
+    const char *tn = dlrt_dtype_name(types[t]);
+    dlrt_loader_config c = {.batch = 16, .world = 1, .seed = 5, .shuffle = 1, .augment = 1,
+                            .workers = 2, .prefetch = 2,
+                            .aug = {.crop_padding = 2, .flip = 1, .erase_p = 0.5f,
+                                    .mean = 0.3f, .std = 0.2f}};
+    dlrt_loader_t *wide = NULL, *narrow = NULL;
+    int rc = dlrt_loader_create(dev, &d, &c, &wide);
+    c.image_type = types[t];
+    if (rc == DLRT_OK) rc = dlrt_loader_create(dev, &d, &c, &narrow);
+    if (!tap_check(rc, "%s: f32 and %s loaders", name, tn)) {
+      dlrt_loader_destroy(wide);
+      continue;
+    }
+    dlrt_loader_start(wide, 1);
+    dlrt_loader_start(narrow, 1);
+    int batches = 0, same = 1, typed = 1;
+    uint16_t got[16 * 100];
+    dlrt_batch a, b;
+    while (dlrt_loader_next(wide, &a) == 1) {
+      if (dlrt_loader_next(narrow, &b) != 1) {
+        same = 0;
+        break;
+      }
+      typed &= b.image_type == types[t] && b.host_images == NULL && a.image_type == DLRT_F32;
+      if (dlrt_stream_wait_event(s, b.ready) < 0 ||
+          dlrt_copy_d2h(got, b.images, 0, sizeof got, s) < 0 || dlrt_stream_synchronize(s) < 0)
+        same = 0;
+      for (int i = 0; i < 16 * 100 && same; i++)
+        same = got[i] == (types[t] == DLRT_F16 ? ref_f16(a.host_images[i]) : ref_bf16(a.host_images[i]));
+      for (int i = 0; i < 16 && same; i++) same = a.host_labels[i] == b.host_labels[i];
+      dlrt_loader_release(wide, &a, NULL);
+      dlrt_loader_release(narrow, &b, s);
+      batches++;
+    }
+    ok(batches == 4 && same, "%s: %s images are the f32 ones rounded to nearest even (%d "
+       "batches, labels equal)", name, tn, batches);
+    ok(typed, "%s: %s batches say their type and have no f32 host rows", name, tn);
+    dlrt_loader_destroy(wide);
+    dlrt_loader_destroy(narrow);
+  }
+  dlrt_loader_config bad = {.batch = 16, .world = 1, .host_only = 1, .image_type = DLRT_F16};
+  dlrt_loader_t *l = NULL;
+  is_status(dlrt_loader_create(dev, &d, &bad, &l), DLRT_ERR_INVALID_ARG,
+            "%s: a host-only loader of f16 images is refused: %s", name, dlrt_last_error());
+  dlrt_loader_destroy(l);
+  dlrt_dataset_free(&d);
+}
+
 /* A label past the classes, found by a worker, stops the run with a message;
  * nothing hangs. */
 static void test_worker_failure(dlrt_device_t *dev, const char *name) {
@@ -580,6 +653,7 @@ static void run_device(const char *spec) {
   test_shards_and_padding(dev, spec);
   test_augmentation(dev, spec);
   test_same_batches(dev, spec);
+  test_half_images(dev, spec);
   test_worker_failure(dev, spec);
 }
 

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dialect.h" /* the kernels' fp16 / bf16 rounding */
 #include "util/status.h"
 
 typedef enum { SLOT_FREE, SLOT_CLAIMED, SLOT_FILLING, SLOT_READY, SLOT_IN_USE } slot_state;
@@ -32,7 +33,7 @@ typedef struct {
   slot_state state;
   int64_t batch;            /* batch index it holds or is being filled with */
   int chunks_left;          /* chunks of it not yet decoded */
-  float *host_images;       /* pinned: batch x C x H x W */
+  void *host_images;        /* pinned: batch x C x H x W, in the config's image_type */
   int32_t *host_labels;     /* pinned: batch */
   dlrt_buffer_t *images, *labels;
   dlrt_event_t *copied;     /* on the copy stream, after the copy to the device */
@@ -172,25 +173,41 @@ static int64_t sample_of(const dlrt_loader_t *l, int64_t k, int64_t row) {
 /* Decodes rows of one chunk of batch k; a label outside the classes (a data
  * set built by hand) fails the run rather than indexing past the logits. */
 static int decode_chunk(dlrt_loader_t *l, slot *s, int64_t k, int chunk) {
-  int64_t first = chunk * l->chunk, last = first + l->chunk;
+  int64_t first = chunk * l->chunk, last = first + l->chunk, n = l->sample_floats;
   if (last > l->cfg.batch) last = l->cfg.batch;
+  /* 16-bit images: each sample is decoded in fp32, then rounded. */
+  dlrt_dtype type = l->cfg.image_type;
+  float *row_f32 = NULL;
+  if (type != DLRT_F32 && !(row_f32 = malloc((size_t)n * sizeof *row_f32)))
+    return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  int rc = DLRT_OK;
   for (int64_t row = first; row < last; row++) {
     int64_t index = sample_of(l, k, row);
     int32_t label = l->data->labels[index];
-    if (label < 0 || label >= l->data->classes)
-      return dlrt__set_error(DLRT_ERR_INVALID_ARG, "loader: sample %lld of %s has label %d, "
-                             "outside [0, %d): fix the labels or the class count",
-                             (long long)index, l->data->source, (int)label, l->data->classes);
-    decode_sample(l, index, s->host_images + row * l->sample_floats);
+    if (label < 0 || label >= l->data->classes) {
+      rc = dlrt__set_error(DLRT_ERR_INVALID_ARG, "loader: sample %lld of %s has label %d, "
+                           "outside [0, %d): fix the labels or the class count",
+                           (long long)index, l->data->source, (int)label, l->data->classes);
+      break;
+    }
+    if (!row_f32) {
+      decode_sample(l, index, (float *)s->host_images + row * n);
+    } else {
+      decode_sample(l, index, row_f32);
+      uint16_t *dst = (uint16_t *)s->host_images + row * n;
+      for (int64_t i = 0; i < n; i++)
+        dst[i] = type == DLRT_F16 ? dlrt_float_to_half(row_f32[i]) : dlrt_float_to_bf16(row_f32[i]);
+    }
     s->host_labels[row] = label;
   }
-  return DLRT_OK;
+  free(row_f32);
+  return rc;
 }
 
 /* Queues the slot's copy to the device after the consumer's last read of
  * the slot's previous batch. */
 static int queue_copy(dlrt_loader_t *l, slot *s) {
-  size_t image_bytes = (size_t)(l->cfg.batch * l->sample_floats) * sizeof(float);
+  size_t image_bytes = (size_t)(l->cfg.batch * l->sample_floats) * dlrt_dtype_size(l->cfg.image_type);
   size_t label_bytes = (size_t)l->cfg.batch * sizeof(int32_t);
   pthread_mutex_lock(&l->copy_lock);
   int rc = DLRT_OK;
@@ -330,6 +347,12 @@ static int check_config(const dlrt_dataset *d, const dlrt_loader_config *c) {
                   dlrt_dtype_name(d->image_dtype));
   DLRT__CHECK_ARG(c->batch >= 1, "dlrt_loader_create: batch %lld; give 1 or more",
                   (long long)c->batch);
+  DLRT__CHECK_ARG((c->image_type == DLRT_F32 || c->image_type == DLRT_F16 ||
+                   c->image_type == DLRT_BF16) &&
+                      !(c->host_only && c->image_type != DLRT_F32),
+                  "dlrt_loader_create: images of %s%s; give f32, f16 or bf16 (host-only "
+                  "loaders give f32)", dlrt_dtype_name(c->image_type),
+                  c->host_only ? " from a host-only loader" : "");
   DLRT__CHECK_ARG(c->workers >= 0 && c->workers <= 256 && c->prefetch >= 0 &&
                       c->prefetch <= 64,
                   "dlrt_loader_create: %d workers, prefetch %d; give 0-256 workers and a "
@@ -355,7 +378,7 @@ static int check_config(const dlrt_dataset *d, const dlrt_loader_config *c) {
 }
 
 static int alloc_slot(dlrt_loader_t *l, slot *s) {
-  size_t image_bytes = (size_t)(l->cfg.batch * l->sample_floats) * sizeof(float);
+  size_t image_bytes = (size_t)(l->cfg.batch * l->sample_floats) * dlrt_dtype_size(l->cfg.image_type);
   size_t label_bytes = (size_t)l->cfg.batch * sizeof(int32_t);
   int rc;
   void *hi = NULL, *hl = NULL;
@@ -531,7 +554,8 @@ int dlrt_loader_next(dlrt_loader_t *l, dlrt_batch *out) {
 
   out->images = s->images;
   out->labels = s->labels;
-  out->host_images = s->host_images;
+  out->host_images = l->cfg.image_type == DLRT_F32 ? s->host_images : NULL;
+  out->image_type = l->cfg.image_type;
   out->host_labels = s->host_labels;
   out->ready = s->copied;
   out->count = count;

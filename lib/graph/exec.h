@@ -189,10 +189,11 @@ void dlrt__exec_buckets_free(dlrt_exec_t *e);
 
 /* Queues what node `n` computes on the executor's stream (exec_ops.c). */
 int dlrt__exec_run_node(dlrt_exec_t *e, node *n);
-/* dlrt_exec_copy_in of fp32 values into input t of any floating type,
- * converted on the executor's stream (nearest even). */
-int dlrt__exec_copy_in_f32(dlrt_exec_t *e, dlrt_tensor_t *t, dlrt_buffer_t *src,
-                           size_t src_offset, dlrt_event_t *wait);
+/* dlrt_exec_copy_in of src_dtype values (F32, F16 or BF16) into input t of
+ * any floating type: copied, or converted on the executor's stream (nearest
+ * even). */
+int dlrt__exec_copy_in_from(dlrt_exec_t *e, dlrt_tensor_t *t, dlrt_buffer_t *src,
+                            size_t src_offset, dlrt_dtype src_dtype, dlrt_event_t *wait);
 /* dlrt_exec_write of `count` fp32 values into t of any floating type,
  * converted on the host as the device's cast does. */
 int dlrt__exec_write_f32(dlrt_exec_t *e, dlrt_tensor_t *t, const float *src, int64_t count);

@@ -146,9 +146,9 @@ int dlrt_exec_copy_in(dlrt_exec_t *e, dlrt_tensor_t *t, dlrt_buffer_t *src, size
   return copy_in(e, t, src, src_offset, t ? t->dtype : DLRT_F32, wait);
 }
 
-int dlrt__exec_copy_in_f32(dlrt_exec_t *e, dlrt_tensor_t *t, dlrt_buffer_t *src,
-                           size_t src_offset, dlrt_event_t *wait) {
-  return copy_in(e, t, src, src_offset, DLRT_F32, wait);
+int dlrt__exec_copy_in_from(dlrt_exec_t *e, dlrt_tensor_t *t, dlrt_buffer_t *src,
+                            size_t src_offset, dlrt_dtype src_dtype, dlrt_event_t *wait) {
+  return copy_in(e, t, src, src_offset, src_dtype, wait);
 }
 
 int dlrt__exec_write_f32(dlrt_exec_t *e, dlrt_tensor_t *t, const float *src, int64_t count) {

@@ -38,7 +38,7 @@ int dlrt_plan_memory(const dlrt_trainer_config *cfg, int64_t channels, int64_t h
     if (cfg->accum > 1) out->accumulators = b.params;
     /* The loader's device slots: a batch of images and of labels each. */
     out->loader = dlrt__loader_device_bytes(cfg->batch, channels * height * width,
-                                            cfg->prefetch);
+                                            cfg->prefetch, dlrt__loader_image_type(cfg, 0));
     out->peak = b.peak + out->accumulators + out->loader;
     /* Spilling counts the evaluation loader beside the training one. */
     out->spill_least = b.least_spill + out->accumulators + 2 * out->loader;

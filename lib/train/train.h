@@ -116,12 +116,20 @@ int dlrt__build_classifier(dlrt_graph_t *g, const dlrt_trainer_config *cfg, int6
                            dlrt_tensor_t **images, dlrt_tensor_t **labels, dlrt_tensor_t **logits,
                            dlrt_tensor_t **loss);
 
+/* The images' type of the trainer's loaders: the compute type in mixed
+ * precision (the graph's input has it), f32 for host-only loaders. */
+static inline dlrt_dtype dlrt__loader_image_type(const dlrt_trainer_config *cfg, int host_only) {
+  int low = cfg->precision == DLRT_F16 || cfg->precision == DLRT_BF16;
+  return low && !host_only ? cfg->precision : DLRT_F32;
+}
+
 /* Device bytes of one loader for a classifier's batches: per prefetch slot
- * (at least one) a batch of f32 images and of i32 labels, each in the
- * allocator's 512-byte granules. */
-static inline uint64_t dlrt__loader_device_bytes(int64_t batch, int64_t pixels, int prefetch) {
+ * (at least one) a batch of images (of `image_type`) and of i32 labels,
+ * each in the allocator's 512-byte granules. */
+static inline uint64_t dlrt__loader_device_bytes(int64_t batch, int64_t pixels, int prefetch,
+                                                 dlrt_dtype image_type) {
   uint64_t slots = (uint64_t)(prefetch > 0 ? prefetch : 1);
-  uint64_t images = ((uint64_t)(batch * pixels) * 4 + 511) / 512 * 512;
+  uint64_t images = ((uint64_t)(batch * pixels) * dlrt_dtype_size(image_type) + 511) / 512 * 512;
   uint64_t labels = ((uint64_t)batch * 4 + 511) / 512 * 512;
   return slots * (images + labels);
 }

@@ -111,7 +111,8 @@ static uint64_t outside_bytes(const dlrt_trainer_t *t) {
   /* Twice: the evaluation loader lives beside the training one while it
    * evaluates. */
   uint64_t loader = 2 * dlrt__loader_device_bytes(t->batch, t->channels * t->height * t->width,
-                                                  t->cfg.prefetch);
+                                                  t->cfg.prefetch,
+                                                  dlrt__loader_image_type(&t->cfg, 0));
   dlrt_exec_info info;
   uint64_t accum = 0, clip = 0;
   if (dlrt_exec_info_get(t->e, &info) == DLRT_OK && t->accum > 1) accum = info.param_bytes + 64 * 512;
@@ -243,7 +244,9 @@ static int loader_for(dlrt_trainer_t *t, const dlrt_dataset *d, int train, dlrt_
         .rank = train ? t->cfg.rank : 0, .world = train && t->cfg.world > 0 ? t->cfg.world : 1,
         .augment = train && t->cfg.augment, .aug = t->cfg.aug,
         /* Replicas and stages copy their rows from the pinned batch. */
-        .host_only = train && (t->n_reps || t->n_stages)};
+        .host_only = train && (t->n_reps || t->n_stages),
+        /* In mixed precision the batches come in the compute type. */
+        .image_type = dlrt__loader_image_type(&t->cfg, train && (t->n_reps || t->n_stages))};
     int rc = dlrt_loader_create(t->dev, d, &c, slot);
     if (rc < 0) return rc;
     *seen = d;
@@ -256,7 +259,7 @@ static int loader_for(dlrt_trainer_t *t, const dlrt_dataset *d, int train, dlrt_
  * after the batch's copy) and hands it back to the loader. */
 static int feed(dlrt_trainer_t *t, dlrt_loader_t *l, dlrt_batch *b) {
   memcpy(t->host_labels, b->host_labels, (size_t)t->batch * sizeof(int32_t));
-  int rc = dlrt__exec_copy_in_f32(t->e, t->images, b->images, 0, b->ready);
+  int rc = dlrt__exec_copy_in_from(t->e, t->images, b->images, 0, b->image_type, b->ready);
   if (rc == DLRT_OK) rc = dlrt_exec_copy_in(t->e, t->labels, b->labels, 0, NULL);
   int rc2 = dlrt_loader_release(l, b, dlrt_exec_stream(t->e));
   return rc < 0 ? rc : rc2;
@@ -440,7 +443,8 @@ int dlrt_trainer_info(dlrt_trainer_t *t, dlrt_exec_info *out) {
    * forward pass needs far less than a training step. */
   if (t->train_loader && !t->n_reps && !t->n_stages)
     out->planned_peak_bytes += dlrt__loader_device_bytes(
-        t->batch, t->channels * t->height * t->width, t->cfg.prefetch);
+        t->batch, t->channels * t->height * t->width, t->cfg.prefetch,
+        dlrt__loader_image_type(&t->cfg, 0));
   return DLRT_OK;
 }
 
