@@ -8,9 +8,6 @@
 #include "graph/graph.h"
 #include "util/status.h"
 
-/* A backward node whose one output (of the given shape) is a gradient
- * contribution for `of`: named after it, and of its type (mixed precision
- * keeps each gradient in its tensor's type). */
 /* Whether `reader` is the only forward node that reads t's storage. */
 static int only_reader(const dlrt_graph_t *g, const dlrt_tensor_t *t, const node *reader) {
   for (int i = 0; i < g->n_nodes; i++) {
@@ -22,6 +19,9 @@ static int only_reader(const dlrt_graph_t *g, const dlrt_tensor_t *t, const node
   return 1;
 }
 
+/* A backward node whose one output (of the given shape) is a gradient
+ * contribution for `of`: named after it, and of its type (mixed precision
+ * keeps each gradient in its tensor's type). */
 static dlrt_tensor_t *bnode(dlrt_graph_t *g, op_kind op, int n_in, dlrt_tensor_t *const *in,
                             int ndim, const int64_t *shape, const dlrt_tensor_t *of) {
   char name[64];

@@ -45,10 +45,10 @@ int dlrt__build_classifier(dlrt_graph_t *g, const dlrt_trainer_config *cfg, int6
                            dlrt_tensor_t **images, dlrt_tensor_t **labels, dlrt_tensor_t **logits,
                            dlrt_tensor_t **loss) {
   int64_t image_shape[4] = {cfg->batch, channels, height, width}, label_shape[1] = {cfg->batch};
-  /* In mixed precision the images enter in the compute type, converted on
-   * their way in: no fp32 copy on the device beside the 16-bit one. */
-  dlrt_dtype image_type = cfg->precision == DLRT_F16 || cfg->precision == DLRT_BF16
-                              ? cfg->precision : DLRT_F32;
+  /* In mixed precision the images enter in the compute type (the loaders
+   * round them; replicas' host rows are rounded as they are written): no
+   * fp32 copy on the device beside the 16-bit one. */
+  dlrt_dtype image_type = dlrt__loader_image_type(cfg, 0);
   int rc = dlrt_graph_set_precision(g, cfg->precision);
   if (rc < 0) return rc;
   *images = dlrt_input(g, "images", image_type, 4, image_shape);
