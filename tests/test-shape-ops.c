@@ -311,6 +311,8 @@ static void check_strided_views(const char *spec, dlrt_device_t *dev) {
   dlrt_tensor_t *t = dlrt_keep(g, dlrt_transpose_axes(g, x, 0, 2));        /* 4 x 3 x 2 */
   dlrt_tensor_t *ts = dlrt_keep(g, dlrt_slice(g, t, 1, 2, 1));             /* 4 x 1 x 2 */
   dlrt_tensor_t *twice = dlrt_keep(g, dlrt_add(g, ts, ts));                /* dense */
+  /* A batch of transposed matrices made dense (the batched tiled transpose). */
+  dlrt_tensor_t *bt = dlrt_keep(g, dlrt_scale(g, dlrt_transpose_axes(g, x, 1, 2), 2.0f));
   int64_t st[DLRT_MAX_DIMS], at = -1;
   int view = dlrt_tensor_layout(mid, st, &at);
   ok(view == 1 && st[0] == 12 && st[1] == 4 && st[2] == 1 && at == 4,
@@ -326,7 +328,7 @@ static void check_strided_views(const char *spec, dlrt_device_t *dev) {
   ok(view == 0 && st[0] == 2 && st[1] == 2 && st[2] == 1 && at == 0,
      "%s: add's output is dense (%d)", spec, view);
   int rc = dlrt_exec_create(g, dev, 1, &e);
-  float xv[24], mv[16], tv[24], tsv[8], tw[8];
+  float xv[24], mv[16], tv[24], tsv[8], tw[8], btv[24];
   for (int i = 0; i < 24; i++) xv[i] = (float)(i + 1);
   if (rc == DLRT_OK) rc = dlrt_exec_write(e, x, xv, sizeof xv);
   if (rc == DLRT_OK) rc = dlrt_exec_run(e, DLRT_RUN_FORWARD);
@@ -334,7 +336,13 @@ static void check_strided_views(const char *spec, dlrt_device_t *dev) {
   if (rc == DLRT_OK) rc = dlrt_exec_read(e, t, tv, sizeof tv);
   if (rc == DLRT_OK) rc = dlrt_exec_read(e, ts, tsv, sizeof tsv);
   if (rc == DLRT_OK) rc = dlrt_exec_read(e, twice, tw, sizeof tw);
+  if (rc == DLRT_OK) rc = dlrt_exec_read(e, bt, btv, sizeof btv);
   if (tap_check(rc, "%s: strided views run", spec)) {
+    float want_bt[24];
+    for (int b = 0; b < 2; b++)
+      for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 3; j++) want_bt[(b * 4 + i) * 3 + j] = 2 * x3(b, j, i);
+    is_mem(btv, want_bt, sizeof btv, "%s: 2 x (axes 1 and 2 of x transposed), dense", spec);
     float want_m[16], want_t[24], want_ts[8], want_tw[8];
     for (int i = 0; i < 2; i++)
       for (int j = 0; j < 2; j++)

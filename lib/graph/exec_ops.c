@@ -39,9 +39,10 @@ static void start_axis_copy(dlrt__launcher *lb, dlrt_exec_t *e, const dlrt_tenso
 }
 
 /* y = the strided view a, dense. The view's dimensions are merged first
- * (unit ones dropped; neighbours that walk memory as one dimension joined)
- * down to the four the gather kernel takes: a slice or a transpose of axes
- * of a dense tensor needs at most three. */
+ * (unit ones dropped; neighbours that walk memory as one dimension joined):
+ * transposed matrices go to the tiled transpose, the rest to the gather
+ * kernel, which takes four (a slice or a transpose of axes of a dense
+ * tensor needs at most three). */
 static int run_gather(dlrt_exec_t *e, const dlrt_tensor_t *y, const dlrt_tensor_t *a) {
   enum { DIMS = DLRT__GATHER_DIMS };
   int64_t n[DLRT_MAX_DIMS + DIMS], t[DLRT_MAX_DIMS + DIMS];
@@ -51,6 +52,14 @@ static int run_gather(dlrt_exec_t *e, const dlrt_tensor_t *y, const dlrt_tensor_
     return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "graph: %s is a view dlrt cannot copy dense",
                            a->name);
   if (a->numel == 0) return DLRT_OK;
+  /* A matrix, or a batch of them, whose storage is the transpose (merged
+   * strides (rows cols,) 1, cols): the tiled transpose moves it fastest,
+   * both its reads and its writes along rows. As stored: rows n[d-1],
+   * cols n[d-2]. */
+  if ((d == 2 || d == 3) && t[d - 2] == 1 && t[d - 1] == n[d - 2] &&
+      (d == 2 || t[0] == n[1] * n[2]))
+    return dlrt_transpose(e->stream, a->dtype, d == 3 ? n[0] : 1, n[d - 1], n[d - 2],
+                          dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, a), off(a));
   int pad = DIMS - d;
   memmove(n + pad, n, (size_t)d * sizeof *n);
   memmove(t + pad, t, (size_t)d * sizeof *t);
@@ -157,12 +166,6 @@ int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
     if (dlrt__contiguous(a)) /* dense already, at an offset: a copy from there */
       return dlrt_copy_d2d(dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, a), off(a),
                            dlrt__tensor_bytes(a), e->stream);
-    /* A 2-D transposed view (strides 1, rows): its storage is the
-     * transpose, rows x cols as stored, which the tiled transpose moves
-     * fastest. */
-    if (a->ndim == 2 && a->strides[0] == 1 && a->strides[1] == a->shape[0])
-      return dlrt_transpose(e->stream, a->dtype, 1, a->shape[1], a->shape[0],
-                            dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, a), off(a));
     return run_gather(e, y, a);
   case OP_FILL: {
     /* The seed of the backward pass (p[0] set) carries the loss scale. */
