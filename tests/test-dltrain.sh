@@ -9,7 +9,7 @@ DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=17
+TOOL=$DLTRAIN PLAN=19
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
@@ -118,7 +118,26 @@ run $quick --epochs 3 --resume "$tmp/short.safetensors"
 [ $rc -eq 1 ] && grep -q "short.safetensors" "$tmp/err" && [ ! -s "$tmp/out" ]
 result "a truncated checkpoint exits 1 naming the file"
 
-# 17: OpenCL (PoCL on a CPU runs a few hundred images a second: keep it short).
+# 17: a bit flipped in a weight after the save is caught by the CRC-32 the
+# checkpoint carries.
+python3 -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[-3] ^= 4
+open(sys.argv[2], "wb").write(b)' "$tmp/ckpt.safetensors" "$tmp/flipped.safetensors"
+run $quick --epochs 3 --resume "$tmp/flipped.safetensors"
+[ $rc -eq 1 ] && grep -q "flipped.safetensors" "$tmp/err" && grep -q "CRC-32" "$tmp/err" &&
+  [ ! -s "$tmp/out" ]
+result "a checkpoint with a flipped bit exits 1: its bytes do not match their CRC-32"
+
+# 18: part of the optimizer state missing (one tensor's name changed in the
+# header, which stays valid JSON) is refused, not trained on from zeros.
+python3 -c 'import sys; b = open(sys.argv[1], "rb").read()
+i = b.index(b".exp_avg\"")
+open(sys.argv[2], "wb").write(b[:i] + b",exp_avg\"" + b[i + 9:])' \
+  "$tmp/ckpt.safetensors" "$tmp/renamed.safetensors"
+run $quick --epochs 3 --resume "$tmp/renamed.safetensors"
+[ $rc -eq 1 ] && grep -q "optimizer state of some parameters" "$tmp/err" && [ ! -s "$tmp/out" ]
+result "a checkpoint missing part of its optimizer state exits 1 and says so"
+
+# 19: OpenCL (PoCL on a CPU runs a few hundred images a second: keep it short).
 opencl=no
 if [ -x "$DLINFO" ]; then
   "$DLINFO" --device opencl:0 >/dev/null 2>&1 && opencl=yes

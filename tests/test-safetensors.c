@@ -6,7 +6,8 @@
  * when it is installed) expects; a save that fails leaves the old file and no
  * temporary file behind; hand-made valid headers load, and every kind of
  * truncated or corrupt file is refused with DLRT_ERR_IO and a message naming
- * the file.
+ * the file, and so is one whose data no longer matches the CRC-32 saved
+ * with it.
  * Points: computed at run time (done_testing).
  */
 #include <dirent.h>
@@ -556,6 +557,47 @@ static void test_corrupt(void) {
   expect_corrupt(dir, "a folder", "regular file");
 }
 
+/* dlrt's CRC-32 of the data ("dlrt.crc32" metadata): written with every
+ * file, checked on load, kept out of the metadata handed back; a bit flipped
+ * in a weight after the save is refused. */
+static void test_checksum(const samples *s) {
+  const char *path = tmp_path("crc.safetensors");
+  if (!tap_check(dlrt_safetensors_save(path, s->t, SAMPLE_COUNT, sample_meta),
+                 "save a file with its checksum"))
+    return;
+  size_t len = 0;
+  unsigned char *bytes = read_bytes(path, &len);
+  uint64_t hlen = 0;
+  for (int i = 7; bytes && len >= 8 && i >= 0; i--) hlen = hlen << 8 | bytes[i];
+  char *header = bytes && hlen < len ? strndup((const char *)bytes + 8, hlen) : NULL;
+  ok(header && strstr(header, "\"dlrt.crc32\":\""), "the header carries \"dlrt.crc32\"");
+  free(header);
+  if (bytes && len > hlen + 8) {
+    bytes[len - 1] ^= 0x10; /* one bit of the last tensor's last byte */
+    write_bytes(path, bytes, len);
+    expect_corrupt(path, "a bit flipped in the data after the save", "CRC-32");
+  }
+  free(bytes);
+  /* A caller's own "dlrt.crc32" is replaced by the real one. */
+  const char *stale[] = {"dlrt.crc32", "00000000", "note", "kept", NULL};
+  dlrt_host_tensor *t = NULL;
+  char **meta = NULL;
+  int n = 0;
+  if (tap_check(dlrt_safetensors_save(path, s->t, SAMPLE_COUNT, stale),
+                "save with a stale \"dlrt.crc32\" of the caller's") &&
+      tap_check(dlrt_safetensors_load(path, &t, &n, &meta), "it loads: the key was rewritten")) {
+    ok(meta && meta[0] && !strcmp(meta[0], "note") && !meta[2],
+       "the metadata handed back has the caller's keys only");
+    dlrt_safetensors_free(t, n, meta);
+  }
+  static const char bad_crc[] =
+      "{\"__metadata__\":{\"dlrt.crc32\":\"xyz\"},\"a\":{\"dtype\":\"F32\",\"shape\":[1],"
+      "\"data_offsets\":[0,4]}}";
+  const float one = 1.0f;
+  write_st(tmp_path("badcrc.safetensors"), bad_crc, &one, sizeof one);
+  expect_corrupt(tmp_path("badcrc.safetensors"), "a checksum that is not 8 hex digits", "hex");
+}
+
 int main(void) {
   tap_tempdir("dlrt-safetensors", root, sizeof root);
   diag("files in %s", root);
@@ -568,6 +610,7 @@ int main(void) {
   test_valid_headers();
   test_truncated();
   test_corrupt();
+  test_checksum(&s);
   ok(temp_files_left() == 0, "no temporary file left at the end");
 
   tap_remove_tree(root);

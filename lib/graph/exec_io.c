@@ -242,7 +242,12 @@ int dlrt_exec_export(dlrt_exec_t *e, int with_state, dlrt_host_tensor **tensors,
 int dlrt_exec_import(dlrt_exec_t *e, const dlrt_host_tensor *tensors, int n) {
   DLRT__CHECK_ARG(e && (tensors || n == 0), "executor or tensors is NULL");
   dlrt_graph_t *g = e->g;
-  /* Check everything first, so a mismatched checkpoint changes nothing. */
+  /* Check everything first, so a mismatched checkpoint changes nothing.
+   * Optimizer state is all or nothing: none (weights only, or another
+   * optimizer's) keeps the fresh state, but part of it means a damaged
+   * file or another model. */
+  int states_found = 0;
+  const char *state_missing = NULL;
   for (int pass = 0; pass < 2; pass++) {
     for (int i = 0; i < g->n_tensors; i++) {
       dlrt_tensor_t *t = g->tensors[i];
@@ -250,6 +255,10 @@ int dlrt_exec_import(dlrt_exec_t *e, const dlrt_host_tensor *tensors, int n) {
       const dlrt_host_tensor *h = NULL;
       for (int j = 0; j < n && !h; j++)
         if (strcmp(tensors[j].name, t->name) == 0) h = &tensors[j];
+      if (t->kind == TENSOR_STATE && pass == 0) {
+        if (h) states_found++;
+        else if (!state_missing) state_missing = t->name;
+      }
       if (!h) {
         if (t->kind == TENSOR_PARAM)
           return dlrt__set_error(DLRT_ERR_INVALID_ARG, "the checkpoint has no tensor %s: it "
@@ -266,6 +275,10 @@ int dlrt_exec_import(dlrt_exec_t *e, const dlrt_host_tensor *tensors, int n) {
         if (rc < 0) return rc;
       }
     }
+    if (pass == 0 && states_found && state_missing)
+      return dlrt__set_error(DLRT_ERR_INVALID_ARG, "the checkpoint has the optimizer state of "
+                             "some parameters but not %s: it is damaged or was saved from "
+                             "another model", state_missing);
   }
   for (int j = 0; j < n; j++)
     if (strcmp(tensors[j].name, "optimizer.step") == 0 && tensors[j].dtype == DLRT_I32 &&

@@ -11,7 +11,12 @@
  *              no gap and together cover the rest of the file exactly.
  *
  * Saving writes a temporary file beside the target and renames it over the
- * target once it is on disk; loading trusts nothing in the file. */
+ * target once it is on disk; loading trusts nothing in the file. dlrt also
+ * writes the CRC-32 of the data bytes as metadata "dlrt.crc32" (8 hex
+ * digits, which other readers ignore) and checks it on load, so a flipped
+ * bit in a weight is refused rather than trained on; files without it (from
+ * other writers) load unchecked. The key is dlrt's own: never handed back
+ * in the metadata, replaced if a caller passes one. */
 #include "config.h"
 
 #include <errno.h>
@@ -21,6 +26,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <zlib.h>
 
 #include "train/json.h"
 #include "util/status.h"
@@ -159,23 +166,40 @@ static int check_metadata(const char *path, const char *const *metadata) {
   return DLRT_OK;
 }
 
+#define ST_CRC_KEY "dlrt.crc32"
+
+/* CRC-32 (zlib's) of tensors' bytes in order; zlib takes at most 4 GiB a call. */
+static uint32_t data_crc(const dlrt_host_tensor *tensors, int n) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (int i = 0; i < n; i++)
+    for (size_t at = 0; at < tensors[i].bytes;) {
+      size_t step = tensors[i].bytes - at < (1u << 30) ? tensors[i].bytes - at : (1u << 30);
+      crc = crc32(crc, (const Bytef *)tensors[i].data + at, (uInt)step);
+      at += step;
+    }
+  return (uint32_t)crc;
+}
+
 static void build_header(dlrt__text *h, const dlrt_host_tensor *tensors, int n,
                          const char *const *metadata) {
-  dlrt__text_put(h, "{", 1);
-  if (metadata && metadata[0]) {
-    dlrt__text_put(h, "\"__metadata__\":{", 16);
-    for (size_t i = 0; metadata[i]; i += 2) {
-      if (i) dlrt__text_put(h, ",", 1);
-      dlrt__text_json_string(h, metadata[i]);
-      dlrt__text_put(h, ":", 1);
-      dlrt__text_json_string(h, metadata[i + 1]);
-    }
-    dlrt__text_put(h, "}", 1);
+  char crc[16];
+  snprintf(crc, sizeof crc, "%08x", (unsigned)data_crc(tensors, n));
+  dlrt__text_put(h, "{\"__metadata__\":{", 17);
+  for (size_t i = 0; metadata && metadata[i]; i += 2) {
+    if (!strcmp(metadata[i], ST_CRC_KEY)) continue; /* ours, written fresh below */
+    dlrt__text_json_string(h, metadata[i]);
+    dlrt__text_put(h, ":", 1);
+    dlrt__text_json_string(h, metadata[i + 1]);
+    dlrt__text_put(h, ",", 1);
   }
+  dlrt__text_json_string(h, ST_CRC_KEY);
+  dlrt__text_put(h, ":", 1);
+  dlrt__text_json_string(h, crc);
+  dlrt__text_put(h, "}", 1);
   uint64_t offset = 0;
   for (int i = 0; i < n; i++) {
     const dlrt_host_tensor *t = &tensors[i];
-    if (i || (metadata && metadata[0])) dlrt__text_put(h, ",", 1);
+    dlrt__text_put(h, ",", 1);
     dlrt__text_json_string(h, t->name);
     dlrt__text_printf(h, ":{\"dtype\":\"%s\",\"shape\":[", st_dtype_name(t->dtype));
     for (int d = 0; d < t->ndim; d++)
@@ -518,6 +542,31 @@ static int check_layout(const char *path, st_header *h, uint64_t data) {
   return DLRT_OK;
 }
 
+/* Checks the data against dlrt's CRC-32 when the metadata has one, and
+ * takes the key out of the metadata (tensors: in file order). */
+static int check_crc(const char *path, st_header *h, const dlrt_host_tensor *tensors) {
+  for (size_t i = 0; i + 1 < h->meta_n; i += 2) {
+    if (strcmp(h->meta[i], ST_CRC_KEY) != 0) continue;
+    char *end;
+    unsigned long want = strtoul(h->meta[i + 1], &end, 16);
+    if (strlen(h->meta[i + 1]) != 8 || *end)
+      return dlrt__set_error(DLRT_ERR_IO, "%s: corrupt: metadata \"%s\" is \"%s\", not 8 hex "
+                             "digits", path, ST_CRC_KEY, h->meta[i + 1]);
+    uint32_t got = data_crc(tensors, h->n);
+    if (got != (uint32_t)want)
+      return dlrt__set_error(DLRT_ERR_IO, "%s: corrupt: the tensors' bytes do not match the "
+                             "CRC-32 saved with them (%08lx; the bytes give %08x): the file "
+                             "was damaged after it was written; use an earlier copy", path,
+                             want, (unsigned)got);
+    free(h->meta[i]);
+    free(h->meta[i + 1]);
+    memmove(h->meta + i, h->meta + i + 2, (h->meta_n - i - 2 + 1) * sizeof *h->meta);
+    h->meta_n -= 2;
+    return DLRT_OK;
+  }
+  return DLRT_OK;
+}
+
 int dlrt_safetensors_load(const char *path, dlrt_host_tensor **tensors, int *n,
                           char ***metadata) {
   DLRT__CHECK_ARG(path && tensors && n, "path, tensors or n is NULL");
@@ -589,6 +638,7 @@ int dlrt_safetensors_load(const char *path, dlrt_host_tensor **tensors, int *n,
       goto out;
     }
   }
+  if ((rc = check_crc(path, &h, out)) < 0) goto out;
   *tensors = out;
   *n = h.n;
   out = NULL;
