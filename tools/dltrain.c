@@ -442,8 +442,25 @@ int main(int argc, char **argv) {
 
   /* Say what was chosen, defaults included. */
   const char *env = getenv("DLRT_DEVICE");
-  fprintf(log, "device   %s (%s), %s\n", dlrt_device_spec(dev), props.name,
-          o.device && *o.device ? "from --device" : env && *env ? "from $DLRT_DEVICE" : "auto");
+  if (n_replicas > 0 && o.devices) {
+    /* Devices that are CPUs share the host's cores (the cpu backend, PoCL):
+     * data parallelism between them only divides those cores. */
+    int cpus = 0;
+    fputs("devices ", log);
+    for (int i = 0; i < n_replicas; i++) {
+      dlrt_device_props p = {0};
+      dlrt_device_props_get(replicas[i], &p);
+      cpus += p.kind == DLRT_DEVICE_CPU;
+      fprintf(log, "%s %s (%s)", i ? "," : "", dlrt_device_spec(replicas[i]), p.name);
+    }
+    fputs(", from --devices\n", log);
+    if (cpus > 1)
+      fprintf(log, "note     %d of them are CPU devices sharing this host's cores: together "
+              "they can train slower than one alone\n", cpus);
+  } else {
+    fprintf(log, "device   %s (%s), %s\n", dlrt_device_spec(dev), props.name,
+            o.device && *o.device ? "from --device" : env && *env ? "from $DLRT_DEVICE" : "auto");
+  }
   fprintf(log, "model    %s, %" PRId64 " parameters; %s lr %g, batch %" PRId64, o.model,
           r.info.params, dlrt_optimizer_name(o.opt.kind), o.opt.lr, o.batch);
   if (o.accum > 1)
