@@ -55,6 +55,17 @@ static int reads_layout(const node *n) {
   return n->op == OP_VIEW || n->op == OP_CONTIGUOUS || n->op == OP_SLICE;
 }
 
+/* Appends nd to the new order out[0..n), growing it. */
+static int push(node ***out, int *n, int *cap, node *nd) {
+  if (*n >= *cap) {
+    node **grown = realloc(*out, (size_t)(*cap *= 2) * sizeof **out);
+    if (!grown) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+    *out = grown;
+  }
+  (*out)[(*n)++] = nd;
+  return DLRT_OK;
+}
+
 int dlrt__graph_layout(dlrt_graph_t *g) {
   if (!g || g->status) return g ? g->status : DLRT_OK;
   /* A graph without a backward pass gets its precision rewrite here (its
@@ -95,15 +106,9 @@ int dlrt__graph_layout(dlrt_graph_t *g) {
           rc = g->status ? g->status : DLRT_ERR_OOM;
           break;
         }
-        if (n + 1 >= cap) {
-          node **grown = realloc(out, (size_t)(cap *= 2) * sizeof *out);
-          if (!grown) {
-            rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
-            break;
-          }
-          out = grown;
-        }
-        for (int k = before; k < g->n_nodes; k++) out[n++] = g->nodes[k];
+        for (int k = before; k < g->n_nodes && rc == DLRT_OK; k++)
+          rc = push(&out, &n, &cap, g->nodes[k]);
+        if (rc != DLRT_OK) break; /* the copy stays in g->nodes, which frees it */
         g->n_nodes = before;
         if (slot) *slot = c;
         nd->in[j] = c;
@@ -111,16 +116,7 @@ int dlrt__graph_layout(dlrt_graph_t *g) {
         nd->in[j] = *slot;
       }
     }
-    if (rc != DLRT_OK) break;
-    if (n + 1 >= cap) {
-      node **grown = realloc(out, (size_t)(cap *= 2) * sizeof *out);
-      if (!grown) {
-        rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
-        break;
-      }
-      out = grown;
-    }
-    out[n++] = nd;
+    if (rc == DLRT_OK) rc = push(&out, &n, &cap, nd);
   }
   free(dense);
   if (rc != DLRT_OK) {
