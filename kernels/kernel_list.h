@@ -23,7 +23,8 @@
   DLRT__TYPED(X, relu_grad) DLRT__TYPED(X, sum_cols)                           \
   DLRT__TYPED(X, sum_channels) DLRT__TYPED(X, im2col) DLRT__TYPED(X, col2im)   \
   DLRT__TYPED(X, swap01) DLRT__TYPED(X, maxpool) DLRT__TYPED(X, maxpool_grad)  \
-  DLRT__TYPED(X, maxpool_scatter)                                              \
+  DLRT__TYPED(X, maxpool_scatter) DLRT__TYPED(X, sum_planes)                   \
+  DLRT__TYPED(X, sum_parts)                                                    \
   X(softmax_xent) X(sgd_update) X(adam_update) X(broadcast_scalar) X(sub)      \
   X(div) X(div_grad_z) X(activation)                                           \
   X(activation_grad) X(softmax) X(softmax_grad) X(avgpool) X(avgpool_grad)     \

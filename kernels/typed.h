@@ -17,6 +17,12 @@
   ((((cn) ? (ch) * (n) + (b) : (b) * (c) + (ch)) * (h) + (iy)) * (w) + (ix))
 /* Pixels col2im sums at once in private fp32 registers. */
 #define DLRT__COL2IM_RUN 32
+/* Max pooling's argmax byte: the maximum's place in its window (ky * k +
+ * kx), and for windows of up to 128 places (k <= 11) bit 7 set when the
+ * maximum is positive: the mask of a ReLU before the pool, so the fused
+ * gradient does not need the pooled output. */
+#define DLRT__ARGMAX_SIGNED(k) ((k) * (k) <= 128)
+#define DLRT__ARGMAX_POSITIVE 0x80
 /* Moves one element without converting it. */
 #define DLRT__COPY(y, i, x, j) ((y)[i] = (x)[j])
 
@@ -77,6 +83,33 @@ DLRT_KERNEL(dlrt_k_sum_channels_##SUF)(DLRT_RANGE DLRT_PTR(T, s), DLRT_CPTR(T, x
     float a = 0.0f;                                                                             \
     for (DLRT_INDEX b = 0; b < n; b++)                                                          \
       for (DLRT_INDEX p = 0; p < spatial; p++) a += LD(x, (b * channels + c) * spatial + p);    \
+    ST(s, c, a);                                                                                \
+  }                                                                                             \
+}                                                                                               \
+/* parts[r] = sum of plane r of x (rows x spatial), in order, in fp32: one                      \
+ * work-item per (channel, image) plane of a CNHW tensor. The first half of                     \
+ * a convolution bias's gradient, summed image by image so that a chunk of                      \
+ * images at a time adds up to the same bits as the whole batch. */                             \
+DLRT_KERNEL(dlrt_k_sum_planes_##SUF)(DLRT_RANGE DLRT_PTR(float, parts), DLRT_CPTR(T, x),         \
+                                     DLRT_INDEX rows, DLRT_INDEX spatial) {                     \
+  DLRT_BIND(float, parts);                                                                      \
+  DLRT_CBIND(T, x);                                                                             \
+  DLRT_FOR_EACH(r, rows) {                                                                      \
+    float a = 0.0f;                                                                             \
+    for (DLRT_INDEX p = 0; p < spatial; p++) a += LD(x, r * spatial + p);                       \
+    parts[r] = a;                                                                               \
+  }                                                                                             \
+}                                                                                               \
+/* s[c] = (accumulate ? s[c] : 0) + parts[c, 0] + ... + parts[c, n - 1], in                     \
+ * that order (parts: channels x n, fp32): the second half, so chunks of                        \
+ * images that accumulate in order sum exactly as one pass over them all. */                    \
+DLRT_KERNEL(dlrt_k_sum_parts_##SUF)(DLRT_RANGE DLRT_PTR(T, s), DLRT_CPTR(float, parts),          \
+                                    DLRT_INDEX channels, DLRT_INDEX n, DLRT_INDEX accumulate) { \
+  DLRT_BIND(T, s);                                                                              \
+  DLRT_CBIND(float, parts);                                                                     \
+  DLRT_FOR_EACH(c, channels) {                                                                  \
+    float a = accumulate ? LD(s, c) : 0.0f;                                                     \
+    for (DLRT_INDEX b = 0; b < n; b++) a += parts[c * n + b];                                   \
     ST(s, c, a);                                                                                \
   }                                                                                             \
 }                                                                                               \
@@ -173,21 +206,27 @@ DLRT_KERNEL(dlrt_k_swap01_##SUF)(DLRT_RANGE DLRT_PTR(T, y), DLRT_CPTR(T, x), DLR
 }                                                                                               \
 /* Max pooling over k x k windows with a stride, no padding: y and where in                     \
  * its window each maximum is (ky * k + kx, one byte: k <= 16; first one on                     \
- * ties; NaN wins). x is planes x h x w; one work-item per plane. */                            \
+ * ties; NaN wins). x is planes x h x w; one work-item per plane. Plane p of                     \
+ * x pools into plane (p / pn) * pN + pb0 + p % pn of y and argmax: the same                    \
+ * plane with pn = pN = planes, pb0 = 0; a chunk of pn images of a CNHW                         \
+ * tensor whose y holds all pN, from image pb0 on, otherwise (the pooling                       \
+ * gradients take the same three). */                                                           \
 DLRT_KERNEL(dlrt_k_maxpool_##SUF)(DLRT_RANGE DLRT_PTR(T, y), DLRT_PTR(unsigned char, argmax),   \
                                   DLRT_CPTR(T, x), DLRT_INDEX planes, DLRT_INDEX h,             \
                                   DLRT_INDEX w, DLRT_INDEX k, DLRT_INDEX stride, DLRT_INDEX oh, \
-                                  DLRT_INDEX ow) {                                              \
+                                  DLRT_INDEX ow, DLRT_INDEX pn, DLRT_INDEX pN,                  \
+                                  DLRT_INDEX pb0) {                                             \
   DLRT_BIND(T, y);                                                                              \
   DLRT_BIND(unsigned char, argmax);                                                             \
   DLRT_CBIND(T, x);                                                                             \
   DLRT_FOR_EACH(p, planes) {                                                                    \
+    DLRT_INDEX q = (p / pn) * pN + pb0 + p % pn;                                                \
     if (k == 2 && stride == 2) {                                                                \
       /* The common 2 x 2 window, unrolled: the same scan order (row by                         \
        * row), so the same maximum and index on ties and NaN, with selects                      \
        * the compiler can keep out of branches. */                                              \
       for (DLRT_INDEX oy = 0; oy < oh; oy++) {                                                  \
-        DLRT_INDEX top = p * h * w + 2 * oy * w, o = (p * oh + oy) * ow;                        \
+        DLRT_INDEX top = p * h * w + 2 * oy * w, o = (q * oh + oy) * ow;                        \
         for (DLRT_INDEX ox = 0; ox < ow; ox++) {                                                \
           DLRT_INDEX i0 = top + 2 * ox;                                                         \
           float m = LD(x, i0), v1 = LD(x, i0 + 1), v2 = LD(x, i0 + w), v3 = LD(x, i0 + w + 1);  \
@@ -199,13 +238,13 @@ DLRT_KERNEL(dlrt_k_maxpool_##SUF)(DLRT_RANGE DLRT_PTR(T, y), DLRT_PTR(unsigned c
           take = v3 > m || (v3 != v3 && m == m);                                                \
           m = take ? v3 : m, best = take ? 3 : best;                                            \
           DLRT__COPY(y, o + ox, x, i0 + (best >> 1) * w + (best & 1));                          \
-          argmax[o + ox] = (unsigned char)best;                                                 \
+          argmax[o + ox] = (unsigned char)(best | (m > 0.0f ? DLRT__ARGMAX_POSITIVE : 0));      \
         }                                                                                       \
       }                                                                                         \
       continue;                                                                                 \
     }                                                                                           \
     for (DLRT_INDEX oy = 0; oy < oh; oy++) {                                                    \
-      DLRT_INDEX top = p * h * w + oy * stride * w, o = (p * oh + oy) * ow;                     \
+      DLRT_INDEX top = p * h * w + oy * stride * w, o = (q * oh + oy) * ow;                     \
       for (DLRT_INDEX ox = 0; ox < ow; ox++) {                                                  \
         DLRT_INDEX corner = top + ox * stride, best = 0;                                        \
         float m = LD(x, corner);                                                                \
@@ -218,27 +257,32 @@ DLRT_KERNEL(dlrt_k_maxpool_##SUF)(DLRT_RANGE DLRT_PTR(T, y), DLRT_PTR(unsigned c
             }                                                                                   \
           }                                                                                     \
         DLRT__COPY(y, o + ox, x, corner + (best / k) * w + best % k);                           \
-        argmax[o + ox] = (unsigned char)best;                                                   \
+        argmax[o + ox] = (unsigned char)(best | (DLRT__ARGMAX_SIGNED(k) && m > 0.0f             \
+                                                     ? DLRT__ARGMAX_POSITIVE : 0));             \
       }                                                                                         \
     }                                                                                           \
   }                                                                                             \
 }                                                                                               \
 /* dx[j] = the sum of dy over the windows whose maximum was input j (a gather                   \
  * over the windows that cover j); one work-item per input row. With                            \
- * `masked`, a window whose maximum y is not positive hands on 0: the                           \
- * gradient of relu then max-pool in one pass, y (the pooled output) standing                   \
- * in for the ReLU's output, which equals it wherever dy arrives. */                            \
+ * `masked`, a window whose maximum is not positive hands on 0: the                             \
+ * gradient of relu then max-pool in one pass, the maximum standing in for                      \
+ * the ReLU's output, which equals it wherever dy arrives. Its sign is the                      \
+ * argmax byte's bit 7 (DLRT__ARGMAX_SIGNED windows; y is not read) or y, the                   \
+ * pooled output, for larger ones. */                                                           \
 DLRT_KERNEL(dlrt_k_maxpool_grad_##SUF)(DLRT_RANGE DLRT_PTR(T, dx), DLRT_CPTR(T, dy),            \
                                        DLRT_CPTR(unsigned char, argmax), DLRT_CPTR(T, y),       \
                                        DLRT_INDEX planes, DLRT_INDEX h, DLRT_INDEX w,           \
                                        DLRT_INDEX k, DLRT_INDEX stride, DLRT_INDEX oh,          \
-                                       DLRT_INDEX ow, DLRT_INDEX masked) {                      \
+                                       DLRT_INDEX ow, DLRT_INDEX masked, DLRT_INDEX pn,         \
+                                       DLRT_INDEX pN, DLRT_INDEX pb0) {                         \
   DLRT_BIND(T, dx);                                                                             \
   DLRT_CBIND(T, dy);                                                                            \
   DLRT_CBIND(unsigned char, argmax);                                                            \
   DLRT_CBIND(T, y);                                                                             \
+  int signed_ = DLRT__ARGMAX_SIGNED(k);                                                        \
   DLRT_FOR_EACH(r, planes * h) {                                                                \
-    DLRT_INDEX p = r / h, iy = r - p * h;                                                       \
+    DLRT_INDEX p = r / h, iy = r - p * h, q = (p / pn) * pN + pb0 + p % pn;                     \
     /* Windows oy with oy*stride <= iy < oy*stride + k. */                                      \
     DLRT_INDEX oy0 = iy >= k ? (iy - k) / stride + 1 : 0, oy1 = iy / stride;                    \
     if (oy1 >= oh) oy1 = oh - 1;                                                                \
@@ -249,12 +293,13 @@ DLRT_KERNEL(dlrt_k_maxpool_grad_##SUF)(DLRT_RANGE DLRT_PTR(T, dx), DLRT_CPTR(T, 
       int keep = 1;                                                                             \
       for (DLRT_INDEX oy = oy0; oy <= oy1; oy++)                                                \
         for (DLRT_INDEX ox = ox0; ox <= ox1; ox++) {                                            \
-          DLRT_INDEX o = (p * oh + oy) * ow + ox;                                               \
+          DLRT_INDEX o = (q * oh + oy) * ow + ox;                                               \
           /* This input's place in window (oy, ox); every window that picked                    \
            * it has its value as maximum, so one mask for all of them. */                       \
-          if ((DLRT_INDEX)argmax[o] == (iy - oy * stride) * k + ix - ox * stride) {             \
+          DLRT_INDEX code = argmax[o], at = signed_ ? code & 0x7f : code;                       \
+          if (at == (iy - oy * stride) * k + ix - ox * stride) {                                \
             a += LD(dy, o);                                                                     \
-            keep = !masked || LD(y, o) > 0.0f;                                                  \
+            keep = !masked || (signed_ ? code >= DLRT__ARGMAX_POSITIVE : LD(y, o) > 0.0f);      \
           }                                                                                     \
         }                                                                                       \
       ST(dx, r * w + ix, keep ? a : 0.0f);                                                      \
@@ -269,19 +314,23 @@ DLRT_KERNEL(dlrt_k_maxpool_scatter_##SUF)(DLRT_RANGE DLRT_PTR(T, dx), DLRT_CPTR(
                                           DLRT_CPTR(unsigned char, argmax), DLRT_CPTR(T, y),    \
                                           DLRT_INDEX planes, DLRT_INDEX h, DLRT_INDEX w,        \
                                           DLRT_INDEX k, DLRT_INDEX stride, DLRT_INDEX oh,       \
-                                          DLRT_INDEX ow, DLRT_INDEX masked) {                   \
+                                          DLRT_INDEX ow, DLRT_INDEX masked, DLRT_INDEX pn,      \
+                                          DLRT_INDEX pN, DLRT_INDEX pb0) {                      \
   DLRT_BIND(T, dx);                                                                             \
   DLRT_CBIND(T, dy);                                                                            \
   DLRT_CBIND(unsigned char, argmax);                                                            \
   DLRT_CBIND(T, y);                                                                             \
+  int signed_ = DLRT__ARGMAX_SIGNED(k);                                                        \
   DLRT_FOR_EACH(r, planes * oh) {                                                               \
-    DLRT_INDEX p = r / oh, oy = r - p * oh;                                                     \
+    DLRT_INDEX p = r / oh, oy = r - p * oh, q = (p / pn) * pN + pb0 + p % pn;                   \
     DLRT_INDEX top = p * h * w + oy * stride * w;                                               \
     for (DLRT_INDEX ox = 0; ox < ow; ox++) {                                                    \
-      DLRT_INDEX o = r * ow + ox, at = argmax[o];                                               \
+      DLRT_INDEX o = (q * oh + oy) * ow + ox, code = argmax[o];                                 \
+      DLRT_INDEX at = signed_ ? code & 0x7f : code;                                             \
       DLRT_INDEX to = top + (at / k) * w + ox * stride + at % k;                                \
       if (masked) /* as relu_grad computes it: a select of dy or 0 */                           \
-        ST(dx, to, LD(y, o) > 0.0f ? LD(dy, o) : 0.0f);                                         \
+        ST(dx, to, (signed_ ? code >= DLRT__ARGMAX_POSITIVE : LD(y, o) > 0.0f) ? LD(dy, o)     \
+                                                                               : 0.0f);         \
       else                                                                                      \
         DLRT__COPY(dx, to, dy, o);                                                              \
     }                                                                                           \

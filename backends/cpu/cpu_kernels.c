@@ -110,6 +110,12 @@ GATHER_WRAPPER(b16, DLRT_U16)
   static void w_sum_channels_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {       \
     dlrt_k_sum_channels_##SUF(lo, hi, PTR(T, 0), PTR(const T, 1), I64(2), I64(3), I64(4)); \
   }                                                                                    \
+  static void w_sum_planes_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {         \
+    dlrt_k_sum_planes_##SUF(lo, hi, PTR(float, 0), PTR(const T, 1), I64(2), I64(3));   \
+  }                                                                                    \
+  static void w_sum_parts_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {          \
+    dlrt_k_sum_parts_##SUF(lo, hi, PTR(T, 0), PTR(const float, 1), I64(2), I64(3), I64(4)); \
+  }                                                                                    \
   static void w_im2col_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {             \
     dlrt_k_im2col_##SUF(lo, hi, PTR(T, 0), PTR(const T, 1), I64(2), I64(3), I64(4),    \
                         I64(5), I64(6), I64(7), I64(8), I64(9), I64(10), I64(11),      \
@@ -125,18 +131,19 @@ GATHER_WRAPPER(b16, DLRT_U16)
   }                                                                                    \
   static void w_maxpool_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {            \
     dlrt_k_maxpool_##SUF(lo, hi, PTR(T, 0), PTR(unsigned char, 1), PTR(const T, 2), I64(3), \
-                         I64(4), I64(5), I64(6), I64(7), I64(8), I64(9));              \
+                         I64(4), I64(5), I64(6), I64(7), I64(8), I64(9), I64(10), I64(11), \
+                         I64(12));                                                     \
   }                                                                                    \
   static void w_maxpool_grad_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {       \
     dlrt_k_maxpool_grad_##SUF(lo, hi, PTR(T, 0), PTR(const T, 1), PTR(const unsigned char, 2), \
                               PTR(const T, 3), I64(4), I64(5), I64(6), I64(7), I64(8),  \
-                              I64(9), I64(10), I64(11));                               \
+                              I64(9), I64(10), I64(11), I64(12), I64(13), I64(14));    \
   }                                                                                    \
   static void w_maxpool_scatter_##SUF(const dlrt__arg *a, int64_t lo, int64_t hi) {    \
     dlrt_k_maxpool_scatter_##SUF(lo, hi, PTR(T, 0), PTR(const T, 1),                   \
                                  PTR(const unsigned char, 2), PTR(const T, 3), I64(4), \
                                  I64(5), I64(6), I64(7), I64(8), I64(9), I64(10),      \
-                                 I64(11));                                             \
+                                 I64(11), I64(12), I64(13), I64(14));                  \
   }
 TYPED_WRAPPERS(f32, float)
 TYPED_WRAPPERS(f16, DLRT_U16)

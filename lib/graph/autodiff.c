@@ -101,7 +101,7 @@ static int backward_node(dlrt_graph_t *g, node *n) {
     if (rc == DLRT_OK && b->needs_grad) {
       op_kind op = n->op == OP_BIAS_ROWS ? OP_SUM_COLS : OP_SUM_CHANNELS;
       dlrt_tensor_t *db = bnode(g, op, 1, &dy, b->ndim, b->shape, b);
-      if (db) memcpy(db->producer->p, n->p, 3 * sizeof n->p[0]);
+      if (db) memcpy(db->producer->p, n->p, 4 * sizeof n->p[0]);
       rc = accumulate(g, b, db);
     }
     return rc;
@@ -180,7 +180,7 @@ static int backward_node(dlrt_graph_t *g, node *n) {
   }
   case OP_MAXPOOL: {
     /* Pooling a ReLU's output that nothing else reads: one pass gives the
-     * gradient of both, the pooled output serving as the ReLU's mask, so
+     * gradient of both, the maximum's sign serving as the ReLU's mask, so
      * the ReLU's output need not live until the backward pass. The values
      * are relu_grad(maxpool_grad(dy)) bit for bit. A kept output keeps its
      * own gradient (and the two passes). */
@@ -188,8 +188,12 @@ static int backward_node(dlrt_graph_t *g, node *n) {
     int fuse = relu && relu->op == OP_RELU && a->owner == a && !a->kept &&
                relu->in[0]->dtype == a->dtype && only_reader(g, a, n);
     dlrt_tensor_t *target = fuse ? relu->in[0] : a;
+    /* The mask is the maximum's sign: a bit of the argmax byte for windows
+     * of up to 128 places, so the pooled output need not live on for it;
+     * the pooled output itself for larger ones. */
+    int mask_input = fuse && n->p[3] * n->p[3] > 128;
     dlrt_tensor_t *in[3] = {dy, n->out[1], n->out[0]};
-    dlrt_tensor_t *d = bnode(g, OP_MAXPOOL_GRAD, fuse ? 3 : 2, in, a->ndim, a->shape, target);
+    dlrt_tensor_t *d = bnode(g, OP_MAXPOOL_GRAD, mask_input ? 3 : 2, in, a->ndim, a->shape, target);
     if (d) {
       memcpy(d->producer->p, n->p, 7 * sizeof n->p[0]);
       d->producer->p[7] = fuse;

@@ -166,17 +166,23 @@ int dlrt_exec_set_checkpointing(dlrt_exec_t *e, int every) {
                   "dlrt_exec_set_checkpointing: executor is NULL or segment length %d (give 0, "
                   "N > 0 or DLRT_CHECKPOINT_SQRT)", every);
   int len = dlrt__checkpoint_segment(e->g, every);
-  schedule fresh = {0};
-  uint64_t peak;
+  /* Both schedules: evaluation runs the same segments' chunked blocks. */
+  schedule fresh = {0}, fresh_forward = {0};
+  uint64_t peak, forward_peak;
   int rc = dlrt__plan(e->g, PHASE_UPDATE, len, &fresh, &peak, NULL);
+  if (rc == DLRT_OK) rc = dlrt__plan(e->g, PHASE_FORWARD, len, &fresh_forward, &forward_peak, NULL);
   if (rc < 0) {
     dlrt__schedule_free(&fresh);
+    dlrt__schedule_free(&fresh_forward);
     return rc;
   }
   dlrt__schedule_free(&e->plans[DLRT_RUN_TRAIN]);
+  dlrt__schedule_free(&e->plans[DLRT_RUN_FORWARD]);
   e->plans[DLRT_RUN_TRAIN] = fresh;
+  e->plans[DLRT_RUN_FORWARD] = fresh_forward;
   e->train_peak = peak;
-  e->planned_peak = peak > e->forward_peak ? peak : e->forward_peak;
+  e->forward_peak = forward_peak;
+  e->planned_peak = peak > forward_peak ? peak : forward_peak;
   e->checkpoint_every = len;
   /* Gradient buckets follow the schedule's positions: place them again. */
   return e->buckets.n ? dlrt__exec_stream_gradients(e, e->buckets.bytes) : DLRT_OK;
@@ -195,6 +201,47 @@ static void trace_node(dlrt_exec_t *e, const node *n, int on_host, double t0) {
   if (dlrt_mem_stats_get(e->dev, &st) == DLRT_OK)
     dlrt__trace_counter("device memory allocated", st.allocated.current);
   if (e->spill) dlrt__trace_counter("spill: resident", dlrt__mpool_resident(e->spill));
+}
+
+/* A chunked block of the schedule (chunk.c): its positions run for each
+ * chunk of images in turn. Storages that hold one chunk are allocated and
+ * freed each time; those of the whole batch are made by the first chunk
+ * and freed after the last. */
+static int run_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b) {
+  int rc = DLRT_OK;
+  for (int64_t b0 = 0; b0 < b->batch && rc == DLRT_OK; b0 += b->chunk) {
+    dlrt__chunk c = {b->batch, b0, b->batch - b0 < b->chunk ? b->batch - b0 : b->chunk, s->local};
+    int last_chunk = b0 + c.nb >= b->batch;
+    for (int k = b->begin; k < b->end && rc == DLRT_OK; k++) {
+      node *n = e->g->nodes[s->order[k]];
+      if (s->inplace[k] >= 0) e->bufs[n->out[0]->id] = e->bufs[s->inplace[k]];
+      for (int j = 0; j < n->n_out && rc == DLRT_OK; j++) {
+        dlrt_tensor_t *t = n->out[j];
+        if (t->owner != t || e->bufs[t->id]) continue;
+        size_t bytes = dlrt__tensor_bytes(t);
+        if (s->local[t->id] == 1) bytes = bytes / (size_t)b->batch * (size_t)c.nb;
+        rc = dlrt_buffer_alloc(e->dev, bytes ? bytes : 4, e->stream, &e->bufs[t->id]);
+      }
+      double t0 = e->profile ? now_ms() : 0;
+      if (rc == DLRT_OK) rc = dlrt__exec_run_node_chunk(e, n, &c);
+      if (e->profile && rc == DLRT_OK) {
+        rc = dlrt_stream_synchronize(e->stream);
+        e->op_ms[n->op] += now_ms() - t0;
+        e->op_calls[n->op]++;
+      }
+      if (rc < 0)
+        return dlrt__set_error(rc, "graph node %d (%s -> %s), images %lld to %lld: %s",
+                               s->order[k], dlrt__op_name(n->op), n->out[0]->name,
+                               (long long)b0, (long long)(b0 + c.nb - 1), dlrt_last_error());
+      if (s->inplace[k] >= 0) e->bufs[s->inplace[k]] = NULL;
+      for (int *f = s->frees[k]; *f >= 0; f++) {
+        if (!s->local[*f] && !last_chunk) continue;
+        dlrt_buffer_free(e->bufs[*f]);
+        e->bufs[*f] = NULL;
+      }
+    }
+  }
+  return rc;
 }
 
 int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
@@ -266,6 +313,19 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
         dlrt_buffer_free(e->bufs[*f]);
         e->bufs[*f] = NULL;
       }
+      continue;
+    }
+    if (!e->spill && s->block_of && s->block_of[k] >= 0) {
+      /* A chunked block (never with spilling, whose residency is per
+       * storage: those run its nodes whole). */
+      const dlrt__chunk_block *b = &s->blocks[s->block_of[k]];
+      double trace_t0 = tracing && dlrt_stream_synchronize(e->stream) == DLRT_OK ? dlrt__trace_now_us() : 0;
+      rc = run_block(e, s, b);
+      for (int kk = b->begin; kk < b->end && rc == DLRT_OK; kk++) {
+        if (gradients_only && e->buckets.n) rc = dlrt__exec_stream_ready(e, kk);
+        if (tracing && rc == DLRT_OK) trace_node(e, g->nodes[s->order[kk]], 0, trace_t0);
+      }
+      k = b->end - 1;
       continue;
     }
     int on_host = 0;

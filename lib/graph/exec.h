@@ -10,6 +10,13 @@
 #include "graph/graph.h"
 #include "mem/managed.h"
 
+/* Positions [begin, end) of a schedule that run a chunk of `chunk` images
+ * at a time over a batch of `batch` (chunk.c). */
+typedef struct {
+  int begin, end;
+  int64_t batch, chunk;
+} dlrt__chunk_block;
+
 typedef struct {
   int *order;     /* node indices */
   int n;
@@ -25,6 +32,16 @@ typedef struct {
   int **next;
   int *first;
   int last_forward;
+  /* Chunked blocks (checkpointed training only; NULL and 0 without):
+   * block_of[k], position k's block or -1; local[id], 1 for a storage that
+   * holds one chunk's images, 2 for a convolution's workspace in a block
+   * (both made again for each chunk), 0 for the rest. A block's storages
+   * of the whole batch that end inside it are freed after its last chunk
+   * (the frees at its last position). */
+  dlrt__chunk_block *blocks;
+  int n_blocks;
+  int *block_of;
+  char *local;
 } schedule;
 
 struct dlrt_exec {
@@ -122,6 +139,9 @@ int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt__memory_
 int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s, uint64_t *peak,
                dlrt__memory_breakdown *at_peak);
 void dlrt__schedule_free(schedule *s);
+/* Finds the chunked blocks of a checkpointed training schedule (segments
+ * of `every` forward nodes) and fills s->blocks, block_of and local. */
+int dlrt__find_chunk_blocks(const dlrt_graph_t *g, schedule *s, int every);
 /* Forward nodes per segment for a checkpointing setting (0, N or
  * DLRT_CHECKPOINT_SQRT: ceil(sqrt(forward nodes))). */
 int dlrt__checkpoint_segment(const dlrt_graph_t *g, int every);
@@ -189,6 +209,16 @@ void dlrt__exec_buckets_free(dlrt_exec_t *e);
 
 /* Queues what node `n` computes on the executor's stream (exec_ops.c). */
 int dlrt__exec_run_node(dlrt_exec_t *e, node *n);
+/* The same for images [b0, b0 + nb) of a batch of n, in a chunked block of
+ * the schedule: tensors whose owner is marked in `local` (by tensor id)
+ * hold only those images, the others all n. Convolutions, their bias and
+ * its gradient, ReLU and max pooling take chunks (schedule.c picks blocks
+ * of those only). */
+typedef struct {
+  int64_t n, b0, nb;
+  const char *local;
+} dlrt__chunk;
+int dlrt__exec_run_node_chunk(dlrt_exec_t *e, node *n, const dlrt__chunk *c);
 /* dlrt_exec_copy_in of src_dtype values (F32, F16 or BF16) into input t of
  * any floating type: copied, or converted on the executor's stream (nearest
  * even). */

@@ -112,43 +112,65 @@ static int conv_columns(dlrt_exec_t *e, int to_cols, dlrt_tensor_t *image, dlrt_
   return dlrt__launch_submit(e->stream, &lb);
 }
 
+/* Whether tensor t holds only the chunk's images (chunked blocks). */
+static int chunk_local(const dlrt__chunk *c, const dlrt_tensor_t *t) {
+  return c && c->local[t->owner->id];
+}
+
+/* A per-batch count (elements, planes, columns) for the images a chunked
+ * block's chunk holds. */
+static int64_t in_chunk(const dlrt__chunk *c, int64_t whole) {
+  return c ? whole / c->n * c->nb : whole;
+}
+
 /* A convolution node, a chunk of images at a time (the workspace's columns
  * are chunk x OHW). y and dy are CNHW: O x (N x OHW), a chunk's columns
  * start at b0 x OHW, so each GEMM reads or writes its block of them in
  * place with the leading dimension N x OHW.
  *   forward: cols = im2col(x[b0..]); y[:, b0..] = W cols
  *   dW:      cols = im2col(x[b0..]); dW (+)= dy[:, b0..] cols^T (beta 1 after the first)
- *   dx:      cols = W^T dy[:, b0..]; dx[b0..] = col2im(cols) */
-static int run_conv(dlrt_exec_t *e, node *n) {
+ *   dx:      cols = W^T dy[:, b0..]; dx[b0..] = col2im(cols)
+ * In a chunked block (c) the node covers images [c->b0, c->b0 + c->nb) of
+ * the batch, and x, y or dy may hold only those: the GEMMs are the ones the
+ * whole batch runs for those images (block chunks are whole numbers of the
+ * node's chunks), so dW sums in the same order, bit for bit. */
+static int run_conv(dlrt_exec_t *e, node *n, const dlrt__chunk *c) {
   const int64_t *p = n->p;
   dlrt_tensor_t *ws = n->out[1], *w = n->op == OP_CONV_GRAD_W ? n->out[0] : n->in[1];
   dlrt_tensor_t *x = n->op == OP_CONV_GRAD_X ? n->out[0] : n->op == OP_CONV ? n->in[0] : n->in[1];
   dlrt_tensor_t *y = n->op == OP_CONV ? n->out[0] : n->in[0];
   int64_t batch = p[0], ohw = p[9] * p[10], ckk = p[1] * p[4] * p[5], o = w->shape[0];
   int64_t chunk = ws->shape[1] / ohw;
+  int64_t first = c ? c->b0 : 0, end = c ? c->b0 + c->nb : batch;
+  /* Images each of x and y holds, and the batch index of its first. */
+  int64_t x_held = chunk_local(c, x) ? c->nb : batch, x_first = chunk_local(c, x) ? c->b0 : 0;
+  int64_t y_held = chunk_local(c, y) ? c->nb : batch, y_first = chunk_local(c, y) ? c->b0 : 0;
+  int64_t geometry[12];
+  memcpy(geometry, p, sizeof geometry);
+  geometry[0] = x_held;
   size_t es = dlrt_dtype_size(y->dtype);
   int rc = DLRT_OK;
-  for (int64_t b0 = 0; b0 < batch && rc == DLRT_OK; b0 += chunk) {
-    int64_t nb = batch - b0 < chunk ? batch - b0 : chunk, cols = nb * ohw;
-    size_t y_at = off(y) + (size_t)(b0 * ohw) * es;
+  for (int64_t b0 = first; b0 < end && rc == DLRT_OK; b0 += chunk) {
+    int64_t nb = end - b0 < chunk ? end - b0 : chunk, cols = nb * ohw;
+    size_t y_at = off(y) + (size_t)((b0 - y_first) * ohw) * es;
     dlrt_gemm_desc d;
     if (n->op == OP_CONV_GRAD_X) {
       d = dlrt_gemm_desc_make(y->dtype, 1, 0, ckk, cols, o, 1.0f, 0.0f);
-      d.ldb = batch * ohw;
+      d.ldb = y_held * ohw;
       rc = dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, w), off(w), dlrt__exec_buf(e, y), y_at,
                      dlrt__exec_buf(e, ws), off(ws));
-      if (rc == DLRT_OK) rc = conv_columns(e, 0, x, ws, p, b0, nb);
+      if (rc == DLRT_OK) rc = conv_columns(e, 0, x, ws, geometry, b0 - x_first, nb);
       continue;
     }
-    if ((rc = conv_columns(e, 1, x, ws, p, b0, nb)) < 0) break;
+    if ((rc = conv_columns(e, 1, x, ws, geometry, b0 - x_first, nb)) < 0) break;
     if (n->op == OP_CONV) {
       d = dlrt_gemm_desc_make(y->dtype, 0, 0, o, cols, ckk, 1.0f, 0.0f);
-      d.ldc = batch * ohw;
+      d.ldc = y_held * ohw;
       rc = dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, w), off(w), dlrt__exec_buf(e, ws), off(ws),
                      dlrt__exec_buf(e, y), y_at);
     } else {
       d = dlrt_gemm_desc_make(y->dtype, 0, 1, o, ckk, cols, 1.0f, b0 ? 1.0f : 0.0f);
-      d.lda = batch * ohw;
+      d.lda = y_held * ohw;
       rc = dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, y), y_at, dlrt__exec_buf(e, ws), off(ws),
                      dlrt__exec_buf(e, w), off(w));
     }
@@ -156,7 +178,37 @@ static int run_conv(dlrt_exec_t *e, node *n) {
   return rc;
 }
 
-int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
+/* A convolution bias's gradient (CNHW dy: C x images x spatial): each
+ * (channel, image) plane summed, then each channel's planes in image order,
+ * onto what earlier chunks of the batch summed (c, after the first). */
+static int run_bias_grad(dlrt_exec_t *e, node *n, const dlrt__chunk *c) {
+  dlrt_tensor_t *s = n->out[0], *dy = n->in[0];
+  int64_t images = n->p[3], channels = n->p[1], spatial = n->p[2] / images;
+  int64_t held = c ? c->nb : images, rows = channels * held;
+  dlrt_buffer_t *parts;
+  int rc = dlrt_buffer_alloc(e->dev, (size_t)(rows ? rows : 1) * sizeof(float), e->stream, &parts);
+  if (rc < 0) return rc;
+  dlrt__launcher lb;
+  start(&lb, e, typed(DLRT__K_sum_planes_f32, dy->dtype), rows, 0);
+  lb.launch.item_cost = spatial;
+  dlrt__launch_buffer_arg(&lb, parts, 0, sizeof(float)), arg(&lb, e, dy);
+  dlrt__launch_i64(&lb, rows), dlrt__launch_i64(&lb, spatial);
+  rc = dlrt__launch_submit(e->stream, &lb);
+  if (rc == DLRT_OK) {
+    start(&lb, e, typed(DLRT__K_sum_parts_f32, s->dtype), channels, 0);
+    lb.launch.item_cost = held;
+    arg(&lb, e, s), dlrt__launch_buffer_arg(&lb, parts, 0, sizeof(float));
+    dlrt__launch_i64(&lb, channels), dlrt__launch_i64(&lb, held);
+    dlrt__launch_i64(&lb, c && c->b0 > 0);
+    rc = dlrt__launch_submit(e->stream, &lb);
+  }
+  dlrt_buffer_free(parts); /* stream-ordered: reused only after these kernels */
+  return rc;
+}
+
+int dlrt__exec_run_node(dlrt_exec_t *e, node *n) { return dlrt__exec_run_node_chunk(e, n, NULL); }
+
+int dlrt__exec_run_node_chunk(dlrt_exec_t *e, node *n, const dlrt__chunk *c) {
   dlrt__launcher lb;
   dlrt_tensor_t *y = n->n_out ? n->out[0] : NULL, *a = n->in[0], *b = n->in[1];
   const int64_t *p = n->p;
@@ -177,8 +229,8 @@ int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
     return dlrt_cast(e->stream, y->numel, dlrt__exec_buf(e, y), off(y), y->dtype, dlrt__exec_buf(e, a),
                      off(a), a->dtype);
   case OP_RELU:
-    return dlrt_elementwise(e->stream, DLRT_EW_RELU, y->dtype, y->numel, 0, dlrt__exec_buf(e, y), off(y),
-                            dlrt__exec_buf(e, a), off(a), NULL, 0);
+    return dlrt_elementwise(e->stream, DLRT_EW_RELU, y->dtype, in_chunk(c, y->numel), 0,
+                            dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, a), off(a), NULL, 0);
   case OP_ADD:
   case OP_MUL:
     return dlrt_elementwise(e->stream, n->op == OP_ADD ? DLRT_EW_ADD : DLRT_EW_MUL, y->dtype,
@@ -196,7 +248,7 @@ int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
   case OP_CONV:
   case OP_CONV_GRAD_W:
   case OP_CONV_GRAD_X:
-    return run_conv(e, n);
+    return run_conv(e, n, c);
   case OP_PERMUTE:
     start(&lb, e, typed(DLRT__K_swap01_f32, y->dtype), p[0] * p[1], 0);
     lb.launch.item_cost = p[2];
@@ -208,12 +260,14 @@ int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
     arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
     dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]);
     break;
-  case OP_BIAS_CHANNELS:
+  case OP_BIAS_CHANNELS: {
+    int64_t spatial = in_chunk(c, p[2]); /* chunks: CNHW, p[0] = 1 */
     start(&lb, e, typed(DLRT__K_bias_channels_f32, y->dtype), p[0] * p[1], 0);
-    lb.launch.item_cost = p[2];
+    lb.launch.item_cost = spatial;
     arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
-    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
+    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, spatial);
     break;
+  }
   case OP_RELU_GRAD:
     start(&lb, e, typed(DLRT__K_relu_grad_f32, y->dtype), y->numel, 0);
     arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
@@ -230,6 +284,7 @@ int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
     dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_f32(&lb, 0.0f);
     break;
   case OP_SUM_CHANNELS:
+    if (p[3] > 0) return run_bias_grad(e, n, c); /* a convolution's bias (CNHW, p[3] images) */
     /* One image (CNHW): a row reduction, spread over the whole device. */
     if (p[0] == 1)
       return dlrt_reduce(e->stream, DLRT_REDUCE_SUM, y->dtype, p[1], p[2], dlrt__exec_buf(e, y), off(y),
@@ -239,27 +294,39 @@ int dlrt__exec_run_node(dlrt_exec_t *e, node *n) {
     dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
     break;
   case OP_MAXPOOL:
-    start(&lb, e, typed(DLRT__K_maxpool_f32, y->dtype), p[0], 0); /* planes */
-    lb.launch.item_cost = p[5] * p[6] * p[3] * p[3];
-    arg(&lb, e, y), arg(&lb, e, n->out[1]), arg(&lb, e, a);
-    for (int i = 0; i < 7; i++) dlrt__launch_i64(&lb, p[i]);
-    break;
-  case OP_MAXPOOL_GRAD:
-    if (p[4] >= p[3]) {
-      /* Disjoint windows: zero dx, then each window writes its maximum. */
-      int rc = dlrt_elementwise(e->stream, DLRT_EW_FILL, y->dtype, y->numel, 0.0f, dlrt__exec_buf(e, y),
-                                off(y), NULL, 0, NULL, 0);
-      if (rc < 0) return rc;
-      start(&lb, e, typed(DLRT__K_maxpool_scatter_f32, y->dtype), p[0] * p[5], 0); /* output rows */
-      lb.launch.item_cost = p[6];
+  case OP_MAXPOOL_GRAD: {
+    /* Planes on the image side (x, dx; a chunk's own in chunked blocks),
+     * and how they map onto the pooled side's (y, argmax, dy): the same
+     * ones, or the chunk's among the whole batch's. */
+    int64_t planes = in_chunk(c, p[0]);
+    const dlrt_tensor_t *pooled = n->op == OP_MAXPOOL ? y : a;
+    int64_t pn = planes, pN = planes, pb0 = 0;
+    if (c && !chunk_local(c, pooled)) pn = c->nb, pN = c->n, pb0 = c->b0;
+    if (n->op == OP_MAXPOOL) {
+      start(&lb, e, typed(DLRT__K_maxpool_f32, y->dtype), planes, 0);
+      lb.launch.item_cost = p[5] * p[6] * p[3] * p[3];
+      arg(&lb, e, y), arg(&lb, e, n->out[1]), arg(&lb, e, a);
     } else {
-      start(&lb, e, typed(DLRT__K_maxpool_grad_f32, y->dtype), p[0] * p[1], 0); /* input rows */
-      lb.launch.item_cost = p[2] * p[3];
+      if (p[4] >= p[3]) {
+        /* Disjoint windows: zero dx, then each window writes its maximum. */
+        int rc = dlrt_elementwise(e->stream, DLRT_EW_FILL, y->dtype, in_chunk(c, y->numel), 0.0f,
+                                  dlrt__exec_buf(e, y), off(y), NULL, 0, NULL, 0);
+        if (rc < 0) return rc;
+        start(&lb, e, typed(DLRT__K_maxpool_scatter_f32, y->dtype), planes * p[5], 0); /* output rows */
+        lb.launch.item_cost = p[6];
+      } else {
+        start(&lb, e, typed(DLRT__K_maxpool_grad_f32, y->dtype), planes * p[1], 0); /* input rows */
+        lb.launch.item_cost = p[2] * p[3];
+      }
+      /* Fused with a ReLU's gradient (p[7]): the maximum's sign is the mask,
+       * in the argmax byte or (windows over 128 places) the pooled output. */
+      arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b), arg(&lb, e, n->n_in > 2 ? n->in[2] : a);
     }
-    /* Fused with a ReLU's gradient (p[7]): the pooled output is the mask. */
-    arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b), arg(&lb, e, p[7] ? n->in[2] : a);
-    for (int i = 0; i < 8; i++) dlrt__launch_i64(&lb, p[i]);
+    dlrt__launch_i64(&lb, planes);
+    for (int i = 1; i < (n->op == OP_MAXPOOL ? 7 : 8); i++) dlrt__launch_i64(&lb, p[i]);
+    dlrt__launch_i64(&lb, pn), dlrt__launch_i64(&lb, pN), dlrt__launch_i64(&lb, pb0);
     break;
+  }
   case OP_XENT: {
     /* Per-row losses and d logits in one pass, then the mean. */
     start(&lb, e, DLRT__K_softmax_xent, 0, p[0]);

@@ -196,6 +196,7 @@ int64_t dlrt__conv_chunk(int64_t ckk, int64_t ohw, int64_t n) {
                       ? (int64_t)(bytes > INT64_MAX / 2 ? INT64_MAX / 2 : bytes)
                       : DLRT_CONV_WORKSPACE;
   int64_t per_image = ckk * ohw * 4, chunk = per_image > 0 ? limit / per_image : n;
+  if (chunk > DLRT_CONV_CHUNK_IMAGES) chunk = DLRT_CONV_CHUNK_IMAGES;
   return chunk < 1 ? 1 : chunk > n ? n : chunk;
 }
 
@@ -516,9 +517,11 @@ dlrt_tensor_t *dlrt_conv2d(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
   dlrt_tensor_t *bin[2] = {y, b};
   dlrt_tensor_t *yb = dlrt__node1(g, OP_BIAS_CHANNELS, PHASE_FORWARD, 2, bin, 4, y_shape, NULL);
   if (yb) {
-    /* CNHW: one "image" whose channels each span N * OHW values. */
+    /* CNHW: one "image" whose channels each span N * OHW values; p[3] the
+     * N images (the gradient sums them one by one, see run_bias_grad). */
     yb->cnhw = 1;
     yb->producer->p[0] = 1, yb->producer->p[1] = o, yb->producer->p[2] = n * ohw;
+    yb->producer->p[3] = n;
   }
   return yb;
 }

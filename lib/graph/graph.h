@@ -41,11 +41,11 @@ typedef enum {
                      workspace; same p */
   OP_CONV_GRAD_X, /* out0 dx = col2im(in1 W^T x in0 dy), chunk by chunk through out1;
                      same p */
-  OP_MAXPOOL,     /* out0 = max, out1 = argmax (U8: ky * k + kx in the window);
-                     p: planes h w k stride oh ow */
+  OP_MAXPOOL,     /* out0 = max, out1 = argmax (U8: ky * k + kx in the window, bit 7
+                     the maximum's sign for k <= 11); p: planes h w k stride oh ow */
   OP_MAXPOOL_GRAD, /* out = gather of in0 (dy) by in1 (argmax); same p; p[7] = 1: the
-                      gradient of the ReLU before the pool too, in2 (the pooled
-                      output) its mask */
+                      gradient of the ReLU before the pool too, masked by the sign
+                      bit (k <= 11) or in2, the pooled output */
   OP_XENT,        /* out0 = mean loss [1], out1 = loss per row, out2 = d logits;
                      in0 logits, in1 labels; p: rows classes; f[0] smoothing */
   OP_VIEW,        /* out shares in0's storage with another shape; p[0]: 0 reshape,
@@ -199,6 +199,10 @@ int dlrt__graph_apply_precision(dlrt_graph_t *g);
  * fit this many bytes (DLRT_CONV_WORKSPACE overrides it): the images per
  * chunk for a convolution of CKK x OHW columns per image, 1 to n. */
 #define DLRT_CONV_WORKSPACE ((int64_t)2 << 20)
+/* and at most this many images: checkpointed segments of convolutions run
+ * a whole number of chunks at a time (chunk.c), so the chunk bounds what
+ * their transients hold. */
+#define DLRT_CONV_CHUNK_IMAGES 32
 int64_t dlrt__conv_chunk(int64_t ckk, int64_t ohw, int64_t n);
 /* Appends a scratch output to node n (an intermediate that lives during the
  * node only, so the plan counts it). */

@@ -21,12 +21,50 @@ void dlrt__schedule_free(schedule *s) {
   free(s->frees);
   free(s->inplace);
   free(s->order);
+  free(s->blocks);
+  free(s->block_of);
+  free(s->local);
   memset(s, 0, sizeof *s);
 }
 
 /* Bytes a storage takes in the allocator (512-byte granules). */
 static uint64_t granules(const dlrt_tensor_t *t) {
   return (dlrt__tensor_bytes(t) + 511) / 512 * 512;
+}
+
+/* The same for what a schedule position allocates of t: one chunk's
+ * images inside a chunked block. */
+static uint64_t planned_granules(const schedule *s, int k, const dlrt_tensor_t *t) {
+  if (!s->local || s->local[t->id] != 1 || s->block_of[k] < 0) return granules(t);
+  const dlrt__chunk_block *b = &s->blocks[s->block_of[k]];
+  uint64_t bytes = dlrt__tensor_bytes(t) / (uint64_t)b->batch * (uint64_t)b->chunk;
+  return (bytes + 511) / 512 * 512;
+}
+
+/* Inside a chunked block, storages of the whole batch whose life ends
+ * there live until its last chunk is done: their frees move to the
+ * block's last position. */
+static int defer_block_frees(schedule *s) {
+  for (int b = 0; b < s->n_blocks; b++) {
+    int last = s->blocks[b].end - 1, moved = 0, have = 0;
+    for (int k = s->blocks[b].begin; k <= last; k++)
+      for (int *f = s->frees[k]; *f >= 0; f++) moved += k < last && !s->local[*f];
+    if (!moved) continue;
+    while (s->frees[last][have] >= 0) have++;
+    int *grown = realloc(s->frees[last], (size_t)(have + moved + 1) * sizeof *grown);
+    if (!grown) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory planning the graph");
+    s->frees[last] = grown;
+    for (int k = s->blocks[b].begin; k < last; k++) {
+      int kept = 0;
+      for (int *f = s->frees[k]; *f >= 0; f++) {
+        if (s->local[*f]) s->frees[k][kept++] = *f;
+        else grown[have++] = *f;
+      }
+      s->frees[k][kept] = -1;
+    }
+    grown[have] = -1;
+  }
+  return DLRT_OK;
 }
 
 enum { MEM_PARAM, MEM_STATE, MEM_INPUT, MEM_GRAD, MEM_ACT, MEM_KINDS };
@@ -178,6 +216,7 @@ done:
 int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s, uint64_t *peak,
                 dlrt__memory_breakdown *at_peak) {
   int rc = build_order(g, max_phase, every, s);
+  if (rc == DLRT_OK && every > 0) rc = dlrt__find_chunk_blocks(g, s, every);
   if (rc < 0) return rc;
   size_t nt = (size_t)(g->n_tensors ? g->n_tensors : 1), nk = (size_t)(s->n ? s->n : 1);
   int *born = malloc(nt * sizeof *born), *last = malloc(nt * sizeof *last);
@@ -280,8 +319,11 @@ int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s, ui
     for (int j = 0; j < n->n_in + n->n_out; j++)
       if (s->next[k][j] == k) s->next[k][j] = -1;
   }
+  if (s->blocks && (rc = defer_block_frees(s)) < 0) goto done;
   /* The walk: persistent storage, plus what each node allocates, minus what
-   * it frees; by kind of storage, kept at the peak. */
+   * it frees; by kind of storage, kept at the peak. A chunked block is
+   * walked once: every chunk allocates and frees the same (the first one
+   * the most). */
   uint64_t live[MEM_KINDS] = {0}, top = 0;
   dlrt__memory_breakdown snap = {0};
   /* DLRT_PLAN_TRACE=1: each position of the schedule and the bytes live
@@ -304,13 +346,14 @@ int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s, ui
       for (int j = 0; j < n->n_out; j++) {
         dlrt_tensor_t *t = n->out[j];
         if (t->owner != t || dlrt__persistent(t)) continue;
+        uint64_t bytes = planned_granules(s, k, t);
         if (j == 0 && s->inplace[k] >= 0) {
           /* Taken over in place: the bytes change kind (a gradient summed
            * over an activation), not amount. */
-          live[(int)kinds[s->inplace[k]]] -= granules(t);
-          live[(int)kinds[t->id]] += granules(t);
+          live[(int)kinds[s->inplace[k]]] -= bytes;
+          live[(int)kinds[t->id]] += bytes;
         } else {
-          live[(int)kinds[t->id]] += granules(t);
+          live[(int)kinds[t->id]] += bytes;
         }
       }
     }
@@ -328,7 +371,8 @@ int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s, ui
       snap.activations = live[MEM_ACT];
     }
     if (k < 0) continue;
-    for (int *f = s->frees[k]; *f >= 0; f++) live[(int)kinds[*f]] -= granules(g->tensors[*f]);
+    for (int *f = s->frees[k]; *f >= 0; f++)
+      live[(int)kinds[*f]] -= planned_granules(s, k, g->tensors[*f]);
   }
   free(kinds);
   *peak = top;
@@ -347,7 +391,8 @@ int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt__memory_
   dlrt__memory_breakdown fw;
   int rc = dlrt__graph_layout(g);
   if (rc == DLRT_OK) rc = dlrt__plan(g, PHASE_UPDATE, checkpoint_every, &train, &train_peak, out);
-  if (rc == DLRT_OK) rc = dlrt__plan(g, PHASE_FORWARD, 0, &forward, &forward_peak, &fw);
+  if (rc == DLRT_OK)
+    rc = dlrt__plan(g, PHASE_FORWARD, checkpoint_every, &forward, &forward_peak, &fw);
   if (rc == DLRT_OK && forward_peak > train_peak) *out = fw;
   if (rc == DLRT_OK) out->peak = train_peak > forward_peak ? train_peak : forward_peak;
   if (rc == DLRT_OK) {

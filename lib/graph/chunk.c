@@ -1,0 +1,292 @@
+/* chunk.c — chunked blocks of a checkpointed training schedule.
+ *
+ * Checkpointing drops what a segment makes inside it, but a convolution
+ * stack's largest tensors are often not kept at all: they are the segment's
+ * own transients (a convolution's output while its pooling runs, the
+ * gradient that flows back into a convolution), one whole batch each. A
+ * segment made only of per-image ops (convolution, its bias, ReLU, max
+ * pooling) can run a chunk of images at a time instead: each chunk runs the
+ * segment's forward nodes, then later each chunk runs the backward nodes
+ * that start from its pooling's gradient, and only the segment's boundary
+ * tensors (its pooled output and argmax, the gradient it hands back, its
+ * parameters' gradients) hold the whole batch. The rest holds one chunk.
+ *
+ * Results are bit for bit those of the whole batch: a block's chunk is a
+ * whole number of each of its convolutions' own image chunks, so the same
+ * GEMMs run in the same order (the weight gradients accumulate with beta 1
+ * after the batch's first chunk, as they do unchunked), and a bias's
+ * gradient sums image by image in order either way (run_bias_grad). */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph/exec.h"
+#include "util/status.h"
+
+static int64_t gcd64(int64_t a, int64_t b) {
+  while (b) {
+    int64_t t = a % b;
+    a = b, b = t;
+  }
+  return a;
+}
+
+/* Images per chunk of a convolution node's own loop (its workspace). */
+static int64_t conv_chunk(const node *n) { return n->out[1]->shape[1] / (n->p[9] * n->p[10]); }
+
+/* Whether t is one of the batch's image tensors: 4-D with `batch` images,
+ * fp32 (the chunked accumulation reads sums back in their storage type, so
+ * 16-bit graphs are not chunked) or the one-byte argmax. */
+static int batch_image(const dlrt_tensor_t *t, int64_t batch) {
+  return t->ndim == 4 && t->shape[0] == batch && t->owner == t &&
+         (t->dtype == DLRT_F32 || t->dtype == DLRT_U8);
+}
+
+typedef struct {
+  const dlrt_graph_t *g;
+  const schedule *s;
+  int begin, end;   /* the positions of the block being checked */
+} span;
+
+/* Whether storage `id` is read at a position outside [begin, end). */
+static int read_outside(const span *b, int id) {
+  for (int k = 0; k < b->s->n; k++) {
+    if (k >= b->begin && k < b->end) continue;
+    const node *n = b->g->nodes[b->s->order[k]];
+    for (int j = 0; j < n->n_in; j++)
+      if (n->in[j]->owner->id == id) return 1;
+  }
+  return 0;
+}
+
+/* The forward positions [begin, end) of one segment: per-image ops on one
+ * batch, starting from storage made outside (or the batch itself). Marks
+ * local[] (1: holds a chunk; 2: a convolution's workspace, freed each
+ * chunk) and returns the chunk's images (the least common multiple of the
+ * convolutions' own chunks), or 0 when the segment cannot be chunked. */
+static int64_t check_forward(const span *b, char *local, int64_t *batch) {
+  int64_t chunk = 1, n_images = 0;
+  int convs = 0;
+  for (int k = b->begin; k < b->end; k++) {
+    const node *n = b->g->nodes[b->s->order[k]];
+    if (n->op == OP_CONV) {
+      if (n_images && n->p[0] != n_images) return 0;
+      n_images = n->p[0];
+      int64_t c = conv_chunk(n);
+      chunk = chunk / gcd64(chunk, c) * c;
+      convs++;
+    } else if (n->op != OP_BIAS_CHANNELS && n->op != OP_RELU && n->op != OP_MAXPOOL) {
+      return 0;
+    }
+    if (n->op == OP_BIAS_CHANNELS && n->p[3] <= 0) return 0; /* not a convolution's bias */
+  }
+  if (!convs || chunk >= n_images) return 0;
+  for (int k = b->begin; k < b->end; k++) {
+    const node *n = b->g->nodes[b->s->order[k]];
+    for (int j = 0; j < n->n_out; j++) {
+      const dlrt_tensor_t *t = n->out[j];
+      if (n->op == OP_CONV && j == 1) {
+        local[t->id] = 2;
+        continue;
+      }
+      if (!batch_image(t, n_images) || (j == 0 && !t->cnhw) || dlrt__persistent(t)) return 0;
+      int outside = read_outside(b, t->id);
+      /* Only a pooling's outputs and a convolution's output can be
+       * written a chunk at a time into the whole batch's storage. */
+      if (outside && n->op != OP_MAXPOOL && n->op != OP_CONV) return 0;
+      /* A pooling's argmax is where its y is: the kernel maps both alike. */
+      local[t->id] = n->op == OP_MAXPOOL && j == 1 ? local[n->out[0]->id] : !outside;
+    }
+    /* The image side of bias, ReLU and pooling is one of the chunk's own;
+     * a convolution reads its chunk of x in place, whoever made it. */
+    if (n->op != OP_CONV && local[n->in[0]->owner->id] != 1) return 0;
+    if (n->op == OP_CONV && n->in[0]->dtype != DLRT_F32) return 0;
+    /* Run once, not again for the backward pass (nothing recomputed). */
+    for (int k2 = b->end; k2 < b->s->n; k2++)
+      if (b->s->order[k2] == b->s->order[k]) return 0;
+  }
+  *batch = n_images;
+  return chunk;
+}
+
+/* The backward positions that start from the segment's poolings'
+ * gradients: max-pool gradients reading an argmax the segment made, and
+ * the nodes that read what they make, down to the convolutions' gradients.
+ * Returns the block's positions in [*begin, *end) (they must follow each
+ * other) or 0. */
+static int find_backward(const span *fw, char *local, int64_t batch, int64_t *chunk, int *begin,
+                         int *end) {
+  const schedule *s = fw->s;
+  int first = -1, last = -1;
+  for (int k = fw->end; k < s->n; k++) {
+    const node *n = fw->g->nodes[s->order[k]];
+    if (n->phase == PHASE_FORWARD) continue;
+    int in_block = 0;
+    if (n->op == OP_MAXPOOL_GRAD) {
+      const node *pool = n->in[1]->owner->producer;
+      for (int f = fw->begin; f < fw->end; f++)
+        if (fw->g->nodes[s->order[f]] == pool) in_block = 1;
+    }
+    /* Or it reads the chunk's storage a node of this block made. */
+    for (int j = 0; j < n->n_in && !in_block; j++)
+      if (local[n->in[j]->owner->id] == 1)
+        for (int m = first; m >= 0 && m <= last; m++)
+          if (fw->g->nodes[s->order[m]] == n->in[j]->owner->producer) in_block = 1;
+    if (!in_block) continue;
+    if (first < 0) first = k;
+    if (last != k - 1 && last >= 0) return 0; /* not one run of positions */
+    last = k;
+    switch (n->op) {
+    case OP_MAXPOOL_GRAD:
+      /* Its dy, argmax and mask are the whole batch's (the kernel maps
+       * the chunk's planes onto theirs). */
+      for (int j = 0; j < n->n_in; j++)
+        if (local[n->in[j]->owner->id]) return 0;
+      break;
+    case OP_SUM_CHANNELS:
+      if (n->p[3] <= 0) return 0;
+      break;
+    case OP_CONV_GRAD_W:
+    case OP_CONV_GRAD_X: {
+      int64_t c = conv_chunk(n);
+      *chunk = *chunk / gcd64(*chunk, c) * c;
+      local[n->out[1]->id] = 2;
+      break;
+    }
+    default: return 0;
+    }
+    /* What it makes is the chunk's when it is an image tensor read only
+     * inside the block; a gradient of the segment's input (conv_grad_x)
+     * or of a parameter holds the whole batch, or all of it. */
+    const dlrt_tensor_t *t = n->out[0];
+    if (t->owner != t || dlrt__persistent(t)) return 0;
+    if (n->op == OP_MAXPOOL_GRAD) {
+      if (!batch_image(t, batch)) return 0;
+      local[t->id] = 1;
+    }
+  }
+  if (first < 0 || *chunk >= batch) return 0;
+  *begin = first, *end = last + 1;
+  span bw = {fw->g, s, first, last + 1};
+  for (int k = first; k <= last; k++) {
+    const node *n = fw->g->nodes[s->order[k]];
+    const dlrt_tensor_t *t = n->out[0];
+    if (local[t->id] == 1 && read_outside(&bw, t->id)) return 0;
+    if (n->op == OP_CONV_GRAD_X && !local[t->id] && !batch_image(t, batch)) return 0;
+    /* The convolutions' gradients read the chunk's dy. */
+    if ((n->op == OP_CONV_GRAD_W || n->op == OP_CONV_GRAD_X || n->op == OP_SUM_CHANNELS) &&
+        local[n->in[0]->owner->id] != 1)
+      return 0;
+  }
+  return 1;
+}
+
+/* Whether storage `id` is read at position `from` or later. */
+static int read_from(const dlrt_graph_t *g, const schedule *s, int from, int id) {
+  for (int k = from; k < s->n; k++) {
+    const node *n = g->nodes[s->order[k]];
+    for (int j = 0; j < n->n_in; j++)
+      if (n->in[j]->owner->id == id) return 1;
+  }
+  return 0;
+}
+
+/* A backward block whose convolutions' input gradients (conv_grad_x)
+ * would be made while their inputs x still live for the weight gradients:
+ * the block runs as two, the weight gradients first (x dies after the last
+ * chunk), then the max-pool gradients again and the input gradients. One
+ * of x and dx, not both, then holds the whole batch at a time. Returns the
+ * position where the second block starts (positions after it shift by the
+ * max-pool gradients run again), b1 when there is nothing to split, or -1
+ * when out of memory. */
+static int split_backward(const dlrt_graph_t *g, schedule *s, int b0, int b1) {
+  int pools = 0, inputs = 0;
+  for (int k = b0; k < b1; k++) {
+    const node *n = g->nodes[s->order[k]];
+    pools += n->op == OP_MAXPOOL_GRAD;
+    inputs += n->op == OP_CONV_GRAD_X;
+    /* x must die in the block for the split to pay. */
+    if (n->op == OP_CONV_GRAD_W && read_from(g, s, b1, n->in[1]->owner->id)) return b1;
+  }
+  if (!inputs) return b1;
+  int len = b1 - b0, *moved = malloc((size_t)(len + pools) * sizeof *moved);
+  int *grown = realloc(s->order, (size_t)(s->n + pools) * sizeof *grown);
+  if (!moved || !grown) {
+    free(moved);
+    if (grown) s->order = grown;
+    return -1;
+  }
+  s->order = grown;
+  int m = 0;
+  for (int k = b0; k < b1; k++)
+    if (g->nodes[s->order[k]]->op != OP_CONV_GRAD_X) moved[m++] = s->order[k];
+  int second = b0 + m;
+  for (int k = b0; k < b1; k++)
+    if (g->nodes[s->order[k]]->op == OP_MAXPOOL_GRAD) moved[m++] = s->order[k];
+  for (int k = b0; k < b1; k++)
+    if (g->nodes[s->order[k]]->op == OP_CONV_GRAD_X) moved[m++] = s->order[k];
+  memmove(s->order + b1 + pools, s->order + b1, (size_t)(s->n - b1) * sizeof *s->order);
+  memcpy(s->order + b0, moved, (size_t)m * sizeof *moved);
+  s->n += pools;
+  free(moved);
+  return second;
+}
+
+int dlrt__find_chunk_blocks(const dlrt_graph_t *g, schedule *s, int every) {
+  int n_fwd = 0;
+  while (n_fwd < s->n && g->nodes[s->order[n_fwd]]->phase == PHASE_FORWARD) n_fwd++;
+  if (every <= 0 || every >= n_fwd) return DLRT_OK;
+  int training = n_fwd < s->n;
+  int segments = (n_fwd + every - 1) / every;
+  size_t nt = (size_t)(g->n_tensors ? g->n_tensors : 1);
+  s->local = calloc(nt, 1);
+  s->blocks = calloc((size_t)(3 * segments), sizeof *s->blocks);
+  char *trial = malloc(nt);
+  if (!s->local || !s->blocks || !trial) {
+    free(trial);
+    return dlrt__set_error(DLRT_ERR_OOM, "out of host memory planning the graph");
+  }
+  /* Last segment first: the backward blocks come in that order, so
+   * splitting one moves only the positions of those not yet found. */
+  for (int seg = segments - 1; seg >= 0; seg--) {
+    span fw = {g, s, seg * every, (seg + 1) * every < n_fwd ? (seg + 1) * every : n_fwd};
+    memcpy(trial, s->local, nt);
+    int64_t batch = 0, chunk = check_forward(&fw, trial, &batch);
+    int b0 = 0, b1 = 0, second = 0;
+    /* An evaluation schedule has forward blocks only. */
+    if (!chunk || (training && !find_backward(&fw, trial, batch, &chunk, &b0, &b1))) continue;
+    if (training && (second = split_backward(g, s, b0, b1)) < 0) {
+      free(trial);
+      return dlrt__set_error(DLRT_ERR_OOM, "out of host memory planning the graph");
+    }
+    memcpy(s->local, trial, nt);
+    int spans[3][2] = {{fw.begin, fw.end}, {b0, second}, {second, b1}}, n_spans = 1 + training;
+    if (training && second < b1) {
+      /* Split: the max-pool gradients run again, and later positions
+       * (blocks already found among them) move by as many. */
+      int again = 0;
+      for (int k = b0; k < second; k++) again += g->nodes[s->order[k]]->op == OP_MAXPOOL_GRAD;
+      for (int b = 0; b < s->n_blocks; b++)
+        if (s->blocks[b].begin >= b1) s->blocks[b].begin += again, s->blocks[b].end += again;
+      spans[2][1] = b1 + again;
+      n_spans = 3;
+    }
+    for (int i = 0; i < n_spans; i++) {
+      dlrt__chunk_block *blk = &s->blocks[s->n_blocks++];
+      blk->begin = spans[i][0], blk->end = spans[i][1], blk->batch = batch, blk->chunk = chunk;
+    }
+  }
+  free(trial);
+  if (!s->n_blocks) {
+    free(s->local), free(s->blocks);
+    s->local = NULL, s->blocks = NULL;
+    return DLRT_OK;
+  }
+  s->block_of = malloc((size_t)s->n * sizeof *s->block_of);
+  if (!s->block_of) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory planning the graph");
+  for (int k = 0; k < s->n; k++) s->block_of[k] = -1;
+  for (int b = 0; b < s->n_blocks; b++)
+    for (int k = s->blocks[b].begin; k < s->blocks[b].end; k++) s->block_of[k] = b;
+  return DLRT_OK;
+}
