@@ -795,8 +795,13 @@ DLRT_API int dlrt_exec_set_accumulation(dlrt_exec_t *e, int steps);
  * `every`; a segment's intermediates (all but its last node's output, and
  * those later segments read) are freed after the forward pass and computed
  * again just before the backward pass needs them: less memory for more
- * compute (Chen et al. 2016). 0: off; DLRT_CHECKPOINT_SQRT: segments of
- * ceil(sqrt(forward nodes)). The gradients are the same bit for bit. */
+ * compute (Chen et al. 2016). A segment made only of per-image ops
+ * (convolution, its bias, ReLU, max pooling; fp32) also runs a chunk of
+ * images at a time, in the forward pass, the evaluation pass and the
+ * backward nodes that start from its pooling's gradient, so only its
+ * boundary tensors hold the whole batch. 0: off; DLRT_CHECKPOINT_SQRT:
+ * segments of ceil(sqrt(forward nodes)). The gradients are the same bit for
+ * bit. */
 #define DLRT_CHECKPOINT_SQRT (-1)
 DLRT_API int dlrt_exec_set_checkpointing(dlrt_exec_t *e, int every);
 /* Unified-memory emulation: the executor's storages (parameters, optimizer

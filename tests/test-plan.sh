@@ -5,18 +5,20 @@
 # and cnn at three batch sizes, on the CPU and on OpenCL device 0 when there
 # is one, in fp32 and (at batch 256) in fp16; the largest batch that fits is
 # consistent with the plan, and mixed precision fits more; the what-if table
-# gives the GPT-3 figures; bad options are usage errors.
+# gives the GPT-3 figures; bad options are usage errors; checkpointing runs
+# the cnn's convolution segments in chunks of images, bit for bit, in 60%
+# of the plain peak.
 
 DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=27
+TOOL=$DLTRAIN PLAN=29
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
 if [ $have_python = no ]; then
-  for i in $(seq 1 27); do skip "test $i" "python3 not found"; done
+  for i in $(seq 1 29); do skip "test $i" "python3 not found"; done
   exit 0
 fi
 
@@ -171,3 +173,27 @@ run --data generated --model cnn --plan --device-memory 200M --json --device cpu
 d = json.loads(open(sys.argv[1]).read().splitlines()[-1])['max_batch']
 assert d['mixed_precision'] > 1.5 * d['plain'], d" "$tmp/out"
 result "--plan: mixed precision fits over 1.5x the plain batch of the cnn in 200M"
+
+# 28-29: --checkpoint sqrt on the cnn at batch 256: its convolution segments
+# run a chunk of images at a time (forward, backward and evaluation), so the
+# measured peak is at most 60% of the plain run's, the plan within 5% of it,
+# and the losses are those of the plain run bit for bit.
+for device in cpu opencl:0; do
+  what="cnn, batch 256, on $device: --checkpoint sqrt peaks at <= 60% of plain, as planned, same losses"
+  if [ $device = opencl:0 ] && [ $opencl = no ]; then
+    skip "$what" "no OpenCL device"
+    continue
+  fi
+  chunked="--data generated --model cnn --batch 256 --limit 768 --epochs 1 --device $device --json --quiet"
+  run $chunked --checkpoint none
+  cp "$tmp/out" "$tmp/plain256.json"
+  none_rc=$rc
+  run $chunked --checkpoint sqrt
+  [ $none_rc -eq 0 ] && [ $rc -eq 0 ] && python3 -c "import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:])
+assert a['epoch_losses'] == b['epoch_losses'] and a['test_loss'] == b['test_loss'], (a, b)
+assert b['peak_device_bytes'] <= 0.6 * a['peak_device_bytes'], (a['peak_device_bytes'], b['peak_device_bytes'])
+p, m = b['planned_peak_bytes'], b['peak_device_bytes']
+assert abs(p - m) <= 0.05 * m, (p, m)" "$tmp/plain256.json" "$tmp/out"
+  result "$what"
+done
