@@ -13,12 +13,12 @@ DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=29
+TOOL=$DLTRAIN PLAN=30
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
 if [ $have_python = no ]; then
-  for i in $(seq 1 29); do skip "test $i" "python3 not found"; done
+  for i in $(seq 1 30); do skip "test $i" "python3 not found"; done
   exit 0
 fi
 
@@ -197,3 +197,20 @@ p, m = b['planned_peak_bytes'], b['peak_device_bytes']
 assert abs(p - m) <= 0.05 * m, (p, m)" "$tmp/plain256.json" "$tmp/out"
   result "$what"
 done
+
+# 30: spilling keeps residency per storage, so a checkpointed run that
+# spills runs (and plans) its segments whole: no more spilled than without
+# checkpointing, and the plan it reports is the one it runs.
+budget="--data generated --model cnn --batch 70 --limit 420 --epochs 1 --device cpu --json --quiet"
+budget="$budget --deterministic --threads 1 --mem-limit 14M"
+run $budget --checkpoint none
+cp "$tmp/out" "$tmp/spill-none.json"
+none_rc=$rc
+run $budget --checkpoint sqrt
+[ $none_rc -eq 0 ] && [ $rc -eq 0 ] && python3 -c "import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:])
+assert a['epoch_losses'] == b['epoch_losses'], (a, b)
+assert b['spilled_bytes'] <= a['spilled_bytes'], (a['spilled_bytes'], b['spilled_bytes'])
+p, m = b['planned_peak_bytes'], b['peak_device_bytes']
+assert abs(p - m) <= 0.1 * m, (p, m)" "$tmp/spill-none.json" "$tmp/out"
+result "cnn, batch 70, --mem-limit 14M: --checkpoint sqrt spills no more than none, and runs the plan it reports"

@@ -11,11 +11,16 @@
  * tensors (its pooled output and argmax, the gradient it hands back, its
  * parameters' gradients) hold the whole batch. The rest holds one chunk.
  *
- * Results are bit for bit those of the whole batch: a block's chunk is a
- * whole number of each of its convolutions' own image chunks, so the same
- * GEMMs run in the same order (the weight gradients accumulate with beta 1
- * after the batch's first chunk, as they do unchunked), and a bias's
- * gradient sums image by image in order either way (run_bias_grad). */
+ * Results are bit for bit those of the whole batch on the CPU and OpenCL
+ * backends: a block's chunk is a whole number of each of its convolutions'
+ * own image chunks, so the same GEMMs run in the same order (the weight
+ * gradients accumulate with beta 1 after the batch's first chunk, as they
+ * do unchunked), and a bias's gradient sums image by image in order either
+ * way (run_bias_grad). cuBLAS may choose its kernel by leading dimension,
+ * which a chunk's own tensors change: agreement to rounding there.
+ *
+ * Spilling runs blocks whole (residency is per storage): the executor
+ * plans without them while it spills (dlrt__exec_replan). */
 #include "config.h"
 
 #include <stdlib.h>

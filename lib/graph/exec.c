@@ -118,8 +118,9 @@ int dlrt_exec_create(dlrt_graph_t *g, dlrt_device_t *dev, uint64_t seed, dlrt_ex
     goto fail;
   }
   uint64_t forward_peak;
-  if ((rc = dlrt__plan(g, PHASE_FORWARD, 0, &e->plans[DLRT_RUN_FORWARD], &forward_peak, NULL)) < 0 ||
-      (rc = dlrt__plan(g, PHASE_UPDATE, 0, &e->plans[DLRT_RUN_TRAIN], &e->train_peak, NULL)) < 0)
+  if ((rc = dlrt__plan(g, PHASE_FORWARD, 0, 0, &e->plans[DLRT_RUN_FORWARD], &forward_peak,
+                       NULL)) < 0 ||
+      (rc = dlrt__plan(g, PHASE_UPDATE, 0, 0, &e->plans[DLRT_RUN_TRAIN], &e->train_peak, NULL)) < 0)
     goto fail;
   e->forward_peak = forward_peak;
   e->planned_peak = e->train_peak > forward_peak ? e->train_peak : forward_peak;
@@ -161,16 +162,16 @@ fail:
   return rc;
 }
 
-int dlrt_exec_set_checkpointing(dlrt_exec_t *e, int every) {
-  DLRT__CHECK_ARG(e && (every >= 0 || every == DLRT_CHECKPOINT_SQRT),
-                  "dlrt_exec_set_checkpointing: executor is NULL or segment length %d (give 0, "
-                  "N > 0 or DLRT_CHECKPOINT_SQRT)", every);
-  int len = dlrt__checkpoint_segment(e->g, every);
-  /* Both schedules: evaluation runs the same segments' chunked blocks. */
+int dlrt__exec_replan(dlrt_exec_t *e, int every) {
+  /* Both schedules: evaluation runs the same segments' chunked blocks.
+   * Spilling keeps residency per storage, so it runs them whole (and plans
+   * them so). */
+  int chunked = e->spill == NULL;
   schedule fresh = {0}, fresh_forward = {0};
   uint64_t peak, forward_peak;
-  int rc = dlrt__plan(e->g, PHASE_UPDATE, len, &fresh, &peak, NULL);
-  if (rc == DLRT_OK) rc = dlrt__plan(e->g, PHASE_FORWARD, len, &fresh_forward, &forward_peak, NULL);
+  int rc = dlrt__plan(e->g, PHASE_UPDATE, every, chunked, &fresh, &peak, NULL);
+  if (rc == DLRT_OK)
+    rc = dlrt__plan(e->g, PHASE_FORWARD, every, chunked, &fresh_forward, &forward_peak, NULL);
   if (rc < 0) {
     dlrt__schedule_free(&fresh);
     dlrt__schedule_free(&fresh_forward);
@@ -183,9 +184,16 @@ int dlrt_exec_set_checkpointing(dlrt_exec_t *e, int every) {
   e->train_peak = peak;
   e->forward_peak = forward_peak;
   e->planned_peak = peak > forward_peak ? peak : forward_peak;
-  e->checkpoint_every = len;
+  e->checkpoint_every = every;
   /* Gradient buckets follow the schedule's positions: place them again. */
   return e->buckets.n ? dlrt__exec_stream_gradients(e, e->buckets.bytes) : DLRT_OK;
+}
+
+int dlrt_exec_set_checkpointing(dlrt_exec_t *e, int every) {
+  DLRT__CHECK_ARG(e && (every >= 0 || every == DLRT_CHECKPOINT_SQRT),
+                  "dlrt_exec_set_checkpointing: executor is NULL or segment length %d (give 0, "
+                  "N > 0 or DLRT_CHECKPOINT_SQRT)", every);
+  return dlrt__exec_replan(e, dlrt__checkpoint_segment(e->g, every));
 }
 
 /* Tracing: the node's span (waited for) and the device memory after it. */

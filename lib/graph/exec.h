@@ -134,10 +134,14 @@ typedef struct {
 
 int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt__memory_breakdown *out);
 /* Builds the schedule of the nodes whose phase is <= max_phase (every > 0:
- * checkpointed segments of that many forward nodes) and its peak of live
- * bytes (schedule.c). */
-int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s, uint64_t *peak,
-               dlrt__memory_breakdown *at_peak);
+ * checkpointed segments of that many forward nodes, run in chunked blocks
+ * where they can be when `chunked`) and its peak of live bytes
+ * (schedule.c). */
+int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, int chunked, schedule *s,
+               uint64_t *peak, dlrt__memory_breakdown *at_peak);
+/* Plans both of the executor's schedules again for checkpoint segments of
+ * `every` (0: none), chunked unless it spills (exec.c). */
+int dlrt__exec_replan(dlrt_exec_t *e, int every);
 void dlrt__schedule_free(schedule *s);
 /* Finds the chunked blocks of a checkpointed training schedule (segments
  * of `every` forward nodes) and fills s->blocks, block_of and local. */

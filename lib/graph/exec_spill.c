@@ -197,6 +197,9 @@ int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *c) {
     if (rc < 0) return rc;
     dlrt__mpool_destroy(e->spill);
     e->spill = NULL;
+    /* Checkpointed segments run in chunked blocks again. */
+    if (e->checkpoint_every > 0 && (rc = dlrt__exec_replan(e, e->checkpoint_every)) < 0)
+      return rc;
   }
   if (c->device_budget == 0) return DLRT_OK;
   int worst;
@@ -216,6 +219,12 @@ int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *c) {
   rc = dlrt__mpool_create(e->dev, e->stream, e->bufs, g->n_tensors, c->device_budget,
                           c->host_budget, &e->spill);
   if (rc < 0) return rc;
+  /* Residency is per storage: checkpointed segments run whole. */
+  if (e->checkpoint_every > 0 && (rc = dlrt__exec_replan(e, e->checkpoint_every)) < 0) {
+    dlrt__mpool_destroy(e->spill);
+    e->spill = NULL;
+    return rc;
+  }
   e->spill_cfg = *c;
   for (int i = 0; i < g->n_tensors; i++) {
     const dlrt_tensor_t *t = g->tensors[i];

@@ -213,10 +213,10 @@ done:
  * made again (or the end), and is freed there; an elementwise node's output
  * takes over its first input's storage where that storage's life ends at
  * the node. */
-int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s, uint64_t *peak,
-                dlrt__memory_breakdown *at_peak) {
+int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, int chunked, schedule *s,
+               uint64_t *peak, dlrt__memory_breakdown *at_peak) {
   int rc = build_order(g, max_phase, every, s);
-  if (rc == DLRT_OK && every > 0) rc = dlrt__find_chunk_blocks(g, s, every);
+  if (rc == DLRT_OK && every > 0 && chunked) rc = dlrt__find_chunk_blocks(g, s, every);
   if (rc < 0) return rc;
   size_t nt = (size_t)(g->n_tensors ? g->n_tensors : 1), nk = (size_t)(s->n ? s->n : 1);
   int *born = malloc(nt * sizeof *born), *last = malloc(nt * sizeof *last);
@@ -322,8 +322,9 @@ int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s, ui
   if (s->blocks && (rc = defer_block_frees(s)) < 0) goto done;
   /* The walk: persistent storage, plus what each node allocates, minus what
    * it frees; by kind of storage, kept at the peak. A chunked block is
-   * walked once: every chunk allocates and frees the same (the first one
-   * the most). */
+   * walked twice: as its first chunk, and as the later ones, which start
+   * with the whole-batch storages the first made (made once, freed after
+   * the last chunk) and allocate only their own. */
   uint64_t live[MEM_KINDS] = {0}, top = 0;
   dlrt__memory_breakdown snap = {0};
   /* DLRT_PLAN_TRACE=1: each position of the schedule and the bytes live
@@ -340,12 +341,17 @@ int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s, ui
     dlrt_tensor_t *t = g->tensors[i];
     if (t->owner == t && dlrt__persistent(t)) live[(int)kinds[i]] += granules(t);
   }
+  int chunk_pass = 0; /* in a block: 1 its first chunk, 2 the later ones */
   for (int k = -1; k < s->n; k++) {
+    const dlrt__chunk_block *b = k >= 0 && s->block_of && s->block_of[k] >= 0
+                                     ? &s->blocks[s->block_of[k]] : NULL;
+    if (b && k == b->begin && !chunk_pass) chunk_pass = 1;
     if (k >= 0) {
       node *n = g->nodes[s->order[k]];
       for (int j = 0; j < n->n_out; j++) {
         dlrt_tensor_t *t = n->out[j];
         if (t->owner != t || dlrt__persistent(t)) continue;
+        if (chunk_pass == 2 && !s->local[t->id]) continue; /* made by the first chunk */
         uint64_t bytes = planned_granules(s, k, t);
         if (j == 0 && s->inplace[k] >= 0) {
           /* Taken over in place: the bytes change kind (a gradient summed
@@ -361,8 +367,9 @@ int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s, ui
     for (int c = 0; c < MEM_KINDS; c++) total += live[c];
     if (trace && k >= 0) {
       node *n = g->nodes[s->order[k]];
-      fprintf(stderr, "plan %3d %-14s %-32s live %8.2f MiB\n", k, dlrt__op_name(n->op),
-              n->n_out ? n->out[0]->name : "(update)", (double)total / 1048576.0);
+      fprintf(stderr, "plan %3d %-14s %-32s live %8.2f MiB%s\n", k, dlrt__op_name(n->op),
+              n->n_out ? n->out[0]->name : "(update)", (double)total / 1048576.0,
+              chunk_pass == 1 ? " (first chunk)" : chunk_pass == 2 ? " (later chunks)" : "");
     }
     if (total > top || k < 0) {
       top = total;
@@ -372,7 +379,16 @@ int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s, ui
     }
     if (k < 0) continue;
     for (int *f = s->frees[k]; *f >= 0; f++)
-      live[(int)kinds[*f]] -= planned_granules(s, k, g->tensors[*f]);
+      if (chunk_pass != 1 || s->local[*f]) /* whole-batch ones after the last chunk */
+        live[(int)kinds[*f]] -= planned_granules(s, k, g->tensors[*f]);
+    if (b && k == b->end - 1) {
+      if (chunk_pass == 1) {
+        chunk_pass = 2;
+        k = b->begin - 1; /* the later chunks */
+      } else {
+        chunk_pass = 0;
+      }
+    }
   }
   free(kinds);
   *peak = top;
@@ -390,9 +406,9 @@ int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt__memory_
   uint64_t train_peak = 0, forward_peak = 0;
   dlrt__memory_breakdown fw;
   int rc = dlrt__graph_layout(g);
-  if (rc == DLRT_OK) rc = dlrt__plan(g, PHASE_UPDATE, checkpoint_every, &train, &train_peak, out);
+  if (rc == DLRT_OK) rc = dlrt__plan(g, PHASE_UPDATE, checkpoint_every, 1, &train, &train_peak, out);
   if (rc == DLRT_OK)
-    rc = dlrt__plan(g, PHASE_FORWARD, checkpoint_every, &forward, &forward_peak, &fw);
+    rc = dlrt__plan(g, PHASE_FORWARD, checkpoint_every, 1, &forward, &forward_peak, &fw);
   if (rc == DLRT_OK && forward_peak > train_peak) *out = fw;
   if (rc == DLRT_OK) out->peak = train_peak > forward_peak ? train_peak : forward_peak;
   if (rc == DLRT_OK) {
