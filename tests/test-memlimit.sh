@@ -5,18 +5,19 @@
 # alone larger than the budget, with the unlimited run's losses bit for bit
 # on the CPU and on OpenCL device 0; the JSON reports the traffic; a budget
 # below what one operation needs fails with the smallest budget that fits;
-# the options are checked.
+# the options are checked; a checkpointed cnn spills with its convolution
+# segments in chunks of images, in less memory than it can without them.
 
 DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=13
+TOOL=$DLTRAIN PLAN=15
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
 if [ $have_python = no ]; then
-  for i in $(seq 1 13); do skip "test $i" "python3 not found"; done
+  for i in $(seq 1 15); do skip "test $i" "python3 not found"; done
   exit 0
 fi
 
@@ -97,3 +98,20 @@ DLRT_TRACE="$tmp/env.json" "$DLTRAIN" --data generated --limit 320 --device cpu 
 events = json.load(open(sys.argv[1]))
 assert sum(e['ph'] == 'X' for e in events) > 10, len(events)" "$tmp/env.json"
 result "DLRT_TRACE=FILE traces a run too"
+
+# 14-15: spilling with checkpointing: the cnn's convolution segments run a
+# chunk of images at a time, so it trains in a budget where whole tensors
+# cannot fit one max-pool (6M here; the least is 7.7M without chunks), with
+# the unlimited run's losses bit for bit, inside the budget.
+cnn="--data generated --model cnn --batch 64 --limit 640 --epochs 1 --device cpu --json --quiet"
+run $cnn
+cp "$tmp/out" "$tmp/cnn-free.json"
+run $cnn --mem-limit 6M --offload optimizer --checkpoint sqrt
+[ $rc -eq 0 ] && python3 -c "import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:])
+assert a['epoch_losses'] == b['epoch_losses'] and a['test_loss'] == b['test_loss'], (a, b)
+assert b['peak_device_bytes'] <= 6 << 20 and b['spilled_bytes'] > 0, b" "$tmp/cnn-free.json" "$tmp/out"
+result "cnn, batch 64, --mem-limit 6M --checkpoint sqrt: spills in chunks, same losses, within the budget"
+run $cnn --mem-limit 6M --offload optimizer --checkpoint none
+[ $rc -eq 1 ] && grep -q "smallest budget" "$tmp/err"
+result "cnn, batch 64, --mem-limit 6M without checkpointing: refused, with the smallest budget that fits"

@@ -198,9 +198,8 @@ assert abs(p - m) <= 0.05 * m, (p, m)" "$tmp/plain256.json" "$tmp/out"
   result "$what"
 done
 
-# 30: spilling keeps residency per storage, so a checkpointed run that
-# spills runs (and plans) its segments whole: no more spilled than without
-# checkpointing, and the plan it reports is the one it runs.
+# 30: a checkpointed run under a budget runs the plan it reports (its
+# chunked segments too), and spills no more than without checkpointing.
 budget="--data generated --model cnn --batch 70 --limit 420 --epochs 1 --device cpu --json --quiet"
 budget="$budget --deterministic --threads 1 --mem-limit 14M"
 run $budget --checkpoint none

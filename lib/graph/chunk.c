@@ -19,8 +19,9 @@
  * way (run_bias_grad). cuBLAS may choose its kernel by leading dimension,
  * which a chunk's own tensors change: agreement to rounding there.
  *
- * Spilling runs blocks whole (residency is per storage): the executor
- * plans without them while it spills (dlrt__exec_replan). */
+ * Spilling runs blocks too: a block's whole-batch storages stay resident
+ * through its chunks, and the pool holds a chunk's own at one chunk's size
+ * (exec_spill.c). */
 #include "config.h"
 
 #include <stdlib.h>

@@ -163,15 +163,12 @@ fail:
 }
 
 int dlrt__exec_replan(dlrt_exec_t *e, int every) {
-  /* Both schedules: evaluation runs the same segments' chunked blocks.
-   * Spilling keeps residency per storage, so it runs them whole (and plans
-   * them so). */
-  int chunked = e->spill == NULL;
+  /* Both schedules: evaluation runs the same segments' chunked blocks. */
   schedule fresh = {0}, fresh_forward = {0};
   uint64_t peak, forward_peak;
-  int rc = dlrt__plan(e->g, PHASE_UPDATE, every, chunked, &fresh, &peak, NULL);
+  int rc = dlrt__plan(e->g, PHASE_UPDATE, every, 1, &fresh, &peak, NULL);
   if (rc == DLRT_OK)
-    rc = dlrt__plan(e->g, PHASE_FORWARD, every, chunked, &fresh_forward, &forward_peak, NULL);
+    rc = dlrt__plan(e->g, PHASE_FORWARD, every, 1, &fresh_forward, &forward_peak, NULL);
   if (rc < 0) {
     dlrt__schedule_free(&fresh);
     dlrt__schedule_free(&fresh_forward);
@@ -193,7 +190,14 @@ int dlrt_exec_set_checkpointing(dlrt_exec_t *e, int every) {
   DLRT__CHECK_ARG(e && (every >= 0 || every == DLRT_CHECKPOINT_SQRT),
                   "dlrt_exec_set_checkpointing: executor is NULL or segment length %d (give 0, "
                   "N > 0 or DLRT_CHECKPOINT_SQRT)", every);
-  return dlrt__exec_replan(e, dlrt__checkpoint_segment(e->g, every));
+  if (!e->spill) return dlrt__exec_replan(e, dlrt__checkpoint_segment(e->g, every));
+  /* Spilling: the pool sizes a chunked block's storages from the schedule,
+   * so it starts again on the new one. */
+  dlrt_spill_config c = e->spill_cfg, off = c;
+  off.device_budget = 0;
+  int rc = dlrt_exec_set_spill(e, &off);
+  if (rc == DLRT_OK) rc = dlrt__exec_replan(e, dlrt__checkpoint_segment(e->g, every));
+  return rc == DLRT_OK ? dlrt_exec_set_spill(e, &c) : rc;
 }
 
 /* Tracing: the node's span (waited for) and the device memory after it. */
@@ -216,19 +220,23 @@ static void trace_node(dlrt_exec_t *e, const node *n, int on_host, double t0) {
  * freed each time; those of the whole batch are made by the first chunk
  * and freed after the last. */
 static int run_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b) {
-  int rc = DLRT_OK;
+  int rc = e->spill ? dlrt__spill_begin_block(e, s, b) : DLRT_OK;
   for (int64_t b0 = 0; b0 < b->batch && rc == DLRT_OK; b0 += b->chunk) {
     dlrt__chunk c = {b->batch, b0, b->batch - b0 < b->chunk ? b->batch - b0 : b->chunk, s->local};
     int last_chunk = b0 + c.nb >= b->batch;
     for (int k = b->begin; k < b->end && rc == DLRT_OK; k++) {
       node *n = e->g->nodes[s->order[k]];
-      if (s->inplace[k] >= 0) e->bufs[n->out[0]->id] = e->bufs[s->inplace[k]];
-      for (int j = 0; j < n->n_out && rc == DLRT_OK; j++) {
-        dlrt_tensor_t *t = n->out[j];
-        if (t->owner != t || e->bufs[t->id]) continue;
-        size_t bytes = dlrt__tensor_bytes(t);
-        if (s->local[t->id] == 1) bytes = bytes / (size_t)b->batch * (size_t)c.nb;
-        rc = dlrt_buffer_alloc(e->dev, bytes ? bytes : 4, e->stream, &e->bufs[t->id]);
+      if (e->spill) {
+        rc = dlrt__spill_chunk_outputs(e, s, k);
+      } else {
+        if (s->inplace[k] >= 0) e->bufs[n->out[0]->id] = e->bufs[s->inplace[k]];
+        for (int j = 0; j < n->n_out && rc == DLRT_OK; j++) {
+          dlrt_tensor_t *t = n->out[j];
+          if (t->owner != t || e->bufs[t->id]) continue;
+          size_t bytes = dlrt__tensor_bytes(t);
+          if (s->local[t->id] == 1) bytes = bytes / (size_t)b->batch * (size_t)c.nb;
+          rc = dlrt_buffer_alloc(e->dev, bytes ? bytes : 4, e->stream, &e->bufs[t->id]);
+        }
       }
       double t0 = e->profile ? now_ms() : 0;
       if (rc == DLRT_OK) rc = dlrt__exec_run_node_chunk(e, n, &c);
@@ -241,6 +249,10 @@ static int run_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block 
         return dlrt__set_error(rc, "graph node %d (%s -> %s), images %lld to %lld: %s",
                                s->order[k], dlrt__op_name(n->op), n->out[0]->name,
                                (long long)b0, (long long)(b0 + c.nb - 1), dlrt_last_error());
+      if (e->spill) {
+        dlrt__spill_chunk_done(e, s, k, last_chunk);
+        continue;
+      }
       if (s->inplace[k] >= 0) e->bufs[s->inplace[k]] = NULL;
       for (int *f = s->frees[k]; *f >= 0; f++) {
         if (!s->local[*f] && !last_chunk) continue;
@@ -249,6 +261,7 @@ static int run_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block 
       }
     }
   }
+  if (rc == DLRT_OK && e->spill) rc = dlrt__spill_end_block(e, s, b);
   return rc;
 }
 
@@ -323,9 +336,8 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
       }
       continue;
     }
-    if (!e->spill && s->block_of && s->block_of[k] >= 0) {
-      /* A chunked block (never with spilling, whose residency is per
-       * storage: those run its nodes whole). */
+    if (s->block_of && s->block_of[k] >= 0) {
+      /* A chunked block: its positions for each chunk of images in turn. */
       const dlrt__chunk_block *b = &s->blocks[s->block_of[k]];
       double trace_t0 = tracing && dlrt_stream_synchronize(e->stream) == DLRT_OK ? dlrt__trace_now_us() : 0;
       rc = run_block(e, s, b);

@@ -140,7 +140,7 @@ int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt__memory_
 int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, int chunked, schedule *s,
                uint64_t *peak, dlrt__memory_breakdown *at_peak);
 /* Plans both of the executor's schedules again for checkpoint segments of
- * `every` (0: none), chunked unless it spills (exec.c). */
+ * `every` (0: none) (exec.c). */
 int dlrt__exec_replan(dlrt_exec_t *e, int every);
 void dlrt__schedule_free(schedule *s);
 /* Finds the chunked blocks of a checkpointed training schedule (segments
@@ -150,8 +150,9 @@ int dlrt__find_chunk_blocks(const dlrt_graph_t *g, schedule *s, int every);
  * DLRT_CHECKPOINT_SQRT: ceil(sqrt(forward nodes))). */
 int dlrt__checkpoint_segment(const dlrt_graph_t *g, int every);
 
-/* The most one node of the schedules holds on the device at once: no
- * smaller spill budget can work (*worst: that node). exec_spill.c. */
+/* The most one node (or chunked block) of the schedules holds on the
+ * device at once: no smaller spill budget can work (*worst: that node, or
+ * -2 - the first node of that block). exec_spill.c. */
 uint64_t dlrt__least_spill_budget(const dlrt_graph_t *g, const schedule *plans, int n_plans,
                                   dlrt_offload_policy policy, int *worst);
 
@@ -161,6 +162,18 @@ uint64_t dlrt__least_spill_budget(const dlrt_graph_t *g, const schedule *plans, 
 void dlrt__spill_begin_run(dlrt_exec_t *e, const schedule *s);
 int dlrt__spill_begin_node(dlrt_exec_t *e, const schedule *s, int k, int *done_on_host);
 int dlrt__spill_end_node(dlrt_exec_t *e, const schedule *s, int k);
+/* Chunked blocks while spilling: begin locks the whole-batch storages the
+ * block touches for all its chunks; chunk_outputs acquires a position's
+ * own (chunk) outputs, chunk_done frees the chunk's storages that end
+ * there; end unlocks, tells the pool their next uses, frees those whose
+ * lives end in the block and prefetches ahead. */
+int dlrt__spill_begin_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b);
+int dlrt__spill_chunk_outputs(dlrt_exec_t *e, const schedule *s, int k);
+void dlrt__spill_chunk_done(dlrt_exec_t *e, const schedule *s, int k, int last_chunk);
+int dlrt__spill_end_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b);
+/* The bytes a storage needs on the device in schedule s: one chunk's for a
+ * chunked block's own, else all of it. */
+uint64_t dlrt__spill_declared_bytes(const schedule *s, const dlrt_tensor_t *t);
 /* A tensor's storage made resident (and locked) for host I/O or the
  * executor's own kernels; a no-op without spilling. */
 int dlrt__exec_use(dlrt_exec_t *e, const dlrt_tensor_t *t, int write);

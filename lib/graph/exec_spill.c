@@ -3,7 +3,10 @@
  * executor keeps; before a node runs its storages are acquired, after it
  * released, and the schedule tells the pool when each is needed next, so it
  * evicts the one needed last (Belady's rule, exact for a static graph) and
- * prefetches what the next nodes need. */
+ * prefetches what the next nodes need. A chunked block (chunk.c) keeps the
+ * whole-batch storages it touches acquired through all its chunks; each
+ * chunk's own storages are acquired where they are made and discarded
+ * after their last use, at one chunk's size. */
 #include "config.h"
 
 #include <stdint.h>
@@ -138,6 +141,91 @@ int dlrt__spill_end_node(dlrt_exec_t *e, const schedule *s, int k) {
   return rc;
 }
 
+/* Each touch of a storage that holds the whole batch (local 0) by the
+ * positions of a block, in order: fn(e, s, k, j, id, write), write 1 or 0
+ * at its first touch (a block node makes it, or reads it), -1 at later
+ * ones. */
+static int for_block_storages(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b,
+                              int (*fn)(dlrt_exec_t *e, const schedule *s, int k, int j, int id,
+                                        int write)) {
+  int rc = DLRT_OK;
+  for (int k = b->begin; k < b->end && rc == DLRT_OK; k++) {
+    const node *n = e->g->nodes[s->order[k]];
+    for (int j = 0; j < n->n_in + n->n_out && rc == DLRT_OK; j++) {
+      const dlrt_tensor_t *t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
+      int id = t->owner->id, first = 1;
+      if (s->local[id] || seen_before(n, j)) continue;
+      for (int k2 = b->begin; k2 < k && first; k2++) { /* touched earlier in the block */
+        const node *m = e->g->nodes[s->order[k2]];
+        for (int i = 0; i < m->n_in + m->n_out && first; i++)
+          first = (i < m->n_in ? m->in[i] : m->out[i - m->n_in])->owner->id != id;
+      }
+      rc = fn(e, s, k, j, id, first ? j >= n->n_in : -1);
+    }
+  }
+  return rc;
+}
+
+static int lock_storage(dlrt_exec_t *e, const schedule *s, int k, int j, int id, int write) {
+  (void)s, (void)k, (void)j;
+  return write < 0 ? DLRT_OK : dlrt__mpool_acquire(e->spill, id, write);
+}
+
+static int unlock_storage(dlrt_exec_t *e, const schedule *s, int k, int j, int id, int write) {
+  (void)s, (void)k, (void)j;
+  if (write >= 0) dlrt__mpool_release(e->spill, id); /* once: it was locked once */
+  return DLRT_OK;
+}
+
+/* The next use after the block, from each storage's last touch in it. */
+static int note_next_use(dlrt_exec_t *e, const schedule *s, int k, int j, int id, int write) {
+  (void)write;
+  const node *n = e->g->nodes[s->order[k]];
+  const dlrt_tensor_t *t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
+  dlrt__mpool_next_use(e->spill, id, next_use(s, k, j, t));
+  return DLRT_OK;
+}
+
+int dlrt__spill_begin_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b) {
+  /* Every whole-batch storage the block touches stays resident (locked)
+   * through all its chunks; the chunks' own come and go within the budget. */
+  return for_block_storages(e, s, b, lock_storage);
+}
+
+int dlrt__spill_chunk_outputs(dlrt_exec_t *e, const schedule *s, int k) {
+  node *n = e->g->nodes[s->order[k]];
+  int rc = DLRT_OK, taken = s->inplace[k];
+  if (taken >= 0) rc = dlrt__mpool_take_over(e->spill, n->out[0]->id, taken);
+  for (int j = 0; j < n->n_out && rc == DLRT_OK; j++) {
+    const dlrt_tensor_t *t = n->out[j];
+    if (t->owner != t || !s->local[t->id] || (j == 0 && taken >= 0) || e->bufs[t->id]) continue;
+    rc = dlrt__mpool_acquire(e->spill, t->id, 1); /* locked until discarded */
+  }
+  return rc;
+}
+
+void dlrt__spill_chunk_done(dlrt_exec_t *e, const schedule *s, int k, int last_chunk) {
+  if (s->inplace[k] >= 0) dlrt__mpool_handed_over(e->spill, s->inplace[k]);
+  for (int *f = s->frees[k]; *f >= 0; f++)
+    if (s->local[*f]) dlrt__mpool_discard(e->spill, *f);
+  (void)last_chunk;
+}
+
+int dlrt__spill_end_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b) {
+  int rc = for_block_storages(e, s, b, unlock_storage);
+  if (rc == DLRT_OK) rc = for_block_storages(e, s, b, note_next_use);
+  /* The whole-batch storages whose lives end in the block. */
+  for (int k = b->begin; k < b->end; k++)
+    for (int *f = s->frees[k]; *f >= 0; f++)
+      if (!s->local[*f]) dlrt__mpool_discard(e->spill, *f);
+  /* What the next nodes read, on the copy stream meanwhile. */
+  for (int a = b->end; a < b->end + e->spill_cfg.prefetch && a < s->n && rc == DLRT_OK; a++) {
+    node *m = e->g->nodes[s->order[a]];
+    for (int j = 0; j < m->n_in && rc == DLRT_OK; j++) rc = dlrt__mpool_prefetch(e->spill, m->in[j]->owner->id);
+  }
+  return rc;
+}
+
 int dlrt__exec_use(dlrt_exec_t *e, const dlrt_tensor_t *t, int write) {
   return e->spill ? dlrt__mpool_acquire(e->spill, t->owner->id, write) : DLRT_OK;
 }
@@ -164,6 +252,37 @@ static uint64_t node_need(const node *n, int in_place, dlrt_offload_policy polic
   return need;
 }
 
+/* A chunked block holds every whole-batch storage it touches through all
+ * its chunks, and a chunk's own storages as they come and go (made at a
+ * position, taken over in place, freed after their last use). */
+static uint64_t block_need(const dlrt_graph_t *g, const schedule *s, const dlrt__chunk_block *b) {
+  uint64_t whole = 0, own = 0, own_most = 0;
+  for (int k = b->begin; k < b->end; k++) {
+    const node *n = g->nodes[s->order[k]];
+    for (int j = 0; j < n->n_in + n->n_out; j++) {
+      const dlrt_tensor_t *t = (j < n->n_in ? n->in[j] : n->out[j - n->n_in])->owner;
+      if (s->local[t->id]) continue;
+      int first = 1;
+      for (int k2 = b->begin; k2 <= k && first; k2++) {
+        const node *m = g->nodes[s->order[k2]];
+        int upto = k2 < k ? m->n_in + m->n_out : j;
+        for (int i = 0; i < upto && first; i++)
+          first = (i < m->n_in ? m->in[i] : m->out[i - m->n_in])->owner != t;
+      }
+      if (first) whole += (dlrt__tensor_bytes(t) + 511) / 512 * 512;
+    }
+    for (int j = 0; j < n->n_out; j++) {
+      const dlrt_tensor_t *t = n->out[j];
+      if (t->owner != t || !s->local[t->id] || (j == 0 && s->inplace[k] >= 0)) continue;
+      own += (dlrt__spill_declared_bytes(s, t) + 511) / 512 * 512;
+    }
+    if (own > own_most) own_most = own;
+    for (int *f = s->frees[k]; *f >= 0; f++)
+      if (s->local[*f]) own -= (dlrt__spill_declared_bytes(s, g->tensors[*f]) + 511) / 512 * 512;
+  }
+  return whole + own_most;
+}
+
 uint64_t dlrt__least_spill_budget(const dlrt_graph_t *g, const schedule *plans, int n_plans,
                                   dlrt_offload_policy policy, int *worst) {
   uint64_t most = 0;
@@ -171,11 +290,24 @@ uint64_t dlrt__least_spill_budget(const dlrt_graph_t *g, const schedule *plans, 
   for (int m = 0; m < n_plans; m++) {
     const schedule *s = &plans[m];
     for (int k = 0; k < s->n; k++) {
-      uint64_t need = node_need(g->nodes[s->order[k]], s->inplace[k] >= 0, policy);
-      if (need > most) most = need, *worst = s->order[k];
+      const dlrt__chunk_block *b = s->block_of && s->block_of[k] >= 0 ? &s->blocks[s->block_of[k]] : NULL;
+      if (b && k != b->begin) continue;
+      uint64_t need = b ? block_need(g, s, b)
+                        : node_need(g->nodes[s->order[k]], s->inplace[k] >= 0, policy);
+      /* A block is named by its first node, as -2 - index. */
+      if (need > most) most = need, *worst = b ? -2 - s->order[k] : s->order[k];
     }
   }
   return most;
+}
+
+uint64_t dlrt__spill_declared_bytes(const schedule *s, const dlrt_tensor_t *t) {
+  uint64_t bytes = dlrt__tensor_bytes(t);
+  if (s->local && s->local[t->id] == 1 && s->first[t->id] >= 0 && s->block_of[s->first[t->id]] >= 0) {
+    const dlrt__chunk_block *b = &s->blocks[s->block_of[s->first[t->id]]];
+    bytes = bytes / (uint64_t)b->batch * (uint64_t)b->chunk;
+  }
+  return bytes;
 }
 
 int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *c) {
@@ -197,20 +329,22 @@ int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *c) {
     if (rc < 0) return rc;
     dlrt__mpool_destroy(e->spill);
     e->spill = NULL;
-    /* Checkpointed segments run in chunked blocks again. */
-    if (e->checkpoint_every > 0 && (rc = dlrt__exec_replan(e, e->checkpoint_every)) < 0)
-      return rc;
   }
   if (c->device_budget == 0) return DLRT_OK;
   int worst;
   uint64_t least = dlrt__least_spill_budget(g, e->plans, 2, c->policy, &worst);
   if (c->device_budget < least) {
-    const node *n = g->nodes[worst];
+    int block = worst <= -2;
+    const node *n = g->nodes[block ? -2 - worst : worst];
     return dlrt__set_error(DLRT_ERR_OOM, "a device budget of %.1f MiB for the model is below "
-                           "what one operation needs at once: %s (-> %s) holds %.1f MiB of "
-                           "inputs and outputs; the smallest budget that fits is %.1f MiB%s",
-                           (double)c->device_budget / 1048576.0, dlrt__op_name(n->op),
-                           n->n_out ? n->out[0]->name : "update", (double)least / 1048576.0,
+                           "what one operation needs at once: %s%s (-> %s) holds %.1f MiB%s; "
+                           "the smallest budget that fits is %.1f MiB%s",
+                           (double)c->device_budget / 1048576.0,
+                           block ? "the segment run in chunks of images from " : "",
+                           dlrt__op_name(n->op), n->n_out ? n->out[0]->name : "update",
+                           (double)least / 1048576.0,
+                           block ? " (its whole-batch tensors and one chunk's)"
+                                 : " of inputs and outputs",
                            (double)least / 1048576.0,
                            (n->op == OP_SGD || n->op == OP_ADAM)
                                ? " (or offload the optimizer: its updates then run on the host)"
@@ -219,17 +353,19 @@ int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *c) {
   rc = dlrt__mpool_create(e->dev, e->stream, e->bufs, g->n_tensors, c->device_budget,
                           c->host_budget, &e->spill);
   if (rc < 0) return rc;
-  /* Residency is per storage: checkpointed segments run whole. */
-  if (e->checkpoint_every > 0 && (rc = dlrt__exec_replan(e, e->checkpoint_every)) < 0) {
-    dlrt__mpool_destroy(e->spill);
-    e->spill = NULL;
-    return rc;
-  }
   e->spill_cfg = *c;
   for (int i = 0; i < g->n_tensors; i++) {
     const dlrt_tensor_t *t = g->tensors[i];
     if (t->owner != t) continue;
-    dlrt__mpool_declare(e->spill, i, dlrt__tensor_bytes(t));
+    /* A chunked block's own storages hold one chunk (the same in both
+     * schedules: a storage is a chunk's in every one that has it so). */
+    uint64_t bytes = 0;
+    for (int m = 0; m < 2; m++)
+      if (e->plans[m].first && e->plans[m].first[i] >= 0) {
+        uint64_t b = dlrt__spill_declared_bytes(&e->plans[m], t);
+        if (b > bytes) bytes = b;
+      }
+    dlrt__mpool_declare(e->spill, i, bytes ? bytes : dlrt__tensor_bytes(t));
     if (e->bufs[i]) dlrt__mpool_adopt_buffer(e->spill, i);
   }
   /* Start with everything on the host: the budget holds from the first run. */
