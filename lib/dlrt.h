@@ -795,7 +795,9 @@ DLRT_API int dlrt_exec_set_accumulation(dlrt_exec_t *e, int steps);
  * `every`; a segment's intermediates (all but its last node's output, and
  * those later segments read) are freed after the forward pass and computed
  * again just before the backward pass needs them: less memory for more
- * compute (Chen et al. 2016). A segment made only of per-image ops
+ * compute (Chen et al. 2016). A segment also ends at each max-pool and
+ * is not cut just before a bias, ReLU or max-pool, so that a convolution
+ * block stays in one segment. A segment made only of per-image ops
  * (convolution, its bias, ReLU, max pooling; fp32) also runs a chunk of
  * images at a time, in the forward pass, the evaluation pass and the
  * backward nodes that start from its pooling's gradient, so only its

@@ -242,21 +242,39 @@ static int split_backward(const dlrt_graph_t *g, schedule *s, int b0, int b1) {
 int dlrt__find_chunk_blocks(const dlrt_graph_t *g, schedule *s, int every) {
   int n_fwd = 0;
   while (n_fwd < s->n && g->nodes[s->order[n_fwd]]->phase == PHASE_FORWARD) n_fwd++;
-  if (every <= 0 || every >= n_fwd) return DLRT_OK;
+  if (every <= 0 || n_fwd == 0) return DLRT_OK;
   int training = n_fwd < s->n;
-  int segments = (n_fwd + every - 1) / every;
+  /* The forward positions are the forward nodes in order: the segments'
+   * bounds in positions. */
+  int *seg_of = malloc((size_t)n_fwd * sizeof *seg_of);
+  if (!seg_of) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory planning the graph");
+  int segments = dlrt__checkpoint_segments(g, s->order, n_fwd, every, seg_of);
+  int *starts = malloc((size_t)(segments + 1) * sizeof *starts);
+  if (!starts) {
+    free(seg_of);
+    return dlrt__set_error(DLRT_ERR_OOM, "out of host memory planning the graph");
+  }
+  for (int f = 0; f < n_fwd; f++)
+    if (f == 0 || seg_of[f] != seg_of[f - 1]) starts[seg_of[f]] = f;
+  starts[segments] = n_fwd;
+  free(seg_of);
+  if (segments <= 1) {
+    free(starts);
+    return DLRT_OK;
+  }
   size_t nt = (size_t)(g->n_tensors ? g->n_tensors : 1);
   s->local = calloc(nt, 1);
   s->blocks = calloc((size_t)(3 * segments), sizeof *s->blocks);
   char *trial = malloc(nt);
   if (!s->local || !s->blocks || !trial) {
     free(trial);
+    free(starts);
     return dlrt__set_error(DLRT_ERR_OOM, "out of host memory planning the graph");
   }
   /* Last segment first: the backward blocks come in that order, so
    * splitting one moves only the positions of those not yet found. */
   for (int seg = segments - 1; seg >= 0; seg--) {
-    span fw = {g, s, seg * every, (seg + 1) * every < n_fwd ? (seg + 1) * every : n_fwd};
+    span fw = {g, s, starts[seg], starts[seg + 1]};
     memcpy(trial, s->local, nt);
     int64_t batch = 0, chunk = check_forward(&fw, trial, &batch);
     int b0 = 0, b1 = 0, second = 0;
@@ -264,6 +282,7 @@ int dlrt__find_chunk_blocks(const dlrt_graph_t *g, schedule *s, int every) {
     if (!chunk || (training && !find_backward(&fw, trial, batch, &chunk, &b0, &b1))) continue;
     if (training && (second = split_backward(g, s, b0, b1)) < 0) {
       free(trial);
+      free(starts);
       return dlrt__set_error(DLRT_ERR_OOM, "out of host memory planning the graph");
     }
     memcpy(s->local, trial, nt);
@@ -284,6 +303,7 @@ int dlrt__find_chunk_blocks(const dlrt_graph_t *g, schedule *s, int every) {
     }
   }
   free(trial);
+  free(starts);
   if (!s->n_blocks) {
     free(s->local), free(s->blocks);
     s->local = NULL, s->blocks = NULL;

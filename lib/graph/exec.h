@@ -146,6 +146,13 @@ void dlrt__schedule_free(schedule *s);
 /* Finds the chunked blocks of a checkpointed training schedule (segments
  * of `every` forward nodes) and fills s->blocks, block_of and local. */
 int dlrt__find_chunk_blocks(const dlrt_graph_t *g, schedule *s, int every);
+/* The checkpoint segments of the forward nodes fwd[0..n_fwd) (graph node
+ * indices, in order) for segments of `every` nodes: seg[f] is node f's.
+ * A segment also ends at each max-pool, which closes a convolution block
+ * (one that can run in chunks of images: chunk.c), and is not cut by
+ * length just before a bias, ReLU or max-pool. Returns how many. */
+int dlrt__checkpoint_segments(const dlrt_graph_t *g, const int *fwd, int n_fwd, int every,
+                              int *seg);
 /* Forward nodes per segment for a checkpointing setting (0, N or
  * DLRT_CHECKPOINT_SQRT: ceil(sqrt(forward nodes))). */
 int dlrt__checkpoint_segment(const dlrt_graph_t *g, int every);

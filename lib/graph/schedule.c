@@ -111,22 +111,42 @@ static int takes_over(const node *n) {
          !dlrt__persistent(in) && in->dtype == out->dtype && in->numel == out->numel;
 }
 
+/* Ops that carry a convolution block on to its pooling: a segment is not
+ * cut by length just before one. */
+static int continues_block(op_kind op) {
+  return op == OP_BIAS_CHANNELS || op == OP_RELU || op == OP_MAXPOOL;
+}
+
+int dlrt__checkpoint_segments(const dlrt_graph_t *g, const int *fwd, int n_fwd, int every,
+                              int *seg) {
+  int segment = 0, len = 0;
+  for (int f = 0; f < n_fwd; f++) {
+    seg[f] = segment;
+    int pool = g->nodes[fwd[f]]->op == OP_MAXPOOL;
+    int long_enough = ++len >= every &&
+                      (f + 1 == n_fwd || !continues_block(g->nodes[fwd[f + 1]]->op));
+    if (pool || long_enough) segment++, len = 0;
+  }
+  return len ? segment + 1 : segment;
+}
+
 /* Whether storage `t` (an owner) can be dropped after the forward pass and
  * recomputed for the backward pass when the forward nodes are cut into
- * segments of `every`: an intermediate made in segment seg[] and read only
- * there in the forward pass, not by the segment's last node (its output is
- * the checkpoint the next segment starts from), and made by a node whose
- * outputs are all droppable (re-running a node rewrites all of them). */
-static void find_droppable(dlrt_graph_t *g, const int *fwd, int n_fwd, int every,
+ * segments (seg[f]: forward node f's): an intermediate made in a segment
+ * and read only there in the forward pass, not by the segment's last node
+ * (its output is the checkpoint the next segment starts from), and made by
+ * a node whose outputs are all droppable (re-running a node rewrites all of
+ * them). */
+static void find_droppable(dlrt_graph_t *g, const int *fwd, int n_fwd, const int *seg,
                            int *seg_of_tensor, char *droppable) {
   for (int i = 0; i < g->n_tensors; i++) seg_of_tensor[i] = -1, droppable[i] = 0;
   for (int f = 0; f < n_fwd; f++) {
     node *n = g->nodes[fwd[f]];
-    int seg = f / every, last_of_segment = f % every == every - 1 || f == n_fwd - 1;
+    int last_of_segment = f == n_fwd - 1 || seg[f + 1] != seg[f];
     for (int j = 0; j < n->n_out; j++) {
       dlrt_tensor_t *t = n->out[j];
       if (t->owner != t || dlrt__persistent(t)) continue;
-      seg_of_tensor[t->id] = seg;
+      seg_of_tensor[t->id] = seg[f];
       droppable[t->id] = !last_of_segment;
     }
   }
@@ -135,7 +155,7 @@ static void find_droppable(dlrt_graph_t *g, const int *fwd, int n_fwd, int every
     node *n = g->nodes[fwd[f]];
     for (int j = 0; j < n->n_in; j++) {
       int id = n->in[j]->owner->id;
-      if (seg_of_tensor[id] >= 0 && seg_of_tensor[id] != f / every) droppable[id] = 0;
+      if (seg_of_tensor[id] >= 0 && seg_of_tensor[id] != seg[f]) droppable[id] = 0;
     }
   }
   /* A node with an output that must stay is not re-run: keep all of them. */
@@ -159,23 +179,24 @@ static void find_droppable(dlrt_graph_t *g, const int *fwd, int n_fwd, int every
 static int build_order(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s) {
   int cap = 2 * (g->n_nodes ? g->n_nodes : 1);
   s->order = malloc((size_t)cap * sizeof *s->order);
-  int *fwd = malloc((size_t)(g->n_nodes ? g->n_nodes : 1) * sizeof *fwd);
+  int *fwd = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *fwd);
+  int *seg = malloc((size_t)(g->n_nodes ? g->n_nodes : 1) * sizeof *seg);
   int *seg_of = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *seg_of);
   char *droppable = malloc((size_t)(g->n_tensors ? g->n_tensors : 1));
   int n_fwd = 0, rc = DLRT_OK;
-  if (!s->order || !fwd || !seg_of || !droppable) {
+  if (!s->order || !fwd || !seg || !seg_of || !droppable) {
     rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory planning the graph");
     goto done;
   }
   for (int i = 0; i < g->n_nodes; i++)
     if (g->nodes[i]->phase == PHASE_FORWARD) fwd[n_fwd++] = i;
-  if (every <= 0 || max_phase == PHASE_FORWARD || every >= n_fwd) {
+  int segments = every > 0 ? dlrt__checkpoint_segments(g, fwd, n_fwd, every, seg) : 1;
+  if (max_phase == PHASE_FORWARD || segments <= 1) {
     for (int i = 0; i < g->n_nodes; i++)
       if (g->nodes[i]->phase <= max_phase) s->order[s->n++] = i;
     goto done;
   }
-  find_droppable(g, fwd, n_fwd, every, seg_of, droppable);
-  int segments = (n_fwd + every - 1) / every;
+  find_droppable(g, fwd, n_fwd, seg, seg_of, droppable);
   char *recomputed = calloc((size_t)segments, 1);
   if (!recomputed) {
     rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory planning the graph");
@@ -186,10 +207,11 @@ static int build_order(dlrt_graph_t *g, node_phase max_phase, int every, schedul
     node *n = g->nodes[i];
     if (n->phase == PHASE_FORWARD || n->phase > max_phase) continue;
     for (int j = 0; j < n->n_in; j++) {
-      int id = n->in[j]->owner->id, seg = seg_of[id];
-      if (!droppable[id] || recomputed[seg]) continue;
-      recomputed[seg] = 1;
-      for (int f = seg * every; f < (seg + 1) * every && f < n_fwd; f++) {
+      int id = n->in[j]->owner->id, sg = seg_of[id];
+      if (!droppable[id] || recomputed[sg]) continue;
+      recomputed[sg] = 1;
+      for (int f = 0; f < n_fwd; f++) {
+        if (seg[f] != sg) continue;
         node *m = g->nodes[fwd[f]];
         int makes_dropped = 0;
         for (int o = 0; o < m->n_out; o++) makes_dropped |= droppable[m->out[o]->owner->id];
@@ -201,6 +223,7 @@ static int build_order(dlrt_graph_t *g, node_phase max_phase, int every, schedul
   free(recomputed);
 done:
   free(fwd);
+  free(seg);
   free(seg_of);
   free(droppable);
   return rc;
