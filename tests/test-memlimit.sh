@@ -12,12 +12,12 @@ DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=15
+TOOL=$DLTRAIN PLAN=16
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
 if [ $have_python = no ]; then
-  for i in $(seq 1 15); do skip "test $i" "python3 not found"; done
+  for i in $(seq 1 16); do skip "test $i" "python3 not found"; done
   exit 0
 fi
 
@@ -115,3 +115,18 @@ result "cnn, batch 64, --mem-limit 6M --checkpoint sqrt: spills in chunks, same 
 run $cnn --mem-limit 6M --offload optimizer --checkpoint none
 [ $rc -eq 1 ] && grep -q "smallest budget" "$tmp/err"
 result "cnn, batch 64, --mem-limit 6M without checkpointing: refused, with the smallest budget that fits"
+
+# 16: --checkpoint auto takes the --mem-limit as its budget: two
+# convolution blocks at batch 64 need spilling whole (refused at 8M, one
+# convolution holding 8.3 MiB), and fit 8M in chunked segments, unspilled.
+model="$tmp/two-blocks.model"
+printf 'conv2d 32 5 pad=2\nrelu\nmaxpool 2\nconv2d 32 3 pad=1\nrelu\nmaxpool 2\n' >"$model"
+blocks="--data generated --model $model --batch 64 --limit 640 --epochs 1 --device cpu --json --quiet"
+run $blocks
+cp "$tmp/out" "$tmp/blocks-free.json"
+run $blocks --mem-limit 8M --checkpoint auto
+[ $rc -eq 0 ] && python3 -c "import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:])
+assert a['epoch_losses'] == b['epoch_losses'], (a, b)
+assert b['spilled_bytes'] == 0 and b['peak_device_bytes'] <= 8 << 20, b" "$tmp/blocks-free.json" "$tmp/out"
+result "two convolution blocks, batch 64, --mem-limit 8M --checkpoint auto: chunked segments fit, unspilled, same losses"

@@ -77,15 +77,18 @@ static uint64_t outside_bytes(const dlrt_trainer_t *t);
 
 /* Sets the trainer's checkpointing; for DLRT_CHECKPOINT_AUTO the longest
  * segments (least recompute) whose planned peak, with the loaders' slots
- * beside it, fits 80% of the budget, none when everything fits, and the
- * shortest when nothing does. */
+ * beside it, fits 80% of the budget (the spilling budget when one is given,
+ * else the device's), none when everything fits, and the shortest when
+ * nothing does. */
 static int choose_checkpointing(dlrt_trainer_t *t) {
   if (t->cfg.checkpoint != DLRT_CHECKPOINT_AUTO)
     return dlrt_exec_set_checkpointing(t->e, t->cfg.checkpoint);
   dlrt_device_props props;
   int rc = dlrt_device_props_get(t->dev, &props);
   if (rc < 0) return rc;
-  uint64_t budget = dlrt_mem_get_limit(t->dev);
+  /* An explicit spilling budget (--mem-limit) first, else the device's. */
+  uint64_t budget = t->cfg.spill.device_budget ? t->cfg.spill.device_budget
+                                               : dlrt_mem_get_limit(t->dev);
   if (!budget) budget = props.total_memory;
   /* The plan counts bytes in buffers; the budget binds the allocator's
    * segments, which hold some slack (buffers of different sizes in turn,
