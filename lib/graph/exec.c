@@ -215,6 +215,24 @@ static void trace_node(dlrt_exec_t *e, const node *n, int on_host, double t0) {
   if (e->spill) dlrt__trace_counter("spill: resident", dlrt__mpool_resident(e->spill));
 }
 
+/* Allocates the outputs of position k that have no storage yet (c: in a
+ * chunked block, where a chunk's own hold its images only). An output
+ * taking over its first input's storage gets that buffer (the input still
+ * reads it during this node; it is handed over once the node is queued). */
+static int alloc_outputs(dlrt_exec_t *e, const schedule *s, int k, const dlrt__chunk *c) {
+  node *n = e->g->nodes[s->order[k]];
+  int rc = DLRT_OK;
+  if (s->inplace[k] >= 0) e->bufs[n->out[0]->id] = e->bufs[s->inplace[k]];
+  for (int j = 0; j < n->n_out && rc == DLRT_OK; j++) {
+    dlrt_tensor_t *t = n->out[j];
+    if (t->owner != t || e->bufs[t->id]) continue;
+    size_t bytes = dlrt__tensor_bytes(t);
+    if (c && s->local[t->id] == 1) bytes = bytes / (size_t)c->n * (size_t)c->nb;
+    rc = dlrt_buffer_alloc(e->dev, bytes ? bytes : 4, e->stream, &e->bufs[t->id]);
+  }
+  return rc;
+}
+
 /* A chunked block of the schedule (chunk.c): its positions run for each
  * chunk of images in turn. Storages that hold one chunk are allocated and
  * freed each time; those of the whole batch are made by the first chunk
@@ -226,18 +244,7 @@ static int run_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block 
     int last_chunk = b0 + c.nb >= b->batch;
     for (int k = b->begin; k < b->end && rc == DLRT_OK; k++) {
       node *n = e->g->nodes[s->order[k]];
-      if (e->spill) {
-        rc = dlrt__spill_chunk_outputs(e, s, k);
-      } else {
-        if (s->inplace[k] >= 0) e->bufs[n->out[0]->id] = e->bufs[s->inplace[k]];
-        for (int j = 0; j < n->n_out && rc == DLRT_OK; j++) {
-          dlrt_tensor_t *t = n->out[j];
-          if (t->owner != t || e->bufs[t->id]) continue;
-          size_t bytes = dlrt__tensor_bytes(t);
-          if (s->local[t->id] == 1) bytes = bytes / (size_t)b->batch * (size_t)c.nb;
-          rc = dlrt_buffer_alloc(e->dev, bytes ? bytes : 4, e->stream, &e->bufs[t->id]);
-        }
-      }
+      rc = e->spill ? dlrt__spill_chunk_outputs(e, s, k) : alloc_outputs(e, s, k, &c);
       double t0 = e->profile ? now_ms() : 0;
       if (rc == DLRT_OK) rc = dlrt__exec_run_node_chunk(e, n, &c);
       if (e->profile && rc == DLRT_OK) {
@@ -357,16 +364,7 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
         break;
       }
     } else {
-      /* The output takes over its first input's storage (the input still
-       * reads it during this node; it is handed over once the node is
-       * queued). */
-      if (s->inplace[k] >= 0) e->bufs[n->out[0]->id] = e->bufs[s->inplace[k]];
-      for (int j = 0; j < n->n_out && rc == DLRT_OK; j++) {
-        dlrt_tensor_t *t = n->out[j];
-        if (t->owner != t || e->bufs[t->id]) continue;
-        size_t bytes = dlrt__tensor_bytes(t);
-        rc = dlrt_buffer_alloc(e->dev, bytes ? bytes : 4, e->stream, &e->bufs[t->id]);
-      }
+      rc = alloc_outputs(e, s, k, NULL);
     }
     double t0 = e->profile ? now_ms() : 0;
     double trace_t0 = tracing && dlrt_stream_synchronize(e->stream) == DLRT_OK ? dlrt__trace_now_us() : 0;
