@@ -28,6 +28,13 @@ struct dlrt_buffer {
   size_t size;   /* bytes the caller asked for */
 };
 
+/* dlrt_buffer_alloc; `exact`: the allocator splits even a large cached
+ * block down to the request (dlrt__allocator_alloc_ex), so the device
+ * bytes it holds are the request rounded to 512 (spilling's pool keeps its
+ * budget in those). */
+int dlrt__buffer_alloc_ex(dlrt_device_t *dev, size_t bytes, dlrt_stream_t *stream, int exact,
+                          dlrt_buffer_t **out);
+
 struct dlrt_device {
   const dlrt_backend_iface *be;
   void *be_ctx; /* the backend's context */

@@ -367,10 +367,10 @@ static int grow(dlrt__allocator *a, size_t size, int pool, segment **out) {
 
 /* Carves `size` bytes off the front of free block `b` when the rest is worth
  * keeping; the rest stays free with the same stream and events. */
-static void maybe_split(dlrt__allocator *a, dlrt__block *b, size_t size) {
+static void maybe_split(dlrt__allocator *a, dlrt__block *b, size_t size, int exact) {
   size_t rest = b->size - size;
   int pool = b->seg->pool;
-  if (!(pool == POOL_SMALL ? rest >= ROUND : rest > (size_t)SMALL_MAX)) return;
+  if (!(pool == POOL_SMALL || exact ? rest >= ROUND : rest > (size_t)SMALL_MAX)) return;
   dlrt__block *r = calloc(1, sizeof *r);
   if (!r) return; /* keep the block whole: wasteful, still correct */
   r->seg = b->seg;
@@ -392,6 +392,11 @@ static void maybe_split(dlrt__allocator *a, dlrt__block *b, size_t size) {
 
 int dlrt__allocator_alloc(dlrt__allocator *a, size_t bytes, dlrt_stream_t *stream,
                           dlrt__block **out, dlrt_mem *mem, size_t *offset) {
+  return dlrt__allocator_alloc_ex(a, bytes, stream, 0, out, mem, offset);
+}
+
+int dlrt__allocator_alloc_ex(dlrt__allocator *a, size_t bytes, dlrt_stream_t *stream, int exact,
+                             dlrt__block **out, dlrt_mem *mem, size_t *offset) {
   if (bytes > SIZE_MAX - LARGE_ROUND || (a->capacity && bytes > a->capacity)) {
     char want[32], have[32];
     fmt_bytes(want, sizeof want, bytes);
@@ -424,7 +429,7 @@ int dlrt__allocator_alloc(dlrt__allocator *a, size_t bytes, dlrt_stream_t *strea
    * rest keeps the events; the block itself is ordered for its new stream. */
   bin_remove(a, b);
   uncount(a, b);
-  maybe_split(a, b, size);
+  maybe_split(a, b, size, exact);
   rc = block_order_for(a, b, stream);
   if (rc < 0) {
     count(a, b);

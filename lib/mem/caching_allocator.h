@@ -36,6 +36,12 @@ void dlrt__allocator_destroy(dlrt__allocator *a);
  * *mem is the segment's memory, *offset the block's byte offset within it. */
 int dlrt__allocator_alloc(dlrt__allocator *a, size_t bytes, dlrt_stream_t *stream,
                           dlrt__block **out, dlrt_mem *mem, size_t *offset);
+/* The same; `exact`: a large block is split down to the request too (its
+ * rest, however small, goes back to the cache), so the block holds what was
+ * asked for, rounded to 512 bytes: for a caller that keeps its own budget
+ * of those bytes (spilling's pool). */
+int dlrt__allocator_alloc_ex(dlrt__allocator *a, size_t bytes, dlrt_stream_t *stream, int exact,
+                             dlrt__block **out, dlrt_mem *mem, size_t *offset);
 void dlrt__allocator_free(dlrt__allocator *a, dlrt__block *b);
 int dlrt__allocator_record_stream(dlrt__allocator *a, dlrt__block *b,
                                   dlrt_stream_t *stream);

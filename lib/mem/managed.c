@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "device/device.h"
 #include "mem/managed.h"
 #include "util/status.h"
 #include "util/trace.h"
@@ -444,7 +445,8 @@ static int place(dlrt__mpool *p, int id, dlrt_stream_t *stream) {
   int fits, rc = make_room(p, m->bytes, -1, &fits);
   if (rc < 0) return rc;
   if (!fits) return no_room(p, id);
-  rc = dlrt_buffer_alloc(p->dev, m->size, stream, &p->bufs[id]);
+  /* Exact: the allocator's block holds m->bytes, what the budget counts. */
+  rc = dlrt__buffer_alloc_ex(p->dev, m->size, stream, 1, &p->bufs[id]);
   if (rc < 0) return rc;
   p->resident += m->bytes;
   if (p->resident > p->st.peak_resident) p->st.peak_resident = p->resident;

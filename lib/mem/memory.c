@@ -12,6 +12,11 @@
 
 int dlrt_buffer_alloc(dlrt_device_t *dev, size_t bytes, dlrt_stream_t *stream,
                       dlrt_buffer_t **out) {
+  return dlrt__buffer_alloc_ex(dev, bytes, stream, 0, out);
+}
+
+int dlrt__buffer_alloc_ex(dlrt_device_t *dev, size_t bytes, dlrt_stream_t *stream, int exact,
+                          dlrt_buffer_t **out) {
   DLRT__CHECK_ARG(dev && out, "device or out is NULL");
   DLRT__CHECK_ARG(bytes > 0, "%s: cannot allocate 0 bytes", dev->spec);
   int rc = dlrt__device_ensure_open(dev);
@@ -22,7 +27,8 @@ int dlrt_buffer_alloc(dlrt_device_t *dev, size_t bytes, dlrt_stream_t *stream,
                            "%s", dev->spec, stream->dev->spec);
   dlrt_buffer_t *buf = calloc(1, sizeof *buf);
   if (!buf) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
-  rc = dlrt__allocator_alloc(dev->alloc, bytes, stream, &buf->block, &buf->mem, &buf->offset);
+  rc = dlrt__allocator_alloc_ex(dev->alloc, bytes, stream, exact, &buf->block, &buf->mem,
+                                &buf->offset);
   if (rc < 0) {
     free(buf);
     return rc;
