@@ -216,6 +216,16 @@ static int split_backward(const dlrt_graph_t *g, schedule *s, int b0, int b1) {
     if (n->op == OP_CONV_GRAD_W && read_from(g, s, b1, n->in[1]->owner->id)) return b1;
   }
   if (!inputs) return b1;
+  /* Only when nothing in the block reads an input gradient it makes (a
+   * chain through two convolutions): those could not wait for the end. */
+  for (int k = b0; k < b1; k++) {
+    const node *n = g->nodes[s->order[k]];
+    for (int j = 0; j < n->n_in; j++) {
+      const node *maker = n->in[j]->owner->producer;
+      for (int m = b0; m < b1 && maker; m++)
+        if (g->nodes[s->order[m]] == maker && maker->op == OP_CONV_GRAD_X) return b1;
+    }
+  }
   int len = b1 - b0, *moved = malloc((size_t)(len + pools) * sizeof *moved);
   int *grown = realloc(s->order, (size_t)(s->n + pools) * sizeof *grown);
   if (!moved || !grown) {
