@@ -1,0 +1,209 @@
+/*
+ * dlrt/data.h — data sets (IDX and record files), the data pipeline, host
+ * tensors and safetensors files.
+ * Included by dlrt.h, which programs include (lib/dlrt.h tells the
+ * conventions).
+ */
+#ifndef DLRT_DATA_H
+#define DLRT_DATA_H
+
+#include "dlrt/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Data sets: MNIST-family IDX files and dlrt record files                  */
+/* ------------------------------------------------------------------------ */
+
+/* Labelled images in host memory (or mapped from a record file). */
+typedef struct {
+  int64_t count;        /* samples */
+  int64_t channels, height, width;
+  int classes;          /* 1 + the largest label (10 for the MNIST family) */
+  dlrt_dtype image_dtype; /* DLRT_U8 (pixels 0..255) or DLRT_F32 (used as they are) */
+  /* count x channels x height x width samples of image_dtype, row-major
+   * (bytes; cast to const float * for DLRT_F32). */
+  uint8_t *images;
+  int32_t *labels;      /* count, each in [0, classes) */
+  char source[512];     /* the folder or files it came from, or "generated" */
+  void *mapping;        /* private: the mapped record file, or NULL */
+  size_t mapping_bytes;
+} dlrt_dataset;
+
+/* Folder Debian's dataset-fashion-mnist package installs. */
+#define DLRT_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
+
+/* How dlrt_dataset_load and dlrt_dataset_open_records read record files. */
+#define DLRT_DATASET_MMAP 1 /* map the images instead of reading them: the page
+                               cache streams them from disk, so a set larger
+                               than RAM trains */
+
+/* Loads the training (test = 0) or test (test = 1) split of a data set:
+ * `where` is "fashion-mnist" (DLRT_FASHION_MNIST_DIR), a record file, or a
+ * folder holding train.dlrec / test.dlrec (record files, preferred) or
+ * train-images-idx3-ubyte and train-labels-idx1-ubyte (t10k-... for the test
+ * split), each optionally gzip-compressed (.gz). A record file given as
+ * `where` is the training split (its test split is DLRT_ERR_NOT_FOUND).
+ * DLRT_ERR_NOT_FOUND when the files are absent, DLRT_ERR_IO for unreadable,
+ * truncated or corrupt files (wrong magic, wrong dimensions, image count !=
+ * label count); the message names the file and what is wrong. `flags`:
+ * DLRT_DATASET_MMAP or 0 (IDX files are always read into memory). */
+DLRT_API int dlrt_dataset_load(const char *where, int test, dlrt_dataset *out);
+DLRT_API int dlrt_dataset_load_flags(const char *where, int test, int flags,
+                                     dlrt_dataset *out);
+/* Loads one images file and one labels file (IDX, plain or gzip). */
+DLRT_API int dlrt_dataset_load_idx(const char *images_path, const char *labels_path,
+                                   dlrt_dataset *out);
+/* A generated stand-in of `count` 28 x 28 images in `classes` classes, each
+ * class a distinct learnable pattern plus noise, reproducible from `seed`;
+ * source is "generated". */
+DLRT_API int dlrt_dataset_generate(int64_t count, int classes, uint64_t seed,
+                                   dlrt_dataset *out);
+/* Releases the arrays (or the mapping); the struct may be reused. NULL is a
+ * no-op. */
+DLRT_API void dlrt_dataset_free(dlrt_dataset *d);
+
+/* Record files (".dlrec"): a fixed 64-byte header, then the images, then the
+ * labels, all little-endian, so a user can write one from their own data
+ * with a few lines of any language:
+ *   offset size  field
+ *   0      8     magic "DLRTREC1"
+ *   8      4     u32 header bytes (64)
+ *   12     4     u32 image dtype: 1 = u8 (0..255), 2 = f32
+ *   16     8     u64 count (samples)
+ *   24     4     u32 channels
+ *   28     4     u32 height
+ *   32     4     u32 width
+ *   36     4     u32 label dtype: 1 = u8, 2 = i32
+ *   40     4     u32 classes (every label is below it)
+ *   44     20    zero
+ *   64     count x channels x height x width images of the image dtype
+ *   ...    count labels of the label dtype
+ * and nothing after. Writing is atomic (a temporary file, flushed, renamed). */
+DLRT_API int dlrt_dataset_save_records(const char *path, const dlrt_dataset *d);
+DLRT_API int dlrt_dataset_open_records(const char *path, int flags, dlrt_dataset *out);
+
+/* ------------------------------------------------------------------------ */
+/* Data pipeline: disk -> RAM -> workers -> pinned staging -> device         */
+/* ------------------------------------------------------------------------ */
+
+/* Augmentation, on the CPU, per sample; each sample's randomness comes from
+ * (seed, epoch, sample index) alone, so the batches are the same for any
+ * number of workers. Applied in this order. */
+typedef struct {
+  int crop_padding;  /* random crop back to the original size after zero
+                        padding each side by this many pixels; 0: off */
+  int flip;          /* horizontal flip with probability 1/2 */
+  float mean, std;   /* (x - mean) / std on pixels scaled to [0, 1] (u8) or
+                        taken as they are (f32); std 0: leave as is */
+  float erase_p;     /* random erasing (torchvision's RandomErasing: 2-33%
+                        of the area, aspect 0.3-3.3, value 0) with this
+                        probability; 0: off */
+} dlrt_augment;
+
+typedef struct {
+  int64_t batch;     /* samples per batch */
+  int workers;       /* threads that decode and augment; 0: the calling thread */
+  int prefetch;      /* batches made ready ahead (pinned staging and device
+                        buffers); 0: none, each batch is loaded and copied
+                        when asked for */
+  uint64_t seed;     /* shuffling and augmentation */
+  int shuffle;       /* a new order every epoch from (seed, epoch) */
+  int pad_last;      /* 0: drop the last partial batch; 1: keep it, filled
+                        up from the start of the epoch's order */
+  int rank, world;   /* this shard: rank r of world (0 and 1 for all) */
+  int augment;       /* 0: none of aug's random parts (crop, flip, erasing):
+                        for evaluation; its normalisation still applies */
+  dlrt_augment aug;
+  int host_only;     /* batches in pinned host memory only, no device copy
+                        (images, labels and ready are NULL): for consumers
+                        that take rows from the host (replicas, stages) */
+  dlrt_dtype image_type; /* the images' type: DLRT_F32 (0, the default), or
+                        DLRT_F16 / DLRT_BF16 for a mixed-precision consumer:
+                        rounded to nearest even after augmentation, which
+                        halves the staging, the device buffers and the copies
+                        (not with host_only) */
+} dlrt_loader_config;
+
+typedef struct dlrt_loader dlrt_loader_t;
+
+/* One batch, on the device, ready once `ready` has passed. */
+typedef struct {
+  dlrt_buffer_t *images;       /* batch x channels x height x width, in image_type */
+  dlrt_buffer_t *labels;       /* batch, i32 */
+  const float *host_images;    /* the same in pinned host memory (f32 loaders; NULL
+                                  for 16-bit ones) */
+  dlrt_dtype image_type;       /* the loader's (dlrt_loader_config) */
+  const int32_t *host_labels;  /* (valid until the batch is released) */
+  dlrt_event_t *ready;         /* recorded after the copy to the device */
+  int64_t count;               /* real samples; later rows repeat earlier ones */
+  int64_t index;               /* batch number within the epoch */
+  int slot;                    /* private */
+} dlrt_batch;
+
+typedef struct {
+  double stall_s;             /* time dlrt_loader_next waited for a batch */
+  double work_s;              /* worker time spent decoding and augmenting */
+  double first_s, last_s;     /* (monotonic) first batch asked for, last one handed out */
+  int64_t batches, images;
+  double images_per_s;        /* loader throughput: images / worker time per worker */
+} dlrt_loader_stats;
+
+/* A loader of `data` (which must outlive it) onto `dev`. Uses its own copy
+ * stream; the staging ring holds max(prefetch, 1) batches. */
+DLRT_API int dlrt_loader_create(dlrt_device_t *dev, const dlrt_dataset *data,
+                                const dlrt_loader_config *config, dlrt_loader_t **out);
+/* Stops the workers (waiting for nothing the device still reads). */
+DLRT_API void dlrt_loader_destroy(dlrt_loader_t *l);
+/* Batches per epoch for this shard. */
+DLRT_API int64_t dlrt_loader_batches(const dlrt_loader_t *l);
+/* Begins epoch `epoch` (its order and augmentation), abandoning what is left
+ * of the previous one, and starts the workers on its first batches. */
+DLRT_API int dlrt_loader_start(dlrt_loader_t *l, int epoch);
+/* The next batch: 1 with *out filled, 0 at the end of the epoch, negative on
+ * an error (a failing worker's message). Every batch must be released. */
+DLRT_API int dlrt_loader_next(dlrt_loader_t *l, dlrt_batch *out);
+/* Gives the batch back once the work queued on `consumer` that reads it is
+ * done (an event on that stream; nothing blocks); NULL: at once. */
+DLRT_API int dlrt_loader_release(dlrt_loader_t *l, dlrt_batch *b, dlrt_stream_t *consumer);
+DLRT_API int dlrt_loader_stats_get(const dlrt_loader_t *l, dlrt_loader_stats *out);
+DLRT_API int dlrt_loader_stats_reset(dlrt_loader_t *l);
+
+/* ------------------------------------------------------------------------ */
+/* Host tensors and safetensors files (checkpoints PyTorch can read)          */
+/* ------------------------------------------------------------------------ */
+
+#define DLRT_MAX_DIMS 8
+
+typedef struct {
+  char name[128];
+  dlrt_dtype dtype;
+  int ndim;
+  int64_t shape[DLRT_MAX_DIMS];
+  void *data;   /* host bytes: product(shape) elements of dtype */
+  size_t bytes;
+} dlrt_host_tensor;
+
+/* Writes `n` tensors and string metadata (`metadata` holds key, value, key,
+ * value, ..., NULL; may be NULL) to `path` in the safetensors format: the
+ * file is written under a temporary name in the same folder, flushed to
+ * disk, and renamed over `path`, so a crash leaves the old file or the new
+ * one, never half of one. */
+DLRT_API int dlrt_safetensors_save(const char *path, const dlrt_host_tensor *tensors, int n,
+                                   const char *const *metadata);
+/* Reads a safetensors file. *tensors is an array of *n tensors whose data
+ * the library allocated; *metadata (may be NULL if not wanted) holds key,
+ * value, ..., NULL. A truncated or corrupt file fails with DLRT_ERR_IO and a
+ * message naming the file and the defect; nothing is returned then. */
+DLRT_API int dlrt_safetensors_load(const char *path, dlrt_host_tensor **tensors, int *n,
+                                   char ***metadata);
+/* Frees what dlrt_safetensors_load returned. */
+DLRT_API void dlrt_safetensors_free(dlrt_host_tensor *tensors, int n, char **metadata);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DLRT_DATA_H */

@@ -1,0 +1,368 @@
+/*
+ * dlrt/graph.h — static graphs with automatic differentiation, and their
+ * executors (planning, checkpointing, spilling, mixed precision).
+ * Included by dlrt.h, which programs include (lib/dlrt.h tells the
+ * conventions).
+ */
+#ifndef DLRT_GRAPH_H
+#define DLRT_GRAPH_H
+
+#include "dlrt/data.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Static graphs with automatic differentiation                               */
+/* ------------------------------------------------------------------------ */
+
+/* A graph is built once and run every step (as in ggml): build the forward
+ * pass from inputs and parameters, call dlrt_graph_backward() to append the
+ * gradient nodes and dlrt_graph_optimize() to append fused parameter
+ * updates, then create an executor on a device and run it.
+ *
+ * Builders return a tensor, or NULL after an error; an error sticks to the
+ * graph (later builders given NULL return NULL) and dlrt_graph_status()
+ * reports the first one with its message. Tensors are fp32 (I32 for class
+ * labels), row-major and contiguous; images are N x C x H x W. Tensors belong
+ * to their graph. */
+typedef struct dlrt_graph dlrt_graph_t;
+typedef struct dlrt_tensor dlrt_tensor_t;
+typedef struct dlrt_exec dlrt_exec_t;
+
+/* Initial values of a parameter, drawn from the executor's seed. */
+typedef enum {
+  DLRT_INIT_ZEROS,
+  DLRT_INIT_ONES,
+  /* U(-1/sqrt(fan_in), 1/sqrt(fan_in)): PyTorch's default for Linear and
+   * Conv2d weights (kaiming_uniform with a = sqrt(5)) and biases. */
+  DLRT_INIT_FAN_IN_UNIFORM,
+  /* Kaiming (He) normal for ReLU: N(0, 2 / fan_in). */
+  DLRT_INIT_KAIMING_NORMAL,
+  /* Xavier (Glorot) uniform: U(-a, a), a = sqrt(6 / (fan_in + fan_out)). */
+  DLRT_INIT_XAVIER_UNIFORM,
+} dlrt_init_kind;
+
+DLRT_API int dlrt_graph_create(dlrt_graph_t **out);
+DLRT_API void dlrt_graph_destroy(dlrt_graph_t *g);
+/* DLRT_OK, or the first error met while building (its message is restored
+ * as this thread's dlrt_last_error()). */
+DLRT_API int dlrt_graph_status(dlrt_graph_t *g);
+
+/* A tensor the caller fills before each run (dlrt_exec_write): f32 or i32,
+ * or f16 / bf16 when it is the graph's compute type (dlrt_graph_set_precision
+ * called first; ops take it as already cast). */
+DLRT_API dlrt_tensor_t *dlrt_input(dlrt_graph_t *g, const char *name, dlrt_dtype dtype,
+                                   int ndim, const int64_t *shape);
+/* A trained parameter (fp32). fan_in / fan_out feed the initialiser. */
+DLRT_API dlrt_tensor_t *dlrt_param(dlrt_graph_t *g, const char *name, int ndim,
+                                   const int64_t *shape, dlrt_init_kind init, int64_t fan_in,
+                                   int64_t fan_out);
+/* Keeps a tensor's value after a run so that dlrt_exec_read can return it
+ * (other intermediates are freed after their last use). Returns t. */
+DLRT_API dlrt_tensor_t *dlrt_keep(dlrt_graph_t *g, dlrt_tensor_t *t);
+
+/* y = x W^T + b: x is N x in, W is out x in (PyTorch's layout), b is out or NULL. */
+DLRT_API dlrt_tensor_t *dlrt_linear(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
+                                    dlrt_tensor_t *b);
+/* op(A) op(B) for 2-D A, B; batched for 3-D A, B (batch x rows x cols, one
+ * batch size); and a 3-D A (not transposed) times a 2-D B, as one GEMM. */
+DLRT_API dlrt_tensor_t *dlrt_matmul(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b,
+                                    int trans_a, int trans_b);
+DLRT_API dlrt_tensor_t *dlrt_relu(dlrt_graph_t *g, dlrt_tensor_t *x);
+/* Elementwise a (op) b of one shape, or with b broadcast over a's leading
+ * dimensions when b's shape is a's trailing one (a N x D plus b D). */
+DLRT_API dlrt_tensor_t *dlrt_add(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b);
+DLRT_API dlrt_tensor_t *dlrt_mul(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b);
+DLRT_API dlrt_tensor_t *dlrt_scale(dlrt_graph_t *g, dlrt_tensor_t *x, float alpha);
+DLRT_API dlrt_tensor_t *dlrt_sub(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b);
+DLRT_API dlrt_tensor_t *dlrt_div(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b);
+DLRT_API dlrt_tensor_t *dlrt_tanh(dlrt_graph_t *g, dlrt_tensor_t *x);
+DLRT_API dlrt_tensor_t *dlrt_sigmoid(dlrt_graph_t *g, dlrt_tensor_t *x);
+/* The exact GELU, x * Phi(x) (PyTorch's default, with erf). */
+DLRT_API dlrt_tensor_t *dlrt_gelu(dlrt_graph_t *g, dlrt_tensor_t *x);
+/* Softmax over the last axis. */
+DLRT_API dlrt_tensor_t *dlrt_softmax(dlrt_graph_t *g, dlrt_tensor_t *x);
+/* Mean squared error of two tensors of one shape: a tensor of shape [1]. */
+DLRT_API dlrt_tensor_t *dlrt_mse(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b);
+/* Inverted dropout with drop probability p in [0, 1): in training runs each
+ * element is zeroed with probability p and the rest scaled by 1 / (1 - p);
+ * forward-only runs pass x through. The mask is drawn from the executor's
+ * seed, the step and the node, so it is the same on every device. */
+DLRT_API dlrt_tensor_t *dlrt_dropout(dlrt_graph_t *g, dlrt_tensor_t *x, float p);
+/* The sum of all elements, a tensor of shape [1]. */
+DLRT_API dlrt_tensor_t *dlrt_sum(dlrt_graph_t *g, dlrt_tensor_t *x);
+/* 2-D convolution: x is N x C x H x W, w is O x C x kh x kw, b is O or NULL. */
+DLRT_API dlrt_tensor_t *dlrt_conv2d(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
+                                    dlrt_tensor_t *b, int stride, int padding, int dilation);
+/* Layer normalisation over the last axis, with scale and shift parameters
+ * gamma, beta of that axis's size (PyTorch's LayerNorm; eps 1e-5 there). */
+DLRT_API dlrt_tensor_t *dlrt_layer_norm(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *gamma,
+                                        dlrt_tensor_t *beta, float eps);
+/* Batch normalisation of N x C or N x C x H x W per channel, with parameters
+ * gamma, beta of C elements: training runs use the batch's statistics and
+ * update running ones (momentum 0.1 in PyTorch, unbiased variance);
+ * forward-only runs use the running ones. The running statistics are named
+ * GAMMA.running_mean and GAMMA.running_var and saved in checkpoints. */
+DLRT_API dlrt_tensor_t *dlrt_batch_norm(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *gamma,
+                                        dlrt_tensor_t *beta, float momentum, float eps);
+/* Max (or mean) over k x k windows moved by `stride`, no padding. */
+DLRT_API dlrt_tensor_t *dlrt_max_pool2d(dlrt_graph_t *g, dlrt_tensor_t *x, int k, int stride);
+DLRT_API dlrt_tensor_t *dlrt_avg_pool2d(dlrt_graph_t *g, dlrt_tensor_t *x, int k, int stride);
+/* A view with another shape of the same number of elements. */
+DLRT_API dlrt_tensor_t *dlrt_reshape(dlrt_graph_t *g, dlrt_tensor_t *x, int ndim,
+                                     const int64_t *shape);
+/* N x ... -> N x (product of the rest). */
+DLRT_API dlrt_tensor_t *dlrt_flatten(dlrt_graph_t *g, dlrt_tensor_t *x);
+/* x with axes axis0 and axis1 exchanged (torch.transpose): a view, the
+ * same storage with their strides swapped. A matmul reads a transposed 2-D
+ * view in place; other ops read a dense copy the executor makes once. */
+DLRT_API dlrt_tensor_t *dlrt_transpose_axes(dlrt_graph_t *g, dlrt_tensor_t *x, int axis0,
+                                            int axis1);
+/* The transpose of a 2-D tensor: dlrt_transpose_axes(g, x, 0, 1). */
+DLRT_API dlrt_tensor_t *dlrt_transpose2d(dlrt_graph_t *g, dlrt_tensor_t *x);
+/* n (1 to 6) tensors joined along `axis`; other dimensions must agree. */
+DLRT_API dlrt_tensor_t *dlrt_concat(dlrt_graph_t *g, int n, dlrt_tensor_t *const *xs,
+                                    int axis);
+/* Elements [start, start + length) of `axis`: a view at an offset with x's
+ * strides, on any axis (nothing is copied; ops that need dense input read a
+ * copy). */
+DLRT_API dlrt_tensor_t *dlrt_slice(dlrt_graph_t *g, dlrt_tensor_t *x, int axis, int64_t start,
+                                   int64_t length);
+/* Sum or mean over one axis, which disappears from the shape. */
+DLRT_API dlrt_tensor_t *dlrt_sum_axis(dlrt_graph_t *g, dlrt_tensor_t *x, int axis);
+DLRT_API dlrt_tensor_t *dlrt_mean_axis(dlrt_graph_t *g, dlrt_tensor_t *x, int axis);
+/* Rows of `table` (vocab x dim) picked by I32 ids: shape ids.shape + [dim];
+ * an id outside [0, vocab) gives a row of zeros. */
+DLRT_API dlrt_tensor_t *dlrt_embedding(dlrt_graph_t *g, dlrt_tensor_t *ids, dlrt_tensor_t *table);
+/* Mean cross-entropy of logits (N x classes) against I32 labels (N), with
+ * label smoothing in [0, 1): a tensor of shape [1]. Fused log-softmax; it
+ * must be the loss given to dlrt_graph_backward. */
+DLRT_API dlrt_tensor_t *dlrt_cross_entropy(dlrt_graph_t *g, dlrt_tensor_t *logits,
+                                           dlrt_tensor_t *labels, float smoothing);
+
+/* Shape of a tensor: returns ndim (or <0) and fills shape[0..ndim). */
+DLRT_API int dlrt_tensor_shape(const dlrt_tensor_t *t, int64_t shape[DLRT_MAX_DIMS]);
+DLRT_API int64_t dlrt_tensor_numel(const dlrt_tensor_t *t);
+/* Its storage type (after dlrt_graph_backward: the one mixed precision chose). */
+DLRT_API dlrt_dtype dlrt_tensor_dtype(const dlrt_tensor_t *t);
+/* Where t's elements lie in the storage it uses: element [i0, i1, ...] is at
+ * offset + sum(i_k * strides[k]) (in elements). Returns 1 when t is a view
+ * of another tensor's storage (a reshape, a 2-D transpose: strides
+ * swapped, a slice along the leading axis: an offset), 0 when it owns its
+ * storage (dense, offset 0), negative on a NULL argument. Matmuls read
+ * transposed views in place; other ops read a dense copy made for them. */
+DLRT_API int dlrt_tensor_layout(const dlrt_tensor_t *t, int64_t strides[DLRT_MAX_DIMS],
+                                int64_t *offset);
+DLRT_API const char *dlrt_tensor_name(const dlrt_tensor_t *t);
+
+/* Mixed precision: `compute` is DLRT_F16, DLRT_BF16 or DLRT_F32 (off, the
+ * default); call it before dlrt_graph_backward and dlrt_exec_create (a
+ * graph without a backward pass is rewritten when its first executor is
+ * made), and before making inputs of the compute type. Parameters and optimizer
+ * state stay fp32 (the master weights); each step casts the weights to the
+ * compute type for the matmuls and convolutions, which take both operands
+ * in it and accumulate in fp32 (tensor cores on CUDA, fp32 math around
+ * 16-bit storage where a device has no 16-bit GEMM). Activations and their
+ * gradients are stored in the compute type through ops that have kernels
+ * in every type (bias, ReLU, pooling, permutes, add, mul, scale); losses,
+ * softmax, normalisation and the other ops compute and store fp32, with
+ * casts around them, as torch.autocast does. Parameter gradients arrive in
+ * fp32. With fp16, use dynamic loss scaling (dlrt_exec_set_loss_scaler). */
+DLRT_API int dlrt_graph_set_precision(dlrt_graph_t *g, dlrt_dtype compute);
+/* The compute type set by dlrt_graph_set_precision (DLRT_F32 when off). */
+DLRT_API dlrt_dtype dlrt_graph_precision(const dlrt_graph_t *g);
+/* Appends the nodes that compute the gradient of `loss` (shape [1]) with
+ * respect to every parameter (and every tensor on the way). */
+DLRT_API int dlrt_graph_backward(dlrt_graph_t *g, dlrt_tensor_t *loss);
+/* The gradient tensor of t after dlrt_graph_backward, or NULL. Keep it with
+ * dlrt_keep to read it after a run. A ReLU's output that only a max-pool
+ * reads has none: the pool's backward pass gives the ReLU's input its
+ * gradient directly (the output need not live until then); keep the ReLU's
+ * output with dlrt_keep before the backward pass to have its gradient. */
+DLRT_API dlrt_tensor_t *dlrt_grad(dlrt_graph_t *g, dlrt_tensor_t *t);
+
+typedef enum { DLRT_OPT_SGD, DLRT_OPT_ADAM, DLRT_OPT_ADAMW } dlrt_optimizer_kind;
+
+typedef struct {
+  dlrt_optimizer_kind kind;
+  float lr;
+  float momentum;     /* SGD */
+  int nesterov;       /* SGD */
+  float weight_decay; /* L2 for SGD and Adam, decoupled for AdamW */
+  float beta1, beta2, eps; /* Adam, AdamW */
+} dlrt_optimizer;
+
+/* torch.optim's defaults: SGD lr 0.01, momentum 0; Adam lr 1e-3, betas
+ * (0.9, 0.999), eps 1e-8; AdamW the same with weight decay 0.01. */
+DLRT_API dlrt_optimizer dlrt_optimizer_defaults(dlrt_optimizer_kind kind);
+DLRT_API const char *dlrt_optimizer_name(dlrt_optimizer_kind kind);
+/* Appends one fused update per parameter (after dlrt_graph_backward). */
+DLRT_API int dlrt_graph_optimize(dlrt_graph_t *g, const dlrt_optimizer *opt);
+
+/* Plans memory, allocates parameters and optimizer state on `dev`, and
+ * initialises the parameters from `seed` (the same seed gives the same
+ * values on every device). */
+DLRT_API int dlrt_exec_create(dlrt_graph_t *g, dlrt_device_t *dev, uint64_t seed,
+                              dlrt_exec_t **out);
+DLRT_API void dlrt_exec_destroy(dlrt_exec_t *e);
+
+typedef enum {
+  DLRT_RUN_FORWARD, /* the forward pass only (evaluation) */
+  DLRT_RUN_TRAIN,   /* forward, backward and the parameter updates */
+  DLRT_RUN_GRADIENTS, /* forward and backward; the gradients are kept for
+                         dlrt_exec_gradients_read and no update is made
+                         (data parallelism: combine, write back, apply) */
+} dlrt_run_mode;
+
+/* Queues one pass on the device's stream; returns once queued. */
+DLRT_API int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode);
+/* Copies host data into an input or parameter (bytes must match). */
+DLRT_API int dlrt_exec_write(dlrt_exec_t *e, dlrt_tensor_t *t, const void *src, size_t bytes);
+/* Waits for queued work and copies out a kept tensor, an input or a parameter. */
+DLRT_API int dlrt_exec_read(dlrt_exec_t *e, dlrt_tensor_t *t, void *dst, size_t bytes);
+/* Queues, on the executor's stream, a copy of device buffer `src` (from
+ * `src_offset`, the tensor's size, its shape's layout) into input `t` after
+ * `wait` (NULL: nothing to wait for) has passed: how a loader's batch enters
+ * the graph without a trip through the host. `src` must be on the
+ * executor's device. */
+DLRT_API int dlrt_exec_copy_in(dlrt_exec_t *e, dlrt_tensor_t *t, dlrt_buffer_t *src,
+                               size_t src_offset, dlrt_event_t *wait);
+/* The stream the executor queues its work on. */
+DLRT_API dlrt_stream_t *dlrt_exec_stream(dlrt_exec_t *e);
+/* Gradient accumulation: each update follows `steps` training runs (micro-
+ * batches) and applies the mean of their gradients, summed in fp32 in one
+ * running sum per parameter (param_bytes more device memory). With a mean
+ * loss per micro-batch of B samples, `steps` runs equal one run on steps x B
+ * samples (batch-norm statistics follow each micro-batch, as in PyTorch).
+ * 1: every run updates (the default). DLRT_ERR_STATE while an update is
+ * half-way. */
+DLRT_API int dlrt_exec_set_accumulation(dlrt_exec_t *e, int steps);
+/* Gradient checkpointing: the forward nodes are cut into segments of
+ * `every`; a segment's intermediates (all but its last node's output, and
+ * those later segments read) are freed after the forward pass and computed
+ * again just before the backward pass needs them: less memory for more
+ * compute (Chen et al. 2016). A segment also ends at each max-pool and
+ * is not cut just before a bias, ReLU or max-pool, so that a convolution
+ * block stays in one segment. A segment made only of per-image ops
+ * (convolution, its bias, ReLU, max pooling; fp32) also runs a chunk of
+ * images at a time, in the forward pass, the evaluation pass and the
+ * backward nodes that start from its pooling's gradient, so only its
+ * boundary tensors hold the whole batch. 0: off; DLRT_CHECKPOINT_SQRT:
+ * segments of ceil(sqrt(forward nodes)). The gradients are the same bit for
+ * bit. */
+#define DLRT_CHECKPOINT_SQRT (-1)
+DLRT_API int dlrt_exec_set_checkpointing(dlrt_exec_t *e, int every);
+/* Unified-memory emulation: the executor's storages (parameters, optimizer
+ * state, activations, gradients) live on the device while its budget lasts
+ * and spill to pinned host memory, past the host budget to a disk file
+ * ($DLRT_SPILL_DIR, else $TMPDIR or /tmp; removed when the process ends).
+ * Before a node runs its storages are made resident and locked; to make
+ * room the executor evicts the storage whose next use in the schedule is
+ * furthest away, writing back only what changed; `prefetch` nodes ahead it
+ * copies what they need back on a copy stream, so transfers overlap
+ * compute. The policies also move storages off ahead of need: saved
+ * activations after their last forward use, optimizer state after its
+ * update. Results are the same bit for bit as without a budget. */
+typedef enum {
+  DLRT_OFFLOAD_NONE,        /* only when the budget needs room */
+  DLRT_OFFLOAD_ACTIVATIONS, /* also activations from the forward pass to the backward pass */
+  DLRT_OFFLOAD_OPTIMIZER,   /* also optimizer state between updates (ZeRO-Offload) */
+  DLRT_OFFLOAD_ALL,         /* both */
+} dlrt_offload_policy;
+
+typedef struct {
+  uint64_t device_budget;   /* bytes of the executor's storages on the device; 0: off */
+  uint64_t host_budget;     /* bytes of host copies; past it, disk; 0: no bound */
+  int prefetch;             /* nodes of look-ahead for prefetching (0: on demand) */
+  dlrt_offload_policy policy;
+} dlrt_spill_config;
+
+typedef struct {
+  uint64_t spilled_bytes;       /* device -> host or disk write-backs */
+  uint64_t fetched_bytes;       /* host or disk -> device */
+  uint64_t disk_written_bytes, disk_read_bytes;
+  uint64_t evictions;           /* storages moved off to make room */
+  uint64_t dropped_clean;       /* of the moves, without a write-back (clean copy kept) */
+  uint64_t offloads;            /* moved off ahead of need by the policy */
+  uint64_t prefetch_hits;       /* needed when already copied (or on the way) */
+  uint64_t prefetch_misses;     /* needed and copied at once, the compute waiting */
+  double transfer_ms;           /* compute-stream time in those waiting copies */
+  uint64_t peak_resident;       /* bytes on the device at most */
+  uint64_t peak_host;           /* bytes of host copies at most (within host_budget) */
+  uint64_t min_budget;          /* the smallest budget that would have fitted */
+} dlrt_spill_stats;
+
+/* Turns spilling on (device_budget > 0) or off for the next runs. Storages
+ * are moved to the host first; DLRT_ERR_OOM later, when one node alone
+ * needs more than the budget, with the smallest budget that fits. */
+DLRT_API int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *config);
+DLRT_API int dlrt_exec_spill_stats(dlrt_exec_t *e, dlrt_spill_stats *out);
+/* The gradients of the DLRT_RUN_GRADIENTS runs since the last update (their
+ * sum: several runs are micro-batches) as one vector of `count` floats: each
+ * parameter's in the order of dlrt_exec_export, one after the other (count =
+ * the parameter elements, dlrt_exec_info.params); write replaces them (with
+ * a combination of replicas', say); apply makes one update from their mean
+ * over those runs, as a training run would have (clipping included). */
+DLRT_API int dlrt_exec_gradients_read(dlrt_exec_t *e, float *dst, int64_t count);
+DLRT_API int dlrt_exec_gradients_write(dlrt_exec_t *e, const float *src, int64_t count);
+DLRT_API int dlrt_exec_apply_gradients(dlrt_exec_t *e);
+/* Learning rate for the next updates (schedules call this every step). */
+DLRT_API int dlrt_exec_set_lr(dlrt_exec_t *e, float lr);
+/* Clips the gradients of each training run to a global L2 norm of at most
+ * `max_norm` before the updates (torch.nn.utils.clip_grad_norm_); 0: off.
+ * Costs one device-to-host read of the norm per step. */
+DLRT_API int dlrt_exec_set_clip_norm(dlrt_exec_t *e, float max_norm);
+
+/* Dynamic loss scaling for fp16 training (torch.cuda.amp.GradScaler's
+ * rule): the backward pass starts from `scale` instead of 1 so that small
+ * gradients survive fp16; the updates divide it out. A step whose gradients
+ * hold inf or NaN is skipped (parameters, optimizer state and step count
+ * unchanged) and the scale multiplied by backoff_factor; after
+ * growth_interval clean steps in a row it is multiplied by growth_factor.
+ * Checking costs one device-to-host read per update. */
+typedef struct {
+  int enabled;
+  float init_scale;      /* 65536 */
+  float growth_factor;   /* 2 */
+  float backoff_factor;  /* 0.5 */
+  int growth_interval;   /* 2000 */
+} dlrt_loss_scaler;
+
+/* The defaults above, enabled. */
+DLRT_API dlrt_loss_scaler dlrt_loss_scaler_defaults(void);
+/* Turns loss scaling on (or off: NULL or enabled 0) for the executor's
+ * training runs; the scale starts again from init_scale. */
+DLRT_API int dlrt_exec_set_loss_scaler(dlrt_exec_t *e, const dlrt_loss_scaler *scaler);
+
+typedef struct {
+  float scale;            /* the scale of the next step (1 when off) */
+  int64_t skipped_steps;  /* updates skipped for inf / NaN gradients */
+  int last_skipped;       /* the last update was skipped */
+} dlrt_loss_scale_state;
+
+DLRT_API int dlrt_exec_loss_scale(const dlrt_exec_t *e, dlrt_loss_scale_state *out);
+
+typedef struct {
+  uint64_t planned_peak_bytes;  /* the planner's peak for a training step */
+  uint64_t measured_peak_bytes; /* the allocator's peak since the executor began */
+  uint64_t param_bytes;         /* parameters */
+  uint64_t state_bytes;         /* optimizer state */
+  int64_t params;               /* parameter elements */
+  int64_t steps;                /* training steps run */
+  int nodes;                    /* nodes in the graph */
+} dlrt_exec_info;
+
+DLRT_API int dlrt_exec_info_get(dlrt_exec_t *e, dlrt_exec_info *out);
+/* Parameters (and, when `with_state`, optimizer state and the step count)
+ * as named host tensors, for checkpoints; and back. */
+DLRT_API int dlrt_exec_export(dlrt_exec_t *e, int with_state, dlrt_host_tensor **tensors,
+                              int *n);
+DLRT_API int dlrt_exec_import(dlrt_exec_t *e, const dlrt_host_tensor *tensors, int n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DLRT_GRAPH_H */

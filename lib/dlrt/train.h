@@ -1,0 +1,266 @@
+/*
+ * dlrt/train.h — models, the trainer, data parallelism, memory planning,
+ * traces and CPU threads.
+ * Included by dlrt.h, which programs include (lib/dlrt.h tells the
+ * conventions).
+ */
+#ifndef DLRT_TRAIN_H
+#define DLRT_TRAIN_H
+
+#include "dlrt/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Models and training                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* Builds a sequential model on `input` (N x C x H x W) into `g` and returns
+ * its logits (N x classes) in *logits. `spec` is a preset or a model file:
+ *   "mlp": flatten, linear 512, relu, linear 512, relu, linear classes;
+ *   "cnn": conv2d 32 3, relu, maxpool 2, conv2d 64 3 pad=1, relu, maxpool 2,
+ *          flatten, linear 128, relu, linear classes;
+ *   FILE: one layer per line ('#' starts a comment):
+ *     conv2d OUT K [stride=S] [pad=P] [dilation=D]
+ *     maxpool K [stride=S]        (stride defaults to K)
+ *     avgpool K [stride=S]
+ *     linear OUT                  (flattens its input when needed)
+ *     relu | tanh | sigmoid | gelu
+ *     dropout P                   (drop probability in [0, 1))
+ *     batchnorm                   (per channel or feature; momentum 0.1, eps 1e-5)
+ *     flatten
+ *   A final "linear classes" is appended when the file does not end in one.
+ * A bad file gives DLRT_ERR_INVALID_ARG with "FILE:LINE: what is wrong". */
+DLRT_API int dlrt_model_build(dlrt_graph_t *g, const char *spec, dlrt_tensor_t *input,
+                              int64_t classes, dlrt_tensor_t **logits);
+
+typedef struct dlrt_trainer dlrt_trainer_t;
+
+/* Learning-rate schedules, per step, after an optional linear warm-up. */
+typedef enum {
+  DLRT_LR_CONSTANT,
+  DLRT_LR_STEP,   /* lr * gamma^(floor(step / step_size)) */
+  DLRT_LR_COSINE, /* lr * (1 + cos(pi * step / total_steps)) / 2, 0 after the end */
+} dlrt_lr_schedule;
+
+typedef struct {
+  const char *model;     /* "mlp", "cnn" or a model file */
+  int64_t batch;         /* images per step */
+  dlrt_optimizer opt;
+  uint64_t seed;         /* parameters and shuffling */
+  float label_smoothing; /* 0 for none */
+  dlrt_lr_schedule schedule;
+  int64_t warmup_steps;  /* lr rises linearly from lr / warmup_steps over these */
+  int64_t step_size;     /* DLRT_LR_STEP */
+  float gamma;           /* DLRT_LR_STEP */
+  int64_t total_steps;   /* DLRT_LR_COSINE: the steps of the whole run */
+  float clip_norm;       /* clip gradients to this global L2 norm (0: off) */
+  int64_t channels;      /* image channels (0: 1) */
+  /* The data pipeline (dlrt_loader_*): worker threads, batches prefetched
+   * (both 0: each batch loaded in the calling thread when needed), the
+   * augmentation of training batches (evaluation gets its normalisation
+   * only) and this process's shard (rank of world; 0 and 0: the whole set). */
+  int workers, prefetch;
+  int augment;
+  dlrt_augment aug;
+  int rank, world;
+  int accum;             /* micro-batches of `batch` per update (0 or 1: none) */
+  /* Gradient checkpointing: 0 none, N forward nodes per segment,
+   * DLRT_CHECKPOINT_SQRT, or DLRT_CHECKPOINT_AUTO: the longest segments
+   * (least recompute) whose planned peak fits 85% of the device's budget
+   * (dlrt_mem_get_limit, else its memory; the rest is slack for the
+   * allocator's segments). */
+  int checkpoint;
+  /* Spilling (dlrt_exec_set_spill): spill.device_budget bounds all the
+   * trainer's device memory (its loader and accumulators included). 0: off,
+   * unless the device has a budget (dlrt_mem_get_limit, DLRT_MEM_LIMIT) that
+   * the plan exceeds; spilling then keeps to 85% of it. */
+  dlrt_spill_config spill;
+  /* Mixed precision (dlrt_graph_set_precision): DLRT_F32 (0, off), DLRT_F16
+   * or DLRT_BF16. With fp16, loss scaling is on: loss_scaler's fields that
+   * are 0 take dlrt_loss_scaler_defaults' values, and enabled < 0 turns it
+   * off. bf16 needs none (enabled > 0 turns it on). */
+  dlrt_dtype precision;
+  dlrt_loss_scaler loss_scaler;
+} dlrt_trainer_config;
+#define DLRT_CHECKPOINT_AUTO (-2)
+
+/* The learning rate of step `step` (0-based) under the config's schedule. */
+DLRT_API float dlrt_lr_at(const dlrt_trainer_config *config, int64_t step);
+
+/* What one epoch (or an evaluation) measured. */
+typedef struct {
+  float loss;           /* mean over the batches */
+  float accuracy;       /* fraction of images classified right */
+  double images_per_s;  /* steady state: the first 10% of steps are warm-up */
+  double seconds;
+  int64_t steps;
+  int64_t images;
+  double transfer_ms;         /* spilling: compute time spent waiting for copies */
+  uint64_t spilled_bytes, fetched_bytes; /* spilling, during the epoch */
+  uint64_t disk_bytes;        /* of spilled_bytes, those written to the disk tier */
+  double stall_s;             /* time the steps waited for data */
+  double stall_fraction;      /* stall_s / seconds */
+  double loader_images_per_s; /* what the loader's workers can deliver */
+  float loss_scale;           /* loss scaling: the scale after the epoch (1: off) */
+  int64_t skipped_steps;      /* updates skipped for inf / NaN gradients, this epoch */
+} dlrt_epoch_stats;
+
+/* Called every few steps during an epoch with the running figures. */
+typedef void (*dlrt_progress_fn)(void *user, int64_t step, int64_t steps,
+                                 const dlrt_epoch_stats *so_far);
+
+/* A classifier for images of height x width (one channel) in `classes`
+ * classes, trained on `dev`. */
+DLRT_API int dlrt_trainer_create(dlrt_device_t *dev, const dlrt_trainer_config *config,
+                                 int64_t height, int64_t width, int classes,
+                                 dlrt_trainer_t **out);
+DLRT_API void dlrt_trainer_destroy(dlrt_trainer_t *t);
+/* One pass over `data` (pixels scaled to [0, 1]) in an order shuffled from
+ * (seed, epoch); the last partial batch is dropped, and with accumulation
+ * the micro-batches that do not fill a last update. out->steps counts
+ * updates, out->loss is the mean of the micro-batch losses. `progress` may be
+ * NULL. */
+DLRT_API int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *data, int epoch,
+                                dlrt_progress_fn progress, void *user, dlrt_epoch_stats *out);
+/* Loss and accuracy over all of `data` (the last partial batch included). */
+DLRT_API int dlrt_trainer_evaluate(dlrt_trainer_t *t, const dlrt_dataset *data,
+                                   dlrt_epoch_stats *out);
+/* Checkpoint: parameters, optimizer state, step, and `epochs_done` in the
+ * metadata, in safetensors (written atomically). */
+DLRT_API int dlrt_trainer_save(dlrt_trainer_t *t, const char *path, int epochs_done);
+/* Restores a checkpoint of the same model; *epochs_done says where to go on. */
+DLRT_API int dlrt_trainer_load(dlrt_trainer_t *t, const char *path, int *epochs_done);
+DLRT_API int dlrt_trainer_info(dlrt_trainer_t *t, dlrt_exec_info *out);
+/* The loss scale of the executor that makes the updates (scale 1 when off). */
+DLRT_API int dlrt_trainer_loss_scale(dlrt_trainer_t *t, dlrt_loss_scale_state *out);
+/* Data parallelism over `n` devices of any backends (the same device may be
+ * named twice): a replica of the model on each takes `split[i]` rows of
+ * every batch (NULL: even shares for the first 4 steps, timed, then shares
+ * in proportion to each device's measured rows per second); each computes
+ * the gradient of the mean loss over its rows, the host combines them
+ * weighted by rows / batch, and every replica makes the same update, so
+ * training equals the single-device run with the same batch (to fp32
+ * rounding; batch-norm statistics and dropout masks are per replica).
+ * Without accumulation, spilling or checkpointing in this version. */
+DLRT_API int dlrt_trainer_set_devices(dlrt_trainer_t *t, dlrt_device_t *const *devs, int n,
+                                      const int64_t *split);
+/* Data parallelism across processes (and machines): each process trains on
+ * its shard (config.rank of config.world) with its own batch; after each
+ * step's backward pass the trainer hands `reduce` one vector of
+ * count = parameter elements + 2 floats, [gradients / world, loss / world,
+ * correct predictions], to be replaced in place by its sum over all the
+ * processes (an MPI all-reduce, say); every process then makes the same
+ * update. Equals one process with a batch of world x batch (to fp32
+ * rounding). `reduce` returns 0, or a negative dlrt status with the reason
+ * set (dlrt stops the epoch with it). NULL: off. */
+typedef int (*dlrt_allreduce_fn)(void *user, float *values, int64_t count);
+DLRT_API int dlrt_trainer_set_allreduce(dlrt_trainer_t *t, dlrt_allreduce_fn reduce,
+                                        void *user);
+/* The same, overlapped with the backward pass (as PyTorch DDP's buckets):
+ * the gradients are handed over in buckets of about 1 MiB as the backward
+ * pass finishes them, last layers first, each to `start`, which begins a
+ * non-blocking sum over the processes (MPI_Iallreduce, say) of `values` in
+ * place and sets *request; the loss and correct predictions follow as one
+ * last vector of 2. `wait` then completes each request in turn. Both return
+ * 0, or a negative dlrt status with the reason set. Gradients arrive
+ * already divided by the world size. */
+typedef int (*dlrt_allreduce_start_fn)(void *user, float *values, int64_t count,
+                                       void **request);
+typedef int (*dlrt_allreduce_wait_fn)(void *user, void *request);
+DLRT_API int dlrt_trainer_set_allreduce_async(dlrt_trainer_t *t, dlrt_allreduce_start_fn start,
+                                              dlrt_allreduce_wait_fn wait, void *user);
+/* The same with device pointers, for an MPI that reads device memory
+ * (CUDA-aware): each parameter's summed gradient is handed over where it
+ * lies on the training device, already divided by the world size, after
+ * the backward pass (no copy through the host); the loss and correct
+ * predictions follow in host memory as before. CUDA devices only
+ * (DLRT_ERR_UNSUPPORTED elsewhere). */
+DLRT_API int dlrt_trainer_set_allreduce_device(dlrt_trainer_t *t, dlrt_allreduce_start_fn start,
+                                               dlrt_allreduce_wait_fn wait, void *user);
+/* Pipeline parallelism: the model's layers cut into n stages on the given
+ * devices (any backends), where activations are matrices (after a flatten
+ * or linear layer), balancing their parameters; each batch goes through in
+ * `micro` micro-batches on the GPipe schedule (all forward, then all
+ * backward, each stage recomputing its forward), activations and gradients
+ * passing between stages through the host, and every stage updates from
+ * the mean over the micro-batches: equal to one device with the same batch
+ * (to fp32 rounding). Not with accumulation, spilling, --devices, MPI,
+ * checkpointing or clipping in this version. */
+DLRT_API int dlrt_trainer_set_pipeline(dlrt_trainer_t *t, dlrt_device_t *const *devs, int n,
+                                       int micro);
+/* The layers [first[s], last[s]) of each stage s (*n stages; 0: none). */
+DLRT_API int dlrt_trainer_stages(const dlrt_trainer_t *t, int *first, int *last, int *n);
+/* The rows of each batch each device takes now (*n devices). */
+DLRT_API int dlrt_trainer_split(const dlrt_trainer_t *t, int64_t *split, int *n);
+
+/* ------------------------------------------------------------------------ */
+/* Memory planning                                                           */
+/* ------------------------------------------------------------------------ */
+
+/* What one training step of a classifier (dlrt_trainer_create's model) holds
+ * on the device at its peak, in allocator bytes: the executor's own plan,
+ * made without a device, so it matches the measured peak. */
+typedef struct {
+  int64_t batch;
+  int64_t param_count;
+  uint64_t params, grads, optimizer_state;
+  uint64_t activations;   /* intermediates live at the peak */
+  uint64_t inputs;        /* the batch in the graph, and kept outputs (logits) */
+  uint64_t accumulators;  /* gradient accumulation's running sums */
+  uint64_t loader;        /* the loader's device slots (prefetch x a batch) */
+  uint64_t peak;          /* all of it */
+  /* The least device memory training can do with spilling and the
+   * optimizer on the host (--mem-limit --offload optimizer): what one
+   * operation holds at once, plus the loaders. */
+  uint64_t spill_least;
+} dlrt_memory_plan;
+
+/* Plans `cfg` (model, batch, optimizer, accum, prefetch) for images of
+ * channels x height x width in `classes` classes. */
+DLRT_API int dlrt_plan_memory(const dlrt_trainer_config *cfg, int64_t channels, int64_t height,
+                              int64_t width, int classes, dlrt_memory_plan *out);
+/* The largest batch whose planned peak fits `budget` bytes, and its plan
+ * (out->batch 0: not even a batch of 1 fits; out then plans a batch of 1).
+ * With cfg->spill.policy DLRT_OFFLOAD_OPTIMIZER or _ALL the batch whose
+ * spill_least fits instead. */
+DLRT_API int dlrt_plan_max_batch(const dlrt_trainer_config *cfg, int64_t channels,
+                                 int64_t height, int64_t width, int classes, uint64_t budget,
+                                 dlrt_memory_plan *out);
+
+/* What-if for a model of any size, from bytes per parameter of its states. */
+typedef struct {
+  const char *strategy;
+  double device_bytes;  /* model states on the devices, in all */
+  double host_bytes;    /* and on the host */
+  double devices;       /* the fewest devices of the given size that hold the
+                           device side split between them (pipeline stages,
+                           ZeRO-3 shards) */
+  int fits_one;         /* fits whole on one device (plain data parallelism) */
+} dlrt_what_if;
+
+/* Fills up to 8 rows for a model of `params` parameters and devices of
+ * `device_bytes`; activations are not counted. */
+DLRT_API int dlrt_plan_what_if(double params, uint64_t device_bytes, dlrt_what_if *out, int *n);
+
+/* Tracing: writes a Chrome trace (JSON; open it in https://ui.perfetto.dev
+ * or chrome://tracing) of every graph node the executors run, every spill
+ * copy, and device memory over time. DLRT_TRACE=FILE starts one for the
+ * whole process. While tracing, each node and copy is waited for to time
+ * it: a traced run is slower. */
+DLRT_API int dlrt_trace_start(const char *path);
+DLRT_API void dlrt_trace_stop(void);
+
+/* Threads the CPU backend uses for its kernels and its GEMM (0: all cores).
+ * The backend keeps OpenBLAS at one thread and runs blocks of each GEMM on
+ * its own pool: a program calling OpenBLAS itself sets its threads for its
+ * calls (openblas_set_num_threads). */
+DLRT_API int dlrt_set_cpu_threads(int threads);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DLRT_TRAIN_H */
