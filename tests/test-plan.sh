@@ -198,10 +198,11 @@ assert abs(p - m) <= 0.05 * m, (p, m)" "$tmp/plain256.json" "$tmp/out"
   result "$what"
 done
 
-# 30: a checkpointed run under a budget runs the plan it reports (its
-# chunked segments too), and spills no more than without checkpointing.
+# 30: under a budget, checkpointing's chunked segments fit where the plain
+# run spills: at --mem-limit 12M the cnn at batch 70 spills without
+# checkpointing and not with sqrt, whose measured peak is its plan.
 budget="--data generated --model cnn --batch 70 --limit 420 --epochs 1 --device cpu --json --quiet"
-budget="$budget --deterministic --threads 1 --mem-limit 14M"
+budget="$budget --deterministic --threads 1 --mem-limit 12M"
 run $budget --checkpoint none
 cp "$tmp/out" "$tmp/spill-none.json"
 none_rc=$rc
@@ -209,7 +210,7 @@ run $budget --checkpoint sqrt
 [ $none_rc -eq 0 ] && [ $rc -eq 0 ] && python3 -c "import json, sys
 a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:])
 assert a['epoch_losses'] == b['epoch_losses'], (a, b)
-assert b['spilled_bytes'] <= a['spilled_bytes'], (a['spilled_bytes'], b['spilled_bytes'])
+assert a['spilled_bytes'] > 0 and b['spilled_bytes'] == 0, (a['spilled_bytes'], b['spilled_bytes'])
 p, m = b['planned_peak_bytes'], b['peak_device_bytes']
-assert abs(p - m) <= 0.1 * m, (p, m)" "$tmp/spill-none.json" "$tmp/out"
-result "cnn, batch 70, --mem-limit 14M: --checkpoint sqrt spills no more than none, and runs the plan it reports"
+assert abs(p - m) <= 0.05 * m and m <= 12 << 20, (p, m)" "$tmp/spill-none.json" "$tmp/out"
+result "cnn, batch 70, --mem-limit 12M: spills without checkpointing; --checkpoint sqrt fits unspilled, as planned"

@@ -188,16 +188,6 @@ static int find_backward(const span *fw, char *local, int64_t batch, int64_t *ch
   return 1;
 }
 
-/* Whether storage `id` is read at position `from` or later. */
-static int read_from(const dlrt_graph_t *g, const schedule *s, int from, int id) {
-  for (int k = from; k < s->n; k++) {
-    const node *n = g->nodes[s->order[k]];
-    for (int j = 0; j < n->n_in; j++)
-      if (n->in[j]->owner->id == id) return 1;
-  }
-  return 0;
-}
-
 /* A backward block whose convolutions' input gradients (conv_grad_x)
  * would be made while their inputs x still live for the weight gradients:
  * the block runs as two, the weight gradients first (x dies after the last
@@ -208,12 +198,13 @@ static int read_from(const dlrt_graph_t *g, const schedule *s, int from, int id)
  * when out of memory. */
 static int split_backward(const dlrt_graph_t *g, schedule *s, int b0, int b1) {
   int pools = 0, inputs = 0;
+  span before_end = {g, s, 0, b1}; /* read outside it: read after the block */
   for (int k = b0; k < b1; k++) {
     const node *n = g->nodes[s->order[k]];
     pools += n->op == OP_MAXPOOL_GRAD;
     inputs += n->op == OP_CONV_GRAD_X;
     /* x must die in the block for the split to pay. */
-    if (n->op == OP_CONV_GRAD_W && read_from(g, s, b1, n->in[1]->owner->id)) return b1;
+    if (n->op == OP_CONV_GRAD_W && read_outside(&before_end, n->in[1]->owner->id)) return b1;
   }
   if (!inputs) return b1;
   /* Only when nothing in the block reads an input gradient it makes (a

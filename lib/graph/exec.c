@@ -118,9 +118,8 @@ int dlrt_exec_create(dlrt_graph_t *g, dlrt_device_t *dev, uint64_t seed, dlrt_ex
     goto fail;
   }
   uint64_t forward_peak;
-  if ((rc = dlrt__plan(g, PHASE_FORWARD, 0, 0, &e->plans[DLRT_RUN_FORWARD], &forward_peak,
-                       NULL)) < 0 ||
-      (rc = dlrt__plan(g, PHASE_UPDATE, 0, 0, &e->plans[DLRT_RUN_TRAIN], &e->train_peak, NULL)) < 0)
+  if ((rc = dlrt__plan(g, PHASE_FORWARD, 0, &e->plans[DLRT_RUN_FORWARD], &forward_peak, NULL)) < 0 ||
+      (rc = dlrt__plan(g, PHASE_UPDATE, 0, &e->plans[DLRT_RUN_TRAIN], &e->train_peak, NULL)) < 0)
     goto fail;
   e->forward_peak = forward_peak;
   e->planned_peak = e->train_peak > forward_peak ? e->train_peak : forward_peak;
@@ -166,9 +165,8 @@ int dlrt__exec_replan(dlrt_exec_t *e, int every) {
   /* Both schedules: evaluation runs the same segments' chunked blocks. */
   schedule fresh = {0}, fresh_forward = {0};
   uint64_t peak, forward_peak;
-  int rc = dlrt__plan(e->g, PHASE_UPDATE, every, 1, &fresh, &peak, NULL);
-  if (rc == DLRT_OK)
-    rc = dlrt__plan(e->g, PHASE_FORWARD, every, 1, &fresh_forward, &forward_peak, NULL);
+  int rc = dlrt__plan(e->g, PHASE_UPDATE, every, &fresh, &peak, NULL);
+  if (rc == DLRT_OK) rc = dlrt__plan(e->g, PHASE_FORWARD, every, &fresh_forward, &forward_peak, NULL);
   if (rc < 0) {
     dlrt__schedule_free(&fresh);
     dlrt__schedule_free(&fresh_forward);
@@ -257,7 +255,7 @@ static int run_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block 
                                s->order[k], dlrt__op_name(n->op), n->out[0]->name,
                                (long long)b0, (long long)(b0 + c.nb - 1), dlrt_last_error());
       if (e->spill) {
-        dlrt__spill_chunk_done(e, s, k, last_chunk);
+        dlrt__spill_chunk_done(e, s, k);
         continue;
       }
       if (s->inplace[k] >= 0) e->bufs[s->inplace[k]] = NULL;

@@ -135,10 +135,13 @@ typedef struct {
 int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt__memory_breakdown *out);
 /* Builds the schedule of the nodes whose phase is <= max_phase (every > 0:
  * checkpointed segments of that many forward nodes, run in chunked blocks
- * where they can be when `chunked`) and its peak of live bytes
+ * where they can be) and its peak of live bytes
  * (schedule.c). */
-int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, int chunked, schedule *s,
-               uint64_t *peak, dlrt__memory_breakdown *at_peak);
+int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s, uint64_t *peak,
+               dlrt__memory_breakdown *at_peak);
+/* The bytes a storage holds in schedule s: one chunk's images for a
+ * chunked block's own (local 1), else all of it. */
+uint64_t dlrt__schedule_bytes(const schedule *s, const dlrt_tensor_t *t);
 /* Plans both of the executor's schedules again for checkpoint segments of
  * `every` (0: none) (exec.c). */
 int dlrt__exec_replan(dlrt_exec_t *e, int every);
@@ -176,11 +179,8 @@ int dlrt__spill_end_node(dlrt_exec_t *e, const schedule *s, int k);
  * lives end in the block and prefetches ahead. */
 int dlrt__spill_begin_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b);
 int dlrt__spill_chunk_outputs(dlrt_exec_t *e, const schedule *s, int k);
-void dlrt__spill_chunk_done(dlrt_exec_t *e, const schedule *s, int k, int last_chunk);
+void dlrt__spill_chunk_done(dlrt_exec_t *e, const schedule *s, int k);
 int dlrt__spill_end_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b);
-/* The bytes a storage needs on the device in schedule s: one chunk's for a
- * chunked block's own, else all of it. */
-uint64_t dlrt__spill_declared_bytes(const schedule *s, const dlrt_tensor_t *t);
 /* A tensor's storage made resident (and locked) for host I/O or the
  * executor's own kernels; a no-op without spilling. */
 int dlrt__exec_use(dlrt_exec_t *e, const dlrt_tensor_t *t, int write);

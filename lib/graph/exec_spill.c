@@ -141,6 +141,21 @@ int dlrt__spill_end_node(dlrt_exec_t *e, const schedule *s, int k) {
   return rc;
 }
 
+/* Whether touch j of position k (input j, or output j - n_in) is the
+ * first of its storage in block b. */
+static int first_touch(const dlrt_graph_t *g, const schedule *s, const dlrt__chunk_block *b,
+                       int k, int j) {
+  const node *n = g->nodes[s->order[k]];
+  const dlrt_tensor_t *t = (j < n->n_in ? n->in[j] : n->out[j - n->n_in])->owner;
+  for (int k2 = b->begin; k2 <= k; k2++) {
+    const node *m = g->nodes[s->order[k2]];
+    int upto = k2 < k ? m->n_in + m->n_out : j;
+    for (int i = 0; i < upto; i++)
+      if ((i < m->n_in ? m->in[i] : m->out[i - m->n_in])->owner == t) return 0;
+  }
+  return 1;
+}
+
 /* Each touch of a storage that holds the whole batch (local 0) by the
  * positions of a block, in order: fn(e, s, k, j, id, write), write 1 or 0
  * at its first touch (a block node makes it, or reads it), -1 at later
@@ -153,14 +168,9 @@ static int for_block_storages(dlrt_exec_t *e, const schedule *s, const dlrt__chu
     const node *n = e->g->nodes[s->order[k]];
     for (int j = 0; j < n->n_in + n->n_out && rc == DLRT_OK; j++) {
       const dlrt_tensor_t *t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
-      int id = t->owner->id, first = 1;
+      int id = t->owner->id;
       if (s->local[id] || seen_before(n, j)) continue;
-      for (int k2 = b->begin; k2 < k && first; k2++) { /* touched earlier in the block */
-        const node *m = e->g->nodes[s->order[k2]];
-        for (int i = 0; i < m->n_in + m->n_out && first; i++)
-          first = (i < m->n_in ? m->in[i] : m->out[i - m->n_in])->owner->id != id;
-      }
-      rc = fn(e, s, k, j, id, first ? j >= n->n_in : -1);
+      rc = fn(e, s, k, j, id, first_touch(e->g, s, b, k, j) ? j >= n->n_in : -1);
     }
   }
   return rc;
@@ -204,11 +214,10 @@ int dlrt__spill_chunk_outputs(dlrt_exec_t *e, const schedule *s, int k) {
   return rc;
 }
 
-void dlrt__spill_chunk_done(dlrt_exec_t *e, const schedule *s, int k, int last_chunk) {
+void dlrt__spill_chunk_done(dlrt_exec_t *e, const schedule *s, int k) {
   if (s->inplace[k] >= 0) dlrt__mpool_handed_over(e->spill, s->inplace[k]);
   for (int *f = s->frees[k]; *f >= 0; f++)
     if (s->local[*f]) dlrt__mpool_discard(e->spill, *f);
-  (void)last_chunk;
 }
 
 int dlrt__spill_end_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b) {
@@ -261,24 +270,17 @@ static uint64_t block_need(const dlrt_graph_t *g, const schedule *s, const dlrt_
     const node *n = g->nodes[s->order[k]];
     for (int j = 0; j < n->n_in + n->n_out; j++) {
       const dlrt_tensor_t *t = (j < n->n_in ? n->in[j] : n->out[j - n->n_in])->owner;
-      if (s->local[t->id]) continue;
-      int first = 1;
-      for (int k2 = b->begin; k2 <= k && first; k2++) {
-        const node *m = g->nodes[s->order[k2]];
-        int upto = k2 < k ? m->n_in + m->n_out : j;
-        for (int i = 0; i < upto && first; i++)
-          first = (i < m->n_in ? m->in[i] : m->out[i - m->n_in])->owner != t;
-      }
-      if (first) whole += (dlrt__tensor_bytes(t) + 511) / 512 * 512;
+      if (!s->local[t->id] && first_touch(g, s, b, k, j))
+        whole += (dlrt__tensor_bytes(t) + 511) / 512 * 512;
     }
     for (int j = 0; j < n->n_out; j++) {
       const dlrt_tensor_t *t = n->out[j];
       if (t->owner != t || !s->local[t->id] || (j == 0 && s->inplace[k] >= 0)) continue;
-      own += (dlrt__spill_declared_bytes(s, t) + 511) / 512 * 512;
+      own += (dlrt__schedule_bytes(s, t) + 511) / 512 * 512;
     }
     if (own > own_most) own_most = own;
     for (int *f = s->frees[k]; *f >= 0; f++)
-      if (s->local[*f]) own -= (dlrt__spill_declared_bytes(s, g->tensors[*f]) + 511) / 512 * 512;
+      if (s->local[*f]) own -= (dlrt__schedule_bytes(s, g->tensors[*f]) + 511) / 512 * 512;
   }
   return whole + own_most;
 }
@@ -299,15 +301,6 @@ uint64_t dlrt__least_spill_budget(const dlrt_graph_t *g, const schedule *plans, 
     }
   }
   return most;
-}
-
-uint64_t dlrt__spill_declared_bytes(const schedule *s, const dlrt_tensor_t *t) {
-  uint64_t bytes = dlrt__tensor_bytes(t);
-  if (s->local && s->local[t->id] == 1 && s->first[t->id] >= 0 && s->block_of[s->first[t->id]] >= 0) {
-    const dlrt__chunk_block *b = &s->blocks[s->block_of[s->first[t->id]]];
-    bytes = bytes / (uint64_t)b->batch * (uint64_t)b->chunk;
-  }
-  return bytes;
 }
 
 int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *c) {
@@ -362,7 +355,7 @@ int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *c) {
     uint64_t bytes = 0;
     for (int m = 0; m < 2; m++)
       if (e->plans[m].first && e->plans[m].first[i] >= 0) {
-        uint64_t b = dlrt__spill_declared_bytes(&e->plans[m], t);
+        uint64_t b = dlrt__schedule_bytes(&e->plans[m], t);
         if (b > bytes) bytes = b;
       }
     dlrt__mpool_declare(e->spill, i, bytes ? bytes : dlrt__tensor_bytes(t));

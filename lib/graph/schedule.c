@@ -32,13 +32,18 @@ static uint64_t granules(const dlrt_tensor_t *t) {
   return (dlrt__tensor_bytes(t) + 511) / 512 * 512;
 }
 
-/* The same for what a schedule position allocates of t: one chunk's
- * images inside a chunked block. */
-static uint64_t planned_granules(const schedule *s, int k, const dlrt_tensor_t *t) {
-  if (!s->local || s->local[t->id] != 1 || s->block_of[k] < 0) return granules(t);
-  const dlrt__chunk_block *b = &s->blocks[s->block_of[k]];
-  uint64_t bytes = dlrt__tensor_bytes(t) / (uint64_t)b->batch * (uint64_t)b->chunk;
-  return (bytes + 511) / 512 * 512;
+uint64_t dlrt__schedule_bytes(const schedule *s, const dlrt_tensor_t *t) {
+  uint64_t bytes = dlrt__tensor_bytes(t);
+  if (s->local && s->local[t->id] == 1 && s->first[t->id] >= 0 && s->block_of[s->first[t->id]] >= 0) {
+    const dlrt__chunk_block *b = &s->blocks[s->block_of[s->first[t->id]]];
+    bytes = bytes / (uint64_t)b->batch * (uint64_t)b->chunk;
+  }
+  return bytes;
+}
+
+/* The same in allocator granules. */
+static uint64_t planned_granules(const schedule *s, const dlrt_tensor_t *t) {
+  return (dlrt__schedule_bytes(s, t) + 511) / 512 * 512;
 }
 
 /* Inside a chunked block, storages of the whole batch whose life ends
@@ -236,10 +241,10 @@ done:
  * made again (or the end), and is freed there; an elementwise node's output
  * takes over its first input's storage where that storage's life ends at
  * the node. */
-int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, int chunked, schedule *s,
-               uint64_t *peak, dlrt__memory_breakdown *at_peak) {
+int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s, uint64_t *peak,
+               dlrt__memory_breakdown *at_peak) {
   int rc = build_order(g, max_phase, every, s);
-  if (rc == DLRT_OK && every > 0 && chunked) rc = dlrt__find_chunk_blocks(g, s, every);
+  if (rc == DLRT_OK && every > 0) rc = dlrt__find_chunk_blocks(g, s, every);
   if (rc < 0) return rc;
   size_t nt = (size_t)(g->n_tensors ? g->n_tensors : 1), nk = (size_t)(s->n ? s->n : 1);
   int *born = malloc(nt * sizeof *born), *last = malloc(nt * sizeof *last);
@@ -375,7 +380,7 @@ int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, int chunked, sc
         dlrt_tensor_t *t = n->out[j];
         if (t->owner != t || dlrt__persistent(t)) continue;
         if (chunk_pass == 2 && !s->local[t->id]) continue; /* made by the first chunk */
-        uint64_t bytes = planned_granules(s, k, t);
+        uint64_t bytes = planned_granules(s, t);
         if (j == 0 && s->inplace[k] >= 0) {
           /* Taken over in place: the bytes change kind (a gradient summed
            * over an activation), not amount. */
@@ -403,7 +408,7 @@ int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, int chunked, sc
     if (k < 0) continue;
     for (int *f = s->frees[k]; *f >= 0; f++)
       if (chunk_pass != 1 || s->local[*f]) /* whole-batch ones after the last chunk */
-        live[(int)kinds[*f]] -= planned_granules(s, k, g->tensors[*f]);
+        live[(int)kinds[*f]] -= planned_granules(s, g->tensors[*f]);
     if (b && k == b->end - 1) {
       if (chunk_pass == 1) {
         chunk_pass = 2;
@@ -429,9 +434,9 @@ int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt__memory_
   uint64_t train_peak = 0, forward_peak = 0;
   dlrt__memory_breakdown fw;
   int rc = dlrt__graph_layout(g);
-  if (rc == DLRT_OK) rc = dlrt__plan(g, PHASE_UPDATE, checkpoint_every, 1, &train, &train_peak, out);
+  if (rc == DLRT_OK) rc = dlrt__plan(g, PHASE_UPDATE, checkpoint_every, &train, &train_peak, out);
   if (rc == DLRT_OK)
-    rc = dlrt__plan(g, PHASE_FORWARD, checkpoint_every, 1, &forward, &forward_peak, &fw);
+    rc = dlrt__plan(g, PHASE_FORWARD, checkpoint_every, &forward, &forward_peak, &fw);
   if (rc == DLRT_OK && forward_peak > train_peak) *out = fw;
   if (rc == DLRT_OK) out->peak = train_peak > forward_peak ? train_peak : forward_peak;
   if (rc == DLRT_OK) {
