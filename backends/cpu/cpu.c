@@ -185,6 +185,32 @@ static int cpu_copy_d2h(void *s, void *dst, dlrt_mem src, size_t off, size_t byt
   return cpu_stream_enqueue(s, run_copy, &c, sizeof c);
 }
 
+/* Rows: `rows` of `width` bytes, dst_pitch and src_pitch apart. */
+typedef struct {
+  char *dst;
+  const char *src;
+  size_t dst_pitch, src_pitch, width, rows;
+} rows_command;
+
+static int run_copy_rows(void *payload) {
+  rows_command *c = payload;
+  for (size_t r = 0; r < c->rows; r++)
+    memcpy(c->dst + r * c->dst_pitch, c->src + r * c->src_pitch, c->width);
+  return DLRT_OK;
+}
+
+static int cpu_copy_h2d_rows(void *s, dlrt_mem dst, size_t off, const void *src, size_t pitch,
+                             size_t width, size_t rows) {
+  rows_command c = {(char *)dst.host + off, src, width, pitch, width, rows};
+  return cpu_stream_enqueue(s, run_copy_rows, &c, sizeof c);
+}
+
+static int cpu_copy_d2h_rows(void *s, void *dst, size_t pitch, dlrt_mem src, size_t off,
+                             size_t width, size_t rows) {
+  rows_command c = {dst, (const char *)src.host + off, pitch, width, width, rows};
+  return cpu_stream_enqueue(s, run_copy_rows, &c, sizeof c);
+}
+
 static int cpu_copy_d2d(void *s, dlrt_mem dst, size_t doff, dlrt_mem src, size_t soff,
                         size_t bytes) {
   copy_command c = {(char *)dst.host + doff, (char *)src.host + soff, bytes, 0};
@@ -220,6 +246,8 @@ const dlrt_backend_iface dlrt__backend_cpu = {
     .event_elapsed_ms = cpu_event_elapsed_ms_,
     .copy_h2d = cpu_copy_h2d,
     .copy_d2h = cpu_copy_d2h,
+    .copy_h2d_rows = cpu_copy_h2d_rows,
+    .copy_d2h_rows = cpu_copy_d2h_rows,
     .copy_d2d = cpu_copy_d2d,
     .copy_peer = NULL,
     .memset = cpu_memset,

@@ -252,6 +252,25 @@ static int cuda_copy_d2h(void *ps, void *dst, dlrt_mem src, size_t off, size_t b
   return copy_async(ps, dst, (char *)src.handle + off, bytes);
 }
 
+/* Rows: one 2-D copy, packed on the device side. */
+static int copy_rows_async(cuda_stream *s, void *dst, size_t dst_pitch, const void *src,
+                           size_t src_pitch, size_t width, size_t rows) {
+  CUDA_TRY(s->dev, cudaSetDevice(s->dev->ordinal));
+  CUDA_TRY(s->dev, cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows,
+                                     cudaMemcpyDefault, s->stream));
+  return DLRT_OK;
+}
+
+static int cuda_copy_h2d_rows(void *ps, dlrt_mem dst, size_t off, const void *src, size_t pitch,
+                              size_t width, size_t rows) {
+  return copy_rows_async(ps, (char *)dst.handle + off, width, src, pitch, width, rows);
+}
+
+static int cuda_copy_d2h_rows(void *ps, void *dst, size_t pitch, dlrt_mem src, size_t off,
+                              size_t width, size_t rows) {
+  return copy_rows_async(ps, dst, pitch, (char *)src.handle + off, width, width, rows);
+}
+
 static int cuda_copy_d2d(void *ps, dlrt_mem dst, size_t doff, dlrt_mem src, size_t soff,
                          size_t bytes) {
   return copy_async(ps, (char *)dst.handle + doff, (char *)src.handle + soff, bytes);
@@ -298,6 +317,8 @@ const dlrt_backend_iface dlrt__backend_cuda = {
     .event_elapsed_ms = cuda_event_elapsed_ms,
     .copy_h2d = cuda_copy_h2d,
     .copy_d2h = cuda_copy_d2h,
+    .copy_h2d_rows = cuda_copy_h2d_rows,
+    .copy_d2h_rows = cuda_copy_d2h_rows,
     .copy_d2d = cuda_copy_d2d,
     .copy_peer = cuda_copy_peer,
     .memset = cuda_memset,

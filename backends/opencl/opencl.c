@@ -368,6 +368,29 @@ static int ocl_copy_d2h(void *ps, void *dst, dlrt_mem src, size_t off, size_t by
   return err == CL_SUCCESS ? DLRT_OK : ocl_fail(s->dev, "clEnqueueReadBuffer", err);
 }
 
+/* Rows: the rectangle copies of OpenCL 1.1, packed on the device side. */
+static int ocl_copy_h2d_rows(void *ps, dlrt_mem dst, size_t off, const void *src, size_t pitch,
+                             size_t width, size_t rows) {
+  ocl_stream *s = ps;
+  size_t buffer_origin[3] = {off, 0, 0}, host_origin[3] = {0, 0, 0}, region[3] = {width, rows, 1};
+  cl_int err = clEnqueueWriteBufferRect(s->queue, dst.handle, CL_FALSE, buffer_origin,
+                                        host_origin, region, width, 0, pitch, 0, src, 0, NULL,
+                                        NULL);
+  if (err == CL_SUCCESS) clFlush(s->queue);
+  return err == CL_SUCCESS ? DLRT_OK : ocl_fail(s->dev, "clEnqueueWriteBufferRect", err);
+}
+
+static int ocl_copy_d2h_rows(void *ps, void *dst, size_t pitch, dlrt_mem src, size_t off,
+                             size_t width, size_t rows) {
+  ocl_stream *s = ps;
+  size_t buffer_origin[3] = {off, 0, 0}, host_origin[3] = {0, 0, 0}, region[3] = {width, rows, 1};
+  cl_int err = clEnqueueReadBufferRect(s->queue, src.handle, CL_FALSE, buffer_origin,
+                                       host_origin, region, width, 0, pitch, 0, dst, 0, NULL,
+                                       NULL);
+  if (err == CL_SUCCESS) clFlush(s->queue);
+  return err == CL_SUCCESS ? DLRT_OK : ocl_fail(s->dev, "clEnqueueReadBufferRect", err);
+}
+
 static int ocl_copy_d2d(void *ps, dlrt_mem dst, size_t doff, dlrt_mem src, size_t soff,
                         size_t bytes) {
   ocl_stream *s = ps;
@@ -420,6 +443,8 @@ const dlrt_backend_iface dlrt__backend_opencl = {
     .event_elapsed_ms = ocl_event_elapsed_ms,
     .copy_h2d = ocl_copy_h2d,
     .copy_d2h = ocl_copy_d2h,
+    .copy_h2d_rows = ocl_copy_h2d_rows,
+    .copy_d2h_rows = ocl_copy_d2h_rows,
     .copy_d2d = ocl_copy_d2d,
     .copy_peer = NULL,
     .memset = ocl_memset,

@@ -98,6 +98,12 @@ typedef struct dlrt_backend_iface {
                   size_t bytes);
   int (*copy_d2h)(void *stream, void *dst, dlrt_mem src, size_t src_off,
                   size_t bytes);
+  /* optional: `rows` rows of `width` bytes, packed on the device from the
+   * offset, `pitch` bytes apart on the host (else one copy per row). */
+  int (*copy_h2d_rows)(void *stream, dlrt_mem dst, size_t dst_off, const void *src,
+                       size_t pitch, size_t width, size_t rows);
+  int (*copy_d2h_rows)(void *stream, void *dst, size_t pitch, dlrt_mem src, size_t src_off,
+                       size_t width, size_t rows);
   /* Both buffers on this stream's device. */
   int (*copy_d2d)(void *stream, dlrt_mem dst, size_t dst_off, dlrt_mem src,
                   size_t src_off, size_t bytes);

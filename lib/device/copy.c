@@ -2,6 +2,7 @@
  * across backends through pinned bounce buffers) and memset. */
 #include "config.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "device/registry.h"
@@ -61,6 +62,49 @@ int dlrt_copy_d2h(void *dst, dlrt_buffer_t *src, size_t src_offset, size_t bytes
   if ((rc = stream_for(src->dev, stream, &s, "dlrt_copy_d2h")) < 0) return rc;
   if (bytes == 0) return DLRT_OK;
   rc = src->dev->be->copy_d2h(s->ctx, dst, src->mem, src->offset + src_offset, bytes);
+  return finish(s, stream == NULL, rc);
+}
+
+/* Rows: one backend call where it has one, else a copy per row. */
+int dlrt_copy_h2d_rows(dlrt_buffer_t *dst, size_t dst_offset, const void *src, size_t pitch,
+                       size_t width, size_t rows, dlrt_stream_t *stream) {
+  dlrt_stream_t *s = NULL;
+  DLRT__CHECK_ARG(pitch >= width && (rows < 2 || width <= SIZE_MAX / rows),
+                  "dlrt_copy_h2d_rows: %zu rows of %zu bytes, %zu apart", rows, width, pitch);
+  int rc = check_buffer(dst, dst_offset, width * rows, "dlrt_copy_h2d_rows destination");
+  if (rc < 0) return rc;
+  DLRT__CHECK_ARG(src || width * rows == 0, "dlrt_copy_h2d_rows: source is NULL");
+  if ((rc = stream_for(dst->dev, stream, &s, "dlrt_copy_h2d_rows")) < 0) return rc;
+  if (width * rows == 0) return DLRT_OK;
+  const dlrt_backend_iface *be = dst->dev->be;
+  size_t at = dst->offset + dst_offset;
+  if (be->copy_h2d_rows) {
+    rc = be->copy_h2d_rows(s->ctx, dst->mem, at, src, pitch, width, rows);
+  } else {
+    for (size_t r = 0; r < rows && rc == DLRT_OK; r++)
+      rc = be->copy_h2d(s->ctx, dst->mem, at + r * width, (const char *)src + r * pitch, width);
+  }
+  return finish(s, stream == NULL, rc);
+}
+
+int dlrt_copy_d2h_rows(void *dst, size_t pitch, dlrt_buffer_t *src, size_t src_offset,
+                       size_t width, size_t rows, dlrt_stream_t *stream) {
+  dlrt_stream_t *s = NULL;
+  DLRT__CHECK_ARG(pitch >= width && (rows < 2 || width <= SIZE_MAX / rows),
+                  "dlrt_copy_d2h_rows: %zu rows of %zu bytes, %zu apart", rows, width, pitch);
+  int rc = check_buffer(src, src_offset, width * rows, "dlrt_copy_d2h_rows source");
+  if (rc < 0) return rc;
+  DLRT__CHECK_ARG(dst || width * rows == 0, "dlrt_copy_d2h_rows: destination is NULL");
+  if ((rc = stream_for(src->dev, stream, &s, "dlrt_copy_d2h_rows")) < 0) return rc;
+  if (width * rows == 0) return DLRT_OK;
+  const dlrt_backend_iface *be = src->dev->be;
+  size_t at = src->offset + src_offset;
+  if (be->copy_d2h_rows) {
+    rc = be->copy_d2h_rows(s->ctx, dst, pitch, src->mem, at, width, rows);
+  } else {
+    for (size_t r = 0; r < rows && rc == DLRT_OK; r++)
+      rc = be->copy_d2h(s->ctx, (char *)dst + r * pitch, src->mem, at + r * width, width);
+  }
   return finish(s, stream == NULL, rc);
 }
 

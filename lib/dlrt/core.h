@@ -264,6 +264,14 @@ DLRT_API int dlrt_copy_h2d(dlrt_buffer_t *dst, size_t dst_offset, const void *sr
                            size_t bytes, dlrt_stream_t *stream);
 DLRT_API int dlrt_copy_d2h(void *dst, dlrt_buffer_t *src, size_t src_offset,
                            size_t bytes, dlrt_stream_t *stream);
+/* Rows between strided host memory and packed device memory: `rows` rows of
+ * `width` bytes, `pitch` bytes apart on the host (pitch >= width) and one
+ * after another in the buffer from its offset (a slice of images of a
+ * C x N x H x W tensor in one copy). As the copies above otherwise. */
+DLRT_API int dlrt_copy_h2d_rows(dlrt_buffer_t *dst, size_t dst_offset, const void *src,
+                                size_t pitch, size_t width, size_t rows, dlrt_stream_t *stream);
+DLRT_API int dlrt_copy_d2h_rows(void *dst, size_t pitch, dlrt_buffer_t *src, size_t src_offset,
+                                size_t width, size_t rows, dlrt_stream_t *stream);
 /* Device to device, same or different devices, same or different backends.
  * `stream` (NULL: the destination's default stream) must belong to the source's
  * or the destination's device. Between backends the data goes through pinned
