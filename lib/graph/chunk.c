@@ -41,14 +41,6 @@ static int64_t gcd64(int64_t a, int64_t b) {
 /* Images per chunk of a convolution node's own loop (its workspace). */
 static int64_t conv_chunk(const node *n) { return n->out[1]->shape[1] / (n->p[9] * n->p[10]); }
 
-/* Whether t is one of the batch's image tensors: 4-D with `batch` images,
- * fp32 (the chunked accumulation reads sums back in their storage type, so
- * 16-bit graphs are not chunked) or the one-byte argmax. */
-static int batch_image(const dlrt_tensor_t *t, int64_t batch) {
-  return t->ndim == 4 && t->shape[0] == batch && t->owner == t &&
-         (t->dtype == DLRT_F32 || t->dtype == DLRT_U8);
-}
-
 typedef struct {
   const dlrt_graph_t *g;
   const schedule *s;
@@ -96,7 +88,7 @@ static int64_t check_forward(const span *b, char *local, int64_t *batch) {
         local[t->id] = 2;
         continue;
       }
-      if (!batch_image(t, n_images) || (j == 0 && !t->cnhw) || dlrt__persistent(t)) return 0;
+      if (!dlrt__batch_image(t, n_images) || (j == 0 && !t->cnhw) || dlrt__persistent(t)) return 0;
       int outside = read_outside(b, t->id);
       /* Only a pooling's outputs and a convolution's output can be
        * written a chunk at a time into the whole batch's storage. */
@@ -120,9 +112,9 @@ static int64_t check_forward(const span *b, char *local, int64_t *batch) {
  * gradients: max-pool gradients reading an argmax the segment made, and
  * the nodes that read what they make, down to the convolutions' gradients.
  * Returns the block's positions in [*begin, *end) (they must follow each
- * other) or 0. */
-static int find_backward(const span *fw, char *local, int64_t batch, int64_t *chunk, int *begin,
-                         int *end) {
+ * other) or 0; *unit becomes what its chunks must be a whole number of. */
+static int find_backward(const span *fw, char *local, int64_t batch, int64_t *chunk,
+                         int64_t *unit, int *begin, int *end) {
   const schedule *s = fw->s;
   int first = -1, last = -1;
   for (int k = fw->end; k < s->n; k++) {
@@ -157,6 +149,11 @@ static int find_backward(const span *fw, char *local, int64_t batch, int64_t *ch
     case OP_CONV_GRAD_X: {
       int64_t c = conv_chunk(n);
       *chunk = *chunk / gcd64(*chunk, c) * c;
+      if (n->op == OP_CONV_GRAD_W) {
+        int64_t piece = dlrt__conv_weight_piece(n->out[0]->shape[0], n->p[1] * n->p[4] * n->p[5],
+                                                n->p[9] * n->p[10], c);
+        *unit = *unit / gcd64(*unit, piece) * piece;
+      }
       local[n->out[1]->id] = 2;
       break;
     }
@@ -168,7 +165,7 @@ static int find_backward(const span *fw, char *local, int64_t batch, int64_t *ch
     const dlrt_tensor_t *t = n->out[0];
     if (t->owner != t || dlrt__persistent(t)) return 0;
     if (n->op == OP_MAXPOOL_GRAD) {
-      if (!batch_image(t, batch)) return 0;
+      if (!dlrt__batch_image(t, batch)) return 0;
       local[t->id] = 1;
     }
   }
@@ -179,7 +176,7 @@ static int find_backward(const span *fw, char *local, int64_t batch, int64_t *ch
     const node *n = fw->g->nodes[s->order[k]];
     const dlrt_tensor_t *t = n->out[0];
     if (local[t->id] == 1 && read_outside(&bw, t->id)) return 0;
-    if (n->op == OP_CONV_GRAD_X && !local[t->id] && !batch_image(t, batch)) return 0;
+    if (n->op == OP_CONV_GRAD_X && !local[t->id] && !dlrt__batch_image(t, batch)) return 0;
     /* The convolutions' gradients read the chunk's dy. */
     if ((n->op == OP_CONV_GRAD_W || n->op == OP_CONV_GRAD_X || n->op == OP_SUM_CHANNELS) &&
         local[n->in[0]->owner->id] != 1)
@@ -277,10 +274,11 @@ int dlrt__find_chunk_blocks(const dlrt_graph_t *g, schedule *s, int every) {
   for (int seg = segments - 1; seg >= 0; seg--) {
     span fw = {g, s, starts[seg], starts[seg + 1]};
     memcpy(trial, s->local, nt);
-    int64_t batch = 0, chunk = check_forward(&fw, trial, &batch);
+    int64_t batch = 0, chunk = check_forward(&fw, trial, &batch), unit = 1;
     int b0 = 0, b1 = 0, second = 0;
     /* An evaluation schedule has forward blocks only. */
-    if (!chunk || (training && !find_backward(&fw, trial, batch, &chunk, &b0, &b1))) continue;
+    if (!chunk || (training && !find_backward(&fw, trial, batch, &chunk, &unit, &b0, &b1)))
+      continue;
     if (training && (second = split_backward(g, s, b0, b1)) < 0) {
       free(trial);
       free(starts);
@@ -300,7 +298,8 @@ int dlrt__find_chunk_blocks(const dlrt_graph_t *g, schedule *s, int every) {
     }
     for (int i = 0; i < n_spans; i++) {
       dlrt__chunk_block *blk = &s->blocks[s->n_blocks++];
-      blk->begin = spans[i][0], blk->end = spans[i][1], blk->batch = batch, blk->chunk = chunk;
+      blk->begin = spans[i][0], blk->end = spans[i][1], blk->batch = batch;
+      blk->chunk = blk->full = chunk, blk->unit = unit;
     }
   }
   free(trial);
@@ -316,4 +315,16 @@ int dlrt__find_chunk_blocks(const dlrt_graph_t *g, schedule *s, int every) {
   for (int b = 0; b < s->n_blocks; b++)
     for (int k = s->blocks[b].begin; k < s->blocks[b].end; k++) s->block_of[k] = b;
   return DLRT_OK;
+}
+
+int dlrt__limit_chunks(schedule *s, int64_t images) {
+  int changed = 0;
+  for (int i = 0; i < s->n_blocks; i++) {
+    dlrt__chunk_block *b = &s->blocks[i];
+    int64_t chunk = b->full;
+    if (images > 0 && images < chunk) chunk = images < b->unit ? b->unit : images / b->unit * b->unit;
+    changed |= chunk != b->chunk;
+    b->chunk = chunk;
+  }
+  return changed;
 }

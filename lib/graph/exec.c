@@ -82,6 +82,7 @@ void dlrt_exec_destroy(dlrt_exec_t *e) {
   if (e->stream) dlrt_stream_synchronize(e->stream);
   dlrt__exec_buckets_free(e);
   dlrt__mpool_destroy(e->spill); /* host and disk copies; bufs[] are freed below */
+  free(e->windows), free(e->block_local), free(e->slices);
   if (e->bufs) {
     for (int i = 0; i < e->g->n_tensors; i++)
       if (e->g->tensors[i]->owner == e->g->tensors[i]) dlrt_buffer_free(e->bufs[i]);
@@ -237,9 +238,11 @@ static int alloc_outputs(dlrt_exec_t *e, const schedule *s, int k, const dlrt__c
  * and freed after the last. */
 static int run_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b) {
   int rc = e->spill ? dlrt__spill_begin_block(e, s, b) : DLRT_OK;
+  const char *local = e->spill && e->n_slices ? e->block_local : s->local;
   for (int64_t b0 = 0; b0 < b->batch && rc == DLRT_OK; b0 += b->chunk) {
-    dlrt__chunk c = {b->batch, b0, b->batch - b0 < b->chunk ? b->batch - b0 : b->chunk, s->local};
+    dlrt__chunk c = {b->batch, b0, b->batch - b0 < b->chunk ? b->batch - b0 : b->chunk, local};
     int last_chunk = b0 + c.nb >= b->batch;
+    if (e->spill && (rc = dlrt__spill_chunk_begin(e, b0, c.nb)) < 0) break;
     for (int k = b->begin; k < b->end && rc == DLRT_OK; k++) {
       node *n = e->g->nodes[s->order[k]];
       rc = e->spill ? dlrt__spill_chunk_outputs(e, s, k) : alloc_outputs(e, s, k, &c);
@@ -256,6 +259,7 @@ static int run_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block 
                                (long long)b0, (long long)(b0 + c.nb - 1), dlrt_last_error());
       if (e->spill) {
         dlrt__spill_chunk_done(e, s, k);
+        if (k == b->end - 1) rc = dlrt__spill_chunk_end(e, b0, c.nb);
         continue;
       }
       if (s->inplace[k] >= 0) e->bufs[s->inplace[k]] = NULL;

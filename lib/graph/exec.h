@@ -11,10 +11,12 @@
 #include "mem/managed.h"
 
 /* Positions [begin, end) of a schedule that run a chunk of `chunk` images
- * at a time over a batch of `batch` (chunk.c). */
+ * at a time over a batch of `batch` (chunk.c). `full` is the chunk it was
+ * planned with (a whole number of its convolutions' own chunks); `unit`
+ * what any chunk must be a whole number of (its weight gradients' pieces). */
 typedef struct {
   int begin, end;
-  int64_t batch, chunk;
+  int64_t batch, chunk, full, unit;
 } dlrt__chunk_block;
 
 typedef struct {
@@ -99,6 +101,20 @@ struct dlrt_exec {
   /* Spilling (exec_spill.c): NULL when off. */
   dlrt__mpool *spill;
   dlrt_spill_config spill_cfg;
+  /* Spilling in slices, when whole-batch storages do not fit the budget: a
+   * chunked block moves its whole-batch image storages a chunk's images at
+   * a time between their host copies and device windows (windows[id]
+   * during the block, which kernels use for the storage), and its kernels
+   * see them as the chunk's own (block_local[id] = 3; else s->local). */
+  int spill_slices;
+  dlrt_buffer_t **windows;
+  char *block_local;
+  struct dlrt__slice {
+    int id, read, written;
+    size_t rows, row_image_bytes, pitch; /* per channel row: one image's bytes */
+  } *slices;
+  int n_slices;
+  const dlrt__chunk_block *slice_block; /* the block running in slices */
   dlrt_run_mode mode;   /* of the run in progress */
   double op_ms[OP_COUNT_];
   int64_t op_calls[OP_COUNT_];
@@ -117,9 +133,19 @@ static inline int dlrt__persistent(const dlrt_tensor_t *t) {
   return t->kind != TENSOR_INTERMEDIATE || t->kept;
 }
 
-/* The buffer holding a tensor (a view's is its owner's). */
+/* The buffer holding a tensor (a view's is its owner's; in a block that
+ * spills in slices, the window holding the chunk's images). */
 static inline dlrt_buffer_t *dlrt__exec_buf(dlrt_exec_t *e, const dlrt_tensor_t *t) {
-  return e->bufs[t->owner->id];
+  int id = t->owner->id;
+  return e->windows && e->windows[id] ? e->windows[id] : e->bufs[id];
+}
+
+/* Whether t is one of a batch's image tensors: 4-D with `batch` images,
+ * fp32 (the chunked accumulation reads sums back in their storage type, so
+ * 16-bit graphs are not chunked) or the one-byte argmax. */
+static inline int dlrt__batch_image(const dlrt_tensor_t *t, int64_t batch) {
+  return t->ndim == 4 && t->shape[0] == batch && t->owner == t &&
+         (t->dtype == DLRT_F32 || t->dtype == DLRT_U8);
 }
 
 /* What a training step of a graph holds at its planned peak, in allocator
@@ -140,7 +166,8 @@ int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt__memory_
 int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s, uint64_t *peak,
                dlrt__memory_breakdown *at_peak);
 /* The bytes a storage holds in schedule s: one chunk's images for a
- * chunked block's own (local 1), else all of it. */
+ * chunked block's own (local 1), a workspace's columns for at most a
+ * chunk (local 2), else all of it. */
 uint64_t dlrt__schedule_bytes(const schedule *s, const dlrt_tensor_t *t);
 /* Plans both of the executor's schedules again for checkpoint segments of
  * `every` (0: none) (exec.c). */
@@ -149,6 +176,9 @@ void dlrt__schedule_free(schedule *s);
 /* Finds the chunked blocks of a checkpointed training schedule (segments
  * of `every` forward nodes) and fills s->blocks, block_of and local. */
 int dlrt__find_chunk_blocks(const dlrt_graph_t *g, schedule *s, int every);
+/* Runs each block in chunks of at most `images` (0: as planned), but not
+ * fewer than its unit; returns whether any chunk changed. */
+int dlrt__limit_chunks(schedule *s, int64_t images);
 /* The checkpoint segments of the forward nodes fwd[0..n_fwd) (graph node
  * indices, in order) for segments of `every` nodes: seg[f] is node f's.
  * A segment also ends at each max-pool, which closes a convolution block
@@ -162,9 +192,16 @@ int dlrt__checkpoint_segment(const dlrt_graph_t *g, int every);
 
 /* The most one node (or chunked block) of the schedules holds on the
  * device at once: no smaller spill budget can work (*worst: that node, or
- * -2 - the first node of that block). exec_spill.c. */
+ * -2 - the first node of that block). `slices`: blocks hold their
+ * whole-batch image storages a chunk at a time. exec_spill.c. */
 uint64_t dlrt__least_spill_budget(const dlrt_graph_t *g, const schedule *plans, int n_plans,
-                                  dlrt_offload_policy policy, int *worst);
+                                  dlrt_offload_policy policy, int slices, int *worst);
+/* How the schedules spill within `budget` (0: in as little as they can):
+ * whole-batch storages whole and chunks as planned if that fits, else in
+ * slices with ever fewer images per chunk (dlrt__limit_chunks, left set)
+ * until it fits. Returns the least budget of the choice (*slices). */
+uint64_t dlrt__spill_fit(const dlrt_graph_t *g, schedule *plans, int n_plans,
+                         dlrt_offload_policy policy, uint64_t budget, int *slices, int *worst);
 
 /* Spilling around the nodes of a run (exec_spill.c). begin makes the
  * node's storages resident (taking over in place), end releases them,
@@ -178,6 +215,10 @@ int dlrt__spill_end_node(dlrt_exec_t *e, const schedule *s, int k);
  * there; end unlocks, tells the pool their next uses, frees those whose
  * lives end in the block and prefetches ahead. */
 int dlrt__spill_begin_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b);
+/* In slices: before a chunk's positions the slices it reads come in, after
+ * them the slices it wrote go back to the host copies. */
+int dlrt__spill_chunk_begin(dlrt_exec_t *e, int64_t b0, int64_t nb);
+int dlrt__spill_chunk_end(dlrt_exec_t *e, int64_t b0, int64_t nb);
 int dlrt__spill_chunk_outputs(dlrt_exec_t *e, const schedule *s, int k);
 void dlrt__spill_chunk_done(dlrt_exec_t *e, const schedule *s, int k);
 int dlrt__spill_end_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b);

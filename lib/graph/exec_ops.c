@@ -128,12 +128,14 @@ static int64_t in_chunk(const dlrt__chunk *c, int64_t whole) {
  * start at b0 x OHW, so each GEMM reads or writes its block of them in
  * place with the leading dimension N x OHW.
  *   forward: cols = im2col(x[b0..]); y[:, b0..] = W cols
- *   dW:      cols = im2col(x[b0..]); dW (+)= dy[:, b0..] cols^T (beta 1 after the first)
+ *   dW:      per piece q0 of dlrt__conv_weight_piece images:
+ *            cols = im2col(x[q0..]); dW (+)= dy[:, q0..] cols^T (beta 1 after the first)
  *   dx:      cols = W^T dy[:, b0..]; dx[b0..] = col2im(cols)
  * In a chunked block (c) the node covers images [c->b0, c->b0 + c->nb) of
- * the batch, and x, y or dy may hold only those: the GEMMs are the ones the
- * whole batch runs for those images (block chunks are whole numbers of the
- * node's chunks), so dW sums in the same order, bit for bit. */
+ * the batch, and x, y or dy may hold only those. A block's chunk is a whole
+ * number of weight pieces, so dW sums in the same order, bit for bit; the
+ * forward and dx GEMMs reduce over channels only, so fewer columns at a
+ * time give each column the same sums. */
 static int run_conv(dlrt_exec_t *e, node *n, const dlrt__chunk *c) {
   const int64_t *p = n->p;
   dlrt_tensor_t *ws = n->out[1], *w = n->op == OP_CONV_GRAD_W ? n->out[0] : n->in[1];
@@ -162,16 +164,23 @@ static int run_conv(dlrt_exec_t *e, node *n, const dlrt__chunk *c) {
       if (rc == DLRT_OK) rc = conv_columns(e, 0, x, ws, geometry, b0 - x_first, nb);
       continue;
     }
-    if ((rc = conv_columns(e, 1, x, ws, geometry, b0 - x_first, nb)) < 0) break;
     if (n->op == OP_CONV) {
+      if ((rc = conv_columns(e, 1, x, ws, geometry, b0 - x_first, nb)) < 0) break;
       d = dlrt_gemm_desc_make(y->dtype, 0, 0, o, cols, ckk, 1.0f, 0.0f);
       d.ldc = y_held * ohw;
       rc = dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, w), off(w), dlrt__exec_buf(e, ws), off(ws),
                      dlrt__exec_buf(e, y), y_at);
-    } else {
-      d = dlrt_gemm_desc_make(y->dtype, 0, 1, o, ckk, cols, 1.0f, b0 ? 1.0f : 0.0f);
+      continue;
+    }
+    /* dW: in pieces at fixed images of the batch, whatever the chunk. */
+    int64_t piece = dlrt__conv_weight_piece(o, ckk, ohw, chunk);
+    for (int64_t q0 = b0; q0 < b0 + nb && rc == DLRT_OK; q0 += piece) {
+      int64_t nq = b0 + nb - q0 < piece ? b0 + nb - q0 : piece;
+      if ((rc = conv_columns(e, 1, x, ws, geometry, q0 - x_first, nq)) < 0) break;
+      d = dlrt_gemm_desc_make(y->dtype, 0, 1, o, ckk, nq * ohw, 1.0f, q0 ? 1.0f : 0.0f);
       d.lda = y_held * ohw;
-      rc = dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, y), y_at, dlrt__exec_buf(e, ws), off(ws),
+      rc = dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, y),
+                     off(y) + (size_t)((q0 - y_first) * ohw) * es, dlrt__exec_buf(e, ws), off(ws),
                      dlrt__exec_buf(e, w), off(w));
     }
   }

@@ -6,10 +6,15 @@
  * prefetches what the next nodes need. A chunked block (chunk.c) keeps the
  * whole-batch storages it touches acquired through all its chunks; each
  * chunk's own storages are acquired where they are made and discarded
- * after their last use, at one chunk's size. */
+ * after their last use, at one chunk's size. Where the budget cannot hold
+ * a block's whole-batch storages, the block moves its image storages (its
+ * input, pooled output, argmax, the gradients it reads and makes) a
+ * chunk's images at a time through windows instead, in slices, and runs
+ * fewer images per chunk if it must (dlrt__spill_fit). */
 #include "config.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "graph/exec.h"
@@ -176,14 +181,76 @@ static int for_block_storages(dlrt_exec_t *e, const schedule *s, const dlrt__chu
   return rc;
 }
 
+/* Whether storage id moves in slices in the block running now. */
+static int sliced(const dlrt_exec_t *e, int id) { return e->n_slices && e->block_local[id] == 3; }
+
 static int lock_storage(dlrt_exec_t *e, const schedule *s, int k, int j, int id, int write) {
   (void)s, (void)k, (void)j;
-  return write < 0 ? DLRT_OK : dlrt__mpool_acquire(e->spill, id, write);
+  if (write < 0 || sliced(e, id)) return DLRT_OK;
+  return dlrt__mpool_acquire(e->spill, id, write);
 }
 
 static int unlock_storage(dlrt_exec_t *e, const schedule *s, int k, int j, int id, int write) {
   (void)s, (void)k, (void)j;
-  if (write >= 0) dlrt__mpool_release(e->spill, id); /* once: it was locked once */
+  if (write >= 0 && !sliced(e, id)) dlrt__mpool_release(e->spill, id); /* locked once */
+  return DLRT_OK;
+}
+
+/* Whether touch j of a block's node (input j, or output j - n_in) is on
+ * its image side: not a convolution's weight or bias, nor their gradients
+ * (whose shapes may look like a batch's). */
+static int image_operand(const node *n, int j) {
+  switch (n->op) {
+  case OP_CONV:
+  case OP_CONV_GRAD_X:
+  case OP_BIAS_CHANNELS: return j != 1;
+  case OP_CONV_GRAD_W:
+  case OP_SUM_CHANNELS: return j != n->n_in;
+  default: return 1;
+  }
+}
+
+/* Whether a block's touch is of a whole-batch image storage. */
+static int whole_image(const schedule *s, const dlrt__chunk_block *b, const node *n, int j) {
+  const dlrt_tensor_t *o = (j < n->n_in ? n->in[j] : n->out[j - n->n_in])->owner;
+  return !s->local[o->id] && image_operand(n, j) && dlrt__batch_image(o, b->batch);
+}
+
+/* Whether block b can hold its whole-batch image storages in slices: each
+ * is touched as itself (no view), and none is taken over in place. */
+static int block_slices(const dlrt_graph_t *g, const schedule *s, const dlrt__chunk_block *b) {
+  int any = 0;
+  for (int k = b->begin; k < b->end; k++) {
+    const node *n = g->nodes[s->order[k]];
+    for (int j = 0; j < n->n_in + n->n_out; j++) {
+      const dlrt_tensor_t *t = j < n->n_in ? n->in[j] : n->out[j - n->n_in], *o = t->owner;
+      if (!whole_image(s, b, n, j)) continue;
+      if (t != o || s->inplace[k] == o->id) return 0;
+      any = 1;
+    }
+  }
+  return any;
+}
+
+/* Notes a slice at the first touch of each whole-batch image storage. */
+static int add_slice(dlrt_exec_t *e, const schedule *s, int k, int j, int id, int write) {
+  const dlrt_tensor_t *t = e->g->tensors[id];
+  if (write < 0 || !whole_image(s, e->slice_block, e->g->nodes[s->order[k]], j)) return DLRT_OK;
+  struct dlrt__slice *sl = &e->slices[e->n_slices++];
+  sl->id = id, sl->read = !write, sl->written = write;
+  sl->rows = t->cnhw ? (size_t)t->shape[1] : 1; /* C x N x HW: a row per channel */
+  sl->row_image_bytes = dlrt__tensor_bytes(t) / (size_t)t->shape[0] / sl->rows;
+  sl->pitch = sl->row_image_bytes * (size_t)t->shape[0];
+  e->block_local[id] = 3;
+  return DLRT_OK;
+}
+
+/* Marks the slices the block writes (at any touch, not only the first). */
+static int note_written(dlrt_exec_t *e, const schedule *s, int k, int j, int id, int write) {
+  (void)write;
+  const node *n = e->g->nodes[s->order[k]];
+  for (int i = 0; i < e->n_slices && j >= n->n_in; i++)
+    if (e->slices[i].id == id) e->slices[i].written = 1;
   return DLRT_OK;
 }
 
@@ -197,9 +264,47 @@ static int note_next_use(dlrt_exec_t *e, const schedule *s, int k, int j, int id
 }
 
 int dlrt__spill_begin_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b) {
-  /* Every whole-batch storage the block touches stays resident (locked)
-   * through all its chunks; the chunks' own come and go within the budget. */
-  return for_block_storages(e, s, b, lock_storage);
+  int rc = DLRT_OK;
+  e->n_slices = 0;
+  if (e->spill_slices && block_slices(e->g, s, b)) {
+    /* Image storages in slices: each gets a window of one chunk's images. */
+    memcpy(e->block_local, s->local, (size_t)e->g->n_tensors);
+    e->slice_block = b;
+    rc = for_block_storages(e, s, b, add_slice);
+    if (rc == DLRT_OK) rc = for_block_storages(e, s, b, note_written);
+    for (int i = 0; i < e->n_slices && rc == DLRT_OK; i++) {
+      const struct dlrt__slice *sl = &e->slices[i];
+      void *host;
+      size_t window = sl->row_image_bytes * sl->rows * (size_t)b->chunk;
+      rc = dlrt__mpool_slices_begin(e->spill, sl->id, !sl->read, window, &e->windows[sl->id],
+                                    &host);
+    }
+  }
+  /* Every other whole-batch storage the block touches stays resident
+   * (locked) through all its chunks; the chunks' own come and go. */
+  return rc < 0 ? rc : for_block_storages(e, s, b, lock_storage);
+}
+
+int dlrt__spill_chunk_begin(dlrt_exec_t *e, int64_t b0, int64_t nb) {
+  int rc = DLRT_OK;
+  for (int i = 0; i < e->n_slices && rc == DLRT_OK; i++) {
+    const struct dlrt__slice *sl = &e->slices[i];
+    if (sl->read)
+      rc = dlrt__mpool_slice_in(e->spill, sl->id, (size_t)b0 * sl->row_image_bytes, sl->pitch,
+                                (size_t)nb * sl->row_image_bytes, sl->rows);
+  }
+  return rc;
+}
+
+int dlrt__spill_chunk_end(dlrt_exec_t *e, int64_t b0, int64_t nb) {
+  int rc = DLRT_OK;
+  for (int i = 0; i < e->n_slices && rc == DLRT_OK; i++) {
+    const struct dlrt__slice *sl = &e->slices[i];
+    if (sl->written)
+      rc = dlrt__mpool_slice_out(e->spill, sl->id, (size_t)b0 * sl->row_image_bytes, sl->pitch,
+                                 (size_t)nb * sl->row_image_bytes, sl->rows);
+  }
+  return rc;
 }
 
 int dlrt__spill_chunk_outputs(dlrt_exec_t *e, const schedule *s, int k) {
@@ -222,6 +327,13 @@ void dlrt__spill_chunk_done(dlrt_exec_t *e, const schedule *s, int k) {
 
 int dlrt__spill_end_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b) {
   int rc = for_block_storages(e, s, b, unlock_storage);
+  for (int i = 0; i < e->n_slices; i++) {
+    const struct dlrt__slice *sl = &e->slices[i];
+    int rc2 = dlrt__mpool_slices_end(e->spill, sl->id, sl->written);
+    e->windows[sl->id] = NULL;
+    if (rc == DLRT_OK) rc = rc2;
+  }
+  e->n_slices = 0;
   if (rc == DLRT_OK) rc = for_block_storages(e, s, b, note_next_use);
   /* The whole-batch storages whose lives end in the block. */
   for (int k = b->begin; k < b->end; k++)
@@ -262,16 +374,22 @@ static uint64_t node_need(const node *n, int in_place, dlrt_offload_policy polic
 }
 
 /* A chunked block holds every whole-batch storage it touches through all
- * its chunks, and a chunk's own storages as they come and go (made at a
+ * its chunks (or, in slices, a window of a chunk's images for each image
+ * storage), and a chunk's own storages as they come and go (made at a
  * position, taken over in place, freed after their last use). */
-static uint64_t block_need(const dlrt_graph_t *g, const schedule *s, const dlrt__chunk_block *b) {
+static uint64_t block_need(const dlrt_graph_t *g, const schedule *s, const dlrt__chunk_block *b,
+                           int slices) {
   uint64_t whole = 0, own = 0, own_most = 0;
+  slices = slices && block_slices(g, s, b);
   for (int k = b->begin; k < b->end; k++) {
     const node *n = g->nodes[s->order[k]];
     for (int j = 0; j < n->n_in + n->n_out; j++) {
       const dlrt_tensor_t *t = (j < n->n_in ? n->in[j] : n->out[j - n->n_in])->owner;
-      if (!s->local[t->id] && first_touch(g, s, b, k, j))
-        whole += (dlrt__tensor_bytes(t) + 511) / 512 * 512;
+      if (s->local[t->id] || !first_touch(g, s, b, k, j)) continue;
+      uint64_t bytes = dlrt__tensor_bytes(t);
+      if (slices && whole_image(s, b, n, j)) /* its window */
+        bytes = bytes / (uint64_t)b->batch * (uint64_t)b->chunk;
+      whole += (bytes + 511) / 512 * 512;
     }
     for (int j = 0; j < n->n_out; j++) {
       const dlrt_tensor_t *t = n->out[j];
@@ -286,7 +404,7 @@ static uint64_t block_need(const dlrt_graph_t *g, const schedule *s, const dlrt_
 }
 
 uint64_t dlrt__least_spill_budget(const dlrt_graph_t *g, const schedule *plans, int n_plans,
-                                  dlrt_offload_policy policy, int *worst) {
+                                  dlrt_offload_policy policy, int slices, int *worst) {
   uint64_t most = 0;
   *worst = -1;
   for (int m = 0; m < n_plans; m++) {
@@ -294,13 +412,37 @@ uint64_t dlrt__least_spill_budget(const dlrt_graph_t *g, const schedule *plans, 
     for (int k = 0; k < s->n; k++) {
       const dlrt__chunk_block *b = s->block_of && s->block_of[k] >= 0 ? &s->blocks[s->block_of[k]] : NULL;
       if (b && k != b->begin) continue;
-      uint64_t need = b ? block_need(g, s, b)
+      uint64_t need = b ? block_need(g, s, b, slices)
                         : node_need(g->nodes[s->order[k]], s->inplace[k] >= 0, policy);
       /* A block is named by its first node, as -2 - index. */
       if (need > most) most = need, *worst = b ? -2 - s->order[k] : s->order[k];
     }
   }
   return most;
+}
+
+uint64_t dlrt__spill_fit(const dlrt_graph_t *g, schedule *plans, int n_plans,
+                         dlrt_offload_policy policy, uint64_t budget, int *slices, int *worst) {
+  for (int m = 0; m < n_plans; m++) dlrt__limit_chunks(&plans[m], 0);
+  *slices = 0;
+  uint64_t least = dlrt__least_spill_budget(g, plans, n_plans, policy, 0, worst);
+  if (budget && least <= budget) return least;
+  int w;
+  uint64_t sliced_least = dlrt__least_spill_budget(g, plans, n_plans, policy, 1, &w);
+  if (sliced_least >= least) return least; /* no block gains by it */
+  *slices = 1, least = sliced_least, *worst = w;
+  /* Then halve the chunks (each block down to its unit) while it helps. */
+  while (!budget || least > budget) {
+    int64_t most = 0;
+    for (int m = 0; m < n_plans; m++)
+      for (int i = 0; i < plans[m].n_blocks; i++)
+        if (plans[m].blocks[i].chunk > most) most = plans[m].blocks[i].chunk;
+    int changed = 0;
+    for (int m = 0; m < n_plans && most > 1; m++) changed |= dlrt__limit_chunks(&plans[m], most / 2);
+    if (!changed) break;
+    least = dlrt__least_spill_budget(g, plans, n_plans, policy, 1, worst);
+  }
+  return least;
 }
 
 int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *c) {
@@ -323,10 +465,15 @@ int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *c) {
     dlrt__mpool_destroy(e->spill);
     e->spill = NULL;
   }
-  if (c->device_budget == 0) return DLRT_OK;
-  int worst;
-  uint64_t least = dlrt__least_spill_budget(g, e->plans, 2, c->policy, &worst);
+  e->spill_slices = 0;
+  if (c->device_budget == 0) {
+    dlrt__limit_chunks(&e->plans[0], 0), dlrt__limit_chunks(&e->plans[1], 0);
+    return DLRT_OK;
+  }
+  int worst, slices;
+  uint64_t least = dlrt__spill_fit(g, e->plans, 2, c->policy, c->device_budget, &slices, &worst);
   if (c->device_budget < least) {
+    dlrt__limit_chunks(&e->plans[0], 0), dlrt__limit_chunks(&e->plans[1], 0);
     int block = worst <= -2;
     const node *n = g->nodes[block ? -2 - worst : worst];
     return dlrt__set_error(DLRT_ERR_OOM, "a device budget of %.1f MiB for the model is below "
@@ -336,16 +483,30 @@ int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *c) {
                            block ? "the segment run in chunks of images from " : "",
                            dlrt__op_name(n->op), n->n_out ? n->out[0]->name : "update",
                            (double)least / 1048576.0,
-                           block ? " (its whole-batch tensors and one chunk's)"
+                           block ? slices ? " (its parameters and a chunk of images of its tensors)"
+                                          : " (its whole-batch tensors and one chunk's)"
                                  : " of inputs and outputs",
                            (double)least / 1048576.0,
                            (n->op == OP_SGD || n->op == OP_ADAM)
                                ? " (or offload the optimizer: its updates then run on the host)"
                                : "");
   }
+  if (slices && !e->windows) {
+    size_t nt = (size_t)(g->n_tensors ? g->n_tensors : 1);
+    e->windows = calloc(nt, sizeof *e->windows);
+    e->block_local = calloc(nt, 1);
+    e->slices = calloc(nt, sizeof *e->slices);
+    if (!e->windows || !e->block_local || !e->slices) {
+      free(e->windows), free(e->block_local), free(e->slices);
+      e->windows = NULL, e->block_local = NULL, e->slices = NULL;
+      dlrt__limit_chunks(&e->plans[0], 0), dlrt__limit_chunks(&e->plans[1], 0);
+      return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+    }
+  }
   rc = dlrt__mpool_create(e->dev, e->stream, e->bufs, g->n_tensors, c->device_budget,
                           c->host_budget, &e->spill);
   if (rc < 0) return rc;
+  e->spill_slices = slices;
   e->spill_cfg = *c;
   for (int i = 0; i < g->n_tensors; i++) {
     const dlrt_tensor_t *t = g->tensors[i];

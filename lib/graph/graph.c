@@ -200,6 +200,12 @@ int64_t dlrt__conv_chunk(int64_t ckk, int64_t ohw, int64_t n) {
   return chunk < 1 ? 1 : chunk > n ? n : chunk;
 }
 
+int64_t dlrt__conv_weight_piece(int64_t o, int64_t ckk, int64_t ohw, int64_t chunk) {
+  int64_t per_image = (o + ckk) * ohw * 4, piece = chunk;
+  while (piece > 1 && (chunk % piece || piece * per_image > DLRT_CONV_PIECE)) piece--;
+  return piece;
+}
+
 dlrt_tensor_t *dlrt__add_workspace(dlrt_graph_t *g, node *n, int ndim, const int64_t *shape,
                                    dlrt_dtype dtype) {
   char name[64];
@@ -556,6 +562,7 @@ static dlrt_tensor_t *pool2d(dlrt_graph_t *g, op_kind op, dlrt_tensor_t *x, int 
   n->n_out = 2;
   n->out[1] = argmax;
   argmax->producer = n;
+  argmax->cnhw = y->cnhw; /* the kernels place it as they place y */
   return y;
 }
 

@@ -34,11 +34,15 @@ static uint64_t granules(const dlrt_tensor_t *t) {
 
 uint64_t dlrt__schedule_bytes(const schedule *s, const dlrt_tensor_t *t) {
   uint64_t bytes = dlrt__tensor_bytes(t);
-  if (s->local && s->local[t->id] == 1 && s->first[t->id] >= 0 && s->block_of[s->first[t->id]] >= 0) {
-    const dlrt__chunk_block *b = &s->blocks[s->block_of[s->first[t->id]]];
-    bytes = bytes / (uint64_t)b->batch * (uint64_t)b->chunk;
-  }
-  return bytes;
+  if (!s->local || !s->local[t->id] || s->first[t->id] < 0 || s->block_of[s->first[t->id]] < 0)
+    return bytes;
+  const dlrt__chunk_block *b = &s->blocks[s->block_of[s->first[t->id]]];
+  if (s->local[t->id] == 1) return bytes / (uint64_t)b->batch * (uint64_t)b->chunk;
+  /* A workspace: its convolution's own chunk of columns, or the block's
+   * fewer images (dlrt__limit_chunks). */
+  const node *n = t->producer;
+  int64_t own = t->shape[1] / (n->p[9] * n->p[10]);
+  return b->chunk < own ? bytes / (uint64_t)own * (uint64_t)b->chunk : bytes;
 }
 
 /* The same in allocator granules. */
@@ -441,8 +445,8 @@ int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt__memory_
   if (rc == DLRT_OK) out->peak = train_peak > forward_peak ? train_peak : forward_peak;
   if (rc == DLRT_OK) {
     schedule both[2] = {forward, train};
-    int worst;
-    out->least_spill = dlrt__least_spill_budget(g, both, 2, DLRT_OFFLOAD_OPTIMIZER, &worst);
+    int worst, slices;
+    out->least_spill = dlrt__spill_fit(g, both, 2, DLRT_OFFLOAD_OPTIMIZER, 0, &slices, &worst);
   }
   dlrt__schedule_free(&train);
   dlrt__schedule_free(&forward);

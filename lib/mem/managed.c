@@ -32,6 +32,8 @@ typedef struct {
   int in_flight;         /* prefetched: `fetched` must pass before use */
   int handed_over;       /* bufs[] still aliases the storage that took it over */
   int temp_host;         /* host is a view past the host budget (host_view_end frees it) */
+  dlrt_buffer_t *window; /* used in slices (dlrt__mpool_slices_begin), else NULL */
+  size_t window_bytes;   /* its granules, counted resident and locked */
   dlrt_event_t *fetched;
 } mstore;
 
@@ -433,6 +435,8 @@ static int recount(const dlrt__mpool *p) {
   for (int i = 0; i < p->n; i++)
     if (p->s[i].declared && p->bufs[i] && !p->s[i].handed_over)
       total += granules(dlrt_buffer_size(p->bufs[i]));
+  for (int i = 0; i < p->n; i++)
+    if (p->s[i].window) total += granules(dlrt_buffer_size(p->s[i].window));
   if (total > p->budget || total != p->resident)
     return dlrt__set_error(DLRT_ERR_STATE, "spill check: %llu bytes on the device (counted "
                            "%llu), budget %llu", (unsigned long long)total,
@@ -547,7 +551,7 @@ int dlrt__mpool_adopt_buffer(dlrt__mpool *p, int id) {
 
 int dlrt__mpool_prefetch(dlrt__mpool *p, int id) {
   mstore *m = &p->s[id];
-  if (!m->declared || p->bufs[id] || !m->on_host) return DLRT_OK; /* disk: fetched on use */
+  if (!m->declared || p->bufs[id] || !m->on_host || m->window) return DLRT_OK; /* disk: on use */
   int fits, rc = make_room(p, m->bytes, m->next_use, &fits);
   if (rc < 0 || !fits) return rc;
   /* The buffer belongs to the compute stream (whose order the allocator
@@ -620,6 +624,89 @@ int dlrt__mpool_host_view(dlrt__mpool *p, int id, int write, void **host) {
   }
   *host = m->host;
   return DLRT_OK;
+}
+
+/* ---------------------------------------------------------------- slices */
+
+int dlrt__mpool_slices_begin(dlrt__mpool *p, int id, int write, size_t window,
+                             dlrt_buffer_t **buf, void **host) {
+  mstore *m = &p->s[id];
+  if (m->locked || m->window || m->handed_over)
+    return dlrt__set_error(DLRT_ERR_STATE, "spill pool: storage %d is in use, it cannot be "
+                           "used in slices", id);
+  int rc = dlrt__mpool_host_view(p, id, write, host);
+  if (rc < 0) return rc;
+  if (p->bufs[id]) {
+    /* Clean now (the view copied it back): the host copy serves the slices. */
+    dlrt_buffer_free(p->bufs[id]);
+    p->bufs[id] = NULL;
+    p->resident -= m->bytes;
+    m->in_flight = 0;
+  }
+  size_t bytes = granules(window ? window : 4);
+  int fits;
+  if ((rc = make_room(p, bytes, -1, &fits)) < 0) return rc;
+  if (!fits) {
+    uint64_t want = p->locked_bytes + bytes;
+    if (want > p->st.min_budget) p->st.min_budget = want;
+    return dlrt__set_error(DLRT_ERR_OOM, "out of device budget: a slice of %.1f MiB does not "
+                           "fit the spill budget of %.1f MiB beside the %.1f MiB in use; the "
+                           "smallest budget that fits is %.1f MiB: raise the limit",
+                           (double)bytes / 1048576.0, (double)p->budget / 1048576.0,
+                           (double)p->locked_bytes / 1048576.0,
+                           (double)p->st.min_budget / 1048576.0);
+  }
+  if ((rc = dlrt__buffer_alloc_ex(p->dev, window ? window : 4, p->compute, 1, &m->window)) < 0) {
+    m->window = NULL;
+    return rc;
+  }
+  m->window_bytes = bytes;
+  p->resident += bytes;
+  p->locked_bytes += bytes;
+  if (p->resident > p->st.peak_resident) p->st.peak_resident = p->resident;
+  if (p->locked_bytes > p->st.min_budget) p->st.min_budget = p->locked_bytes;
+  *buf = m->window;
+  return p->check ? recount(p) : DLRT_OK;
+}
+
+int dlrt__mpool_slice_in(dlrt__mpool *p, int id, size_t at, size_t pitch, size_t width,
+                         size_t rows) {
+  mstore *m = &p->s[id];
+  int rc = timed_begin(p);
+  if (rc == DLRT_OK)
+    rc = dlrt_copy_h2d_rows(m->window, 0, (const char *)m->host + at, pitch, width, rows,
+                            p->compute);
+  if (rc == DLRT_OK) rc = timed_end(p);
+  if (rc == DLRT_OK) p->st.fetched_bytes += width * rows;
+  return rc;
+}
+
+int dlrt__mpool_slice_out(dlrt__mpool *p, int id, size_t at, size_t pitch, size_t width,
+                          size_t rows) {
+  mstore *m = &p->s[id];
+  int rc = timed_begin(p);
+  if (rc == DLRT_OK)
+    rc = dlrt_copy_d2h_rows((char *)m->host + at, pitch, m->window, 0, width, rows, p->compute);
+  if (rc == DLRT_OK) rc = timed_end(p);
+  if (rc == DLRT_OK) p->st.spilled_bytes += width * rows;
+  m->on_disk = 0; /* stale now */
+  return rc;
+}
+
+int dlrt__mpool_slices_end(dlrt__mpool *p, int id, int written) {
+  mstore *m = &p->s[id];
+  if (!m->window) return DLRT_OK;
+  dlrt_buffer_free(m->window); /* stream-ordered: after the copies queued */
+  m->window = NULL;
+  p->resident -= m->window_bytes;
+  p->locked_bytes -= m->window_bytes;
+  m->window_bytes = 0;
+  m->on_host = 1;
+  m->dirty = 0;
+  if (!m->temp_host) return DLRT_OK;
+  /* Past the host budget: to disk once the copies are done. */
+  int rc = dlrt_stream_synchronize(p->compute);
+  return rc < 0 ? rc : dlrt__mpool_host_view_end(p, id, written);
 }
 
 void dlrt__mpool_set_budget(dlrt__mpool *p, uint64_t device_budget) { p->budget = device_budget; }

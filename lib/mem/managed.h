@@ -68,6 +68,24 @@ int dlrt__mpool_host_view(dlrt__mpool *p, int id, int write, void **host);
  * written) and its memory back, so the host budget holds. */
 int dlrt__mpool_host_view_end(dlrt__mpool *p, int id, int write);
 
+/* Piecewise residency: a storage used a slice at a time (a chunked block's
+ * images). slices_begin makes the host copy the current one (written back
+ * from the device, unless `write`: the slices will overwrite all of it),
+ * drops the device copy, and gives a device window of `window` bytes that
+ * the budget counts and that stays locked until slices_end, and the host
+ * copy. slice_in copies `rows` rows of `width` bytes, `pitch` apart from
+ * host offset `at`, packed into the window; slice_out copies them back.
+ * Both are queued on the compute stream. The storage is not otherwise
+ * acquired, prefetched or evicted in between. */
+int dlrt__mpool_slices_begin(dlrt__mpool *p, int id, int write, size_t window,
+                             dlrt_buffer_t **buf, void **host);
+int dlrt__mpool_slice_in(dlrt__mpool *p, int id, size_t at, size_t pitch, size_t width,
+                         size_t rows);
+int dlrt__mpool_slice_out(dlrt__mpool *p, int id, size_t at, size_t pitch, size_t width,
+                          size_t rows);
+/* Frees the window; `written`: slices went back to the host copy. */
+int dlrt__mpool_slices_end(dlrt__mpool *p, int id, int written);
+
 /* Resident bytes now. */
 uint64_t dlrt__mpool_resident(const dlrt__mpool *p);
 void dlrt__mpool_set_budget(dlrt__mpool *p, uint64_t device_budget);
