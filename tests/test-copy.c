@@ -2,7 +2,8 @@
  * test-copy.c — host-to-device, device-to-host and device-to-device copies and
  * memset on every device and between every pair of devices, blocking and on a
  * stream, from malloc'd and pinned host memory, at sizes from 0 bytes to past
- * the bounce-buffer chunk, at unaligned offsets; then argument checking.
+ * the bounce-buffer chunk, at unaligned offsets; strided rows to and from
+ * packed device memory; then argument checking.
  *
  * Every destination is first filled with a background pattern and read back
  * whole, so a copy that writes a byte too many (or too few) is caught.
@@ -308,6 +309,78 @@ done:
   dlrt_buffer_free(buf2);
 }
 
+/* Rows: `rows` of `width` bytes, `pitch` apart on the host, packed on the
+ * device from `dev_off`; both directions, the background kept around them. */
+typedef struct {
+  size_t rows, width, pitch, dev_off;
+} rows_case;
+
+static const rows_case rows_cases[] = {
+    {0, 16, 16, 0}, {1, 7, 7, 3}, {32, 100, 400, 5}, {5, 4097, 9000, 64}, {64, 676, 64 * 676, 0},
+};
+enum { ROWS_CASES = sizeof rows_cases / sizeof rows_cases[0] };
+
+static void test_rows(dlrt_device_t *dev, host_kind kind, dlrt_stream_t *stream,
+                      const rows_case *c) {
+  const char *spec = dlrt_device_spec(dev);
+  size_t packed = c->rows * c->width, host_span = c->rows ? (c->rows - 1) * c->pitch + c->width : 0;
+  size_t dev_bytes = c->dev_off + packed + GUARD, host_bytes = host_span + GUARD;
+  dlrt_buffer_t *buf = NULL;
+  uint8_t *host = host_get(dev, kind, host_bytes), *got = malloc(dev_bytes > host_bytes ? dev_bytes : host_bytes);
+  uint8_t *want = malloc(dev_bytes > host_bytes ? dev_bytes : host_bytes);
+  int rc = host && got && want ? dlrt_buffer_alloc(dev, dev_bytes, NULL, &buf) : DLRT_ERR_OOM;
+  if (rc < 0) {
+    ok(0, "%s: rows %zu x %zu: setup: %s", spec, c->rows, c->width, dlrt_last_error());
+    ok(0, "%s: rows %zu x %zu: setup", spec, c->rows, c->width);
+    goto done;
+  }
+  /* Host to device: rows from a strided source, packed after the offset. */
+  memcpy(host, source_data, host_bytes);
+  rc = dlrt_copy_h2d(buf, 0, background, dev_bytes, NULL);
+  if (rc == DLRT_OK) rc = dlrt_copy_h2d_rows(buf, c->dev_off, host, c->pitch, c->width, c->rows, stream);
+  if (rc == DLRT_OK && stream) rc = dlrt_stream_synchronize(stream);
+  if (rc == DLRT_OK) rc = dlrt_copy_d2h(got, buf, 0, dev_bytes, NULL);
+  memcpy(want, background, dev_bytes);
+  for (size_t r = 0; r < c->rows; r++)
+    memcpy(want + c->dev_off + r * c->width, source_data + r * c->pitch, c->width);
+  ok(rc == DLRT_OK && memcmp(got, want, dev_bytes) == 0,
+     "%s: h2d_rows %s, %zu rows of %zu bytes %zu apart, to offset %zu%s", spec,
+     host_kind_name[kind], c->rows, c->width, c->pitch, c->dev_off, stream ? ", on a stream" : "");
+  /* Device to host: packed rows out to a strided destination. */
+  memcpy(host, background, host_bytes);
+  rc = dlrt_copy_h2d(buf, 0, source_data, dev_bytes, NULL);
+  if (rc == DLRT_OK) rc = dlrt_copy_d2h_rows(host, c->pitch, buf, c->dev_off, c->width, c->rows, stream);
+  if (rc == DLRT_OK && stream) rc = dlrt_stream_synchronize(stream);
+  memcpy(want, background, host_bytes);
+  for (size_t r = 0; r < c->rows; r++)
+    memcpy(want + r * c->pitch, source_data + c->dev_off + r * c->width, c->width);
+  ok(rc == DLRT_OK && memcmp(host, want, host_bytes) == 0,
+     "%s: d2h_rows %s, %zu rows of %zu bytes %zu apart, from offset %zu%s", spec,
+     host_kind_name[kind], c->rows, c->width, c->pitch, c->dev_off, stream ? ", on a stream" : "");
+done:
+  dlrt_buffer_free(buf);
+  host_put(kind, host);
+  free(got);
+  free(want);
+}
+
+static void test_rows_arguments(dlrt_device_t *dev) {
+  const char *spec = dlrt_device_spec(dev);
+  dlrt_buffer_t *buf = NULL;
+  if (dlrt_buffer_alloc(dev, 256, NULL, &buf) != DLRT_OK) {
+    ok(0, "%s: rows arguments: setup: %s", spec, dlrt_last_error());
+    return;
+  }
+  uint8_t host[1024];
+  is_status(dlrt_copy_h2d_rows(buf, 0, host, 8, 16, 2, NULL), DLRT_ERR_INVALID_ARG,
+            "%s: h2d_rows with a pitch shorter than a row", spec);
+  is_status(dlrt_copy_d2h_rows(host, 64, buf, 0, 64, 5, NULL), DLRT_ERR_OUT_OF_RANGE,
+            "%s: d2h_rows past the buffer's end", spec);
+  is_status(dlrt_copy_h2d_rows(buf, 0, NULL, 16, 16, 2, NULL), DLRT_ERR_INVALID_ARG,
+            "%s: h2d_rows from NULL", spec);
+  dlrt_buffer_free(buf);
+}
+
 static void test_device(dlrt_device_t *dev, dlrt_stream_t *stream,
                         dlrt_device_t *other) {
   diag("device %s", dlrt_device_spec(dev));
@@ -321,6 +394,9 @@ static void test_device(dlrt_device_t *dev, dlrt_stream_t *stream,
     for (int i = 0; i < COPY_CASES; i++)
       test_d2d(dev, dev, blocking ? NULL : stream,
                blocking ? "blocking" : "on a stream", &copy_cases[i]);
+  for (int kind = HOST_MALLOC; kind <= HOST_PINNED; kind++)
+    for (int i = 0; i < ROWS_CASES; i++) test_rows(dev, kind, i % 2 ? stream : NULL, &rows_cases[i]);
+  test_rows_arguments(dev);
   test_d2d_same_buffer(dev);
   test_memset(dev, NULL);
   test_memset(dev, stream);

@@ -742,7 +742,9 @@ static int suite_train(bench_ctx *ctx) {
 /* Training steps of `model` under a device budget of `percent` of its
  * unlimited peak (0: unlimited), prefetching `prefetch` nodes ahead, with
  * the optimizer on the host (its update would otherwise need parameter,
- * state and gradient on the device at once). */
+ * state and gradient on the device at once). The cnn spills with sqrt
+ * checkpointing: its convolution segments then run in chunks of images,
+ * and in slices below what their whole-batch tensors need. */
 static int spill_case(bench_ctx *ctx, const char *model, uint64_t peak, int percent,
                       int prefetch, double unlimited_ms) {
   const int64_t batch = 64, steps = ctx->opt->quick ? 3 : 10;
@@ -757,9 +759,11 @@ static int spill_case(bench_ctx *ctx, const char *model, uint64_t peak, int perc
   dlrt_trainer_config cfg = {.model = model, .batch = batch,
                              .opt = dlrt_optimizer_defaults(DLRT_OPT_ADAM), .seed = 1,
                              .prefetch = 1};
-  if (percent)
+  if (percent) {
     cfg.spill = (dlrt_spill_config){.device_budget = peak * (uint64_t)percent / 100,
                                      .prefetch = prefetch, .policy = DLRT_OFFLOAD_OPTIMIZER};
+    if (strcmp(model, "cnn") == 0) cfg.checkpoint = DLRT_CHECKPOINT_SQRT;
+  }
   int rc = dlrt_dataset_generate(batch * steps, 10, 1, &t.data);
   if (rc == DLRT_OK)
     rc = dlrt_trainer_create(ctx->dev, &cfg, t.data.height, t.data.width, t.data.classes,
@@ -779,8 +783,9 @@ static int spill_case(bench_ctx *ctx, const char *model, uint64_t peak, int perc
       row->measured_peak = (double)info.measured_peak_bytes;
     }
     if (percent && unlimited_ms > 0)
-      snprintf(row->note, sizeof row->note, "budget %.1f MiB; step time %.2fx the unlimited "
-               "run's", (double)cfg.spill.device_budget / 1048576.0, row->ms / unlimited_ms);
+      snprintf(row->note, sizeof row->note, "budget %.1f MiB%s; step time %.2fx the unlimited "
+               "run's", (double)cfg.spill.device_budget / 1048576.0,
+               cfg.checkpoint ? ", checkpointing sqrt" : "", row->ms / unlimited_ms);
     else
       snprintf(row->note, sizeof row->note, "an epoch of %lld steps, Adam", (long long)steps);
   }
