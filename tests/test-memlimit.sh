@@ -13,12 +13,12 @@ DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=19
+TOOL=$DLTRAIN PLAN=20
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
 if [ $have_python = no ]; then
-  for i in $(seq 1 19); do skip "test $i" "python3 not found"; done
+  for i in $(seq 1 20); do skip "test $i" "python3 not found"; done
   exit 0
 fi
 
@@ -169,4 +169,16 @@ assert b['peak_device_bytes'] <= int(sys.argv[3]) and b['spilled_bytes'] > 0, b"
     "$tmp/cnn-quarter-free.json" "$tmp/out" "$limit" $device
   [ $device = cpu ] && same="losses to rounding" || same="losses bit for bit"
   result "cnn, batch 64, $device, --mem-limit a quarter of the peak ($limit): in slices, $same, within the budget"
+  [ $device = cpu ] && cp "$tmp/out" "$tmp/cnn-quarter-cpu.json" && cpu_limit=$limit
 done
+
+# 20: slices through the disk tier: a read-only slice whose current copy
+# came back from the device must reach the disk before its host view goes.
+run $cnn --mem-limit "$cpu_limit" --offload optimizer --checkpoint sqrt --host-limit 1M
+[ $rc -eq 0 ] && python3 -c "import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:])
+assert a['epoch_losses'] == b['epoch_losses'] and a['test_loss'] == b['test_loss'], (a, b)
+assert b['spilled_to_disk_bytes'] > 0 and b['spill_slice_images'] > 0, b" \
+  "$tmp/cnn-quarter-cpu.json" "$tmp/out"
+result "cnn, batch 64, a quarter of the peak with --host-limit 1M: slices through the disk, the same losses"
+

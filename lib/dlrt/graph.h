@@ -292,11 +292,20 @@ typedef struct {
   uint64_t peak_resident;       /* bytes on the device at most */
   uint64_t peak_host;           /* bytes of host copies at most (within host_budget) */
   uint64_t min_budget;          /* the smallest budget that would have fitted */
+  /* Chunked convolution blocks that move their batch-sized tensors a chunk
+   * of images at a time because whole ones do not fit the budget: the
+   * most images per chunk (0: none do). */
+  int64_t slice_images;
 } dlrt_spill_stats;
 
 /* Turns spilling on (device_budget > 0) or off for the next runs. Storages
- * are moved to the host first; DLRT_ERR_OOM later, when one node alone
- * needs more than the budget, with the smallest budget that fits. */
+ * are moved to the host first; DLRT_ERR_OOM when one node alone needs more
+ * than the budget, with the smallest budget that fits. With checkpointing,
+ * a chunked convolution block that cannot hold its whole-batch tensors
+ * moves them in slices (a chunk's images at a time, through the host) and
+ * runs fewer images per chunk if it must: the same bits on OpenCL (CLBlast),
+ * agreement to rounding on the CPU (OpenBLAS sums a GEMM of fewer columns
+ * in another order). */
 DLRT_API int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *config);
 DLRT_API int dlrt_exec_spill_stats(dlrt_exec_t *e, dlrt_spill_stats *out);
 /* The gradients of the DLRT_RUN_GRADIENTS runs since the last update (their

@@ -101,6 +101,7 @@ typedef struct {
   double transfer_ms;         /* spilling: compute time spent waiting for copies */
   uint64_t spilled_bytes, fetched_bytes; /* spilling, during the epoch */
   uint64_t disk_bytes;        /* of spilled_bytes, those written to the disk tier */
+  int64_t slice_images;       /* spilling in slices: images per chunk (dlrt_spill_stats) */
   double stall_s;             /* time the steps waited for data */
   double stall_fraction;      /* stall_s / seconds */
   double loader_images_per_s; /* what the loader's workers can deliver */

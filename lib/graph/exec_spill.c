@@ -543,6 +543,10 @@ int dlrt_exec_spill_stats(dlrt_exec_t *e, dlrt_spill_stats *out) {
   memset(out, 0, sizeof *out);
   if (!e->spill) return DLRT_OK;
   int rc = dlrt_stream_synchronize(e->stream);
-  return rc < 0 ? rc : dlrt__mpool_stats(e->spill, out);
+  if (rc == DLRT_OK) rc = dlrt__mpool_stats(e->spill, out);
+  for (int m = 0; m < 2 && e->spill_slices; m++)
+    for (int i = 0; i < e->plans[m].n_blocks; i++)
+      if (e->plans[m].blocks[i].chunk > out->slice_images) out->slice_images = e->plans[m].blocks[i].chunk;
+  return rc;
 }
 

@@ -672,25 +672,31 @@ int dlrt__mpool_slices_begin(dlrt__mpool *p, int id, int write, size_t window,
 int dlrt__mpool_slice_in(dlrt__mpool *p, int id, size_t at, size_t pitch, size_t width,
                          size_t rows) {
   mstore *m = &p->s[id];
+  double t0 = trace_begin(p->compute);
   int rc = timed_begin(p);
   if (rc == DLRT_OK)
     rc = dlrt_copy_h2d_rows(m->window, 0, (const char *)m->host + at, pitch, width, rows,
                             p->compute);
   if (rc == DLRT_OK) rc = timed_end(p);
-  if (rc == DLRT_OK) p->st.fetched_bytes += width * rows;
-  return rc;
+  if (rc < 0) return rc;
+  trace_end(p->compute, t0, "slice in", width * rows, DLRT_TRACE_COMPUTE);
+  p->st.fetched_bytes += width * rows;
+  return DLRT_OK;
 }
 
 int dlrt__mpool_slice_out(dlrt__mpool *p, int id, size_t at, size_t pitch, size_t width,
                           size_t rows) {
   mstore *m = &p->s[id];
+  double t0 = trace_begin(p->compute);
   int rc = timed_begin(p);
   if (rc == DLRT_OK)
     rc = dlrt_copy_d2h_rows((char *)m->host + at, pitch, m->window, 0, width, rows, p->compute);
   if (rc == DLRT_OK) rc = timed_end(p);
-  if (rc == DLRT_OK) p->st.spilled_bytes += width * rows;
   m->on_disk = 0; /* stale now */
-  return rc;
+  if (rc < 0) return rc;
+  trace_end(p->compute, t0, "slice out", width * rows, DLRT_TRACE_COMPUTE);
+  p->st.spilled_bytes += width * rows;
+  return DLRT_OK;
 }
 
 int dlrt__mpool_slices_end(dlrt__mpool *p, int id, int written) {
@@ -704,9 +710,10 @@ int dlrt__mpool_slices_end(dlrt__mpool *p, int id, int written) {
   m->on_host = 1;
   m->dirty = 0;
   if (!m->temp_host) return DLRT_OK;
-  /* Past the host budget: to disk once the copies are done. */
+  /* Past the host budget: to disk once the copies are done, unless the
+   * disk holds it already (the device copy that came back is gone). */
   int rc = dlrt_stream_synchronize(p->compute);
-  return rc < 0 ? rc : dlrt__mpool_host_view_end(p, id, written);
+  return rc < 0 ? rc : dlrt__mpool_host_view_end(p, id, written || !m->on_disk);
 }
 
 void dlrt__mpool_set_budget(dlrt__mpool *p, uint64_t device_budget) { p->budget = device_budget; }

@@ -383,6 +383,7 @@ int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
     out->disk_bytes = spill1.disk_written_bytes - spill0.disk_written_bytes;
     out->fetched_bytes = spill1.fetched_bytes - spill0.fetched_bytes;
     out->transfer_ms = spill1.transfer_ms - spill0.transfer_ms;
+    out->slice_images = spill1.slice_images;
   }
   return rc;
 }
