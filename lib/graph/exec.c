@@ -242,7 +242,7 @@ static int run_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block 
   for (int64_t b0 = 0; b0 < b->batch && rc == DLRT_OK; b0 += b->chunk) {
     dlrt__chunk c = {b->batch, b0, b->batch - b0 < b->chunk ? b->batch - b0 : b->chunk, local};
     int last_chunk = b0 + c.nb >= b->batch;
-    if (e->spill && (rc = dlrt__spill_chunk_begin(e, b0, c.nb)) < 0) break;
+    if (e->spill && (rc = dlrt__spill_slices(e, 0, b0, c.nb)) < 0) break;
     for (int k = b->begin; k < b->end && rc == DLRT_OK; k++) {
       node *n = e->g->nodes[s->order[k]];
       rc = e->spill ? dlrt__spill_chunk_outputs(e, s, k) : alloc_outputs(e, s, k, &c);
@@ -253,13 +253,15 @@ static int run_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block 
         e->op_ms[n->op] += now_ms() - t0;
         e->op_calls[n->op]++;
       }
-      if (rc < 0)
-        return dlrt__set_error(rc, "graph node %d (%s -> %s), images %lld to %lld: %s",
-                               s->order[k], dlrt__op_name(n->op), n->out[0]->name,
-                               (long long)b0, (long long)(b0 + c.nb - 1), dlrt_last_error());
+      if (rc < 0) {
+        rc = dlrt__set_error(rc, "graph node %d (%s -> %s), images %lld to %lld: %s",
+                             s->order[k], dlrt__op_name(n->op), n->out[0]->name,
+                             (long long)b0, (long long)(b0 + c.nb - 1), dlrt_last_error());
+        break;
+      }
       if (e->spill) {
         dlrt__spill_chunk_done(e, s, k);
-        if (k == b->end - 1) rc = dlrt__spill_chunk_end(e, b0, c.nb);
+        if (k == b->end - 1) rc = dlrt__spill_slices(e, 1, b0, c.nb);
         continue;
       }
       if (s->inplace[k] >= 0) e->bufs[s->inplace[k]] = NULL;
@@ -270,7 +272,11 @@ static int run_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block 
       }
     }
   }
-  if (rc == DLRT_OK && e->spill) rc = dlrt__spill_end_block(e, s, b);
+  if (e->spill) {
+    /* After a failure too: the block's windows go and its locks end. */
+    int rc2 = dlrt__spill_end_block(e, s, b);
+    if (rc == DLRT_OK) rc = rc2;
+  }
   return rc;
 }
 

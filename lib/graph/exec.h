@@ -215,10 +215,10 @@ int dlrt__spill_end_node(dlrt_exec_t *e, const schedule *s, int k);
  * there; end unlocks, tells the pool their next uses, frees those whose
  * lives end in the block and prefetches ahead. */
 int dlrt__spill_begin_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b);
-/* In slices: before a chunk's positions the slices it reads come in, after
- * them the slices it wrote go back to the host copies. */
-int dlrt__spill_chunk_begin(dlrt_exec_t *e, int64_t b0, int64_t nb);
-int dlrt__spill_chunk_end(dlrt_exec_t *e, int64_t b0, int64_t nb);
+/* In slices: before a chunk's positions (out = 0) the slices of images
+ * [b0, b0 + nb) it reads come in; after them (out = 1) those it wrote go
+ * back to the host copies. */
+int dlrt__spill_slices(dlrt_exec_t *e, int out, int64_t b0, int64_t nb);
 int dlrt__spill_chunk_outputs(dlrt_exec_t *e, const schedule *s, int k);
 void dlrt__spill_chunk_done(dlrt_exec_t *e, const schedule *s, int k);
 int dlrt__spill_end_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b);

@@ -285,24 +285,13 @@ int dlrt__spill_begin_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk
   return rc < 0 ? rc : for_block_storages(e, s, b, lock_storage);
 }
 
-int dlrt__spill_chunk_begin(dlrt_exec_t *e, int64_t b0, int64_t nb) {
+int dlrt__spill_slices(dlrt_exec_t *e, int out, int64_t b0, int64_t nb) {
   int rc = DLRT_OK;
   for (int i = 0; i < e->n_slices && rc == DLRT_OK; i++) {
     const struct dlrt__slice *sl = &e->slices[i];
-    if (sl->read)
-      rc = dlrt__mpool_slice_in(e->spill, sl->id, (size_t)b0 * sl->row_image_bytes, sl->pitch,
-                                (size_t)nb * sl->row_image_bytes, sl->rows);
-  }
-  return rc;
-}
-
-int dlrt__spill_chunk_end(dlrt_exec_t *e, int64_t b0, int64_t nb) {
-  int rc = DLRT_OK;
-  for (int i = 0; i < e->n_slices && rc == DLRT_OK; i++) {
-    const struct dlrt__slice *sl = &e->slices[i];
-    if (sl->written)
-      rc = dlrt__mpool_slice_out(e->spill, sl->id, (size_t)b0 * sl->row_image_bytes, sl->pitch,
-                                 (size_t)nb * sl->row_image_bytes, sl->rows);
+    if (out ? sl->written : sl->read)
+      rc = dlrt__mpool_slice(e->spill, sl->id, out, (size_t)b0 * sl->row_image_bytes, sl->pitch,
+                             (size_t)nb * sl->row_image_bytes, sl->rows);
   }
   return rc;
 }

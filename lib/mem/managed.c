@@ -669,33 +669,20 @@ int dlrt__mpool_slices_begin(dlrt__mpool *p, int id, int write, size_t window,
   return p->check ? recount(p) : DLRT_OK;
 }
 
-int dlrt__mpool_slice_in(dlrt__mpool *p, int id, size_t at, size_t pitch, size_t width,
-                         size_t rows) {
+int dlrt__mpool_slice(dlrt__mpool *p, int id, int out, size_t at, size_t pitch, size_t width,
+                      size_t rows) {
   mstore *m = &p->s[id];
+  char *host = (char *)m->host + at;
   double t0 = trace_begin(p->compute);
   int rc = timed_begin(p);
   if (rc == DLRT_OK)
-    rc = dlrt_copy_h2d_rows(m->window, 0, (const char *)m->host + at, pitch, width, rows,
-                            p->compute);
+    rc = out ? dlrt_copy_d2h_rows(host, pitch, m->window, 0, width, rows, p->compute)
+             : dlrt_copy_h2d_rows(m->window, 0, host, pitch, width, rows, p->compute);
   if (rc == DLRT_OK) rc = timed_end(p);
+  if (out) m->on_disk = 0; /* stale now */
   if (rc < 0) return rc;
-  trace_end(p->compute, t0, "slice in", width * rows, DLRT_TRACE_COMPUTE);
-  p->st.fetched_bytes += width * rows;
-  return DLRT_OK;
-}
-
-int dlrt__mpool_slice_out(dlrt__mpool *p, int id, size_t at, size_t pitch, size_t width,
-                          size_t rows) {
-  mstore *m = &p->s[id];
-  double t0 = trace_begin(p->compute);
-  int rc = timed_begin(p);
-  if (rc == DLRT_OK)
-    rc = dlrt_copy_d2h_rows((char *)m->host + at, pitch, m->window, 0, width, rows, p->compute);
-  if (rc == DLRT_OK) rc = timed_end(p);
-  m->on_disk = 0; /* stale now */
-  if (rc < 0) return rc;
-  trace_end(p->compute, t0, "slice out", width * rows, DLRT_TRACE_COMPUTE);
-  p->st.spilled_bytes += width * rows;
+  trace_end(p->compute, t0, out ? "slice out" : "slice in", width * rows, DLRT_TRACE_COMPUTE);
+  *(out ? &p->st.spilled_bytes : &p->st.fetched_bytes) += width * rows;
   return DLRT_OK;
 }
 
