@@ -317,14 +317,6 @@ int dlrt__find_chunk_blocks(const dlrt_graph_t *g, schedule *s, int every) {
   return DLRT_OK;
 }
 
-int dlrt__limit_chunks(schedule *s, int64_t images) {
-  int changed = 0;
-  for (int i = 0; i < s->n_blocks; i++) {
-    dlrt__chunk_block *b = &s->blocks[i];
-    int64_t chunk = b->full;
-    if (images > 0 && images < chunk) chunk = images < b->unit ? b->unit : images / b->unit * b->unit;
-    changed |= chunk != b->chunk;
-    b->chunk = chunk;
-  }
-  return changed;
+void dlrt__reset_chunks(schedule *s) {
+  for (int i = 0; i < s->n_blocks; i++) s->blocks[i].chunk = s->blocks[i].full;
 }

@@ -176,9 +176,8 @@ void dlrt__schedule_free(schedule *s);
 /* Finds the chunked blocks of a checkpointed training schedule (segments
  * of `every` forward nodes) and fills s->blocks, block_of and local. */
 int dlrt__find_chunk_blocks(const dlrt_graph_t *g, schedule *s, int every);
-/* Runs each block in chunks of at most `images` (0: as planned), but not
- * fewer than its unit; returns whether any chunk changed. */
-int dlrt__limit_chunks(schedule *s, int64_t images);
+/* Runs each block in chunks as planned again (spilling may run fewer). */
+void dlrt__reset_chunks(schedule *s);
 /* The checkpoint segments of the forward nodes fwd[0..n_fwd) (graph node
  * indices, in order) for segments of `every` nodes: seg[f] is node f's.
  * A segment also ends at each max-pool, which closes a convolution block
@@ -198,7 +197,7 @@ uint64_t dlrt__least_spill_budget(const dlrt_graph_t *g, const schedule *plans, 
                                   dlrt_offload_policy policy, int slices, int *worst);
 /* How the schedules spill within `budget` (0: in as little as they can):
  * whole-batch storages whole and chunks as planned if that fits, else in
- * slices with ever fewer images per chunk (dlrt__limit_chunks, left set)
+ * slices, halving the chunk of the block that needs the most (left set)
  * until it fits. Returns the least budget of the choice (*slices). */
 uint64_t dlrt__spill_fit(const dlrt_graph_t *g, schedule *plans, int n_plans,
                          dlrt_offload_policy policy, uint64_t budget, int *slices, int *worst);

@@ -362,12 +362,26 @@ static uint64_t node_need(const node *n, int in_place, dlrt_offload_policy polic
   return need;
 }
 
+/* The bytes the pool holds a storage in: the most any schedule does (a
+ * storage may be a chunk's own in one schedule's block, or in a block of
+ * fewer images, and the whole batch's in another). */
+static uint64_t pool_bytes(const schedule *plans, int n_plans, const dlrt_tensor_t *t) {
+  uint64_t bytes = 0;
+  for (int m = 0; m < n_plans; m++)
+    if (plans[m].first && plans[m].first[t->id] >= 0) {
+      uint64_t b = dlrt__schedule_bytes(&plans[m], t);
+      if (b > bytes) bytes = b;
+    }
+  return bytes ? bytes : dlrt__tensor_bytes(t);
+}
+
 /* A chunked block holds every whole-batch storage it touches through all
  * its chunks (or, in slices, a window of a chunk's images for each image
  * storage), and a chunk's own storages as they come and go (made at a
- * position, taken over in place, freed after their last use). */
-static uint64_t block_need(const dlrt_graph_t *g, const schedule *s, const dlrt__chunk_block *b,
-                           int slices) {
+ * position, taken over in place, freed after their last use), each as the
+ * pool holds it (pool_bytes over the schedules). */
+static uint64_t block_need(const dlrt_graph_t *g, const schedule *plans, int n_plans,
+                           const schedule *s, const dlrt__chunk_block *b, int slices) {
   uint64_t whole = 0, own = 0, own_most = 0;
   slices = slices && block_slices(g, s, b);
   for (int k = b->begin; k < b->end; k++) {
@@ -383,11 +397,11 @@ static uint64_t block_need(const dlrt_graph_t *g, const schedule *s, const dlrt_
     for (int j = 0; j < n->n_out; j++) {
       const dlrt_tensor_t *t = n->out[j];
       if (t->owner != t || !s->local[t->id] || (j == 0 && s->inplace[k] >= 0)) continue;
-      own += (dlrt__schedule_bytes(s, t) + 511) / 512 * 512;
+      own += (pool_bytes(plans, n_plans, t) + 511) / 512 * 512;
     }
     if (own > own_most) own_most = own;
     for (int *f = s->frees[k]; *f >= 0; f++)
-      if (s->local[*f]) own -= (dlrt__schedule_bytes(s, g->tensors[*f]) + 511) / 512 * 512;
+      if (s->local[*f]) own -= (pool_bytes(plans, n_plans, g->tensors[*f]) + 511) / 512 * 512;
   }
   return whole + own_most;
 }
@@ -401,7 +415,7 @@ uint64_t dlrt__least_spill_budget(const dlrt_graph_t *g, const schedule *plans, 
     for (int k = 0; k < s->n; k++) {
       const dlrt__chunk_block *b = s->block_of && s->block_of[k] >= 0 ? &s->blocks[s->block_of[k]] : NULL;
       if (b && k != b->begin) continue;
-      uint64_t need = b ? block_need(g, s, b, slices)
+      uint64_t need = b ? block_need(g, plans, n_plans, s, b, slices)
                         : node_need(g->nodes[s->order[k]], s->inplace[k] >= 0, policy);
       /* A block is named by its first node, as -2 - index. */
       if (need > most) most = need, *worst = b ? -2 - s->order[k] : s->order[k];
@@ -412,7 +426,7 @@ uint64_t dlrt__least_spill_budget(const dlrt_graph_t *g, const schedule *plans, 
 
 uint64_t dlrt__spill_fit(const dlrt_graph_t *g, schedule *plans, int n_plans,
                          dlrt_offload_policy policy, uint64_t budget, int *slices, int *worst) {
-  for (int m = 0; m < n_plans; m++) dlrt__limit_chunks(&plans[m], 0);
+  for (int m = 0; m < n_plans; m++) dlrt__reset_chunks(&plans[m]);
   *slices = 0;
   uint64_t least = dlrt__least_spill_budget(g, plans, n_plans, policy, 0, worst);
   if (budget && least <= budget) return least;
@@ -420,14 +434,19 @@ uint64_t dlrt__spill_fit(const dlrt_graph_t *g, schedule *plans, int n_plans,
   uint64_t sliced_least = dlrt__least_spill_budget(g, plans, n_plans, policy, 1, &w);
   if (sliced_least >= least) return least; /* no block gains by it */
   *slices = 1, least = sliced_least, *worst = w;
-  /* Then halve the chunks (each block down to its unit) while it helps. */
-  while (!budget || least > budget) {
-    int64_t most = 0;
-    for (int m = 0; m < n_plans; m++)
-      for (int i = 0; i < plans[m].n_blocks; i++)
-        if (plans[m].blocks[i].chunk > most) most = plans[m].blocks[i].chunk;
+  /* Then halve the chunk of the block that needs the most (in each
+   * schedule that runs it: named by its first node), down to its unit,
+   * while that block is the one that needs the most. */
+  while ((!budget || least > budget) && *worst <= -2) {
     int changed = 0;
-    for (int m = 0; m < n_plans && most > 1; m++) changed |= dlrt__limit_chunks(&plans[m], most / 2);
+    for (int m = 0; m < n_plans; m++)
+      for (int i = 0; i < plans[m].n_blocks; i++) {
+        dlrt__chunk_block *b = &plans[m].blocks[i];
+        if (plans[m].order[b->begin] != -2 - *worst || b->chunk <= b->unit) continue;
+        int64_t half = b->chunk / 2 / b->unit * b->unit;
+        b->chunk = half > b->unit ? half : b->unit;
+        changed = 1;
+      }
     if (!changed) break;
     least = dlrt__least_spill_budget(g, plans, n_plans, policy, 1, worst);
   }
@@ -456,13 +475,13 @@ int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *c) {
   }
   e->spill_slices = 0;
   if (c->device_budget == 0) {
-    dlrt__limit_chunks(&e->plans[0], 0), dlrt__limit_chunks(&e->plans[1], 0);
+    dlrt__reset_chunks(&e->plans[0]), dlrt__reset_chunks(&e->plans[1]);
     return DLRT_OK;
   }
   int worst, slices;
   uint64_t least = dlrt__spill_fit(g, e->plans, 2, c->policy, c->device_budget, &slices, &worst);
   if (c->device_budget < least) {
-    dlrt__limit_chunks(&e->plans[0], 0), dlrt__limit_chunks(&e->plans[1], 0);
+    dlrt__reset_chunks(&e->plans[0]), dlrt__reset_chunks(&e->plans[1]);
     int block = worst <= -2;
     const node *n = g->nodes[block ? -2 - worst : worst];
     return dlrt__set_error(DLRT_ERR_OOM, "a device budget of %.1f MiB for the model is below "
@@ -488,7 +507,7 @@ int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *c) {
     if (!e->windows || !e->block_local || !e->slices) {
       free(e->windows), free(e->block_local), free(e->slices);
       e->windows = NULL, e->block_local = NULL, e->slices = NULL;
-      dlrt__limit_chunks(&e->plans[0], 0), dlrt__limit_chunks(&e->plans[1], 0);
+      dlrt__reset_chunks(&e->plans[0]), dlrt__reset_chunks(&e->plans[1]);
       return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
     }
   }
@@ -500,15 +519,7 @@ int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *c) {
   for (int i = 0; i < g->n_tensors; i++) {
     const dlrt_tensor_t *t = g->tensors[i];
     if (t->owner != t) continue;
-    /* A chunked block's own storages hold one chunk (the same in both
-     * schedules: a storage is a chunk's in every one that has it so). */
-    uint64_t bytes = 0;
-    for (int m = 0; m < 2; m++)
-      if (e->plans[m].first && e->plans[m].first[i] >= 0) {
-        uint64_t b = dlrt__schedule_bytes(&e->plans[m], t);
-        if (b > bytes) bytes = b;
-      }
-    dlrt__mpool_declare(e->spill, i, bytes ? bytes : dlrt__tensor_bytes(t));
+    dlrt__mpool_declare(e->spill, i, pool_bytes(e->plans, 2, t));
     if (e->bufs[i]) dlrt__mpool_adopt_buffer(e->spill, i);
   }
   /* Start with everything on the host: the budget holds from the first run. */

@@ -39,7 +39,7 @@ uint64_t dlrt__schedule_bytes(const schedule *s, const dlrt_tensor_t *t) {
   const dlrt__chunk_block *b = &s->blocks[s->block_of[s->first[t->id]]];
   if (s->local[t->id] == 1) return bytes / (uint64_t)b->batch * (uint64_t)b->chunk;
   /* A workspace: its convolution's own chunk of columns, or the block's
-   * fewer images (dlrt__limit_chunks). */
+   * fewer images (dlrt__spill_fit). */
   const node *n = t->producer;
   int64_t own = t->shape[1] / (n->p[9] * n->p[10]);
   return b->chunk < own ? bytes / (uint64_t)own * (uint64_t)b->chunk : bytes;
