@@ -739,14 +739,43 @@ static int suite_train(bench_ctx *ctx) {
 
 /* ---------------------------------------------------------------- spill */
 
-/* Training steps of `model` under a device budget of `percent` of its
- * unlimited peak (0: unlimited), prefetching `prefetch` nodes ahead, with
- * the optimizer on the host (its update would otherwise need parameter,
- * state and gradient on the device at once). The cnn spills with sqrt
- * checkpointing: its convolution segments then run in chunks of images,
- * and in slices below what their whole-batch tensors need. */
-static int spill_case(bench_ctx *ctx, const char *model, uint64_t peak, int percent,
-                      int prefetch, double unlimited_ms) {
+/* A trainer of `model` at batch 64 on generated data: unlimited (budget
+ * 0), or spilling within `budget` bytes, prefetching `prefetch` nodes
+ * ahead, with the optimizer on the host (its update would otherwise need
+ * parameter, state and gradient on the device at once). The cnn spills
+ * with sqrt checkpointing: its convolution segments then run in chunks of
+ * images, and in slices below what their whole-batch tensors need. */
+static int spill_trainer(bench_ctx *ctx, const char *model, uint64_t budget, int prefetch,
+                         train_op *t) {
+  const int64_t batch = 64, steps = ctx->opt->quick ? 3 : 10;
+  dlrt_trainer_config cfg = {.model = model, .batch = batch,
+                             .opt = dlrt_optimizer_defaults(DLRT_OPT_ADAM), .seed = 1,
+                             .prefetch = 1};
+  if (budget) {
+    cfg.spill = (dlrt_spill_config){.device_budget = budget, .prefetch = prefetch,
+                                     .policy = DLRT_OFFLOAD_OPTIMIZER};
+    if (strcmp(model, "cnn") == 0) cfg.checkpoint = DLRT_CHECKPOINT_SQRT;
+  }
+  int rc = dlrt_dataset_generate(batch * steps, 10, 1, &t->data);
+  if (rc == DLRT_OK)
+    rc = dlrt_trainer_create(ctx->dev, &cfg, t->data.height, t->data.width, t->data.classes,
+                             &t->trainer);
+  return rc;
+}
+
+static void spill_trainer_free(train_op *t) {
+  dlrt_trainer_destroy(t->trainer);
+  dlrt_dataset_free(&t->data);
+  memset(t, 0, sizeof *t);
+}
+
+/* Epochs of `model` under a device budget of `percent` of its unlimited
+ * peak (0: the unlimited run alone, whose measured peak is *peak). A
+ * budgeted run first trains an epoch alone (its peaks are read then), then
+ * alternates epoch by epoch with an unlimited trainer of the same model,
+ * the reference side ("unlimited"), so the ratio sees the same machine. */
+static int spill_case(bench_ctx *ctx, const char *model, int percent, int prefetch,
+                      uint64_t *peak) {
   const int64_t batch = 64, steps = ctx->opt->quick ? 3 : 10;
   case_id id = {"spill", "steps/s", "", (double)steps};
   if (percent)
@@ -755,42 +784,56 @@ static int spill_case(bench_ctx *ctx, const char *model, uint64_t peak, int perc
   else
     snprintf(id.name, sizeof id.name, "%s/b%lld/unlimited", model, (long long)batch);
   if (!bench_wanted(ctx, "spill", id.name)) return DLRT_OK;
-  train_op t = {0};
-  dlrt_trainer_config cfg = {.model = model, .batch = batch,
-                             .opt = dlrt_optimizer_defaults(DLRT_OPT_ADAM), .seed = 1,
-                             .prefetch = 1};
-  if (percent) {
-    cfg.spill = (dlrt_spill_config){.device_budget = peak * (uint64_t)percent / 100,
-                                     .prefetch = prefetch, .policy = DLRT_OFFLOAD_OPTIMIZER};
-    if (strcmp(model, "cnn") == 0) cfg.checkpoint = DLRT_CHECKPOINT_SQRT;
-  }
-  int rc = dlrt_dataset_generate(batch * steps, 10, 1, &t.data);
-  if (rc == DLRT_OK)
-    rc = dlrt_trainer_create(ctx->dev, &cfg, t.data.height, t.data.width, t.data.classes,
-                             &t.trainer);
+  uint64_t budget = percent ? *peak * (uint64_t)percent / 100 : 0;
+  train_op t = {0}, free_run = {0};
   bench_row *row = NULL;
+  dlrt_exec_info info = {0};
+  int rc = spill_trainer(ctx, model, budget, prefetch, &t);
   if (rc == DLRT_ERR_OOM) {
     /* A budget below what one operation needs: say so, it is a result. */
     bench_skip_add(ctx->res, "spill", ctx->props.spec, dlrt_last_error());
     rc = DLRT_OK;
-  } else if (rc != DLRT_OK) {
-    bench_fail(ctx, "spill", id.name, "cannot set up the trainer", rc);
-  } else if (measure_dlrt(ctx, &id, NULL, queue_epoch, &t, &row) == DLRT_OK && row) {
-    dlrt_exec_info info;
-    if (dlrt_trainer_info(t.trainer, &info) == DLRT_OK) {
-      row->images_per_s = row->median * (double)batch;
-      row->planned_peak = (double)info.planned_peak_bytes;
-      row->measured_peak = (double)info.measured_peak_bytes;
-    }
-    if (percent && unlimited_ms > 0)
+    goto done;
+  }
+  if (rc == DLRT_OK && percent) rc = queue_epoch(&t);
+  if (rc == DLRT_OK) rc = dlrt_trainer_info(t.trainer, &info);
+  if (rc == DLRT_OK && percent) rc = spill_trainer(ctx, model, 0, 0, &free_run);
+  if (rc != DLRT_OK) {
+    bench_fail(ctx, "spill", id.name, "cannot set up the trainers", rc);
+    goto done;
+  }
+  bench_timer timer, free_timer;
+  if ((rc = bench_timer_init(&timer, ctx->dev, NULL)) != DLRT_OK) {
+    bench_fail(ctx, "spill", id.name, "cannot set up timing", rc);
+    goto done;
+  }
+  if (percent && (rc = bench_timer_init(&free_timer, ctx->dev, NULL)) != DLRT_OK) {
+    bench_timer_free(&timer);
+    bench_fail(ctx, "spill", id.name, "cannot set up timing", rc);
+    goto done;
+  }
+  dlrt_side free_side = {&free_timer, queue_epoch, &free_run};
+  bench_side reference = {run_dlrt_side, &free_side, "wall"};
+  vendor_side beside = {&reference, "unlimited", ""};
+  rc = measure_case(ctx, &id, &timer, queue_epoch, &t, percent ? &beside : NULL, &row);
+  bench_timer_free(&timer);
+  if (percent) bench_timer_free(&free_timer);
+  if (rc == DLRT_OK && row) {
+    if (!percent) dlrt_trainer_info(t.trainer, &info); /* after the timed epochs */
+    row->images_per_s = row->median * (double)batch;
+    row->planned_peak = (double)info.planned_peak_bytes;
+    row->measured_peak = (double)info.measured_peak_bytes;
+    if (!percent) *peak = info.measured_peak_bytes;
+    if (percent)
       snprintf(row->note, sizeof row->note, "budget %.1f MiB%s; step time %.2fx the unlimited "
-               "run's", (double)cfg.spill.device_budget / 1048576.0,
-               cfg.checkpoint ? ", checkpointing sqrt" : "", row->ms / unlimited_ms);
+               "run's, alternated", (double)budget / 1048576.0,
+               strcmp(model, "cnn") == 0 ? ", checkpointing sqrt" : "", row->ms / row->vendor_ms);
     else
       snprintf(row->note, sizeof row->note, "an epoch of %lld steps, Adam", (long long)steps);
   }
-  dlrt_trainer_destroy(t.trainer);
-  dlrt_dataset_free(&t.data);
+done:
+  spill_trainer_free(&t);
+  spill_trainer_free(&free_run);
   return rc;
 }
 
@@ -799,15 +842,12 @@ static int suite_spill(bench_ctx *ctx) {
   static const int percents[] = {50, 25};
   for (size_t m = 0; m < sizeof models / sizeof *models; m++) {
     /* The unlimited run first: its measured peak sets the budgets. */
-    int before = ctx->res->n_rows;
-    spill_case(ctx, models[m], 0, 0, 0, 0);
-    if (ctx->res->n_rows == before) continue;
-    const bench_row *free_row = &ctx->res->rows[ctx->res->n_rows - 1];
-    uint64_t peak = (uint64_t)free_row->measured_peak;
-    double free_ms = free_row->ms;
+    uint64_t peak = 0;
+    spill_case(ctx, models[m], 0, 0, &peak);
+    if (!peak) continue;
     for (size_t p = 0; p < sizeof percents / sizeof *percents; p++)
       for (int prefetch = 4; prefetch >= 0; prefetch -= 4)
-        spill_case(ctx, models[m], peak, percents[p], prefetch, free_ms);
+        spill_case(ctx, models[m], percents[p], prefetch, &peak);
   }
   dlrt_mem_empty_cache(ctx->dev);
   return 0;
