@@ -1,14 +1,15 @@
-/* dlbench-suites.c — the suites: copy, gemm (beside the vendor libraries
- * of dlbench-vendor.c), ops, train, spill and loader. Each suite runs its cases on one
- * device and appends a row per case; the table at the end is all a new suite
- * needs besides its function. */
+/* dlbench-suites.c — the suites copy, gemm (beside the vendor libraries of
+ * dlbench-vendor.c) and ops, and the table of every suite (train, spill and
+ * loader are in dlbench-train.c). Each suite runs its cases on one device
+ * and appends a row per case; the table at the end is all a new suite needs
+ * besides its function. */
 #include "config.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dlbench.h"
+#include "dlbench-cases.h"
 #include "dlbench-vendor.h"
 
 #define KIB ((size_t)1024)
@@ -55,14 +56,9 @@ static float element(const void *data, dlrt_dtype t, size_t i) {
   return f;
 }
 
-/* One dlrt side of a case: `queue` puts one run on the timer's stream. */
-typedef struct {
-  bench_timer *timer;
-  int (*queue)(void *op);
-  void *op;
-} dlrt_side;
+/* ---------------------------------------------------------------- measuring */
 
-static int run_dlrt_side(void *p, double *ms) {
+int run_dlrt_side(void *p, double *ms) {
   dlrt_side *s = p;
   int rc = bench_timer_begin(s->timer);
   if (rc == DLRT_OK) rc = s->queue(s->op);
@@ -70,27 +66,8 @@ static int run_dlrt_side(void *p, double *ms) {
   return rc;
 }
 
-/* What identifies a case and turns its time into a rate. */
-typedef struct {
-  const char *suite, *unit;
-  char name[96];
-  double work; /* bytes, FLOP or steps per run */
-} case_id;
-
-/* A vendor side beside the dlrt one: its error text, when it fails, is in
- * `error` (a dlrt failure is in dlrt_last_error()). */
-typedef struct {
-  const bench_side *side;
-  const char *name;
-  const char *error;
-} vendor_side;
-
-/* Measures one case and appends its row (*out; NULL when not measured). A
- * dlrt call the device does not support skips the case; any other failure
- * is reported and counted. */
-static int measure_case(bench_ctx *ctx, const case_id *id, bench_timer *timer,
-                        int (*queue)(void *), void *op, const vendor_side *beside,
-                        bench_row **out) {
+int measure_case(bench_ctx *ctx, const case_id *id, bench_timer *timer, int (*queue)(void *),
+                 void *op, const vendor_side *beside, bench_row **out) {
   dlrt_side ds = {timer, queue, op};
   bench_side side = {run_dlrt_side, &ds, bench_timer_kind(timer)};
   bench_samples sa = {0}, sb = {0};
@@ -123,9 +100,8 @@ static int measure_case(bench_ctx *ctx, const case_id *id, bench_timer *timer,
   return rc;
 }
 
-/* A case of a suite with only a dlrt side: timer on `stream`. */
-static int measure_dlrt(bench_ctx *ctx, const case_id *id, dlrt_stream_t *stream,
-                        int (*queue)(void *), void *op, bench_row **out) {
+int measure_dlrt(bench_ctx *ctx, const case_id *id, dlrt_stream_t *stream, int (*queue)(void *),
+                 void *op, bench_row **out) {
   bench_timer timer;
   *out = NULL;
   int rc = bench_timer_init(&timer, ctx->dev, stream);
@@ -681,225 +657,6 @@ static int suite_ops(bench_ctx *ctx) {
   return 0;
 }
 
-/* ---------------------------------------------------------------- train */
-
-typedef struct {
-  dlrt_trainer_t *trainer;
-  dlrt_dataset data;
-  int epoch;
-} train_op;
-
-/* One timed run is one epoch over a small generated set (a few steps). */
-static int queue_epoch(void *p) {
-  train_op *t = p;
-  dlrt_epoch_stats stats;
-  return dlrt_trainer_epoch(t->trainer, &t->data, t->epoch++, NULL, NULL, &stats);
-}
-
-static int train_model(bench_ctx *ctx, const char *model) {
-  const int64_t batch = ctx->opt->quick ? 32 : 64, steps = ctx->opt->quick ? 3 : 10;
-  case_id id = {"train", "steps/s", "", (double)steps};
-  snprintf(id.name, sizeof id.name, "%s/b%lld", model, (long long)batch);
-  if (!bench_wanted(ctx, "train", id.name))
-    return DLRT_OK;
-  train_op t = {0};
-  dlrt_trainer_config cfg = {.model = model, .batch = batch,
-                             .opt = dlrt_optimizer_defaults(DLRT_OPT_ADAM), .seed = 1};
-  bench_row *row = NULL;
-  dlrt_exec_info info;
-  int rc = dlrt_dataset_generate(batch * steps, 10, 1, &t.data);
-  if (rc == DLRT_OK)
-    rc = dlrt_trainer_create(ctx->dev, &cfg, t.data.height, t.data.width, t.data.classes,
-                             &t.trainer);
-  if (rc != DLRT_OK) {
-    bench_fail(ctx, "train", id.name, "cannot set up the trainer", rc);
-  } else if (measure_dlrt(ctx, &id, NULL, queue_epoch, &t, &row) == DLRT_OK && row) {
-    if ((rc = dlrt_trainer_info(t.trainer, &info)) != DLRT_OK) {
-      bench_fail(ctx, "train", id.name, "cannot read the trainer's figures", rc);
-    } else {
-      row->images_per_s = row->median * (double)batch;
-      row->planned_peak = (double)info.planned_peak_bytes;
-      row->measured_peak = (double)info.measured_peak_bytes;
-      snprintf(row->note, sizeof row->note, "one run: an epoch of %lld steps, Adam",
-               (long long)steps);
-    }
-  }
-  dlrt_trainer_destroy(t.trainer);
-  dlrt_dataset_free(&t.data);
-  return rc;
-}
-
-static int suite_train(bench_ctx *ctx) {
-  static const char *const models[] = {"mlp", "cnn"};
-  for (size_t i = 0; i < sizeof models / sizeof *models; i++)
-    train_model(ctx, models[i]); /* a failed model is counted; the other still runs */
-  dlrt_mem_empty_cache(ctx->dev);
-  return 0;
-}
-
-/* ---------------------------------------------------------------- spill */
-
-/* A trainer of `model` at batch 64 on generated data: unlimited (budget
- * 0), or spilling within `budget` bytes, prefetching `prefetch` nodes
- * ahead, with the optimizer on the host (its update would otherwise need
- * parameter, state and gradient on the device at once). The cnn spills
- * with sqrt checkpointing: its convolution segments then run in chunks of
- * images, and in slices below what their whole-batch tensors need. */
-static int spill_trainer(bench_ctx *ctx, const char *model, uint64_t budget, int prefetch,
-                         train_op *t) {
-  const int64_t batch = 64, steps = ctx->opt->quick ? 3 : 10;
-  dlrt_trainer_config cfg = {.model = model, .batch = batch,
-                             .opt = dlrt_optimizer_defaults(DLRT_OPT_ADAM), .seed = 1,
-                             .prefetch = 1};
-  if (budget) {
-    cfg.spill = (dlrt_spill_config){.device_budget = budget, .prefetch = prefetch,
-                                     .policy = DLRT_OFFLOAD_OPTIMIZER};
-    if (strcmp(model, "cnn") == 0) cfg.checkpoint = DLRT_CHECKPOINT_SQRT;
-  }
-  int rc = dlrt_dataset_generate(batch * steps, 10, 1, &t->data);
-  if (rc == DLRT_OK)
-    rc = dlrt_trainer_create(ctx->dev, &cfg, t->data.height, t->data.width, t->data.classes,
-                             &t->trainer);
-  return rc;
-}
-
-static void spill_trainer_free(train_op *t) {
-  dlrt_trainer_destroy(t->trainer);
-  dlrt_dataset_free(&t->data);
-  memset(t, 0, sizeof *t);
-}
-
-/* Epochs of `model` under a device budget of `percent` of its unlimited
- * peak (0: the unlimited run alone, whose measured peak is *peak). A
- * budgeted run first trains an epoch alone (its peaks are read then), then
- * alternates epoch by epoch with an unlimited trainer of the same model,
- * the reference side ("unlimited"), so the ratio sees the same machine. */
-static int spill_case(bench_ctx *ctx, const char *model, int percent, int prefetch,
-                      uint64_t *peak) {
-  const int64_t batch = 64, steps = ctx->opt->quick ? 3 : 10;
-  case_id id = {"spill", "steps/s", "", (double)steps};
-  if (percent)
-    snprintf(id.name, sizeof id.name, "%s/b%lld/budget%d%%/prefetch%d", model, (long long)batch,
-             percent, prefetch);
-  else
-    snprintf(id.name, sizeof id.name, "%s/b%lld/unlimited", model, (long long)batch);
-  if (!bench_wanted(ctx, "spill", id.name)) return DLRT_OK;
-  uint64_t budget = percent ? *peak * (uint64_t)percent / 100 : 0;
-  train_op t = {0}, free_run = {0};
-  bench_row *row = NULL;
-  dlrt_exec_info info = {0};
-  int rc = spill_trainer(ctx, model, budget, prefetch, &t);
-  if (rc == DLRT_ERR_OOM) {
-    /* A budget below what one operation needs: say so, it is a result. */
-    bench_skip_add(ctx->res, "spill", ctx->props.spec, dlrt_last_error());
-    rc = DLRT_OK;
-    goto done;
-  }
-  if (rc == DLRT_OK && percent) rc = queue_epoch(&t);
-  if (rc == DLRT_OK) rc = dlrt_trainer_info(t.trainer, &info);
-  if (rc == DLRT_OK && percent) rc = spill_trainer(ctx, model, 0, 0, &free_run);
-  if (rc != DLRT_OK) {
-    bench_fail(ctx, "spill", id.name, "cannot set up the trainers", rc);
-    goto done;
-  }
-  bench_timer timer, free_timer;
-  if ((rc = bench_timer_init(&timer, ctx->dev, NULL)) != DLRT_OK) {
-    bench_fail(ctx, "spill", id.name, "cannot set up timing", rc);
-    goto done;
-  }
-  if (percent && (rc = bench_timer_init(&free_timer, ctx->dev, NULL)) != DLRT_OK) {
-    bench_timer_free(&timer);
-    bench_fail(ctx, "spill", id.name, "cannot set up timing", rc);
-    goto done;
-  }
-  dlrt_side free_side = {&free_timer, queue_epoch, &free_run};
-  bench_side reference = {run_dlrt_side, &free_side, "wall"};
-  vendor_side beside = {&reference, "unlimited", ""};
-  rc = measure_case(ctx, &id, &timer, queue_epoch, &t, percent ? &beside : NULL, &row);
-  bench_timer_free(&timer);
-  if (percent) bench_timer_free(&free_timer);
-  if (rc == DLRT_OK && row) {
-    if (!percent) dlrt_trainer_info(t.trainer, &info); /* after the timed epochs */
-    row->images_per_s = row->median * (double)batch;
-    row->planned_peak = (double)info.planned_peak_bytes;
-    row->measured_peak = (double)info.measured_peak_bytes;
-    if (!percent) *peak = info.measured_peak_bytes;
-    if (percent)
-      snprintf(row->note, sizeof row->note, "budget %.1f MiB%s; step time %.2fx the unlimited "
-               "run's, alternated", (double)budget / 1048576.0,
-               strcmp(model, "cnn") == 0 ? ", checkpointing sqrt" : "", row->ms / row->vendor_ms);
-    else
-      snprintf(row->note, sizeof row->note, "an epoch of %lld steps, Adam", (long long)steps);
-  }
-done:
-  spill_trainer_free(&t);
-  spill_trainer_free(&free_run);
-  return rc;
-}
-
-static int suite_spill(bench_ctx *ctx) {
-  static const char *const models[] = {"mlp", "cnn"};
-  static const int percents[] = {50, 25};
-  for (size_t m = 0; m < sizeof models / sizeof *models; m++) {
-    /* The unlimited run first: its measured peak sets the budgets. */
-    uint64_t peak = 0;
-    spill_case(ctx, models[m], 0, 0, &peak);
-    if (!peak) continue;
-    for (size_t p = 0; p < sizeof percents / sizeof *percents; p++)
-      for (int prefetch = 4; prefetch >= 0; prefetch -= 4)
-        spill_case(ctx, models[m], percents[p], prefetch, &peak);
-  }
-  dlrt_mem_empty_cache(ctx->dev);
-  return 0;
-}
-
-/* ---------------------------------------------------------------- loader */
-
-typedef struct {
-  dlrt_loader_t *loader;
-  int epoch;
-} loader_op;
-
-/* One epoch through the loader: every batch decoded, augmented, staged and
- * copied to the device, and handed back at once. */
-static int queue_loader_epoch(void *p) {
-  loader_op *l = p;
-  int rc = dlrt_loader_start(l->loader, l->epoch++);
-  dlrt_batch b;
-  while (rc == DLRT_OK && (rc = dlrt_loader_next(l->loader, &b)) == 1)
-    rc = dlrt_loader_release(l->loader, &b, NULL);
-  return rc < 0 ? rc : DLRT_OK;
-}
-
-static int suite_loader(bench_ctx *ctx) {
-  const int64_t batch = 64, batches = ctx->opt->quick ? 10 : 50;
-  static const int workers[] = {1, 2, 4};
-  dlrt_dataset data;
-  int rc = dlrt_dataset_generate(batch * batches, 10, 1, &data);
-  if (rc != DLRT_OK) return bench_fail(ctx, "loader", "", "cannot generate data", rc), 0;
-  for (size_t i = 0; i < sizeof workers / sizeof *workers; i++) {
-    case_id id = {"loader", "images/s", "", (double)(batch * batches)};
-    snprintf(id.name, sizeof id.name, "augment/w%d/b%lld", workers[i], (long long)batch);
-    if (!bench_wanted(ctx, "loader", id.name)) continue;
-    dlrt_loader_config c = {.batch = batch, .workers = workers[i], .prefetch = 4, .seed = 1,
-                            .shuffle = 1, .world = 1, .augment = 1,
-                            .aug = {.crop_padding = 2, .flip = 1, .erase_p = 0.25f,
-                                    .mean = 0.286f, .std = 0.353f}};
-    loader_op l = {0};
-    bench_row *row = NULL;
-    if ((rc = dlrt_loader_create(ctx->dev, &data, &c, &l.loader)) != DLRT_OK) {
-      bench_fail(ctx, "loader", id.name, "cannot create the loader", rc);
-      continue;
-    }
-    if (measure_dlrt(ctx, &id, NULL, queue_loader_epoch, &l, &row) == DLRT_OK && row)
-      snprintf(row->note, sizeof row->note, "one run: an epoch of %lld batches; crop 2, flip, "
-               "erase 0.25, normalise; prefetch 4", (long long)batches);
-    dlrt_loader_destroy(l.loader);
-  }
-  dlrt_dataset_free(&data);
-  return 0;
-}
-
 /* ---------------------------------------------------------------- the table */
 
 const bench_suite bench_suites[] = {
@@ -907,7 +664,6 @@ const bench_suite bench_suites[] = {
     {"gemm", suite_gemm, "GEMM beside the vendor library (GFLOP/s)"},
     {"ops", suite_ops, "elementwise, reduction and conv2d kernels"},
     {"train", suite_train, "training steps of the mlp and cnn models"},
-    /* Announced, to come with their own issues: a function here is all it takes. */
     {"spill", suite_spill, "training under a device budget, spilling to the host"},
     {"loader", suite_loader, "the data loader's images/s against its workers"},
 };
