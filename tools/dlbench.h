@@ -1,6 +1,8 @@
 /* dlbench.h — what the parts of dlbench share: options, the measurement core
- * (dlbench.c), the suites (dlbench-suites.c) and the results with their
- * writers and the JSON reader behind `dlbench compare` (dlbench-report.c). */
+ * (dlbench.c), the suites (dlbench-suites.c, dlbench-train.c; their shared
+ * parts in dlbench-cases.h), the results with the table and HTML
+ * (dlbench-report.c), JSON and CSV (dlbench-export.c), and the JSON reader
+ * behind `dlbench compare` (dlbench-compare.c). */
 #ifndef DLBENCH_H
 #define DLBENCH_H
 
