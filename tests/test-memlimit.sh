@@ -144,9 +144,10 @@ result "cnn, batch 64, --mem-limit 9M --offload activations: the measured peak s
 
 # 18-19: a quarter of the cnn's peak: its blocks move their whole-batch
 # image tensors a chunk at a time (slices) in fewer images per chunk; the
-# losses are the unlimited run's: bit for bit on OpenCL, where CLBlast
-# gives each column the same sums in a GEMM of fewer columns; to rounding on
-# the CPU, where OpenBLAS does not (2.1608162 vs 2.160816 here).
+# losses are the unlimited run's: bit for bit on PoCL, whose GEMMs (dlrt's
+# tiled kernel, or CLBlast) give each column the same sums in a GEMM of
+# fewer columns; to rounding on the CPU, where OpenBLAS does not (2.1608162
+# vs 2.160816 here).
 for device in cpu opencl:0; do
   if [ $device = opencl:0 ] && [ $opencl = no ]; then
     skip "cnn, a quarter of the peak on $device" "no OpenCL device"

@@ -303,9 +303,10 @@ typedef struct {
  * than the budget, with the smallest budget that fits. With checkpointing,
  * a chunked convolution block that cannot hold its whole-batch tensors
  * moves them in slices (a chunk's images at a time, through the host) and
- * runs fewer images per chunk if it must: the same bits on OpenCL (CLBlast),
- * agreement to rounding on the CPU (OpenBLAS sums a GEMM of fewer columns
- * in another order). */
+ * runs fewer images per chunk if it must: the same bits on PoCL (its GEMM
+ * kernels sum each column alike in a GEMM of fewer columns), agreement to
+ * rounding on the CPU (OpenBLAS sums a GEMM of fewer columns in another
+ * order); GPUs are not measured. */
 DLRT_API int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *config);
 DLRT_API int dlrt_exec_spill_stats(dlrt_exec_t *e, dlrt_spill_stats *out);
 /* The gradients of the DLRT_RUN_GRADIENTS runs since the last update (their
