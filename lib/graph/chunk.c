@@ -20,8 +20,11 @@
  * which a chunk's own tensors change: agreement to rounding there.
  *
  * Spilling runs blocks too: a block's whole-batch storages stay resident
- * through its chunks, and the pool holds a chunk's own at one chunk's size
- * (exec_spill.c). */
+ * through its chunks, or move a chunk's images at a time (slices), and the
+ * pool holds a chunk's own at one chunk's size (exec_spill.c). Under a
+ * tight budget a block may run fewer images per chunk than planned, down to
+ * its `unit`: the images its weight gradients sum at a time, so those keep
+ * their bits (exec_ops.c, run_conv). */
 #include "config.h"
 
 #include <stdlib.h>

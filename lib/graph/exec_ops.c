@@ -133,9 +133,11 @@ static int64_t in_chunk(const dlrt__chunk *c, int64_t whole) {
  *   dx:      cols = W^T dy[:, b0..]; dx[b0..] = col2im(cols)
  * In a chunked block (c) the node covers images [c->b0, c->b0 + c->nb) of
  * the batch, and x, y or dy may hold only those. A block's chunk is a whole
- * number of weight pieces, so dW sums in the same order, bit for bit; the
- * forward and dx GEMMs reduce over channels only, so fewer columns at a
- * time give each column the same sums. */
+ * number of weight pieces, so dW sums in the same order, bit for bit. A
+ * block of as many images as the node's chunk runs the same forward and dx
+ * GEMMs too; one of fewer (spilling: dlrt__spill_fit) runs GEMMs of fewer
+ * columns, which reduce over channels only: the same sums for each column
+ * with PoCL's kernels, rounding differences with OpenBLAS's. */
 static int run_conv(dlrt_exec_t *e, node *n, const dlrt__chunk *c) {
   const int64_t *p = n->p;
   dlrt_tensor_t *ws = n->out[1], *w = n->op == OP_CONV_GRAD_W ? n->out[0] : n->in[1];
