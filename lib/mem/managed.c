@@ -1,10 +1,8 @@
 /* managed.c — storages that spill between device, pinned host and disk under
- * budgets (see managed.h for the model). */
+ * budgets (see managed.h for the model): residency, eviction, prefetch and
+ * slices; the copies' timing and the disk tier are in managed_io.c. */
 #include "config.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,105 +10,9 @@
 #include <unistd.h>
 
 #include "device/device.h"
-#include "mem/managed.h"
+#include "mem/managed_pool.h"
 #include "util/status.h"
 #include "util/trace.h"
-
-/* Demand copies are timed with event pairs; this many may be pending. */
-#define TIMED_MAX 64
-
-typedef struct {
-  size_t size;           /* bytes of data: what copies move */
-  size_t bytes;          /* in 512-byte granules: what the budget counts */
-  int declared;
-  int locked;
-  int dirty;             /* the device copy is the only current one */
-  int on_host, on_disk;  /* a current copy there */
-  void *host;            /* pinned, kept for reuse while the storage lives */
-  int64_t disk_offset;   /* -1: no slot in the file */
-  int64_t next_use, last_use;
-  int in_flight;         /* prefetched: `fetched` must pass before use */
-  int handed_over;       /* bufs[] still aliases the storage that took it over */
-  int temp_host;         /* host is a view past the host budget (host_view_end frees it) */
-  dlrt_buffer_t *window; /* used in slices (dlrt__mpool_slices_begin), else NULL */
-  size_t window_bytes;   /* its granules, counted resident and locked */
-  dlrt_event_t *fetched;
-} mstore;
-
-struct dlrt__mpool {
-  dlrt_device_t *dev;
-  dlrt_stream_t *compute, *copy;
-  dlrt_buffer_t **bufs;
-  int n;
-  mstore *s;
-  uint64_t budget, host_budget;
-  uint64_t resident, host_used, locked_bytes;
-  int64_t clock;         /* acquisitions so far: the LRU clock */
-  int disk_fd;
-  int64_t disk_end;      /* next free offset (slots are reused per storage) */
-  void *staging;         /* pinned, for disk reads and writes */
-  size_t staging_bytes;
-  dlrt_event_t *mark;    /* on the compute stream: copies to the host done */
-  dlrt_event_t *timed[TIMED_MAX][2];
-  int n_timed;
-  dlrt_spill_stats st;
-  int check;             /* DLRT_SPILL_CHECK=1: recount the budget at every allocation */
-};
-
-static size_t granules(size_t bytes) { return (bytes + 511) / 512 * 512; }
-
-/* ---------------------------------------------------------------- totals */
-
-/* Every pool's figures, per device, for dlrt_mem_summary: live pools are
- * asked, destroyed ones left their totals behind. */
-#define TOTALS_MAX 16
-static pthread_mutex_t totals_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct { dlrt_device_t *dev; dlrt_spill_stats st; } retired[TOTALS_MAX];
-static dlrt__mpool *live[64];
-
-static void add_stats(dlrt_spill_stats *a, const dlrt_spill_stats *b) {
-  a->spilled_bytes += b->spilled_bytes, a->fetched_bytes += b->fetched_bytes;
-  a->disk_written_bytes += b->disk_written_bytes, a->disk_read_bytes += b->disk_read_bytes;
-  a->evictions += b->evictions, a->dropped_clean += b->dropped_clean;
-  a->offloads += b->offloads, a->prefetch_hits += b->prefetch_hits;
-  a->prefetch_misses += b->prefetch_misses, a->transfer_ms += b->transfer_ms;
-  if (b->peak_resident > a->peak_resident) a->peak_resident = b->peak_resident;
-  if (b->peak_host > a->peak_host) a->peak_host = b->peak_host;
-  if (b->min_budget > a->min_budget) a->min_budget = b->min_budget;
-}
-
-static void register_pool(dlrt__mpool *p, int add) {
-  pthread_mutex_lock(&totals_lock);
-  for (int i = 0; i < 64; i++)
-    if (add ? !live[i] : live[i] == p) {
-      live[i] = add ? p : NULL;
-      break;
-    }
-  pthread_mutex_unlock(&totals_lock);
-}
-
-static void retire(dlrt__mpool *p) {
-  pthread_mutex_lock(&totals_lock);
-  for (int i = 0; i < TOTALS_MAX; i++)
-    if (!retired[i].dev || retired[i].dev == p->dev) {
-      retired[i].dev = p->dev;
-      add_stats(&retired[i].st, &p->st);
-      break;
-    }
-  pthread_mutex_unlock(&totals_lock);
-}
-
-int dlrt__spill_totals(dlrt_device_t *dev, dlrt_spill_stats *out) {
-  memset(out, 0, sizeof *out);
-  int any = 0;
-  pthread_mutex_lock(&totals_lock);
-  for (int i = 0; i < TOTALS_MAX; i++)
-    if (retired[i].dev == dev) add_stats(out, &retired[i].st), any = 1;
-  for (int i = 0; i < 64; i++)
-    if (live[i] && live[i]->dev == dev) add_stats(out, &live[i]->st), any = 1;
-  pthread_mutex_unlock(&totals_lock);
-  return any;
-}
 
 int dlrt__mpool_create(dlrt_device_t *dev, dlrt_stream_t *compute, dlrt_buffer_t **bufs, int n,
                        uint64_t device_budget, uint64_t host_budget, dlrt__mpool **out) {
@@ -133,28 +35,18 @@ int dlrt__mpool_create(dlrt_device_t *dev, dlrt_stream_t *compute, dlrt_buffer_t
     dlrt__mpool_destroy(p);
     return rc;
   }
-  register_pool(p, 1);
+  dlrt__mpool_register(p, 1);
   *out = p;
   return DLRT_OK;
-}
-
-static void collect_timed(dlrt__mpool *p) {
-  for (int i = 0; i < p->n_timed; i++) {
-    float ms = 0;
-    if (dlrt_event_synchronize(p->timed[i][1]) == DLRT_OK &&
-        dlrt_event_elapsed_ms(p->timed[i][0], p->timed[i][1], &ms) == DLRT_OK)
-      p->st.transfer_ms += ms;
-  }
-  p->n_timed = 0;
 }
 
 void dlrt__mpool_destroy(dlrt__mpool *p) {
   if (!p) return;
   if (p->compute) dlrt_stream_synchronize(p->compute);
   if (p->copy) dlrt_stream_synchronize(p->copy);
-  collect_timed(p);
-  register_pool(p, 0);
-  retire(p);
+  dlrt__mpool_collect_timed(p);
+  dlrt__mpool_register(p, 0);
+  dlrt__mpool_retire(p);
   for (int i = 0; p->s && i < p->n; i++) {
     if (!p->s[i].declared) continue;
     dlrt_host_free(p->s[i].host);
@@ -182,142 +74,6 @@ void dlrt__mpool_declare(dlrt__mpool *p, int id, size_t bytes) {
 void dlrt__mpool_next_use(dlrt__mpool *p, int id, int64_t when) { p->s[id].next_use = when; }
 uint64_t dlrt__mpool_resident(const dlrt__mpool *p) { return p->resident; }
 
-/* ---------------------------------------------------------------- timing */
-
-/* Tracing: the copy's span, the stream waited for on both sides. */
-static double trace_begin(dlrt_stream_t *stream) {
-  if (!dlrt__trace_on()) return -1;
-  dlrt_stream_synchronize(stream);
-  return dlrt__trace_now_us();
-}
-
-static void trace_end(dlrt_stream_t *stream, double t0, const char *what, size_t bytes,
-                      int tid) {
-  if (t0 < 0) return;
-  dlrt_stream_synchronize(stream);
-  char name[64];
-  snprintf(name, sizeof name, "%s %.1f KiB", what, (double)bytes / 1024.0);
-  dlrt__trace_span(name, "copy", tid, t0, dlrt__trace_now_us());
-}
-
-/* Brackets a copy on the compute stream with an event pair. */
-static int timed_begin(dlrt__mpool *p) {
-  if (p->n_timed == TIMED_MAX) collect_timed(p);
-  dlrt_event_t **e = p->timed[p->n_timed];
-  int rc = DLRT_OK;
-  if (!e[0]) rc = dlrt_event_create(p->dev, &e[0]);
-  if (rc == DLRT_OK && !e[1]) rc = dlrt_event_create(p->dev, &e[1]);
-  if (rc == DLRT_OK) rc = dlrt_event_record(e[0], p->compute);
-  return rc;
-}
-
-static int timed_end(dlrt__mpool *p) {
-  int rc = dlrt_event_record(p->timed[p->n_timed][1], p->compute);
-  if (rc == DLRT_OK) p->n_timed++;
-  return rc;
-}
-
-/* ---------------------------------------------------------------- disk */
-
-static int disk_open(dlrt__mpool *p) {
-  if (p->disk_fd >= 0) return DLRT_OK;
-  const char *dir = getenv("DLRT_SPILL_DIR");
-  if (!dir || !*dir) dir = getenv("TMPDIR");
-  if (!dir || !*dir) dir = "/tmp";
-  char path[4096];
-  snprintf(path, sizeof path, "%s/dlrt-spill-XXXXXX", dir);
-  int fd = mkstemp(path);
-  if (fd < 0)
-    return dlrt__set_error(DLRT_ERR_IO, "cannot create a spill file in %s: %s; set "
-                           "DLRT_SPILL_DIR to a writable folder with room", dir, strerror(errno));
-  unlink(path); /* gone when the process ends, cleanly or not */
-  p->disk_fd = fd;
-  return DLRT_OK;
-}
-
-static int staging_for(dlrt__mpool *p, size_t bytes) {
-  if (p->staging_bytes >= bytes) return DLRT_OK;
-  dlrt_host_free(p->staging);
-  p->staging = NULL;
-  p->staging_bytes = 0;
-  int rc = dlrt_host_alloc(p->dev, bytes, &p->staging);
-  if (rc == DLRT_OK) p->staging_bytes = bytes;
-  return rc;
-}
-
-/* Device -> disk through the staging buffer (waits for the copy). */
-/* Host memory at src becomes the storage's disk copy. */
-static int disk_write(dlrt__mpool *p, int id, const void *src) {
-  mstore *m = &p->s[id];
-  int rc = disk_open(p);
-  if (rc < 0) return rc;
-  if (m->disk_offset < 0) {
-    m->disk_offset = p->disk_end;
-    p->disk_end += (int64_t)m->bytes;
-  }
-  double t_disk = dlrt__trace_now_us();
-  const char *at_src = src;
-  size_t left = m->size;
-  off_t at = (off_t)m->disk_offset;
-  while (left > 0) {
-    ssize_t w = pwrite(p->disk_fd, at_src, left, at);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0)
-      return dlrt__set_error(DLRT_ERR_IO, "cannot write %zu bytes to the spill file: %s (is "
-                             "DLRT_SPILL_DIR's disk full?)", m->size, strerror(errno));
-    at_src += w, left -= (size_t)w, at += w;
-  }
-  p->st.disk_written_bytes += m->size;
-  if (dlrt__trace_on()) dlrt__trace_span("to disk", "disk", DLRT_TRACE_HOST, t_disk, dlrt__trace_now_us());
-  m->on_disk = 1;
-  return DLRT_OK;
-}
-
-/* Device -> disk through the staging buffer (waits for the copy). */
-static int write_to_disk(dlrt__mpool *p, int id) {
-  mstore *m = &p->s[id];
-  int rc = staging_for(p, m->bytes);
-  if (rc == DLRT_OK) rc = timed_begin(p);
-  if (rc == DLRT_OK) rc = dlrt_copy_d2h(p->staging, p->bufs[id], 0, m->size, p->compute);
-  if (rc == DLRT_OK) rc = timed_end(p);
-  if (rc == DLRT_OK) rc = dlrt_stream_synchronize(p->compute);
-  return rc < 0 ? rc : disk_write(p, id, p->staging);
-}
-
-/* The storage's disk copy into host memory at dst. */
-static int disk_read(dlrt__mpool *p, int id, void *dst) {
-  mstore *m = &p->s[id];
-  double t0 = dlrt__trace_now_us();
-  char *at_dst = dst;
-  size_t left = m->size;
-  off_t at = (off_t)m->disk_offset;
-  while (left > 0) {
-    ssize_t r = pread(p->disk_fd, at_dst, left, at);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0)
-      return dlrt__set_error(DLRT_ERR_IO, "cannot read %zu bytes back from the spill file: %s",
-                             m->size, r < 0 ? strerror(errno) : "it is shorter than written");
-    at_dst += r, left -= (size_t)r, at += r;
-  }
-  p->st.disk_read_bytes += m->size;
-  if (dlrt__trace_on()) dlrt__trace_span("from disk", "disk", DLRT_TRACE_HOST, t0, dlrt__trace_now_us());
-  return DLRT_OK;
-}
-
-/* Disk -> device through the staging buffer (waits for the copy). */
-static int read_from_disk(dlrt__mpool *p, int id) {
-  mstore *m = &p->s[id];
-  int rc = staging_for(p, m->bytes);
-  if (rc < 0) return rc;
-  /* The staging buffer may still feed an earlier copy. */
-  if ((rc = dlrt_stream_synchronize(p->compute)) < 0) return rc;
-  if ((rc = disk_read(p, id, p->staging)) < 0) return rc;
-  if ((rc = timed_begin(p)) == DLRT_OK &&
-      (rc = dlrt_copy_h2d(p->bufs[id], 0, p->staging, m->size, p->compute)) == DLRT_OK)
-    rc = timed_end(p);
-  return rc;
-}
-
 /* ---------------------------------------------------------------- eviction */
 
 /* Writes a dirty storage back (to its host copy, or to disk past the host
@@ -336,14 +92,14 @@ static int write_back(dlrt__mpool *p, int id) {
   }
   int rc;
   if (m->host) {
-    double t0 = trace_begin(p->compute);
-    if ((rc = timed_begin(p)) < 0 ||
+    double t0 = dlrt__mpool_trace_begin(p->compute);
+    if ((rc = dlrt__mpool_timed_begin(p)) < 0 ||
         (rc = dlrt_copy_d2h(m->host, p->bufs[id], 0, m->size, p->compute)) < 0 ||
-        (rc = timed_end(p)) < 0)
+        (rc = dlrt__mpool_timed_end(p)) < 0)
       return rc;
-    trace_end(p->compute, t0, "write back", m->size, DLRT_TRACE_COMPUTE);
+    dlrt__mpool_trace_end(p->compute, t0, "write back", m->size, DLRT_TRACE_COMPUTE);
     m->on_host = 1;
-  } else if ((rc = write_to_disk(p, id)) < 0) {
+  } else if ((rc = dlrt__mpool_write_to_disk(p, id)) < 0) {
     return rc;
   }
   p->st.spilled_bytes += m->size;
@@ -474,13 +230,13 @@ int dlrt__mpool_acquire(dlrt__mpool *p, int id, int write) {
     if (has_copy) {
       p->st.prefetch_misses++;
       if (m->on_host) {
-        double t0 = trace_begin(p->compute);
-        if ((rc = timed_begin(p)) < 0 ||
+        double t0 = dlrt__mpool_trace_begin(p->compute);
+        if ((rc = dlrt__mpool_timed_begin(p)) < 0 ||
             (rc = dlrt_copy_h2d(p->bufs[id], 0, m->host, m->size, p->compute)) < 0 ||
-            (rc = timed_end(p)) < 0)
+            (rc = dlrt__mpool_timed_end(p)) < 0)
           return rc;
-        trace_end(p->compute, t0, "fetch", m->size, DLRT_TRACE_COMPUTE);
-      } else if ((rc = read_from_disk(p, id)) < 0) {
+        dlrt__mpool_trace_end(p->compute, t0, "fetch", m->size, DLRT_TRACE_COMPUTE);
+      } else if ((rc = dlrt__mpool_read_from_disk(p, id)) < 0) {
         return rc;
       }
       p->st.fetched_bytes += m->size;
@@ -563,12 +319,12 @@ int dlrt__mpool_prefetch(dlrt__mpool *p, int id) {
       (rc = dlrt_stream_wait_event(p->copy, p->mark)) < 0)
     return rc;
   if (!m->fetched && (rc = dlrt_event_create(p->dev, &m->fetched)) < 0) return rc;
-  double t0 = trace_begin(p->copy);
+  double t0 = dlrt__mpool_trace_begin(p->copy);
   if ((rc = dlrt_copy_h2d(p->bufs[id], 0, m->host, m->size, p->copy)) < 0 ||
       (rc = dlrt_event_record(m->fetched, p->copy)) < 0 ||
       (rc = dlrt_buffer_record_stream(p->bufs[id], p->copy)) < 0)
     return rc;
-  trace_end(p->copy, t0, "prefetch", m->size, DLRT_TRACE_COPY);
+  dlrt__mpool_trace_end(p->copy, t0, "prefetch", m->size, DLRT_TRACE_COPY);
   m->in_flight = 1;
   p->st.fetched_bytes += m->size;
   return DLRT_OK;
@@ -598,15 +354,15 @@ int dlrt__mpool_host_view(dlrt__mpool *p, int id, int write, void **host) {
   }
   if (p->bufs[id] && (m->dirty || !m->on_host)) {
     /* The device holds the current data: copy it back. */
-    if ((rc = timed_begin(p)) < 0 ||
+    if ((rc = dlrt__mpool_timed_begin(p)) < 0 ||
         (rc = dlrt_copy_d2h(m->host, p->bufs[id], 0, m->size, p->compute)) < 0 ||
-        (rc = timed_end(p)) < 0)
+        (rc = dlrt__mpool_timed_end(p)) < 0)
       return rc;
     p->st.spilled_bytes += m->size;
     m->dirty = 0;
     m->on_host = 1;
   } else if (!m->on_host && m->on_disk) {
-    if ((rc = dlrt_stream_synchronize(p->compute)) < 0 || (rc = disk_read(p, id, m->host)) < 0)
+    if ((rc = dlrt_stream_synchronize(p->compute)) < 0 || (rc = dlrt__mpool_disk_read(p, id, m->host)) < 0)
       return rc;
     m->on_host = 1;
   }
@@ -673,15 +429,15 @@ int dlrt__mpool_slice(dlrt__mpool *p, int id, int out, size_t at, size_t pitch, 
                       size_t rows) {
   mstore *m = &p->s[id];
   char *host = (char *)m->host + at;
-  double t0 = trace_begin(p->compute);
-  int rc = timed_begin(p);
+  double t0 = dlrt__mpool_trace_begin(p->compute);
+  int rc = dlrt__mpool_timed_begin(p);
   if (rc == DLRT_OK)
     rc = out ? dlrt_copy_d2h_rows(host, pitch, m->window, 0, width, rows, p->compute)
              : dlrt_copy_h2d_rows(m->window, 0, host, pitch, width, rows, p->compute);
-  if (rc == DLRT_OK) rc = timed_end(p);
+  if (rc == DLRT_OK) rc = dlrt__mpool_timed_end(p);
   if (out) m->on_disk = 0; /* stale now */
   if (rc < 0) return rc;
-  trace_end(p->compute, t0, out ? "slice out" : "slice in", width * rows, DLRT_TRACE_COMPUTE);
+  dlrt__mpool_trace_end(p->compute, t0, out ? "slice out" : "slice in", width * rows, DLRT_TRACE_COMPUTE);
   *(out ? &p->st.spilled_bytes : &p->st.fetched_bytes) += width * rows;
   return DLRT_OK;
 }
@@ -706,8 +462,8 @@ int dlrt__mpool_slices_end(dlrt__mpool *p, int id, int written) {
 void dlrt__mpool_set_budget(dlrt__mpool *p, uint64_t device_budget) { p->budget = device_budget; }
 
 void dlrt__mpool_reset_stats(dlrt__mpool *p) {
-  collect_timed(p);
-  retire(p); /* what it did so far still counts for the device */
+  dlrt__mpool_collect_timed(p);
+  dlrt__mpool_retire(p); /* what it did so far still counts for the device */
   memset(&p->st, 0, sizeof p->st);
   p->st.peak_resident = p->resident;
   p->st.peak_host = p->host_used;
@@ -716,7 +472,7 @@ void dlrt__mpool_reset_stats(dlrt__mpool *p) {
 int dlrt__mpool_host_view_end(dlrt__mpool *p, int id, int write) {
   mstore *m = &p->s[id];
   if (!m->temp_host) return DLRT_OK;
-  int rc = write ? disk_write(p, id, m->host) : DLRT_OK;
+  int rc = write ? dlrt__mpool_disk_write(p, id, m->host) : DLRT_OK;
   dlrt_host_free(m->host);
   m->host = NULL;
   m->on_host = 0;
@@ -725,7 +481,7 @@ int dlrt__mpool_host_view_end(dlrt__mpool *p, int id, int write) {
 }
 
 int dlrt__mpool_stats(dlrt__mpool *p, dlrt_spill_stats *out) {
-  collect_timed(p);
+  dlrt__mpool_collect_timed(p);
   *out = p->st;
   return DLRT_OK;
 }

@@ -1,0 +1,216 @@
+/* managed_io.c — the spill pools' copies that are not residency: the
+ * figures of every pool per device, timed and traced copies, and the disk
+ * tier past the host budget (managed_pool.h). */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "device/device.h"
+#include "mem/managed_pool.h"
+#include "util/status.h"
+#include "util/trace.h"
+
+/* ---------------------------------------------------------------- totals */
+
+/* Every pool's figures, per device, for dlrt_mem_summary: live pools are
+ * asked, destroyed ones left their totals behind. */
+#define TOTALS_MAX 16
+static pthread_mutex_t totals_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct { dlrt_device_t *dev; dlrt_spill_stats st; } retired[TOTALS_MAX];
+static dlrt__mpool *live[64];
+
+static void add_stats(dlrt_spill_stats *a, const dlrt_spill_stats *b) {
+  a->spilled_bytes += b->spilled_bytes, a->fetched_bytes += b->fetched_bytes;
+  a->disk_written_bytes += b->disk_written_bytes, a->disk_read_bytes += b->disk_read_bytes;
+  a->evictions += b->evictions, a->dropped_clean += b->dropped_clean;
+  a->offloads += b->offloads, a->prefetch_hits += b->prefetch_hits;
+  a->prefetch_misses += b->prefetch_misses, a->transfer_ms += b->transfer_ms;
+  if (b->peak_resident > a->peak_resident) a->peak_resident = b->peak_resident;
+  if (b->peak_host > a->peak_host) a->peak_host = b->peak_host;
+  if (b->min_budget > a->min_budget) a->min_budget = b->min_budget;
+}
+
+void dlrt__mpool_register(dlrt__mpool *p, int add) {
+  pthread_mutex_lock(&totals_lock);
+  for (int i = 0; i < 64; i++)
+    if (add ? !live[i] : live[i] == p) {
+      live[i] = add ? p : NULL;
+      break;
+    }
+  pthread_mutex_unlock(&totals_lock);
+}
+
+void dlrt__mpool_retire(dlrt__mpool *p) {
+  pthread_mutex_lock(&totals_lock);
+  for (int i = 0; i < TOTALS_MAX; i++)
+    if (!retired[i].dev || retired[i].dev == p->dev) {
+      retired[i].dev = p->dev;
+      add_stats(&retired[i].st, &p->st);
+      break;
+    }
+  pthread_mutex_unlock(&totals_lock);
+}
+
+int dlrt__spill_totals(dlrt_device_t *dev, dlrt_spill_stats *out) {
+  memset(out, 0, sizeof *out);
+  int any = 0;
+  pthread_mutex_lock(&totals_lock);
+  for (int i = 0; i < TOTALS_MAX; i++)
+    if (retired[i].dev == dev) add_stats(out, &retired[i].st), any = 1;
+  for (int i = 0; i < 64; i++)
+    if (live[i] && live[i]->dev == dev) add_stats(out, &live[i]->st), any = 1;
+  pthread_mutex_unlock(&totals_lock);
+  return any;
+}
+
+void dlrt__mpool_collect_timed(dlrt__mpool *p) {
+  for (int i = 0; i < p->n_timed; i++) {
+    float ms = 0;
+    if (dlrt_event_synchronize(p->timed[i][1]) == DLRT_OK &&
+        dlrt_event_elapsed_ms(p->timed[i][0], p->timed[i][1], &ms) == DLRT_OK)
+      p->st.transfer_ms += ms;
+  }
+  p->n_timed = 0;
+}
+
+/* ---------------------------------------------------------------- timing */
+
+/* Tracing: the copy's span, the stream waited for on both sides. */
+double dlrt__mpool_trace_begin(dlrt_stream_t *stream) {
+  if (!dlrt__trace_on()) return -1;
+  dlrt_stream_synchronize(stream);
+  return dlrt__trace_now_us();
+}
+
+void dlrt__mpool_trace_end(dlrt_stream_t *stream, double t0, const char *what, size_t bytes,
+                      int tid) {
+  if (t0 < 0) return;
+  dlrt_stream_synchronize(stream);
+  char name[64];
+  snprintf(name, sizeof name, "%s %.1f KiB", what, (double)bytes / 1024.0);
+  dlrt__trace_span(name, "copy", tid, t0, dlrt__trace_now_us());
+}
+
+/* Brackets a copy on the compute stream with an event pair. */
+int dlrt__mpool_timed_begin(dlrt__mpool *p) {
+  if (p->n_timed == TIMED_MAX) dlrt__mpool_collect_timed(p);
+  dlrt_event_t **e = p->timed[p->n_timed];
+  int rc = DLRT_OK;
+  if (!e[0]) rc = dlrt_event_create(p->dev, &e[0]);
+  if (rc == DLRT_OK && !e[1]) rc = dlrt_event_create(p->dev, &e[1]);
+  if (rc == DLRT_OK) rc = dlrt_event_record(e[0], p->compute);
+  return rc;
+}
+
+int dlrt__mpool_timed_end(dlrt__mpool *p) {
+  int rc = dlrt_event_record(p->timed[p->n_timed][1], p->compute);
+  if (rc == DLRT_OK) p->n_timed++;
+  return rc;
+}
+
+/* ---------------------------------------------------------------- disk */
+
+static int disk_open(dlrt__mpool *p) {
+  if (p->disk_fd >= 0) return DLRT_OK;
+  const char *dir = getenv("DLRT_SPILL_DIR");
+  if (!dir || !*dir) dir = getenv("TMPDIR");
+  if (!dir || !*dir) dir = "/tmp";
+  char path[4096];
+  snprintf(path, sizeof path, "%s/dlrt-spill-XXXXXX", dir);
+  int fd = mkstemp(path);
+  if (fd < 0)
+    return dlrt__set_error(DLRT_ERR_IO, "cannot create a spill file in %s: %s; set "
+                           "DLRT_SPILL_DIR to a writable folder with room", dir, strerror(errno));
+  unlink(path); /* gone when the process ends, cleanly or not */
+  p->disk_fd = fd;
+  return DLRT_OK;
+}
+
+static int staging_for(dlrt__mpool *p, size_t bytes) {
+  if (p->staging_bytes >= bytes) return DLRT_OK;
+  dlrt_host_free(p->staging);
+  p->staging = NULL;
+  p->staging_bytes = 0;
+  int rc = dlrt_host_alloc(p->dev, bytes, &p->staging);
+  if (rc == DLRT_OK) p->staging_bytes = bytes;
+  return rc;
+}
+
+/* Host memory at src becomes the storage's disk copy. */
+int dlrt__mpool_disk_write(dlrt__mpool *p, int id, const void *src) {
+  mstore *m = &p->s[id];
+  int rc = disk_open(p);
+  if (rc < 0) return rc;
+  if (m->disk_offset < 0) {
+    m->disk_offset = p->disk_end;
+    p->disk_end += (int64_t)m->bytes;
+  }
+  double t_disk = dlrt__trace_now_us();
+  const char *at_src = src;
+  size_t left = m->size;
+  off_t at = (off_t)m->disk_offset;
+  while (left > 0) {
+    ssize_t w = pwrite(p->disk_fd, at_src, left, at);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0)
+      return dlrt__set_error(DLRT_ERR_IO, "cannot write %zu bytes to the spill file: %s (is "
+                             "DLRT_SPILL_DIR's disk full?)", m->size, strerror(errno));
+    at_src += w, left -= (size_t)w, at += w;
+  }
+  p->st.disk_written_bytes += m->size;
+  if (dlrt__trace_on()) dlrt__trace_span("to disk", "disk", DLRT_TRACE_HOST, t_disk, dlrt__trace_now_us());
+  m->on_disk = 1;
+  return DLRT_OK;
+}
+
+/* Device -> disk through the staging buffer (waits for the copy). */
+int dlrt__mpool_write_to_disk(dlrt__mpool *p, int id) {
+  mstore *m = &p->s[id];
+  int rc = staging_for(p, m->bytes);
+  if (rc == DLRT_OK) rc = dlrt__mpool_timed_begin(p);
+  if (rc == DLRT_OK) rc = dlrt_copy_d2h(p->staging, p->bufs[id], 0, m->size, p->compute);
+  if (rc == DLRT_OK) rc = dlrt__mpool_timed_end(p);
+  if (rc == DLRT_OK) rc = dlrt_stream_synchronize(p->compute);
+  return rc < 0 ? rc : dlrt__mpool_disk_write(p, id, p->staging);
+}
+
+/* The storage's disk copy into host memory at dst. */
+int dlrt__mpool_disk_read(dlrt__mpool *p, int id, void *dst) {
+  mstore *m = &p->s[id];
+  double t0 = dlrt__trace_now_us();
+  char *at_dst = dst;
+  size_t left = m->size;
+  off_t at = (off_t)m->disk_offset;
+  while (left > 0) {
+    ssize_t r = pread(p->disk_fd, at_dst, left, at);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0)
+      return dlrt__set_error(DLRT_ERR_IO, "cannot read %zu bytes back from the spill file: %s",
+                             m->size, r < 0 ? strerror(errno) : "it is shorter than written");
+    at_dst += r, left -= (size_t)r, at += r;
+  }
+  p->st.disk_read_bytes += m->size;
+  if (dlrt__trace_on()) dlrt__trace_span("from disk", "disk", DLRT_TRACE_HOST, t0, dlrt__trace_now_us());
+  return DLRT_OK;
+}
+
+/* Disk -> device through the staging buffer (waits for the copy). */
+int dlrt__mpool_read_from_disk(dlrt__mpool *p, int id) {
+  mstore *m = &p->s[id];
+  int rc = staging_for(p, m->bytes);
+  if (rc < 0) return rc;
+  /* The staging buffer may still feed an earlier copy. */
+  if ((rc = dlrt_stream_synchronize(p->compute)) < 0) return rc;
+  if ((rc = dlrt__mpool_disk_read(p, id, p->staging)) < 0) return rc;
+  if ((rc = dlrt__mpool_timed_begin(p)) == DLRT_OK &&
+      (rc = dlrt_copy_h2d(p->bufs[id], 0, p->staging, m->size, p->compute)) == DLRT_OK)
+    rc = dlrt__mpool_timed_end(p);
+  return rc;
+}
