@@ -513,7 +513,10 @@ int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *c) {
   }
   rc = dlrt__mpool_create(e->dev, e->stream, e->bufs, g->n_tensors, c->device_budget,
                           c->host_budget, &e->spill);
-  if (rc < 0) return rc;
+  if (rc < 0) {
+    dlrt__reset_chunks(&e->plans[0]), dlrt__reset_chunks(&e->plans[1]);
+    return rc;
+  }
   e->spill_slices = slices;
   e->spill_cfg = *c;
   for (int i = 0; i < g->n_tensors; i++) {
@@ -530,6 +533,8 @@ int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *c) {
   if (rc < 0) {
     dlrt__mpool_destroy(e->spill);
     e->spill = NULL;
+    e->spill_slices = 0;
+    dlrt__reset_chunks(&e->plans[0]), dlrt__reset_chunks(&e->plans[1]);
     return rc;
   }
   /* The figures start here, within the budget: what the executor held and
