@@ -65,47 +65,42 @@ int dlrt_copy_d2h(void *dst, dlrt_buffer_t *src, size_t src_offset, size_t bytes
   return finish(s, stream == NULL, rc);
 }
 
-/* Rows: one backend call where it has one, else a copy per row. */
-int dlrt_copy_h2d_rows(dlrt_buffer_t *dst, size_t dst_offset, const void *src, size_t pitch,
-                       size_t width, size_t rows, dlrt_stream_t *stream) {
+/* Rows between host memory (`pitch` apart) and a buffer (packed), either
+ * way: one backend call where it has one, else a copy per row. */
+static int copy_rows(int to_device, dlrt_buffer_t *buf, size_t offset, void *host, size_t pitch,
+                     size_t width, size_t rows, dlrt_stream_t *stream, const char *what) {
   dlrt_stream_t *s = NULL;
   DLRT__CHECK_ARG(pitch >= width && (rows < 2 || width <= SIZE_MAX / rows),
-                  "dlrt_copy_h2d_rows: %zu rows of %zu bytes, %zu apart", rows, width, pitch);
-  int rc = check_buffer(dst, dst_offset, width * rows, "dlrt_copy_h2d_rows destination");
+                  "%s: %zu rows of %zu bytes, %zu apart", what, rows, width, pitch);
+  int rc = check_buffer(buf, offset, width * rows, what);
   if (rc < 0) return rc;
-  DLRT__CHECK_ARG(src || width * rows == 0, "dlrt_copy_h2d_rows: source is NULL");
-  if ((rc = stream_for(dst->dev, stream, &s, "dlrt_copy_h2d_rows")) < 0) return rc;
+  DLRT__CHECK_ARG(host || width * rows == 0, "%s: host memory is NULL", what);
+  if ((rc = stream_for(buf->dev, stream, &s, what)) < 0) return rc;
   if (width * rows == 0) return DLRT_OK;
-  const dlrt_backend_iface *be = dst->dev->be;
-  size_t at = dst->offset + dst_offset;
-  if (be->copy_h2d_rows) {
-    rc = be->copy_h2d_rows(s->ctx, dst->mem, at, src, pitch, width, rows);
+  const dlrt_backend_iface *be = buf->dev->be;
+  size_t at = buf->offset + offset;
+  char *h = host;
+  if (to_device && be->copy_h2d_rows) {
+    rc = be->copy_h2d_rows(s->ctx, buf->mem, at, h, pitch, width, rows);
+  } else if (!to_device && be->copy_d2h_rows) {
+    rc = be->copy_d2h_rows(s->ctx, h, pitch, buf->mem, at, width, rows);
   } else {
     for (size_t r = 0; r < rows && rc == DLRT_OK; r++)
-      rc = be->copy_h2d(s->ctx, dst->mem, at + r * width, (const char *)src + r * pitch, width);
+      rc = to_device ? be->copy_h2d(s->ctx, buf->mem, at + r * width, h + r * pitch, width)
+                     : be->copy_d2h(s->ctx, h + r * pitch, buf->mem, at + r * width, width);
   }
   return finish(s, stream == NULL, rc);
 }
 
+int dlrt_copy_h2d_rows(dlrt_buffer_t *dst, size_t dst_offset, const void *src, size_t pitch,
+                       size_t width, size_t rows, dlrt_stream_t *stream) {
+  return copy_rows(1, dst, dst_offset, (void *)src, pitch, width, rows, stream,
+                   "dlrt_copy_h2d_rows");
+}
+
 int dlrt_copy_d2h_rows(void *dst, size_t pitch, dlrt_buffer_t *src, size_t src_offset,
                        size_t width, size_t rows, dlrt_stream_t *stream) {
-  dlrt_stream_t *s = NULL;
-  DLRT__CHECK_ARG(pitch >= width && (rows < 2 || width <= SIZE_MAX / rows),
-                  "dlrt_copy_d2h_rows: %zu rows of %zu bytes, %zu apart", rows, width, pitch);
-  int rc = check_buffer(src, src_offset, width * rows, "dlrt_copy_d2h_rows source");
-  if (rc < 0) return rc;
-  DLRT__CHECK_ARG(dst || width * rows == 0, "dlrt_copy_d2h_rows: destination is NULL");
-  if ((rc = stream_for(src->dev, stream, &s, "dlrt_copy_d2h_rows")) < 0) return rc;
-  if (width * rows == 0) return DLRT_OK;
-  const dlrt_backend_iface *be = src->dev->be;
-  size_t at = src->offset + src_offset;
-  if (be->copy_d2h_rows) {
-    rc = be->copy_d2h_rows(s->ctx, dst, pitch, src->mem, at, width, rows);
-  } else {
-    for (size_t r = 0; r < rows && rc == DLRT_OK; r++)
-      rc = be->copy_d2h(s->ctx, (char *)dst + r * pitch, src->mem, at + r * width, width);
-  }
-  return finish(s, stream == NULL, rc);
+  return copy_rows(0, src, src_offset, dst, pitch, width, rows, stream, "dlrt_copy_d2h_rows");
 }
 
 int dlrt_memset(dlrt_buffer_t *dst, size_t offset, int value, size_t bytes,

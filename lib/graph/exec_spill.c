@@ -274,10 +274,8 @@ int dlrt__spill_begin_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk
     if (rc == DLRT_OK) rc = for_block_storages(e, s, b, note_written);
     for (int i = 0; i < e->n_slices && rc == DLRT_OK; i++) {
       const struct dlrt__slice *sl = &e->slices[i];
-      void *host;
       size_t window = sl->row_image_bytes * sl->rows * (size_t)b->chunk;
-      rc = dlrt__mpool_slices_begin(e->spill, sl->id, !sl->read, window, &e->windows[sl->id],
-                                    &host);
+      rc = dlrt__mpool_slices_begin(e->spill, sl->id, !sl->read, window, &e->windows[sl->id]);
     }
   }
   /* Every other whole-batch storage the block touches stays resident

@@ -385,12 +385,13 @@ int dlrt__mpool_host_view(dlrt__mpool *p, int id, int write, void **host) {
 /* ---------------------------------------------------------------- slices */
 
 int dlrt__mpool_slices_begin(dlrt__mpool *p, int id, int write, size_t window,
-                             dlrt_buffer_t **buf, void **host) {
+                             dlrt_buffer_t **buf) {
   mstore *m = &p->s[id];
   if (m->locked || m->window || m->handed_over)
     return dlrt__set_error(DLRT_ERR_STATE, "spill pool: storage %d is in use, it cannot be "
                            "used in slices", id);
-  int rc = dlrt__mpool_host_view(p, id, write, host);
+  void *host;
+  int rc = dlrt__mpool_host_view(p, id, write, &host);
   if (rc < 0) return rc;
   if (p->bufs[id]) {
     /* Clean now (the view copied it back): the host copy serves the slices. */

@@ -72,13 +72,12 @@ int dlrt__mpool_host_view_end(dlrt__mpool *p, int id, int write);
  * images). slices_begin makes the host copy the current one (written back
  * from the device, unless `write`: the slices will overwrite all of it),
  * drops the device copy, and gives a device window of `window` bytes that
- * the budget counts and that stays locked until slices_end, and the host
- * copy. dlrt__mpool_slice copies `rows` rows of `width` bytes, `pitch`
+ * the budget counts and that stays locked until slices_end. dlrt__mpool_slice copies `rows` rows of `width` bytes, `pitch`
  * apart from host offset `at`, packed into the window (out = 0) or back
  * (out = 1), queued on the compute stream. The storage is not otherwise
  * acquired, prefetched or evicted in between. */
 int dlrt__mpool_slices_begin(dlrt__mpool *p, int id, int write, size_t window,
-                             dlrt_buffer_t **buf, void **host);
+                             dlrt_buffer_t **buf);
 int dlrt__mpool_slice(dlrt__mpool *p, int id, int out, size_t at, size_t pitch, size_t width,
                       size_t rows);
 /* Frees the window; `written`: slices went back to the host copy. */
