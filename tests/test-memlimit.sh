@@ -26,6 +26,16 @@ opencl=no
 has_opencl && opencl=yes
 common="--data generated --limit 1920 --epochs 2 --threads 1 --prefetch 1 --json --quiet"
 
+# compare_runs CODE FREE OUT [ARG...]: CODE (Python) asserts on a and b, the
+# last JSON lines of two runs' outputs; further arguments are sys.argv[3:].
+compare_runs() {
+  code=$1
+  shift
+  python3 -c "import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
+$code" "$@"
+}
+
 # 1-6: a quarter of the peak, on each device.
 for device in cpu opencl:0; do
   if [ $device = opencl:0 ] && [ $opencl = no ]; then
@@ -53,18 +63,14 @@ assert d['mem_limit'] == limit and d['spilled_bytes'] > 0 and d['fetched_bytes']
 assert 0 <= d['transfer_stall_fraction'] <= 1, d
 assert d['params'] * 4 > limit, 'the parameters alone exceed the budget'" "$tmp/spill.json" "$limit"
   result "$device: --mem-limit $limit (under a quarter of the peak and the parameters' bytes) holds"
-  python3 -c "import json, sys
-a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:])
-assert a['epoch_losses'] == b['epoch_losses'] and a['test_loss'] == b['test_loss'], (a, b)" \
+  compare_runs "assert a['epoch_losses'] == b['epoch_losses'] and a['test_loss'] == b['test_loss'], (a, b)" \
     "$tmp/free.json" "$tmp/spill.json"
   result "$device: the losses equal the unlimited run's bit for bit"
 done
 
 # 7: through the disk.
 run $common --device cpu --mem-limit 3M --host-limit 1M --offload all
-[ $rc -eq 0 ] && python3 -c "import json, sys
-a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:])
-assert b['spilled_to_disk_bytes'] > 0, b
+[ $rc -eq 0 ] && compare_runs "assert b['spilled_to_disk_bytes'] > 0, b
 assert a['epoch_losses'] == b['epoch_losses'], (a, b)" "$tmp/free-cpu.json" "$tmp/out"
 result "--host-limit 1M sends copies to disk; the losses are the same"
 
@@ -108,9 +114,7 @@ cnn="--data generated --model cnn --batch 64 --limit 640 --epochs 1 --device cpu
 run $cnn
 cp "$tmp/out" "$tmp/cnn-free.json"
 run $cnn --mem-limit 6M --offload optimizer --checkpoint sqrt
-[ $rc -eq 0 ] && python3 -c "import json, sys
-a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:])
-assert a['epoch_losses'] == b['epoch_losses'] and a['test_loss'] == b['test_loss'], (a, b)
+[ $rc -eq 0 ] && compare_runs "assert a['epoch_losses'] == b['epoch_losses'] and a['test_loss'] == b['test_loss'], (a, b)
 assert b['peak_device_bytes'] <= 6 << 20 and b['spilled_bytes'] > 0, b" "$tmp/cnn-free.json" "$tmp/out"
 result "cnn, batch 64, --mem-limit 6M --checkpoint sqrt: spills in chunks, same losses, within the budget"
 run $cnn --mem-limit 6M --offload optimizer --checkpoint none
@@ -126,9 +130,7 @@ blocks="--data generated --model $model --batch 64 --limit 640 --epochs 1 --devi
 run $blocks
 cp "$tmp/out" "$tmp/blocks-free.json"
 run $blocks --mem-limit 8M --checkpoint auto
-[ $rc -eq 0 ] && python3 -c "import json, sys
-a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:])
-assert a['epoch_losses'] == b['epoch_losses'], (a, b)
+[ $rc -eq 0 ] && compare_runs "assert a['epoch_losses'] == b['epoch_losses'], (a, b)
 assert b['spilled_bytes'] == 0 and b['peak_device_bytes'] <= 8 << 20, b" "$tmp/blocks-free.json" "$tmp/out"
 result "two convolution blocks, batch 64, --mem-limit 8M --checkpoint auto: chunked segments fit, unspilled, same losses"
 
@@ -136,9 +138,7 @@ result "two convolution blocks, batch 64, --mem-limit 8M --checkpoint auto: chun
 # most; the caching allocator used to hand the pool cached large blocks up to
 # 1 MiB larger than asked, unsplit, and the run measured 10.3 MB under 9M.
 run $cnn --mem-limit 9M --offload activations
-[ $rc -eq 0 ] && python3 -c "import json, sys
-a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:])
-assert a['epoch_losses'] == b['epoch_losses'], (a, b)
+[ $rc -eq 0 ] && compare_runs "assert a['epoch_losses'] == b['epoch_losses'], (a, b)
 assert b['peak_device_bytes'] <= 9 << 20 and b['spilled_bytes'] > 0, b" "$tmp/cnn-free.json" "$tmp/out"
 result "cnn, batch 64, --mem-limit 9M --offload activations: the measured peak stays within the budget"
 
@@ -159,9 +159,7 @@ for device in cpu opencl:0; do
   limit=$(python3 -c "import json, sys
 print(json.loads(open(sys.argv[1]).read().splitlines()[-1])['peak_device_bytes'] // 4)" "$tmp/cnn-quarter-free.json")
   run $quarter --mem-limit "$limit" --offload optimizer --checkpoint sqrt
-  [ $rc -eq 0 ] && python3 -c "import json, sys
-a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
-if sys.argv[4] == 'cpu':
+  [ $rc -eq 0 ] && compare_runs "if sys.argv[4] == 'cpu':
     pairs = list(zip(a['epoch_losses'], b['epoch_losses'])) + [(a['test_loss'], b['test_loss'])]
     assert all(abs(x - y) <= 1e-5 * abs(x) for x, y in pairs), (a, b)
 else:
@@ -176,9 +174,7 @@ done
 # 20: slices through the disk tier: a read-only slice whose current copy
 # came back from the device must reach the disk before its host view goes.
 run $cnn --mem-limit "$cpu_limit" --offload optimizer --checkpoint sqrt --host-limit 1M
-[ $rc -eq 0 ] && python3 -c "import json, sys
-a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:])
-assert a['epoch_losses'] == b['epoch_losses'] and a['test_loss'] == b['test_loss'], (a, b)
+[ $rc -eq 0 ] && compare_runs "assert a['epoch_losses'] == b['epoch_losses'] and a['test_loss'] == b['test_loss'], (a, b)
 assert b['spilled_to_disk_bytes'] > 0 and b['spill_slice_images'] > 0, b" \
   "$tmp/cnn-quarter-cpu.json" "$tmp/out"
 result "cnn, batch 64, a quarter of the peak with --host-limit 1M: slices through the disk, the same losses"
@@ -194,9 +190,7 @@ two="--data generated --model $model --batch 64 --limit 320 --epochs 1 --device 
 run $two
 cp "$tmp/out" "$tmp/two-free.json"
 run $two --mem-limit 6M --offload optimizer --checkpoint sqrt
-[ $rc -eq 0 ] && python3 -c "import json, sys
-a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:])
-assert a['epoch_losses'] == b['epoch_losses'] and a['test_loss'] == b['test_loss'], (a, b)
+[ $rc -eq 0 ] && compare_runs "assert a['epoch_losses'] == b['epoch_losses'] and a['test_loss'] == b['test_loss'], (a, b)
 assert b['peak_device_bytes'] <= 6 << 20 and b['spill_slice_images'] > 0, b" "$tmp/two-free.json" "$tmp/out"
 result "two convolutions in a segment, --mem-limit 6M: trains and evaluates in slices, same losses"
 
@@ -210,9 +204,7 @@ worst="--data generated --model $model --batch 64 --limit 192 --epochs 1 --devic
 run $worst
 cp "$tmp/out" "$tmp/worst-free.json"
 run $worst --mem-limit 2200K --offload optimizer --checkpoint sqrt
-[ $rc -eq 0 ] && python3 -c "import json, sys
-a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:])
-close = all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a['epoch_losses'] + [a['test_loss']], b['epoch_losses'] + [b['test_loss']]))
+[ $rc -eq 0 ] && compare_runs "close = all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a['epoch_losses'] + [a['test_loss']], b['epoch_losses'] + [b['test_loss']]))
 assert close and (b['device'] != 'opencl:0' or (a['epoch_losses'], a['test_loss']) == (b['epoch_losses'], b['test_loss'])), (a, b)
 assert b['peak_device_bytes'] <= 2200 << 10, b" "$tmp/worst-free.json" "$tmp/out"
 result "smaller chunks for the block that needs the most: --mem-limit 2200K trains, within the budget"
