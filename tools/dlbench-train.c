@@ -128,22 +128,17 @@ static int spill_case(bench_ctx *ctx, const char *model, int percent, int prefet
     bench_fail(ctx, "spill", id.name, "cannot set up the trainers", rc);
     goto done;
   }
-  bench_timer timer, free_timer;
+  /* One timer for both sides: their runs take turns. */
+  bench_timer timer;
   if ((rc = bench_timer_init(&timer, ctx->dev, NULL)) != DLRT_OK) {
     bench_fail(ctx, "spill", id.name, "cannot set up timing", rc);
     goto done;
   }
-  if (percent && (rc = bench_timer_init(&free_timer, ctx->dev, NULL)) != DLRT_OK) {
-    bench_timer_free(&timer);
-    bench_fail(ctx, "spill", id.name, "cannot set up timing", rc);
-    goto done;
-  }
-  dlrt_side free_side = {&free_timer, queue_epoch, &free_run};
-  bench_side reference = {run_dlrt_side, &free_side, "wall"};
+  dlrt_side free_side = {&timer, queue_epoch, &free_run};
+  bench_side reference = {run_dlrt_side, &free_side, bench_timer_kind(&timer)};
   vendor_side beside = {&reference, "unlimited", ""};
   rc = measure_case(ctx, &id, &timer, queue_epoch, &t, percent ? &beside : NULL, &row);
   bench_timer_free(&timer);
-  if (percent) bench_timer_free(&free_timer);
   if (rc == DLRT_OK && row) {
     if (!percent) dlrt_trainer_info(t.trainer, &info); /* after the timed epochs */
     row->images_per_s = row->median * (double)batch;
