@@ -83,8 +83,22 @@ def include_uses(root):
     return found
 
 
-def objects(build):
-    """(layer, path) of every object file of the library and the tools."""
+def source_of(root, rel):
+    """The source an object was compiled from (automake names objects
+    [TARGET-]STEM.o beside their source), or None for a stale object."""
+    folder, name = os.path.split(rel.replace("/.libs/", "/"))
+    stem = name[:-2]
+    cuts = [0] + [i + 1 for i, ch in enumerate(stem) if ch == "-"]
+    for cut in cuts:
+        for ext in (".c", ".cu"):
+            if os.path.exists(os.path.join(root, folder, stem[cut:] + ext)):
+                return os.path.join(folder, stem[cut:] + ext)
+    return None
+
+
+def objects(root, build):
+    """(layer, path) of every object file of the library and the tools whose
+    source still exists (an object left behind by a moved file is not read)."""
     for dirpath, _, files in os.walk(build):
         for f in sorted(files):
             if not f.endswith(".o"):
@@ -94,7 +108,7 @@ def objects(build):
             if rel.endswith("/.libs/" + f):
                 continue  # libtool's PIC twin of an object beside it
             layer = layer_of(rel.replace("/.libs/", "/"))
-            if layer is not None:
+            if layer is not None and source_of(root, rel):
                 yield layer, path
 
 
@@ -104,10 +118,10 @@ def nm(args, path):
     return [line.split()[-1] for line in out.splitlines() if line.strip()]
 
 
-def symbol_uses(build):
+def symbol_uses(root, build):
     definer = {}
     users = []
-    for layer, path in objects(build):
+    for layer, path in objects(root, build):
         for sym in nm(["-g", "--defined-only"], path):
             definer.setdefault(sym, layer)
         users.append((layer, path))
@@ -135,7 +149,7 @@ def main():
         if not shutil.which("nm"):
             results.append(("no upward use of a symbol", [], "nm is not installed"))
         else:
-            found, n_obj = symbol_uses(opt.build)
+            found, n_obj = symbol_uses(root, opt.build)
             skip = None if n_obj else "no object files under %s (build first)" % opt.build
             results.append(("no upward use of a symbol in %d object files" % n_obj, found, skip))
 

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "graph/exec.h"
+#include "exec/exec.h"
 #include "train/train.h"
 #include "util/status.h"
 

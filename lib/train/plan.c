@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "graph/exec.h"
+#include "exec/exec.h"
 #include "train/train.h"
 #include "util/status.h"
 

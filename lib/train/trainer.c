@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "graph/exec.h"
+#include "exec/exec.h"
 #include "train/train.h"
 #include "util/status.h"
 

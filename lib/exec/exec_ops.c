@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "graph/exec.h"
+#include "exec/exec.h"
 #include "util/status.h"
 
 

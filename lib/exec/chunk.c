@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph/exec.h"
+#include "exec/exec.h"
 #include "util/status.h"
 
 static int64_t gcd64(int64_t a, int64_t b) {

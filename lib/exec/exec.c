@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "graph/exec.h"
+#include "exec/exec.h"
 #include "util/status.h"
 #include "util/trace.h"
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph/exec.h"
+#include "exec/exec.h"
 #include "util/status.h"
 
 /* One running sum per gradient, for the executor's life: they count in its

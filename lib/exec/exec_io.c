@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "dialect.h" /* the kernels' fp16 / bf16 conversions */
-#include "graph/exec.h"
+#include "exec/exec.h"
 #include "util/status.h"
 
 /* ---------------------------------------------------------------- host I/O */

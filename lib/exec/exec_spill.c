@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph/exec.h"
+#include "exec/exec.h"
 #include "optim.h" /* the update kernels, compiled as plain C for the host */
 #include "util/status.h"
 

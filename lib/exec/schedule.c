@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph/exec.h"
+#include "exec/exec.h"
 #include "util/status.h"
 
 /* ---------------------------------------------------------------- planning */
