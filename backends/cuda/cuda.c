@@ -296,6 +296,7 @@ static int cuda_memset(void *ps, dlrt_mem dst, size_t off, int value, size_t byt
 const dlrt_backend_iface dlrt__backend_cuda = {
     .api_version = DLRT_BACKEND_API_VERSION,
     .name = "cuda",
+    .device_addresses = 1,
     .init = cuda_init,
     .shutdown = cuda_shutdown,
     .device_props = cuda_device_props,

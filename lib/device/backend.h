@@ -58,6 +58,10 @@ typedef struct {
 typedef struct dlrt_backend_iface {
   int api_version; /* DLRT_BACKEND_API_VERSION */
   const char *name; /* "cpu", "opencl", "cuda" */
+  /* 1: a dlrt_mem handle is an address in device memory that device-aware
+   * libraries take (CUDA-aware MPI); 0 where it is host memory or an object
+   * (cl_mem). */
+  int device_addresses;
 
   /* Starts the backend. A missing driver or platform is not an error: return
    * DLRT_OK with *n_devices = 0 (and *ctx may be NULL). */

@@ -31,10 +31,11 @@ dlrt_gemm_desc dlrt_gemm_desc_make(dlrt_dtype dtype, int trans_a, int trans_b, i
 static int check_matrix(const char *what, dlrt_buffer_t *buf, size_t offset, int64_t rows,
                         int64_t cols, int64_t ld, int64_t stride, int64_t batch, size_t esize,
                         dlrt_device_t *dev) {
+  const dlrt__span *buf_sp = dlrt__span_of(buf);
   DLRT__CHECK_ARG(buf, "dlrt_gemm: %s is NULL", what);
-  if (buf->dev != dev)
+  if (buf_sp->dev != dev)
     return dlrt__set_error(DLRT_ERR_WRONG_DEVICE, "dlrt_gemm: %s is on %s but the stream is "
-                           "on %s", what, buf->dev->spec, dev->spec);
+                           "on %s", what, buf_sp->dev->spec, dev->spec);
   DLRT__CHECK_ARG(ld >= (cols > 1 ? cols : 1), "dlrt_gemm: leading dimension of %s is %lld, "
                   "less than its %lld columns", what, (long long)ld, (long long)cols);
   DLRT__CHECK_ARG(stride >= 0, "dlrt_gemm: batch stride of %s is negative", what);
@@ -46,12 +47,12 @@ static int check_matrix(const char *what, dlrt_buffer_t *buf, size_t offset, int
   double last = (double)(batch - 1) * (double)stride + (double)(rows - 1) * (double)ld +
                 (double)cols;
   double need = (double)offset + last * (double)esize;
-  if (need > (double)buf->size)
+  if (need > (double)buf_sp->size)
     return dlrt__set_error(DLRT_ERR_OUT_OF_RANGE, "dlrt_gemm: %s (%lld x %lld, ld %lld, "
                            "batch %lld, stride %lld) needs %.0f bytes from offset %zu; the "
                            "buffer has %zu", what, (long long)rows, (long long)cols,
                            (long long)ld, (long long)batch, (long long)stride, need, offset,
-                           buf->size);
+                           buf_sp->size);
   return DLRT_OK;
 }
 
@@ -78,9 +79,9 @@ static int gemm_through_f32(dlrt_stream_t *stream, const dlrt_gemm_desc *d, dlrt
   dlrt_buffer_t *wa = NULL, *wb = NULL, *wc = NULL;
   int rc;
   /* At least one element each: k may be 0, and buffers cannot be empty. */
-  if ((rc = dlrt_buffer_alloc(dev, (size_t)(na ? na : 1) * 4, stream, &wa)) < 0 ||
-      (rc = dlrt_buffer_alloc(dev, (size_t)(nb ? nb : 1) * 4, stream, &wb)) < 0 ||
-      (rc = dlrt_buffer_alloc(dev, (size_t)nc * 4, stream, &wc)) < 0)
+  if ((rc = dlrt__device_scratch(dev, (size_t)(na ? na : 1) * 4, stream, &wa)) < 0 ||
+      (rc = dlrt__device_scratch(dev, (size_t)(nb ? nb : 1) * 4, stream, &wb)) < 0 ||
+      (rc = dlrt__device_scratch(dev, (size_t)nc * 4, stream, &wc)) < 0)
     goto out;
   if ((rc = dlrt_cast(stream, na, wa, 0, DLRT_F32, a, a_off, d->dtype)) < 0 ||
       (rc = dlrt_cast(stream, nb, wb, 0, DLRT_F32, b, b_off, d->dtype)) < 0)
@@ -92,19 +93,24 @@ static int gemm_through_f32(dlrt_stream_t *stream, const dlrt_gemm_desc *d, dlrt
   if (rc < 0) goto out;
   dlrt_gemm_desc f = *d;
   f.dtype = DLRT_F32;
-  rc = dev->be->gemm(stream->ctx, &f, wa->mem, wa->offset, wb->mem, wb->offset, wc->mem,
-                     wc->offset);
+  const dlrt__span *wa_sp = dlrt__span_of(wa), *wb_sp = dlrt__span_of(wb),
+                   *wc_sp = dlrt__span_of(wc);
+  rc = dev->be->gemm(stream->ctx, &f, wa_sp->mem, wa_sp->offset, wb_sp->mem, wb_sp->offset,
+                     wc_sp->mem, wc_sp->offset);
   if (rc == DLRT_OK) rc = dlrt_cast(stream, nc, c, c_off, d->dtype, wc, 0, DLRT_F32);
 out:
-  dlrt_buffer_free(wa);
-  dlrt_buffer_free(wb);
-  dlrt_buffer_free(wc);
+  dlrt__device_scratch_free(dev, wa);
+  dlrt__device_scratch_free(dev, wb);
+  dlrt__device_scratch_free(dev, wc);
   return rc;
 }
 
 int dlrt_gemm(dlrt_stream_t *stream, const dlrt_gemm_desc *d, dlrt_buffer_t *a,
               size_t a_offset, dlrt_buffer_t *b, size_t b_offset, dlrt_buffer_t *c,
               size_t c_offset) {
+  const dlrt__span *a_sp = dlrt__span_of(a);
+  const dlrt__span *b_sp = dlrt__span_of(b);
+  const dlrt__span *c_sp = dlrt__span_of(c);
   DLRT__CHECK_ARG(stream && d, "dlrt_gemm: stream or descriptor is NULL");
   DLRT__CHECK_ARG(d->m >= 0 && d->n >= 0 && d->k >= 0, "dlrt_gemm: negative size "
                   "(m %lld, n %lld, k %lld)", (long long)d->m, (long long)d->n, (long long)d->k);
@@ -127,8 +133,8 @@ int dlrt_gemm(dlrt_stream_t *stream, const dlrt_gemm_desc *d, dlrt_buffer_t *a,
     return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "dlrt_gemm: the %s backend has no GEMM in "
                            "this build", dev->be->name);
   if (d->m == 0 || d->n == 0) return DLRT_OK;
-  rc = dev->be->gemm(stream->ctx, d, a->mem, a->offset + a_offset, b->mem,
-                     b->offset + b_offset, c->mem, c->offset + c_offset);
+  rc = dev->be->gemm(stream->ctx, d, a_sp->mem, a_sp->offset + a_offset, b_sp->mem,
+                     b_sp->offset + b_offset, c_sp->mem, c_sp->offset + c_offset);
   if (rc == DLRT_ERR_UNSUPPORTED && d->dtype != DLRT_F32 && dev->be->launch)
     rc = gemm_through_f32(stream, d, a, a_offset, b, b_offset, c, c_offset);
   return rc;
@@ -242,6 +248,8 @@ static int64_t reduce_segments(int64_t rows, int64_t cols) {
 int dlrt_reduce(dlrt_stream_t *stream, dlrt_reduce_op op, dlrt_dtype dtype, int64_t rows,
                 int64_t cols, dlrt_buffer_t *y, size_t y_offset, dlrt_buffer_t *x,
                 size_t x_offset) {
+  const dlrt__span *y_sp = dlrt__span_of(y);
+  const dlrt__span *x_sp = dlrt__span_of(x);
   char call[32];
   dlrt__launcher lb;
   snprintf(call, sizeof call, "dlrt_reduce(%s)", dlrt_reduce_op_name(op));
@@ -258,8 +266,8 @@ int dlrt_reduce(dlrt_stream_t *stream, dlrt_reduce_op op, dlrt_dtype dtype, int6
   if ((rc = dlrt__launch_operand(&lb, "y", y, y_offset, rows, es)) < 0 ||
       (rc = dlrt__launch_operand(&lb, "x", x, x_offset, rows * cols, es)) < 0)
     return rc;
-  if (y->mem.handle == x->mem.handle) {
-    size_t y0 = y->offset + y_offset, x0 = x->offset + x_offset;
+  if (y_sp->mem.handle == x_sp->mem.handle) {
+    size_t y0 = y_sp->offset + y_offset, x0 = x_sp->offset + x_offset;
     DLRT__CHECK_ARG(y0 + (size_t)rows * es <= x0 || x0 + (size_t)(rows * cols) * es <= y0,
                     "%s: y overlaps x; reduce into another buffer", call);
   }
@@ -269,8 +277,8 @@ int dlrt_reduce(dlrt_stream_t *stream, dlrt_reduce_op op, dlrt_dtype dtype, int6
   /* fp32 partials, one per (row, segment). Freed at once: the stream-ordered
    * allocator hands the memory to another stream only after this one's work. */
   dlrt_buffer_t *partial;
-  if ((rc = dlrt_buffer_alloc(lb.dev, (size_t)(rows * segs) * sizeof(float), stream,
-                              &partial)) < 0)
+  if ((rc = dlrt__device_scratch(lb.dev, (size_t)(rows * segs) * sizeof(float), stream,
+                                 &partial)) < 0)
     return rc;
   int first = op == DLRT_REDUCE_SUM ? DLRT__K_reduce_sum_f32 : DLRT__K_reduce_max_f32;
   int final = op == DLRT_REDUCE_SUM ? DLRT__K_reduce_final_sum_f32 : DLRT__K_reduce_final_max_f32;
@@ -290,13 +298,15 @@ int dlrt_reduce(dlrt_stream_t *stream, dlrt_reduce_op op, dlrt_dtype dtype, int6
     dlrt__launch_buffer_arg(&lb, y, y_offset, es);
     rc = dlrt__launch_submit(stream, &lb);
   }
-  dlrt_buffer_free(partial);
+  dlrt__device_scratch_free(lb.dev, partial);
   return rc;
 }
 
 int dlrt_transpose(dlrt_stream_t *stream, dlrt_dtype dtype, int64_t batch, int64_t rows,
                    int64_t cols, dlrt_buffer_t *y, size_t y_offset, dlrt_buffer_t *x,
                    size_t x_offset) {
+  const dlrt__span *y_sp = dlrt__span_of(y);
+  const dlrt__span *x_sp = dlrt__span_of(x);
   dlrt__launcher lb;
   int rc = dlrt__launch_start(&lb, stream, "dlrt_transpose");
   if (rc < 0) return rc;
@@ -312,8 +322,8 @@ int dlrt_transpose(dlrt_stream_t *stream, dlrt_dtype dtype, int64_t batch, int64
   if ((rc = dlrt__launch_operand(&lb, "y", y, y_offset, count, es)) < 0 ||
       (rc = dlrt__launch_operand(&lb, "x", x, x_offset, count, es)) < 0)
     return rc;
-  if (y->mem.handle == x->mem.handle && count > 0) {
-    size_t y0 = y->offset + y_offset, x0 = x->offset + x_offset, bytes = (size_t)count * es;
+  if (y_sp->mem.handle == x_sp->mem.handle && count > 0) {
+    size_t y0 = y_sp->offset + y_offset, x0 = x_sp->offset + x_offset, bytes = (size_t)count * es;
     DLRT__CHECK_ARG(y0 + bytes <= x0 || x0 + bytes <= y0,
                     "dlrt_transpose: y overlaps x; transpose into another buffer");
   }
@@ -342,15 +352,16 @@ int dlrt__allreduce_devices(dlrt_stream_t *const *streams, dlrt_buffer_t *const 
   size_t offsets[MAX];
   for (int i = 0; i < n; i++) {
     DLRT__CHECK_ARG(streams[i] && bufs[i], "all-reduce: stream or buffer %d is NULL", i);
-    if (streams[i]->dev->be != be || bufs[i]->dev != streams[i]->dev)
+    const dlrt__span *sp = dlrt__span_of(bufs[i]);
+    if (streams[i]->dev->be != be || sp->dev != streams[i]->dev)
       return dlrt__set_error(DLRT_ERR_WRONG_DEVICE, "all-reduce: every device must be of one "
                              "backend and each buffer on its stream's device (%d is not)", i);
-    if ((size_t)count * sizeof(float) > bufs[i]->size)
+    if ((size_t)count * sizeof(float) > sp->size)
       return dlrt__set_error(DLRT_ERR_OUT_OF_RANGE, "all-reduce: %lld floats, buffer %d holds "
-                             "%zu bytes", (long long)count, i, bufs[i]->size);
+                             "%zu bytes", (long long)count, i, sp->size);
     ctx[i] = streams[i]->ctx;
-    mems[i] = bufs[i]->mem;
-    offsets[i] = bufs[i]->offset;
+    mems[i] = sp->mem;
+    offsets[i] = sp->offset;
   }
   if (!be->allreduce_sum_f32)
     return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "the %s backend has no all-reduce across "

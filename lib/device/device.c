@@ -1,9 +1,9 @@
-/* device.c — device properties and lifetime, streams and events. */
+/* device.c — device properties and lifetime, the upper layer's attachment,
+ * raw memory, streams and events. */
 #include "config.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "device/registry.h"
 #include "util/status.h"
@@ -23,21 +23,11 @@ int dlrt__device_ensure_open(dlrt_device_t *dev) {
     rc = dlrt__set_error(rc, "%s: cannot open the device: %s", dev->spec, dlrt_last_error());
     goto out;
   }
-  dev->ctx = ctx; /* published below, once streams and allocators exist */
-  dlrt_device_props props;
-  if (dev->be->device_props(dev->be_ctx, dev->index, &props) < 0) props.total_memory = 0;
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  uint64_t host_memory = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
-  if ((rc = dlrt__allocator_create(dev, 0, props.total_memory, &dev->alloc)) < 0) goto fail;
-  if ((rc = dlrt__allocator_create(dev, 1, host_memory, &dev->host_pool)) < 0) goto fail;
+  dev->ctx = ctx; /* published below, once the default stream exists */
   if ((rc = stream_new(dev, 1, &dev->default_stream)) < 0) goto fail;
-  if (dev->initial_limit) dlrt__allocator_set_limit(dev->alloc, dev->initial_limit);
   __atomic_store_n(&dev->open, 1, __ATOMIC_RELEASE);
   goto out;
 fail:
-  dlrt__allocator_destroy(dev->alloc);
-  dlrt__allocator_destroy(dev->host_pool);
-  dev->alloc = dev->host_pool = NULL;
   dev->be->device_close(ctx);
   dev->ctx = NULL;
 out:
@@ -48,8 +38,9 @@ out:
 void dlrt__device_close(dlrt_device_t *dev) {
   if (!dev->open) return;
   dlrt__device_sync_all(dev);
-  dlrt__allocator_destroy(dev->alloc);
-  dlrt__allocator_destroy(dev->host_pool);
+  if (dev->attached) dev->hooks->close(dev->attached);
+  dev->attached = NULL;
+  dev->hooks = NULL;
   /* Streams the caller forgot are released with the device. */
   while (dev->streams) {
     dlrt_stream_t *s = dev->streams;
@@ -59,7 +50,6 @@ void dlrt__device_close(dlrt_device_t *dev) {
   }
   dev->be->device_close(dev->ctx);
   dev->ctx = NULL;
-  dev->alloc = dev->host_pool = NULL;
   dev->default_stream = NULL;
   dev->open = 0;
 }
@@ -73,6 +63,78 @@ int dlrt__device_sync_all(dlrt_device_t *dev) {
   }
   pthread_mutex_unlock(&dev->lock);
   return rc;
+}
+
+int dlrt__device_attached(dlrt_device_t *dev, const dlrt__device_hooks *hooks, void **state) {
+  void *have = __atomic_load_n(&dev->attached, __ATOMIC_ACQUIRE);
+  if (have && dev->hooks == hooks) {
+    *state = have;
+    return DLRT_OK;
+  }
+  int rc = dlrt__device_ensure_open(dev);
+  if (rc < 0) return rc;
+  pthread_mutex_lock(&dev->lock);
+  if (dev->attached && dev->hooks != hooks) {
+    rc = dlrt__set_error(DLRT_ERR_STATE, "%s: another layer is attached", dev->spec);
+  } else if (!dev->attached) {
+    void *made = NULL;
+    if ((rc = hooks->create(dev, &made)) == DLRT_OK) {
+      dev->hooks = hooks;
+      __atomic_store_n(&dev->attached, made, __ATOMIC_RELEASE);
+    }
+  }
+  if (rc == DLRT_OK) *state = dev->attached;
+  pthread_mutex_unlock(&dev->lock);
+  return rc;
+}
+
+/* The attached state, or DLRT_ERR_STATE naming `what`. */
+static int attached_for(dlrt_device_t *dev, const char *what, void **state) {
+  *state = __atomic_load_n(&dev->attached, __ATOMIC_ACQUIRE);
+  if (!*state)
+    return dlrt__set_error(DLRT_ERR_STATE, "%s: %s has no memory layer attached (allocate a "
+                           "buffer on it first)", what, dev->spec);
+  return DLRT_OK;
+}
+
+int dlrt__device_scratch(dlrt_device_t *dev, size_t bytes, dlrt_stream_t *stream,
+                         dlrt_buffer_t **out) {
+  void *st;
+  int rc = attached_for(dev, "device scratch", &st);
+  return rc < 0 ? rc : dev->hooks->scratch_alloc(st, bytes, stream, out);
+}
+
+void dlrt__device_scratch_free(dlrt_device_t *dev, dlrt_buffer_t *buf) {
+  if (buf && dev->attached) dev->hooks->scratch_free(dev->attached, buf);
+}
+
+int dlrt__device_pinned(dlrt_device_t *dev, size_t bytes, void **out) {
+  void *st;
+  int rc = attached_for(dev, "pinned scratch", &st);
+  return rc < 0 ? rc : dev->hooks->pinned_alloc(st, bytes, out);
+}
+
+void dlrt__device_pinned_free(dlrt_device_t *dev, void *ptr) {
+  if (ptr && dev->attached) dev->hooks->pinned_free(dev->attached, ptr);
+}
+
+/* ---------------------------------------------------------------- raw memory */
+
+int dlrt__device_mem_alloc(dlrt_device_t *dev, size_t bytes, dlrt_mem *out) {
+  return dev->be->mem_alloc(dev->ctx, bytes, out);
+}
+
+void dlrt__device_mem_free(dlrt_device_t *dev, dlrt_mem mem) { dev->be->mem_free(dev->ctx, mem); }
+
+int dlrt__device_host_alloc(dlrt_device_t *dev, size_t bytes, dlrt_mem *out) {
+  void *handle = NULL;
+  int rc = dev->be->host_alloc(dev->ctx, bytes, &out->host, &handle);
+  out->handle = handle ? handle : out->host;
+  return rc;
+}
+
+void dlrt__device_host_free(dlrt_device_t *dev, dlrt_mem mem) {
+  dev->be->host_free(dev->ctx, mem.host, mem.handle == mem.host ? NULL : mem.handle);
 }
 
 int dlrt_device_synchronize(dlrt_device_t *dev) {
@@ -90,8 +152,8 @@ int dlrt_device_props_get(dlrt_device_t *dev, dlrt_device_props *props) {
   snprintf(props->backend, sizeof props->backend, "%s", dev->be->name);
   props->index = dev->index;
   if (props->free_memory == DLRT__FREE_MEMORY_UNKNOWN) {
-    uint64_t reserved = __atomic_load_n(&dev->open, __ATOMIC_ACQUIRE)
-                            ? dlrt__allocator_reserved(dev->alloc) : 0;
+    void *st = __atomic_load_n(&dev->attached, __ATOMIC_ACQUIRE);
+    uint64_t reserved = st ? dev->hooks->reserved(st) : 0;
     props->free_memory = props->total_memory > reserved ? props->total_memory - reserved : 0;
   }
   if (props->free_memory > props->total_memory) props->free_memory = props->total_memory;
@@ -132,7 +194,8 @@ void dlrt_stream_destroy(dlrt_stream_t *s) {
   if (!s || s->is_default) return;
   dlrt_device_t *dev = s->dev;
   dev->be->stream_synchronize(s->ctx);
-  dlrt__allocator_forget_stream(dev->alloc, s);
+  void *st = __atomic_load_n(&dev->attached, __ATOMIC_ACQUIRE);
+  if (st) dev->hooks->stream_destroyed(st, s);
   pthread_mutex_lock(&dev->lock);
   for (dlrt_stream_t **p = &dev->streams; *p; p = &(*p)->next)
     if (*p == s) {

@@ -5,7 +5,6 @@
 #include <pthread.h>
 
 #include "device/backend.h"
-#include "mem/caching_allocator.h"
 
 struct dlrt_stream {
   dlrt_device_t *dev;
@@ -20,20 +19,40 @@ struct dlrt_event {
   int recorded;
 };
 
-struct dlrt_buffer {
+/* A span of raw device memory: what copies and launches check and address.
+ * lib/device makes no buffers; lib/mem's struct dlrt_buffer begins with its
+ * span, which is all of a buffer lib/device ever reads (dlrt__span_of). */
+typedef struct {
   dlrt_device_t *dev;
-  dlrt__block *block;
-  dlrt_mem mem;  /* the segment the block lives in */
-  size_t offset; /* of the block within the segment, bytes */
-  size_t size;   /* bytes the caller asked for */
-};
+  dlrt_mem mem;  /* the raw allocation the span lies in */
+  size_t offset; /* of the span within it, bytes */
+  size_t size;   /* bytes */
+} dlrt__span;
 
-/* dlrt_buffer_alloc; `exact`: the allocator splits even a large cached
- * block down to the request (dlrt__allocator_alloc_ex), so the device
- * bytes it holds are the request rounded to 512 (spilling's pool keeps its
- * budget in those). */
-int dlrt__buffer_alloc_ex(dlrt_device_t *dev, size_t bytes, dlrt_stream_t *stream, int exact,
-                          dlrt_buffer_t **out);
+static inline const dlrt__span *dlrt__span_of(const dlrt_buffer_t *buf) {
+  return (const dlrt__span *)(const void *)buf;
+}
+
+/* What the layer above (lib/mem) keeps per device, and the calls lib/device
+ * makes into it without knowing what it is: the upper layer passes these
+ * down when it attaches (dlrt__device_attached), so no call goes up.
+ * Every member is required. */
+typedef struct dlrt__device_hooks {
+  /* Makes the state for an opened device (under the device's lock). */
+  int (*create)(dlrt_device_t *dev, void **state);
+  /* The device is about to close, every stream synchronized: free it all. */
+  void (*close)(void *state);
+  /* A stream of the device is about to go (synchronized already). */
+  void (*stream_destroyed)(void *state, dlrt_stream_t *stream);
+  /* Bytes held from the driver, for free-memory estimates. */
+  uint64_t (*reserved)(void *state);
+  /* Stream-ordered device scratch for an op's temporaries (fp32 widening,
+   * reduction partials), and pinned host scratch (bounce buffers). */
+  int (*scratch_alloc)(void *state, size_t bytes, dlrt_stream_t *stream, dlrt_buffer_t **out);
+  void (*scratch_free)(void *state, dlrt_buffer_t *buf);
+  int (*pinned_alloc)(void *state, size_t bytes, void **out);
+  void (*pinned_free)(void *state, void *ptr);
+} dlrt__device_hooks;
 
 struct dlrt_device {
   const dlrt_backend_iface *be;
@@ -45,12 +64,12 @@ struct dlrt_device {
   void *ctx;            /* backend device, NULL until first use */
   dlrt_stream_t *default_stream;
   dlrt_stream_t *streams; /* every live stream, default included */
-  dlrt__allocator *alloc;     /* device memory */
-  dlrt__allocator *host_pool; /* pinned host memory */
-  uint64_t initial_limit;     /* from DLRT_MEM_LIMIT, applied at open */
+  uint64_t initial_limit;     /* from DLRT_MEM_LIMIT: a budget for the layer above */
+  const dlrt__device_hooks *hooks; /* the attached layer's, with its state: */
+  void *attached;                  /* set (release) once, cleared at close */
 };
 
-/* Opens the backend device on first use (streams, allocators). */
+/* Opens the backend device on first use (its context and default stream). */
 int dlrt__device_ensure_open(dlrt_device_t *dev);
 /* Closes what ensure_open made; the registry calls it at shutdown. */
 void dlrt__device_close(dlrt_device_t *dev);
@@ -63,7 +82,29 @@ int dlrt__device_sync_all(dlrt_device_t *dev);
 int dlrt__allreduce_devices(dlrt_stream_t *const *streams, dlrt_buffer_t *const *bufs,
                             int64_t count, int n);
 
-/* Host pool bookkeeping for dlrt_host_free (lib/mem/memory.c). */
-void dlrt__host_registry_clear(void);
+/* The upper layer's state for `dev` (opening the device and making the state
+ * with hooks->create the first time). One layer attaches: other hooks than
+ * the first are refused (DLRT_ERR_STATE). */
+int dlrt__device_attached(dlrt_device_t *dev, const dlrt__device_hooks *hooks, void **state);
+
+/* Whether `dev`'s memory handles are device addresses (backend.h). */
+static inline int dlrt__device_has_addresses(const dlrt_device_t *dev) {
+  return dev->be->device_addresses;
+}
+
+/* Raw device memory (no caching: lib/mem caches above it). */
+int dlrt__device_mem_alloc(dlrt_device_t *dev, size_t bytes, dlrt_mem *out);
+void dlrt__device_mem_free(dlrt_device_t *dev, dlrt_mem mem);
+/* Raw pinned host memory: out->host the pointer, out->handle what frees it. */
+int dlrt__device_host_alloc(dlrt_device_t *dev, size_t bytes, dlrt_mem *out);
+void dlrt__device_host_free(dlrt_device_t *dev, dlrt_mem mem);
+
+/* Scratch through the attached layer's hooks (DLRT_ERR_STATE when none is
+ * attached, which cannot happen for a device that holds buffers). */
+int dlrt__device_scratch(dlrt_device_t *dev, size_t bytes, dlrt_stream_t *stream,
+                         dlrt_buffer_t **out);
+void dlrt__device_scratch_free(dlrt_device_t *dev, dlrt_buffer_t *buf);
+int dlrt__device_pinned(dlrt_device_t *dev, size_t bytes, void **out);
+void dlrt__device_pinned_free(dlrt_device_t *dev, void *ptr);
 
 #endif

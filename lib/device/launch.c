@@ -9,16 +9,17 @@
 int dlrt__launch_operand(dlrt__launcher *lb, const char *name, dlrt_buffer_t *buf,
                          size_t offset, int64_t count, size_t esize) {
   DLRT__CHECK_ARG(buf, "%s: operand %s is NULL", lb->call, name);
-  if (buf->dev != lb->dev)
+  const dlrt__span *sp = dlrt__span_of(buf);
+  if (sp->dev != lb->dev)
     return dlrt__set_error(DLRT_ERR_WRONG_DEVICE, "%s: %s is on %s but the stream is on %s",
-                           lb->call, name, buf->dev->spec, lb->dev->spec);
+                           lb->call, name, sp->dev->spec, lb->dev->spec);
   DLRT__CHECK_ARG(offset % esize == 0, "%s: offset %zu of %s is not a multiple of the "
                   "element size %zu", lb->call, offset, name, esize);
   if ((uint64_t)count > SIZE_MAX / esize ||
-      !dlrt__range_ok(offset, (size_t)count * esize, buf->size))
+      !dlrt__range_ok(offset, (size_t)count * esize, sp->size))
     return dlrt__set_error(DLRT_ERR_OUT_OF_RANGE, "%s: %lld elements of %s (%zu bytes each) "
                            "from offset %zu do not fit its %zu bytes", lb->call,
-                           (long long)count, name, esize, offset, buf->size);
+                           (long long)count, name, esize, offset, sp->size);
   return DLRT_OK;
 }
 
@@ -31,7 +32,8 @@ void dlrt__launch_mem_arg(dlrt__launcher *lb, dlrt_mem mem, size_t offset, size_
 }
 
 void dlrt__launch_buffer_arg(dlrt__launcher *lb, dlrt_buffer_t *buf, size_t offset, size_t esize) {
-  dlrt__launch_mem_arg(lb, buf->mem, buf->offset + offset, esize);
+  const dlrt__span *sp = dlrt__span_of(buf);
+  dlrt__launch_mem_arg(lb, sp->mem, sp->offset + offset, esize);
 }
 
 void dlrt__launch_f32(dlrt__launcher *lb, float f) {

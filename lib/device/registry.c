@@ -61,7 +61,6 @@ static void teardown_locked(void) {
     dlrt__device_close(&reg.devices[i]);
     pthread_mutex_destroy(&reg.devices[i].lock);
   }
-  dlrt__host_registry_clear();
   free(reg.devices);
   reg.devices = NULL;
   reg.n_devices = 0;

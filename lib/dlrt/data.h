@@ -186,6 +186,10 @@ typedef struct {
   size_t bytes;
 } dlrt_host_tensor;
 
+/* Frees `n` host tensors whose data the library allocated (dlrt_exec_export,
+ * and dlrt_safetensors_load without its metadata), and the array. NULL ok. */
+DLRT_API void dlrt_host_tensors_free(dlrt_host_tensor *tensors, int n);
+
 /* Writes `n` tensors and string metadata (`metadata` holds key, value, key,
  * value, ..., NULL; may be NULL) to `path` in the safetensors format: the
  * file is written under a temporary name in the same folder, flushed to

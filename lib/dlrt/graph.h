@@ -366,7 +366,8 @@ typedef struct {
 
 DLRT_API int dlrt_exec_info_get(dlrt_exec_t *e, dlrt_exec_info *out);
 /* Parameters (and, when `with_state`, optimizer state and the step count)
- * as named host tensors, for checkpoints; and back. */
+ * as named host tensors, for checkpoints (free them with
+ * dlrt_host_tensors_free); and back. */
 DLRT_API int dlrt_exec_export(dlrt_exec_t *e, int with_state, dlrt_host_tensor **tensors,
                               int *n);
 DLRT_API int dlrt_exec_import(dlrt_exec_t *e, const dlrt_host_tensor *tensors, int n);

@@ -231,7 +231,7 @@ int dlrt_exec_export(dlrt_exec_t *e, int with_state, dlrt_host_tensor **tensors,
     if (!step) rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   }
   if (rc < 0) {
-    dlrt_safetensors_free(out, k, NULL);
+    dlrt_host_tensors_free(out, k);
     return rc;
   }
   *tensors = out;

@@ -29,9 +29,9 @@ enum {
   MAX_EVENTS = 4,              /* pending stream events a free block keeps */
 };
 
-/* A backend event shared by the blocks split from one block. */
+/* An event shared by the blocks split from one block. */
 typedef struct {
-  void *ctx;
+  dlrt_event_t *ev;
   dlrt_stream_t *stream; /* recorded there */
   int refs;
 } pending_event;
@@ -123,15 +123,14 @@ static void count(dlrt__allocator *a, const dlrt__block *b) {
 /* ---------------------------------------------------------------- events */
 
 static pending_event *event_record_on(dlrt__allocator *a, dlrt_stream_t *stream) {
-  const dlrt_backend_iface *be = a->dev->be;
   pending_event *e = calloc(1, sizeof *e);
   if (!e) return NULL;
-  if (be->event_create(a->dev->ctx, &e->ctx) < 0) {
+  if (dlrt_event_create(a->dev, &e->ev) < 0) {
     free(e);
     return NULL;
   }
-  if (be->event_record(e->ctx, stream->ctx) < 0) {
-    be->event_destroy(e->ctx);
+  if (dlrt_event_record(e->ev, stream) < 0) {
+    dlrt_event_destroy(e->ev);
     free(e);
     return NULL;
   }
@@ -141,8 +140,9 @@ static pending_event *event_record_on(dlrt__allocator *a, dlrt_stream_t *stream)
 }
 
 static void event_release(dlrt__allocator *a, pending_event *e) {
+  (void)a;
   if (--e->refs == 0) {
-    a->dev->be->event_destroy(e->ctx);
+    dlrt_event_destroy(e->ev);
     free(e);
   }
 }
@@ -156,7 +156,7 @@ static void block_clear_events(dlrt__allocator *a, dlrt__block *b) {
 static void block_retire_events(dlrt__allocator *a, dlrt__block *b) {
   int kept = 0;
   for (int i = 0; i < b->n_events; i++) {
-    if (a->dev->be->event_query(b->events[i]->ctx) == 1)
+    if (dlrt_event_query(b->events[i]->ev) == 1)
       event_release(a, b->events[i]);
     else
       b->events[kept++] = b->events[i];
@@ -168,7 +168,7 @@ static void block_retire_events(dlrt__allocator *a, dlrt__block *b) {
  * host waits for the oldest one (rare: many streams touching one block). */
 static void block_add_event(dlrt__allocator *a, dlrt__block *b, pending_event *e) {
   if (b->n_events == MAX_EVENTS) {
-    a->dev->be->event_synchronize(b->events[0]->ctx);
+    dlrt_event_synchronize(b->events[0]->ev);
     event_release(a, b->events[0]);
     memmove(b->events, b->events + 1, (MAX_EVENTS - 1) * sizeof b->events[0]);
     b->n_events--;
@@ -179,7 +179,6 @@ static void block_add_event(dlrt__allocator *a, dlrt__block *b, pending_event *e
 
 /* Orders `stream` after all work that may still use free block `b`. */
 static int block_order_for(dlrt__allocator *a, dlrt__block *b, dlrt_stream_t *stream) {
-  const dlrt_backend_iface *be = a->dev->be;
   int rc = DLRT_OK;
   if (a->host) return DLRT_OK;
   if (b->stream && b->stream != stream) {
@@ -187,12 +186,12 @@ static int block_order_for(dlrt__allocator *a, dlrt__block *b, dlrt_stream_t *st
     pending_event *e = event_record_on(a, b->stream);
     if (!e) return dlrt__set_error(DLRT_ERR_BACKEND, "%s: cannot record an event for "
                                    "stream-ordered reuse: %s", a->dev->spec, dlrt_last_error());
-    rc = be->stream_wait_event(stream->ctx, e->ctx);
+    rc = dlrt_stream_wait_event(stream, e->ev);
     event_release(a, e);
   }
   for (int i = 0; rc == DLRT_OK && i < b->n_events; i++)
     if (b->events[i]->stream != stream)
-      rc = be->stream_wait_event(stream->ctx, b->events[i]->ctx);
+      rc = dlrt_stream_wait_event(stream, b->events[i]->ev);
   block_clear_events(a, b);
   return rc;
 }
@@ -245,8 +244,12 @@ static dlrt__block *find_best_fit(dlrt__allocator *a, int pool, size_t size,
 
 /* ---------------------------------------------------------------- segments */
 
+static void segment_memory_free(dlrt__allocator *a, segment *s) {
+  if (a->host) dlrt__device_host_free(a->dev, s->mem);
+  else dlrt__device_mem_free(a->dev, s->mem);
+}
+
 static int segment_new(dlrt__allocator *a, size_t size, int pool, segment **out) {
-  const dlrt_backend_iface *be = a->dev->be;
   segment *s = calloc(1, sizeof *s);
   dlrt__block *b = calloc(1, sizeof *b);
   int rc;
@@ -254,13 +257,8 @@ static int segment_new(dlrt__allocator *a, size_t size, int pool, segment **out)
     rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory for allocator bookkeeping");
     goto fail;
   }
-  if (a->host) {
-    void *handle = NULL;
-    rc = be->host_alloc(a->dev->ctx, size, &s->mem.host, &handle);
-    s->mem.handle = handle ? handle : s->mem.host;
-  } else {
-    rc = be->mem_alloc(a->dev->ctx, size, &s->mem);
-  }
+  rc = a->host ? dlrt__device_host_alloc(a->dev, size, &s->mem)
+               : dlrt__device_mem_alloc(a->dev, size, &s->mem);
   if (rc < 0) goto fail;
   s->size = size;
   s->pool = pool;
@@ -283,7 +281,6 @@ fail:
 }
 
 static void segment_release(dlrt__allocator *a, segment *s) {
-  const dlrt_backend_iface *be = a->dev->be;
   dlrt__block *b = s->first;
   uncount(a, b);
   block_clear_events(a, b);
@@ -292,8 +289,7 @@ static void segment_release(dlrt__allocator *a, segment *s) {
   if (s->prev) s->prev->next = s->next;
   else a->segments = s->next;
   if (s->next) s->next->prev = s->prev;
-  if (a->host) be->host_free(a->dev->ctx, s->mem.host, s->mem.handle == s->mem.host ? NULL : s->mem.handle);
-  else be->mem_free(a->dev->ctx, s->mem);
+  segment_memory_free(a, s);
   counter_sub(&a->st.reserved, s->size);
   counter_sub(&a->st.segments, 1);
   a->st.driver_frees++;
@@ -465,7 +461,7 @@ static void merge_into(dlrt__allocator *a, dlrt__block *b, dlrt__block *n) {
         block_add_event(a, b, e);
         event_release(a, e);
       } else {
-        a->dev->be->stream_synchronize(n->stream->ctx);
+        dlrt_stream_synchronize(n->stream);
       }
     }
   }
@@ -492,7 +488,7 @@ void dlrt__allocator_free(dlrt__allocator *a, dlrt__block *b) {
       block_add_event(a, b, e);
       event_release(a, e);
     } else {
-      a->dev->be->stream_synchronize(b->uses[i]->ctx);
+      dlrt_stream_synchronize(b->uses[i]);
     }
   }
   b->n_uses = 0;
@@ -566,8 +562,7 @@ void dlrt__allocator_destroy(dlrt__allocator *a) {
     }
     s->first = NULL;
     a->segments = s->next;
-    if (a->host) a->dev->be->host_free(a->dev->ctx, s->mem.host, s->mem.handle == s->mem.host ? NULL : s->mem.handle);
-    else a->dev->be->mem_free(a->dev->ctx, s->mem);
+    segment_memory_free(a, s);
     free(s);
   }
   pthread_mutex_unlock(&a->lock);

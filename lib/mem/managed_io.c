@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "device/device.h"
+#include "mem/buffer.h"
 #include "mem/managed_pool.h"
 #include "util/status.h"
 #include "util/trace.h"

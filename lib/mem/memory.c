@@ -3,12 +3,93 @@
 #include "config.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "device/registry.h"
+#include "mem/buffer.h"
 #include "util/ptrmap.h"
 #include "util/status.h"
 
+static void host_registry_forget(dlrt_device_t *dev);
+
+/* ---------------------------------------------------------------- per device */
+
+static int mem_create(dlrt_device_t *dev, void **state) {
+  dlrt__mem_device *md = calloc(1, sizeof *md);
+  if (!md) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  dlrt_device_props props;
+  if (dev->be->device_props(dev->be_ctx, dev->index, &props) < 0) props.total_memory = 0;
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  uint64_t host_memory = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+  int rc;
+  md->dev = dev;
+  if ((rc = dlrt__allocator_create(dev, 0, props.total_memory, &md->alloc)) < 0 ||
+      (rc = dlrt__allocator_create(dev, 1, host_memory, &md->host_pool)) < 0) {
+    dlrt__allocator_destroy(md->alloc);
+    free(md);
+    return rc;
+  }
+  if (dev->initial_limit) dlrt__allocator_set_limit(md->alloc, dev->initial_limit);
+  *state = md;
+  return DLRT_OK;
+}
+
+static void mem_close(void *state) {
+  dlrt__mem_device *md = state;
+  host_registry_forget(md->dev);
+  dlrt__allocator_destroy(md->alloc);
+  dlrt__allocator_destroy(md->host_pool);
+  free(md);
+}
+
+static void mem_stream_destroyed(void *state, dlrt_stream_t *stream) {
+  dlrt__allocator_forget_stream(((dlrt__mem_device *)state)->alloc, stream);
+}
+
+static uint64_t mem_reserved(void *state) {
+  return dlrt__allocator_reserved(((dlrt__mem_device *)state)->alloc);
+}
+
+static int mem_scratch(void *state, size_t bytes, dlrt_stream_t *stream, dlrt_buffer_t **out) {
+  return dlrt_buffer_alloc(((dlrt__mem_device *)state)->dev, bytes, stream, out);
+}
+
+static void mem_scratch_free(void *state, dlrt_buffer_t *buf) {
+  (void)state;
+  dlrt_buffer_free(buf);
+}
+
+static int mem_pinned(void *state, size_t bytes, void **out) {
+  return dlrt_host_alloc(((dlrt__mem_device *)state)->dev, bytes, out);
+}
+
+static void mem_pinned_free(void *state, void *ptr) {
+  (void)state;
+  dlrt_host_free(ptr);
+}
+
+static const dlrt__device_hooks mem_hooks = {
+    .create = mem_create,
+    .close = mem_close,
+    .stream_destroyed = mem_stream_destroyed,
+    .reserved = mem_reserved,
+    .scratch_alloc = mem_scratch,
+    .scratch_free = mem_scratch_free,
+    .pinned_alloc = mem_pinned,
+    .pinned_free = mem_pinned_free,
+};
+
+int dlrt__mem_device_get(dlrt_device_t *dev, dlrt__mem_device **out) {
+  void *state = NULL;
+  int rc = dlrt__device_attached(dev, &mem_hooks, &state);
+  *out = state;
+  return rc;
+}
+
 /* ---------------------------------------------------------------- buffers */
+
+_Static_assert(offsetof(struct dlrt_buffer, span) == 0,
+               "lib/device reads a buffer as the span it begins with");
 
 int dlrt_buffer_alloc(dlrt_device_t *dev, size_t bytes, dlrt_stream_t *stream,
                       dlrt_buffer_t **out) {
@@ -19,7 +100,8 @@ int dlrt__buffer_alloc_ex(dlrt_device_t *dev, size_t bytes, dlrt_stream_t *strea
                           dlrt_buffer_t **out) {
   DLRT__CHECK_ARG(dev && out, "device or out is NULL");
   DLRT__CHECK_ARG(bytes > 0, "%s: cannot allocate 0 bytes", dev->spec);
-  int rc = dlrt__device_ensure_open(dev);
+  dlrt__mem_device *md = NULL;
+  int rc = dlrt__mem_device_get(dev, &md);
   if (rc < 0) return rc;
   if (!stream) stream = dev->default_stream;
   if (stream->dev != dev)
@@ -27,84 +109,91 @@ int dlrt__buffer_alloc_ex(dlrt_device_t *dev, size_t bytes, dlrt_stream_t *strea
                            "%s", dev->spec, stream->dev->spec);
   dlrt_buffer_t *buf = calloc(1, sizeof *buf);
   if (!buf) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
-  rc = dlrt__allocator_alloc_ex(dev->alloc, bytes, stream, exact, &buf->block, &buf->mem,
-                                &buf->offset);
+  rc = dlrt__allocator_alloc_ex(md->alloc, bytes, stream, exact, &buf->block, &buf->span.mem,
+                                &buf->span.offset);
   if (rc < 0) {
     free(buf);
     return rc;
   }
-  buf->dev = dev;
-  buf->size = bytes;
+  buf->span.dev = dev;
+  buf->span.size = bytes;
+  buf->alloc = md->alloc;
   *out = buf;
   return DLRT_OK;
 }
 
 void dlrt_buffer_free(dlrt_buffer_t *buf) {
   if (!buf) return;
-  dlrt__allocator_free(buf->dev->alloc, buf->block);
+  dlrt__allocator_free(buf->alloc, buf->block);
   free(buf);
 }
 
 int dlrt_buffer_record_stream(dlrt_buffer_t *buf, dlrt_stream_t *stream) {
   DLRT__CHECK_ARG(buf && stream, "buffer or stream is NULL");
-  if (stream->dev != buf->dev)
+  if (stream->dev != buf->span.dev)
     return dlrt__set_error(DLRT_ERR_WRONG_DEVICE, "buffer of %s used on a stream of %s",
-                           buf->dev->spec, stream->dev->spec);
-  return dlrt__allocator_record_stream(buf->dev->alloc, buf->block, stream);
+                           buf->span.dev->spec, stream->dev->spec);
+  return dlrt__allocator_record_stream(buf->alloc, buf->block, stream);
 }
 
-size_t dlrt_buffer_size(const dlrt_buffer_t *buf) { return buf ? buf->size : 0; }
+size_t dlrt_buffer_size(const dlrt_buffer_t *buf) { return buf ? buf->span.size : 0; }
 
-dlrt_device_t *dlrt_buffer_device(const dlrt_buffer_t *buf) { return buf ? buf->dev : NULL; }
+dlrt_device_t *dlrt_buffer_device(const dlrt_buffer_t *buf) { return buf ? buf->span.dev : NULL; }
 
 void *dlrt_buffer_host_ptr(const dlrt_buffer_t *buf) {
-  return buf && buf->mem.host ? (char *)buf->mem.host + buf->offset : NULL;
+  return buf && buf->span.mem.host ? (char *)buf->span.mem.host + buf->span.offset : NULL;
 }
 
 /* ---------------------------------------------------------------- budgets */
 
-static int open_device(dlrt_device_t *dev) {
+static int open_device(dlrt_device_t *dev, dlrt__mem_device **md) {
   DLRT__CHECK_ARG(dev, "device is NULL");
-  return dlrt__device_ensure_open(dev);
+  return dlrt__mem_device_get(dev, md);
 }
 
 int dlrt_mem_set_limit(dlrt_device_t *dev, uint64_t bytes) {
-  int rc = open_device(dev);
-  return rc < 0 ? rc : dlrt__allocator_set_limit(dev->alloc, bytes);
+  dlrt__mem_device *md = NULL;
+  int rc = open_device(dev, &md);
+  return rc < 0 ? rc : dlrt__allocator_set_limit(md->alloc, bytes);
 }
 
 uint64_t dlrt_mem_get_limit(dlrt_device_t *dev) {
-  if (open_device(dev) < 0) return 0;
-  uint64_t limit = dlrt__allocator_limit(dev->alloc);
+  dlrt__mem_device *md = NULL;
+  if (open_device(dev, &md) < 0) return 0;
+  uint64_t limit = dlrt__allocator_limit(md->alloc);
   return limit == UINT64_MAX ? 0 : limit;
 }
 
 int dlrt_mem_empty_cache(dlrt_device_t *dev) {
-  int rc = open_device(dev);
-  return rc < 0 ? rc : dlrt__allocator_empty_cache(dev->alloc);
+  dlrt__mem_device *md = NULL;
+  int rc = open_device(dev, &md);
+  return rc < 0 ? rc : dlrt__allocator_empty_cache(md->alloc);
 }
 
 int dlrt_mem_stats_get(dlrt_device_t *dev, dlrt_mem_stats *out) {
-  int rc = open_device(dev);
+  dlrt__mem_device *md = NULL;
+  int rc = open_device(dev, &md);
   if (rc < 0) return rc;
   DLRT__CHECK_ARG(out, "out is NULL");
-  dlrt__allocator_stats(dev->alloc, out);
+  dlrt__allocator_stats(md->alloc, out);
   return DLRT_OK;
 }
 
 int dlrt_host_stats_get(dlrt_device_t *dev, dlrt_mem_stats *out) {
-  int rc = open_device(dev);
+  dlrt__mem_device *md = NULL;
+  int rc = open_device(dev, &md);
   if (rc < 0) return rc;
   DLRT__CHECK_ARG(out, "out is NULL");
-  dlrt__allocator_stats(dev->host_pool, out);
+  dlrt__allocator_stats(md->host_pool, out);
   return DLRT_OK;
 }
 
 int dlrt_mem_reset_peak(dlrt_device_t *dev) {
-  int rc = open_device(dev);
+  dlrt__mem_device *md = NULL;
+  int rc = open_device(dev, &md);
   if (rc < 0) return rc;
-  dlrt__allocator_reset_peak(dev->alloc);
-  dlrt__allocator_reset_peak(dev->host_pool);
+  dlrt__allocator_reset_peak(md->alloc);
+  dlrt__allocator_reset_peak(md->host_pool);
   return DLRT_OK;
 }
 
@@ -114,6 +203,7 @@ int dlrt_mem_reset_peak(dlrt_device_t *dev) {
  * only the pointer (as cudaFreeHost does). */
 typedef struct {
   dlrt_device_t *dev;
+  dlrt__allocator *pool;
   dlrt__block *block;
 } host_allocation;
 
@@ -123,24 +213,26 @@ static dlrt__ptrmap host_allocations;
 int dlrt_host_alloc(dlrt_device_t *dev, size_t bytes, void **out) {
   DLRT__CHECK_ARG(dev && out, "device or out is NULL");
   DLRT__CHECK_ARG(bytes > 0, "%s: cannot allocate 0 bytes of pinned memory", dev->spec);
-  int rc = dlrt__device_ensure_open(dev);
+  dlrt__mem_device *md = NULL;
+  int rc = dlrt__mem_device_get(dev, &md);
   if (rc < 0) return rc;
   host_allocation *h = malloc(sizeof *h);
   if (!h) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   dlrt_mem mem;
   size_t offset;
-  rc = dlrt__allocator_alloc(dev->host_pool, bytes, NULL, &h->block, &mem, &offset);
+  rc = dlrt__allocator_alloc(md->host_pool, bytes, NULL, &h->block, &mem, &offset);
   if (rc < 0) {
     free(h);
     return rc;
   }
   h->dev = dev;
+  h->pool = md->host_pool;
   void *ptr = (char *)mem.host + offset;
   pthread_mutex_lock(&host_lock);
   rc = dlrt__ptrmap_put(&host_allocations, ptr, h);
   pthread_mutex_unlock(&host_lock);
   if (rc < 0) {
-    dlrt__allocator_free(dev->host_pool, h->block);
+    dlrt__allocator_free(md->host_pool, h->block);
     free(h);
     return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   }
@@ -156,18 +248,23 @@ int dlrt_host_free(void *ptr) {
   if (!h)
     return dlrt__set_error(DLRT_ERR_NOT_FOUND, "dlrt_host_free(%p): not a pointer from "
                            "dlrt_host_alloc (or already freed)", ptr);
-  dlrt__allocator_free(h->dev->host_pool, h->block);
+  dlrt__allocator_free(h->pool, h->block);
   free(h);
   return DLRT_OK;
 }
 
-/* At shutdown the pools go with their devices; forget leaked pointers. */
-void dlrt__host_registry_clear(void) {
+/* A device's pool goes when it closes: forget the pointers it still has
+ * (leaked by the caller), so a later dlrt_host_free of one is refused. */
+static void host_registry_forget(dlrt_device_t *dev) {
   pthread_mutex_lock(&host_lock);
   for (size_t i = 0; i < host_allocations.capacity; i++) {
     void *k = host_allocations.keys[i];
-    if (k && host_allocations.values[i]) free(host_allocations.values[i]);
+    host_allocation *h = host_allocations.values[i];
+    if (k && h && h->dev == dev) {
+      dlrt__ptrmap_remove(&host_allocations, k);
+      free(h);
+    }
   }
-  dlrt__ptrmap_clear(&host_allocations);
+  if (host_allocations.live == 0) dlrt__ptrmap_clear(&host_allocations);
   pthread_mutex_unlock(&host_lock);
 }

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "exec/exec.h"
+#include "mem/buffer.h"
 #include "train/train.h"
 #include "util/status.h"
 
@@ -41,7 +42,7 @@ static int copy_state(dlrt_exec_t *from, dlrt_exec_t *to) {
   int rc = dlrt_exec_export(from, 1, &tensors, &n);
   if (rc < 0) return rc;
   rc = dlrt_exec_import(to, tensors, n);
-  dlrt_safetensors_free(tensors, n, NULL);
+  dlrt_host_tensors_free(tensors, n);
   return rc;
 }
 
@@ -151,7 +152,7 @@ int dlrt_trainer_set_devices(dlrt_trainer_t *t, dlrt_device_t *const *devs, int 
     rc = replica_build(t, &t->reps[i], rows, state, n_state);
     if (rc == DLRT_OK) dlrt__exec_restore_loss_scale(t->reps[i].e, &scale);
   }
-  dlrt_safetensors_free(state, n_state, NULL);
+  dlrt_host_tensors_free(state, n_state);
   set_offsets(t);
   t->probe_steps = split ? 0 : 4;
   return rc;
@@ -198,7 +199,7 @@ static int rebalance(dlrt_trainer_t *t) {
     rc = replica_build(t, &t->reps[i], rows[i], state, n_state);
     if (rc == DLRT_OK) dlrt__exec_restore_loss_scale(t->reps[i].e, &scale);
   }
-  if (rc == DLRT_OK) dlrt_safetensors_free(state, n_state, NULL);
+  if (rc == DLRT_OK) dlrt_host_tensors_free(state, n_state);
   set_offsets(t);
   return rc;
 }
@@ -333,9 +334,10 @@ int dlrt_trainer_set_allreduce_device(dlrt_trainer_t *t, dlrt_allreduce_start_fn
                                       dlrt_allreduce_wait_fn wait, void *user) {
   DLRT__CHECK_ARG(t && start && wait, "dlrt_trainer_set_allreduce_device: trainer, start or "
                   "wait is NULL");
-  if (strcmp(t->dev->be->name, "cuda") != 0)
-    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "dlrt_trainer_set_allreduce_device: %s is "
-                           "not a CUDA device; use dlrt_trainer_set_allreduce_async",
+  if (!dlrt__device_has_addresses(t->dev))
+    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "dlrt_trainer_set_allreduce_device: %s has "
+                           "no device addresses (not a CUDA device); use "
+                           "dlrt_trainer_set_allreduce_async",
                            dlrt_device_spec(t->dev));
   int rc = dlrt_trainer_set_allreduce_async(t, start, wait, user);
   if (rc < 0) return rc;
@@ -369,8 +371,7 @@ static int allreduce_on_device(dlrt_trainer_t *t, float *loss, int64_t *correct)
   for (int id = 0; id < g->n_tensors && rc == DLRT_OK; id++) {
     const dlrt_tensor_t *p = g->tensors[id];
     if (p->kind != TENSOR_PARAM || !p->grad) continue;
-    dlrt_buffer_t *b = e->accum[id];
-    float *on_device = (float *)(void *)((char *)b->mem.handle + b->offset);
+    float *on_device = dlrt__buffer_device_address(e->accum[id]);
     if ((rc = t->allreduce_start(t->allreduce_user, on_device, p->numel,
                                  &t->requests[started])) == DLRT_OK)
       started++;
@@ -461,7 +462,7 @@ int dlrt__dp_sync_main(dlrt_trainer_t *t) {
     if ((rc = dlrt_exec_export(t->stages[s].e, 1, &part, &n)) < 0) break;
     dlrt_host_tensor *grown = realloc(all, (size_t)(n_all + n) * sizeof *all);
     if (!grown) {
-      dlrt_safetensors_free(part, n, NULL);
+      dlrt_host_tensors_free(part, n);
       rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
       break;
     }
@@ -471,7 +472,7 @@ int dlrt__dp_sync_main(dlrt_trainer_t *t) {
     free(part); /* the tensors' data now belong to `all` */
   }
   if (rc == DLRT_OK) rc = dlrt_exec_import(t->e, all, n_all);
-  dlrt_safetensors_free(all, n_all, NULL);
+  dlrt_host_tensors_free(all, n_all);
   return rc;
 }
 
@@ -610,7 +611,7 @@ int dlrt_trainer_set_pipeline(dlrt_trainer_t *t, dlrt_device_t *const *devs, int
       if (numel > widest) widest = numel;
     }
   }
-  dlrt_safetensors_free(state, n_state, NULL);
+  dlrt_host_tensors_free(state, n_state);
   if (rc == DLRT_OK) {
     t->acts = malloc((size_t)at * sizeof(float));
     t->upstream = malloc((size_t)widest * sizeof(float));

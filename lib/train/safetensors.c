@@ -664,8 +664,7 @@ out:
 }
 
 void dlrt_safetensors_free(dlrt_host_tensor *tensors, int n, char **metadata) {
-  for (int i = 0; tensors && i < n; i++) free(tensors[i].data);
-  free(tensors);
+  dlrt_host_tensors_free(tensors, n);
   for (size_t i = 0; metadata && metadata[i]; i++) free(metadata[i]);
   free(metadata);
 }

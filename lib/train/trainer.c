@@ -480,7 +480,7 @@ int dlrt_trainer_save(dlrt_trainer_t *t, const char *path, int epochs_done) {
                         ls.scaler.enabled ? "loss_scale" : NULL, scale,
                         "loss_scale_clean_steps", clean, NULL};
   rc = dlrt_safetensors_save(path, tensors, n, meta);
-  dlrt_safetensors_free(tensors, n, NULL);
+  dlrt_host_tensors_free(tensors, n);
   return rc;
 }
 
