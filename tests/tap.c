@@ -276,3 +276,75 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 }
 
 void tap_remove_tree(const char *path) { nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+/* The backends a test runs on, in the order tap_for_each_device visits them,
+ * and the configure option that builds each one (cpu is always built). */
+static const struct {
+  const char *name;
+  const char *configure;
+} known_backends[] = {{"cpu", NULL}, {"opencl", "--with-opencl"}, {"cuda", "--with-cuda"}};
+#define N_KNOWN_BACKENDS ((int)(sizeof known_backends / sizeof known_backends[0]))
+
+/* Runs fn on each device of one backend, or prints the SKIP point that says
+ * why there is none; returns the devices fn ran on. */
+static int for_each_backend_device(const char *name, const char *configure, tap_device_fn *fn,
+                                   void *ctx) {
+  int n = dlrt_backend_device_count(name);
+  if (n == DLRT_ERR_NOT_FOUND) {
+    skip(1, "no %s device: the %s backend is not built%s%s%s", name, name,
+         configure ? " (configure " : "", configure ? configure : "", configure ? ")" : "");
+    return 0;
+  }
+  if (n < 0) {
+    tap_check(n, "the %s backend's devices can be counted", name);
+    return 0;
+  }
+  if (n == 0) {
+    /* The public API cannot tell a missing driver from a driver that found no
+     * device (dlinfo says the same), so the reason names both. */
+    const char *only = getenv("DLRT_BACKEND");
+    skip(1, "no %s device: the %s backend is built but found no driver, platform or "
+         "device%s%s%s", name, name, only && *only ? " (or DLRT_BACKEND=" : "",
+         only && *only ? only : "", only && *only ? " leaves it out)" : "");
+    return 0;
+  }
+  int ran = 0;
+  for (int i = 0; i < n; i++) {
+    char spec[32];
+    snprintf(spec, sizeof spec, "%s:%d", name, i);
+    dlrt_device_t *dev = NULL;
+    dlrt_device_props props;
+    int rc = dlrt_device_open(spec, &dev);
+    if (rc == DLRT_OK)
+      rc = dlrt_device_props_get(dev, &props);
+    /* A device the backend counted must open: a failure here is a point that
+     * fails, never a skip. */
+    if (!tap_check(rc, "%s opens: %s (%s)", spec, rc == DLRT_OK ? props.name : "?",
+                   rc == DLRT_OK && props.driver[0] ? props.driver : "driver unknown"))
+      continue;
+    fn(dev, dlrt_device_spec(dev), ctx);
+    ran++;
+  }
+  return ran;
+}
+
+int tap_for_each_device(tap_device_fn *fn, void *ctx) {
+  int ran = 0;
+  for (int k = 0; k < N_KNOWN_BACKENDS; k++)
+    ran += for_each_backend_device(known_backends[k].name, known_backends[k].configure, fn, ctx);
+  /* A backend added to the library later still runs the tests, after these. */
+  for (int b = 0; b < dlrt_backend_count(); b++) {
+    const char *name = dlrt_backend_name(b);
+    int known = 0;
+    for (int k = 0; k < N_KNOWN_BACKENDS && name; k++)
+      known |= strcmp(name, known_backends[k].name) == 0;
+    if (name && !known)
+      ran += for_each_backend_device(name, NULL, fn, ctx);
+  }
+  return ran;
+}
+
+int tap_device_is_cpu(dlrt_device_t *dev) {
+  dlrt_device_props props;
+  return dlrt_device_props_get(dev, &props) == DLRT_OK && strcmp(props.backend, "cpu") == 0;
+}

@@ -98,4 +98,23 @@ void fill_pattern(void *dst, size_t bytes, uint32_t seed);
  * with the reason in dlrt_last_error(). */
 dlrt_buffer_t *upload_buffer(dlrt_device_t *dev, const void *host, size_t bytes);
 
+/* Every device present, for a test whose points run on each. A test that
+ * names its devices itself ("cpu", "opencl:0") never runs on the ones it did
+ * not think of (CUDA on a GPU machine), so the list comes from the library.
+ *
+ * tap_for_each_device() visits the cpu first (the reference the others are
+ * compared with), then each OpenCL device, then each CUDA device, then those
+ * of any other compiled backend. For each device it prints one point, that
+ * the device opens (its name and driver in the description), and when it
+ * does calls fn with the device, its spec ("opencl:0") and ctx. A backend
+ * with no device prints one SKIP point saying why: not compiled into this
+ * build, or compiled but it found no device (no driver, platform or device,
+ * or $DLRT_BACKEND leaves it out). So a test's point count is (1 + its points
+ * per device) x devices + backends without one, and tests end with
+ * done_testing(). Returns the number of devices fn ran on. */
+typedef void tap_device_fn(dlrt_device_t *dev, const char *spec, void *ctx);
+int tap_for_each_device(tap_device_fn *fn, void *ctx);
+/* 1 when dev is a device of the cpu backend (the first one visited). */
+int tap_device_is_cpu(dlrt_device_t *dev);
+
 #endif /* DLRT_TESTS_TAP_H */

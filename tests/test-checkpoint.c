@@ -1,6 +1,6 @@
 /*
- * test-checkpoint.c — gradient checkpointing against the plain run, on cpu
- * and on opencl:0 when there is one. Two executors of one graph start from
+ * test-checkpoint.c — gradient checkpointing against the plain run, on every
+ * device present (tap_for_each_device). Two executors of one graph start from
  * the same parameters and train on the same batches, one of them
  * checkpointed; their losses, evaluation logits and parameters after
  * three Adam steps must be equal bit for bit. The models cover what the
@@ -134,37 +134,36 @@ done:
   free(yb);
 }
 
+static const model_case cases[] = {
+    {"cnn preset, batch 96, sqrt segments", "cnn", 96, 28, DLRT_CHECKPOINT_SQRT},
+    {"cnn preset, batch 70 (a last chunk of 6), sqrt segments", "cnn", 70, 28,
+     DLRT_CHECKPOINT_SQRT},
+    {"overlapping 3x3 windows, stride 2, padding", "conv2d 8 3 stride=2 pad=1\nrelu\n"
+     "maxpool 3 stride=2\nconv2d 12 3 pad=1\nrelu\nmaxpool 2\n", 80, 28, 4},
+    {"a 12x12 window (the pooled output as the mask)", "conv2d 6 5\nrelu\nmaxpool 12\n",
+     72, 28, 4},
+    {"two convolutions in one segment", "conv2d 8 3 pad=1\nrelu\nconv2d 8 3 pad=1\nrelu\n"
+     "maxpool 2\n", 48, 16, 7},
+};
+
+/* ctx: the temporary folder the model files go to. */
+static void run_device(dlrt_device_t *dev, const char *spec, void *ctx) {
+  const char *dir = ctx;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(dev, spec, &cases[i], dir);
+  /* Every segment length of the cnn (chunked where a segment is one
+   * convolution block, plain recomputation elsewhere). */
+  for (int every = 1; every <= 16; every += 3) {
+    char what[64];
+    snprintf(what, sizeof what, "cnn preset, batch 40, segments of %d", every);
+    model_case mc = {what, "cnn", 40, 28, every};
+    check_case(dev, spec, &mc, dir);
+  }
+}
+
 int main(void) {
-  static const model_case cases[] = {
-      {"cnn preset, batch 96, sqrt segments", "cnn", 96, 28, DLRT_CHECKPOINT_SQRT},
-      {"cnn preset, batch 70 (a last chunk of 6), sqrt segments", "cnn", 70, 28,
-       DLRT_CHECKPOINT_SQRT},
-      {"overlapping 3x3 windows, stride 2, padding", "conv2d 8 3 stride=2 pad=1\nrelu\n"
-       "maxpool 3 stride=2\nconv2d 12 3 pad=1\nrelu\nmaxpool 2\n", 80, 28, 4},
-      {"a 12x12 window (the pooled output as the mask)", "conv2d 6 5\nrelu\nmaxpool 12\n",
-       72, 28, 4},
-      {"two convolutions in one segment", "conv2d 8 3 pad=1\nrelu\nconv2d 8 3 pad=1\nrelu\n"
-       "maxpool 2\n", 48, 16, 7},
-  };
   char dir[256];
   if (!tap_tempdir("test-checkpoint", dir, sizeof dir)) bail_out("no temporary folder");
-  static const char *const specs[] = {"cpu", "opencl:0"};
-  for (int d = 0; d < 2; d++) {
-    dlrt_device_t *dev = NULL;
-    if (dlrt_device_open(specs[d], &dev) != DLRT_OK) {
-      skip(1, "no %s: %s", specs[d], dlrt_last_error());
-      continue;
-    }
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(dev, specs[d], &cases[i], dir);
-    /* Every segment length of the cnn (chunked where a segment is one
-     * convolution block, plain recomputation elsewhere). */
-    for (int every = 1; every <= 16; every += 3) {
-      char what[64];
-      snprintf(what, sizeof what, "cnn preset, batch 40, segments of %d", every);
-      model_case mc = {what, "cnn", 40, 28, every};
-      check_case(dev, specs[d], &mc, dir);
-    }
-  }
+  tap_for_each_device(run_device, dir);
   tap_remove_tree(dir);
   dlrt_shutdown();
   return done_testing();

@@ -1,16 +1,17 @@
 /*
  * test-grad-ops.c — the graph ops sub, div, tanh, sigmoid, GELU, softmax,
- * MSE, average pooling and dropout, on cpu and on opencl:0 when there is
- * one: their gradients against central finite differences (grad-check.c:
- * every element, the same tolerance as test-grad.c), the forward values of
- * the activations and softmax against host references in double, and
- * dropout's masks: forward-only runs pass x through, training runs zero
- * about p of the elements and scale the rest by 1 / (1 - p), the mask is the
- * same in every training run without an optimizer (so the finite
- * differences are taken in training runs, with the mask applied), changes
- * with the step when there is one, differs between dropout nodes, and is
- * the same on cpu and opencl:0 for the same seed. Also: the builders'
- * refusals of bad shapes, windows and probabilities.
+ * MSE, average pooling and dropout, on every device present
+ * (tap_for_each_device): their gradients against central finite
+ * differences (grad-check.c: every element, the same tolerance as
+ * test-grad.c), the forward values of the activations and softmax against
+ * host references in double, and dropout's masks: forward-only runs pass x
+ * through, training runs zero about p of the elements and scale the rest by
+ * 1 / (1 - p), the mask is the same in every training run without an
+ * optimizer (so the finite differences are taken in training runs, with the
+ * mask applied), changes with the step when there is one, differs between
+ * dropout nodes, and is the same on every device as on the cpu for the same
+ * seed. Also: the builders' refusals of bad shapes, windows and
+ * probabilities.
  * Points: computed at run time (done_testing).
  */
 #include <math.h>
@@ -483,39 +484,52 @@ static void test_refusals(void) {
   dlrt_graph_destroy(g);
 }
 
-int main(void) {
-  static const char *const specs[] = {"cpu", "opencl:0"};
-  float *train_y[2] = {malloc(DROP_N * sizeof(float)), malloc(DROP_N * sizeof(float))};
-  int have[2] = {0, 0};
-  test_refusals();
-  for (int i = 0; i < 2; i++) {
-    dlrt_device_t *dev = NULL;
-    if (dlrt_device_open(specs[i], &dev) != DLRT_OK) {
-      skip(1, "no %s: %s", specs[i], dlrt_last_error());
-      continue;
-    }
-    double start = now_s();
-    test_sub_div(dev);
-    test_activations(dev);
-    test_softmax(dev);
-    test_mse(dev);
-    test_avg_pool2d(dev);
-    test_dropout_grad(dev);
-    test_conv_stack_ops(dev);
-    test_forward_values(dev);
-    have[i] = test_dropout_values(dev, train_y[i]);
-    test_dropout_steps(dev);
-    diag("%s: %.2f s", specs[i], now_s() - start);
+/* The cpu's training-run output of test_dropout_values, which every other
+ * device must match bit for bit (the cpu is visited first). */
+typedef struct {
+  float *cpu_y, *y;
+  int have_cpu; /* the cpu's run gave cpu_y */
+  int compared; /* devices compared with it, or skipped for lack of a mask */
+} dropout_masks;
+
+static void run_device(dlrt_device_t *dev, const char *spec, void *ctx) {
+  dropout_masks *m = ctx;
+  int cpu = tap_device_is_cpu(dev);
+  double start = now_s();
+  test_sub_div(dev);
+  test_activations(dev);
+  test_softmax(dev);
+  test_mse(dev);
+  test_avg_pool2d(dev);
+  test_dropout_grad(dev);
+  test_conv_stack_ops(dev);
+  test_forward_values(dev);
+  int have = test_dropout_values(dev, cpu ? m->cpu_y : m->y);
+  test_dropout_steps(dev);
+  diag("%s: %.2f s", spec, now_s() - start);
+  if (cpu) {
+    m->have_cpu = have;
+    return;
   }
-  if (have[0] && have[1])
-    ok(memcmp(train_y[0], train_y[1], DROP_N * sizeof(float)) == 0, "cpu and opencl:0 draw "
-       "the same dropout mask for seed 7: %lld of %d masks differ, kept outputs equal bit for "
-       "bit: %s", (long long)mask_differences(train_y[0], train_y[1], DROP_N), DROP_N,
-       memcmp(train_y[0], train_y[1], DROP_N * sizeof(float)) == 0 ? "yes" : "no");
+  m->compared++;
+  if (m->have_cpu && have)
+    ok(memcmp(m->cpu_y, m->y, DROP_N * sizeof(float)) == 0, "cpu and %s draw the same dropout "
+       "mask for seed 7: %lld of %d masks differ, kept outputs equal bit for bit: %s", spec,
+       (long long)mask_differences(m->cpu_y, m->y, DROP_N), DROP_N,
+       memcmp(m->cpu_y, m->y, DROP_N * sizeof(float)) == 0 ? "yes" : "no");
   else
-    skip(1, "dropout masks on cpu and opencl:0: not both ran");
-  free(train_y[0]);
-  free(train_y[1]);
+    skip(1, "dropout masks on cpu and %s: not both ran", spec);
+}
+
+int main(void) {
+  dropout_masks m = {malloc(DROP_N * sizeof(float)), malloc(DROP_N * sizeof(float)), 0, 0};
+  if (!m.cpu_y || !m.y) bail_out("out of host memory");
+  test_refusals();
+  tap_for_each_device(run_device, &m);
+  if (m.compared == 0)
+    skip(1, "dropout masks across devices: no device besides the cpu");
+  free(m.cpu_y);
+  free(m.y);
   dlrt_shutdown();
   return done_testing();
 }

@@ -1,13 +1,13 @@
 /*
  * test-grad.c — the static graph's automatic differentiation checked against
- * central finite differences, op by op, on cpu and on opencl:0 when there is
- * one. Each check is a tiny graph whose parameters are the op's
- * differentiable inputs and whose loss is sum(op(...) * R), R a fixed random
- * input (so every output element counts, each with its own weight), or the
- * cross-entropy itself. Every element of every gradient is compared, with
- * the device's memory cache filled with NaN beforehand so that a kernel that
- * reads stale memory shows. Also: kept images and their gradients read back
- * as N x C x H x W; the builders' refusals (shapes, state, NULL
+ * central finite differences, op by op, on every device present
+ * (tap_for_each_device). Each check is a tiny graph whose parameters are the
+ * op's differentiable inputs and whose loss is sum(op(...) * R), R a fixed
+ * random input (so every output element counts, each with its own weight),
+ * or the cross-entropy itself. Every element of every gradient is compared,
+ * with the device's memory cache filled with NaN beforehand so that a kernel
+ * that reads stale memory shows. Also: kept images and their gradients read
+ * back as N x C x H x W; the builders' refusals (shapes, state, NULL
  * propagation); three steps of SGD, Adam and AdamW against a host copy of
  * torch.optim's update rules. The check itself is in grad-check.c; the ops
  * added later (sub, div, activations, softmax, MSE, average pooling,
@@ -524,32 +524,29 @@ static void test_optimizers(dlrt_device_t *dev) {
   test_optimizer(dev, &adamw, "adamw lr 0.01");
 }
 
+static void run_device(dlrt_device_t *dev, const char *spec, void *ctx) {
+  (void)ctx;
+  double start = now_s();
+  test_linear(dev);
+  test_matmul(dev);
+  test_elementwise(dev);
+  test_conv2d(dev);
+  test_conv_stack(dev);
+  test_conv_layout(dev);
+  test_max_pool2d(dev);
+  test_relu_pool_fusion(dev);
+  test_views(dev);
+  test_cross_entropy(dev);
+  test_mlp(dev);
+  test_optimizers(dev);
+  diag("%s: %.2f s", spec, now_s() - start);
+}
+
 int main(void) {
   dlrt_device_t *cpu = NULL;
   if (dlrt_device_open("cpu", &cpu) != DLRT_OK) bail_out("no cpu device: %s", dlrt_last_error());
   test_refusals(cpu);
-  static const char *const specs[] = {"cpu", "opencl:0"};
-  for (int i = 0; i < 2; i++) {
-    dlrt_device_t *dev = NULL;
-    if (dlrt_device_open(specs[i], &dev) != DLRT_OK) {
-      skip(1, "no %s: %s", specs[i], dlrt_last_error());
-      continue;
-    }
-    double start = now_s();
-    test_linear(dev);
-    test_matmul(dev);
-    test_elementwise(dev);
-    test_conv2d(dev);
-    test_conv_stack(dev);
-    test_conv_layout(dev);
-    test_max_pool2d(dev);
-    test_relu_pool_fusion(dev);
-    test_views(dev);
-    test_cross_entropy(dev);
-    test_mlp(dev);
-    test_optimizers(dev);
-    diag("%s: %.2f s", specs[i], now_s() - start);
-  }
+  tap_for_each_device(run_device, NULL);
   dlrt_shutdown();
   return done_testing();
 }

@@ -5,7 +5,7 @@
  * workers and any prefetch depth, the device copy, 16-bit images for
  * mixed precision (the f32 ones rounded), and errors that stop a
  * run cleanly (corrupt files, bad labels found by a worker, misuse).
- * Runs on the CPU device and on OpenCL device 0 when there is one.
+ * Runs on every device present (tap_for_each_device).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -642,12 +642,8 @@ static void test_worker_failure(dlrt_device_t *dev, const char *name) {
   dlrt_dataset_free(&d);
 }
 
-static void run_device(const char *spec) {
-  dlrt_device_t *dev;
-  if (dlrt_device_open(spec, &dev) < 0) {
-    skip(1, "no %s device", spec);
-    return;
-  }
+static void run_device(dlrt_device_t *dev, const char *spec, void *ctx) {
+  (void)ctx;
   diag("device %s", spec);
   test_order(dev, spec);
   test_shards_and_padding(dev, spec);
@@ -662,11 +658,7 @@ int main(void) {
   if (dlrt_init() < 0) bail_out("dlrt_init: %s", dlrt_last_error());
   test_records_round_trip();
   test_records_corrupt();
-  run_device("cpu");
-  if (dlrt_backend_device_count("opencl") > 0)
-    run_device("opencl:0");
-  else
-    skip(1, "no OpenCL device");
+  tap_for_each_device(run_device, NULL);
   dlrt_shutdown();
   tap_remove_tree(root);
   return done_testing();

@@ -1,6 +1,6 @@
 /* test-norm.c — batch and layer normalisation: gradients against central
  * differences, running statistics and their use when evaluating, on every
- * device. */
+ * device present (tap_for_each_device). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -127,15 +127,14 @@ out:
   dlrt_graph_destroy(c.g);
 }
 
+static void run_device(dlrt_device_t *dev, const char *spec, void *ctx) {
+  (void)ctx;
+  for (int k = BN_IMAGES; k <= LAYER; k++) check_gradients(spec, dev, k);
+  check_running(spec, dev);
+}
+
 int main(void) {
-  int devices = dlrt_device_count();
-  for (int d = 0; d < devices; d++) {
-    dlrt_device_t *dev;
-    dlrt_device_get(d, &dev);
-    const char *spec = dlrt_device_spec(dev);
-    for (int k = BN_IMAGES; k <= LAYER; k++) check_gradients(spec, dev, k);
-    check_running(spec, dev);
-  }
+  tap_for_each_device(run_device, NULL);
   dlrt_shutdown();
   return done_testing();
 }

@@ -1,7 +1,7 @@
 /*
  * test-precision.c — mixed precision (dlrt_graph_set_precision) and dynamic
- * loss scaling (dlrt_exec_set_loss_scaler), on the CPU and on OpenCL
- * device 0:
+ * loss scaling (dlrt_exec_set_loss_scaler), on every device present
+ * (tap_for_each_device):
  * - a model that goes through every op with kernels in every storage type
  *   (convolutions with padding, stride and dilation, bias, ReLU, max pooling
  *   with disjoint and overlapping windows, the CNHW permute, linear, add,
@@ -400,22 +400,18 @@ static void misuse(void) {
   net_free(&n);
 }
 
+static void run_device(dlrt_device_t *dev, const char *spec, void *ctx) {
+  (void)ctx;
+  compare_types(dev, spec);
+  views_in_low_precision(dev, spec);
+  f16_input_forward(dev, spec);
+  loss_scaling(dev, spec);
+  cnn_memory(dev, spec);
+}
+
 int main(void) {
   if (dlrt_init() < 0 || dlrt_set_cpu_threads(2) < 0) bail_out("%s", dlrt_last_error());
-  const char *specs[] = {"cpu", "opencl:0"};
-  for (int i = 0; i < 2; i++) {
-    dlrt_device_t *dev;
-    if (i == 1 && dlrt_backend_device_count("opencl") <= 0) {
-      skip(1, "no OpenCL device");
-      continue;
-    }
-    if (!tap_check(dlrt_device_open(specs[i], &dev), "%s opens", specs[i])) continue;
-    compare_types(dev, specs[i]);
-    views_in_low_precision(dev, specs[i]);
-    f16_input_forward(dev, specs[i]);
-    loss_scaling(dev, specs[i]);
-    cnn_memory(dev, specs[i]);
-  }
+  tap_for_each_device(run_device, NULL);
   misuse();
   dlrt_shutdown();
   return done_testing();

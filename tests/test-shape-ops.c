@@ -1,7 +1,7 @@
 /* test-shape-ops.c — gradients of the shape and broadcast ops (concat,
  * slice, sum / mean over an axis, transpose, broadcasting add / sub / mul /
  * div, embedding) against central differences, and their forward values
- * against host references, on every device. */
+ * against host references, on every device present (tap_for_each_device). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -398,28 +398,33 @@ static void check_strided_views_fp16(const char *spec, dlrt_device_t *dev) {
   dlrt_graph_destroy(g);
 }
 
+static const struct {
+  const char *name;
+  build_fn fn;
+} ops[] = {
+    {"concat along axis 1", op_concat}, {"slice", op_slice},
+    {"sum over axis 1", op_sum1},       {"mean over axis 2", op_mean2},
+    {"transpose", op_transpose},        {"broadcast add (3 x 4 over 2 x 3 x 4)", op_badd},
+    {"broadcast sub, mul, div", op_bmix}, {"embedding", op_embed},
+    {"batched matmul A B^T", op_bmm_nt},  {"batched matmul A^T B", op_bmm_tn},
+    {"3-D times 2-D matmul", op_bmm_2d}, {"transpose of axes 0 and 2", op_transpose_axes},
+    {"slice along the last axis", op_slice_last},
+    {"slices of transposed views", op_slice_transposed},
+    {"batched matmul of transposed views", op_bmm_view}};
+
+static void run_device(dlrt_device_t *dev, const char *spec, void *ctx) {
+  (void)ctx;
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+    check(spec, dev, ops[i].name, ops[i].fn);
+  check_values(spec, dev);
+  check_views(spec, dev);
+  check_strided_views(spec, dev);
+  check_inplace_views(spec, dev);
+  check_strided_views_fp16(spec, dev);
+}
+
 int main(void) {
-  static const struct { const char *name; build_fn fn; } ops[] = {
-      {"concat along axis 1", op_concat}, {"slice", op_slice},
-      {"sum over axis 1", op_sum1},       {"mean over axis 2", op_mean2},
-      {"transpose", op_transpose},        {"broadcast add (3 x 4 over 2 x 3 x 4)", op_badd},
-      {"broadcast sub, mul, div", op_bmix}, {"embedding", op_embed},
-      {"batched matmul A B^T", op_bmm_nt},  {"batched matmul A^T B", op_bmm_tn},
-      {"3-D times 2-D matmul", op_bmm_2d}, {"transpose of axes 0 and 2", op_transpose_axes},
-      {"slice along the last axis", op_slice_last},
-      {"slices of transposed views", op_slice_transposed},
-      {"batched matmul of transposed views", op_bmm_view}};
-  for (int d = 0; d < dlrt_device_count(); d++) {
-    dlrt_device_t *dev;
-    dlrt_device_get(d, &dev);
-    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
-      check(dlrt_device_spec(dev), dev, ops[i].name, ops[i].fn);
-    check_values(dlrt_device_spec(dev), dev);
-    check_views(dlrt_device_spec(dev), dev);
-    check_strided_views(dlrt_device_spec(dev), dev);
-    check_inplace_views(dlrt_device_spec(dev), dev);
-    check_strided_views_fp16(dlrt_device_spec(dev), dev);
-  }
+  tap_for_each_device(run_device, NULL);
   /* A view of five strided dimensions (axes 0, 1 and 2, 3 of a 5-D tensor
    * swapped) is refused when an executor lays the graph out. */
   {

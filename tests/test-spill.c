@@ -7,7 +7,8 @@
  * at every allocation, and the allocator's measured peak stays within it);
  * clean copies are dropped without a write-back; the spill file leaves no
  * trace in its folder; a budget below what one node needs is refused with
- * the smallest budget that fits. On the CPU and on OpenCL device 0.
+ * the smallest budget that fits. On every device present
+ * (tap_for_each_device).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -110,12 +111,8 @@ typedef struct {
   int disk;  /* a host budget of one page: copies go to the spill file */
 } config;
 
-static void run_device(const char *spec) {
-  dlrt_device_t *dev;
-  if (dlrt_device_open(spec, &dev) < 0) {
-    skip(1, "no %s device", spec);
-    return;
-  }
+static void run_device(dlrt_device_t *dev, const char *spec, void *ctx) {
+  (void)ctx;
   diag("device %s", spec);
   net ref;
   if (!tap_check(net_make(dev, DLRT_OPT_ADAM, &ref), "%s: the model builds", spec)) return;
@@ -253,11 +250,7 @@ int main(void) {
   setenv("DLRT_SPILL_DIR", spill_dir, 1);
   setenv("DLRT_SPILL_CHECK", "1", 1); /* recount the budget at every allocation */
   if (dlrt_init() < 0 || dlrt_set_cpu_threads(1) < 0) bail_out("%s", dlrt_last_error());
-  run_device("cpu");
-  if (dlrt_backend_device_count("opencl") > 0)
-    run_device("opencl:0");
-  else
-    skip(1, "no OpenCL device");
+  tap_for_each_device(run_device, NULL);
   dlrt_shutdown();
   tap_remove_tree(dir);
   return done_testing();
