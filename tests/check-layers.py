@@ -105,7 +105,8 @@ def objects(root, build):
                 continue
             path = os.path.join(dirpath, f)
             rel = os.path.relpath(path, build)
-            if rel.endswith("/.libs/" + f):
+            if rel.endswith("/.libs/" + f) and os.path.exists(
+                    os.path.join(os.path.dirname(dirpath), f)):
                 continue  # libtool's PIC twin of an object beside it
             layer = layer_of(rel.replace("/.libs/", "/"))
             if layer is not None and source_of(root, rel):
