@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "exec/exec.h"
+#include "exec/residency.h"
 #include "util/status.h"
 #include "util/trace.h"
 
@@ -214,38 +215,20 @@ static void trace_node(dlrt_exec_t *e, const node *n, int on_host, double t0) {
   if (e->spill) dlrt__trace_counter("spill: resident", dlrt__mpool_resident(e->spill));
 }
 
-/* Allocates the outputs of position k that have no storage yet (c: in a
- * chunked block, where a chunk's own hold its images only). An output
- * taking over its first input's storage gets that buffer (the input still
- * reads it during this node; it is handed over once the node is queued). */
-static int alloc_outputs(dlrt_exec_t *e, const schedule *s, int k, const dlrt__chunk *c) {
-  node *n = e->g->nodes[s->order[k]];
-  int rc = DLRT_OK;
-  if (s->inplace[k] >= 0) e->bufs[n->out[0]->id] = e->bufs[s->inplace[k]];
-  for (int j = 0; j < n->n_out && rc == DLRT_OK; j++) {
-    dlrt_tensor_t *t = n->out[j];
-    if (t->owner != t || e->bufs[t->id]) continue;
-    size_t bytes = dlrt__tensor_bytes(t);
-    if (c && s->local[t->id] == 1) bytes = bytes / (size_t)c->n * (size_t)c->nb;
-    rc = dlrt_buffer_alloc(e->dev, bytes ? bytes : 4, e->stream, &e->bufs[t->id]);
-  }
-  return rc;
-}
-
 /* A chunked block of the schedule (chunk.c): its positions run for each
  * chunk of images in turn. Storages that hold one chunk are allocated and
  * freed each time; those of the whole batch are made by the first chunk
  * and freed after the last. */
-static int run_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b) {
-  int rc = e->spill ? dlrt__spill_begin_block(e, s, b) : DLRT_OK;
-  const char *local = e->spill && e->n_slices ? e->block_local : s->local;
+static int run_block(dlrt_exec_t *e, const dlrt__residency *res, const schedule *s,
+                     const dlrt__chunk_block *b) {
+  const char *local = NULL;
+  int rc = res->begin_block(e, s, b, &local);
   for (int64_t b0 = 0; b0 < b->batch && rc == DLRT_OK; b0 += b->chunk) {
     dlrt__chunk c = {b->batch, b0, b->batch - b0 < b->chunk ? b->batch - b0 : b->chunk, local};
-    int last_chunk = b0 + c.nb >= b->batch;
-    if (e->spill && (rc = dlrt__spill_slices(e, 0, b0, c.nb)) < 0) break;
+    if ((rc = res->chunk_in(e, b0, c.nb)) < 0) break;
     for (int k = b->begin; k < b->end && rc == DLRT_OK; k++) {
       node *n = e->g->nodes[s->order[k]];
-      rc = e->spill ? dlrt__spill_chunk_outputs(e, s, k) : alloc_outputs(e, s, k, &c);
+      rc = res->chunk_outputs(e, s, k, &c);
       double t0 = e->profile ? now_ms() : 0;
       if (rc == DLRT_OK) rc = dlrt__exec_run_node_chunk(e, n, &c);
       if (e->profile && rc == DLRT_OK) {
@@ -259,25 +242,12 @@ static int run_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block 
                              (long long)b0, (long long)(b0 + c.nb - 1), dlrt_last_error());
         break;
       }
-      if (e->spill) {
-        dlrt__spill_chunk_done(e, s, k);
-        if (k == b->end - 1) rc = dlrt__spill_slices(e, 1, b0, c.nb);
-        continue;
-      }
-      if (s->inplace[k] >= 0) e->bufs[s->inplace[k]] = NULL;
-      for (int *f = s->frees[k]; *f >= 0; f++) {
-        if (!s->local[*f] && !last_chunk) continue;
-        dlrt_buffer_free(e->bufs[*f]);
-        e->bufs[*f] = NULL;
-      }
+      rc = res->chunk_done(e, s, b, k, &c);
     }
   }
-  if (e->spill) {
-    /* After a failure too: the block's windows go and its locks end. */
-    int rc2 = dlrt__spill_end_block(e, s, b);
-    if (rc == DLRT_OK) rc = rc2;
-  }
-  return rc;
+  /* After a failure too: a spilling block's windows go and its locks end. */
+  int rc2 = res->end_block(e, s, b);
+  return rc == DLRT_OK ? rc2 : rc;
 }
 
 int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
@@ -304,7 +274,8 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
   e->mode = mode;
   e->grad_scale = 1.0f;
   e->buckets.next = 0;
-  if (e->spill) dlrt__spill_begin_run(e, s);
+  const dlrt__residency *res = dlrt__exec_residency(e);
+  res->begin_run(e, s);
   int tracing = dlrt__trace_on();
   for (int k = 0; k < s->n && rc == DLRT_OK; k++) {
     node *n = g->nodes[s->order[k]];
@@ -341,21 +312,14 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
     if (skip_updates && n->phase == PHASE_UPDATE) {
       /* A micro-batch before the last (its gradients went into the sums),
        * or an update skipped for overflowing gradients. */
-      for (int *f = s->frees[k]; *f >= 0; f++) {
-        if (e->spill) {
-          dlrt__mpool_discard(e->spill, *f);
-          continue;
-        }
-        dlrt_buffer_free(e->bufs[*f]);
-        e->bufs[*f] = NULL;
-      }
+      for (int *f = s->frees[k]; *f >= 0; f++) res->discard(e, *f);
       continue;
     }
     if (s->block_of && s->block_of[k] >= 0) {
       /* A chunked block: its positions for each chunk of images in turn. */
       const dlrt__chunk_block *b = &s->blocks[s->block_of[k]];
       double trace_t0 = tracing && dlrt_stream_synchronize(e->stream) == DLRT_OK ? dlrt__trace_now_us() : 0;
-      rc = run_block(e, s, b);
+      rc = run_block(e, res, s, b);
       for (int kk = b->begin; kk < b->end && rc == DLRT_OK; kk++) {
         if (gradients_only && e->buckets.n) rc = dlrt__exec_stream_ready(e, kk);
         if (tracing && rc == DLRT_OK) trace_node(e, g->nodes[s->order[kk]], 0, trace_t0);
@@ -364,15 +328,11 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
       continue;
     }
     int on_host = 0;
-    if (e->spill) {
-      if ((rc = dlrt__spill_begin_node(e, s, k, &on_host)) < 0) {
-        rc = dlrt__set_error(rc, "graph node %d (%s -> %s): %s", s->order[k],
-                             dlrt__op_name(n->op), n->n_out ? n->out[0]->name : "update",
-                             dlrt_last_error());
-        break;
-      }
-    } else {
-      rc = alloc_outputs(e, s, k, NULL);
+    if ((rc = res->begin_node(e, s, k, &on_host)) < 0) {
+      rc = dlrt__set_error(rc, "graph node %d (%s -> %s): %s", s->order[k],
+                           dlrt__op_name(n->op), n->n_out ? n->out[0]->name : "update",
+                           dlrt_last_error());
+      break;
     }
     double t0 = e->profile ? now_ms() : 0;
     double trace_t0 = tracing && dlrt_stream_synchronize(e->stream) == DLRT_OK ? dlrt__trace_now_us() : 0;
@@ -389,28 +349,15 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
                            dlrt__op_name(n->op), n->n_out ? n->out[0]->name : "update",
                            dlrt_last_error());
     }
-    if (e->spill) {
-      int rc2 = dlrt__spill_end_node(e, s, k);
-      if (rc == DLRT_OK) rc = rc2;
-      continue;
-    }
-    if (s->inplace[k] >= 0) e->bufs[s->inplace[k]] = NULL;
-    for (int *f = s->frees[k]; *f >= 0; f++) {
-      dlrt_buffer_free(e->bufs[*f]);
-      e->bufs[*f] = NULL;
-    }
+    int rc2 = res->end_node(e, s, k);
+    if (rc == DLRT_OK) rc = rc2;
   }
   /* After a failure, intermediates not yet freed are released. */
   if (rc < 0)
     for (int i = 0; i < g->n_tensors; i++) {
       dlrt_tensor_t *t = g->tensors[i];
       if (t->owner != t || dlrt__persistent(t)) continue;
-      if (e->spill) {
-        dlrt__mpool_discard(e->spill, i);
-      } else if (e->bufs[i]) {
-        dlrt_buffer_free(e->bufs[i]);
-        e->bufs[i] = NULL;
-      }
+      res->discard(e, i);
     }
   if (rc == DLRT_OK && checked) dlrt__exec_update_loss_scale(e, !overflow);
   if (rc == DLRT_OK && mode == DLRT_RUN_TRAIN && g->optimized && !gradients_only) {

@@ -202,6 +202,11 @@ uint64_t dlrt__least_spill_budget(const dlrt_graph_t *g, const schedule *plans, 
 uint64_t dlrt__spill_fit(const dlrt_graph_t *g, schedule *plans, int n_plans,
                          dlrt_offload_policy policy, uint64_t budget, int *slices, int *worst);
 
+/* The residency policy of the executor's runs (residency.h): spilling's
+ * while a budget is set, else the plain one. */
+typedef struct dlrt__residency dlrt__residency;
+const dlrt__residency *dlrt__exec_residency(const dlrt_exec_t *e);
+
 /* Spilling around the nodes of a run (exec_spill.c). begin makes the
  * node's storages resident (taking over in place), end releases them,
  * frees what ends there, offloads by policy and prefetches ahead. */

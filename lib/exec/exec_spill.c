@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "exec/exec.h"
+#include "exec/residency.h"
 #include "optim.h" /* the update kernels, compiled as plain C for the host */
 #include "util/status.h"
 
@@ -553,3 +554,45 @@ int dlrt_exec_spill_stats(dlrt_exec_t *e, dlrt_spill_stats *out) {
   return rc;
 }
 
+
+/* ---------------------------------------------------------------- residency */
+
+static int spill_begin_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b,
+                             const char **local) {
+  int rc = dlrt__spill_begin_block(e, s, b);
+  *local = e->n_slices ? e->block_local : s->local;
+  return rc;
+}
+
+static int spill_chunk_in(dlrt_exec_t *e, int64_t b0, int64_t nb) {
+  return dlrt__spill_slices(e, 0, b0, nb);
+}
+
+static int spill_chunk_outputs(dlrt_exec_t *e, const schedule *s, int k, const dlrt__chunk *c) {
+  (void)c;
+  return dlrt__spill_chunk_outputs(e, s, k);
+}
+
+static int spill_chunk_done(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b, int k,
+                            const dlrt__chunk *c) {
+  dlrt__spill_chunk_done(e, s, k);
+  return k == b->end - 1 ? dlrt__spill_slices(e, 1, c->b0, c->nb) : DLRT_OK;
+}
+
+static void spill_discard(dlrt_exec_t *e, int id) { dlrt__mpool_discard(e->spill, id); }
+
+const dlrt__residency dlrt__residency_spill = {
+    .begin_run = dlrt__spill_begin_run,
+    .begin_node = dlrt__spill_begin_node,
+    .end_node = dlrt__spill_end_node,
+    .begin_block = spill_begin_block,
+    .chunk_in = spill_chunk_in,
+    .chunk_outputs = spill_chunk_outputs,
+    .chunk_done = spill_chunk_done,
+    .end_block = dlrt__spill_end_block,
+    .discard = spill_discard,
+};
+
+const dlrt__residency *dlrt__exec_residency(const dlrt_exec_t *e) {
+  return e->spill ? &dlrt__residency_spill : &dlrt__residency_plain;
+}
