@@ -341,6 +341,13 @@ int dlrt_transpose(dlrt_stream_t *stream, dlrt_dtype dtype, int64_t batch, int64
 
 /* ---------------------------------------------------------------- all-reduce */
 
+int dlrt__devices_share_allreduce(dlrt_device_t *const *devs, int n) {
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < i; j++)
+      if (devs[i] == devs[j] || devs[i]->be != devs[0]->be) return 0;
+  return n > 0 && devs[0]->be->allreduce_sum_f32 != NULL;
+}
+
 int dlrt__allreduce_devices(dlrt_stream_t *const *streams, dlrt_buffer_t *const *bufs,
                             int64_t count, int n) {
   enum { MAX = 64 };

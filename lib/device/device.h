@@ -76,6 +76,9 @@ void dlrt__device_close(dlrt_device_t *dev);
 /* Synchronizes every stream of an open device. */
 int dlrt__device_sync_all(dlrt_device_t *dev);
 
+/* Whether n distinct devices of one backend that has an all-reduce across
+ * devices are given (whether dlrt__allreduce_devices may work for them). */
+int dlrt__devices_share_allreduce(dlrt_device_t *const *devs, int n);
 /* Sums `count` floats at the start of bufs[i] over n devices of one backend,
  * in place, each queued on streams[i] (its device's): NCCL on CUDA.
  * DLRT_ERR_UNSUPPORTED where the backend (or its library) has none. */

@@ -163,6 +163,8 @@ fail:
   return rc;
 }
 
+dlrt_graph_t *dlrt__exec_graph(const dlrt_exec_t *e) { return e->g; }
+
 int dlrt__exec_replan(dlrt_exec_t *e, int every) {
   /* Both schedules: evaluation runs the same segments' chunked blocks. */
   schedule fresh = {0}, fresh_forward = {0};

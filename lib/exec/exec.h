@@ -257,6 +257,16 @@ int dlrt__exec_stream_gradients(dlrt_exec_t *e, int64_t bucket_bytes);
 /* Waits until bucket b of the last DLRT_RUN_GRADIENTS run is on the host
  * (e->buckets.host + start[b], count[b] floats). */
 int dlrt__exec_bucket_wait(dlrt_exec_t *e, int b);
+/* For the layers above (lib/train), which read no field of the executor:
+ * its graph; the number of gradient buckets; all the gradients on the host
+ * in bucket order (pinned; bucket b is count floats from start); and the
+ * running sum of parameter `id`'s gradient (DLRT_RUN_GRADIENTS, on the
+ * device). */
+dlrt_graph_t *dlrt__exec_graph(const dlrt_exec_t *e);
+int dlrt__exec_bucket_count(const dlrt_exec_t *e);
+float *dlrt__exec_buckets_host(const dlrt_exec_t *e);
+void dlrt__exec_bucket_range(const dlrt_exec_t *e, int b, int64_t *start, int64_t *count);
+dlrt_buffer_t *dlrt__exec_grad_sum(const dlrt_exec_t *e, int id);
 /* Sets the gradients the updates apply (dlrt_exec_apply_gradients) from a
  * vector in bucket order. */
 int dlrt__exec_gradients_write_buckets(dlrt_exec_t *e, const float *src);

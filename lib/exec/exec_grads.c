@@ -404,3 +404,18 @@ int dlrt_exec_apply_gradients(dlrt_exec_t *e) {
   e->grad_runs = 0;
   return rc;
 }
+
+/* ---------------------------------------------------------------- for lib/train */
+
+int dlrt__exec_bucket_count(const dlrt_exec_t *e) { return e->buckets.n_buckets; }
+
+float *dlrt__exec_buckets_host(const dlrt_exec_t *e) { return e->buckets.host; }
+
+void dlrt__exec_bucket_range(const dlrt_exec_t *e, int b, int64_t *start, int64_t *count) {
+  *start = e->buckets.start[b];
+  *count = e->buckets.count[b];
+}
+
+dlrt_buffer_t *dlrt__exec_grad_sum(const dlrt_exec_t *e, int id) {
+  return e->accum ? e->accum[id] : NULL;
+}

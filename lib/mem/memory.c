@@ -18,7 +18,7 @@ static int mem_create(dlrt_device_t *dev, void **state) {
   dlrt__mem_device *md = calloc(1, sizeof *md);
   if (!md) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   dlrt_device_props props;
-  if (dev->be->device_props(dev->be_ctx, dev->index, &props) < 0) props.total_memory = 0;
+  if (dlrt_device_props_get(dev, &props) < 0) props.total_memory = 0;
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   uint64_t host_memory = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
   int rc;

@@ -80,11 +80,7 @@ static void set_offsets(dlrt_trainer_t *t) {
  * themselves, device to device: one tiny all-reduce tells (NCCL on CUDA;
  * elsewhere, or without the library, the host combines them). */
 static int devices_reduce(dlrt_device_t *const *devs, int n) {
-  if (n < 2) return 0;
-  for (int i = 0; i < n; i++)
-    for (int j = 0; j < i; j++)
-      if (devs[i] == devs[j] || devs[i]->be != devs[0]->be) return 0;
-  if (!devs[0]->be->allreduce_sum_f32) return 0;
+  if (n < 2 || !dlrt__devices_share_allreduce(devs, n)) return 0;
   dlrt_stream_t *streams[64] = {0};
   dlrt_buffer_t *bufs[64] = {0};
   int rc = DLRT_OK;
@@ -233,7 +229,7 @@ int dlrt__dp_step(dlrt_trainer_t *t, const float *images, const int32_t *labels,
     /* Device to device: each replica weighs its gradients by its share of
      * the batch, then one all-reduce per parameter sums them in place on
      * every device, where the updates read them. */
-    dlrt_graph_t *g = t->reps[0].e->g;
+    dlrt_graph_t *g = dlrt__exec_graph(t->reps[0].e);
     dlrt_stream_t *streams[64];
     dlrt_buffer_t *bufs[64];
     for (int i = 0; i < t->n_reps; i++) streams[i] = dlrt_exec_stream(t->reps[i].e);
@@ -241,7 +237,7 @@ int dlrt__dp_step(dlrt_trainer_t *t, const float *images, const int32_t *labels,
       const dlrt_tensor_t *p = g->tensors[id];
       if (p->kind != TENSOR_PARAM || !p->grad) continue;
       for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++) {
-        bufs[i] = t->reps[i].e->accum[id];
+        bufs[i] = dlrt__exec_grad_sum(t->reps[i].e, id);
         rc = dlrt_elementwise(streams[i], DLRT_EW_SCALE, DLRT_F32, p->numel,
                               (float)t->reps[i].batch / (float)t->batch, bufs[i], 0, bufs[i], 0,
                               NULL, 0);
@@ -254,12 +250,14 @@ int dlrt__dp_step(dlrt_trainer_t *t, const float *images, const int32_t *labels,
    * the layers before it. In bucket order; per element in replica order,
    * so the sum does not depend on timing. */
   const dlrt_exec_t *first = t->reps[0].e;
-  for (int b = 0; !t->device_reduce && b < first->buckets.n_buckets && rc == DLRT_OK; b++) {
-    int64_t from = first->buckets.start[b], to = from + first->buckets.count[b];
+  for (int b = 0; !t->device_reduce && b < dlrt__exec_bucket_count(first) && rc == DLRT_OK; b++) {
+    int64_t from, count;
+    dlrt__exec_bucket_range(first, b, &from, &count);
+    int64_t to = from + count;
     for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++) {
       replica *r = &t->reps[i];
       if ((rc = dlrt__exec_bucket_wait(r->e, b)) < 0) break;
-      const float *g = r->e->buckets.host, w = (float)r->batch / (float)t->batch;
+      const float *g = dlrt__exec_buckets_host(r->e), w = (float)r->batch / (float)t->batch;
       for (int64_t k = from; k < to; k++) t->grad_sum[k] = i ? t->grad_sum[k] + w * g[k] : w * g[k];
     }
   }
@@ -326,7 +324,7 @@ int dlrt_trainer_set_allreduce_async(dlrt_trainer_t *t, dlrt_allreduce_start_fn 
   t->allreduce_wait = wait;
   t->allreduce_user = user;
   if (!start) return DLRT_OK;
-  t->requests = calloc((size_t)t->e->buckets.n_buckets + 1, sizeof *t->requests);
+  t->requests = calloc((size_t)dlrt__exec_bucket_count(t->e) + 1, sizeof *t->requests);
   return t->requests ? DLRT_OK : dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
 }
 
@@ -346,7 +344,7 @@ int dlrt_trainer_set_allreduce_device(dlrt_trainer_t *t, dlrt_allreduce_start_fn
   dlrt_exec_info info;
   if ((rc = dlrt_exec_info_get(t->e, &info)) < 0) return rc;
   free(t->requests);
-  t->requests = calloc((size_t)t->e->g->n_tensors + 1, sizeof *t->requests);
+  t->requests = calloc((size_t)dlrt__exec_graph(t->e)->n_tensors + 1, sizeof *t->requests);
   if (!t->requests) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   t->reduce_on_device = 1;
   return DLRT_OK;
@@ -357,21 +355,22 @@ int dlrt_trainer_set_allreduce_device(dlrt_trainer_t *t, dlrt_allreduce_start_fn
  * for, then one request per parameter on device memory. */
 static int allreduce_on_device(dlrt_trainer_t *t, float *loss, int64_t *correct) {
   dlrt_exec_t *e = t->e;
-  dlrt_graph_t *g = e->g;
+  dlrt_graph_t *g = dlrt__exec_graph(e);
+  dlrt_stream_t *stream = dlrt_exec_stream(e);
   int world = t->cfg.world > 0 ? t->cfg.world : 1, started = 0;
   float inv = 1.0f / (float)world, tail[2];
   int rc = DLRT_OK;
   for (int id = 0; id < g->n_tensors && rc == DLRT_OK; id++) {
     const dlrt_tensor_t *p = g->tensors[id];
     if (p->kind == TENSOR_PARAM && p->grad)
-      rc = dlrt_elementwise(e->stream, DLRT_EW_SCALE, DLRT_F32, p->numel, inv, e->accum[id], 0,
-                            e->accum[id], 0, NULL, 0);
+      rc = dlrt_elementwise(stream, DLRT_EW_SCALE, DLRT_F32, p->numel, inv,
+                            dlrt__exec_grad_sum(e, id), 0, dlrt__exec_grad_sum(e, id), 0, NULL, 0);
   }
-  if (rc == DLRT_OK) rc = dlrt_stream_synchronize(e->stream);
+  if (rc == DLRT_OK) rc = dlrt_stream_synchronize(stream);
   for (int id = 0; id < g->n_tensors && rc == DLRT_OK; id++) {
     const dlrt_tensor_t *p = g->tensors[id];
     if (p->kind != TENSOR_PARAM || !p->grad) continue;
-    float *on_device = dlrt__buffer_device_address(e->accum[id]);
+    float *on_device = dlrt__buffer_device_address(dlrt__exec_grad_sum(e, id));
     if ((rc = t->allreduce_start(t->allreduce_user, on_device, p->numel,
                                  &t->requests[started])) == DLRT_OK)
       started++;
@@ -398,16 +397,18 @@ static int allreduce_on_device(dlrt_trainer_t *t, float *loss, int64_t *correct)
 int dlrt__allreduce_overlapped(dlrt_trainer_t *t, float *loss, int64_t *correct) {
   if (t->reduce_on_device) return allreduce_on_device(t, loss, correct);
   dlrt_exec_t *e = t->e;
-  int world = t->cfg.world > 0 ? t->cfg.world : 1, nb = e->buckets.n_buckets, started = 0;
+  int world = t->cfg.world > 0 ? t->cfg.world : 1, nb = dlrt__exec_bucket_count(e), started = 0;
   int tail_started = 0;
   float inv = 1.0f / (float)world, tail[2];
   int rc = DLRT_OK;
   /* Each bucket to the processes as soon as the backward pass has it. */
   for (int b = 0; b < nb && rc == DLRT_OK; b++) {
     if ((rc = dlrt__exec_bucket_wait(e, b)) < 0) break;
-    float *v = e->buckets.host + e->buckets.start[b];
-    for (int64_t k = 0; k < e->buckets.count[b]; k++) v[k] *= inv;
-    if ((rc = t->allreduce_start(t->allreduce_user, v, e->buckets.count[b], &t->requests[b])) < 0)
+    int64_t start, count;
+    dlrt__exec_bucket_range(e, b, &start, &count);
+    float *v = dlrt__exec_buckets_host(e) + start;
+    for (int64_t k = 0; k < count; k++) v[k] *= inv;
+    if ((rc = t->allreduce_start(t->allreduce_user, v, count, &t->requests[b])) < 0)
       break;
     started++;
   }
@@ -427,7 +428,7 @@ int dlrt__allreduce_overlapped(dlrt_trainer_t *t, float *loss, int64_t *correct)
   if (rc < 0) return rc;
   *loss = tail[0];
   *correct = (int64_t)(tail[1] + 0.5f);
-  if ((rc = dlrt__exec_gradients_write_buckets(e, e->buckets.host)) < 0) return rc;
+  if ((rc = dlrt__exec_gradients_write_buckets(e, dlrt__exec_buckets_host(e))) < 0) return rc;
   return dlrt_exec_apply_gradients(e);
 }
 
