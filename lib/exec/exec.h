@@ -1,13 +1,14 @@
 /* exec.h — the executor's state, shared by exec.c (planning, lifetime,
  * runs), exec_ops.c (what each node launches) and exec_io.c (host I/O,
  * checkpoints) (internal). */
-#ifndef DLRT_GRAPH_EXEC_H
-#define DLRT_GRAPH_EXEC_H
+#ifndef DLRT_EXEC_EXEC_H
+#define DLRT_EXEC_EXEC_H
 
 #include <math.h>
 
 #include "device/launch.h"
 #include "graph/graph.h"
+#include "mem/caching_allocator.h" /* dlrt__alloc_rounded */
 #include "mem/managed.h"
 
 /* Positions [begin, end) of a schedule that run a chunk of `chunk` images

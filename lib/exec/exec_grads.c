@@ -24,7 +24,7 @@ int dlrt__exec_ensure_accumulators(dlrt_exec_t *e) {
     if (p->kind != TENSOR_PARAM || !p->grad) continue;
     int rc = dlrt_buffer_alloc(e->dev, dlrt__tensor_bytes(p), e->stream, &e->accum[i]);
     if (rc < 0) return rc;
-    e->accum_bytes += (dlrt__tensor_bytes(p) + 511) & ~(uint64_t)511; /* allocator granules */
+    e->accum_bytes += dlrt__alloc_rounded(dlrt__tensor_bytes(p));
   }
   return DLRT_OK;
 }

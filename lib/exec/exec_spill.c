@@ -356,7 +356,7 @@ static uint64_t node_need(const node *n, int in_place, dlrt_offload_policy polic
   for (int j = 0; j < n->n_in + n->n_out; j++) {
     const dlrt_tensor_t *t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
     if (seen_before(n, j) || (in_place && j == n->n_in)) continue; /* in place: no new bytes */
-    need += (dlrt__tensor_bytes(t->owner) + 511) / 512 * 512;
+    need += dlrt__alloc_rounded(dlrt__tensor_bytes(t->owner));
   }
   return need;
 }
@@ -391,16 +391,16 @@ static uint64_t block_need(const dlrt_graph_t *g, const schedule *plans, int n_p
       uint64_t bytes = dlrt__tensor_bytes(t);
       if (slices && whole_image(s, b, n, j)) /* its window */
         bytes = bytes / (uint64_t)b->batch * (uint64_t)b->chunk;
-      whole += (bytes + 511) / 512 * 512;
+      whole += dlrt__alloc_rounded(bytes);
     }
     for (int j = 0; j < n->n_out; j++) {
       const dlrt_tensor_t *t = n->out[j];
       if (t->owner != t || !s->local[t->id] || (j == 0 && s->inplace[k] >= 0)) continue;
-      own += (pool_bytes(plans, n_plans, t) + 511) / 512 * 512;
+      own += dlrt__alloc_rounded(pool_bytes(plans, n_plans, t));
     }
     if (own > own_most) own_most = own;
     for (int *f = s->frees[k]; *f >= 0; f++)
-      if (s->local[*f]) own -= (pool_bytes(plans, n_plans, g->tensors[*f]) + 511) / 512 * 512;
+      if (s->local[*f]) own -= dlrt__alloc_rounded(pool_bytes(plans, n_plans, g->tensors[*f]));
   }
   return whole + own_most;
 }

@@ -29,7 +29,7 @@ void dlrt__schedule_free(schedule *s) {
 
 /* Bytes a storage takes in the allocator (512-byte granules). */
 static uint64_t granules(const dlrt_tensor_t *t) {
-  return (dlrt__tensor_bytes(t) + 511) / 512 * 512;
+  return dlrt__alloc_rounded(dlrt__tensor_bytes(t));
 }
 
 uint64_t dlrt__schedule_bytes(const schedule *s, const dlrt_tensor_t *t) {
@@ -47,7 +47,7 @@ uint64_t dlrt__schedule_bytes(const schedule *s, const dlrt_tensor_t *t) {
 
 /* The same in allocator granules. */
 static uint64_t planned_granules(const schedule *s, const dlrt_tensor_t *t) {
-  return (dlrt__schedule_bytes(s, t) + 511) / 512 * 512;
+  return dlrt__alloc_rounded(dlrt__schedule_bytes(s, t));
 }
 
 /* Inside a chunked block, storages of the whole batch whose life ends

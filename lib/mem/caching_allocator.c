@@ -16,7 +16,7 @@
 #define MiB (1024 * KiB)
 
 enum {
-  ROUND = 512,                 /* every block size is a multiple of this */
+  ROUND = DLRT__ALLOC_GRANULE, /* every block size is a multiple of this */
   SMALL_MAX = 1 << 20,         /* requests <= 1 MiB use the small pool */
   SMALL_SEGMENT = 2 << 20,     /* small-pool segment size */
   MID_MAX = 10 << 20,          /* requests < 10 MiB get a 20 MiB segment */

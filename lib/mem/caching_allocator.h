@@ -21,6 +21,15 @@
 
 #include "device/backend.h"
 
+/* Every block the allocator hands out is a whole number of these bytes:
+ * what a request holds of the device (and of a budget) is its size rounded
+ * up by dlrt__alloc_rounded. Planners count memory the same way. */
+#define DLRT__ALLOC_GRANULE 512
+
+static inline uint64_t dlrt__alloc_rounded(uint64_t bytes) {
+  return (bytes + DLRT__ALLOC_GRANULE - 1) / DLRT__ALLOC_GRANULE * DLRT__ALLOC_GRANULE;
+}
+
 typedef struct dlrt__allocator dlrt__allocator;
 typedef struct dlrt__block dlrt__block;
 
