@@ -9,11 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "dlrt.h"
 #include "util/status.h"
+#include "util/clock.h"
 #include "util/trace.h"
 
 static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -21,12 +21,6 @@ static FILE *trace_file;
 static int trace_checked; /* DLRT_TRACE read */
 static int trace_events;
 static double trace_t0;
-
-static double mono_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
 
 static int open_locked(const char *path) {
   FILE *f = fopen(path, "w");
@@ -42,7 +36,7 @@ static int open_locked(const char *path) {
   fflush(f);
   trace_file = f;
   trace_events = 0;
-  trace_t0 = mono_us();
+  trace_t0 = dlrt__now_us();
   return DLRT_OK;
 }
 
@@ -78,7 +72,7 @@ int dlrt__trace_on(void) {
   return on;
 }
 
-double dlrt__trace_now_us(void) { return mono_us() - trace_t0; }
+double dlrt__trace_now_us(void) { return dlrt__now_us() - trace_t0; }
 
 /* JSON string contents: names come from tensors and ops (plain ASCII), but
  * quotes and backslashes are escaped all the same. */
