@@ -12,8 +12,9 @@
 #include <unistd.h>
 
 #include "dlrt.h"
-#include "util/status.h"
 #include "util/clock.h"
+#include "util/json_escape.h"
+#include "util/status.h"
 #include "util/trace.h"
 
 static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -74,22 +75,17 @@ int dlrt__trace_on(void) {
 
 double dlrt__trace_now_us(void) { return dlrt__now_us() - trace_t0; }
 
-/* JSON string contents: names come from tensors and ops (plain ASCII), but
- * quotes and backslashes are escaped all the same. */
-static void put_escaped(FILE *f, const char *s) {
-  for (; *s; s++) {
-    if (*s == '"' || *s == '\\') fputc('\\', f);
-    if ((unsigned char)*s >= 0x20) fputc(*s, f);
-  }
-}
+/* Names come from tensors and ops (plain ASCII), but are written as any
+ * JSON string is. */
+static void file_sink(void *f, const char *bytes, size_t n) { fwrite(bytes, 1, n, f); }
 
 void dlrt__trace_span(const char *name, const char *cat, int tid, double start_us,
                       double end_us) {
   pthread_mutex_lock(&trace_lock);
   if (trace_file) {
-    fputs(",\n{\"name\": \"", trace_file);
-    put_escaped(trace_file, name);
-    fprintf(trace_file, "\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, "
+    fputs(",\n{\"name\": ", trace_file);
+    dlrt__json_write_string(file_sink, trace_file, name);
+    fprintf(trace_file, ", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, "
             "\"ts\": %.3f, \"dur\": %.3f}", cat, (int)getpid(), tid, start_us,
             end_us > start_us ? end_us - start_us : 0.0);
     fflush(trace_file);
@@ -102,9 +98,9 @@ void dlrt__trace_counter(const char *name, uint64_t value) {
   double now = dlrt__trace_now_us();
   pthread_mutex_lock(&trace_lock);
   if (trace_file) {
-    fputs(",\n{\"name\": \"", trace_file);
-    put_escaped(trace_file, name);
-    fprintf(trace_file, "\", \"ph\": \"C\", \"pid\": %d, \"ts\": %.3f, \"args\": {\"bytes\": "
+    fputs(",\n{\"name\": ", trace_file);
+    dlrt__json_write_string(file_sink, trace_file, name);
+    fprintf(trace_file, ", \"ph\": \"C\", \"pid\": %d, \"ts\": %.3f, \"args\": {\"bytes\": "
             "%llu}}", (int)getpid(), now, (unsigned long long)value);
     fflush(trace_file);
   }
