@@ -118,11 +118,7 @@ static void json_machine(FILE *out, const bench_machine *m) {
     const char *vals[] = {p->spec, p->name, p->vendor, p->backend, p->driver,
                           dlrt_device_kind_name(p->kind)};
     fputs(i ? ",\n      {" : "\n      {", out);
-    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
-      fprintf(out, "\"%s\": ", keys[k]);
-      tool_json_string(out, vals[k]);
-      fputs(", ", out);
-    }
+    tool_json_strings(out, keys, vals, sizeof keys / sizeof *keys);
     fputs("\"total_memory_bytes\": ", out);
     json_number(out, (double)p->total_memory);
     fprintf(out, ", \"compute_units\": %d}", p->compute_units);

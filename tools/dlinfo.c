@@ -94,11 +94,7 @@ static int print_json(const dlrt_device_props *props, int ndev, int nb) {
     const char *vals[] = {p->spec,   p->backend, p->name,
                           p->vendor, dlrt_device_kind_name(p->kind), p->driver};
     printf("%s\n    {", i ? "," : "");
-    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
-      printf("\"%s\": ", keys[k]);
-      tool_json_string(stdout, vals[k]);
-      fputs(", ", stdout);
-    }
+    tool_json_strings(stdout, keys, vals, sizeof keys / sizeof *keys);
     printf("\"total_memory\": %" PRIu64 ", \"free_memory\": %" PRIu64
            ", \"used_memory\": %" PRIu64 ", \"alignment\": %zu"
            ", \"host_addressable\": %s, \"compute_units\": %d}",

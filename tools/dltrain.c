@@ -137,11 +137,7 @@ static void print_json(const options *o, const results *r) {
   const char *vals[] = {r->device, r->device_name, o->model, r->data, r->train->source,
                         dlrt_optimizer_name(o->opt.kind)};
   putchar('{');
-  for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
-    printf("\"%s\": ", keys[k]);
-    tool_json_string(stdout, vals[k]);
-    fputs(", ", stdout);
-  }
+  tool_json_strings(stdout, keys, vals, sizeof keys / sizeof *keys);
   printf("\"train_images\": %" PRId64 ", \"test_images\": %" PRId64 ", \"epochs\": %d, "
          "\"epochs_run\": %d, \"batch\": %" PRId64 ", \"seed\": %" PRIu64 ", \"threads\": ",
          r->train->count, r->test->count, o->epochs, r->epochs_run, o->batch, o->seed);

@@ -45,6 +45,15 @@ void tool_json_string(FILE *out, const char *s) {
   fputc('"', out);
 }
 
+void tool_json_strings(FILE *out, const char *const keys[], const char *const vals[], size_t n) {
+  for (size_t k = 0; k < n; k++) {
+    tool_json_string(out, keys[k]);
+    fputs(": ", out);
+    tool_json_string(out, vals[k]);
+    fputs(", ", out);
+  }
+}
+
 double tool_now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

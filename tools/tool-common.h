@@ -29,6 +29,9 @@ int tool_parse_int(const char *name, const char *text, long long min, long long 
  * with a backslash, control characters and DEL as \u00XX, other bytes (UTF-8
  * included) as they are. */
 void tool_json_string(FILE *out, const char *s);
+/* Writes n string members as `"KEY": "VALUE", ` each (the comma and space
+ * follow every one, the last included: more members come after). */
+void tool_json_strings(FILE *out, const char *const keys[], const char *const vals[], size_t n);
 
 /* Seconds on CLOCK_MONOTONIC (from an arbitrary start): for durations. */
 double tool_now_s(void);
