@@ -83,22 +83,9 @@ static void number_text(double v, char *out, size_t size) {
 
 /* ---------------------------------------------------------------- JSON */
 
-static void json_string(FILE *out, const char *s) {
-  fputc('"', out);
-  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-    if (*p == '"' || *p == '\\')
-      fprintf(out, "\\%c", *p);
-    else if (*p < 0x20 || *p == 0x7f)
-      fprintf(out, "\\u%04x", *p);
-    else
-      fputc(*p, out);
-  }
-  fputc('"', out);
-}
-
 static void json_text_or_null(FILE *out, const char *s) {
   if (s)
-    json_string(out, s);
+    tool_json_string(out, s);
   else
     fputs("null", out);
 }
@@ -115,15 +102,15 @@ static void json_number(FILE *out, double v) {
 
 static void json_machine(FILE *out, const bench_machine *m) {
   fputs("  \"machine\": {\"cpu_model\": ", out);
-  json_string(out, m->cpu_model);
+  tool_json_string(out, m->cpu_model);
   fprintf(out, ", \"cores\": %d, \"host_memory_bytes\": ", m->cores);
   json_number(out, (double)m->host_memory);
   fputs(", \"os\": ", out);
-  json_string(out, m->os);
+  tool_json_string(out, m->os);
   fputs(", \"blas\": ", out);
-  json_string(out, m->blas);
+  tool_json_string(out, m->blas);
   fputs(", \"openblas_num_threads\": ", out);
-  json_string(out, m->blas_threads);
+  tool_json_string(out, m->blas_threads);
   fputs(",\n    \"devices\": [", out);
   for (int i = 0; i < m->n_devices; i++) {
     const dlrt_device_props *p = &m->devices[i];
@@ -131,11 +118,7 @@ static void json_machine(FILE *out, const bench_machine *m) {
     const char *vals[] = {p->spec, p->name, p->vendor, p->backend, p->driver,
                           dlrt_device_kind_name(p->kind)};
     fputs(i ? ",\n      {" : "\n      {", out);
-    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
-      fprintf(out, "\"%s\": ", keys[k]);
-      json_string(out, vals[k]);
-      fputs(", ", out);
-    }
+    tool_json_strings(out, keys, vals, sizeof keys / sizeof *keys);
     fputs("\"total_memory_bytes\": ", out);
     json_number(out, (double)p->total_memory);
     fprintf(out, ", \"compute_units\": %d}", p->compute_units);
@@ -147,9 +130,9 @@ int bench_write_json(FILE *out, const bench_results *res) {
   const bench_options *o = &res->options;
   fprintf(out, "{\n  \"tool\": \"dlbench\",\n  \"schema\": %d,\n  \"dlrt_version\": ",
           BENCH_SCHEMA_VERSION);
-  json_string(out, dlrt_version_string());
+  tool_json_string(out, dlrt_version_string());
   fputs(",\n  \"created\": ", out);
-  json_string(out, res->machine.created);
+  tool_json_string(out, res->machine.created);
   fprintf(out, ",\n  \"options\": {\"quick\": %s, \"warmup\": %d, \"reps\": %d, \"min_time_s\": ",
           o->quick ? "true" : "false", o->warmup, o->reps);
   json_number(out, o->min_time);
@@ -161,11 +144,11 @@ int bench_write_json(FILE *out, const bench_results *res) {
   for (int i = 0; i < res->n_skips; i++) {
     const bench_skip *s = &res->skips[i];
     fputs(i ? ",\n    {\"suite\": " : "\n    {\"suite\": ", out);
-    json_string(out, s->suite);
+    tool_json_string(out, s->suite);
     fputs(", \"device\": ", out);
     json_text_or_null(out, *s->device ? s->device : NULL);
     fputs(", \"reason\": ", out);
-    json_string(out, s->reason);
+    tool_json_string(out, s->reason);
     fputc('}', out);
   }
   fputs("],\n  \"results\": [", out);

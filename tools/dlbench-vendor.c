@@ -62,12 +62,12 @@ static int blas_run(void *p, double *ms) {
   blas_vendor *b = p;
   const dlrt_gemm_desc *d = &b->base.g->desc;
   openblas_set_num_threads(blas_threads());
-  double t0 = bench_now_s();
+  double t0 = tool_now_s();
   cblas_sgemm(CblasRowMajor, d->trans_a ? CblasTrans : CblasNoTrans,
               d->trans_b ? CblasTrans : CblasNoTrans, (blasint)d->m, (blasint)d->n,
               (blasint)d->k, d->alpha, b->a, (blasint)d->lda, b->b, (blasint)d->ldb, d->beta,
               b->c, (blasint)d->ldc);
-  *ms = (bench_now_s() - t0) * 1e3;
+  *ms = (tool_now_s() - t0) * 1e3;
   openblas_set_num_threads(1);
   return DLRT_OK;
 }

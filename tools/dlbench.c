@@ -21,6 +21,8 @@
 
 #include "dlbench.h"
 
+const char tool_name[] = "dlbench";
+
 /* Defaults: full runs, and --quick ones (a smoke test of a few seconds). */
 enum { DEFAULT_WARMUP = 2, DEFAULT_REPS = 10, QUICK_WARMUP = 1, QUICK_REPS = 3 };
 static const double DEFAULT_MIN_TIME = 0.2, QUICK_MIN_TIME = 0.0; /* seconds */
@@ -82,12 +84,6 @@ static void usage(FILE *out) {
 
 /* ---------------------------------------------------------------- measuring */
 
-double bench_now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Host-clock timing needs the queue empty at both ends. */
 static int timer_sync(bench_timer *t) {
   return t->stream ? dlrt_stream_synchronize(t->stream) : dlrt_device_synchronize(t->dev);
@@ -127,7 +123,7 @@ int bench_timer_begin(bench_timer *t) {
   if (t->start)
     return dlrt_event_record(t->start, t->stream);
   int rc = timer_sync(t);
-  t->t0 = bench_now_s();
+  t->t0 = tool_now_s();
   return rc;
 }
 
@@ -135,7 +131,7 @@ int bench_timer_end(bench_timer *t, double *ms) {
   int rc;
   if (!t->start) {
     rc = timer_sync(t);
-    *ms = (bench_now_s() - t->t0) * 1e3;
+    *ms = (tool_now_s() - t->t0) * 1e3;
     return rc;
   }
   float elapsed = 0;
@@ -172,16 +168,16 @@ int bench_measure(const bench_options *o, const bench_side *a, const bench_side 
   /* Warm-up: caches, clocks, lazily compiled kernels, and drivers whose
    * threads sleep when idle (PoCL's wake in tens of microseconds) all need a
    * little time as well as a few runs. */
-  double start = bench_now_s();
+  double start = tool_now_s();
   for (int i = 0; i < BENCH_MAX_REPS && rc == DLRT_OK; i++) {
-    if (i >= o->warmup && (o->warmup == 0 || bench_now_s() - start >= o->min_time / 4))
+    if (i >= o->warmup && (o->warmup == 0 || tool_now_s() - start >= o->min_time / 4))
       break;
     if ((rc = run_side(a, NULL)) == DLRT_OK && b)
       rc = run_side(b, NULL);
   }
-  start = bench_now_s();
+  start = tool_now_s();
   for (int i = 0; i < BENCH_MAX_REPS && rc == DLRT_OK; i++) {
-    if (i >= o->reps && i >= BENCH_MIN_REPS && bench_now_s() - start >= o->min_time)
+    if (i >= o->reps && i >= BENCH_MIN_REPS && tool_now_s() - start >= o->min_time)
       break;
     /* a b, b a, a b, ...: neither side always runs on the other's leftovers. */
     int b_first = b && (i & 1);
@@ -253,9 +249,8 @@ int bench_wanted(const bench_ctx *ctx, const char *suite, const char *name) {
 }
 
 int bench_fail(bench_ctx *ctx, const char *suite, const char *name, const char *what, int rc) {
-  const char *detail = dlrt_last_error();
   fprintf(stderr, "dlbench: %s on %s, %s: %s: %s\n", suite, ctx->props.spec, name, what,
-          detail && *detail ? detail : dlrt_strerror(rc));
+          tool_error_text(rc));
   ctx->failures++;
   return rc;
 }
@@ -313,20 +308,6 @@ typedef struct {
 static void options_free(options *o) {
   for (int i = 0; i < o->n_specs; i++)
     free(o->specs[i]);
-}
-
-/* An integer in [min, max] for --NAME; says why not on stderr. */
-static int parse_int(const char *name, const char *text, long min, long max, int *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(text, &end, 10);
-  if (errno || end == text || *end || v < min || v > max) {
-    fprintf(stderr, "dlbench: --%s needs an integer from %ld to %ld, not '%s'\n", name, min,
-            max, text);
-    return 0;
-  }
-  *out = (int)v;
-  return 1;
 }
 
 static int parse_seconds(const char *text, double *out) {
@@ -408,7 +389,8 @@ static int parse_options(int argc, char **argv, options *o) {
       {"report", required_argument, NULL, OPT_REPORT},
       {"quiet", no_argument, NULL, OPT_QUIET},   {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},       {NULL, 0, NULL, 0}};
-  int reps = -1, warmup = -1, c, ok = 1;
+  long long reps = -1, warmup = -1; /* -1: the default */
+  int c, ok = 1;
   double min_time = -1;
 
   /* getopt permutes, so options may follow the suites (dlbench gemm --quick). */
@@ -416,9 +398,9 @@ static int parse_options(int argc, char **argv, options *o) {
     switch (c) {
     case 'd': ok = add_specs(o, optarg); break;
     case 'q': o->bench.quick = 1; break;
-    case 'r': ok = parse_int("reps", optarg, 1, BENCH_MAX_REPS, &reps); break;
+    case 'r': ok = tool_parse_int("reps", optarg, 1, BENCH_MAX_REPS, &reps); break;
     case 't': ok = parse_seconds(optarg, &min_time); break;
-    case 'w': ok = parse_int("warmup", optarg, 0, 1000, &warmup); break;
+    case 'w': ok = tool_parse_int("warmup", optarg, 0, 1000, &warmup); break;
     case 'f': o->bench.filter = optarg; break;
     case OPT_JSON: o->json = optarg; break;
     case OPT_CSV: o->csv = optarg; break;
@@ -443,8 +425,8 @@ static int parse_options(int argc, char **argv, options *o) {
     return STATUS_USAGE;
   }
   bench_options *b = &o->bench;
-  b->warmup = warmup >= 0 ? warmup : b->quick ? QUICK_WARMUP : DEFAULT_WARMUP;
-  b->reps = reps >= 0 ? reps : b->quick ? QUICK_REPS : DEFAULT_REPS;
+  b->warmup = warmup >= 0 ? (int)warmup : b->quick ? QUICK_WARMUP : DEFAULT_WARMUP;
+  b->reps = reps >= 0 ? (int)reps : b->quick ? QUICK_REPS : DEFAULT_REPS;
   b->min_time = min_time >= 0 ? min_time : b->quick ? QUICK_MIN_TIME : DEFAULT_MIN_TIME;
   return 0;
 }
@@ -472,8 +454,7 @@ static int open_devices(const options *o, dlrt_device_t ***devs, int *n) {
       return STATUS_FAIL;
     }
     if (rc != DLRT_OK) {
-      fprintf(stderr, "dlbench: --device %s: %s\n", o->specs[i],
-              *dlrt_last_error() ? dlrt_last_error() : dlrt_strerror(rc));
+      fprintf(stderr, "dlbench: --device %s: %s\n", o->specs[i], tool_error_text(rc));
       fputs("dlbench: run dlinfo to list devices\n", stderr);
       return rc == DLRT_ERR_BAD_SPEC || rc == DLRT_ERR_NO_DEVICE ? STATUS_USAGE : STATUS_FAIL;
     }

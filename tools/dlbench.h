@@ -11,8 +11,7 @@
 #include <stdio.h>
 
 #include "dlrt.h"
-
-enum { STATUS_FAIL = 1, STATUS_USAGE = 2 };
+#include "tool-common.h" /* STATUS_*, tool_now_s, tool_json_string */
 
 /* Version of the JSON and CSV layout (docs/dlbench.md); raised when a field
  * changes meaning or goes away, not when one is added. */
@@ -129,8 +128,6 @@ void bench_timer_free(bench_timer *t);
 const char *bench_timer_kind(const bench_timer *t);
 int bench_timer_begin(bench_timer *t);
 int bench_timer_end(bench_timer *t, double *ms);
-
-double bench_now_s(void);
 
 /* Fills row's figures from the samples: unit figures are work / seconds /
  * divisor (1e9 for GB/s and GFLOP/s). Sorts the samples; vendor may be NULL. */

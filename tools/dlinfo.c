@@ -16,8 +16,9 @@
 #include <unistd.h>
 
 #include "dlrt.h"
+#include "tool-common.h"
 
-enum { STATUS_FAIL = 1, STATUS_USAGE = 2 };
+const char tool_name[] = "dlinfo";
 
 static volatile sig_atomic_t stop_requested;
 
@@ -45,14 +46,6 @@ static void usage(FILE *out) {
         out);
 }
 
-/* Prints "dlinfo: [WHAT: ]DETAIL" for a failed dlrt call; returns STATUS_FAIL. */
-static int fail(const char *what, int rc) {
-  const char *detail = dlrt_last_error();
-  fprintf(stderr, "dlinfo: %s%s%s\n", what ? what : "", what ? ": " : "",
-          detail && *detail ? detail : dlrt_strerror(rc));
-  return STATUS_FAIL;
-}
-
 /* Accepts a positive, finite number of seconds (fractions allowed). */
 static int parse_seconds(const char *text, double *out) {
   char *end;
@@ -70,35 +63,20 @@ static uint64_t used_memory(const dlrt_device_props *p) {
   return p->total_memory > p->free_memory ? p->total_memory - p->free_memory : 0;
 }
 
-/* Writes s as a JSON string (RFC 8259: quote, backslash and control
- * characters escaped; UTF-8 passes through as the props strings hold it). */
-static void json_string(const char *s) {
-  putchar('"');
-  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-    if (*p == '"' || *p == '\\')
-      printf("\\%c", *p);
-    else if (*p < 0x20 || *p == 0x7f) /* controls, newline and tab included */
-      printf("\\u%04x", *p);
-    else
-      putchar(*p);
-  }
-  putchar('"');
-}
-
 /* Backend i: its name, whether it started and how many devices it has. */
 static int backend_info(int i, const char **name, int *available, int *ndev) {
   if (!(*name = dlrt_backend_name(i)))
-    return fail("cannot read the backend list", DLRT_ERR_INVALID_ARG);
+    return tool_fail("cannot read the backend list", DLRT_ERR_INVALID_ARG);
   if ((*available = dlrt_backend_available(*name)) < 0)
-    return fail(*name, *available);
+    return tool_fail(*name, *available);
   if ((*ndev = dlrt_backend_device_count(*name)) < 0)
-    return fail(*name, *ndev);
+    return tool_fail(*name, *ndev);
   return 0;
 }
 
 static int print_json(const dlrt_device_props *props, int ndev, int nb) {
   printf("{\n  \"version\": ");
-  json_string(dlrt_version_string());
+  tool_json_string(stdout, dlrt_version_string());
   printf(",\n  \"backends\": [");
   for (int i = 0; i < nb; i++) {
     const char *name;
@@ -106,7 +84,7 @@ static int print_json(const dlrt_device_props *props, int ndev, int nb) {
     if (backend_info(i, &name, &available, &n))
       return STATUS_FAIL;
     printf("%s\n    {\"name\": ", i ? "," : "");
-    json_string(name);
+    tool_json_string(stdout, name);
     printf(", \"available\": %s, \"devices\": %d}", available ? "true" : "false", n);
   }
   printf("\n  ],\n  \"devices\": [");
@@ -116,11 +94,7 @@ static int print_json(const dlrt_device_props *props, int ndev, int nb) {
     const char *vals[] = {p->spec,   p->backend, p->name,
                           p->vendor, dlrt_device_kind_name(p->kind), p->driver};
     printf("%s\n    {", i ? "," : "");
-    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
-      printf("\"%s\": ", keys[k]);
-      json_string(vals[k]);
-      fputs(", ", stdout);
-    }
+    tool_json_strings(stdout, keys, vals, sizeof keys / sizeof *keys);
     printf("\"total_memory\": %" PRIu64 ", \"free_memory\": %" PRIu64
            ", \"used_memory\": %" PRIu64 ", \"alignment\": %zu"
            ", \"host_addressable\": %s, \"compute_units\": %d}",
@@ -197,10 +171,10 @@ static int report(dlrt_device_t *only, int json, int stamp) {
   int ndev = only ? 1 : dlrt_device_count();
   int nb = dlrt_backend_count();
   if (ndev < 0 || nb < 0)
-    return fail("cannot list devices", ndev < 0 ? ndev : nb);
+    return tool_fail("cannot list devices", ndev < 0 ? ndev : nb);
   dlrt_device_props *props = calloc((size_t)ndev + 1, sizeof *props);
   if (!props)
-    return fail("cannot list devices", DLRT_ERR_OOM);
+    return tool_fail("cannot list devices", DLRT_ERR_OOM);
   int status = 0;
   for (int i = 0; i < ndev && !status; i++) {
     dlrt_device_t *dev = only;
@@ -208,7 +182,7 @@ static int report(dlrt_device_t *only, int json, int stamp) {
     if (rc == DLRT_OK)
       rc = dlrt_device_props_get(dev, &props[i]);
     if (rc != DLRT_OK)
-      status = fail("cannot read device properties", rc);
+      status = tool_fail("cannot read device properties", rc);
   }
   if (!status)
     status = json ? print_json(props, ndev, nb) : print_table(props, ndev, nb, stamp);
@@ -263,11 +237,11 @@ int main(int argc, char **argv) {
   }
 
   if ((rc = dlrt_init()) != DLRT_OK) {
-    status = fail("cannot start dlrt", rc);
+    status = tool_fail("cannot start dlrt", rc);
     goto done;
   }
   if (spec && (rc = dlrt_device_open(spec, &only)) != DLRT_OK) {
-    fail(NULL, rc);
+    tool_fail(NULL, rc);
     fputs("dlinfo: run dlinfo to list devices\n", stderr);
     status = STATUS_USAGE;
     goto done;

@@ -10,8 +10,9 @@
 #include <sys/stat.h>
 
 #include "dlrt.h"
+#include "tool-common.h"
 
-enum { STATUS_FAIL = 1, STATUS_USAGE = 2 };
+const char tool_name[] = "dlrecord";
 
 static void usage(FILE *out) {
   fputs("Usage: dlrecord convert SOURCE FOLDER\n"
@@ -30,15 +31,9 @@ static void usage(FILE *out) {
         out);
 }
 
-static int fail(const char *what, int rc) {
-  const char *detail = dlrt_last_error();
-  fprintf(stderr, "dlrecord: %s: %s\n", what, detail && *detail ? detail : dlrt_strerror(rc));
-  return STATUS_FAIL;
-}
-
 static int save(const dlrt_dataset *d, const char *path) {
   int rc = dlrt_dataset_save_records(path, d);
-  if (rc < 0) return fail("cannot write", rc);
+  if (rc < 0) return tool_fail("cannot write", rc);
   printf("wrote %s: %" PRId64 " samples of %" PRId64 " x %" PRId64 " x %" PRId64 " %s, %d "
          "classes (from %s)\n", path, d->count, d->channels, d->height, d->width,
          dlrt_dtype_name(d->image_dtype), d->classes, d->source);
@@ -56,7 +51,8 @@ static int convert(const char *source, const char *folder) {
     int rc = strcmp(source, "generated") == 0
                  ? dlrt_dataset_generate(test ? 10000 : 60000, 10, test ? ~1ull : 1ull, &d)
                  : dlrt_dataset_load(source, test, &d);
-    if (rc < 0) return fail(test ? "cannot read the test split" : "cannot read the training split", rc);
+    if (rc < 0)
+      return tool_fail(test ? "cannot read the test split" : "cannot read the training split", rc);
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", folder, names[test]);
     int status = save(&d, path);
@@ -69,7 +65,7 @@ static int convert(const char *source, const char *folder) {
 static int info(const char *path) {
   dlrt_dataset d;
   int rc = dlrt_dataset_open_records(path, DLRT_DATASET_MMAP, &d);
-  if (rc < 0) return fail("cannot read", rc);
+  if (rc < 0) return tool_fail("cannot read", rc);
   printf("%s: %" PRId64 " samples, %" PRId64 " x %" PRId64 " x %" PRId64 " %s, %d classes\n",
          path, d.count, d.channels, d.height, d.width, dlrt_dtype_name(d.image_dtype),
          d.classes);
@@ -115,7 +111,7 @@ int main(int argc, char **argv) {
   } else if (strcmp(cmd, "idx") == 0) {
     dlrt_dataset d;
     if ((rc = dlrt_dataset_load_idx(argv[2], argv[3], &d)) < 0) {
-      status = fail("cannot read", rc);
+      status = tool_fail("cannot read", rc);
     } else {
       status = save(&d, argv[4]);
       dlrt_dataset_free(&d);

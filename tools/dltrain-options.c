@@ -125,21 +125,6 @@ static void usage(FILE *out) {
         out);
 }
 
-/* An integer in [min, max] for --NAME; says why not on stderr. */
-static int parse_int(const char *name, const char *text, long long min, long long max,
-                     long long *out) {
-  char *end;
-  errno = 0;
-  long long v = strtoll(text, &end, 10);
-  if (errno || end == text || *end || v < min || v > max) {
-    fprintf(stderr, "dltrain: --%s needs an integer from %lld to %lld, not '%s'\n", name, min,
-            max, text);
-    return 0;
-  }
-  *out = v;
-  return 1;
-}
-
 /* A finite number in [min, max) for --NAME, or in (min, max) when open_min;
  * `range` says which in words. */
 static int parse_real(const char *name, const char *text, double min, double max,
@@ -222,19 +207,19 @@ int parse_options(int argc, char **argv, options *o) {
     case OPT_DATA: o->data = optarg; break;
     case 'd': o->device = optarg; break;
     case 'e':
-      if ((ok = parse_int("epochs", optarg, 0, 1000000, &v))) o->epochs = (int)v;
+      if ((ok = tool_parse_int("epochs", optarg, 0, 1000000, &v))) o->epochs = (int)v;
       break;
     case 'b':
-      if ((ok = parse_int("batch", optarg, 1, 1 << 20, &v))) o->batch = v;
+      if ((ok = tool_parse_int("batch", optarg, 1, 1 << 20, &v))) o->batch = v;
       break;
     case OPT_LIMIT:
-      if ((ok = parse_int("limit", optarg, 1, INT64_MAX, &v))) o->limit = v;
+      if ((ok = tool_parse_int("limit", optarg, 1, INT64_MAX, &v))) o->limit = v;
       break;
     case OPT_SEED:
-      if ((ok = parse_int("seed", optarg, 0, INT64_MAX, &v))) o->seed = (uint64_t)v;
+      if ((ok = tool_parse_int("seed", optarg, 0, INT64_MAX, &v))) o->seed = (uint64_t)v;
       break;
     case OPT_THREADS:
-      if ((ok = parse_int("threads", optarg, 0, 4096, &v))) o->threads = (int)v;
+      if ((ok = tool_parse_int("threads", optarg, 0, 4096, &v))) o->threads = (int)v;
       break;
     case OPT_LR: ok = parse_real("lr", optarg, 0, HUGE_VAL, 1, "> 0", &lr); break;
     case OPT_MOMENTUM: ok = parse_real("momentum", optarg, 0, 1, 0, "in [0, 1)", &momentum); break;
@@ -272,20 +257,21 @@ int parse_options(int argc, char **argv, options *o) {
       break;
     }
     case OPT_WARMUP:
-      if ((ok = parse_int("warmup", optarg, 0, INT64_MAX, &v))) o->warmup = v;
+      if ((ok = tool_parse_int("warmup", optarg, 0, INT64_MAX, &v))) o->warmup = v;
       break;
     case OPT_CLIP: ok = parse_real("clip-norm", optarg, 0, HUGE_VAL, 1, "> 0", &o->clip_norm); break;
     case OPT_WORKERS:
-      if ((ok = parse_int("workers", optarg, 0, 256, &v))) o->workers = (int)v;
+      if ((ok = tool_parse_int("workers", optarg, 0, 256, &v))) o->workers = (int)v;
       break;
     case OPT_PREFETCH:
-      if ((ok = parse_int("prefetch", optarg, 0, 64, &v))) o->prefetch = (int)v;
+      if ((ok = tool_parse_int("prefetch", optarg, 0, 64, &v))) o->prefetch = (int)v;
       break;
     case OPT_AUGMENT:
       o->augment = 1, o->aug.crop_padding = 2, o->aug.flip = 1;
       break;
     case OPT_CROP_PAD:
-      if ((ok = parse_int("crop-pad", optarg, 0, 64, &v))) o->augment = 1, o->aug.crop_padding = (int)v;
+      if ((ok = tool_parse_int("crop-pad", optarg, 0, 64, &v)))
+        o->augment = 1, o->aug.crop_padding = (int)v;
       break;
     case OPT_FLIP: o->augment = 1, o->aug.flip = 1; break;
     case OPT_ERASE:
@@ -310,7 +296,7 @@ int parse_options(int argc, char **argv, options *o) {
     case OPT_DEVICES: o->devices = optarg; break;
     case OPT_PIPELINE: o->pipeline = optarg; break;
     case OPT_MICRO:
-      if ((ok = parse_int("micro-batches", optarg, 1, 1 << 20, &v))) o->micro = (int)v;
+      if ((ok = tool_parse_int("micro-batches", optarg, 1, 1 << 20, &v))) o->micro = (int)v;
       break;
     case OPT_PRECISION:
       if (strcmp(optarg, "fp32") == 0 || strcmp(optarg, "f32") == 0)
@@ -364,7 +350,7 @@ int parse_options(int argc, char **argv, options *o) {
       break;
     }
     case OPT_SPILL_PREFETCH:
-      if ((ok = parse_int("spill-prefetch", optarg, 0, 1024, &v))) o->spill.prefetch = (int)v;
+      if ((ok = tool_parse_int("spill-prefetch", optarg, 0, 1024, &v))) o->spill.prefetch = (int)v;
       break;
     case OPT_CHECKPOINT: {
       long long every = 0;
@@ -406,7 +392,7 @@ int parse_options(int argc, char **argv, options *o) {
       break;
     }
     case OPT_ACCUM:
-      if ((ok = parse_int("accum", optarg, 1, 65536, &v))) o->accum = (int)v;
+      if ((ok = tool_parse_int("accum", optarg, 1, 65536, &v))) o->accum = (int)v;
       break;
     case OPT_SAVE: o->save = optarg; break;
     case OPT_RESUME: o->resume = optarg; break;

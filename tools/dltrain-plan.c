@@ -23,7 +23,7 @@ int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_datase
                     const char *device, uint64_t memory, const char *memory_from) {
   dlrt_memory_plan p, fit, fit_accum, fit_ckpt, fit_spill, fit_mixed;
   int rc = dlrt_plan_memory(cfg, d->channels, d->height, d->width, d->classes, &p);
-  if (rc < 0) return fail("cannot plan", rc);
+  if (rc < 0) return tool_fail("cannot plan", rc);
   dlrt_trainer_config one = *cfg;
   one.accum = 1;
   rc = dlrt_plan_max_batch(&one, d->channels, d->height, d->width, d->classes, memory, &fit);
@@ -47,17 +47,17 @@ int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_datase
   if (rc == DLRT_OK)
     rc = dlrt_plan_max_batch(&mixed, d->channels, d->height, d->width, d->classes, memory,
                              &fit_mixed);
-  if (rc < 0) return fail("cannot plan", rc);
+  if (rc < 0) return tool_fail("cannot plan", rc);
   double folk = (double)memory / (4.0 * (double)p.param_count);
   dlrt_what_if rows[8];
   int n_rows = 0;
   if (o->what_if > 0 && (rc = dlrt_plan_what_if(o->what_if, memory, rows, &n_rows)) < 0)
-    return fail("cannot plan", rc);
+    return tool_fail("cannot plan", rc);
   if (o->json) {
     printf("{\"plan\": {\"model\": ");
-    json_string(o->model);
+    tool_json_string(stdout, o->model);
     printf(", \"device\": ");
-    json_string(device);
+    tool_json_string(stdout, device);
     printf(", \"device_memory\": %" PRIu64 ", \"batch\": %" PRId64 ", \"accum\": %d, "
            "\"params\": %" PRId64 ", \"param_bytes\": %" PRIu64 ", \"grad_bytes\": %" PRIu64
            ", \"optimizer_state_bytes\": %" PRIu64 ", \"activation_bytes\": %" PRIu64

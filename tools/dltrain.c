@@ -24,23 +24,10 @@
 #endif
 #endif
 
+const char tool_name[] = "dltrain";
+
 /* The generated stand-in has Fashion-MNIST's sizes. */
 enum { GEN_TRAIN = 60000, GEN_TEST = 10000, GEN_CLASSES = 10 };
-
-
-int fail(const char *what, int rc) {
-  const char *detail = dlrt_last_error();
-  fprintf(stderr, "dltrain: %s%s%s\n", what ? what : "", what ? ": " : "",
-          detail && *detail ? detail : dlrt_strerror(rc));
-  return STATUS_FAIL;
-}
-
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Loads the training (d[0]) and test (d[1]) splits --data names. A missing
  * Fashion-MNIST package falls back to generated data; a folder named
@@ -58,14 +45,14 @@ static int load_data(const options *o, dlrt_dataset d[2], int *generated) {
       dlrt_dataset_free(&d[0]);
       *generated = 1;
     } else if (rc != DLRT_OK) {
-      return fail("cannot load the data", rc);
+      return tool_fail("cannot load the data", rc);
     }
   }
   /* Different seeds for the two splits: the classes are the same patterns,
    * the samples differ. */
   if (*generated && ((rc = dlrt_dataset_generate(GEN_TRAIN, GEN_CLASSES, o->seed, &d[0])) ||
                      (rc = dlrt_dataset_generate(GEN_TEST, GEN_CLASSES, ~o->seed, &d[1]))))
-    return fail("cannot generate data", rc);
+    return tool_fail("cannot generate data", rc);
   if (o->limit > 0) { /* the arrays stay as they are; only the counts shrink */
     int64_t test = o->limit / 6 > 0 ? o->limit / 6 : 1;
     d[0].count = d[0].count < o->limit ? d[0].count : o->limit;
@@ -104,20 +91,6 @@ static void on_progress(void *user, int64_t step, int64_t steps, const dlrt_epoc
             s->loss, 100.0 * s->accuracy, s->images_per_s, mib);
   }
   fflush(p->out);
-}
-
-/* Writes s as a JSON string: quote, backslash and control characters escaped. */
-void json_string(const char *s) {
-  putchar('"');
-  for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-    if (*p == '"' || *p == '\\')
-      printf("\\%c", *p);
-    else if (*p < 0x20 || *p == 0x7f)
-      printf("\\u%04x", *p);
-    else
-      putchar(*p);
-  }
-  putchar('"');
 }
 
 /* A number, or null for NaN and infinities (which JSON lacks). The figures
@@ -164,11 +137,7 @@ static void print_json(const options *o, const results *r) {
   const char *vals[] = {r->device, r->device_name, o->model, r->data, r->train->source,
                         dlrt_optimizer_name(o->opt.kind)};
   putchar('{');
-  for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
-    printf("\"%s\": ", keys[k]);
-    json_string(vals[k]);
-    fputs(", ", stdout);
-  }
+  tool_json_strings(stdout, keys, vals, sizeof keys / sizeof *keys);
   printf("\"train_images\": %" PRId64 ", \"test_images\": %" PRId64 ", \"epochs\": %d, "
          "\"epochs_run\": %d, \"batch\": %" PRId64 ", \"seed\": %" PRIu64 ", \"threads\": ",
          r->train->count, r->test->count, o->epochs, r->epochs_run, o->batch, o->seed);
@@ -254,14 +223,14 @@ static int mpi_allreduce_start(void *user, float *values, int64_t count, void **
 static int mpi_allreduce_wait(void *user, void *request) {
   mpi_job *job = user;
   MPI_Request *req = request;
-  double deadline = now_s() + job->timeout_s;
+  double deadline = tool_now_s() + job->timeout_s;
   for (int done = 0;;) {
     MPI_Test(req, &done, MPI_STATUS_IGNORE);
     if (done) {
       free(req);
       return 0;
     }
-    if (now_s() > deadline) {
+    if (tool_now_s() > deadline) {
       fprintf(stderr, "dltrain: rank %d: the other ranks did not join the gradient all-reduce "
               "within %.0f s (did one stop? see its messages; DLRT_MPI_TIMEOUT sets the "
               "wait); stopping the job\n", job->rank, job->timeout_s);
@@ -290,7 +259,7 @@ static int mpi_cuda_aware(void) {
 #define TRY(call, what)                                                                   \
   do {                                                                                    \
     if ((rc = (call)) != DLRT_OK) {                                                       \
-      status = fail(what, rc);                                                            \
+      status = tool_fail(what, rc);                                                       \
       goto done;                                                                          \
     }                                                                                     \
   } while (0)
@@ -299,7 +268,7 @@ int main(int argc, char **argv) {
   options o = {.model = "mlp", .data = "fashion-mnist", .epochs = 1, .threads = -1,
                .batch = 64, .seed = 1, .workers = 2, .prefetch = 2, .accum = 1,
                .spill = {.prefetch = 4}, .micro = 4};
-  double start = now_s();
+  double start = tool_now_s();
   dlrt_dataset data[2] = {{0}, {0}};
   dlrt_trainer_t *trainer = NULL;
   dlrt_device_t *dev = NULL;
@@ -345,7 +314,7 @@ int main(int argc, char **argv) {
          spec = strtok_r(NULL, ",", &save)) {
       if (n_replicas == 64 || (rc = dlrt_device_open(spec, &replicas[n_replicas])) != DLRT_OK) {
         if (n_replicas == 64) fputs("dltrain: at most 64 devices\n", stderr);
-        else fail(NULL, rc), fputs("dltrain: run dlinfo to list devices\n", stderr);
+        else tool_fail(NULL, rc), fputs("dltrain: run dlinfo to list devices\n", stderr);
         status = STATUS_USAGE;
         goto done;
       }
@@ -361,7 +330,7 @@ int main(int argc, char **argv) {
   }
   if (o.trace) TRY(dlrt_trace_start(o.trace), "cannot trace");
   if ((rc = dlrt_device_open(o.device, &dev)) != DLRT_OK) {
-    fail(NULL, rc);
+    tool_fail(NULL, rc);
     fputs("dltrain: run dlinfo to list devices\n", stderr);
     status = rc == DLRT_ERR_BAD_SPEC || rc == DLRT_ERR_NO_DEVICE ? STATUS_USAGE : STATUS_FAIL;
     goto done;
@@ -555,7 +524,7 @@ int main(int argc, char **argv) {
     r.train = &data[0];
     r.test = &data[1];
     r.losses = losses;
-    r.seconds = now_s() - start;
+    r.seconds = tool_now_s() - start;
     print_json(&o, &r);
   }
 

@@ -7,8 +7,7 @@
 #include <stdio.h>
 
 #include "dlrt.h"
-
-enum { STATUS_FAIL = 1, STATUS_USAGE = 2 };
+#include "tool-common.h" /* STATUS_*, tool_fail, tool_json_string */
 
 typedef struct {
   const char *model, *data, *device, *save, *resume;
@@ -39,10 +38,6 @@ typedef struct {
 /* Parses the command line into *o; 0, or the exit status (-1: exit 0 at
  * once, after --help or --version) (dltrain-options.c). */
 int parse_options(int argc, char **argv, options *o);
-/* Prints "dltrain: [WHAT: ]DETAIL" for a failed dlrt call; returns STATUS_FAIL. */
-int fail(const char *what, int rc);
-/* Writes s as a JSON string on stdout (quotes, backslashes, control characters escaped). */
-void json_string(const char *s);
 /* --plan: the planner's breakdown for the batch asked for, the largest batch
  * for each strategy, and the what-if table (dltrain-plan.c). */
 int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_dataset *d,

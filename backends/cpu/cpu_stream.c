@@ -6,9 +6,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cpu_stream.h"
+#include "util/clock.h"
 #include "util/status.h"
 
 typedef struct command {
@@ -40,12 +40,6 @@ struct cpu_event {
   uint64_t completed; /* highest generation the stream has passed */
   double time_ms;     /* CLOCK_MONOTONIC when the last generation completed */
 };
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 static void *worker(void *arg) {
   cpu_stream *s = arg;
@@ -170,7 +164,7 @@ static int complete_event(void *payload) {
   pthread_mutex_lock(&e->lock);
   if (c->generation > e->completed) {
     e->completed = c->generation;
-    e->time_ms = now_ms();
+    e->time_ms = dlrt__now_ms();
   }
   pthread_cond_broadcast(&e->done);
   pthread_mutex_unlock(&e->lock);

@@ -22,9 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "dialect.h" /* the kernels' fp16 / bf16 rounding */
+#include "util/clock.h"
 #include "util/status.h"
 
 typedef enum { SLOT_FREE, SLOT_CLAIMED, SLOT_FILLING, SLOT_READY, SLOT_IN_USE } slot_state;
@@ -76,12 +76,6 @@ struct dlrt_loader {
 
   dlrt_loader_stats stats;
 };
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static uint64_t mix64(uint64_t z) {
   z += 0x9e3779b97f4a7c15ull;
@@ -268,9 +262,9 @@ static void work_unit(dlrt_loader_t *l, int64_t unit) {
   }
   if (!l->failed) {
     pthread_mutex_unlock(&l->lock);
-    double t0 = now_s();
+    double t0 = dlrt__now_s();
     rc = decode_chunk(l, s, k, chunk);
-    double spent = now_s() - t0;
+    double spent = dlrt__now_s() - t0;
     pthread_mutex_lock(&l->lock);
     l->stats.work_s += spent;
     if (rc < 0) fail_locked(l, rc);
@@ -502,7 +496,7 @@ int dlrt_loader_start(dlrt_loader_t *l, int epoch) {
 
 int dlrt_loader_next(dlrt_loader_t *l, dlrt_batch *out) {
   DLRT__CHECK_ARG(l && out, "dlrt_loader_next: loader or out is NULL");
-  double t0 = now_s();
+  double t0 = dlrt__now_s();
   pthread_mutex_lock(&l->lock);
   if (!l->started) {
     pthread_mutex_unlock(&l->lock);
@@ -542,7 +536,7 @@ int dlrt_loader_next(dlrt_loader_t *l, dlrt_batch *out) {
   }
   s->state = SLOT_IN_USE;
   l->next_batch++;
-  double t1 = now_s();
+  double t1 = dlrt__now_s();
   if (l->stats.batches == 0) l->stats.first_s = t0;
   l->stats.last_s = t1;
   l->stats.stall_s += t1 - t0;

@@ -13,18 +13,12 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "exec/exec.h"
 #include "exec/residency.h"
+#include "util/clock.h"
 #include "util/status.h"
 #include "util/trace.h"
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 static void print_profile(const dlrt_exec_t *e) {
   double total = 0;
@@ -231,11 +225,11 @@ static int run_block(dlrt_exec_t *e, const dlrt__residency *res, const schedule 
     for (int k = b->begin; k < b->end && rc == DLRT_OK; k++) {
       node *n = e->g->nodes[s->order[k]];
       rc = res->chunk_outputs(e, s, k, &c);
-      double t0 = e->profile ? now_ms() : 0;
+      double t0 = e->profile ? dlrt__now_ms() : 0;
       if (rc == DLRT_OK) rc = dlrt__exec_run_node_chunk(e, n, &c);
       if (e->profile && rc == DLRT_OK) {
         rc = dlrt_stream_synchronize(e->stream);
-        e->op_ms[n->op] += now_ms() - t0;
+        e->op_ms[n->op] += dlrt__now_ms() - t0;
         e->op_calls[n->op]++;
       }
       if (rc < 0) {
@@ -336,14 +330,14 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
                            dlrt_last_error());
       break;
     }
-    double t0 = e->profile ? now_ms() : 0;
+    double t0 = e->profile ? dlrt__now_ms() : 0;
     double trace_t0 = tracing && dlrt_stream_synchronize(e->stream) == DLRT_OK ? dlrt__trace_now_us() : 0;
     if (rc == DLRT_OK && !on_host) rc = dlrt__exec_run_node(e, n);
     if (rc == DLRT_OK && gradients_only && e->buckets.n) rc = dlrt__exec_stream_ready(e, k);
     if (tracing && rc == DLRT_OK) trace_node(e, n, on_host, trace_t0);
     if (e->profile && rc == DLRT_OK) {
       rc = dlrt_stream_synchronize(e->stream);
-      e->op_ms[n->op] += now_ms() - t0;
+      e->op_ms[n->op] += dlrt__now_ms() - t0;
       e->op_calls[n->op]++;
     }
     if (rc < 0) {

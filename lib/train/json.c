@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "train/json.h"
+#include "util/json_escape.h"
 
 void dlrt__json_init(dlrt__json *js, const char *path, const void *text, size_t len) {
   js->path = path;
@@ -325,18 +326,8 @@ void dlrt__text_printf(dlrt__text *t, const char *fmt, ...) {
   va_end(ap);
 }
 
+static void text_sink(void *t, const char *bytes, size_t n) { dlrt__text_put(t, bytes, n); }
+
 void dlrt__text_json_string(dlrt__text *t, const char *s) {
-  dlrt__text_put(t, "\"", 1);
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') {
-      char esc[2] = {'\\', (char)c};
-      dlrt__text_put(t, esc, 2);
-    } else if (c < 0x20) {
-      dlrt__text_printf(t, "\\u%04x", c);
-    } else {
-      dlrt__text_put(t, s, 1);
-    }
-  }
-  dlrt__text_put(t, "\"", 1);
+  dlrt__json_write_string(text_sink, t, s);
 }

@@ -6,11 +6,11 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "exec/exec.h"
 #include "mem/buffer.h"
 #include "train/train.h"
+#include "util/clock.h"
 #include "util/status.h"
 
 /* The training loader is made again at the next epoch: whether it copies
@@ -19,12 +19,6 @@ static void drop_train_loader(dlrt_trainer_t *t) {
   dlrt_loader_destroy(t->train_loader);
   t->train_loader = NULL;
   t->train_data = NULL;
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 void dlrt__replica_free(replica *r) {
@@ -214,7 +208,7 @@ int dlrt__dp_step(dlrt_trainer_t *t, const float *images, const int32_t *labels,
   double t0 = 0;
   for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++) {
     replica *r = &t->reps[i];
-    if (probing) t0 = now_s();
+    if (probing) t0 = dlrt__now_s();
     if ((rc = dlrt_exec_set_lr(r->e, lr)) < 0 ||
         (rc = dlrt__exec_write_f32(r->e, r->images, images + r->offset * pixels,
                                    r->batch * pixels)) < 0 ||
@@ -223,7 +217,7 @@ int dlrt__dp_step(dlrt_trainer_t *t, const float *images, const int32_t *labels,
         (rc = dlrt_exec_run(r->e, DLRT_RUN_GRADIENTS)) < 0)
       break;
     if (probing && (rc = dlrt_stream_synchronize(dlrt_exec_stream(r->e))) == DLRT_OK)
-      r->seconds += now_s() - t0;
+      r->seconds += dlrt__now_s() - t0;
   }
   if (t->device_reduce) {
     /* Device to device: each replica weighs its gradients by its share of

@@ -9,19 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "exec/exec.h"
 #include "train/train.h"
+#include "util/clock.h"
 #include "util/status.h"
-
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 
 void dlrt_trainer_destroy(dlrt_trainer_t *t) {
   if (!t) return;
@@ -310,11 +302,11 @@ int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
    * may be rebuilt during the epoch: ask each time). */
   dlrt_loss_scale_state scale0, scale1;
   if ((rc = dlrt_trainer_loss_scale(t, &scale0)) < 0) return rc;
-  double loss_sum = 0, start = now_s(), warm_start = start;
+  double loss_sum = 0, start = dlrt__now_s(), warm_start = start;
   int64_t correct = 0, warmup = steps / 10, report = steps / 20 > 0 ? steps / 20 : 1;
   int64_t micro = 0; /* micro-batches run */
   for (int64_t s = 0; s < steps && rc == DLRT_OK; s++) {
-    if (s == warmup) warm_start = now_s();
+    if (s == warmup) warm_start = dlrt__now_s();
     float lr = dlrt_lr_at(&t->cfg, t->steps);
     if ((rc = dlrt_exec_set_lr(t->e, lr)) < 0) break;
     for (int m = 0; m < t->accum && rc == DLRT_OK; m++, micro++) {
@@ -362,7 +354,7 @@ int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
     out->images = micro * t->batch * (dlrt__across_processes(t) && t->cfg.world > 1 ? t->cfg.world : 1);
     out->loss = (float)(loss_sum / (double)micro);
     out->accuracy = (float)correct / (float)out->images;
-    double now = now_s();
+    double now = dlrt__now_s();
     out->seconds = now - start;
     int64_t timed = s + 1 - warmup;
     out->images_per_s = timed > 0 && now > warm_start
@@ -397,7 +389,7 @@ int dlrt_trainer_evaluate(dlrt_trainer_t *t, const dlrt_dataset *d, dlrt_epoch_s
   if (rc == DLRT_OK) rc = dlrt_loader_stats_reset(l);
   if (rc < 0) return rc;
   memset(out, 0, sizeof *out);
-  double start = now_s(), loss_sum = 0;
+  double start = dlrt__now_s(), loss_sum = 0;
   int64_t correct = 0;
   for (;;) {
     dlrt_batch b;
@@ -419,7 +411,7 @@ int dlrt_trainer_evaluate(dlrt_trainer_t *t, const dlrt_dataset *d, dlrt_epoch_s
     out->images += count;
     out->steps++;
   }
-  out->seconds = now_s() - start;
+  out->seconds = dlrt__now_s() - start;
   loader_figures(l, out);
   /* Its buffers go back until the next evaluation (see dlrt_trainer_info). */
   dlrt_loader_destroy(t->eval_loader);

@@ -9,10 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "dlrt.h"
+#include "util/clock.h"
+#include "util/json_escape.h"
 #include "util/status.h"
 #include "util/trace.h"
 
@@ -21,12 +22,6 @@ static FILE *trace_file;
 static int trace_checked; /* DLRT_TRACE read */
 static int trace_events;
 static double trace_t0;
-
-static double mono_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
 
 static int open_locked(const char *path) {
   FILE *f = fopen(path, "w");
@@ -42,7 +37,7 @@ static int open_locked(const char *path) {
   fflush(f);
   trace_file = f;
   trace_events = 0;
-  trace_t0 = mono_us();
+  trace_t0 = dlrt__now_us();
   return DLRT_OK;
 }
 
@@ -78,24 +73,19 @@ int dlrt__trace_on(void) {
   return on;
 }
 
-double dlrt__trace_now_us(void) { return mono_us() - trace_t0; }
+double dlrt__trace_now_us(void) { return dlrt__now_us() - trace_t0; }
 
-/* JSON string contents: names come from tensors and ops (plain ASCII), but
- * quotes and backslashes are escaped all the same. */
-static void put_escaped(FILE *f, const char *s) {
-  for (; *s; s++) {
-    if (*s == '"' || *s == '\\') fputc('\\', f);
-    if ((unsigned char)*s >= 0x20) fputc(*s, f);
-  }
-}
+/* Names come from tensors and ops (plain ASCII), but are written as any
+ * JSON string is. */
+static void file_sink(void *f, const char *bytes, size_t n) { fwrite(bytes, 1, n, f); }
 
 void dlrt__trace_span(const char *name, const char *cat, int tid, double start_us,
                       double end_us) {
   pthread_mutex_lock(&trace_lock);
   if (trace_file) {
-    fputs(",\n{\"name\": \"", trace_file);
-    put_escaped(trace_file, name);
-    fprintf(trace_file, "\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, "
+    fputs(",\n{\"name\": ", trace_file);
+    dlrt__json_write_string(file_sink, trace_file, name);
+    fprintf(trace_file, ", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": %d, "
             "\"ts\": %.3f, \"dur\": %.3f}", cat, (int)getpid(), tid, start_us,
             end_us > start_us ? end_us - start_us : 0.0);
     fflush(trace_file);
@@ -108,9 +98,9 @@ void dlrt__trace_counter(const char *name, uint64_t value) {
   double now = dlrt__trace_now_us();
   pthread_mutex_lock(&trace_lock);
   if (trace_file) {
-    fputs(",\n{\"name\": \"", trace_file);
-    put_escaped(trace_file, name);
-    fprintf(trace_file, "\", \"ph\": \"C\", \"pid\": %d, \"ts\": %.3f, \"args\": {\"bytes\": "
+    fputs(",\n{\"name\": ", trace_file);
+    dlrt__json_write_string(file_sink, trace_file, name);
+    fprintf(trace_file, ", \"ph\": \"C\", \"pid\": %d, \"ts\": %.3f, \"args\": {\"bytes\": "
             "%llu}}", (int)getpid(), now, (unsigned long long)value);
     fflush(trace_file);
   }
