@@ -29,7 +29,7 @@
 
 #include <zlib.h>
 
-#include "train/json.h"
+#include "data/json.h"
 #include "util/status.h"
 
 /* The reference implementation refuses longer headers too: a corrupt length

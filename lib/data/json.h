@@ -4,8 +4,8 @@
  * so the caller checks each value's shape as it goes; every failure is a
  * DLRT_ERR_IO naming the file and the byte where the header went wrong
  * (breaks of JSON's grammar say "invalid JSON"). */
-#ifndef DLRT_TRAIN_JSON_H
-#define DLRT_TRAIN_JSON_H
+#ifndef DLRT_DATA_JSON_H
+#define DLRT_DATA_JSON_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "train/json.h"
+#include "data/json.h"
 #include "util/json_escape.h"
 
 void dlrt__json_init(dlrt__json *js, const char *path, const void *text, size_t len) {
