@@ -22,12 +22,12 @@
 
 static void print_profile(const dlrt_exec_t *e) {
   double total = 0;
-  for (int i = 0; i < OP_COUNT_; i++) total += e->op_ms[i];
+  for (int i = 0; i < OP_COUNT_; i++) total += e->prof.op_ms[i];
   fprintf(stderr, "dlrt graph profile on %s (each node waited for):\n", dlrt_device_spec(e->dev));
   for (int i = 0; i < OP_COUNT_; i++)
-    if (e->op_calls[i])
+    if (e->prof.op_calls[i])
       fprintf(stderr, "  %-16s %8lld calls %10.1f ms %5.1f%%\n", dlrt__op_name((op_kind)i),
-              (long long)e->op_calls[i], e->op_ms[i], total > 0 ? 100.0 * e->op_ms[i] / total : 0);
+              (long long)e->prof.op_calls[i], e->prof.op_ms[i], total > 0 ? 100.0 * e->prof.op_ms[i] / total : 0);
 }
 
 /* ---------------------------------------------------------------- init */
@@ -73,22 +73,22 @@ static void init_values(const dlrt_tensor_t *t, uint64_t seed, float *v) {
 
 void dlrt_exec_destroy(dlrt_exec_t *e) {
   if (!e) return;
-  if (e->profile) print_profile(e);
+  if (e->prof.on) print_profile(e);
   if (e->stream) dlrt_stream_synchronize(e->stream);
   dlrt__exec_buckets_free(e);
-  dlrt__mpool_destroy(e->spill); /* host and disk copies; bufs[] are freed below */
-  free(e->windows), free(e->block_local), free(e->slices);
+  dlrt__mpool_destroy(e->spill.pool); /* host and disk copies; bufs[] are freed below */
+  free(e->spill.windows), free(e->spill.block_local), free(e->spill.slices);
   if (e->bufs) {
     for (int i = 0; i < e->g->n_tensors; i++)
       if (e->g->tensors[i]->owner == e->g->tensors[i]) dlrt_buffer_free(e->bufs[i]);
     free(e->bufs);
   }
-  if (e->accum) {
-    for (int i = 0; i < e->g->n_tensors; i++) dlrt_buffer_free(e->accum[i]);
-    free(e->accum);
+  if (e->grads.accum) {
+    for (int i = 0; i < e->g->n_tensors; i++) dlrt_buffer_free(e->grads.accum[i]);
+    free(e->grads.accum);
   }
-  dlrt__schedule_free(&e->plans[0]);
-  dlrt__schedule_free(&e->plans[1]);
+  dlrt__schedule_free(&e->plan.plans[0]);
+  dlrt__schedule_free(&e->plan.plans[1]);
   dlrt_stream_destroy(e->stream);
   free(e);
 }
@@ -102,9 +102,9 @@ int dlrt_exec_create(dlrt_graph_t *g, dlrt_device_t *dev, uint64_t seed, dlrt_ex
   e->dev = dev;
   e->lr = g->opt.lr;
   e->seed = seed;
-  e->loss_scale = 1.0f;
+  e->grads.loss_scale = 1.0f;
   const char *profile = getenv("DLRT_GRAPH_PROFILE");
-  e->profile = profile && *profile && strcmp(profile, "0") != 0;
+  e->prof.on = profile && *profile && strcmp(profile, "0") != 0;
   float *host = NULL;
   int rc = dlrt_stream_create(dev, &e->stream);
   if (rc < 0) goto fail;
@@ -114,14 +114,14 @@ int dlrt_exec_create(dlrt_graph_t *g, dlrt_device_t *dev, uint64_t seed, dlrt_ex
     goto fail;
   }
   uint64_t forward_peak;
-  if ((rc = dlrt__plan(g, PHASE_FORWARD, 0, &e->plans[DLRT_RUN_FORWARD], &forward_peak, NULL)) < 0 ||
-      (rc = dlrt__plan(g, PHASE_UPDATE, 0, &e->plans[DLRT_RUN_TRAIN], &e->train_peak, NULL)) < 0)
+  if ((rc = dlrt__plan(g, PHASE_FORWARD, 0, &e->plan.plans[DLRT_RUN_FORWARD], &forward_peak, NULL)) < 0 ||
+      (rc = dlrt__plan(g, PHASE_UPDATE, 0, &e->plan.plans[DLRT_RUN_TRAIN], &e->plan.train_peak, NULL)) < 0)
     goto fail;
-  e->forward_peak = forward_peak;
-  e->planned_peak = e->train_peak > forward_peak ? e->train_peak : forward_peak;
+  e->plan.forward_peak = forward_peak;
+  e->plan.planned_peak = e->plan.train_peak > forward_peak ? e->plan.train_peak : forward_peak;
   dlrt_mem_stats st;
   dlrt_mem_stats_get(dev, &st);
-  e->peak_base = st.allocated.current;
+  e->plan.peak_base = st.allocated.current;
   dlrt_mem_reset_peak(dev);
   /* Persistent storage now: inputs, parameters, state, kept tensors. */
   for (int i = 0; i < g->n_tensors; i++) {
@@ -130,10 +130,10 @@ int dlrt_exec_create(dlrt_graph_t *g, dlrt_device_t *dev, uint64_t seed, dlrt_ex
     size_t bytes = dlrt__tensor_bytes(t);
     if ((rc = dlrt_buffer_alloc(dev, bytes ? bytes : 4, e->stream, &e->bufs[i])) < 0) goto fail;
     if (t->kind == TENSOR_PARAM) {
-      e->param_bytes += bytes;
-      e->params += t->numel;
+      e->plan.param_bytes += bytes;
+      e->plan.params += t->numel;
     } else if (t->kind == TENSOR_STATE) {
-      e->state_bytes += bytes;
+      e->plan.state_bytes += bytes;
     }
     if (t->kind != TENSOR_PARAM && t->kind != TENSOR_STATE) continue;
     free(host);
@@ -148,7 +148,7 @@ int dlrt_exec_create(dlrt_graph_t *g, dlrt_device_t *dev, uint64_t seed, dlrt_ex
     if ((rc = dlrt_stream_synchronize(e->stream)) < 0) goto fail;
   }
   free(host);
-  e->accum_steps = 1;
+  e->grads.accum_steps = 1;
   *out = e;
   return DLRT_OK;
 fail:
@@ -170,26 +170,26 @@ int dlrt__exec_replan(dlrt_exec_t *e, int every) {
     dlrt__schedule_free(&fresh_forward);
     return rc;
   }
-  dlrt__schedule_free(&e->plans[DLRT_RUN_TRAIN]);
-  dlrt__schedule_free(&e->plans[DLRT_RUN_FORWARD]);
-  e->plans[DLRT_RUN_TRAIN] = fresh;
-  e->plans[DLRT_RUN_FORWARD] = fresh_forward;
-  e->train_peak = peak;
-  e->forward_peak = forward_peak;
-  e->planned_peak = peak > forward_peak ? peak : forward_peak;
-  e->checkpoint_every = every;
+  dlrt__schedule_free(&e->plan.plans[DLRT_RUN_TRAIN]);
+  dlrt__schedule_free(&e->plan.plans[DLRT_RUN_FORWARD]);
+  e->plan.plans[DLRT_RUN_TRAIN] = fresh;
+  e->plan.plans[DLRT_RUN_FORWARD] = fresh_forward;
+  e->plan.train_peak = peak;
+  e->plan.forward_peak = forward_peak;
+  e->plan.planned_peak = peak > forward_peak ? peak : forward_peak;
+  e->plan.checkpoint_every = every;
   /* Gradient buckets follow the schedule's positions: place them again. */
-  return e->buckets.n ? dlrt__exec_stream_gradients(e, e->buckets.bytes) : DLRT_OK;
+  return e->grads.buckets.n ? dlrt__exec_stream_gradients(e, e->grads.buckets.bytes) : DLRT_OK;
 }
 
 int dlrt_exec_set_checkpointing(dlrt_exec_t *e, int every) {
   DLRT__CHECK_ARG(e && (every >= 0 || every == DLRT_CHECKPOINT_SQRT),
                   "dlrt_exec_set_checkpointing: executor is NULL or segment length %d (give 0, "
                   "N > 0 or DLRT_CHECKPOINT_SQRT)", every);
-  if (!e->spill) return dlrt__exec_replan(e, dlrt__checkpoint_segment(e->g, every));
+  if (!e->spill.pool) return dlrt__exec_replan(e, dlrt__checkpoint_segment(e->g, every));
   /* Spilling: the pool sizes a chunked block's storages from the schedule,
    * so it starts again on the new one. */
-  dlrt_spill_config c = e->spill_cfg, off = c;
+  dlrt_spill_config c = e->spill.cfg, off = c;
   off.device_budget = 0;
   int rc = dlrt_exec_set_spill(e, &off);
   if (rc == DLRT_OK) rc = dlrt__exec_replan(e, dlrt__checkpoint_segment(e->g, every));
@@ -208,7 +208,7 @@ static void trace_node(dlrt_exec_t *e, const node *n, int on_host, double t0) {
   dlrt_mem_stats st;
   if (dlrt_mem_stats_get(e->dev, &st) == DLRT_OK)
     dlrt__trace_counter("device memory allocated", st.allocated.current);
-  if (e->spill) dlrt__trace_counter("spill: resident", dlrt__mpool_resident(e->spill));
+  if (e->spill.pool) dlrt__trace_counter("spill: resident", dlrt__mpool_resident(e->spill.pool));
 }
 
 /* A chunked block of the schedule (chunk.c): its positions run for each
@@ -225,12 +225,12 @@ static int run_block(dlrt_exec_t *e, const dlrt__residency *res, const schedule 
     for (int k = b->begin; k < b->end && rc == DLRT_OK; k++) {
       node *n = e->g->nodes[s->order[k]];
       rc = res->chunk_outputs(e, s, k, &c);
-      double t0 = e->profile ? dlrt__now_ms() : 0;
+      double t0 = e->prof.on ? dlrt__now_ms() : 0;
       if (rc == DLRT_OK) rc = dlrt__exec_run_node_chunk(e, n, &c);
-      if (e->profile && rc == DLRT_OK) {
+      if (e->prof.on && rc == DLRT_OK) {
         rc = dlrt_stream_synchronize(e->stream);
-        e->op_ms[n->op] += dlrt__now_ms() - t0;
-        e->op_calls[n->op]++;
+        e->prof.op_ms[n->op] += dlrt__now_ms() - t0;
+        e->prof.op_calls[n->op]++;
       }
       if (rc < 0) {
         rc = dlrt__set_error(rc, "graph node %d (%s -> %s), images %lld to %lld: %s",
@@ -254,58 +254,24 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
   if (mode != DLRT_RUN_FORWARD && !e->g->backward_done)
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_run: a training run needs "
                            "dlrt_graph_backward first");
-  int gradients_only = mode == DLRT_RUN_GRADIENTS;
-  if (gradients_only) {
-    if (e->accum_steps > 1 || e->spill || !e->g->optimized)
-      return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_run: DLRT_RUN_GRADIENTS needs an "
-                             "optimized graph, without accumulation or spilling");
-    int rc = dlrt__exec_ensure_accumulators(e);
-    if (rc < 0) return rc;
-    mode = DLRT_RUN_TRAIN; /* the kernels train (dropout, batch statistics) */
-  }
+  if (mode == DLRT_RUN_GRADIENTS && e->spill.pool)
+    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_run: DLRT_RUN_GRADIENTS needs an "
+                           "optimized graph, without accumulation or spilling");
+  dlrt__grad_run gr;
+  int rc = dlrt__grads_run_begin(e, mode, &gr);
+  if (rc < 0) return rc;
+  if (gr.gradients_only) mode = DLRT_RUN_TRAIN; /* the kernels train (dropout, batch statistics) */
   dlrt_graph_t *g = e->g;
-  schedule *s = &e->plans[mode];
-  int rc = DLRT_OK, clipped = 0, skip_updates = 0, overflow = 0, checked = 0;
-  int last_micro = e->micro + 1 >= e->accum_steps;
+  schedule *s = &e->plan.plans[mode];
   e->mode = mode;
-  e->grad_scale = 1.0f;
-  e->buckets.next = 0;
   const dlrt__residency *res = dlrt__exec_residency(e);
   res->begin_run(e, s);
   int tracing = dlrt__trace_on();
   for (int k = 0; k < s->n && rc == DLRT_OK; k++) {
     node *n = g->nodes[s->order[k]];
-    if (n->phase == PHASE_UPDATE && !clipped && gradients_only) {
-      /* The gradients go to the accumulators, for the caller to combine. */
-      clipped = 1;
-      skip_updates = 1;
-      e->micro = e->grad_runs; /* the first run copies, later ones add */
-      rc = dlrt__exec_accumulate(e, 0);
-      e->micro = 0;
-      if (rc < 0) break;
-      e->grad_runs++;
-    } else if (n->phase == PHASE_UPDATE && !clipped) {
-      clipped = 1;
-      if (e->accum_steps > 1) {
-        if ((rc = dlrt__exec_accumulate(e, last_micro)) < 0) break;
-        skip_updates = !last_micro;
-        e->grad_scale = 1.0f / (float)e->accum_steps;
-      }
-      if (!skip_updates && e->scaler.enabled) {
-        /* Loss scaling: skip an update whose gradients overflowed, and
-         * divide the scale out of the others. */
-        int finite;
-        if ((rc = dlrt__exec_gradients_finite(e, &finite)) < 0) break;
-        checked = 1, overflow = !finite, skip_updates = overflow;
-        e->grad_scale /= e->loss_scale;
-      }
-      float clip = 1.0f;
-      if (!skip_updates && e->clip_norm > 0 &&
-          (rc = dlrt__exec_clip_factor(e, e->grad_scale, &clip)) < 0)
-        break;
-      e->grad_scale *= clip;
-    }
-    if (skip_updates && n->phase == PHASE_UPDATE) {
+    if (n->phase == PHASE_UPDATE && !gr.decided && (rc = dlrt__grads_before_update(e, &gr)) < 0)
+      break;
+    if (gr.skip_updates && n->phase == PHASE_UPDATE) {
       /* A micro-batch before the last (its gradients went into the sums),
        * or an update skipped for overflowing gradients. */
       for (int *f = s->frees[k]; *f >= 0; f++) res->discard(e, *f);
@@ -317,7 +283,7 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
       double trace_t0 = tracing && dlrt_stream_synchronize(e->stream) == DLRT_OK ? dlrt__trace_now_us() : 0;
       rc = run_block(e, res, s, b);
       for (int kk = b->begin; kk < b->end && rc == DLRT_OK; kk++) {
-        if (gradients_only && e->buckets.n) rc = dlrt__exec_stream_ready(e, kk);
+        rc = dlrt__grads_ready(e, &gr, kk);
         if (tracing && rc == DLRT_OK) trace_node(e, g->nodes[s->order[kk]], 0, trace_t0);
       }
       k = b->end - 1;
@@ -330,15 +296,15 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
                            dlrt_last_error());
       break;
     }
-    double t0 = e->profile ? dlrt__now_ms() : 0;
+    double t0 = e->prof.on ? dlrt__now_ms() : 0;
     double trace_t0 = tracing && dlrt_stream_synchronize(e->stream) == DLRT_OK ? dlrt__trace_now_us() : 0;
     if (rc == DLRT_OK && !on_host) rc = dlrt__exec_run_node(e, n);
-    if (rc == DLRT_OK && gradients_only && e->buckets.n) rc = dlrt__exec_stream_ready(e, k);
+    if (rc == DLRT_OK) rc = dlrt__grads_ready(e, &gr, k);
     if (tracing && rc == DLRT_OK) trace_node(e, n, on_host, trace_t0);
-    if (e->profile && rc == DLRT_OK) {
+    if (e->prof.on && rc == DLRT_OK) {
       rc = dlrt_stream_synchronize(e->stream);
-      e->op_ms[n->op] += dlrt__now_ms() - t0;
-      e->op_calls[n->op]++;
+      e->prof.op_ms[n->op] += dlrt__now_ms() - t0;
+      e->prof.op_calls[n->op]++;
     }
     if (rc < 0) {
       rc = dlrt__set_error(rc, "graph node %d (%s -> %s): %s", s->order[k],
@@ -355,16 +321,6 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
       if (t->owner != t || dlrt__persistent(t)) continue;
       res->discard(e, i);
     }
-  if (rc == DLRT_OK && checked) dlrt__exec_update_loss_scale(e, !overflow);
-  if (rc == DLRT_OK && mode == DLRT_RUN_TRAIN && g->optimized && !gradients_only) {
-    if (overflow) {
-      e->micro = 0; /* the update and its micro-batches are dropped */
-    } else if (skip_updates) {
-      e->micro++;
-    } else {
-      e->micro = 0;
-      e->steps++;
-    }
-  }
+  if (rc == DLRT_OK) dlrt__grads_run_end(e, &gr, mode == DLRT_RUN_TRAIN && g->optimized);
   return rc;
 }

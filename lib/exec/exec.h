@@ -47,24 +47,25 @@ typedef struct {
   char *local;
 } schedule;
 
-struct dlrt_exec {
-  dlrt_graph_t *g;
-  dlrt_device_t *dev;
-  dlrt_stream_t *stream;
-  dlrt_buffer_t **bufs; /* by tensor id; views use their owner's */
-  schedule plans[2];    /* by dlrt_run_mode */
-  float lr;
-  int64_t steps;
+/* The executor's state, in parts: each is owned by the file named on it,
+ * which alone writes its fields; other files of lib/exec call that file's
+ * functions (layers above lib/exec see none of it: dlrt__exec_graph and
+ * the functions of dlrt/graph.h). */
+
+/* Planning (exec.c, schedule.c): the two schedules and what they hold. */
+typedef struct {
+  schedule plans[2];         /* by dlrt_run_mode */
   uint64_t planned_peak;     /* the larger of the two */
   uint64_t train_peak, forward_peak;
   int checkpoint_every;      /* forward nodes per recomputed segment (0: none) */
-  uint64_t peak_base;   /* allocator's allocated bytes before this executor */
+  uint64_t peak_base;        /* allocator's allocated bytes before this executor */
   uint64_t param_bytes, state_bytes;
   int64_t params;
-  /* DLRT_GRAPH_PROFILE=1: every node is waited for and timed; the totals per
-   * op go to stderr when the executor is destroyed. */
-  int profile;
-  uint64_t seed;        /* for dropout masks */
+} dlrt__exec_plan;
+
+/* Gradients (exec_grads.c): the step's scale, loss scaling, accumulation
+ * and buckets. */
+typedef struct {
   float clip_norm;      /* 0: no clipping */
   float grad_scale;     /* applied by the updates of this step (accumulation, clipping,
                            1 / loss scale) */
@@ -99,15 +100,18 @@ struct dlrt_exec {
     int64_t total;
     int next;           /* during a run */
   } buckets;
-  /* Spilling (exec_spill.c): NULL when off. */
-  dlrt__mpool *spill;
-  dlrt_spill_config spill_cfg;
+} dlrt__exec_grads;
+
+/* Spilling (exec_spill.c): NULL pool when off. */
+typedef struct {
+  dlrt__mpool *pool;
+  dlrt_spill_config cfg;
   /* Spilling in slices, when whole-batch storages do not fit the budget: a
    * chunked block moves its whole-batch image storages a chunk's images at
    * a time between their host copies and device windows (windows[id]
    * during the block, which kernels use for the storage), and its kernels
    * see them as the chunk's own (block_local[id] = 3; else s->local). */
-  int spill_slices;
+  int slicing;
   dlrt_buffer_t **windows;
   char *block_local;
   struct dlrt__slice {
@@ -116,9 +120,30 @@ struct dlrt_exec {
   } *slices;
   int n_slices;
   const dlrt__chunk_block *slice_block; /* the block running in slices */
-  dlrt_run_mode mode;   /* of the run in progress */
+} dlrt__exec_spill;
+
+/* DLRT_GRAPH_PROFILE=1 (exec.c): every node is waited for and timed; the
+ * totals per op go to stderr when the executor is destroyed. */
+typedef struct {
+  int on;
   double op_ms[OP_COUNT_];
   int64_t op_calls[OP_COUNT_];
+} dlrt__exec_profile;
+
+struct dlrt_exec {
+  /* The run (exec.c): what every part reads. */
+  dlrt_graph_t *g;
+  dlrt_device_t *dev;
+  dlrt_stream_t *stream;
+  dlrt_buffer_t **bufs; /* by tensor id; views use their owner's */
+  dlrt_run_mode mode;   /* of the run in progress */
+  float lr;
+  int64_t steps;
+  uint64_t seed;        /* for dropout masks */
+  dlrt__exec_plan plan;
+  dlrt__exec_grads grads;
+  dlrt__exec_spill spill;
+  dlrt__exec_profile prof;
 };
 
 /* Adam's bias corrections for the coming update (step t = steps + 1), as
@@ -138,7 +163,7 @@ static inline int dlrt__persistent(const dlrt_tensor_t *t) {
  * spills in slices, the window holding the chunk's images). */
 static inline dlrt_buffer_t *dlrt__exec_buf(dlrt_exec_t *e, const dlrt_tensor_t *t) {
   int id = t->owner->id;
-  return e->windows && e->windows[id] ? e->windows[id] : e->bufs[id];
+  return e->spill.windows && e->spill.windows[id] ? e->spill.windows[id] : e->bufs[id];
 }
 
 /* Whether t is one of a batch's image tensors: 4-D with `batch` images,
@@ -256,7 +281,7 @@ void dlrt__exec_restore_loss_scale(dlrt_exec_t *e, const dlrt__loss_scale_saved 
  * (the last layers' first). Needs an optimized graph. */
 int dlrt__exec_stream_gradients(dlrt_exec_t *e, int64_t bucket_bytes);
 /* Waits until bucket b of the last DLRT_RUN_GRADIENTS run is on the host
- * (e->buckets.host + start[b], count[b] floats). */
+ * (e->grads.buckets.host + start[b], count[b] floats). */
 int dlrt__exec_bucket_wait(dlrt_exec_t *e, int b);
 /* For the layers above (lib/train), which read no field of the executor:
  * its graph; the number of gradient buckets; all the gradients on the host
@@ -271,6 +296,24 @@ dlrt_buffer_t *dlrt__exec_grad_sum(const dlrt_exec_t *e, int id);
 /* Sets the gradients the updates apply (dlrt_exec_apply_gradients) from a
  * vector in bucket order. */
 int dlrt__exec_gradients_write_buckets(dlrt_exec_t *e, const float *src);
+
+/* What a run does with its gradients (exec_grads.c), for dlrt_exec_run:
+ * begin checks the mode and resets the step's scale; before_update runs
+ * at the first update node (accumulation, the overflow check of loss
+ * scaling, clipping) and says whether the updates are skipped; ready
+ * queues the bucket copies of gradients final at position k; end applies
+ * GradScaler's rule and counts micro-batches and steps. */
+typedef struct {
+  int gradients_only;    /* DLRT_RUN_GRADIENTS */
+  int last_micro;        /* the last micro-batch of an update */
+  int decided;           /* before_update ran */
+  int skip_updates;      /* the update nodes do not run */
+  int checked, overflow; /* the loss-scaled gradients were checked; held inf or NaN */
+} dlrt__grad_run;
+int dlrt__grads_run_begin(dlrt_exec_t *e, dlrt_run_mode mode, dlrt__grad_run *r);
+int dlrt__grads_before_update(dlrt_exec_t *e, dlrt__grad_run *r);
+int dlrt__grads_ready(dlrt_exec_t *e, const dlrt__grad_run *r, int k);
+void dlrt__grads_run_end(dlrt_exec_t *e, const dlrt__grad_run *r, int trained);
 
 /* exec_grads.c, for the run loop of exec.c: */
 /* One running sum per gradient (accumulation, DLRT_RUN_GRADIENTS). */

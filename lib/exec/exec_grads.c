@@ -16,15 +16,15 @@
  * planned peak. */
 int dlrt__exec_ensure_accumulators(dlrt_exec_t *e) {
   dlrt_graph_t *g = e->g;
-  if (e->accum) return DLRT_OK;
-  e->accum = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *e->accum);
-  if (!e->accum) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  if (e->grads.accum) return DLRT_OK;
+  e->grads.accum = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *e->grads.accum);
+  if (!e->grads.accum) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   for (int i = 0; i < g->n_tensors; i++) {
     dlrt_tensor_t *p = g->tensors[i];
     if (p->kind != TENSOR_PARAM || !p->grad) continue;
-    int rc = dlrt_buffer_alloc(e->dev, dlrt__tensor_bytes(p), e->stream, &e->accum[i]);
+    int rc = dlrt_buffer_alloc(e->dev, dlrt__tensor_bytes(p), e->stream, &e->grads.accum[i]);
     if (rc < 0) return rc;
-    e->accum_bytes += dlrt__alloc_rounded(dlrt__tensor_bytes(p));
+    e->grads.accum_bytes += dlrt__alloc_rounded(dlrt__tensor_bytes(p));
   }
   return DLRT_OK;
 }
@@ -32,14 +32,14 @@ int dlrt__exec_ensure_accumulators(dlrt_exec_t *e) {
 int dlrt_exec_set_accumulation(dlrt_exec_t *e, int steps) {
   DLRT__CHECK_ARG(e && steps >= 1, "dlrt_exec_set_accumulation: executor is NULL or %d "
                   "micro-batches per update (give 1 or more)", steps);
-  if (e->micro != 0)
+  if (e->grads.micro != 0)
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_set_accumulation: %d of %d micro-batches "
-                           "of an update are still pending", e->micro, e->accum_steps);
+                           "of an update are still pending", e->grads.micro, e->grads.accum_steps);
   if (steps > 1) {
     int rc = dlrt__exec_ensure_accumulators(e);
     if (rc < 0) return rc;
   }
-  e->accum_steps = steps;
+  e->grads.accum_steps = steps;
   return DLRT_OK;
 }
 
@@ -55,12 +55,12 @@ int dlrt__exec_accumulate(dlrt_exec_t *e, int last) {
     dlrt_tensor_t *p = g->tensors[i];
     if (p->kind != TENSOR_PARAM || !p->grad) continue;
     if ((rc = dlrt__exec_use(e, p->grad, last)) < 0) break;
-    dlrt_buffer_t *grad = dlrt__exec_buf(e, p->grad), *sum = e->accum[i];
+    dlrt_buffer_t *grad = dlrt__exec_buf(e, p->grad), *sum = e->grads.accum[i];
     size_t bytes = dlrt__tensor_bytes(p);
     if (last)
       rc = dlrt_elementwise(e->stream, DLRT_EW_ADD, DLRT_F32, p->numel, 0, grad, 0, grad, 0,
                             sum, 0);
-    else if (e->micro == 0)
+    else if (e->grads.micro == 0)
       rc = dlrt_copy_d2d(sum, 0, grad, 0, bytes, e->stream);
     else
       rc = dlrt_elementwise(e->stream, DLRT_EW_ADD, DLRT_F32, p->numel, 0, sum, 0, sum, 0,
@@ -125,7 +125,7 @@ int dlrt__exec_clip_factor(dlrt_exec_t *e, float prescale, float *factor) {
   *factor = 1.0f;
   if (rc == DLRT_OK) {
     /* The gradients are applied times `prescale` (accumulation): clip that. */
-    double norm = sqrt((double)sq) * prescale, coef = e->clip_norm / (norm + 1e-6);
+    double norm = sqrt((double)sq) * prescale, coef = e->grads.clip_norm / (norm + 1e-6);
     if (coef < 1.0) *factor = (float)coef;
   }
   return rc;
@@ -133,7 +133,7 @@ int dlrt__exec_clip_factor(dlrt_exec_t *e, float prescale, float *factor) {
 
 int dlrt_exec_set_clip_norm(dlrt_exec_t *e, float max_norm) {
   DLRT__CHECK_ARG(e && max_norm >= 0, "executor is NULL or max norm %g < 0", max_norm);
-  e->clip_norm = max_norm;
+  e->grads.clip_norm = max_norm;
   return DLRT_OK;
 }
 
@@ -148,8 +148,8 @@ dlrt_loss_scaler dlrt_loss_scaler_defaults(void) {
 int dlrt_exec_set_loss_scaler(dlrt_exec_t *e, const dlrt_loss_scaler *scaler) {
   DLRT__CHECK_ARG(e, "dlrt_exec_set_loss_scaler: executor is NULL");
   if (!scaler || !scaler->enabled) {
-    e->scaler.enabled = 0;
-    e->loss_scale = 1.0f;
+    e->grads.scaler.enabled = 0;
+    e->grads.loss_scale = 1.0f;
     return DLRT_OK;
   }
   DLRT__CHECK_ARG(scaler->init_scale > 0 && isfinite(scaler->init_scale) &&
@@ -160,37 +160,37 @@ int dlrt_exec_set_loss_scaler(dlrt_exec_t *e, const dlrt_loss_scaler *scaler) {
                   "(need a finite scale > 0, growth >= 1, backoff in (0, 1], interval >= 1)",
                   scaler->init_scale, scaler->growth_factor, scaler->backoff_factor,
                   scaler->growth_interval);
-  if (e->micro != 0)
+  if (e->grads.micro != 0)
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_set_loss_scaler: %d of %d micro-batches "
-                           "of an update are still pending", e->micro, e->accum_steps);
-  e->scaler = *scaler;
-  e->loss_scale = scaler->init_scale;
-  e->clean_steps = 0;
+                           "of an update are still pending", e->grads.micro, e->grads.accum_steps);
+  e->grads.scaler = *scaler;
+  e->grads.loss_scale = scaler->init_scale;
+  e->grads.clean_steps = 0;
   return DLRT_OK;
 }
 
 int dlrt_exec_loss_scale(const dlrt_exec_t *e, dlrt_loss_scale_state *out) {
   DLRT__CHECK_ARG(e && out, "dlrt_exec_loss_scale: executor or out is NULL");
-  out->scale = e->loss_scale;
-  out->skipped_steps = e->skipped_steps;
-  out->last_skipped = e->last_skipped;
+  out->scale = e->grads.loss_scale;
+  out->skipped_steps = e->grads.skipped_steps;
+  out->last_skipped = e->grads.last_skipped;
   return DLRT_OK;
 }
 
 void dlrt__exec_save_loss_scale(const dlrt_exec_t *e, dlrt__loss_scale_saved *out) {
-  out->scaler = e->scaler;
-  out->scale = e->loss_scale;
-  out->skipped_steps = e->skipped_steps;
-  out->clean_steps = e->clean_steps;
-  out->last_skipped = e->last_skipped;
+  out->scaler = e->grads.scaler;
+  out->scale = e->grads.loss_scale;
+  out->skipped_steps = e->grads.skipped_steps;
+  out->clean_steps = e->grads.clean_steps;
+  out->last_skipped = e->grads.last_skipped;
 }
 
 void dlrt__exec_restore_loss_scale(dlrt_exec_t *e, const dlrt__loss_scale_saved *in) {
-  e->scaler = in->scaler;
-  e->loss_scale = in->scale;
-  e->skipped_steps = in->skipped_steps;
-  e->clean_steps = in->clean_steps;
-  e->last_skipped = in->last_skipped;
+  e->grads.scaler = in->scaler;
+  e->grads.loss_scale = in->scale;
+  e->grads.skipped_steps = in->skipped_steps;
+  e->grads.clean_steps = in->clean_steps;
+  e->grads.last_skipped = in->last_skipped;
 }
 
 /* Whether every parameter gradient is finite: inf or NaN anywhere makes
@@ -205,26 +205,26 @@ int dlrt__exec_gradients_finite(dlrt_exec_t *e, int *finite) {
 
 /* GradScaler's rule after an update (or a skipped one). */
 void dlrt__exec_update_loss_scale(dlrt_exec_t *e, int finite) {
-  e->last_skipped = !finite;
+  e->grads.last_skipped = !finite;
   if (!finite) {
-    e->skipped_steps++;
-    e->clean_steps = 0;
-    e->loss_scale *= e->scaler.backoff_factor;
-  } else if (++e->clean_steps >= e->scaler.growth_interval) {
-    e->clean_steps = 0;
-    float grown = e->loss_scale * e->scaler.growth_factor;
-    if (isfinite(grown)) e->loss_scale = grown;
+    e->grads.skipped_steps++;
+    e->grads.clean_steps = 0;
+    e->grads.loss_scale *= e->grads.scaler.backoff_factor;
+  } else if (++e->grads.clean_steps >= e->grads.scaler.growth_interval) {
+    e->grads.clean_steps = 0;
+    float grown = e->grads.loss_scale * e->grads.scaler.growth_factor;
+    if (isfinite(grown)) e->grads.loss_scale = grown;
   }
 }
 
 /* ---------------------------------------------------------------- gradients */
 
 void dlrt__exec_buckets_free(dlrt_exec_t *e) {
-  for (int b = 0; b < e->buckets.n_buckets; b++) dlrt_event_destroy(e->buckets.events[b]);
-  if (e->buckets.host) dlrt_host_free(e->buckets.host);
-  free(e->buckets.param), free(e->buckets.pos), free(e->buckets.at), free(e->buckets.closes);
-  free(e->buckets.start), free(e->buckets.count), free(e->buckets.events);
-  memset(&e->buckets, 0, sizeof e->buckets);
+  for (int b = 0; b < e->grads.buckets.n_buckets; b++) dlrt_event_destroy(e->grads.buckets.events[b]);
+  if (e->grads.buckets.host) dlrt_host_free(e->grads.buckets.host);
+  free(e->grads.buckets.param), free(e->grads.buckets.pos), free(e->grads.buckets.at), free(e->grads.buckets.closes);
+  free(e->grads.buckets.start), free(e->grads.buckets.count), free(e->grads.buckets.events);
+  memset(&e->grads.buckets, 0, sizeof e->grads.buckets);
 }
 
 int dlrt__exec_stream_gradients(dlrt_exec_t *e, int64_t bucket_bytes) {
@@ -233,20 +233,20 @@ int dlrt__exec_stream_gradients(dlrt_exec_t *e, int64_t bucket_bytes) {
   if (bucket_bytes <= 0) return DLRT_OK;
   if (!g->optimized)
     return dlrt__set_error(DLRT_ERR_STATE, "gradient buckets need an optimized graph");
-  const schedule *s = &e->plans[DLRT_RUN_TRAIN];
+  const schedule *s = &e->plan.plans[DLRT_RUN_TRAIN];
   /* pos_of[t]: where tensor t's producer runs in the training schedule. */
   int *pos_of = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *pos_of);
   int n = 0;
   for (int i = 0; i < g->n_tensors; i++) n += g->tensors[i]->kind == TENSOR_PARAM && g->tensors[i]->grad;
-  e->buckets.param = calloc((size_t)n + 1, sizeof(int));
-  e->buckets.pos = calloc((size_t)n + 1, sizeof(int));
-  e->buckets.at = calloc((size_t)n + 1, sizeof(int64_t));
-  e->buckets.closes = calloc((size_t)n + 1, sizeof(int));
-  e->buckets.start = calloc((size_t)n + 1, sizeof(int64_t));
-  e->buckets.count = calloc((size_t)n + 1, sizeof(int64_t));
-  e->buckets.events = calloc((size_t)n + 1, sizeof(dlrt_event_t *));
-  if (!pos_of || !e->buckets.param || !e->buckets.pos || !e->buckets.at || !e->buckets.closes ||
-      !e->buckets.start || !e->buckets.count || !e->buckets.events) {
+  e->grads.buckets.param = calloc((size_t)n + 1, sizeof(int));
+  e->grads.buckets.pos = calloc((size_t)n + 1, sizeof(int));
+  e->grads.buckets.at = calloc((size_t)n + 1, sizeof(int64_t));
+  e->grads.buckets.closes = calloc((size_t)n + 1, sizeof(int));
+  e->grads.buckets.start = calloc((size_t)n + 1, sizeof(int64_t));
+  e->grads.buckets.count = calloc((size_t)n + 1, sizeof(int64_t));
+  e->grads.buckets.events = calloc((size_t)n + 1, sizeof(dlrt_event_t *));
+  if (!pos_of || !e->grads.buckets.param || !e->grads.buckets.pos || !e->grads.buckets.at || !e->grads.buckets.closes ||
+      !e->grads.buckets.start || !e->grads.buckets.count || !e->grads.buckets.events) {
     free(pos_of);
     dlrt__exec_buckets_free(e);
     return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
@@ -265,36 +265,36 @@ int dlrt__exec_stream_gradients(dlrt_exec_t *e, int64_t bucket_bytes) {
     const dlrt_tensor_t *storage = p->grad->owner;
     int at = storage->producer ? pos_of[storage->id] : 0;
     int k = m++;
-    while (k > 0 && e->buckets.pos[k - 1] > at) {
-      e->buckets.pos[k] = e->buckets.pos[k - 1];
-      e->buckets.param[k] = e->buckets.param[k - 1];
+    while (k > 0 && e->grads.buckets.pos[k - 1] > at) {
+      e->grads.buckets.pos[k] = e->grads.buckets.pos[k - 1];
+      e->grads.buckets.param[k] = e->grads.buckets.param[k - 1];
       k--;
     }
-    e->buckets.pos[k] = at;
-    e->buckets.param[k] = i;
+    e->grads.buckets.pos[k] = at;
+    e->grads.buckets.param[k] = i;
   }
   free(pos_of);
-  e->buckets.n = m;
-  e->buckets.bytes = bucket_bytes;
+  e->grads.buckets.n = m;
+  e->grads.buckets.bytes = bucket_bytes;
   int64_t at = 0, open_from = 0;
   int rc = DLRT_OK;
   for (int k = 0; k < m; k++) {
-    const dlrt_tensor_t *p = g->tensors[e->buckets.param[k]];
-    e->buckets.at[k] = at;
+    const dlrt_tensor_t *p = g->tensors[e->grads.buckets.param[k]];
+    e->grads.buckets.at[k] = at;
     at += p->numel;
-    e->buckets.closes[k] = -1;
+    e->grads.buckets.closes[k] = -1;
     if ((at - open_from) * (int64_t)sizeof(float) >= bucket_bytes || k == m - 1) {
-      int b = e->buckets.n_buckets++;
-      e->buckets.closes[k] = b;
-      e->buckets.start[b] = open_from;
-      e->buckets.count[b] = at - open_from;
+      int b = e->grads.buckets.n_buckets++;
+      e->grads.buckets.closes[k] = b;
+      e->grads.buckets.start[b] = open_from;
+      e->grads.buckets.count[b] = at - open_from;
       open_from = at;
-      if ((rc = dlrt_event_create(e->dev, &e->buckets.events[b])) < 0) break;
+      if ((rc = dlrt_event_create(e->dev, &e->grads.buckets.events[b])) < 0) break;
     }
   }
-  e->buckets.total = at;
+  e->grads.buckets.total = at;
   if (rc == DLRT_OK)
-    rc = dlrt_host_alloc(e->dev, (size_t)(at ? at : 1) * sizeof(float), (void **)&e->buckets.host);
+    rc = dlrt_host_alloc(e->dev, (size_t)(at ? at : 1) * sizeof(float), (void **)&e->grads.buckets.host);
   if (rc < 0) dlrt__exec_buckets_free(e);
   return rc;
 }
@@ -303,31 +303,31 @@ int dlrt__exec_stream_gradients(dlrt_exec_t *e, int64_t bucket_bytes) {
  * the events of the buckets they complete. */
 int dlrt__exec_stream_ready(dlrt_exec_t *e, int k) {
   int rc = DLRT_OK;
-  while (rc == DLRT_OK && e->buckets.next < e->buckets.n && e->buckets.pos[e->buckets.next] <= k) {
-    int j = e->buckets.next++;
-    const dlrt_tensor_t *p = e->g->tensors[e->buckets.param[j]];
-    rc = dlrt_copy_d2h(e->buckets.host + e->buckets.at[j], dlrt__exec_buf(e, p->grad), 0,
+  while (rc == DLRT_OK && e->grads.buckets.next < e->grads.buckets.n && e->grads.buckets.pos[e->grads.buckets.next] <= k) {
+    int j = e->grads.buckets.next++;
+    const dlrt_tensor_t *p = e->g->tensors[e->grads.buckets.param[j]];
+    rc = dlrt_copy_d2h(e->grads.buckets.host + e->grads.buckets.at[j], dlrt__exec_buf(e, p->grad), 0,
                        (size_t)p->numel * sizeof(float), e->stream);
-    if (rc == DLRT_OK && e->buckets.closes[j] >= 0)
-      rc = dlrt_event_record(e->buckets.events[e->buckets.closes[j]], e->stream);
+    if (rc == DLRT_OK && e->grads.buckets.closes[j] >= 0)
+      rc = dlrt_event_record(e->grads.buckets.events[e->grads.buckets.closes[j]], e->stream);
   }
   return rc;
 }
 
 int dlrt__exec_bucket_wait(dlrt_exec_t *e, int b) {
-  DLRT__CHECK_ARG(b >= 0 && b < e->buckets.n_buckets, "gradient bucket %d of %d", b,
-                  e->buckets.n_buckets);
-  return dlrt_event_synchronize(e->buckets.events[b]);
+  DLRT__CHECK_ARG(b >= 0 && b < e->grads.buckets.n_buckets, "gradient bucket %d of %d", b,
+                  e->grads.buckets.n_buckets);
+  return dlrt_event_synchronize(e->grads.buckets.events[b]);
 }
 
 int dlrt__exec_gradients_write_buckets(dlrt_exec_t *e, const float *src) {
   dlrt_graph_t *g = e->g;
-  if (!e->accum || !e->buckets.n)
+  if (!e->grads.accum || !e->grads.buckets.n)
     return dlrt__set_error(DLRT_ERR_STATE, "run DLRT_RUN_GRADIENTS with gradient buckets first");
   int rc = DLRT_OK;
-  for (int j = 0; j < e->buckets.n && rc == DLRT_OK; j++) {
-    int id = e->buckets.param[j];
-    rc = dlrt_copy_h2d(e->accum[id], 0, src + e->buckets.at[j],
+  for (int j = 0; j < e->grads.buckets.n && rc == DLRT_OK; j++) {
+    int id = e->grads.buckets.param[j];
+    rc = dlrt_copy_h2d(e->grads.accum[id], 0, src + e->grads.buckets.at[j],
                        (size_t)g->tensors[id]->numel * sizeof(float), e->stream);
   }
   return rc == DLRT_OK ? dlrt_stream_synchronize(e->stream) : rc;
@@ -338,7 +338,7 @@ int dlrt__exec_gradients_write_buckets(dlrt_exec_t *e, const float *src) {
 static int gradient_io(dlrt_exec_t *e, float *host, int64_t count, int write) {
   dlrt_graph_t *g = e->g;
   DLRT__CHECK_ARG(e && host, "dlrt_exec_gradients: executor or buffer is NULL");
-  if (!e->accum)
+  if (!e->grads.accum)
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_gradients: run DLRT_RUN_GRADIENTS first");
   int64_t total = 0;
   for (int i = 0; i < g->n_tensors; i++)
@@ -352,8 +352,8 @@ static int gradient_io(dlrt_exec_t *e, float *host, int64_t count, int write) {
     dlrt_tensor_t *p = g->tensors[i];
     if (p->kind != TENSOR_PARAM || !p->grad) continue;
     size_t bytes = (size_t)p->numel * sizeof(float);
-    rc = write ? dlrt_copy_h2d(e->accum[i], 0, host + at, bytes, e->stream)
-               : dlrt_copy_d2h(host + at, e->accum[i], 0, bytes, e->stream);
+    rc = write ? dlrt_copy_h2d(e->grads.accum[i], 0, host + at, bytes, e->stream)
+               : dlrt_copy_d2h(host + at, e->grads.accum[i], 0, bytes, e->stream);
     at += p->numel;
   }
   return rc == DLRT_OK ? dlrt_stream_synchronize(e->stream) : rc;
@@ -370,27 +370,27 @@ int dlrt_exec_gradients_write(dlrt_exec_t *e, const float *src, int64_t count) {
 int dlrt_exec_apply_gradients(dlrt_exec_t *e) {
   DLRT__CHECK_ARG(e, "dlrt_exec_apply_gradients: executor is NULL");
   dlrt_graph_t *g = e->g;
-  if (!e->accum || !g->optimized || e->spill)
+  if (!e->grads.accum || !g->optimized || e->spill.pool)
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_apply_gradients: run DLRT_RUN_GRADIENTS "
                            "on an optimized graph first (no spilling)");
   /* The updates read the gradients where the accumulators hold them. */
   for (int i = 0; i < g->n_tensors; i++) {
     dlrt_tensor_t *p = g->tensors[i];
-    if (p->kind == TENSOR_PARAM && p->grad) e->bufs[p->grad->owner->id] = e->accum[i];
+    if (p->kind == TENSOR_PARAM && p->grad) e->bufs[p->grad->owner->id] = e->grads.accum[i];
   }
   e->mode = DLRT_RUN_TRAIN;
   /* The mean of the runs since the last update (one, unless several
    * micro-batches were run: pipeline stages). */
-  float mean = e->grad_runs > 1 ? 1.0f / (float)e->grad_runs : 1.0f;
+  float mean = e->grads.grad_runs > 1 ? 1.0f / (float)e->grads.grad_runs : 1.0f;
   float clip = 1.0f;
   int finite = 1, rc = DLRT_OK;
-  if (e->scaler.enabled) {
+  if (e->grads.scaler.enabled) {
     rc = dlrt__exec_gradients_finite(e, &finite);
-    mean /= e->loss_scale;
+    mean /= e->grads.loss_scale;
   }
-  if (rc == DLRT_OK && finite && e->clip_norm > 0) rc = dlrt__exec_clip_factor(e, mean, &clip);
-  e->grad_scale = mean * clip;
-  const schedule *s = &e->plans[DLRT_RUN_TRAIN];
+  if (rc == DLRT_OK && finite && e->grads.clip_norm > 0) rc = dlrt__exec_clip_factor(e, mean, &clip);
+  e->grads.grad_scale = mean * clip;
+  const schedule *s = &e->plan.plans[DLRT_RUN_TRAIN];
   for (int k = 0; k < s->n && rc == DLRT_OK && finite; k++) {
     node *n = g->nodes[s->order[k]];
     if (n->phase == PHASE_UPDATE) rc = dlrt__exec_run_node(e, n);
@@ -399,23 +399,90 @@ int dlrt_exec_apply_gradients(dlrt_exec_t *e) {
     dlrt_tensor_t *p = g->tensors[i];
     if (p->kind == TENSOR_PARAM && p->grad) e->bufs[p->grad->owner->id] = NULL;
   }
-  if (rc == DLRT_OK && e->scaler.enabled) dlrt__exec_update_loss_scale(e, finite);
+  if (rc == DLRT_OK && e->grads.scaler.enabled) dlrt__exec_update_loss_scale(e, finite);
   if (rc == DLRT_OK && finite) e->steps++;
-  e->grad_runs = 0;
+  e->grads.grad_runs = 0;
   return rc;
 }
 
 /* ---------------------------------------------------------------- for lib/train */
 
-int dlrt__exec_bucket_count(const dlrt_exec_t *e) { return e->buckets.n_buckets; }
+int dlrt__exec_bucket_count(const dlrt_exec_t *e) { return e->grads.buckets.n_buckets; }
 
-float *dlrt__exec_buckets_host(const dlrt_exec_t *e) { return e->buckets.host; }
+float *dlrt__exec_buckets_host(const dlrt_exec_t *e) { return e->grads.buckets.host; }
 
 void dlrt__exec_bucket_range(const dlrt_exec_t *e, int b, int64_t *start, int64_t *count) {
-  *start = e->buckets.start[b];
-  *count = e->buckets.count[b];
+  *start = e->grads.buckets.start[b];
+  *count = e->grads.buckets.count[b];
 }
 
 dlrt_buffer_t *dlrt__exec_grad_sum(const dlrt_exec_t *e, int id) {
-  return e->accum ? e->accum[id] : NULL;
+  return e->grads.accum ? e->grads.accum[id] : NULL;
+}
+
+/* ---------------------------------------------------------------- a run */
+
+int dlrt__grads_run_begin(dlrt_exec_t *e, dlrt_run_mode mode, dlrt__grad_run *r) {
+  *r = (dlrt__grad_run){.gradients_only = mode == DLRT_RUN_GRADIENTS};
+  if (r->gradients_only) {
+    if (e->grads.accum_steps > 1 || !e->g->optimized)
+      return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_run: DLRT_RUN_GRADIENTS needs an "
+                             "optimized graph, without accumulation or spilling");
+    int rc = dlrt__exec_ensure_accumulators(e);
+    if (rc < 0) return rc;
+  }
+  r->last_micro = e->grads.micro + 1 >= e->grads.accum_steps;
+  e->grads.grad_scale = 1.0f;
+  e->grads.buckets.next = 0;
+  return DLRT_OK;
+}
+
+int dlrt__grads_before_update(dlrt_exec_t *e, dlrt__grad_run *r) {
+  r->decided = 1;
+  int rc;
+  if (r->gradients_only) {
+    /* The gradients go to the accumulators, for the caller to combine. */
+    r->skip_updates = 1;
+    e->grads.micro = e->grads.grad_runs; /* the first run copies, later ones add */
+    rc = dlrt__exec_accumulate(e, 0);
+    e->grads.micro = 0;
+    if (rc == DLRT_OK) e->grads.grad_runs++;
+    return rc;
+  }
+  if (e->grads.accum_steps > 1) {
+    if ((rc = dlrt__exec_accumulate(e, r->last_micro)) < 0) return rc;
+    r->skip_updates = !r->last_micro;
+    e->grads.grad_scale = 1.0f / (float)e->grads.accum_steps;
+  }
+  if (!r->skip_updates && e->grads.scaler.enabled) {
+    /* Loss scaling: skip an update whose gradients overflowed, and divide
+     * the scale out of the others. */
+    int finite;
+    if ((rc = dlrt__exec_gradients_finite(e, &finite)) < 0) return rc;
+    r->checked = 1, r->overflow = !finite, r->skip_updates = r->overflow;
+    e->grads.grad_scale /= e->grads.loss_scale;
+  }
+  float clip = 1.0f;
+  if (!r->skip_updates && e->grads.clip_norm > 0 &&
+      (rc = dlrt__exec_clip_factor(e, e->grads.grad_scale, &clip)) < 0)
+    return rc;
+  e->grads.grad_scale *= clip;
+  return DLRT_OK;
+}
+
+int dlrt__grads_ready(dlrt_exec_t *e, const dlrt__grad_run *r, int k) {
+  return r->gradients_only && e->grads.buckets.n ? dlrt__exec_stream_ready(e, k) : DLRT_OK;
+}
+
+void dlrt__grads_run_end(dlrt_exec_t *e, const dlrt__grad_run *r, int trained) {
+  if (r->checked) dlrt__exec_update_loss_scale(e, !r->overflow);
+  if (!trained || r->gradients_only) return;
+  if (r->overflow) {
+    e->grads.micro = 0; /* the update and its micro-batches are dropped */
+  } else if (r->skip_updates) {
+    e->grads.micro++;
+  } else {
+    e->grads.micro = 0;
+    e->steps++;
+  }
 }

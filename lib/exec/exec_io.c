@@ -25,7 +25,7 @@ static int check_io(dlrt_exec_t *e, dlrt_tensor_t *t, const void *host, size_t b
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s: tensor %s is a slice or transposed "
                            "view of %s; write the tensor it views", what, t->name,
                            t->owner->name);
-  if (!e->bufs[t->owner->id] && !(e->spill && dlrt__persistent(t->owner)))
+  if (!e->bufs[t->owner->id] && !(e->spill.pool && dlrt__persistent(t->owner)))
     return dlrt__set_error(DLRT_ERR_STATE, "%s: tensor %s is not kept (call dlrt_keep when "
                            "building) or was not computed yet", what, t->name);
   return DLRT_OK;
@@ -182,11 +182,11 @@ int dlrt_exec_info_get(dlrt_exec_t *e, dlrt_exec_info *out) {
   int rc = dlrt_mem_stats_get(e->dev, &st);
   if (rc < 0) return rc;
   memset(out, 0, sizeof *out);
-  out->planned_peak_bytes = e->planned_peak + e->accum_bytes;
-  out->measured_peak_bytes = st.allocated.peak > e->peak_base ? st.allocated.peak - e->peak_base : 0;
-  out->param_bytes = e->param_bytes;
-  out->state_bytes = e->state_bytes;
-  out->params = e->params;
+  out->planned_peak_bytes = e->plan.planned_peak + e->grads.accum_bytes;
+  out->measured_peak_bytes = st.allocated.peak > e->plan.peak_base ? st.allocated.peak - e->plan.peak_base : 0;
+  out->param_bytes = e->plan.param_bytes;
+  out->state_bytes = e->plan.state_bytes;
+  out->params = e->plan.params;
   out->steps = e->steps;
   out->nodes = e->g->n_nodes;
   return DLRT_OK;

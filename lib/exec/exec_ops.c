@@ -232,7 +232,7 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, node *n, const dlrt__chunk *c) {
     return run_gather(e, y, a);
   case OP_FILL: {
     /* The seed of the backward pass (p[0] set) carries the loss scale. */
-    float value = n->p[0] ? n->f[0] * e->loss_scale : n->f[0];
+    float value = n->p[0] ? n->f[0] * e->grads.loss_scale : n->f[0];
     return dlrt_elementwise(e->stream, DLRT_EW_FILL, y->dtype, y->numel, value,
                             dlrt__exec_buf(e, y), off(y), NULL, 0, NULL, 0);
   }
@@ -344,7 +344,7 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, node *n, const dlrt__chunk *c) {
     arg(&lb, e, a), arg(&lb, e, b), arg(&lb, e, n->out[1]), arg(&lb, e, n->out[2]);
     dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]);
     /* d logits of the mean loss, times the loss scale (mixed precision). */
-    dlrt__launch_f32(&lb, n->f[0]), dlrt__launch_f32(&lb, e->loss_scale / (float)p[0]);
+    dlrt__launch_f32(&lb, n->f[0]), dlrt__launch_f32(&lb, e->grads.loss_scale / (float)p[0]);
     int rc = dlrt__launch_submit(e->stream, &lb);
     if (rc == DLRT_OK)
       rc = dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, p[0], dlrt__exec_buf(e, y), off(y),
@@ -495,7 +495,7 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, node *n, const dlrt__chunk *c) {
     arg(&lb, e, a), arg(&lb, e, b), arg(&lb, e, n->in[2]);
     dlrt__launch_i64(&lb, a->numel), dlrt__launch_f32(&lb, e->lr);
     dlrt__launch_f32(&lb, o->momentum), dlrt__launch_f32(&lb, o->weight_decay);
-    dlrt__launch_f32(&lb, e->grad_scale), dlrt__launch_i64(&lb, o->nesterov);
+    dlrt__launch_f32(&lb, e->grads.grad_scale), dlrt__launch_i64(&lb, o->nesterov);
     dlrt__launch_i64(&lb, e->steps == 0);
     break;
   }
@@ -509,7 +509,7 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, node *n, const dlrt__chunk *c) {
     dlrt__launch_f32(&lb, o->beta1), dlrt__launch_f32(&lb, o->beta2);
     dlrt__launch_f32(&lb, o->eps), dlrt__launch_f32(&lb, o->weight_decay);
     dlrt__launch_f32(&lb, step_size), dlrt__launch_f32(&lb, bias2),
-    dlrt__launch_f32(&lb, e->grad_scale);
+    dlrt__launch_f32(&lb, e->grads.grad_scale);
     dlrt__launch_i64(&lb, o->kind == DLRT_OPT_ADAMW);
     break;
   }

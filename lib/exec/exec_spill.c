@@ -44,7 +44,7 @@ void dlrt__spill_begin_run(dlrt_exec_t *e, const schedule *s) {
     const dlrt_tensor_t *t = g->tensors[i];
     if (t->owner != t) continue;
     int64_t when = s->first[i] >= 0 ? s->first[i] : INT64_MAX;
-    dlrt__mpool_next_use(e->spill, i, when);
+    dlrt__mpool_next_use(e->spill.pool, i, when);
   }
 }
 
@@ -63,7 +63,7 @@ static int seen_before(const node *n, int j) {
  * kernel the CPU backend runs (so the same bits); the device's parameter
  * copy is dropped and fetched again when the forward pass needs it. */
 static int host_update(dlrt_exec_t *e, node *n) {
-  dlrt__mpool *p = e->spill;
+  dlrt__mpool *p = e->spill.pool;
   const dlrt_optimizer *o = &e->g->opt;
   int states = n->op == OP_SGD ? 1 : 2;
   void *param, *state[2] = {NULL, NULL}, *grad;
@@ -76,12 +76,12 @@ static int host_update(dlrt_exec_t *e, node *n) {
   int64_t count = n->in[0]->numel;
   if (n->op == OP_SGD) {
     dlrt_k_sgd_update(0, count, param, state[0], grad, count, e->lr, o->momentum,
-                      o->weight_decay, e->grad_scale, o->nesterov, e->steps == 0);
+                      o->weight_decay, e->grads.grad_scale, o->nesterov, e->steps == 0);
   } else {
     float step_size, bias2;
     dlrt__adam_factors(e, &step_size, &bias2);
     dlrt_k_adam_update(0, count, param, state[0], state[1], grad, count, e->lr, o->beta1,
-                       o->beta2, o->eps, o->weight_decay, step_size, bias2, e->grad_scale,
+                       o->beta2, o->eps, o->weight_decay, step_size, bias2, e->grads.grad_scale,
                        o->kind == DLRT_OPT_ADAMW);
   }
   rc = dlrt__mpool_host_view_end(p, n->in[states + 1]->owner->id, 0);
@@ -94,7 +94,7 @@ static int host_update(dlrt_exec_t *e, node *n) {
 int dlrt__spill_begin_node(dlrt_exec_t *e, const schedule *s, int k, int *done) {
   node *n = e->g->nodes[s->order[k]];
   int rc = DLRT_OK, write = writes_inputs(n);
-  dlrt_offload_policy policy = e->spill_cfg.policy;
+  dlrt_offload_policy policy = e->spill.cfg.policy;
   *done = 0;
   if ((n->op == OP_SGD || n->op == OP_ADAM) &&
       (policy == DLRT_OFFLOAD_OPTIMIZER || policy == DLRT_OFFLOAD_ALL)) {
@@ -103,19 +103,19 @@ int dlrt__spill_begin_node(dlrt_exec_t *e, const schedule *s, int k, int *done) 
   }
   int taken = s->inplace[k];
   for (int j = 0; j < n->n_in && rc == DLRT_OK; j++)
-    if (!seen_before(n, j)) rc = dlrt__mpool_acquire(e->spill, n->in[j]->owner->id, write);
-  if (rc == DLRT_OK && taken >= 0) rc = dlrt__mpool_take_over(e->spill, n->out[0]->id, taken);
+    if (!seen_before(n, j)) rc = dlrt__mpool_acquire(e->spill.pool, n->in[j]->owner->id, write);
+  if (rc == DLRT_OK && taken >= 0) rc = dlrt__mpool_take_over(e->spill.pool, n->out[0]->id, taken);
   for (int j = 0; j < n->n_out && rc == DLRT_OK; j++) {
     const dlrt_tensor_t *t = n->out[j];
     if (t->owner != t || (j == 0 && taken >= 0) || seen_before(n, n->n_in + j)) continue;
-    rc = dlrt__mpool_acquire(e->spill, t->id, 1);
+    rc = dlrt__mpool_acquire(e->spill.pool, t->id, 1);
   }
   return rc;
 }
 
 int dlrt__spill_end_node(dlrt_exec_t *e, const schedule *s, int k) {
   node *n = e->g->nodes[s->order[k]];
-  dlrt__mpool *p = e->spill;
+  dlrt__mpool *p = e->spill.pool;
   for (int j = 0; j < n->n_in + n->n_out; j++) {
     const dlrt_tensor_t *t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
     if (seen_before(n, j) || (j >= n->n_in && t->owner != t)) continue;
@@ -128,7 +128,7 @@ int dlrt__spill_end_node(dlrt_exec_t *e, const schedule *s, int k) {
   /* Ahead of need, by policy: activations from the forward pass wait for
    * the backward pass off the device (optimizer state never comes to the
    * device under its policy: host_update). */
-  dlrt_offload_policy policy = e->spill_cfg.policy;
+  dlrt_offload_policy policy = e->spill.cfg.policy;
   int rc = DLRT_OK;
   int acts = policy == DLRT_OFFLOAD_ACTIVATIONS || policy == DLRT_OFFLOAD_ALL;
   for (int j = 0; j < n->n_in + n->n_out && rc == DLRT_OK; j++) {
@@ -140,7 +140,7 @@ int dlrt__spill_end_node(dlrt_exec_t *e, const schedule *s, int k) {
       rc = dlrt__mpool_offload(p, o->id);
   }
   /* What the next nodes read, on the copy stream meanwhile. */
-  for (int a = k + 1; a <= k + e->spill_cfg.prefetch && a < s->n && rc == DLRT_OK; a++) {
+  for (int a = k + 1; a <= k + e->spill.cfg.prefetch && a < s->n && rc == DLRT_OK; a++) {
     node *m = e->g->nodes[s->order[a]];
     for (int j = 0; j < m->n_in && rc == DLRT_OK; j++) rc = dlrt__mpool_prefetch(p, m->in[j]->owner->id);
   }
@@ -183,17 +183,17 @@ static int for_block_storages(dlrt_exec_t *e, const schedule *s, const dlrt__chu
 }
 
 /* Whether storage id moves in slices in the block running now. */
-static int sliced(const dlrt_exec_t *e, int id) { return e->n_slices && e->block_local[id] == 3; }
+static int sliced(const dlrt_exec_t *e, int id) { return e->spill.n_slices && e->spill.block_local[id] == 3; }
 
 static int lock_storage(dlrt_exec_t *e, const schedule *s, int k, int j, int id, int write) {
   (void)s, (void)k, (void)j;
   if (write < 0 || sliced(e, id)) return DLRT_OK;
-  return dlrt__mpool_acquire(e->spill, id, write);
+  return dlrt__mpool_acquire(e->spill.pool, id, write);
 }
 
 static int unlock_storage(dlrt_exec_t *e, const schedule *s, int k, int j, int id, int write) {
   (void)s, (void)k, (void)j;
-  if (write >= 0 && !sliced(e, id)) dlrt__mpool_release(e->spill, id); /* locked once */
+  if (write >= 0 && !sliced(e, id)) dlrt__mpool_release(e->spill.pool, id); /* locked once */
   return DLRT_OK;
 }
 
@@ -236,13 +236,13 @@ static int block_slices(const dlrt_graph_t *g, const schedule *s, const dlrt__ch
 /* Notes a slice at the first touch of each whole-batch image storage. */
 static int add_slice(dlrt_exec_t *e, const schedule *s, int k, int j, int id, int write) {
   const dlrt_tensor_t *t = e->g->tensors[id];
-  if (write < 0 || !whole_image(s, e->slice_block, e->g->nodes[s->order[k]], j)) return DLRT_OK;
-  struct dlrt__slice *sl = &e->slices[e->n_slices++];
+  if (write < 0 || !whole_image(s, e->spill.slice_block, e->g->nodes[s->order[k]], j)) return DLRT_OK;
+  struct dlrt__slice *sl = &e->spill.slices[e->spill.n_slices++];
   sl->id = id, sl->read = !write, sl->written = write;
   sl->rows = t->cnhw ? (size_t)t->shape[1] : 1; /* C x N x HW: a row per channel */
   sl->row_image_bytes = dlrt__tensor_bytes(t) / (size_t)t->shape[0] / sl->rows;
   sl->pitch = sl->row_image_bytes * (size_t)t->shape[0];
-  e->block_local[id] = 3;
+  e->spill.block_local[id] = 3;
   return DLRT_OK;
 }
 
@@ -250,8 +250,8 @@ static int add_slice(dlrt_exec_t *e, const schedule *s, int k, int j, int id, in
 static int note_written(dlrt_exec_t *e, const schedule *s, int k, int j, int id, int write) {
   (void)write;
   const node *n = e->g->nodes[s->order[k]];
-  for (int i = 0; i < e->n_slices && j >= n->n_in; i++)
-    if (e->slices[i].id == id) e->slices[i].written = 1;
+  for (int i = 0; i < e->spill.n_slices && j >= n->n_in; i++)
+    if (e->spill.slices[i].id == id) e->spill.slices[i].written = 1;
   return DLRT_OK;
 }
 
@@ -260,23 +260,23 @@ static int note_next_use(dlrt_exec_t *e, const schedule *s, int k, int j, int id
   (void)write;
   const node *n = e->g->nodes[s->order[k]];
   const dlrt_tensor_t *t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
-  dlrt__mpool_next_use(e->spill, id, next_use(s, k, j, t));
+  dlrt__mpool_next_use(e->spill.pool, id, next_use(s, k, j, t));
   return DLRT_OK;
 }
 
 int dlrt__spill_begin_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b) {
   int rc = DLRT_OK;
-  e->n_slices = 0;
-  if (e->spill_slices && block_slices(e->g, s, b)) {
+  e->spill.n_slices = 0;
+  if (e->spill.slicing && block_slices(e->g, s, b)) {
     /* Image storages in slices: each gets a window of one chunk's images. */
-    memcpy(e->block_local, s->local, (size_t)e->g->n_tensors);
-    e->slice_block = b;
+    memcpy(e->spill.block_local, s->local, (size_t)e->g->n_tensors);
+    e->spill.slice_block = b;
     rc = for_block_storages(e, s, b, add_slice);
     if (rc == DLRT_OK) rc = for_block_storages(e, s, b, note_written);
-    for (int i = 0; i < e->n_slices && rc == DLRT_OK; i++) {
-      const struct dlrt__slice *sl = &e->slices[i];
+    for (int i = 0; i < e->spill.n_slices && rc == DLRT_OK; i++) {
+      const struct dlrt__slice *sl = &e->spill.slices[i];
       size_t window = sl->row_image_bytes * sl->rows * (size_t)b->chunk;
-      rc = dlrt__mpool_slices_begin(e->spill, sl->id, !sl->read, window, &e->windows[sl->id]);
+      rc = dlrt__mpool_slices_begin(e->spill.pool, sl->id, !sl->read, window, &e->spill.windows[sl->id]);
     }
   }
   /* Every other whole-batch storage the block touches stays resident
@@ -286,10 +286,10 @@ int dlrt__spill_begin_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk
 
 int dlrt__spill_slices(dlrt_exec_t *e, int out, int64_t b0, int64_t nb) {
   int rc = DLRT_OK;
-  for (int i = 0; i < e->n_slices && rc == DLRT_OK; i++) {
-    const struct dlrt__slice *sl = &e->slices[i];
+  for (int i = 0; i < e->spill.n_slices && rc == DLRT_OK; i++) {
+    const struct dlrt__slice *sl = &e->spill.slices[i];
     if (out ? sl->written : sl->read)
-      rc = dlrt__mpool_slice(e->spill, sl->id, out, (size_t)b0 * sl->row_image_bytes, sl->pitch,
+      rc = dlrt__mpool_slice(e->spill.pool, sl->id, out, (size_t)b0 * sl->row_image_bytes, sl->pitch,
                              (size_t)nb * sl->row_image_bytes, sl->rows);
   }
   return rc;
@@ -298,49 +298,49 @@ int dlrt__spill_slices(dlrt_exec_t *e, int out, int64_t b0, int64_t nb) {
 int dlrt__spill_chunk_outputs(dlrt_exec_t *e, const schedule *s, int k) {
   node *n = e->g->nodes[s->order[k]];
   int rc = DLRT_OK, taken = s->inplace[k];
-  if (taken >= 0) rc = dlrt__mpool_take_over(e->spill, n->out[0]->id, taken);
+  if (taken >= 0) rc = dlrt__mpool_take_over(e->spill.pool, n->out[0]->id, taken);
   for (int j = 0; j < n->n_out && rc == DLRT_OK; j++) {
     const dlrt_tensor_t *t = n->out[j];
     if (t->owner != t || !s->local[t->id] || (j == 0 && taken >= 0) || e->bufs[t->id]) continue;
-    rc = dlrt__mpool_acquire(e->spill, t->id, 1); /* locked until discarded */
+    rc = dlrt__mpool_acquire(e->spill.pool, t->id, 1); /* locked until discarded */
   }
   return rc;
 }
 
 void dlrt__spill_chunk_done(dlrt_exec_t *e, const schedule *s, int k) {
-  if (s->inplace[k] >= 0) dlrt__mpool_handed_over(e->spill, s->inplace[k]);
+  if (s->inplace[k] >= 0) dlrt__mpool_handed_over(e->spill.pool, s->inplace[k]);
   for (int *f = s->frees[k]; *f >= 0; f++)
-    if (s->local[*f]) dlrt__mpool_discard(e->spill, *f);
+    if (s->local[*f]) dlrt__mpool_discard(e->spill.pool, *f);
 }
 
 int dlrt__spill_end_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b) {
   int rc = for_block_storages(e, s, b, unlock_storage);
-  for (int i = 0; i < e->n_slices; i++) {
-    const struct dlrt__slice *sl = &e->slices[i];
-    int rc2 = dlrt__mpool_slices_end(e->spill, sl->id, sl->written);
-    e->windows[sl->id] = NULL;
+  for (int i = 0; i < e->spill.n_slices; i++) {
+    const struct dlrt__slice *sl = &e->spill.slices[i];
+    int rc2 = dlrt__mpool_slices_end(e->spill.pool, sl->id, sl->written);
+    e->spill.windows[sl->id] = NULL;
     if (rc == DLRT_OK) rc = rc2;
   }
-  e->n_slices = 0;
+  e->spill.n_slices = 0;
   if (rc == DLRT_OK) rc = for_block_storages(e, s, b, note_next_use);
   /* The whole-batch storages whose lives end in the block. */
   for (int k = b->begin; k < b->end; k++)
     for (int *f = s->frees[k]; *f >= 0; f++)
-      if (!s->local[*f]) dlrt__mpool_discard(e->spill, *f);
+      if (!s->local[*f]) dlrt__mpool_discard(e->spill.pool, *f);
   /* What the next nodes read, on the copy stream meanwhile. */
-  for (int a = b->end; a < b->end + e->spill_cfg.prefetch && a < s->n && rc == DLRT_OK; a++) {
+  for (int a = b->end; a < b->end + e->spill.cfg.prefetch && a < s->n && rc == DLRT_OK; a++) {
     node *m = e->g->nodes[s->order[a]];
-    for (int j = 0; j < m->n_in && rc == DLRT_OK; j++) rc = dlrt__mpool_prefetch(e->spill, m->in[j]->owner->id);
+    for (int j = 0; j < m->n_in && rc == DLRT_OK; j++) rc = dlrt__mpool_prefetch(e->spill.pool, m->in[j]->owner->id);
   }
   return rc;
 }
 
 int dlrt__exec_use(dlrt_exec_t *e, const dlrt_tensor_t *t, int write) {
-  return e->spill ? dlrt__mpool_acquire(e->spill, t->owner->id, write) : DLRT_OK;
+  return e->spill.pool ? dlrt__mpool_acquire(e->spill.pool, t->owner->id, write) : DLRT_OK;
 }
 
 void dlrt__exec_unuse(dlrt_exec_t *e, const dlrt_tensor_t *t) {
-  if (e->spill) dlrt__mpool_release(e->spill, t->owner->id);
+  if (e->spill.pool) dlrt__mpool_release(e->spill.pool, t->owner->id);
 }
 
 /* ---------------------------------------------------------------- setup */
@@ -460,27 +460,27 @@ int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *c) {
   dlrt_graph_t *g = e->g;
   int rc = dlrt_stream_synchronize(e->stream);
   if (rc < 0) return rc;
-  if (e->spill) {
+  if (e->spill.pool) {
     /* Back to plain: every persistent storage on the device again. */
-    dlrt__mpool_set_budget(e->spill, UINT64_MAX);
+    dlrt__mpool_set_budget(e->spill.pool, UINT64_MAX);
     for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++) {
       const dlrt_tensor_t *t = g->tensors[i];
       if (t->owner != t || !dlrt__persistent(t)) continue;
-      if ((rc = dlrt__mpool_acquire(e->spill, i, 0)) == DLRT_OK) dlrt__mpool_release(e->spill, i);
+      if ((rc = dlrt__mpool_acquire(e->spill.pool, i, 0)) == DLRT_OK) dlrt__mpool_release(e->spill.pool, i);
     }
     if (rc < 0) return rc;
-    dlrt__mpool_destroy(e->spill);
-    e->spill = NULL;
+    dlrt__mpool_destroy(e->spill.pool);
+    e->spill.pool = NULL;
   }
-  e->spill_slices = 0;
+  e->spill.slicing = 0;
   if (c->device_budget == 0) {
-    dlrt__reset_chunks(&e->plans[0]), dlrt__reset_chunks(&e->plans[1]);
+    dlrt__reset_chunks(&e->plan.plans[0]), dlrt__reset_chunks(&e->plan.plans[1]);
     return DLRT_OK;
   }
   int worst, slices;
-  uint64_t least = dlrt__spill_fit(g, e->plans, 2, c->policy, c->device_budget, &slices, &worst);
+  uint64_t least = dlrt__spill_fit(g, e->plan.plans, 2, c->policy, c->device_budget, &slices, &worst);
   if (c->device_budget < least) {
-    dlrt__reset_chunks(&e->plans[0]), dlrt__reset_chunks(&e->plans[1]);
+    dlrt__reset_chunks(&e->plan.plans[0]), dlrt__reset_chunks(&e->plan.plans[1]);
     int block = worst <= -2;
     const node *n = g->nodes[block ? -2 - worst : worst];
     return dlrt__set_error(DLRT_ERR_OOM, "a device budget of %.1f MiB for the model is below "
@@ -498,59 +498,59 @@ int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *c) {
                                ? " (or offload the optimizer: its updates then run on the host)"
                                : "");
   }
-  if (slices && !e->windows) {
+  if (slices && !e->spill.windows) {
     size_t nt = (size_t)(g->n_tensors ? g->n_tensors : 1);
-    e->windows = calloc(nt, sizeof *e->windows);
-    e->block_local = calloc(nt, 1);
-    e->slices = calloc(nt, sizeof *e->slices);
-    if (!e->windows || !e->block_local || !e->slices) {
-      free(e->windows), free(e->block_local), free(e->slices);
-      e->windows = NULL, e->block_local = NULL, e->slices = NULL;
-      dlrt__reset_chunks(&e->plans[0]), dlrt__reset_chunks(&e->plans[1]);
+    e->spill.windows = calloc(nt, sizeof *e->spill.windows);
+    e->spill.block_local = calloc(nt, 1);
+    e->spill.slices = calloc(nt, sizeof *e->spill.slices);
+    if (!e->spill.windows || !e->spill.block_local || !e->spill.slices) {
+      free(e->spill.windows), free(e->spill.block_local), free(e->spill.slices);
+      e->spill.windows = NULL, e->spill.block_local = NULL, e->spill.slices = NULL;
+      dlrt__reset_chunks(&e->plan.plans[0]), dlrt__reset_chunks(&e->plan.plans[1]);
       return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
     }
   }
   rc = dlrt__mpool_create(e->dev, e->stream, e->bufs, g->n_tensors, c->device_budget,
-                          c->host_budget, &e->spill);
+                          c->host_budget, &e->spill.pool);
   if (rc < 0) {
-    dlrt__reset_chunks(&e->plans[0]), dlrt__reset_chunks(&e->plans[1]);
+    dlrt__reset_chunks(&e->plan.plans[0]), dlrt__reset_chunks(&e->plan.plans[1]);
     return rc;
   }
-  e->spill_slices = slices;
-  e->spill_cfg = *c;
+  e->spill.slicing = slices;
+  e->spill.cfg = *c;
   for (int i = 0; i < g->n_tensors; i++) {
     const dlrt_tensor_t *t = g->tensors[i];
     if (t->owner != t) continue;
-    dlrt__mpool_declare(e->spill, i, pool_bytes(e->plans, 2, t));
-    if (e->bufs[i]) dlrt__mpool_adopt_buffer(e->spill, i);
+    dlrt__mpool_declare(e->spill.pool, i, pool_bytes(e->plan.plans, 2, t));
+    if (e->bufs[i]) dlrt__mpool_adopt_buffer(e->spill.pool, i);
   }
   /* Start with everything on the host: the budget holds from the first run. */
   for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++)
     if (e->bufs[i] && g->tensors[i]->owner == g->tensors[i])
-      rc = dlrt__mpool_offload(e->spill, i);
+      rc = dlrt__mpool_offload(e->spill.pool, i);
   if (rc == DLRT_OK) rc = dlrt_stream_synchronize(e->stream);
   if (rc < 0) {
-    dlrt__mpool_destroy(e->spill);
-    e->spill = NULL;
-    e->spill_slices = 0;
-    dlrt__reset_chunks(&e->plans[0]), dlrt__reset_chunks(&e->plans[1]);
+    dlrt__mpool_destroy(e->spill.pool);
+    e->spill.pool = NULL;
+    e->spill.slicing = 0;
+    dlrt__reset_chunks(&e->plan.plans[0]), dlrt__reset_chunks(&e->plan.plans[1]);
     return rc;
   }
   /* The figures start here, within the budget: what the executor held and
    * moved before it spilled does not count. */
-  dlrt__mpool_reset_stats(e->spill);
+  dlrt__mpool_reset_stats(e->spill.pool);
   return dlrt_mem_reset_peak(e->dev);
 }
 
 int dlrt_exec_spill_stats(dlrt_exec_t *e, dlrt_spill_stats *out) {
   DLRT__CHECK_ARG(e && out, "dlrt_exec_spill_stats: executor or out is NULL");
   memset(out, 0, sizeof *out);
-  if (!e->spill) return DLRT_OK;
+  if (!e->spill.pool) return DLRT_OK;
   int rc = dlrt_stream_synchronize(e->stream);
-  if (rc == DLRT_OK) rc = dlrt__mpool_stats(e->spill, out);
-  for (int m = 0; m < 2 && e->spill_slices; m++)
-    for (int i = 0; i < e->plans[m].n_blocks; i++)
-      if (e->plans[m].blocks[i].chunk > out->slice_images) out->slice_images = e->plans[m].blocks[i].chunk;
+  if (rc == DLRT_OK) rc = dlrt__mpool_stats(e->spill.pool, out);
+  for (int m = 0; m < 2 && e->spill.slicing; m++)
+    for (int i = 0; i < e->plan.plans[m].n_blocks; i++)
+      if (e->plan.plans[m].blocks[i].chunk > out->slice_images) out->slice_images = e->plan.plans[m].blocks[i].chunk;
   return rc;
 }
 
@@ -560,7 +560,7 @@ int dlrt_exec_spill_stats(dlrt_exec_t *e, dlrt_spill_stats *out) {
 static int spill_begin_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b,
                              const char **local) {
   int rc = dlrt__spill_begin_block(e, s, b);
-  *local = e->n_slices ? e->block_local : s->local;
+  *local = e->spill.n_slices ? e->spill.block_local : s->local;
   return rc;
 }
 
@@ -579,7 +579,7 @@ static int spill_chunk_done(dlrt_exec_t *e, const schedule *s, const dlrt__chunk
   return k == b->end - 1 ? dlrt__spill_slices(e, 1, c->b0, c->nb) : DLRT_OK;
 }
 
-static void spill_discard(dlrt_exec_t *e, int id) { dlrt__mpool_discard(e->spill, id); }
+static void spill_discard(dlrt_exec_t *e, int id) { dlrt__mpool_discard(e->spill.pool, id); }
 
 const dlrt__residency dlrt__residency_spill = {
     .begin_run = dlrt__spill_begin_run,
@@ -594,5 +594,5 @@ const dlrt__residency dlrt__residency_spill = {
 };
 
 const dlrt__residency *dlrt__exec_residency(const dlrt_exec_t *e) {
-  return e->spill ? &dlrt__residency_spill : &dlrt__residency_plain;
+  return e->spill.pool ? &dlrt__residency_spill : &dlrt__residency_plain;
 }
