@@ -259,8 +259,8 @@ static void w_embedding_grad(const dlrt__arg *a, int64_t lo, int64_t hi) {
 }
 
 static const cpu_kernel_fn kernels[DLRT__K_COUNT] = {
-#define ENTRY(name) [DLRT__K_##name] = w_##name,
-    DLRT_KERNEL_LIST(ENTRY)
+#define ENTRY(name, ...) [DLRT__K_##name] = w_##name,
+    DLRT_KERNEL_TABLE(ENTRY)
 #undef ENTRY
 };
 
