@@ -24,12 +24,6 @@
 /* kernels/dialect.h and the kernel files, embedded by kernels/embed.sh. */
 extern const char dlrt__opencl_source[];
 
-static const char *const kernel_names[DLRT__K_COUNT] = {
-#define NAME(name) [DLRT__K_##name] = "dlrt_k_" #name,
-    DLRT_KERNEL_LIST(NAME)
-#undef NAME
-};
-
 #define CACHE_MAGIC "DLRTCLB1"
 
 /* ---------------------------------------------------------------- disk cache */
@@ -209,15 +203,16 @@ static int get_kernel(ocl_device *dev, int id, cl_kernel *out) {
   int rc;
   if (!dev->program && (rc = build_program(dev)) < 0) return rc;
   if (!dev->kernels[id]) {
+    const char *name = dlrt__kernel_table[id].name;
     cl_int err;
-    cl_kernel k = clCreateKernel(dev->program, kernel_names[id], &err);
-    if (!k) return ocl_fail(dev, kernel_names[id], err);
+    cl_kernel k = clCreateKernel(dev->program, name, &err);
+    if (!k) return ocl_fail(dev, name, err);
     size_t wg = 0;
     clGetKernelWorkGroupInfo(k, dev->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
     if (wg < DLRT_WG) {
       clReleaseKernel(k);
       return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "%s: kernel %s needs work-groups of %d, "
-                             "the device allows %zu", dev->name, kernel_names[id], DLRT_WG, wg);
+                             "the device allows %zu", dev->name, name, DLRT_WG, wg);
     }
     dev->kernels[id] = k;
   }
@@ -275,7 +270,7 @@ int ocl_launch(void *ps, const dlrt__launch *l) {
    * global size. */
   size_t local = DLRT_WG, global = groups * DLRT_WG;
   err = clEnqueueNDRangeKernel(s->queue, k, 1, NULL, &global, &local, 0, NULL, NULL);
-  if (err != CL_SUCCESS) rc = ocl_fail(dev, kernel_names[l->kernel], err);
+  if (err != CL_SUCCESS) rc = ocl_fail(dev, dlrt__kernel_table[l->kernel].name, err);
   else clFlush(s->queue);
 out:
   pthread_mutex_unlock(&dev->lock);

@@ -14,7 +14,7 @@
 #define DLRT_DEVICE_BACKEND_H
 
 #include "dlrt.h"
-#include "kernel_list.h"
+#include "kernel_table.h"
 
 /* A raw device allocation. `handle` is what the backend addresses memory by
  * (a host pointer on the CPU, a device pointer on CUDA, a cl_mem on OpenCL);
@@ -24,9 +24,8 @@ typedef struct {
   void *host;
 } dlrt_mem;
 
-/* One argument of a kernel launch, in the order of the kernel's signature. */
-typedef enum { DLRT__ARG_BUFFER, DLRT__ARG_F32, DLRT__ARG_I64 } dlrt__arg_kind;
-
+/* One argument of a kernel launch, in the order of the kernel's signature
+ * (dlrt__arg_kind and DLRT__MAX_ARGS are the kernel table's). */
 typedef struct {
   dlrt__arg_kind kind;
   dlrt_mem mem;      /* buffer: its memory ... */
@@ -36,9 +35,8 @@ typedef struct {
   int64_t i;
 } dlrt__arg;
 
-#define DLRT__MAX_ARGS 16
-
-/* A launch of one kernel of kernels/kernel_list.h. Item kernels cover
+/* A launch of one kernel of kernels/kernel_table.h, whose entry lib/device
+ * checks its arguments against before the backend sees it. Item kernels cover
  * `items` indices; group kernels (items == 0) run `groups` work-groups of
  * DLRT_WG work-items. Backends may launch fewer threads or groups: the
  * kernels stride over the whole range. */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "device/launch.h"
+#include "kernel_table.h"
 #include "util/status.h"
 
 int dlrt__launch_operand(dlrt__launcher *lb, const char *name, dlrt_buffer_t *buf,
@@ -48,10 +49,39 @@ void dlrt__launch_i64(dlrt__launcher *lb, int64_t i) {
   a->i = i;
 }
 
+static const char *kind_name(int kind) {
+  return kind == DLRT__ARG_BUFFER ? "a buffer"
+         : kind == DLRT__ARG_F32  ? "an f32"
+         : kind == DLRT__ARG_I64  ? "an i64"
+                                  : "of no known kind";
+}
+
+/* The launch against its kernel's entry in the kernel table: a wrong count
+ * or kind of argument would compute garbage, not fail, in the backend. */
+static int check_args(const dlrt__launcher *lb) {
+  const dlrt__launch *l = &lb->launch;
+  if (l->kernel < 0 || l->kernel >= DLRT__K_COUNT)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s: no kernel %d in kernels/kernel_table.h",
+                           lb->call, l->kernel);
+  const dlrt__kernel_info *k = &dlrt__kernel_table[l->kernel];
+  if (l->n_args != k->n_args)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s: kernel %s takes %d arguments "
+                           "(kernels/kernel_table.h), the launch gives %d", lb->call, k->name,
+                           k->n_args, l->n_args);
+  for (int i = 0; i < l->n_args; i++)
+    if ((int)l->args[i].kind != k->kinds[i])
+      return dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s: argument %d of kernel %s is %s "
+                             "(kernels/kernel_table.h), the launch gives %s", lb->call, i,
+                             k->name, kind_name(k->kinds[i]), kind_name(l->args[i].kind));
+  return DLRT_OK;
+}
+
 int dlrt__launch_submit(dlrt_stream_t *stream, dlrt__launcher *lb) {
   if (!lb->dev->be->launch)
     return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "%s: the %s backend has no kernels in this "
                            "build", lb->call, lb->dev->be->name);
+  int rc = check_args(lb);
+  if (rc < 0) return rc;
   return lb->dev->be->launch(stream->ctx, &lb->launch);
 }
 

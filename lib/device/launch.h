@@ -24,7 +24,9 @@ void dlrt__launch_buffer_arg(dlrt__launcher *lb, dlrt_buffer_t *buf, size_t offs
 void dlrt__launch_mem_arg(dlrt__launcher *lb, dlrt_mem mem, size_t offset, size_t esize);
 void dlrt__launch_f32(dlrt__launcher *lb, float f);
 void dlrt__launch_i64(dlrt__launcher *lb, int64_t i);
-/* Queues the launch (DLRT_ERR_UNSUPPORTED when the backend has no kernels). */
+/* Queues the launch (DLRT_ERR_UNSUPPORTED when the backend has no kernels;
+ * DLRT_ERR_INVALID_ARG, naming the kernel and the argument, when the
+ * arguments' count or kinds differ from the kernel's entry in the table). */
 int dlrt__launch_submit(dlrt_stream_t *stream, dlrt__launcher *lb);
 
 #endif
