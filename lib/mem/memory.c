@@ -170,23 +170,19 @@ int dlrt_mem_empty_cache(dlrt_device_t *dev) {
   return rc < 0 ? rc : dlrt__allocator_empty_cache(md->alloc);
 }
 
-int dlrt_mem_stats_get(dlrt_device_t *dev, dlrt_mem_stats *out) {
+/* The statistics of the device's memory (host = 0) or its pinned pool. */
+static int stats_get(dlrt_device_t *dev, int host, dlrt_mem_stats *out) {
   dlrt__mem_device *md = NULL;
   int rc = open_device(dev, &md);
   if (rc < 0) return rc;
   DLRT__CHECK_ARG(out, "out is NULL");
-  dlrt__allocator_stats(md->alloc, out);
+  dlrt__allocator_stats(host ? md->host_pool : md->alloc, out);
   return DLRT_OK;
 }
 
-int dlrt_host_stats_get(dlrt_device_t *dev, dlrt_mem_stats *out) {
-  dlrt__mem_device *md = NULL;
-  int rc = open_device(dev, &md);
-  if (rc < 0) return rc;
-  DLRT__CHECK_ARG(out, "out is NULL");
-  dlrt__allocator_stats(md->host_pool, out);
-  return DLRT_OK;
-}
+int dlrt_mem_stats_get(dlrt_device_t *dev, dlrt_mem_stats *out) { return stats_get(dev, 0, out); }
+
+int dlrt_host_stats_get(dlrt_device_t *dev, dlrt_mem_stats *out) { return stats_get(dev, 1, out); }
 
 int dlrt_mem_reset_peak(dlrt_device_t *dev) {
   dlrt__mem_device *md = NULL;
