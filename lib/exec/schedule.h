@@ -1,0 +1,98 @@
+/* schedule.h — schedules, the planner that makes them (schedule.c) and
+ * their chunked blocks (chunk.c), and the executor's planning part
+ * (internal). */
+#ifndef DLRT_EXEC_SCHEDULE_H
+#define DLRT_EXEC_SCHEDULE_H
+
+#include "graph/graph.h"
+#include "mem/caching_allocator.h" /* dlrt__alloc_rounded */
+
+/* Positions [begin, end) of a schedule that run a chunk of `chunk` images
+ * at a time over a batch of `batch` (chunk.c). `full` is the chunk it was
+ * planned with (a whole number of its convolutions' own chunks); `unit`
+ * what any chunk must be a whole number of (its weight gradients' pieces). */
+typedef struct {
+  int begin, end;
+  int64_t batch, chunk, full, unit;
+} dlrt__chunk_block;
+
+typedef struct {
+  int *order;     /* node indices */
+  int n;
+  /* frees[i]: storages (tensor ids) whose last use is order[i], -1 ended. */
+  int **frees;
+  /* inplace[i]: the input (tensor id) whose storage order[i]'s output takes
+   * over, or -1. */
+  int *inplace;
+  /* For spilling: next[i][j], the next position that touches the storage of
+   * order[i]'s input j (j < n_in) or output j - n_in, -1 if none in this
+   * run; first[id], a storage's first position, -1 if none; last_forward,
+   * the position of the last forward node. */
+  int **next;
+  int *first;
+  int last_forward;
+  /* Chunked blocks (checkpointed training only; NULL and 0 without):
+   * block_of[k], position k's block or -1; local[id], 1 for a storage that
+   * holds one chunk's images, 2 for a convolution's workspace in a block
+   * (both made again for each chunk), 0 for the rest. A block's storages
+   * of the whole batch that end inside it are freed after its last chunk
+   * (the frees at its last position). */
+  dlrt__chunk_block *blocks;
+  int n_blocks;
+  int *block_of;
+  char *local;
+} schedule;
+
+/* Planning (exec.c, schedule.c): the two schedules and what they hold. */
+typedef struct {
+  schedule plans[2];         /* by dlrt_run_mode */
+  uint64_t planned_peak;     /* the larger of the two */
+  uint64_t train_peak, forward_peak;
+  int checkpoint_every;      /* forward nodes per recomputed segment (0: none) */
+  uint64_t peak_base;        /* allocator's allocated bytes before this executor */
+  uint64_t param_bytes, state_bytes;
+  int64_t params;
+} dlrt__exec_plan;
+
+/* What a training step of a graph holds at its planned peak, in allocator
+ * bytes (512-byte granules): the executor's plan without a device. */
+typedef struct {
+  uint64_t params, state, inputs; /* inputs: the batch and kept tensors */
+  uint64_t grads, activations;    /* activations: every other intermediate */
+  uint64_t peak;                  /* their sum: the planned peak */
+  uint64_t least_spill;           /* the least budget spilling can train in, with
+                                     the optimizer on the host */
+} dlrt__memory_breakdown;
+
+int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt__memory_breakdown *out);
+/* Builds the schedule of the nodes whose phase is <= max_phase (every > 0:
+ * checkpointed segments of that many forward nodes, run in chunked blocks
+ * where they can be) and its peak of live bytes
+ * (schedule.c). */
+int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s, uint64_t *peak,
+               dlrt__memory_breakdown *at_peak);
+/* The bytes a storage holds in schedule s: one chunk's images for a
+ * chunked block's own (local 1), a workspace's columns for at most a
+ * chunk (local 2), else all of it. */
+uint64_t dlrt__schedule_bytes(const schedule *s, const dlrt_tensor_t *t);
+/* Plans both of the executor's schedules again for checkpoint segments of
+ * `every` (0: none) (exec.c). */
+int dlrt__exec_replan(dlrt_exec_t *e, int every);
+void dlrt__schedule_free(schedule *s);
+/* Finds the chunked blocks of a checkpointed training schedule (segments
+ * of `every` forward nodes) and fills s->blocks, block_of and local. */
+int dlrt__find_chunk_blocks(const dlrt_graph_t *g, schedule *s, int every);
+/* Runs each block in chunks as planned again (spilling may run fewer). */
+void dlrt__reset_chunks(schedule *s);
+/* The checkpoint segments of the forward nodes fwd[0..n_fwd) (graph node
+ * indices, in order) for segments of `every` nodes: seg[f] is node f's.
+ * A segment also ends at each max-pool, which closes a convolution block
+ * (one that can run in chunks of images: chunk.c), and is not cut by
+ * length just before a bias, ReLU or max-pool. Returns how many. */
+int dlrt__checkpoint_segments(const dlrt_graph_t *g, const int *fwd, int n_fwd, int every,
+                              int *seg);
+/* Forward nodes per segment for a checkpointing setting (0, N or
+ * DLRT_CHECKPOINT_SQRT: ceil(sqrt(forward nodes))). */
+int dlrt__checkpoint_segment(const dlrt_graph_t *g, int every);
+
+#endif
