@@ -344,6 +344,23 @@ int dlrt_trainer_set_allreduce_device(dlrt_trainer_t *t, dlrt_allreduce_start_fn
   return DLRT_OK;
 }
 
+/* After the gradients: this process's loss (times `inv`, 1 / the world
+ * size) and its correct predictions go to the others as one more request,
+ * the tail (*started: whether it was). */
+static int start_tail(dlrt_trainer_t *t, float *loss, float inv, float tail[2], void **request,
+                      int *started) {
+  int rc;
+  if ((rc = dlrt_exec_read(t->e, t->loss, loss, sizeof *loss)) < 0 ||
+      (rc = dlrt_exec_read(t->e, t->logits, t->host_logits,
+                           (size_t)(t->batch * t->classes) * sizeof(float))) < 0)
+    return rc;
+  tail[0] = *loss * inv;
+  tail[1] = (float)dlrt__count_correct(t, t->batch);
+  rc = t->allreduce_start(t->allreduce_user, tail, 2, request);
+  *started = rc == DLRT_OK;
+  return rc;
+}
+
 /* The device-pointer form: each parameter's gradient (in the executor's
  * accumulator) divided by the world size on the device, the stream waited
  * for, then one request per parameter on device memory. */
@@ -370,14 +387,7 @@ static int allreduce_on_device(dlrt_trainer_t *t, float *loss, int64_t *correct)
       started++;
   }
   int tail_started = 0;
-  if (rc == DLRT_OK && (rc = dlrt_exec_read(e, t->loss, loss, sizeof *loss)) == DLRT_OK &&
-      (rc = dlrt_exec_read(e, t->logits, t->host_logits,
-                           (size_t)(t->batch * t->classes) * sizeof(float))) == DLRT_OK) {
-    tail[0] = *loss * inv;
-    tail[1] = (float)dlrt__count_correct(t, t->batch);
-    rc = t->allreduce_start(t->allreduce_user, tail, 2, &t->requests[started]);
-    tail_started = rc == DLRT_OK;
-  }
+  if (rc == DLRT_OK) rc = start_tail(t, loss, inv, tail, &t->requests[started], &tail_started);
   for (int k = 0; k < started + tail_started; k++) {
     int rc2 = t->allreduce_wait(t->allreduce_user, t->requests[k]);
     if (rc == DLRT_OK) rc = rc2;
@@ -406,14 +416,7 @@ int dlrt__allreduce_overlapped(dlrt_trainer_t *t, float *loss, int64_t *correct)
       break;
     started++;
   }
-  if (rc == DLRT_OK && (rc = dlrt_exec_read(e, t->loss, loss, sizeof *loss)) == DLRT_OK &&
-      (rc = dlrt_exec_read(e, t->logits, t->host_logits,
-                           (size_t)(t->batch * t->classes) * sizeof(float))) == DLRT_OK) {
-    tail[0] = *loss * inv;
-    tail[1] = (float)dlrt__count_correct(t, t->batch);
-    rc = t->allreduce_start(t->allreduce_user, tail, 2, &t->requests[nb]);
-    tail_started = rc == DLRT_OK;
-  }
+  if (rc == DLRT_OK) rc = start_tail(t, loss, inv, tail, &t->requests[nb], &tail_started);
   /* Every started request is completed, also after a failure. */
   for (int b = 0; b < started + tail_started; b++) {
     int rc2 = t->allreduce_wait(t->allreduce_user, t->requests[b < started ? b : nb]);
