@@ -42,7 +42,9 @@ static int64_t gcd64(int64_t a, int64_t b) {
 }
 
 /* Images per chunk of a convolution node's own loop (its workspace). */
-static int64_t conv_chunk(const node *n) { return n->out[1]->shape[1] / (n->p[9] * n->p[10]); }
+static int64_t conv_chunk(const node *n) {
+  return n->out[1]->shape[1] / (n->conv.oh * n->conv.ow);
+}
 
 typedef struct {
   const dlrt_graph_t *g;
@@ -72,15 +74,16 @@ static int64_t check_forward(const span *b, char *local, int64_t *batch) {
   for (int k = b->begin; k < b->end; k++) {
     const node *n = b->g->nodes[b->s->order[k]];
     if (n->op == OP_CONV) {
-      if (n_images && n->p[0] != n_images) return 0;
-      n_images = n->p[0];
+      if (n_images && n->conv.n != n_images) return 0;
+      n_images = n->conv.n;
       int64_t c = conv_chunk(n);
       chunk = chunk / gcd64(chunk, c) * c;
       convs++;
     } else if (n->op != OP_BIAS_CHANNELS && n->op != OP_RELU && n->op != OP_MAXPOOL) {
       return 0;
     }
-    if (n->op == OP_BIAS_CHANNELS && n->p[3] <= 0) return 0; /* not a convolution's bias */
+    if (n->op == OP_BIAS_CHANNELS && n->channels.images <= 0)
+      return 0; /* not a convolution's bias */
   }
   if (!convs || chunk >= n_images) return 0;
   for (int k = b->begin; k < b->end; k++) {
@@ -146,15 +149,16 @@ static int find_backward(const span *fw, char *local, int64_t batch, int64_t *ch
         if (local[n->in[j]->owner->id]) return 0;
       break;
     case OP_SUM_CHANNELS:
-      if (n->p[3] <= 0) return 0;
+      if (n->channels.images <= 0) return 0;
       break;
     case OP_CONV_GRAD_W:
     case OP_CONV_GRAD_X: {
       int64_t c = conv_chunk(n);
       *chunk = *chunk / gcd64(*chunk, c) * c;
       if (n->op == OP_CONV_GRAD_W) {
-        int64_t piece = dlrt__conv_weight_piece(n->out[0]->shape[0], n->p[1] * n->p[4] * n->p[5],
-                                                n->p[9] * n->p[10], c);
+        const struct dlrt__conv_params *p = &n->conv;
+        int64_t piece = dlrt__conv_weight_piece(n->out[0]->shape[0], p->c * p->kh * p->kw,
+                                                p->oh * p->ow, c);
         *unit = *unit / gcd64(*unit, piece) * piece;
       }
       local[n->out[1]->id] = 2;

@@ -81,33 +81,38 @@ static int typed(int f32_kernel, dlrt_dtype dtype) { return f32_kernel + (int)dt
 /* A, B and C share one type (the graph's precision pass sees to it); 16-bit
  * types accumulate in fp32. */
 static int run_gemm(dlrt_exec_t *e, dlrt_tensor_t *a, dlrt_tensor_t *b, dlrt_tensor_t *c,
-                    const int64_t *p) {
-  /* p: ta tb m n k batch stride_a stride_b stride_c */
-  dlrt_gemm_desc d = dlrt_gemm_desc_make(c->dtype, (int)p[0], (int)p[1], p[2], p[3], p[4],
-                                         1.0f, 0.0f);
-  d.batch = p[5];
-  d.stride_a = p[6];
-  d.stride_b = p[7];
-  d.stride_c = p[8];
+                    const struct dlrt__bmm_params *p) {
+  dlrt_gemm_desc d = dlrt_gemm_desc_make(c->dtype, (int)p->trans_a, (int)p->trans_b, p->m, p->n,
+                                         p->k, 1.0f, 0.0f);
+  d.batch = p->batch;
+  d.stride_a = p->stride_a;
+  d.stride_b = p->stride_b;
+  d.stride_c = p->stride_c;
   return dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, a), off(a), dlrt__exec_buf(e, b), off(b), dlrt__exec_buf(e, c), off(c));
 }
 
 /* im2col (cols from x) or col2im (dx from cols) of images [b0, b0 + nb):
- * cols is the node's workspace, CKK x (nb x OHW). p: the geometry. */
+ * cols is the node's workspace, CKK x (nb x OHW). p: the geometry, p->n the
+ * images `image` holds. */
 static int conv_columns(dlrt_exec_t *e, int to_cols, dlrt_tensor_t *image, dlrt_tensor_t *cols,
-                        const int64_t *p, int64_t b0, int64_t nb) {
+                        const struct dlrt__conv_params *p, int64_t b0, int64_t nb) {
   dlrt__launcher lb;
-  int64_t c = p[1], h = p[2], kh = p[4], kw = p[5], ohw = p[9] * p[10];
+  int64_t c = p->c, h = p->h, kh = p->kh, kw = p->kw, ohw = p->oh * p->ow;
   /* Items: an image plane of one cols row (oh x ow) for im2col, an image
    * row (w) for col2im. */
   start(&lb, e, typed(to_cols ? DLRT__K_im2col_f32 : DLRT__K_col2im_f32, cols->dtype),
         to_cols ? c * kh * kw * nb : c * nb * h, 0);
-  lb.launch.item_cost = to_cols ? ohw : p[3] * kh * kw;
+  lb.launch.item_cost = to_cols ? ohw : p->w * kh * kw;
   if (to_cols)
     arg(&lb, e, cols), arg(&lb, e, image);
   else
     arg(&lb, e, image), arg(&lb, e, cols);
-  for (int i = 0; i < 12; i++) dlrt__launch_i64(&lb, p[i]);
+  /* The kernels' geometry, in struct dlrt__conv_params's order. */
+  dlrt__launch_i64(&lb, p->n), dlrt__launch_i64(&lb, p->c), dlrt__launch_i64(&lb, p->h);
+  dlrt__launch_i64(&lb, p->w), dlrt__launch_i64(&lb, p->kh), dlrt__launch_i64(&lb, p->kw);
+  dlrt__launch_i64(&lb, p->stride), dlrt__launch_i64(&lb, p->pad);
+  dlrt__launch_i64(&lb, p->dilation), dlrt__launch_i64(&lb, p->oh), dlrt__launch_i64(&lb, p->ow);
+  dlrt__launch_i64(&lb, p->x_cnhw);
   dlrt__launch_i64(&lb, b0), dlrt__launch_i64(&lb, nb);
   return dlrt__launch_submit(e->stream, &lb);
 }
@@ -139,19 +144,18 @@ static int64_t in_chunk(const dlrt__chunk *c, int64_t whole) {
  * columns, which reduce over channels only: the same sums for each column
  * with PoCL's kernels, rounding differences with OpenBLAS's. */
 static int run_conv(dlrt_exec_t *e, node *n, const dlrt__chunk *c) {
-  const int64_t *p = n->p;
+  const struct dlrt__conv_params *p = &n->conv;
   dlrt_tensor_t *ws = n->out[1], *w = n->op == OP_CONV_GRAD_W ? n->out[0] : n->in[1];
   dlrt_tensor_t *x = n->op == OP_CONV_GRAD_X ? n->out[0] : n->op == OP_CONV ? n->in[0] : n->in[1];
   dlrt_tensor_t *y = n->op == OP_CONV ? n->out[0] : n->in[0];
-  int64_t batch = p[0], ohw = p[9] * p[10], ckk = p[1] * p[4] * p[5], o = w->shape[0];
+  int64_t batch = p->n, ohw = p->oh * p->ow, ckk = p->c * p->kh * p->kw, o = w->shape[0];
   int64_t chunk = ws->shape[1] / ohw;
   int64_t first = c ? c->b0 : 0, end = c ? c->b0 + c->nb : batch;
   /* Images each of x and y holds, and the batch index of its first. */
   int64_t x_held = chunk_local(c, x) ? c->nb : batch, x_first = chunk_local(c, x) ? c->b0 : 0;
   int64_t y_held = chunk_local(c, y) ? c->nb : batch, y_first = chunk_local(c, y) ? c->b0 : 0;
-  int64_t geometry[12];
-  memcpy(geometry, p, sizeof geometry);
-  geometry[0] = x_held;
+  struct dlrt__conv_params geometry = *p;
+  geometry.n = x_held;
   size_t es = dlrt_dtype_size(y->dtype);
   int rc = DLRT_OK;
   for (int64_t b0 = first; b0 < end && rc == DLRT_OK; b0 += chunk) {
@@ -163,11 +167,11 @@ static int run_conv(dlrt_exec_t *e, node *n, const dlrt__chunk *c) {
       d.ldb = y_held * ohw;
       rc = dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, w), off(w), dlrt__exec_buf(e, y), y_at,
                      dlrt__exec_buf(e, ws), off(ws));
-      if (rc == DLRT_OK) rc = conv_columns(e, 0, x, ws, geometry, b0 - x_first, nb);
+      if (rc == DLRT_OK) rc = conv_columns(e, 0, x, ws, &geometry, b0 - x_first, nb);
       continue;
     }
     if (n->op == OP_CONV) {
-      if ((rc = conv_columns(e, 1, x, ws, geometry, b0 - x_first, nb)) < 0) break;
+      if ((rc = conv_columns(e, 1, x, ws, &geometry, b0 - x_first, nb)) < 0) break;
       d = dlrt_gemm_desc_make(y->dtype, 0, 0, o, cols, ckk, 1.0f, 0.0f);
       d.ldc = y_held * ohw;
       rc = dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, w), off(w), dlrt__exec_buf(e, ws), off(ws),
@@ -178,7 +182,7 @@ static int run_conv(dlrt_exec_t *e, node *n, const dlrt__chunk *c) {
     int64_t piece = dlrt__conv_weight_piece(o, ckk, ohw, chunk);
     for (int64_t q0 = b0; q0 < b0 + nb && rc == DLRT_OK; q0 += piece) {
       int64_t nq = b0 + nb - q0 < piece ? b0 + nb - q0 : piece;
-      if ((rc = conv_columns(e, 1, x, ws, geometry, q0 - x_first, nq)) < 0) break;
+      if ((rc = conv_columns(e, 1, x, ws, &geometry, q0 - x_first, nq)) < 0) break;
       d = dlrt_gemm_desc_make(y->dtype, 0, 1, o, ckk, nq * ohw, 1.0f, q0 ? 1.0f : 0.0f);
       d.lda = y_held * ohw;
       rc = dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, y),
@@ -194,7 +198,8 @@ static int run_conv(dlrt_exec_t *e, node *n, const dlrt__chunk *c) {
  * onto what earlier chunks of the batch summed (c, after the first). */
 static int run_bias_grad(dlrt_exec_t *e, node *n, const dlrt__chunk *c) {
   dlrt_tensor_t *s = n->out[0], *dy = n->in[0];
-  int64_t images = n->p[3], channels = n->p[1], spatial = n->p[2] / images;
+  const struct dlrt__channels_params *p = &n->channels;
+  int64_t images = p->images, channels = p->channels, spatial = p->spatial / images;
   int64_t held = c ? c->nb : images, rows = channels * held;
   dlrt_buffer_t *parts;
   int rc = dlrt_buffer_alloc(e->dev, (size_t)(rows ? rows : 1) * sizeof(float), e->stream, &parts);
@@ -222,7 +227,6 @@ int dlrt__exec_run_node(dlrt_exec_t *e, node *n) { return dlrt__exec_run_node_ch
 int dlrt__exec_run_node_chunk(dlrt_exec_t *e, node *n, const dlrt__chunk *c) {
   dlrt__launcher lb;
   dlrt_tensor_t *y = n->n_out ? n->out[0] : NULL, *a = n->in[0], *b = n->in[1];
-  const int64_t *p = n->p;
   switch (n->op) {
   case OP_VIEW: return DLRT_OK;
   case OP_CONTIGUOUS:
@@ -231,8 +235,9 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, node *n, const dlrt__chunk *c) {
                            dlrt__tensor_bytes(a), e->stream);
     return run_gather(e, y, a);
   case OP_FILL: {
-    /* The seed of the backward pass (p[0] set) carries the loss scale. */
-    float value = n->p[0] ? n->f[0] * e->grads.loss_scale : n->f[0];
+    /* The seed of the backward pass carries the loss scale. */
+    const struct dlrt__fill_params *p = &n->fill;
+    float value = p->loss_seed ? p->value * e->grads.loss_scale : p->value;
     return dlrt_elementwise(e->stream, DLRT_EW_FILL, y->dtype, y->numel, value,
                             dlrt__exec_buf(e, y), off(y), NULL, 0, NULL, 0);
   }
@@ -247,36 +252,41 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, node *n, const dlrt__chunk *c) {
     return dlrt_elementwise(e->stream, n->op == OP_ADD ? DLRT_EW_ADD : DLRT_EW_MUL, y->dtype,
                             y->numel, 0, dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, a), off(a), dlrt__exec_buf(e, b), off(b));
   case OP_SCALE:
-    return dlrt_elementwise(e->stream, DLRT_EW_SCALE, y->dtype, y->numel, n->f[0], dlrt__exec_buf(e, y),
+    return dlrt_elementwise(e->stream, DLRT_EW_SCALE, y->dtype, y->numel, n->scale.alpha, dlrt__exec_buf(e, y),
                             off(y), dlrt__exec_buf(e, a), off(a), NULL, 0);
   case OP_SUM:
     return dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, a->numel, dlrt__exec_buf(e, y), off(y),
                        dlrt__exec_buf(e, a), off(a));
   case OP_BMM: {
-    int64_t q[9] = {p[0], p[1], p[2], p[3], p[4], p[5] ? p[5] : 1, p[6], p[7], p[8]};
-    return run_gemm(e, a, b, y, q);
+    struct dlrt__bmm_params q = n->bmm;
+    if (!q.batch) q.batch = 1;
+    return run_gemm(e, a, b, y, &q);
   }
   case OP_CONV:
   case OP_CONV_GRAD_W:
   case OP_CONV_GRAD_X:
     return run_conv(e, n, c);
-  case OP_PERMUTE:
-    start(&lb, e, typed(DLRT__K_swap01_f32, y->dtype), p[0] * p[1], 0);
-    lb.launch.item_cost = p[2];
+  case OP_PERMUTE: {
+    const struct dlrt__permute_params *p = &n->permute;
+    start(&lb, e, typed(DLRT__K_swap01_f32, y->dtype), p->na * p->nb, 0);
+    lb.launch.item_cost = p->inner;
     arg(&lb, e, y), arg(&lb, e, a);
-    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
+    dlrt__launch_i64(&lb, p->na), dlrt__launch_i64(&lb, p->nb), dlrt__launch_i64(&lb, p->inner);
     break;
+  }
   case OP_BIAS_ROWS:
     start(&lb, e, typed(DLRT__K_bias_rows_f32, y->dtype), y->numel, 0);
     arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
-    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]);
+    dlrt__launch_i64(&lb, n->rows.rows), dlrt__launch_i64(&lb, n->rows.cols);
     break;
   case OP_BIAS_CHANNELS: {
-    int64_t spatial = in_chunk(c, p[2]); /* chunks: CNHW, p[0] = 1 */
-    start(&lb, e, typed(DLRT__K_bias_channels_f32, y->dtype), p[0] * p[1], 0);
+    const struct dlrt__channels_params *p = &n->channels;
+    int64_t spatial = in_chunk(c, p->spatial); /* chunks: CNHW, p->n = 1 */
+    start(&lb, e, typed(DLRT__K_bias_channels_f32, y->dtype), p->n * p->channels, 0);
     lb.launch.item_cost = spatial;
     arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
-    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, spatial);
+    dlrt__launch_i64(&lb, p->n), dlrt__launch_i64(&lb, p->channels);
+    dlrt__launch_i64(&lb, spatial);
     break;
   }
   case OP_RELU_GRAD:
@@ -287,70 +297,79 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, node *n, const dlrt__chunk *c) {
   case OP_BROADCAST:
     start(&lb, e, DLRT__K_broadcast_scalar, y->numel, 0);
     arg(&lb, e, y), arg(&lb, e, a);
-    dlrt__launch_f32(&lb, n->f[0]), dlrt__launch_i64(&lb, y->numel);
+    dlrt__launch_f32(&lb, n->scale.alpha), dlrt__launch_i64(&lb, y->numel);
     break;
   case OP_SUM_COLS:
-    start(&lb, e, typed(DLRT__K_sum_cols_f32, y->dtype), p[1], 0);
+    start(&lb, e, typed(DLRT__K_sum_cols_f32, y->dtype), n->rows.cols, 0);
     arg(&lb, e, y), arg(&lb, e, a);
-    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_f32(&lb, 0.0f);
+    dlrt__launch_i64(&lb, n->rows.rows), dlrt__launch_i64(&lb, n->rows.cols);
+    dlrt__launch_f32(&lb, 0.0f);
     break;
-  case OP_SUM_CHANNELS:
-    if (p[3] > 0) return run_bias_grad(e, n, c); /* a convolution's bias (CNHW, p[3] images) */
+  case OP_SUM_CHANNELS: {
+    const struct dlrt__channels_params *p = &n->channels;
+    if (p->images > 0) return run_bias_grad(e, n, c); /* a convolution's bias (CNHW) */
     /* One image (CNHW): a row reduction, spread over the whole device. */
-    if (p[0] == 1)
-      return dlrt_reduce(e->stream, DLRT_REDUCE_SUM, y->dtype, p[1], p[2], dlrt__exec_buf(e, y), off(y),
-                         dlrt__exec_buf(e, a), off(a));
-    start(&lb, e, typed(DLRT__K_sum_channels_f32, y->dtype), p[1], 0);
+    if (p->n == 1)
+      return dlrt_reduce(e->stream, DLRT_REDUCE_SUM, y->dtype, p->channels, p->spatial,
+                         dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, a), off(a));
+    start(&lb, e, typed(DLRT__K_sum_channels_f32, y->dtype), p->channels, 0);
     arg(&lb, e, y), arg(&lb, e, a);
-    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
+    dlrt__launch_i64(&lb, p->n), dlrt__launch_i64(&lb, p->channels);
+    dlrt__launch_i64(&lb, p->spatial);
     break;
+  }
   case OP_MAXPOOL:
   case OP_MAXPOOL_GRAD: {
     /* Planes on the image side (x, dx; a chunk's own in chunked blocks),
      * and how they map onto the pooled side's (y, argmax, dy): the same
      * ones, or the chunk's among the whole batch's. */
-    int64_t planes = in_chunk(c, p[0]);
+    const struct dlrt__pool_params *p = &n->pool;
+    int64_t planes = in_chunk(c, p->planes);
     const dlrt_tensor_t *pooled = n->op == OP_MAXPOOL ? y : a;
     int64_t pn = planes, pN = planes, pb0 = 0;
     if (c && !chunk_local(c, pooled)) pn = c->nb, pN = c->n, pb0 = c->b0;
     if (n->op == OP_MAXPOOL) {
       start(&lb, e, typed(DLRT__K_maxpool_f32, y->dtype), planes, 0);
-      lb.launch.item_cost = p[5] * p[6] * p[3] * p[3];
+      lb.launch.item_cost = p->oh * p->ow * p->k * p->k;
       arg(&lb, e, y), arg(&lb, e, n->out[1]), arg(&lb, e, a);
     } else {
-      if (p[4] >= p[3]) {
+      if (p->stride >= p->k) {
         /* Disjoint windows: zero dx, then each window writes its maximum. */
         int rc = dlrt_elementwise(e->stream, DLRT_EW_FILL, y->dtype, in_chunk(c, y->numel), 0.0f,
                                   dlrt__exec_buf(e, y), off(y), NULL, 0, NULL, 0);
         if (rc < 0) return rc;
-        start(&lb, e, typed(DLRT__K_maxpool_scatter_f32, y->dtype), planes * p[5], 0); /* output rows */
-        lb.launch.item_cost = p[6];
+        start(&lb, e, typed(DLRT__K_maxpool_scatter_f32, y->dtype), planes * p->oh, 0); /* output rows */
+        lb.launch.item_cost = p->ow;
       } else {
-        start(&lb, e, typed(DLRT__K_maxpool_grad_f32, y->dtype), planes * p[1], 0); /* input rows */
-        lb.launch.item_cost = p[2] * p[3];
+        start(&lb, e, typed(DLRT__K_maxpool_grad_f32, y->dtype), planes * p->h, 0); /* input rows */
+        lb.launch.item_cost = p->w * p->k;
       }
-      /* Fused with a ReLU's gradient (p[7]): the maximum's sign is the mask,
+      /* Fused with a ReLU's gradient (relu_fused): the maximum's sign is the mask,
        * in the argmax byte or (windows over 128 places) the pooled output. */
       arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b), arg(&lb, e, n->n_in > 2 ? n->in[2] : a);
     }
-    dlrt__launch_i64(&lb, planes);
-    for (int i = 1; i < (n->op == OP_MAXPOOL ? 7 : 8); i++) dlrt__launch_i64(&lb, p[i]);
+    dlrt__launch_i64(&lb, planes), dlrt__launch_i64(&lb, p->h), dlrt__launch_i64(&lb, p->w);
+    dlrt__launch_i64(&lb, p->k), dlrt__launch_i64(&lb, p->stride), dlrt__launch_i64(&lb, p->oh);
+    dlrt__launch_i64(&lb, p->ow);
+    if (n->op == OP_MAXPOOL_GRAD) dlrt__launch_i64(&lb, p->relu_fused);
     dlrt__launch_i64(&lb, pn), dlrt__launch_i64(&lb, pN), dlrt__launch_i64(&lb, pb0);
     break;
   }
   case OP_XENT: {
     /* Per-row losses and d logits in one pass, then the mean. */
-    start(&lb, e, DLRT__K_softmax_xent, 0, p[0]);
+    const struct dlrt__xent_params *p = &n->xent;
+    start(&lb, e, DLRT__K_softmax_xent, 0, p->rows);
     arg(&lb, e, a), arg(&lb, e, b), arg(&lb, e, n->out[1]), arg(&lb, e, n->out[2]);
-    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]);
+    dlrt__launch_i64(&lb, p->rows), dlrt__launch_i64(&lb, p->classes);
     /* d logits of the mean loss, times the loss scale (mixed precision). */
-    dlrt__launch_f32(&lb, n->f[0]), dlrt__launch_f32(&lb, e->grads.loss_scale / (float)p[0]);
+    dlrt__launch_f32(&lb, p->smoothing);
+    dlrt__launch_f32(&lb, e->grads.loss_scale / (float)p->rows);
     int rc = dlrt__launch_submit(e->stream, &lb);
     if (rc == DLRT_OK)
-      rc = dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, p[0], dlrt__exec_buf(e, y), off(y),
+      rc = dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, p->rows, dlrt__exec_buf(e, y), off(y),
                        dlrt__exec_buf(e, n->out[1]), off(n->out[1]));
     if (rc == DLRT_OK)
-      rc = dlrt_elementwise(e->stream, DLRT_EW_SCALE, DLRT_F32, 1, 1.0f / (float)p[0],
+      rc = dlrt_elementwise(e->stream, DLRT_EW_SCALE, DLRT_F32, 1, 1.0f / (float)p->rows,
                             dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, y), off(y), NULL, 0);
     return rc;
   }
@@ -368,84 +387,101 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, node *n, const dlrt__chunk *c) {
   case OP_ACT:
     start(&lb, e, DLRT__K_activation, y->numel, 0);
     arg(&lb, e, y), arg(&lb, e, a);
-    dlrt__launch_i64(&lb, y->numel), dlrt__launch_i64(&lb, p[0]);
+    dlrt__launch_i64(&lb, y->numel), dlrt__launch_i64(&lb, n->act.kind);
     break;
   case OP_ACT_GRAD:
     start(&lb, e, DLRT__K_activation_grad, y->numel, 0);
     arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
-    dlrt__launch_i64(&lb, y->numel), dlrt__launch_i64(&lb, p[0]);
+    dlrt__launch_i64(&lb, y->numel), dlrt__launch_i64(&lb, n->act.kind);
     break;
   case OP_SOFTMAX:
   case OP_SOFTMAX_GRAD:
-    start(&lb, e, n->op == OP_SOFTMAX ? DLRT__K_softmax : DLRT__K_softmax_grad, 0, p[0]);
+    start(&lb, e, n->op == OP_SOFTMAX ? DLRT__K_softmax : DLRT__K_softmax_grad, 0, n->rows.rows);
     arg(&lb, e, y), arg(&lb, e, a);
     if (n->op == OP_SOFTMAX_GRAD) arg(&lb, e, b);
-    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]);
+    dlrt__launch_i64(&lb, n->rows.rows), dlrt__launch_i64(&lb, n->rows.cols);
     break;
   case OP_AVGPOOL:
-  case OP_AVGPOOL_GRAD:
-    start(&lb, e, n->op == OP_AVGPOOL ? DLRT__K_avgpool : DLRT__K_avgpool_grad, p[0], 0);
-    lb.launch.item_cost = p[1] * p[2] * p[3];
+  case OP_AVGPOOL_GRAD: {
+    const struct dlrt__pool_params *p = &n->pool;
+    start(&lb, e, n->op == OP_AVGPOOL ? DLRT__K_avgpool : DLRT__K_avgpool_grad, p->planes, 0);
+    lb.launch.item_cost = p->h * p->w * p->k;
     arg(&lb, e, y), arg(&lb, e, a);
-    for (int i = 0; i < 7; i++) dlrt__launch_i64(&lb, p[i]);
+    dlrt__launch_i64(&lb, p->planes), dlrt__launch_i64(&lb, p->h), dlrt__launch_i64(&lb, p->w);
+    dlrt__launch_i64(&lb, p->k), dlrt__launch_i64(&lb, p->stride), dlrt__launch_i64(&lb, p->oh);
+    dlrt__launch_i64(&lb, p->ow);
     break;
+  }
   case OP_DROPOUT: {
     /* Evaluation passes values through; training draws a mask per step. */
-    if (e->mode == DLRT_RUN_FORWARD || n->f[0] == 0.0f)
+    const struct dlrt__dropout_params *p = &n->dropout;
+    if (e->mode == DLRT_RUN_FORWARD || p->prob == 0.0f)
       return dlrt_elementwise(e->stream, DLRT_EW_SCALE, DLRT_F32, y->numel, 1.0f, dlrt__exec_buf(e, y), off(y),
                               dlrt__exec_buf(e, a), off(a), NULL, 0);
     uint64_t seed = e->seed ^ ((uint64_t)e->steps * 0x9e3779b97f4a7c15ULL) ^
-                    ((uint64_t)p[0] * 0xbf58476d1ce4e5b9ULL);
+                    ((uint64_t)p->salt * 0xbf58476d1ce4e5b9ULL);
     start(&lb, e, DLRT__K_dropout, y->numel, 0);
     arg(&lb, e, y), arg(&lb, e, a);
     dlrt__launch_i64(&lb, y->numel), dlrt__launch_i64(&lb, (int64_t)(seed & INT64_MAX));
-    dlrt__launch_i64(&lb, (int64_t)((double)n->f[0] * 4294967296.0));
-    dlrt__launch_f32(&lb, 1.0f / (1.0f - n->f[0]));
+    dlrt__launch_i64(&lb, (int64_t)((double)p->prob * 4294967296.0));
+    dlrt__launch_f32(&lb, 1.0f / (1.0f - p->prob));
     break;
   }
-  case OP_NORM:
-    if (p[3] && e->mode == DLRT_RUN_FORWARD) {
+  case OP_NORM: {
+    const struct dlrt__norm_params *p = &n->norm;
+    if (p->batch_norm && e->mode == DLRT_RUN_FORWARD) {
       /* Batch norm when evaluating: the running statistics. */
-      start(&lb, e, DLRT__K_norm_rows_eval, p[0], 0);
-      lb.launch.item_cost = p[1];
+      start(&lb, e, DLRT__K_norm_rows_eval, p->rows, 0);
+      lb.launch.item_cost = p->cols;
       arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, n->in[3]), arg(&lb, e, n->in[4]);
       arg(&lb, e, b), arg(&lb, e, n->in[2]);
-      dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_f32(&lb, n->f[0]);
+      dlrt__launch_i64(&lb, p->rows), dlrt__launch_i64(&lb, p->cols);
+      dlrt__launch_f32(&lb, p->eps);
       break;
     }
-    start(&lb, e, DLRT__K_norm_rows, 0, p[0]);
+    start(&lb, e, DLRT__K_norm_rows, 0, p->rows);
     arg(&lb, e, y), arg(&lb, e, n->out[1]), arg(&lb, e, n->out[2]), arg(&lb, e, a);
     arg(&lb, e, b), arg(&lb, e, n->in[2]);
-    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_f32(&lb, n->f[0]);
-    dlrt__launch_i64(&lb, p[2]);
+    dlrt__launch_i64(&lb, p->rows), dlrt__launch_i64(&lb, p->cols), dlrt__launch_f32(&lb, p->eps);
+    dlrt__launch_i64(&lb, p->per_row);
     break;
-  case OP_NORM_GRAD:
-    start(&lb, e, DLRT__K_norm_rows_grad, 0, p[0]);
+  }
+  case OP_NORM_GRAD: {
+    const struct dlrt__norm_params *p = &n->norm;
+    start(&lb, e, DLRT__K_norm_rows_grad, 0, p->rows);
     arg(&lb, e, y);
     for (int i = 0; i < 5; i++) arg(&lb, e, n->in[i]);
-    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
+    dlrt__launch_i64(&lb, p->rows), dlrt__launch_i64(&lb, p->cols);
+    dlrt__launch_i64(&lb, p->per_row);
     break;
-  case OP_NORM_AFFINE_GRAD:
-    start(&lb, e, DLRT__K_norm_affine_grad, p[2] ? p[0] : p[1], 0);
-    lb.launch.item_cost = p[2] ? p[1] : p[0];
+  }
+  case OP_NORM_AFFINE_GRAD: {
+    const struct dlrt__norm_params *p = &n->norm;
+    start(&lb, e, DLRT__K_norm_affine_grad, p->per_row ? p->rows : p->cols, 0);
+    lb.launch.item_cost = p->per_row ? p->cols : p->rows;
     arg(&lb, e, y), arg(&lb, e, n->out[1]);
     for (int i = 0; i < 4; i++) arg(&lb, e, n->in[i]);
-    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
+    dlrt__launch_i64(&lb, p->rows), dlrt__launch_i64(&lb, p->cols);
+    dlrt__launch_i64(&lb, p->per_row);
     break;
-  case OP_BN_RUNNING:
+  }
+  case OP_BN_RUNNING: {
+    const struct dlrt__bn_running_params *p = &n->bn_running;
     if (e->mode == DLRT_RUN_FORWARD) return DLRT_OK;
-    start(&lb, e, DLRT__K_bn_running, p[0], 0);
+    start(&lb, e, DLRT__K_bn_running, p->channels, 0);
     arg(&lb, e, n->in[2]), arg(&lb, e, n->in[3]), arg(&lb, e, a), arg(&lb, e, b);
-    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]);
-    dlrt__launch_f32(&lb, n->f[1]), dlrt__launch_f32(&lb, n->f[0]);
+    dlrt__launch_i64(&lb, p->channels), dlrt__launch_i64(&lb, p->count);
+    dlrt__launch_f32(&lb, p->momentum), dlrt__launch_f32(&lb, p->eps);
     break;
+  }
   case OP_CONCAT: {
     /* One copy per input into its stretch of the axis. */
-    int axis = (int)p[3];
+    const struct dlrt__concat_params *p = &n->concat;
+    int axis = (int)p->axis;
     int64_t start = 0;
     for (int i = 0; i < n->n_in; i++) {
       int64_t len = n->in[i]->shape[axis];
-      start_axis_copy(&lb, e, y, n->in[i], p[0], p[1], p[2], len, start, 0, len);
+      start_axis_copy(&lb, e, y, n->in[i], p->outer, p->inner, p->axis_len, len, start, 0, len);
       int rc = dlrt__launch_submit(e->stream, &lb);
       if (rc < 0) return rc;
       start += len;
@@ -454,41 +490,49 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, node *n, const dlrt__chunk *c) {
   }
   case OP_SLICE: return DLRT_OK; /* a view: nothing moves */
   case OP_SLICE_GRAD: {
+    const struct dlrt__slice_params *p = &n->slice;
     int rc = dlrt_elementwise(e->stream, DLRT_EW_FILL, DLRT_F32, y->numel, 0.0f, dlrt__exec_buf(e, y), off(y),
                               NULL, 0, NULL, 0);
     if (rc < 0) return rc;
-    start_axis_copy(&lb, e, y, a, p[0], p[1], p[2], p[4], p[3], 0, p[4]);
+    start_axis_copy(&lb, e, y, a, p->outer, p->inner, p->x_axis_len, p->count, p->start, 0,
+                    p->count);
     break;
   }
   case OP_AXIS_SUM:
-  case OP_AXIS_EXPAND:
-    if (n->op == OP_AXIS_SUM && p[2] == 1)
+  case OP_AXIS_EXPAND: {
+    const struct dlrt__axis_params *p = &n->axis;
+    if (n->op == OP_AXIS_SUM && p->inner == 1)
       /* Summing a contiguous last axis: the device-wide row reduction. */
-      if (n->f[0] == 1.0f)
-        return dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, p[0], p[1], dlrt__exec_buf(e, y), off(y),
-                           dlrt__exec_buf(e, a), off(a));
+      if (p->scale == 1.0f)
+        return dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, p->outer, p->axis_len,
+                           dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, a), off(a));
     start(&lb, e, n->op == OP_AXIS_SUM ? DLRT__K_axis_sum : DLRT__K_axis_expand,
-          n->op == OP_AXIS_SUM ? p[0] * p[2] : p[0] * p[1], 0);
-    lb.launch.item_cost = n->op == OP_AXIS_SUM ? p[1] : p[2];
+          n->op == OP_AXIS_SUM ? p->outer * p->inner : p->outer * p->axis_len, 0);
+    lb.launch.item_cost = n->op == OP_AXIS_SUM ? p->axis_len : p->inner;
     arg(&lb, e, y), arg(&lb, e, a);
-    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
-    dlrt__launch_f32(&lb, n->f[0]);
+    dlrt__launch_i64(&lb, p->outer), dlrt__launch_i64(&lb, p->axis_len);
+    dlrt__launch_i64(&lb, p->inner), dlrt__launch_f32(&lb, p->scale);
     break;
+  }
   case OP_BCAST:
-  case OP_BCAST_GRAD_B:
-    start(&lb, e, n->op == OP_BCAST ? DLRT__K_bcast : DLRT__K_bcast_grad_b, p[0], 0);
+  case OP_BCAST_GRAD_B: {
+    const struct dlrt__bcast_params *p = &n->bcast;
+    start(&lb, e, n->op == OP_BCAST ? DLRT__K_bcast : DLRT__K_bcast_grad_b, p->count, 0);
     arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
     if (n->op == OP_BCAST_GRAD_B) arg(&lb, e, n->in[2]);
-    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
+    dlrt__launch_i64(&lb, p->count), dlrt__launch_i64(&lb, p->m), dlrt__launch_i64(&lb, p->op);
     break;
+  }
   case OP_EMBED:
-  case OP_EMBED_GRAD:
+  case OP_EMBED_GRAD: {
+    const struct dlrt__embed_params *p = &n->embed;
     start(&lb, e, n->op == OP_EMBED ? DLRT__K_embedding : DLRT__K_embedding_grad,
-          n->op == OP_EMBED ? p[0] : p[1], 0);
-    lb.launch.item_cost = n->op == OP_EMBED ? p[2] : p[0] * p[2];
+          n->op == OP_EMBED ? p->count : p->vocab, 0);
+    lb.launch.item_cost = n->op == OP_EMBED ? p->dim : p->count * p->dim;
     arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
-    dlrt__launch_i64(&lb, p[0]), dlrt__launch_i64(&lb, p[1]), dlrt__launch_i64(&lb, p[2]);
+    dlrt__launch_i64(&lb, p->count), dlrt__launch_i64(&lb, p->vocab), dlrt__launch_i64(&lb, p->dim);
     break;
+  }
   case OP_SGD: {
     const dlrt_optimizer *o = &e->g->opt;
     start(&lb, e, DLRT__K_sgd_update, a->numel, 0);

@@ -41,7 +41,7 @@ uint64_t dlrt__schedule_bytes(const schedule *s, const dlrt_tensor_t *t) {
   /* A workspace: its convolution's own chunk of columns, or the block's
    * fewer images (dlrt__spill_fit). */
   const node *n = t->producer;
-  int64_t own = t->shape[1] / (n->p[9] * n->p[10]);
+  int64_t own = t->shape[1] / (n->conv.oh * n->conv.ow);
   return b->chunk < own ? bytes / (uint64_t)own * (uint64_t)b->chunk : bytes;
 }
 

@@ -39,9 +39,18 @@ static dlrt_tensor_t *bmm(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b, i
   dlrt_tensor_t *in[2] = {a, b};
   dlrt_tensor_t *y = bnode(g, OP_BMM, 2, in, ndim, shape, grad_of);
   if (!y) return NULL;
-  int64_t p[9] = {ta, tb, m, n, k, batch, sa, sb, sc};
-  memcpy(y->producer->p, p, sizeof p);
+  y->producer->bmm = (struct dlrt__bmm_params){
+      .trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .batch = batch,
+      .stride_a = sa, .stride_b = sb, .stride_c = sc};
   return y;
+}
+
+/* A normalisation gradient's parameters: the forward node's shape (its
+ * batch_norm and eps are the forward's alone). */
+static void norm_grad_params(node *grad, const node *norm) {
+  grad->norm.rows = norm->norm.rows;
+  grad->norm.cols = norm->norm.cols;
+  grad->norm.per_row = norm->norm.per_row;
 }
 
 /* Adds a contribution to t's gradient: the first one is the gradient; later
@@ -74,9 +83,10 @@ static int backward_node(dlrt_graph_t *g, node *n) {
   int rc = DLRT_OK;
   switch (n->op) {
   case OP_BMM: {
-    int ta = (int)n->p[0], tb = (int)n->p[1];
-    int64_t m = n->p[2], nn = n->p[3], k = n->p[4], batch = n->p[5] ? n->p[5] : 1;
-    int64_t sa = n->p[6], sb = n->p[7], sc = n->p[8];
+    const struct dlrt__bmm_params *p = &n->bmm;
+    int ta = (int)p->trans_a, tb = (int)p->trans_b;
+    int64_t m = p->m, nn = p->n, k = p->k, batch = p->batch ? p->batch : 1;
+    int64_t sa = p->stride_a, sb = p->stride_b, sc = p->stride_c;
     if (batch > 1 && (sa == 0 || sb == 0))
       return dlrt__graph_fail(g, DLRT_ERR_UNSUPPORTED, "backward of a matmul that broadcasts "
                               "one operand over the batch"), g->status;
@@ -101,7 +111,8 @@ static int backward_node(dlrt_graph_t *g, node *n) {
     if (rc == DLRT_OK && b->needs_grad) {
       op_kind op = n->op == OP_BIAS_ROWS ? OP_SUM_COLS : OP_SUM_CHANNELS;
       dlrt_tensor_t *db = bnode(g, op, 1, &dy, b->ndim, b->shape, b);
-      if (db) memcpy(db->producer->p, n->p, 4 * sizeof n->p[0]);
+      if (db && op == OP_SUM_COLS) db->producer->rows = n->rows;
+      if (db && op == OP_SUM_CHANNELS) db->producer->channels = n->channels;
       rc = accumulate(g, b, db);
     }
     return rc;
@@ -125,26 +136,26 @@ static int backward_node(dlrt_graph_t *g, node *n) {
   }
   case OP_SCALE: {
     dlrt_tensor_t *d = bnode(g, OP_SCALE, 1, &dy, a->ndim, a->shape, a);
-    if (d) d->producer->f[0] = n->f[0];
+    if (d) d->producer->scale.alpha = n->scale.alpha;
     return accumulate(g, a, d);
   }
   case OP_SUM: {
     dlrt_tensor_t *d = bnode(g, OP_BROADCAST, 1, &dy, a->ndim, a->shape, a);
-    if (d) d->producer->f[0] = 1.0f;
+    if (d) d->producer->scale.alpha = 1.0f;
     return accumulate(g, a, d);
   }
   case OP_VIEW: {
     /* A reshape's gradient is dy reshaped (dense first); a transpose's is
      * dy's view with the same axes transposed back. */
-    int transpose = n->p[0] == 1;
+    int transpose = n->view.transpose == 1;
     if (!transpose && !(dy = dlrt__make_contiguous(g, dy, PHASE_BACKWARD))) return g->status;
     dlrt_tensor_t *d = bnode(g, OP_VIEW, 1, &dy, a->ndim, a->shape, a);
     if (!d) return g->status;
-    memcpy(d->producer->p, n->p, 3 * sizeof n->p[0]);
+    d->producer->view = n->view;
     d->owner = dy->owner;
     d->offset = dy->offset;
     if (transpose) {
-      int a0 = (int)n->p[1], a1 = (int)n->p[2];
+      int a0 = (int)n->view.axis0, a1 = (int)n->view.axis1;
       memcpy(d->strides, dy->strides, sizeof d->strides);
       d->strides[a0] = dy->strides[a1], d->strides[a1] = dy->strides[a0];
     }
@@ -152,7 +163,9 @@ static int backward_node(dlrt_graph_t *g, node *n) {
   }
   case OP_PERMUTE: {
     dlrt_tensor_t *d = bnode(g, OP_PERMUTE, 1, &dy, a->ndim, a->shape, a);
-    if (d) d->producer->p[0] = n->p[1], d->producer->p[1] = n->p[0], d->producer->p[2] = n->p[2];
+    if (d)
+      d->producer->permute = (struct dlrt__permute_params){
+          .na = n->permute.nb, .nb = n->permute.na, .inner = n->permute.inner};
     return accumulate(g, a, d);
   }
   case OP_CONV: {
@@ -165,7 +178,7 @@ static int backward_node(dlrt_graph_t *g, node *n) {
       dlrt_tensor_t *dw = bnode(g, OP_CONV_GRAD_W, 2, in, b->ndim, b->shape, b);
       if (!dw || !dlrt__add_workspace(g, dw->producer, ws->ndim, ws->shape, dy->dtype))
         return g->status;
-      memcpy(dw->producer->p, n->p, 12 * sizeof n->p[0]);
+      dw->producer->conv = n->conv;
       rc = accumulate(g, b, dw);
     }
     if (rc == DLRT_OK && a->needs_grad) {
@@ -173,7 +186,7 @@ static int backward_node(dlrt_graph_t *g, node *n) {
       dlrt_tensor_t *dx = bnode(g, OP_CONV_GRAD_X, 2, in, a->ndim, a->shape, a);
       if (!dx || !dlrt__add_workspace(g, dx->producer, ws->ndim, ws->shape, dy->dtype))
         return g->status;
-      memcpy(dx->producer->p, n->p, 12 * sizeof n->p[0]);
+      dx->producer->conv = n->conv;
       rc = accumulate(g, a, dx);
     }
     return rc;
@@ -191,12 +204,12 @@ static int backward_node(dlrt_graph_t *g, node *n) {
     /* The mask is the maximum's sign: a bit of the argmax byte for windows
      * of up to 128 places, so the pooled output need not live on for it;
      * the pooled output itself for larger ones. */
-    int mask_input = fuse && n->p[3] * n->p[3] > 128;
+    int mask_input = fuse && n->pool.k * n->pool.k > 128;
     dlrt_tensor_t *in[3] = {dy, n->out[1], n->out[0]};
     dlrt_tensor_t *d = bnode(g, OP_MAXPOOL_GRAD, mask_input ? 3 : 2, in, a->ndim, a->shape, target);
     if (d) {
-      memcpy(d->producer->p, n->p, 7 * sizeof n->p[0]);
-      d->producer->p[7] = fuse;
+      d->producer->pool = n->pool;
+      d->producer->pool.relu_fused = fuse;
     }
     return accumulate(g, target, d);
   }
@@ -204,7 +217,7 @@ static int backward_node(dlrt_graph_t *g, node *n) {
     rc = accumulate(g, a, dy);
     if (rc == DLRT_OK && b->needs_grad) {
       dlrt_tensor_t *d = bnode(g, OP_SCALE, 1, &dy, b->ndim, b->shape, b);
-      if (d) d->producer->f[0] = -1.0f;
+      if (d) d->producer->scale.alpha = -1.0f;
       rc = accumulate(g, b, d);
     }
     return rc;
@@ -222,26 +235,26 @@ static int backward_node(dlrt_graph_t *g, node *n) {
   }
   case OP_ACT: {
     /* tanh and sigmoid differentiate from their output, GELU from its input. */
-    dlrt_tensor_t *in[2] = {dy, n->p[0] == 2 ? a : y};
+    dlrt_tensor_t *in[2] = {dy, n->act.kind == DLRT__ACT_GELU ? a : y};
     dlrt_tensor_t *d = bnode(g, OP_ACT_GRAD, 2, in, a->ndim, a->shape, a);
-    if (d) d->producer->p[0] = n->p[0];
+    if (d) d->producer->act = n->act;
     return accumulate(g, a, d);
   }
   case OP_SOFTMAX: {
     dlrt_tensor_t *in[2] = {dy, y};
     dlrt_tensor_t *d = bnode(g, OP_SOFTMAX_GRAD, 2, in, a->ndim, a->shape, a);
-    if (d) d->producer->p[0] = n->p[0], d->producer->p[1] = n->p[1];
+    if (d) d->producer->rows = n->rows;
     return accumulate(g, a, d);
   }
   case OP_AVGPOOL: {
     dlrt_tensor_t *d = bnode(g, OP_AVGPOOL_GRAD, 1, &dy, a->ndim, a->shape, a);
-    if (d) memcpy(d->producer->p, n->p, 7 * sizeof n->p[0]);
+    if (d) d->producer->pool = n->pool;
     return accumulate(g, a, d);
   }
   case OP_DROPOUT: {
     /* The same mask (same salt, same step) applied to the gradient. */
     dlrt_tensor_t *d = bnode(g, OP_DROPOUT, 1, &dy, a->ndim, a->shape, a);
-    if (d) d->producer->p[0] = n->p[0], d->producer->f[0] = n->f[0];
+    if (d) d->producer->dropout = n->dropout;
     return accumulate(g, a, d);
   }
   case OP_NORM: {
@@ -249,7 +262,7 @@ static int backward_node(dlrt_graph_t *g, node *n) {
     if (a->needs_grad) {
       dlrt_tensor_t *in[5] = {dy, a, mean, rstd, gamma};
       dlrt_tensor_t *d = bnode(g, OP_NORM_GRAD, 5, in, a->ndim, a->shape, a);
-      if (d) memcpy(d->producer->p, n->p, 3 * sizeof n->p[0]);
+      if (d) norm_grad_params(d->producer, n);
       rc = accumulate(g, a, d);
     }
     if (rc == DLRT_OK && (gamma->needs_grad || beta->needs_grad)) {
@@ -265,7 +278,7 @@ static int backward_node(dlrt_graph_t *g, node *n) {
       node *an = dg->producer;
       an->n_out = 2, an->out[1] = db, db->producer = an;
       db->needs_grad = 1;
-      memcpy(an->p, n->p, 3 * sizeof n->p[0]);
+      norm_grad_params(an, n);
       rc = accumulate(g, gamma, dg);
       if (rc == DLRT_OK) rc = accumulate(g, beta, db);
     }
@@ -273,7 +286,7 @@ static int backward_node(dlrt_graph_t *g, node *n) {
   }
   case OP_CONCAT: {
     int64_t start = 0;
-    int axis = (int)n->p[3];
+    int axis = (int)n->concat.axis;
     for (int i = 0; i < n->n_in && rc == DLRT_OK; i++) {
       dlrt_tensor_t *x = n->in[i];
       if (x->needs_grad) {
@@ -298,48 +311,45 @@ static int backward_node(dlrt_graph_t *g, node *n) {
     dlrt_tensor_t *d = bnode(g, OP_SLICE_GRAD, 1, &dy, a->ndim, a->shape, a);
     if (!d) return g->status;
     d->dtype = DLRT_F32;
-    memcpy(d->producer->p, n->p, 5 * sizeof n->p[0]);
+    d->producer->slice = n->slice;
     return accumulate(g, a, d);
   }
   case OP_AXIS_SUM: {
     dlrt_tensor_t *d = bnode(g, OP_AXIS_EXPAND, 1, &dy, a->ndim, a->shape, a);
-    if (d) {
-      memcpy(d->producer->p, n->p, 3 * sizeof n->p[0]);
-      d->producer->f[0] = n->f[0];
-    }
+    if (d) d->producer->axis = n->axis;
     return accumulate(g, a, d);
   }
   case OP_EMBED: {
     dlrt_tensor_t *in[2] = {dy, a};
     dlrt_tensor_t *d = bnode(g, OP_EMBED_GRAD, 2, in, b->ndim, b->shape, b);
-    if (d) memcpy(d->producer->p, n->p, 3 * sizeof n->p[0]);
+    if (d) d->producer->embed = n->embed;
     return accumulate(g, b, d);
   }
   case OP_BCAST: {
-    int64_t count = n->p[0], m = n->p[1], op = n->p[2];
+    int64_t count = n->bcast.count, m = n->bcast.m, op = n->bcast.op;
     if (a->needs_grad) {
-      if (op <= 1) {
+      if (op == DLRT__BCAST_ADD || op == DLRT__BCAST_SUB) {
         rc = accumulate(g, a, dy);
       } else {
         dlrt_tensor_t *in[2] = {dy, b};
         dlrt_tensor_t *d = bnode(g, OP_BCAST, 2, in, a->ndim, a->shape, a);
-        if (d) memcpy(d->producer->p, n->p, 3 * sizeof n->p[0]);
+        if (d) d->producer->bcast = n->bcast;
         rc = accumulate(g, a, d);
       }
     }
     if (rc == DLRT_OK && b->needs_grad) {
       /* The per-element contribution, summed over the broadcast rows. */
       dlrt_tensor_t *per = dy;
-      if (op >= 2) {
+      if (op == DLRT__BCAST_MUL || op == DLRT__BCAST_DIV) {
         dlrt_tensor_t *in[3] = {dy, a, b};
         per = bnode(g, OP_BCAST_GRAD_B, 3, in, a->ndim, a->shape, b);
-        if (per) memcpy(per->producer->p, n->p, 3 * sizeof n->p[0]);
+        if (per) per->producer->bcast = n->bcast;
       }
       dlrt_tensor_t *db = per ? bnode(g, OP_SUM_COLS, 1, &per, b->ndim, b->shape, b) : NULL;
-      if (db) db->producer->p[0] = count / m, db->producer->p[1] = m;
-      if (db && op == 1) {
+      if (db) db->producer->rows.rows = count / m, db->producer->rows.cols = m;
+      if (db && op == DLRT__BCAST_SUB) {
         dlrt_tensor_t *neg = bnode(g, OP_SCALE, 1, &db, b->ndim, b->shape, b);
-        if (neg) neg->producer->f[0] = -1.0f;
+        if (neg) neg->producer->scale.alpha = -1.0f;
         db = neg;
       }
       rc = accumulate(g, b, db);
@@ -383,8 +393,8 @@ int dlrt_graph_backward(dlrt_graph_t *g, dlrt_tensor_t *loss) {
   } else {
     dlrt_tensor_t *one = dlrt__node1(g, OP_FILL, PHASE_BACKWARD, 0, NULL, 1, loss->shape, "dloss");
     if (!one) return g->status;
-    one->producer->f[0] = 1.0f;
-    one->producer->p[0] = 1; /* the seed: times the loss scale */
+    one->producer->fill.value = 1.0f;
+    one->producer->fill.loss_seed = 1; /* times the loss scale */
     loss->grad = one;
   }
   for (int i = forward_nodes - 1; i >= 0; i--) {

@@ -332,9 +332,11 @@ dlrt_tensor_t *dlrt_matmul(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b, 
   dlrt_tensor_t *y = dlrt__node1(g, OP_BMM, PHASE_FORWARD, 2, in, batched ? 3 : 2,
                                  batched ? shape : shape + 1, NULL);
   if (!y) return NULL;
-  int64_t *p = y->producer->p;
-  p[0] = ta ? 1 : 0, p[1] = tb ? 1 : 0, p[2] = m, p[3] = n, p[4] = k, p[5] = batch;
-  p[6] = batched ? m * k : 0, p[7] = batched ? k * n : 0, p[8] = batched ? m * n : 0;
+  struct dlrt__bmm_params *p = &y->producer->bmm;
+  p->trans_a = ta ? 1 : 0, p->trans_b = tb ? 1 : 0, p->m = m, p->n = n, p->k = k;
+  p->batch = batch;
+  p->stride_a = batched ? m * k : 0, p->stride_b = batched ? k * n : 0;
+  p->stride_c = batched ? m * n : 0;
   return y;
 }
 
@@ -350,24 +352,23 @@ dlrt_tensor_t *dlrt_linear(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
     return dlrt__shape_error(g, "linear", "the bias must have one element per output", b, w);
   dlrt_tensor_t *yb_in[2] = {y, b};
   dlrt_tensor_t *yb = dlrt__node1(g, OP_BIAS_ROWS, PHASE_FORWARD, 2, yb_in, 2, y->shape, NULL);
-  if (yb) yb->producer->p[0] = y->shape[0], yb->producer->p[1] = y->shape[1];
+  if (yb) yb->producer->rows.rows = y->shape[0], yb->producer->rows.cols = y->shape[1];
   return yb;
 }
 
-static dlrt_tensor_t *unary(dlrt_graph_t *g, op_kind op, dlrt_tensor_t *x, float f) {
+static dlrt_tensor_t *unary(dlrt_graph_t *g, op_kind op, dlrt_tensor_t *x) {
   if (!dlrt__graph_begin(g, dlrt__op_name(op), 1, &x) || !dlrt__is_f32(g, dlrt__op_name(op), x)) return NULL;
   dlrt_tensor_t *y = dlrt__node1(g, op, PHASE_FORWARD, 1, &x, x->ndim, x->shape, NULL);
-  if (y) {
-    y->producer->f[0] = f;
-    y->cnhw = x->cnhw;
-  }
+  if (y) y->cnhw = x->cnhw;
   return y;
 }
 
-dlrt_tensor_t *dlrt_relu(dlrt_graph_t *g, dlrt_tensor_t *x) { return unary(g, OP_RELU, x, 0); }
+dlrt_tensor_t *dlrt_relu(dlrt_graph_t *g, dlrt_tensor_t *x) { return unary(g, OP_RELU, x); }
 
 dlrt_tensor_t *dlrt_scale(dlrt_graph_t *g, dlrt_tensor_t *x, float alpha) {
-  return unary(g, OP_SCALE, x, alpha);
+  dlrt_tensor_t *y = unary(g, OP_SCALE, x);
+  if (y) y->producer->scale.alpha = alpha;
+  return y;
 }
 
 dlrt_tensor_t *dlrt_sum(dlrt_graph_t *g, dlrt_tensor_t *x) {
@@ -381,9 +382,9 @@ dlrt_tensor_t *dlrt__to_nchw(dlrt_graph_t *g, dlrt_tensor_t *x) {
   if (!x->cnhw) return x;
   dlrt_tensor_t *y = dlrt__node1(g, OP_PERMUTE, PHASE_FORWARD, 1, &x, 4, x->shape, NULL);
   if (y) {
-    y->producer->p[0] = x->shape[1];
-    y->producer->p[1] = x->shape[0];
-    y->producer->p[2] = x->shape[2] * x->shape[3];
+    y->producer->permute.na = x->shape[1];
+    y->producer->permute.nb = x->shape[0];
+    y->producer->permute.inner = x->shape[2] * x->shape[3];
   }
   return y;
 }
@@ -404,8 +405,11 @@ static dlrt_tensor_t *binary(dlrt_graph_t *g, op_kind op, dlrt_tensor_t *a, dlrt
     dlrt_tensor_t *bin[2] = {a, b};
     dlrt_tensor_t *y = dlrt__node1(g, OP_BCAST, PHASE_FORWARD, 2, bin, a->ndim, a->shape, NULL);
     if (y) {
-      y->producer->p[0] = a->numel, y->producer->p[1] = b->numel;
-      y->producer->p[2] = op == OP_ADD ? 0 : op == OP_SUB ? 1 : op == OP_MUL ? 2 : 3;
+      y->producer->bcast.count = a->numel, y->producer->bcast.m = b->numel;
+      y->producer->bcast.op = op == OP_ADD   ? DLRT__BCAST_ADD
+                              : op == OP_SUB ? DLRT__BCAST_SUB
+                              : op == OP_MUL ? DLRT__BCAST_MUL
+                                             : DLRT__BCAST_DIV;
     }
     return y;
   }
@@ -436,14 +440,20 @@ dlrt_tensor_t *dlrt_div(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b) {
 }
 
 static dlrt_tensor_t *activation(dlrt_graph_t *g, dlrt_tensor_t *x, int kind) {
-  dlrt_tensor_t *y = unary(g, OP_ACT, x, 0);
-  if (y) y->producer->p[0] = kind;
+  dlrt_tensor_t *y = unary(g, OP_ACT, x);
+  if (y) y->producer->act.kind = kind;
   return y;
 }
 
-dlrt_tensor_t *dlrt_tanh(dlrt_graph_t *g, dlrt_tensor_t *x) { return activation(g, x, 0); }
-dlrt_tensor_t *dlrt_sigmoid(dlrt_graph_t *g, dlrt_tensor_t *x) { return activation(g, x, 1); }
-dlrt_tensor_t *dlrt_gelu(dlrt_graph_t *g, dlrt_tensor_t *x) { return activation(g, x, 2); }
+dlrt_tensor_t *dlrt_tanh(dlrt_graph_t *g, dlrt_tensor_t *x) {
+  return activation(g, x, DLRT__ACT_TANH);
+}
+dlrt_tensor_t *dlrt_sigmoid(dlrt_graph_t *g, dlrt_tensor_t *x) {
+  return activation(g, x, DLRT__ACT_SIGMOID);
+}
+dlrt_tensor_t *dlrt_gelu(dlrt_graph_t *g, dlrt_tensor_t *x) {
+  return activation(g, x, DLRT__ACT_GELU);
+}
 
 dlrt_tensor_t *dlrt_softmax(dlrt_graph_t *g, dlrt_tensor_t *x) {
   if (!dlrt__graph_begin(g, "softmax", 1, &x) || !dlrt__is_f32(g, "softmax", x)) return NULL;
@@ -451,8 +461,9 @@ dlrt_tensor_t *dlrt_softmax(dlrt_graph_t *g, dlrt_tensor_t *x) {
   if (!(x = dlrt__to_nchw(g, x))) return NULL;
   dlrt_tensor_t *y = dlrt__node1(g, OP_SOFTMAX, PHASE_FORWARD, 1, &x, x->ndim, x->shape, NULL);
   if (y) {
-    y->producer->p[1] = x->shape[x->ndim - 1];
-    y->producer->p[0] = y->producer->p[1] ? x->numel / y->producer->p[1] : 0;
+    struct dlrt__rows_params *p = &y->producer->rows;
+    p->cols = x->shape[x->ndim - 1];
+    p->rows = p->cols ? x->numel / p->cols : 0;
   }
   return y;
 }
@@ -473,8 +484,11 @@ dlrt_tensor_t *dlrt_dropout(dlrt_graph_t *g, dlrt_tensor_t *x, float p) {
   if (!dlrt__graph_begin(g, "dropout", 1, &x)) return NULL;
   if (!(p >= 0.0f && p < 1.0f))
     return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "dropout: probability %g is outside [0, 1)", p);
-  dlrt_tensor_t *y = unary(g, OP_DROPOUT, x, p);
-  if (y) y->producer->p[0] = g->n_nodes; /* salt: differs per dropout node */
+  dlrt_tensor_t *y = unary(g, OP_DROPOUT, x);
+  if (y) {
+    y->producer->dropout.prob = p;
+    y->producer->dropout.salt = g->n_nodes; /* differs per dropout node */
+  }
   return y;
 }
 
@@ -482,7 +496,8 @@ dlrt_tensor_t *dlrt_dropout(dlrt_graph_t *g, dlrt_tensor_t *x, float p) {
 dlrt_tensor_t *dlrt__swap_axes(dlrt_graph_t *g, dlrt_tensor_t *x, int64_t na, int64_t nb,
                                 int64_t inner, int ndim, const int64_t *shape) {
   dlrt_tensor_t *y = dlrt__node1(g, OP_PERMUTE, PHASE_FORWARD, 1, &x, ndim, shape, NULL);
-  if (y) y->producer->p[0] = na, y->producer->p[1] = nb, y->producer->p[2] = inner;
+  if (y) y->producer->permute.na = na, y->producer->permute.nb = nb,
+         y->producer->permute.inner = inner;
   return y;
 }
 
@@ -514,8 +529,9 @@ dlrt_tensor_t *dlrt_conv2d(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
   dlrt_tensor_t *y = dlrt__node1(g, OP_CONV, PHASE_FORWARD, 2, in, 4, y_shape, NULL);
   if (!y) return NULL;
   y->cnhw = 1;
-  int64_t geometry[12] = {n, c, h, wd, kh, kw, stride, pad, dil, oh, ow, x->cnhw};
-  memcpy(y->producer->p, geometry, sizeof geometry);
+  y->producer->conv = (struct dlrt__conv_params){
+      .n = n, .c = c, .h = h, .w = wd, .kh = kh, .kw = kw, .stride = stride, .pad = pad,
+      .dilation = dil, .oh = oh, .ow = ow, .x_cnhw = x->cnhw};
   if (!dlrt__add_workspace(g, y->producer, 2, ws_shape, DLRT_F32)) return NULL;
   if (!b) return y;
   if (b->ndim != 1 || b->shape[0] != o)
@@ -523,11 +539,11 @@ dlrt_tensor_t *dlrt_conv2d(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
   dlrt_tensor_t *bin[2] = {y, b};
   dlrt_tensor_t *yb = dlrt__node1(g, OP_BIAS_CHANNELS, PHASE_FORWARD, 2, bin, 4, y_shape, NULL);
   if (yb) {
-    /* CNHW: one "image" whose channels each span N * OHW values; p[3] the
-     * N images (the gradient sums them one by one, see run_bias_grad). */
+    /* CNHW: one "image" whose channels each span N * OHW values, of N
+     * images (the gradient sums them one by one, see run_bias_grad). */
     yb->cnhw = 1;
-    yb->producer->p[0] = 1, yb->producer->p[1] = o, yb->producer->p[2] = n * ohw;
-    yb->producer->p[3] = n;
+    yb->producer->channels = (struct dlrt__channels_params){
+        .n = 1, .channels = o, .spatial = n * ohw, .images = n};
   }
   return yb;
 }
@@ -549,8 +565,9 @@ static dlrt_tensor_t *pool2d(dlrt_graph_t *g, op_kind op, dlrt_tensor_t *x, int 
   dlrt_tensor_t *y = dlrt__node1(g, op, PHASE_FORWARD, 1, &x, 4, shape, NULL);
   if (!y) return NULL;
   y->cnhw = x->cnhw; /* planes are planes in either layout */
-  int64_t p[7] = {x->shape[0] * x->shape[1], x->shape[2], x->shape[3], k, stride, oh, ow};
-  memcpy(y->producer->p, p, sizeof p);
+  y->producer->pool = (struct dlrt__pool_params){
+      .planes = x->shape[0] * x->shape[1], .h = x->shape[2], .w = x->shape[3], .k = k,
+      .stride = stride, .oh = oh, .ow = ow};
   if (op == OP_AVGPOOL) return y;
   char argmax_name[64];
   snprintf(argmax_name, sizeof argmax_name, "%.50s.argmax", y->name);
@@ -598,9 +615,9 @@ dlrt_tensor_t *dlrt_cross_entropy(dlrt_graph_t *g, dlrt_tensor_t *logits, dlrt_t
   n->out[1] = rows;
   n->out[2] = dz;
   rows->producer = dz->producer = n;
-  n->p[0] = logits->shape[0];
-  n->p[1] = logits->shape[1];
-  n->f[0] = smoothing;
+  n->xent.rows = logits->shape[0];
+  n->xent.classes = logits->shape[1];
+  n->xent.smoothing = smoothing;
   return loss;
 }
 

@@ -6,6 +6,7 @@
 #define DLRT_GRAPH_GRAPH_H
 
 #include "dlrt.h"
+#include "graph/op_params.h"
 
 typedef enum {
   TENSOR_INTERMEDIATE, /* produced by a node, freed after its last use */
@@ -20,65 +21,67 @@ typedef enum {
   PHASE_UPDATE,
 } node_phase;
 
+/* Each op's parameters are the node's member named in brackets
+ * (lib/graph/op_params.h says what each field means). */
 typedef enum {
-  OP_FILL,        /* out = f[0]; p[0] = 1: the loss's seed, times the loss scale */
-  OP_BMM,         /* out[b] = op(in0[b]) op(in1[b]); p: ta tb m n k batch sa sb sc */
-  OP_BIAS_ROWS,   /* out = in0 + in1[col]; p: rows cols */
-  OP_BIAS_CHANNELS, /* out = in0 + in1[channel]; p: n channels spatial */
+  OP_FILL,        /* out = value [fill]; loss_seed: times the loss scale */
+  OP_BMM,         /* out[b] = op(in0[b]) op(in1[b]) [bmm] */
+  OP_BIAS_ROWS,   /* out = in0 + in1[col] [rows] */
+  OP_BIAS_CHANNELS, /* out = in0 + in1[channel] [channels] */
   OP_RELU,
   OP_RELU_GRAD,   /* out = in0 (dy) where in1 > 0 */
   OP_ADD,
   OP_MUL,
-  OP_SCALE,       /* out = f[0] * in0 */
+  OP_SCALE,       /* out = alpha * in0 [scale] */
   OP_SUM,         /* out[0] = sum of in0 */
-  OP_BROADCAST,   /* out[i] = f[0] * in0[0] */
-  OP_SUM_COLS,    /* out[c] = sum over rows of in0; p: rows cols */
-  OP_SUM_CHANNELS, /* out[c] = sum over n, spatial; p: n channels spatial */
+  OP_BROADCAST,   /* out[i] = alpha * in0[0] [scale] */
+  OP_SUM_COLS,    /* out[c] = sum over rows of in0 [rows] */
+  OP_SUM_CHANNELS, /* out[c] = sum over n, spatial [channels] */
   OP_CONV,        /* out0 y (CNHW: O x N*OHW) = in1 W (O x CKK) x im2col(in0 x), a
                      chunk of images at a time through out1, a workspace of CKK x
-                     (chunk x OHW); p: n c h w kh kw stride pad dil oh ow cnhw(x) */
+                     (chunk x OHW) [conv] */
   OP_CONV_GRAD_W, /* out0 dW = sum over chunks of in0 dy x im2col(in1 x)^T; out1 the
-                     workspace; same p */
-  OP_CONV_GRAD_X, /* out0 dx = col2im(in1 W^T x in0 dy), chunk by chunk through out1;
-                     same p */
+                     workspace [conv, the forward's] */
+  OP_CONV_GRAD_X, /* out0 dx = col2im(in1 W^T x in0 dy), chunk by chunk through out1
+                     [conv, the forward's] */
   OP_MAXPOOL,     /* out0 = max, out1 = argmax (U8: ky * k + kx in the window, bit 7
-                     the maximum's sign for k <= 11); p: planes h w k stride oh ow */
-  OP_MAXPOOL_GRAD, /* out = gather of in0 (dy) by in1 (argmax); same p; p[7] = 1: the
-                      gradient of the ReLU before the pool too, masked by the sign
-                      bit (k <= 11) or in2, the pooled output */
+                     the maximum's sign for k <= 11) [pool] */
+  OP_MAXPOOL_GRAD, /* out = gather of in0 (dy) by in1 (argmax) [pool, the forward's];
+                      relu_fused: the gradient of the ReLU before the pool too,
+                      masked by the sign bit (k <= 11) or in2, the pooled output */
   OP_XENT,        /* out0 = mean loss [1], out1 = loss per row, out2 = d logits;
-                     in0 logits, in1 labels; p: rows classes; f[0] smoothing */
-  OP_VIEW,        /* out shares in0's storage with another shape; p[0]: 0 reshape,
-                     1 axes p[1] and p[2] transposed (their strides swapped) */
-  OP_PERMUTE,     /* out[b, a, p] = in0[a, b, p]; p: na nb inner (CNHW <-> NCHW) */
+                     in0 logits, in1 labels [xent] */
+  OP_VIEW,        /* out shares in0's storage with another shape: a reshape, or
+                     two axes transposed (their strides swapped) [view] */
+  OP_PERMUTE,     /* out[b, a, p] = in0[a, b, p] (CNHW <-> NCHW) [permute] */
   OP_SUB,
   OP_DIV,
   OP_DIV_GRAD_Z,  /* out = -in0 (dy) * in1 (x) / in2 (z)^2 */
-  OP_ACT,         /* p[0]: 0 tanh, 1 sigmoid, 2 gelu */
-  OP_ACT_GRAD,    /* out = in0 (dy) * f'(in1): in1 is y for tanh/sigmoid, x for gelu */
-  OP_SOFTMAX,     /* rows of the last axis; p: rows cols */
-  OP_SOFTMAX_GRAD, /* in0 dy, in1 y */
-  OP_AVGPOOL,     /* p: planes h w k stride oh ow */
-  OP_AVGPOOL_GRAD,
-  OP_DROPOUT,     /* f[0]: drop probability; p[0]: the node's salt (same in backward) */
+  OP_ACT,         /* tanh, sigmoid or gelu [act] */
+  OP_ACT_GRAD,    /* out = in0 (dy) * f'(in1): in1 is y for tanh/sigmoid, x for gelu
+                     [act] */
+  OP_SOFTMAX,     /* rows of the last axis [rows] */
+  OP_SOFTMAX_GRAD, /* in0 dy, in1 y [rows] */
+  OP_AVGPOOL,     /* [pool] */
+  OP_AVGPOOL_GRAD, /* [pool, the forward's] */
+  OP_DROPOUT,     /* [dropout]: the salt and probability, the same in backward */
   OP_NORM,        /* rows of in0 normalised; in1 gamma, in2 beta, (batch norm:) in3
-                     running mean, in4 running var; out0 y, out1 mean, out2 rstd;
-                     p: rows cols per_row batch_norm; f[0] eps */
-  OP_NORM_GRAD,   /* in: dy x mean rstd gamma; p: rows cols per_row */
-  OP_NORM_AFFINE_GRAD, /* in: dy x mean rstd; out0 dgamma, out1 dbeta */
-  OP_BN_RUNNING,  /* in: mean rstd running_mean running_var (updated); training only;
-                     p: rows cols; f[0] eps, f[1] momentum */
-  OP_CONCAT,      /* inputs along an axis; p: outer inner axis_out, then each input's
-                     axis size is its own shape (see exec.c) */
+                     running mean, in4 running var; out0 y, out1 mean, out2 rstd
+                     [norm] */
+  OP_NORM_GRAD,   /* in: dy x mean rstd gamma [norm] */
+  OP_NORM_AFFINE_GRAD, /* in: dy x mean rstd; out0 dgamma, out1 dbeta [norm] */
+  OP_BN_RUNNING,  /* in: mean rstd running_mean running_var (updated); training only
+                     [bn_running] */
+  OP_CONCAT,      /* inputs along an axis [concat] */
   OP_SLICE,       /* a view: in0's storage and strides at an offset, nothing
-                     copied; p: outer inner x_axis start count (for the gradient) */
-  OP_SLICE_GRAD,  /* dy into zeros at the slice's place; same p */
-  OP_AXIS_SUM,    /* p: outer axis inner; f[0] scale (1 or 1/axis) */
-  OP_AXIS_EXPAND, /* same p and f */
-  OP_BCAST,       /* in0 (op) in1 broadcast over leading dims; p: count m op */
-  OP_BCAST_GRAD_B, /* in: dy a b; same p */
-  OP_EMBED,       /* in0 ids (i32), in1 table; p: count vocab dim */
-  OP_EMBED_GRAD,  /* in0 dy, in1 ids */
+                     copied [slice, for the gradient] */
+  OP_SLICE_GRAD,  /* dy into zeros at the slice's place [slice] */
+  OP_AXIS_SUM,    /* [axis] */
+  OP_AXIS_EXPAND, /* [axis] */
+  OP_BCAST,       /* in0 (op) in1 broadcast over leading dims [bcast] */
+  OP_BCAST_GRAD_B, /* in: dy a b [bcast] */
+  OP_EMBED,       /* in0 ids (i32), in1 table [embed] */
+  OP_EMBED_GRAD,  /* in0 dy, in1 ids [embed] */
   OP_CAST,        /* out = in0 converted to out's dtype (mixed precision) */
   OP_CONTIGUOUS,  /* out = in0's elements, dense (in0 a strided view) */
   OP_SGD,         /* in0 param (updated), in1 velocity, in2 grad */
@@ -88,7 +91,6 @@ typedef enum {
 
 #define NODE_MAX_IN 6
 #define NODE_MAX_OUT 3
-#define NODE_MAX_P 12
 
 typedef struct node node;
 
@@ -124,8 +126,30 @@ struct node {
   int n_in, n_out;
   dlrt_tensor_t *in[NODE_MAX_IN];
   dlrt_tensor_t *out[NODE_MAX_OUT];
-  int64_t p[NODE_MAX_P];
-  float f[2];
+  /* The op's parameters (op_params.h): the member the op enum names; raw
+   * only to copy or compare them whole. Zeroed when the node is made. */
+  union {
+    struct dlrt__fill_params fill;
+    struct dlrt__scale_params scale;
+    struct dlrt__bmm_params bmm;
+    struct dlrt__rows_params rows;
+    struct dlrt__channels_params channels;
+    struct dlrt__conv_params conv;
+    struct dlrt__pool_params pool;
+    struct dlrt__xent_params xent;
+    struct dlrt__view_params view;
+    struct dlrt__permute_params permute;
+    struct dlrt__act_params act;
+    struct dlrt__dropout_params dropout;
+    struct dlrt__norm_params norm;
+    struct dlrt__bn_running_params bn_running;
+    struct dlrt__concat_params concat;
+    struct dlrt__slice_params slice;
+    struct dlrt__axis_params axis;
+    struct dlrt__bcast_params bcast;
+    struct dlrt__embed_params embed;
+    int64_t raw[NODE_MAX_P];
+  };
   /* Matmul operands (bit j: input j) whose transpose flag dlrt__graph_layout
    * flipped to read a transposed view in place: flipped once, however often
    * the pass runs. */

@@ -34,11 +34,12 @@ static int transposed_batch(const dlrt_tensor_t *t) {
 
 /* Whether input j of a matmul reads x in place with its transpose flag
  * flipped: a 2-D transposed view, or a batch of them at the batch stride
- * the node expects (p: ta tb m n k batch stride_a stride_b stride_c). */
+ * the node expects. */
 static int matmul_reads_transposed(const node *nd, int j, const dlrt_tensor_t *x) {
   if (nd->op != OP_BMM || j >= 2) return 0;
-  if (nd->p[5] <= 1 && transposed_2d(x)) return 1;
-  return transposed_batch(x) && nd->p[6 + j] == x->shape[1] * x->shape[2];
+  if (nd->bmm.batch <= 1 && transposed_2d(x)) return 1;
+  int64_t stride = j == 0 ? nd->bmm.stride_a : nd->bmm.stride_b;
+  return transposed_batch(x) && stride == x->shape[1] * x->shape[2];
 }
 
 /* Whether the gather kernel can copy view t dense. */
@@ -85,7 +86,9 @@ int dlrt__graph_layout(dlrt_graph_t *g) {
       if (dlrt__contiguous(x)) continue;
       if (matmul_reads_transposed(nd, j, x)) {
         if (!(nd->flipped & (1u << j))) {
-          nd->p[j] = !nd->p[j]; /* read the storage as the operand's transpose */
+          /* Read the storage as the operand's transpose. */
+          int64_t *trans = j == 0 ? &nd->bmm.trans_a : &nd->bmm.trans_b;
+          *trans = !*trans;
           nd->flipped |= 1u << j;
         }
         continue;

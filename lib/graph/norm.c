@@ -26,8 +26,8 @@ static dlrt_tensor_t *norm_node(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t
   n->n_out = 3;
   n->out[1] = mean, n->out[2] = rstd;
   mean->producer = rstd->producer = n;
-  n->p[0] = rows, n->p[1] = cols, n->p[2] = per_row, n->p[3] = rm != NULL;
-  n->f[0] = eps;
+  n->norm.rows = rows, n->norm.cols = cols, n->norm.per_row = per_row;
+  n->norm.batch_norm = rm != NULL, n->norm.eps = eps;
   return y;
 }
 
@@ -80,7 +80,8 @@ dlrt_tensor_t *dlrt_batch_norm(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t 
   node *run = dlrt__node_new(g, OP_BN_RUNNING, PHASE_FORWARD);
   if (!run) return NULL;
   dlrt__node_inputs(run, 4, stats);
-  run->p[0] = c, run->p[1] = m, run->f[0] = eps, run->f[1] = momentum;
+  run->bn_running.channels = c, run->bn_running.count = m;
+  run->bn_running.eps = eps, run->bn_running.momentum = momentum;
   if (x->ndim == 2) {
     int64_t back[2] = {x->shape[0], c};
     y = dlrt__swap_axes(g, y, c, x->shape[0], 1, 2, back);

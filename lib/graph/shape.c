@@ -43,9 +43,10 @@ dlrt_tensor_t *dlrt_concat(dlrt_graph_t *g, int n, dlrt_tensor_t *const *xs, int
   }
   dlrt_tensor_t *y = dlrt__node1(g, OP_CONCAT, PHASE_FORWARD, n, in, in[0]->ndim, shape, NULL);
   if (y) {
-    around_axis(y, axis, &y->producer->p[0], &y->producer->p[1]);
-    y->producer->p[2] = shape[axis];
-    y->producer->p[3] = axis;
+    struct dlrt__concat_params *p = &y->producer->concat;
+    around_axis(y, axis, &p->outer, &p->inner);
+    p->axis_len = shape[axis];
+    p->axis = axis;
   }
   return y;
 }
@@ -57,9 +58,9 @@ dlrt_tensor_t *dlrt__slice_view(dlrt_graph_t *g, dlrt_tensor_t *x, int axis, int
   shape[axis] = length;
   dlrt_tensor_t *y = dlrt__node1(g, OP_SLICE, phase, 1, &x, x->ndim, shape, name);
   if (!y) return NULL;
-  int64_t *p = y->producer->p;
-  around_axis(x, axis, &p[0], &p[1]);
-  p[2] = x->shape[axis], p[3] = start, p[4] = length;
+  struct dlrt__slice_params *p = &y->producer->slice;
+  around_axis(x, axis, &p->outer, &p->inner);
+  p->x_axis_len = x->shape[axis], p->start = start, p->count = length;
   y->dtype = x->dtype;
   y->owner = x->owner;
   y->offset = x->offset + start * x->strides[axis];
@@ -93,10 +94,10 @@ static dlrt_tensor_t *axis_sum(dlrt_graph_t *g, dlrt_tensor_t *x, int axis, int 
   if (nd == 0) shape[nd++] = 1;
   dlrt_tensor_t *y = dlrt__node1(g, OP_AXIS_SUM, PHASE_FORWARD, 1, &x, nd, shape, NULL);
   if (y) {
-    int64_t *p = y->producer->p;
-    around_axis(x, axis, &p[0], &p[2]);
-    p[1] = x->shape[axis];
-    y->producer->f[0] = mean && p[1] ? 1.0f / (float)p[1] : 1.0f;
+    struct dlrt__axis_params *p = &y->producer->axis;
+    around_axis(x, axis, &p->outer, &p->inner);
+    p->axis_len = x->shape[axis];
+    p->scale = mean && p->axis_len ? 1.0f / (float)p->axis_len : 1.0f;
   }
   return y;
 }
@@ -122,8 +123,8 @@ dlrt_tensor_t *dlrt_transpose_axes(dlrt_graph_t *g, dlrt_tensor_t *x, int axis0,
   shape[axis0] = x->shape[axis1], shape[axis1] = x->shape[axis0];
   dlrt_tensor_t *y = dlrt__node1(g, OP_VIEW, PHASE_FORWARD, 1, &x, x->ndim, shape, NULL);
   if (y) {
-    int64_t *p = y->producer->p;
-    p[0] = 1, p[1] = axis0, p[2] = axis1;
+    struct dlrt__view_params *p = &y->producer->view;
+    p->transpose = 1, p->axis0 = axis0, p->axis1 = axis1;
     y->dtype = x->dtype;
     y->owner = x->owner;
     y->offset = x->offset;
@@ -148,8 +149,8 @@ dlrt_tensor_t *dlrt_embedding(dlrt_graph_t *g, dlrt_tensor_t *ids, dlrt_tensor_t
   memcpy(shape, ids->shape, (size_t)ids->ndim * sizeof shape[0]);
   shape[ids->ndim] = table->shape[1];
   dlrt_tensor_t *y = dlrt__node1(g, OP_EMBED, PHASE_FORWARD, 2, in, ids->ndim + 1, shape, NULL);
-  if (y) y->producer->p[0] = ids->numel, y->producer->p[1] = table->shape[0],
-         y->producer->p[2] = table->shape[1];
+  if (y) y->producer->embed = (struct dlrt__embed_params){
+             .count = ids->numel, .vocab = table->shape[0], .dim = table->shape[1]};
   return y;
 }
 
