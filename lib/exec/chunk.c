@@ -42,13 +42,13 @@ static int64_t gcd64(int64_t a, int64_t b) {
 }
 
 /* Images per chunk of a convolution node's own loop (its workspace). */
-static int64_t conv_chunk(const node *n) {
+static int64_t conv_chunk(const dlrt__node *n) {
   return n->out[1]->shape[1] / (n->conv.oh * n->conv.ow);
 }
 
 typedef struct {
   const dlrt_graph_t *g;
-  const schedule *s;
+  const dlrt__schedule *s;
   int begin, end;   /* the positions of the block being checked */
 } span;
 
@@ -56,7 +56,7 @@ typedef struct {
 static int read_outside(const span *b, int id) {
   for (int k = 0; k < b->s->n; k++) {
     if (k >= b->begin && k < b->end) continue;
-    const node *n = b->g->nodes[b->s->order[k]];
+    const dlrt__node *n = b->g->nodes[b->s->order[k]];
     for (int j = 0; j < n->n_in; j++)
       if (n->in[j]->owner->id == id) return 1;
   }
@@ -72,7 +72,7 @@ static int64_t check_forward(const span *b, char *local, int64_t *batch) {
   int64_t chunk = 1, n_images = 0;
   int convs = 0;
   for (int k = b->begin; k < b->end; k++) {
-    const node *n = b->g->nodes[b->s->order[k]];
+    const dlrt__node *n = b->g->nodes[b->s->order[k]];
     if (n->op == OP_CONV) {
       if (n_images && n->conv.n != n_images) return 0;
       n_images = n->conv.n;
@@ -87,7 +87,7 @@ static int64_t check_forward(const span *b, char *local, int64_t *batch) {
   }
   if (!convs || chunk >= n_images) return 0;
   for (int k = b->begin; k < b->end; k++) {
-    const node *n = b->g->nodes[b->s->order[k]];
+    const dlrt__node *n = b->g->nodes[b->s->order[k]];
     for (int j = 0; j < n->n_out; j++) {
       const dlrt_tensor_t *t = n->out[j];
       if (n->op == OP_CONV && j == 1) {
@@ -121,14 +121,14 @@ static int64_t check_forward(const span *b, char *local, int64_t *batch) {
  * other) or 0; *unit becomes what its chunks must be a whole number of. */
 static int find_backward(const span *fw, char *local, int64_t batch, int64_t *chunk,
                          int64_t *unit, int *begin, int *end) {
-  const schedule *s = fw->s;
+  const dlrt__schedule *s = fw->s;
   int first = -1, last = -1;
   for (int k = fw->end; k < s->n; k++) {
-    const node *n = fw->g->nodes[s->order[k]];
+    const dlrt__node *n = fw->g->nodes[s->order[k]];
     if (n->phase == PHASE_FORWARD) continue;
     int in_block = 0;
     if (n->op == OP_MAXPOOL_GRAD) {
-      const node *pool = n->in[1]->owner->producer;
+      const dlrt__node *pool = n->in[1]->owner->producer;
       for (int f = fw->begin; f < fw->end; f++)
         if (fw->g->nodes[s->order[f]] == pool) in_block = 1;
     }
@@ -180,7 +180,7 @@ static int find_backward(const span *fw, char *local, int64_t batch, int64_t *ch
   *begin = first, *end = last + 1;
   span bw = {fw->g, s, first, last + 1};
   for (int k = first; k <= last; k++) {
-    const node *n = fw->g->nodes[s->order[k]];
+    const dlrt__node *n = fw->g->nodes[s->order[k]];
     const dlrt_tensor_t *t = n->out[0];
     if (local[t->id] == 1 && read_outside(&bw, t->id)) return 0;
     if (n->op == OP_CONV_GRAD_X && !local[t->id] && !dlrt__batch_image(t, batch)) return 0;
@@ -200,11 +200,11 @@ static int find_backward(const span *fw, char *local, int64_t batch, int64_t *ch
  * position where the second block starts (positions after it shift by the
  * max-pool gradients run again), b1 when there is nothing to split, or -1
  * when out of memory. */
-static int split_backward(const dlrt_graph_t *g, schedule *s, int b0, int b1) {
+static int split_backward(const dlrt_graph_t *g, dlrt__schedule *s, int b0, int b1) {
   int pools = 0, inputs = 0;
   span before_end = {g, s, 0, b1}; /* read outside it: read after the block */
   for (int k = b0; k < b1; k++) {
-    const node *n = g->nodes[s->order[k]];
+    const dlrt__node *n = g->nodes[s->order[k]];
     pools += n->op == OP_MAXPOOL_GRAD;
     inputs += n->op == OP_CONV_GRAD_X;
     /* x must die in the block for the split to pay. */
@@ -214,9 +214,9 @@ static int split_backward(const dlrt_graph_t *g, schedule *s, int b0, int b1) {
   /* Only when nothing in the block reads an input gradient it makes (a
    * chain through two convolutions): those could not wait for the end. */
   for (int k = b0; k < b1; k++) {
-    const node *n = g->nodes[s->order[k]];
+    const dlrt__node *n = g->nodes[s->order[k]];
     for (int j = 0; j < n->n_in; j++) {
-      const node *maker = n->in[j]->owner->producer;
+      const dlrt__node *maker = n->in[j]->owner->producer;
       for (int m = b0; m < b1 && maker; m++)
         if (g->nodes[s->order[m]] == maker && maker->op == OP_CONV_GRAD_X) return b1;
     }
@@ -244,7 +244,7 @@ static int split_backward(const dlrt_graph_t *g, schedule *s, int b0, int b1) {
   return second;
 }
 
-int dlrt__find_chunk_blocks(const dlrt_graph_t *g, schedule *s, int every) {
+int dlrt__find_chunk_blocks(const dlrt_graph_t *g, dlrt__schedule *s, int every) {
   int n_fwd = 0;
   while (n_fwd < s->n && g->nodes[s->order[n_fwd]]->phase == PHASE_FORWARD) n_fwd++;
   if (every <= 0 || n_fwd == 0) return DLRT_OK;
@@ -324,6 +324,6 @@ int dlrt__find_chunk_blocks(const dlrt_graph_t *g, schedule *s, int every) {
   return DLRT_OK;
 }
 
-void dlrt__reset_chunks(schedule *s) {
+void dlrt__reset_chunks(dlrt__schedule *s) {
   for (int i = 0; i < s->n_blocks; i++) s->blocks[i].chunk = s->blocks[i].full;
 }

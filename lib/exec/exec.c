@@ -26,7 +26,7 @@ static void print_profile(const dlrt_exec_t *e) {
   fprintf(stderr, "dlrt graph profile on %s (each node waited for):\n", dlrt_device_spec(e->dev));
   for (int i = 0; i < OP_COUNT_; i++)
     if (e->prof.op_calls[i])
-      fprintf(stderr, "  %-16s %8lld calls %10.1f ms %5.1f%%\n", dlrt__op_name((op_kind)i),
+      fprintf(stderr, "  %-16s %8lld calls %10.1f ms %5.1f%%\n", dlrt__op_name((dlrt__op_kind)i),
               (long long)e->prof.op_calls[i], e->prof.op_ms[i], total > 0 ? 100.0 * e->prof.op_ms[i] / total : 0);
 }
 
@@ -161,7 +161,7 @@ dlrt_graph_t *dlrt__exec_graph(const dlrt_exec_t *e) { return e->g; }
 
 int dlrt__exec_replan(dlrt_exec_t *e, int every) {
   /* Both schedules: evaluation runs the same segments' chunked blocks. */
-  schedule fresh = {0}, fresh_forward = {0};
+  dlrt__schedule fresh = {0}, fresh_forward = {0};
   uint64_t peak, forward_peak;
   int rc = dlrt__plan(e->g, PHASE_UPDATE, every, &fresh, &peak, NULL);
   if (rc == DLRT_OK) rc = dlrt__plan(e->g, PHASE_FORWARD, every, &fresh_forward, &forward_peak, NULL);
@@ -197,7 +197,7 @@ int dlrt_exec_set_checkpointing(dlrt_exec_t *e, int every) {
 }
 
 /* Tracing: the node's span (waited for) and the device memory after it. */
-static void trace_node(dlrt_exec_t *e, const node *n, int on_host, double t0) {
+static void trace_node(dlrt_exec_t *e, const dlrt__node *n, int on_host, double t0) {
   dlrt_stream_synchronize(e->stream);
   char name[160];
   snprintf(name, sizeof name, "%s %s%s", dlrt__op_name(n->op),
@@ -215,7 +215,7 @@ static void trace_node(dlrt_exec_t *e, const node *n, int on_host, double t0) {
  * chunk of images in turn. Storages that hold one chunk are allocated and
  * freed each time; those of the whole batch are made by the first chunk
  * and freed after the last. */
-static int run_block(dlrt_exec_t *e, const dlrt__residency *res, const schedule *s,
+static int run_block(dlrt_exec_t *e, const dlrt__residency *res, const dlrt__schedule *s,
                      const dlrt__chunk_block *b) {
   const char *local = NULL;
   int rc = res->begin_block(e, s, b, &local);
@@ -223,7 +223,7 @@ static int run_block(dlrt_exec_t *e, const dlrt__residency *res, const schedule 
     dlrt__chunk c = {b->batch, b0, b->batch - b0 < b->chunk ? b->batch - b0 : b->chunk, local};
     if ((rc = res->chunk_in(e, b0, c.nb)) < 0) break;
     for (int k = b->begin; k < b->end && rc == DLRT_OK; k++) {
-      node *n = e->g->nodes[s->order[k]];
+      dlrt__node *n = e->g->nodes[s->order[k]];
       rc = res->chunk_outputs(e, s, k, &c);
       double t0 = e->prof.on ? dlrt__now_ms() : 0;
       if (rc == DLRT_OK) rc = dlrt__exec_run_node_chunk(e, n, &c);
@@ -262,13 +262,13 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
   if (rc < 0) return rc;
   if (gr.gradients_only) mode = DLRT_RUN_TRAIN; /* the kernels train (dropout, batch statistics) */
   dlrt_graph_t *g = e->g;
-  schedule *s = &e->plan.plans[mode];
+  dlrt__schedule *s = &e->plan.plans[mode];
   e->mode = mode;
   const dlrt__residency *res = dlrt__exec_residency(e);
   res->begin_run(e, s);
   int tracing = dlrt__trace_on();
   for (int k = 0; k < s->n && rc == DLRT_OK; k++) {
-    node *n = g->nodes[s->order[k]];
+    dlrt__node *n = g->nodes[s->order[k]];
     if (n->phase == PHASE_UPDATE && !gr.decided && (rc = dlrt__grads_before_update(e, &gr)) < 0)
       break;
     if (gr.skip_updates && n->phase == PHASE_UPDATE) {

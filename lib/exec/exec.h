@@ -79,7 +79,7 @@ static inline void dlrt__adam_factors(const struct dlrt_exec *e, float *step_siz
 
 
 /* Queues what node `n` computes on the executor's stream (exec_ops.c). */
-int dlrt__exec_run_node(dlrt_exec_t *e, node *n);
+int dlrt__exec_run_node(dlrt_exec_t *e, dlrt__node *n);
 /* The same for images [b0, b0 + nb) of a batch of n, in a chunked block of
  * the schedule: tensors whose owner is marked in `local` (by tensor id)
  * hold only those images, the others all n. Convolutions, their bias and
@@ -89,7 +89,7 @@ typedef struct {
   int64_t n, b0, nb;
   const char *local;
 } dlrt__chunk;
-int dlrt__exec_run_node_chunk(dlrt_exec_t *e, node *n, const dlrt__chunk *c);
+int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *c);
 /* dlrt_exec_copy_in of src_dtype values (F32, F16 or BF16) into input t of
  * any floating type: copied, or converted on the executor's stream (nearest
  * even). */

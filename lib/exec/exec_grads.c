@@ -233,7 +233,7 @@ int dlrt__exec_stream_gradients(dlrt_exec_t *e, int64_t bucket_bytes) {
   if (bucket_bytes <= 0) return DLRT_OK;
   if (!g->optimized)
     return dlrt__set_error(DLRT_ERR_STATE, "gradient buckets need an optimized graph");
-  const schedule *s = &e->plan.plans[DLRT_RUN_TRAIN];
+  const dlrt__schedule *s = &e->plan.plans[DLRT_RUN_TRAIN];
   /* pos_of[t]: where tensor t's producer runs in the training schedule. */
   int *pos_of = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *pos_of);
   int n = 0;
@@ -253,7 +253,7 @@ int dlrt__exec_stream_gradients(dlrt_exec_t *e, int64_t bucket_bytes) {
   }
   for (int i = 0; i < g->n_tensors; i++) pos_of[i] = -1;
   for (int k = 0; k < s->n; k++) {
-    const node *nd = g->nodes[s->order[k]];
+    const dlrt__node *nd = g->nodes[s->order[k]];
     for (int j = 0; j < nd->n_out; j++) pos_of[nd->out[j]->id] = k;
   }
   /* Each gradient is final where the node that writes its storage runs (the
@@ -390,9 +390,9 @@ int dlrt_exec_apply_gradients(dlrt_exec_t *e) {
   }
   if (rc == DLRT_OK && finite && e->grads.clip_norm > 0) rc = dlrt__exec_clip_factor(e, mean, &clip);
   e->grads.grad_scale = mean * clip;
-  const schedule *s = &e->plan.plans[DLRT_RUN_TRAIN];
+  const dlrt__schedule *s = &e->plan.plans[DLRT_RUN_TRAIN];
   for (int k = 0; k < s->n && rc == DLRT_OK && finite; k++) {
-    node *n = g->nodes[s->order[k]];
+    dlrt__node *n = g->nodes[s->order[k]];
     if (n->phase == PHASE_UPDATE) rc = dlrt__exec_run_node(e, n);
   }
   for (int i = 0; i < g->n_tensors; i++) {

@@ -143,7 +143,7 @@ static int64_t in_chunk(const dlrt__chunk *c, int64_t whole) {
  * GEMMs too; one of fewer (spilling: dlrt__spill_fit) runs GEMMs of fewer
  * columns, which reduce over channels only: the same sums for each column
  * with PoCL's kernels, rounding differences with OpenBLAS's. */
-static int run_conv(dlrt_exec_t *e, node *n, const dlrt__chunk *c) {
+static int run_conv(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *c) {
   const struct dlrt__conv_params *p = &n->conv;
   dlrt_tensor_t *ws = n->out[1], *w = n->op == OP_CONV_GRAD_W ? n->out[0] : n->in[1];
   dlrt_tensor_t *x = n->op == OP_CONV_GRAD_X ? n->out[0] : n->op == OP_CONV ? n->in[0] : n->in[1];
@@ -196,7 +196,7 @@ static int run_conv(dlrt_exec_t *e, node *n, const dlrt__chunk *c) {
 /* A convolution bias's gradient (CNHW dy: C x images x spatial): each
  * (channel, image) plane summed, then each channel's planes in image order,
  * onto what earlier chunks of the batch summed (c, after the first). */
-static int run_bias_grad(dlrt_exec_t *e, node *n, const dlrt__chunk *c) {
+static int run_bias_grad(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *c) {
   dlrt_tensor_t *s = n->out[0], *dy = n->in[0];
   const struct dlrt__channels_params *p = &n->channels;
   int64_t images = p->images, channels = p->channels, spatial = p->spatial / images;
@@ -222,9 +222,9 @@ static int run_bias_grad(dlrt_exec_t *e, node *n, const dlrt__chunk *c) {
   return rc;
 }
 
-int dlrt__exec_run_node(dlrt_exec_t *e, node *n) { return dlrt__exec_run_node_chunk(e, n, NULL); }
+int dlrt__exec_run_node(dlrt_exec_t *e, dlrt__node *n) { return dlrt__exec_run_node_chunk(e, n, NULL); }
 
-int dlrt__exec_run_node_chunk(dlrt_exec_t *e, node *n, const dlrt__chunk *c) {
+int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *c) {
   dlrt__launcher lb;
   dlrt_tensor_t *y = n->n_out ? n->out[0] : NULL, *a = n->in[0], *b = n->in[1];
   switch (n->op) {

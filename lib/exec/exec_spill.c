@@ -24,13 +24,13 @@
 
 /* Nodes that write storages they take as inputs: the updates (parameters
  * and optimizer state) and batch-norm's running statistics. */
-static int writes_inputs(const node *n) {
+static int writes_inputs(const dlrt__node *n) {
   return n->phase == PHASE_UPDATE || n->op == OP_BN_RUNNING;
 }
 
 /* The clock value of the next use after position k for touch j of node k:
  * later in this run, else (persistent storage) in the next run. */
-static int64_t next_use(const schedule *s, int k, int j, const dlrt_tensor_t *t) {
+static int64_t next_use(const dlrt__schedule *s, int k, int j, const dlrt_tensor_t *t) {
   int at = s->next[k][j];
   if (at >= 0) return at;
   const dlrt_tensor_t *o = t->owner;
@@ -38,7 +38,7 @@ static int64_t next_use(const schedule *s, int k, int j, const dlrt_tensor_t *t)
   return INT64_MAX;
 }
 
-void dlrt__spill_begin_run(dlrt_exec_t *e, const schedule *s) {
+void dlrt__spill_begin_run(dlrt_exec_t *e, const dlrt__schedule *s) {
   dlrt_graph_t *g = e->g;
   for (int i = 0; i < g->n_tensors; i++) {
     const dlrt_tensor_t *t = g->tensors[i];
@@ -49,7 +49,7 @@ void dlrt__spill_begin_run(dlrt_exec_t *e, const schedule *s) {
 }
 
 /* Each storage a node touches, once (a node may read one twice). */
-static int seen_before(const node *n, int j) {
+static int seen_before(const dlrt__node *n, int j) {
   const dlrt_tensor_t *t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
   for (int i = 0; i < j; i++) {
     const dlrt_tensor_t *u = i < n->n_in ? n->in[i] : n->out[i - n->n_in];
@@ -62,7 +62,7 @@ static int seen_before(const node *n, int j) {
  * host copies of the parameter, its state and its gradient, with the same
  * kernel the CPU backend runs (so the same bits); the device's parameter
  * copy is dropped and fetched again when the forward pass needs it. */
-static int host_update(dlrt_exec_t *e, node *n) {
+static int host_update(dlrt_exec_t *e, dlrt__node *n) {
   dlrt__mpool *p = e->spill.pool;
   const dlrt_optimizer *o = &e->g->opt;
   int states = n->op == OP_SGD ? 1 : 2;
@@ -91,8 +91,8 @@ static int host_update(dlrt_exec_t *e, node *n) {
   return rc;
 }
 
-int dlrt__spill_begin_node(dlrt_exec_t *e, const schedule *s, int k, int *done) {
-  node *n = e->g->nodes[s->order[k]];
+int dlrt__spill_begin_node(dlrt_exec_t *e, const dlrt__schedule *s, int k, int *done) {
+  dlrt__node *n = e->g->nodes[s->order[k]];
   int rc = DLRT_OK, write = writes_inputs(n);
   dlrt_offload_policy policy = e->spill.cfg.policy;
   *done = 0;
@@ -113,8 +113,8 @@ int dlrt__spill_begin_node(dlrt_exec_t *e, const schedule *s, int k, int *done) 
   return rc;
 }
 
-int dlrt__spill_end_node(dlrt_exec_t *e, const schedule *s, int k) {
-  node *n = e->g->nodes[s->order[k]];
+int dlrt__spill_end_node(dlrt_exec_t *e, const dlrt__schedule *s, int k) {
+  dlrt__node *n = e->g->nodes[s->order[k]];
   dlrt__mpool *p = e->spill.pool;
   for (int j = 0; j < n->n_in + n->n_out; j++) {
     const dlrt_tensor_t *t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
@@ -141,7 +141,7 @@ int dlrt__spill_end_node(dlrt_exec_t *e, const schedule *s, int k) {
   }
   /* What the next nodes read, on the copy stream meanwhile. */
   for (int a = k + 1; a <= k + e->spill.cfg.prefetch && a < s->n && rc == DLRT_OK; a++) {
-    node *m = e->g->nodes[s->order[a]];
+    dlrt__node *m = e->g->nodes[s->order[a]];
     for (int j = 0; j < m->n_in && rc == DLRT_OK; j++) rc = dlrt__mpool_prefetch(p, m->in[j]->owner->id);
   }
   return rc;
@@ -149,12 +149,12 @@ int dlrt__spill_end_node(dlrt_exec_t *e, const schedule *s, int k) {
 
 /* Whether touch j of position k (input j, or output j - n_in) is the
  * first of its storage in block b. */
-static int first_touch(const dlrt_graph_t *g, const schedule *s, const dlrt__chunk_block *b,
+static int first_touch(const dlrt_graph_t *g, const dlrt__schedule *s, const dlrt__chunk_block *b,
                        int k, int j) {
-  const node *n = g->nodes[s->order[k]];
+  const dlrt__node *n = g->nodes[s->order[k]];
   const dlrt_tensor_t *t = (j < n->n_in ? n->in[j] : n->out[j - n->n_in])->owner;
   for (int k2 = b->begin; k2 <= k; k2++) {
-    const node *m = g->nodes[s->order[k2]];
+    const dlrt__node *m = g->nodes[s->order[k2]];
     int upto = k2 < k ? m->n_in + m->n_out : j;
     for (int i = 0; i < upto; i++)
       if ((i < m->n_in ? m->in[i] : m->out[i - m->n_in])->owner == t) return 0;
@@ -166,12 +166,12 @@ static int first_touch(const dlrt_graph_t *g, const schedule *s, const dlrt__chu
  * positions of a block, in order: fn(e, s, k, j, id, write), write 1 or 0
  * at its first touch (a block node makes it, or reads it), -1 at later
  * ones. */
-static int for_block_storages(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b,
-                              int (*fn)(dlrt_exec_t *e, const schedule *s, int k, int j, int id,
+static int for_block_storages(dlrt_exec_t *e, const dlrt__schedule *s, const dlrt__chunk_block *b,
+                              int (*fn)(dlrt_exec_t *e, const dlrt__schedule *s, int k, int j, int id,
                                         int write)) {
   int rc = DLRT_OK;
   for (int k = b->begin; k < b->end && rc == DLRT_OK; k++) {
-    const node *n = e->g->nodes[s->order[k]];
+    const dlrt__node *n = e->g->nodes[s->order[k]];
     for (int j = 0; j < n->n_in + n->n_out && rc == DLRT_OK; j++) {
       const dlrt_tensor_t *t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
       int id = t->owner->id;
@@ -185,13 +185,13 @@ static int for_block_storages(dlrt_exec_t *e, const schedule *s, const dlrt__chu
 /* Whether storage id moves in slices in the block running now. */
 static int sliced(const dlrt_exec_t *e, int id) { return e->spill.n_slices && e->spill.block_local[id] == 3; }
 
-static int lock_storage(dlrt_exec_t *e, const schedule *s, int k, int j, int id, int write) {
+static int lock_storage(dlrt_exec_t *e, const dlrt__schedule *s, int k, int j, int id, int write) {
   (void)s, (void)k, (void)j;
   if (write < 0 || sliced(e, id)) return DLRT_OK;
   return dlrt__mpool_acquire(e->spill.pool, id, write);
 }
 
-static int unlock_storage(dlrt_exec_t *e, const schedule *s, int k, int j, int id, int write) {
+static int unlock_storage(dlrt_exec_t *e, const dlrt__schedule *s, int k, int j, int id, int write) {
   (void)s, (void)k, (void)j;
   if (write >= 0 && !sliced(e, id)) dlrt__mpool_release(e->spill.pool, id); /* locked once */
   return DLRT_OK;
@@ -200,7 +200,7 @@ static int unlock_storage(dlrt_exec_t *e, const schedule *s, int k, int j, int i
 /* Whether touch j of a block's node (input j, or output j - n_in) is on
  * its image side: not a convolution's weight or bias, nor their gradients
  * (whose shapes may look like a batch's). */
-static int image_operand(const node *n, int j) {
+static int image_operand(const dlrt__node *n, int j) {
   switch (n->op) {
   case OP_CONV:
   case OP_CONV_GRAD_X:
@@ -212,17 +212,17 @@ static int image_operand(const node *n, int j) {
 }
 
 /* Whether a block's touch is of a whole-batch image storage. */
-static int whole_image(const schedule *s, const dlrt__chunk_block *b, const node *n, int j) {
+static int whole_image(const dlrt__schedule *s, const dlrt__chunk_block *b, const dlrt__node *n, int j) {
   const dlrt_tensor_t *o = (j < n->n_in ? n->in[j] : n->out[j - n->n_in])->owner;
   return !s->local[o->id] && image_operand(n, j) && dlrt__batch_image(o, b->batch);
 }
 
 /* Whether block b can hold its whole-batch image storages in slices: each
  * is touched as itself (no view), and none is taken over in place. */
-static int block_slices(const dlrt_graph_t *g, const schedule *s, const dlrt__chunk_block *b) {
+static int block_slices(const dlrt_graph_t *g, const dlrt__schedule *s, const dlrt__chunk_block *b) {
   int any = 0;
   for (int k = b->begin; k < b->end; k++) {
-    const node *n = g->nodes[s->order[k]];
+    const dlrt__node *n = g->nodes[s->order[k]];
     for (int j = 0; j < n->n_in + n->n_out; j++) {
       const dlrt_tensor_t *t = j < n->n_in ? n->in[j] : n->out[j - n->n_in], *o = t->owner;
       if (!whole_image(s, b, n, j)) continue;
@@ -234,7 +234,7 @@ static int block_slices(const dlrt_graph_t *g, const schedule *s, const dlrt__ch
 }
 
 /* Notes a slice at the first touch of each whole-batch image storage. */
-static int add_slice(dlrt_exec_t *e, const schedule *s, int k, int j, int id, int write) {
+static int add_slice(dlrt_exec_t *e, const dlrt__schedule *s, int k, int j, int id, int write) {
   const dlrt_tensor_t *t = e->g->tensors[id];
   if (write < 0 || !whole_image(s, e->spill.slice_block, e->g->nodes[s->order[k]], j)) return DLRT_OK;
   struct dlrt__slice *sl = &e->spill.slices[e->spill.n_slices++];
@@ -247,24 +247,24 @@ static int add_slice(dlrt_exec_t *e, const schedule *s, int k, int j, int id, in
 }
 
 /* Marks the slices the block writes (at any touch, not only the first). */
-static int note_written(dlrt_exec_t *e, const schedule *s, int k, int j, int id, int write) {
+static int note_written(dlrt_exec_t *e, const dlrt__schedule *s, int k, int j, int id, int write) {
   (void)write;
-  const node *n = e->g->nodes[s->order[k]];
+  const dlrt__node *n = e->g->nodes[s->order[k]];
   for (int i = 0; i < e->spill.n_slices && j >= n->n_in; i++)
     if (e->spill.slices[i].id == id) e->spill.slices[i].written = 1;
   return DLRT_OK;
 }
 
 /* The next use after the block, from each storage's last touch in it. */
-static int note_next_use(dlrt_exec_t *e, const schedule *s, int k, int j, int id, int write) {
+static int note_next_use(dlrt_exec_t *e, const dlrt__schedule *s, int k, int j, int id, int write) {
   (void)write;
-  const node *n = e->g->nodes[s->order[k]];
+  const dlrt__node *n = e->g->nodes[s->order[k]];
   const dlrt_tensor_t *t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
   dlrt__mpool_next_use(e->spill.pool, id, next_use(s, k, j, t));
   return DLRT_OK;
 }
 
-int dlrt__spill_begin_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b) {
+int dlrt__spill_begin_block(dlrt_exec_t *e, const dlrt__schedule *s, const dlrt__chunk_block *b) {
   int rc = DLRT_OK;
   e->spill.n_slices = 0;
   if (e->spill.slicing && block_slices(e->g, s, b)) {
@@ -295,8 +295,8 @@ int dlrt__spill_slices(dlrt_exec_t *e, int out, int64_t b0, int64_t nb) {
   return rc;
 }
 
-int dlrt__spill_chunk_outputs(dlrt_exec_t *e, const schedule *s, int k) {
-  node *n = e->g->nodes[s->order[k]];
+int dlrt__spill_chunk_outputs(dlrt_exec_t *e, const dlrt__schedule *s, int k) {
+  dlrt__node *n = e->g->nodes[s->order[k]];
   int rc = DLRT_OK, taken = s->inplace[k];
   if (taken >= 0) rc = dlrt__mpool_take_over(e->spill.pool, n->out[0]->id, taken);
   for (int j = 0; j < n->n_out && rc == DLRT_OK; j++) {
@@ -307,13 +307,13 @@ int dlrt__spill_chunk_outputs(dlrt_exec_t *e, const schedule *s, int k) {
   return rc;
 }
 
-void dlrt__spill_chunk_done(dlrt_exec_t *e, const schedule *s, int k) {
+void dlrt__spill_chunk_done(dlrt_exec_t *e, const dlrt__schedule *s, int k) {
   if (s->inplace[k] >= 0) dlrt__mpool_handed_over(e->spill.pool, s->inplace[k]);
   for (int *f = s->frees[k]; *f >= 0; f++)
     if (s->local[*f]) dlrt__mpool_discard(e->spill.pool, *f);
 }
 
-int dlrt__spill_end_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b) {
+int dlrt__spill_end_block(dlrt_exec_t *e, const dlrt__schedule *s, const dlrt__chunk_block *b) {
   int rc = for_block_storages(e, s, b, unlock_storage);
   for (int i = 0; i < e->spill.n_slices; i++) {
     const struct dlrt__slice *sl = &e->spill.slices[i];
@@ -329,7 +329,7 @@ int dlrt__spill_end_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_b
       if (!s->local[*f]) dlrt__mpool_discard(e->spill.pool, *f);
   /* What the next nodes read, on the copy stream meanwhile. */
   for (int a = b->end; a < b->end + e->spill.cfg.prefetch && a < s->n && rc == DLRT_OK; a++) {
-    node *m = e->g->nodes[s->order[a]];
+    dlrt__node *m = e->g->nodes[s->order[a]];
     for (int j = 0; j < m->n_in && rc == DLRT_OK; j++) rc = dlrt__mpool_prefetch(e->spill.pool, m->in[j]->owner->id);
   }
   return rc;
@@ -348,7 +348,7 @@ void dlrt__exec_unuse(dlrt_exec_t *e, const dlrt_tensor_t *t) {
 /* The most one node of the schedule holds on the device at once (its
  * storages, distinct, in allocator granules): no smaller budget can work.
  * Updates run on the host under the optimizer policies and need nothing. */
-static uint64_t node_need(const node *n, int in_place, dlrt_offload_policy policy) {
+static uint64_t node_need(const dlrt__node *n, int in_place, dlrt_offload_policy policy) {
   if ((n->op == OP_SGD || n->op == OP_ADAM) &&
       (policy == DLRT_OFFLOAD_OPTIMIZER || policy == DLRT_OFFLOAD_ALL))
     return 0;
@@ -364,7 +364,7 @@ static uint64_t node_need(const node *n, int in_place, dlrt_offload_policy polic
 /* The bytes the pool holds a storage in: the most any schedule does (a
  * storage may be a chunk's own in one schedule's block, or in a block of
  * fewer images, and the whole batch's in another). */
-static uint64_t pool_bytes(const schedule *plans, int n_plans, const dlrt_tensor_t *t) {
+static uint64_t pool_bytes(const dlrt__schedule *plans, int n_plans, const dlrt_tensor_t *t) {
   uint64_t bytes = 0;
   for (int m = 0; m < n_plans; m++)
     if (plans[m].first && plans[m].first[t->id] >= 0) {
@@ -379,12 +379,12 @@ static uint64_t pool_bytes(const schedule *plans, int n_plans, const dlrt_tensor
  * storage), and a chunk's own storages as they come and go (made at a
  * position, taken over in place, freed after their last use), each as the
  * pool holds it (pool_bytes over the schedules). */
-static uint64_t block_need(const dlrt_graph_t *g, const schedule *plans, int n_plans,
-                           const schedule *s, const dlrt__chunk_block *b, int slices) {
+static uint64_t block_need(const dlrt_graph_t *g, const dlrt__schedule *plans, int n_plans,
+                           const dlrt__schedule *s, const dlrt__chunk_block *b, int slices) {
   uint64_t whole = 0, own = 0, own_most = 0;
   slices = slices && block_slices(g, s, b);
   for (int k = b->begin; k < b->end; k++) {
-    const node *n = g->nodes[s->order[k]];
+    const dlrt__node *n = g->nodes[s->order[k]];
     for (int j = 0; j < n->n_in + n->n_out; j++) {
       const dlrt_tensor_t *t = (j < n->n_in ? n->in[j] : n->out[j - n->n_in])->owner;
       if (s->local[t->id] || !first_touch(g, s, b, k, j)) continue;
@@ -405,12 +405,12 @@ static uint64_t block_need(const dlrt_graph_t *g, const schedule *plans, int n_p
   return whole + own_most;
 }
 
-uint64_t dlrt__least_spill_budget(const dlrt_graph_t *g, const schedule *plans, int n_plans,
+uint64_t dlrt__least_spill_budget(const dlrt_graph_t *g, const dlrt__schedule *plans, int n_plans,
                                   dlrt_offload_policy policy, int slices, int *worst) {
   uint64_t most = 0;
   *worst = -1;
   for (int m = 0; m < n_plans; m++) {
-    const schedule *s = &plans[m];
+    const dlrt__schedule *s = &plans[m];
     for (int k = 0; k < s->n; k++) {
       const dlrt__chunk_block *b = s->block_of && s->block_of[k] >= 0 ? &s->blocks[s->block_of[k]] : NULL;
       if (b && k != b->begin) continue;
@@ -423,7 +423,7 @@ uint64_t dlrt__least_spill_budget(const dlrt_graph_t *g, const schedule *plans, 
   return most;
 }
 
-uint64_t dlrt__spill_fit(const dlrt_graph_t *g, schedule *plans, int n_plans,
+uint64_t dlrt__spill_fit(const dlrt_graph_t *g, dlrt__schedule *plans, int n_plans,
                          dlrt_offload_policy policy, uint64_t budget, int *slices, int *worst) {
   for (int m = 0; m < n_plans; m++) dlrt__reset_chunks(&plans[m]);
   *slices = 0;
@@ -482,7 +482,7 @@ int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *c) {
   if (c->device_budget < least) {
     dlrt__reset_chunks(&e->plan.plans[0]), dlrt__reset_chunks(&e->plan.plans[1]);
     int block = worst <= -2;
-    const node *n = g->nodes[block ? -2 - worst : worst];
+    const dlrt__node *n = g->nodes[block ? -2 - worst : worst];
     return dlrt__set_error(DLRT_ERR_OOM, "a device budget of %.1f MiB for the model is below "
                            "what one operation needs at once: %s%s (-> %s) holds %.1f MiB%s; "
                            "the smallest budget that fits is %.1f MiB%s",
@@ -557,7 +557,7 @@ int dlrt_exec_spill_stats(dlrt_exec_t *e, dlrt_spill_stats *out) {
 
 /* ---------------------------------------------------------------- residency */
 
-static int spill_begin_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b,
+static int spill_begin_block(dlrt_exec_t *e, const dlrt__schedule *s, const dlrt__chunk_block *b,
                              const char **local) {
   int rc = dlrt__spill_begin_block(e, s, b);
   *local = e->spill.n_slices ? e->spill.block_local : s->local;
@@ -568,12 +568,12 @@ static int spill_chunk_in(dlrt_exec_t *e, int64_t b0, int64_t nb) {
   return dlrt__spill_slices(e, 0, b0, nb);
 }
 
-static int spill_chunk_outputs(dlrt_exec_t *e, const schedule *s, int k, const dlrt__chunk *c) {
+static int spill_chunk_outputs(dlrt_exec_t *e, const dlrt__schedule *s, int k, const dlrt__chunk *c) {
   (void)c;
   return dlrt__spill_chunk_outputs(e, s, k);
 }
 
-static int spill_chunk_done(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b, int k,
+static int spill_chunk_done(dlrt_exec_t *e, const dlrt__schedule *s, const dlrt__chunk_block *b, int k,
                             const dlrt__chunk *c) {
   dlrt__spill_chunk_done(e, s, k);
   return k == b->end - 1 ? dlrt__spill_slices(e, 1, c->b0, c->nb) : DLRT_OK;

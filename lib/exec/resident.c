@@ -11,8 +11,8 @@
  * chunked block, where a chunk's own hold its images only). An output
  * taking over its first input's storage gets that buffer (the input still
  * reads it during this node; it is handed over once the node is queued). */
-static int alloc_outputs(dlrt_exec_t *e, const schedule *s, int k, const dlrt__chunk *c) {
-  node *n = e->g->nodes[s->order[k]];
+static int alloc_outputs(dlrt_exec_t *e, const dlrt__schedule *s, int k, const dlrt__chunk *c) {
+  dlrt__node *n = e->g->nodes[s->order[k]];
   int rc = DLRT_OK;
   if (s->inplace[k] >= 0) e->bufs[n->out[0]->id] = e->bufs[s->inplace[k]];
   for (int j = 0; j < n->n_out && rc == DLRT_OK; j++) {
@@ -32,15 +32,15 @@ static void plain_discard(dlrt_exec_t *e, int id) {
 
 /* Frees what ends at position k (in a chunked block before its last chunk,
  * only the chunk's own storages: the whole batch's live on). */
-static void free_ended(dlrt_exec_t *e, const schedule *s, int k, int whole_batch_too) {
+static void free_ended(dlrt_exec_t *e, const dlrt__schedule *s, int k, int whole_batch_too) {
   if (s->inplace[k] >= 0) e->bufs[s->inplace[k]] = NULL;
   for (int *f = s->frees[k]; *f >= 0; f++)
     if (whole_batch_too || s->local[*f]) plain_discard(e, *f);
 }
 
-static void plain_begin_run(dlrt_exec_t *e, const schedule *s) { (void)e, (void)s; }
+static void plain_begin_run(dlrt_exec_t *e, const dlrt__schedule *s) { (void)e, (void)s; }
 
-static int plain_begin_node(dlrt_exec_t *e, const schedule *s, int k, int *done_on_host) {
+static int plain_begin_node(dlrt_exec_t *e, const dlrt__schedule *s, int k, int *done_on_host) {
   *done_on_host = 0;
   int rc = alloc_outputs(e, s, k, NULL);
   /* The run stops here: hand an in-place input's storage over and free what
@@ -49,12 +49,12 @@ static int plain_begin_node(dlrt_exec_t *e, const schedule *s, int k, int *done_
   return rc;
 }
 
-static int plain_end_node(dlrt_exec_t *e, const schedule *s, int k) {
+static int plain_end_node(dlrt_exec_t *e, const dlrt__schedule *s, int k) {
   free_ended(e, s, k, 1);
   return DLRT_OK;
 }
 
-static int plain_begin_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b,
+static int plain_begin_block(dlrt_exec_t *e, const dlrt__schedule *s, const dlrt__chunk_block *b,
                              const char **local) {
   (void)e, (void)b;
   *local = s->local;
@@ -66,18 +66,18 @@ static int plain_chunk_in(dlrt_exec_t *e, int64_t b0, int64_t nb) {
   return DLRT_OK;
 }
 
-static int plain_chunk_outputs(dlrt_exec_t *e, const schedule *s, int k, const dlrt__chunk *c) {
+static int plain_chunk_outputs(dlrt_exec_t *e, const dlrt__schedule *s, int k, const dlrt__chunk *c) {
   return alloc_outputs(e, s, k, c);
 }
 
-static int plain_chunk_done(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b, int k,
+static int plain_chunk_done(dlrt_exec_t *e, const dlrt__schedule *s, const dlrt__chunk_block *b, int k,
                             const dlrt__chunk *c) {
   (void)b;
   free_ended(e, s, k, c->b0 + c->nb >= c->n);
   return DLRT_OK;
 }
 
-static int plain_end_block(dlrt_exec_t *e, const schedule *s, const dlrt__chunk_block *b) {
+static int plain_end_block(dlrt_exec_t *e, const dlrt__schedule *s, const dlrt__chunk_block *b) {
   (void)e, (void)s, (void)b;
   return DLRT_OK;
 }

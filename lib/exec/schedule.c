@@ -13,7 +13,7 @@
 
 /* ---------------------------------------------------------------- planning */
 
-void dlrt__schedule_free(schedule *s) {
+void dlrt__schedule_free(dlrt__schedule *s) {
   for (int i = 0; s->next && i < s->n; i++) free(s->next[i]);
   free(s->next);
   free(s->first);
@@ -32,7 +32,7 @@ static uint64_t granules(const dlrt_tensor_t *t) {
   return dlrt__alloc_rounded(dlrt__tensor_bytes(t));
 }
 
-uint64_t dlrt__schedule_bytes(const schedule *s, const dlrt_tensor_t *t) {
+uint64_t dlrt__schedule_bytes(const dlrt__schedule *s, const dlrt_tensor_t *t) {
   uint64_t bytes = dlrt__tensor_bytes(t);
   if (!s->local || !s->local[t->id] || s->first[t->id] < 0 || s->block_of[s->first[t->id]] < 0)
     return bytes;
@@ -40,20 +40,20 @@ uint64_t dlrt__schedule_bytes(const schedule *s, const dlrt_tensor_t *t) {
   if (s->local[t->id] == 1) return bytes / (uint64_t)b->batch * (uint64_t)b->chunk;
   /* A workspace: its convolution's own chunk of columns, or the block's
    * fewer images (dlrt__spill_fit). */
-  const node *n = t->producer;
+  const dlrt__node *n = t->producer;
   int64_t own = t->shape[1] / (n->conv.oh * n->conv.ow);
   return b->chunk < own ? bytes / (uint64_t)own * (uint64_t)b->chunk : bytes;
 }
 
 /* The same in allocator granules. */
-static uint64_t planned_granules(const schedule *s, const dlrt_tensor_t *t) {
+static uint64_t planned_granules(const dlrt__schedule *s, const dlrt_tensor_t *t) {
   return dlrt__alloc_rounded(dlrt__schedule_bytes(s, t));
 }
 
 /* Inside a chunked block, storages of the whole batch whose life ends
  * there live until its last chunk is done: their frees move to the
  * block's last position. */
-static int defer_block_frees(schedule *s) {
+static int defer_block_frees(dlrt__schedule *s) {
   for (int b = 0; b < s->n_blocks; b++) {
     int last = s->blocks[b].end - 1, moved = 0, have = 0;
     for (int k = s->blocks[b].begin; k <= last; k++)
@@ -96,7 +96,7 @@ static void mem_kinds(const dlrt_graph_t *g, char *kinds) {
 }
 /* Ops whose kernels read element i of their first input only to write
  * element i of their output, so the output may take over the input's storage. */
-static int elementwise_op(op_kind op) {
+static int elementwise_op(dlrt__op_kind op) {
   switch (op) {
   case OP_RELU: case OP_SCALE: case OP_ADD: case OP_MUL: case OP_SUB: case OP_DIV:
   case OP_BIAS_ROWS: case OP_BIAS_CHANNELS: case OP_ACT: case OP_DROPOUT: case OP_BCAST:
@@ -109,7 +109,7 @@ static int elementwise_op(op_kind op) {
 
 /* In place may be legal: the first input is an intermediate storage of the
  * output's size, not a view (the plan checks that its life ends here). */
-static int takes_over(const node *n) {
+static int takes_over(const dlrt__node *n) {
   if (!elementwise_op(n->op) || n->n_out != 1 || n->n_in < 1) return 0;
   const dlrt_tensor_t *out = n->out[0], *in = n->in[0];
   /* Another input viewing in0's storage elsewhere would be overwritten
@@ -122,7 +122,7 @@ static int takes_over(const node *n) {
 
 /* Ops that carry a convolution block on to its pooling: a segment is not
  * cut by length just before one. */
-static int continues_block(op_kind op) {
+static int continues_block(dlrt__op_kind op) {
   return op == OP_BIAS_CHANNELS || op == OP_RELU || op == OP_MAXPOOL;
 }
 
@@ -150,7 +150,7 @@ static void find_droppable(dlrt_graph_t *g, const int *fwd, int n_fwd, const int
                            int *seg_of_tensor, char *droppable) {
   for (int i = 0; i < g->n_tensors; i++) seg_of_tensor[i] = -1, droppable[i] = 0;
   for (int f = 0; f < n_fwd; f++) {
-    node *n = g->nodes[fwd[f]];
+    dlrt__node *n = g->nodes[fwd[f]];
     int last_of_segment = f == n_fwd - 1 || seg[f + 1] != seg[f];
     for (int j = 0; j < n->n_out; j++) {
       dlrt_tensor_t *t = n->out[j];
@@ -161,7 +161,7 @@ static void find_droppable(dlrt_graph_t *g, const int *fwd, int n_fwd, const int
   }
   /* Read by a forward node of another segment: kept. */
   for (int f = 0; f < n_fwd; f++) {
-    node *n = g->nodes[fwd[f]];
+    dlrt__node *n = g->nodes[fwd[f]];
     for (int j = 0; j < n->n_in; j++) {
       int id = n->in[j]->owner->id;
       if (seg_of_tensor[id] >= 0 && seg_of_tensor[id] != seg[f]) droppable[id] = 0;
@@ -169,7 +169,7 @@ static void find_droppable(dlrt_graph_t *g, const int *fwd, int n_fwd, const int
   }
   /* A node with an output that must stay is not re-run: keep all of them. */
   for (int f = 0; f < n_fwd; f++) {
-    node *n = g->nodes[fwd[f]];
+    dlrt__node *n = g->nodes[fwd[f]];
     int all = 1;
     for (int j = 0; j < n->n_out; j++) {
       dlrt_tensor_t *t = n->out[j];
@@ -185,7 +185,7 @@ static void find_droppable(dlrt_graph_t *g, const int *fwd, int n_fwd, const int
  * a segment that made dropped storage run again just before the first
  * backward node that reads any of it (Chen et al. 2016). A node may so
  * appear twice. */
-static int build_order(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s) {
+static int build_order(dlrt_graph_t *g, dlrt__node_phase max_phase, int every, dlrt__schedule *s) {
   int cap = 2 * (g->n_nodes ? g->n_nodes : 1);
   s->order = malloc((size_t)cap * sizeof *s->order);
   int *fwd = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *fwd);
@@ -213,7 +213,7 @@ static int build_order(dlrt_graph_t *g, node_phase max_phase, int every, schedul
   }
   for (int f = 0; f < n_fwd; f++) s->order[s->n++] = fwd[f];
   for (int i = 0; i < g->n_nodes; i++) {
-    node *n = g->nodes[i];
+    dlrt__node *n = g->nodes[i];
     if (n->phase == PHASE_FORWARD || n->phase > max_phase) continue;
     for (int j = 0; j < n->n_in; j++) {
       int id = n->in[j]->owner->id, sg = seg_of[id];
@@ -221,7 +221,7 @@ static int build_order(dlrt_graph_t *g, node_phase max_phase, int every, schedul
       recomputed[sg] = 1;
       for (int f = 0; f < n_fwd; f++) {
         if (seg[f] != sg) continue;
-        node *m = g->nodes[fwd[f]];
+        dlrt__node *m = g->nodes[fwd[f]];
         int makes_dropped = 0;
         for (int o = 0; o < m->n_out; o++) makes_dropped |= droppable[m->out[o]->owner->id];
         if (makes_dropped && s->n < cap) s->order[s->n++] = fwd[f];
@@ -245,7 +245,7 @@ done:
  * made again (or the end), and is freed there; an elementwise node's output
  * takes over its first input's storage where that storage's life ends at
  * the node. */
-int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s, uint64_t *peak,
+int dlrt__plan(dlrt_graph_t *g, dlrt__node_phase max_phase, int every, dlrt__schedule *s, uint64_t *peak,
                dlrt__memory_breakdown *at_peak) {
   int rc = build_order(g, max_phase, every, s);
   if (rc == DLRT_OK && every > 0) rc = dlrt__find_chunk_blocks(g, s, every);
@@ -275,7 +275,7 @@ int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s, ui
   } while (0)
   for (size_t i = 0; i < nt; i++) born[i] = -1, last[i] = -1;
   for (int k = 0; k < s->n; k++) {
-    node *n = g->nodes[s->order[k]];
+    dlrt__node *n = g->nodes[s->order[k]];
     for (int j = 0; j < n->n_out; j++) {
       dlrt_tensor_t *t = n->out[j];
       if (t->owner != t || dlrt__persistent(t)) continue;
@@ -290,7 +290,7 @@ int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s, ui
   /* In place: the first input's life ends here (it is then not freed: it
    * lives on as the output). */
   for (int k = 0; k < s->n; k++) {
-    node *n = g->nodes[s->order[k]];
+    dlrt__node *n = g->nodes[s->order[k]];
     s->inplace[k] = -1;
     if (!takes_over(n)) continue;
     for (int e = 0; e < n_ends; e++)
@@ -327,7 +327,7 @@ int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s, ui
   for (size_t i = 0; i < nt; i++) s->first[i] = -1;
   s->last_forward = -1;
   for (int k = s->n - 1; k >= 0; k--) {
-    node *n = g->nodes[s->order[k]];
+    dlrt__node *n = g->nodes[s->order[k]];
     if (n->phase == PHASE_FORWARD && s->last_forward < 0) s->last_forward = k;
     int touches = n->n_in + n->n_out;
     s->next[k] = malloc((size_t)(touches ? touches : 1) * sizeof **s->next);
@@ -347,7 +347,7 @@ int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s, ui
   /* next[k][j] holds the first use after k only if it is not k itself
    * (a storage read twice by one node): fix up such entries. */
   for (int k = 0; k < s->n; k++) {
-    node *n = g->nodes[s->order[k]];
+    dlrt__node *n = g->nodes[s->order[k]];
     for (int j = 0; j < n->n_in + n->n_out; j++)
       if (s->next[k][j] == k) s->next[k][j] = -1;
   }
@@ -379,7 +379,7 @@ int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s, ui
                                      ? &s->blocks[s->block_of[k]] : NULL;
     if (b && k == b->begin && !chunk_pass) chunk_pass = 1;
     if (k >= 0) {
-      node *n = g->nodes[s->order[k]];
+      dlrt__node *n = g->nodes[s->order[k]];
       for (int j = 0; j < n->n_out; j++) {
         dlrt_tensor_t *t = n->out[j];
         if (t->owner != t || dlrt__persistent(t)) continue;
@@ -398,7 +398,7 @@ int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s, ui
     uint64_t total = 0;
     for (int c = 0; c < MEM_KINDS; c++) total += live[c];
     if (trace && k >= 0) {
-      node *n = g->nodes[s->order[k]];
+      dlrt__node *n = g->nodes[s->order[k]];
       fprintf(stderr, "plan %3d %-14s %-32s live %8.2f MiB%s\n", k, dlrt__op_name(n->op),
               n->n_out ? n->out[0]->name : "(update)", (double)total / 1048576.0,
               chunk_pass == 1 ? " (first chunk)" : chunk_pass == 2 ? " (later chunks)" : "");
@@ -434,7 +434,7 @@ done:
 }
 
 int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt__memory_breakdown *out) {
-  schedule train = {0}, forward = {0};
+  dlrt__schedule train = {0}, forward = {0};
   uint64_t train_peak = 0, forward_peak = 0;
   dlrt__memory_breakdown fw;
   int rc = dlrt__graph_layout(g);
@@ -444,7 +444,7 @@ int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt__memory_
   if (rc == DLRT_OK && forward_peak > train_peak) *out = fw;
   if (rc == DLRT_OK) out->peak = train_peak > forward_peak ? train_peak : forward_peak;
   if (rc == DLRT_OK) {
-    schedule both[2] = {forward, train};
+    dlrt__schedule both[2] = {forward, train};
     int worst, slices;
     out->least_spill = dlrt__spill_fit(g, both, 2, DLRT_OFFLOAD_OPTIMIZER, 0, &slices, &worst);
   }

@@ -41,11 +41,11 @@ typedef struct {
   int n_blocks;
   int *block_of;
   char *local;
-} schedule;
+} dlrt__schedule;
 
 /* Planning (exec.c, schedule.c): the two schedules and what they hold. */
 typedef struct {
-  schedule plans[2];         /* by dlrt_run_mode */
+  dlrt__schedule plans[2];         /* by dlrt_run_mode */
   uint64_t planned_peak;     /* the larger of the two */
   uint64_t train_peak, forward_peak;
   int checkpoint_every;      /* forward nodes per recomputed segment (0: none) */
@@ -69,21 +69,21 @@ int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt__memory_
  * checkpointed segments of that many forward nodes, run in chunked blocks
  * where they can be) and its peak of live bytes
  * (schedule.c). */
-int dlrt__plan(dlrt_graph_t *g, node_phase max_phase, int every, schedule *s, uint64_t *peak,
+int dlrt__plan(dlrt_graph_t *g, dlrt__node_phase max_phase, int every, dlrt__schedule *s, uint64_t *peak,
                dlrt__memory_breakdown *at_peak);
 /* The bytes a storage holds in schedule s: one chunk's images for a
  * chunked block's own (local 1), a workspace's columns for at most a
  * chunk (local 2), else all of it. */
-uint64_t dlrt__schedule_bytes(const schedule *s, const dlrt_tensor_t *t);
+uint64_t dlrt__schedule_bytes(const dlrt__schedule *s, const dlrt_tensor_t *t);
 /* Plans both of the executor's schedules again for checkpoint segments of
  * `every` (0: none) (exec.c). */
 int dlrt__exec_replan(dlrt_exec_t *e, int every);
-void dlrt__schedule_free(schedule *s);
+void dlrt__schedule_free(dlrt__schedule *s);
 /* Finds the chunked blocks of a checkpointed training schedule (segments
  * of `every` forward nodes) and fills s->blocks, block_of and local. */
-int dlrt__find_chunk_blocks(const dlrt_graph_t *g, schedule *s, int every);
+int dlrt__find_chunk_blocks(const dlrt_graph_t *g, dlrt__schedule *s, int every);
 /* Runs each block in chunks as planned again (spilling may run fewer). */
-void dlrt__reset_chunks(schedule *s);
+void dlrt__reset_chunks(dlrt__schedule *s);
 /* The checkpoint segments of the forward nodes fwd[0..n_fwd) (graph node
  * indices, in order) for segments of `every` nodes: seg[f] is node f's.
  * A segment also ends at each max-pool, which closes a convolution block

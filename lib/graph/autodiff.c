@@ -9,9 +9,9 @@
 #include "util/status.h"
 
 /* Whether `reader` is the only forward node that reads t's storage. */
-static int only_reader(const dlrt_graph_t *g, const dlrt_tensor_t *t, const node *reader) {
+static int only_reader(const dlrt_graph_t *g, const dlrt_tensor_t *t, const dlrt__node *reader) {
   for (int i = 0; i < g->n_nodes; i++) {
-    const node *n = g->nodes[i];
+    const dlrt__node *n = g->nodes[i];
     if (n == reader || n->phase != PHASE_FORWARD) continue;
     for (int j = 0; j < n->n_in; j++)
       if (n->in[j]->owner == t->owner) return 0;
@@ -22,7 +22,7 @@ static int only_reader(const dlrt_graph_t *g, const dlrt_tensor_t *t, const node
 /* A backward node whose one output (of the given shape) is a gradient
  * contribution for `of`: named after it, and of its type (mixed precision
  * keeps each gradient in its tensor's type). */
-static dlrt_tensor_t *bnode(dlrt_graph_t *g, op_kind op, int n_in, dlrt_tensor_t *const *in,
+static dlrt_tensor_t *bnode(dlrt_graph_t *g, dlrt__op_kind op, int n_in, dlrt_tensor_t *const *in,
                             int ndim, const int64_t *shape, const dlrt_tensor_t *of) {
   char name[64];
   snprintf(name, sizeof name, "d%.40s.%s%d", of->name, dlrt__op_name(op), g->n_tensors);
@@ -47,7 +47,7 @@ static dlrt_tensor_t *bmm(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b, i
 
 /* A normalisation gradient's parameters: the forward node's shape (its
  * batch_norm and eps are the forward's alone). */
-static void norm_grad_params(node *grad, const node *norm) {
+static void norm_grad_params(dlrt__node *grad, const dlrt__node *norm) {
   grad->norm.rows = norm->norm.rows;
   grad->norm.cols = norm->norm.cols;
   grad->norm.per_row = norm->norm.per_row;
@@ -77,7 +77,7 @@ static int accumulate(dlrt_graph_t *g, dlrt_tensor_t *t, dlrt_tensor_t *contribu
   return DLRT_OK;
 }
 
-static int backward_node(dlrt_graph_t *g, node *n) {
+static int backward_node(dlrt_graph_t *g, dlrt__node *n) {
   dlrt_tensor_t *y = n->out[0], *dy = y->grad;
   dlrt_tensor_t *a = n->in[0], *b = n->n_in > 1 ? n->in[1] : NULL;
   int rc = DLRT_OK;
@@ -109,7 +109,7 @@ static int backward_node(dlrt_graph_t *g, node *n) {
   case OP_BIAS_CHANNELS:
     rc = accumulate(g, a, dy);
     if (rc == DLRT_OK && b->needs_grad) {
-      op_kind op = n->op == OP_BIAS_ROWS ? OP_SUM_COLS : OP_SUM_CHANNELS;
+      dlrt__op_kind op = n->op == OP_BIAS_ROWS ? OP_SUM_COLS : OP_SUM_CHANNELS;
       dlrt_tensor_t *db = bnode(g, op, 1, &dy, b->ndim, b->shape, b);
       if (db && op == OP_SUM_COLS) db->producer->rows = n->rows;
       if (db && op == OP_SUM_CHANNELS) db->producer->channels = n->channels;
@@ -197,7 +197,7 @@ static int backward_node(dlrt_graph_t *g, node *n) {
      * the ReLU's output need not live until the backward pass. The values
      * are relu_grad(maxpool_grad(dy)) bit for bit. A kept output keeps its
      * own gradient (and the two passes). */
-    node *relu = a->producer;
+    dlrt__node *relu = a->producer;
     int fuse = relu && relu->op == OP_RELU && a->owner == a && !a->kept &&
                relu->in[0]->dtype == a->dtype && only_reader(g, a, n);
     dlrt_tensor_t *target = fuse ? relu->in[0] : a;
@@ -275,7 +275,7 @@ static int backward_node(dlrt_graph_t *g, node *n) {
       dlrt_tensor_t *db = dlrt__tensor_new(g, name, DLRT_F32, beta->ndim, beta->shape,
                                            TENSOR_INTERMEDIATE);
       if (!db) return g->status;
-      node *an = dg->producer;
+      dlrt__node *an = dg->producer;
       an->n_out = 2, an->out[1] = db, db->producer = an;
       db->needs_grad = 1;
       norm_grad_params(an, n);
@@ -386,7 +386,7 @@ int dlrt_graph_backward(dlrt_graph_t *g, dlrt_tensor_t *loss) {
   int forward_nodes = g->n_nodes;
   /* Seed: d loss / d loss = 1. The fused cross-entropy already computed the
    * gradient of its mean loss with respect to the logits. */
-  node *root = loss->producer;
+  dlrt__node *root = loss->producer;
   if (root->op == OP_XENT) {
     rc = accumulate(g, root->in[0], root->out[2]);
     if (rc) return rc;
@@ -398,7 +398,7 @@ int dlrt_graph_backward(dlrt_graph_t *g, dlrt_tensor_t *loss) {
     loss->grad = one;
   }
   for (int i = forward_nodes - 1; i >= 0; i--) {
-    node *n = g->nodes[i];
+    dlrt__node *n = g->nodes[i];
     if (n == root && root->op == OP_XENT) continue;
     if (n->n_out == 0 || !n->out[0]->grad || !n->out[0]->needs_grad) continue;
     rc = backward_node(g, n);
@@ -463,7 +463,7 @@ int dlrt_graph_optimize(dlrt_graph_t *g, const dlrt_optimizer *opt) {
   for (int i = 0; i < n_tensors; i++) {
     dlrt_tensor_t *p = g->tensors[i];
     if (p->kind != TENSOR_PARAM || !p->grad) continue;
-    node *n = dlrt__node_new(g, opt->kind == DLRT_OPT_SGD ? OP_SGD : OP_ADAM, PHASE_UPDATE);
+    dlrt__node *n = dlrt__node_new(g, opt->kind == DLRT_OPT_SGD ? OP_SGD : OP_ADAM, PHASE_UPDATE);
     if (!n) return g->status;
     if (opt->kind == DLRT_OPT_SGD) {
       dlrt_tensor_t *v = state_like(g, p, "momentum");

@@ -27,7 +27,7 @@ static const char *const op_names[OP_COUNT_] = {
     [OP_BCAST] = "broadcast_op", [OP_BCAST_GRAD_B] = "broadcast_grad", [OP_EMBED] = "embedding",
     [OP_EMBED_GRAD] = "embedding_grad", [OP_CAST] = "cast", [OP_CONTIGUOUS] = "contiguous"};
 
-const char *dlrt__op_name(op_kind op) {
+const char *dlrt__op_name(dlrt__op_kind op) {
   return op >= 0 && op < OP_COUNT_ && op_names[op] ? op_names[op] : "unknown";
 }
 
@@ -79,7 +79,7 @@ static int grow(void **array, int *cap, int need, size_t elem) {
 }
 
 dlrt_tensor_t *dlrt__tensor_new(dlrt_graph_t *g, const char *name, dlrt_dtype dtype, int ndim,
-                                const int64_t *shape, tensor_kind kind) {
+                                const int64_t *shape, dlrt__tensor_kind kind) {
   if (ndim < 0 || ndim > DLRT_MAX_DIMS)
     return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "tensor %s: %d dimensions (at most %d)",
                             name ? name : "", ndim, DLRT_MAX_DIMS);
@@ -139,12 +139,12 @@ int dlrt__view_dims(const dlrt_tensor_t *t, int64_t *n, int64_t *strides) {
   return d;
 }
 
-dlrt_tensor_t *dlrt__make_contiguous(dlrt_graph_t *g, dlrt_tensor_t *x, node_phase phase) {
+dlrt_tensor_t *dlrt__make_contiguous(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt__node_phase phase) {
   if (dlrt__contiguous(x)) return x;
   return dlrt__make_dense(g, x, phase);
 }
 
-dlrt_tensor_t *dlrt__make_dense(dlrt_graph_t *g, dlrt_tensor_t *x, node_phase phase) {
+dlrt_tensor_t *dlrt__make_dense(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt__node_phase phase) {
   if (dlrt__contiguous(x) && x->offset == 0) return x;
   char name[64];
   snprintf(name, sizeof name, "%.50s.dense", x->name);
@@ -153,10 +153,10 @@ dlrt_tensor_t *dlrt__make_dense(dlrt_graph_t *g, dlrt_tensor_t *x, node_phase ph
   return y;
 }
 
-node *dlrt__node_new(dlrt_graph_t *g, op_kind op, node_phase phase) {
+dlrt__node *dlrt__node_new(dlrt_graph_t *g, dlrt__op_kind op, dlrt__node_phase phase) {
   if (grow((void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes) < 0)
     return dlrt__graph_fail(g, DLRT_ERR_OOM, "out of host memory");
-  node *n = calloc(1, sizeof *n);
+  dlrt__node *n = calloc(1, sizeof *n);
   if (!n) return dlrt__graph_fail(g, DLRT_ERR_OOM, "out of host memory");
   n->op = op;
   n->phase = phase;
@@ -164,12 +164,12 @@ node *dlrt__node_new(dlrt_graph_t *g, op_kind op, node_phase phase) {
   return n;
 }
 
-void dlrt__node_inputs(node *n, int count, dlrt_tensor_t *const *in) {
+void dlrt__node_inputs(dlrt__node *n, int count, dlrt_tensor_t *const *in) {
   n->n_in = count;
   for (int i = 0; i < count; i++) n->in[i] = in[i];
 }
 
-dlrt_tensor_t *dlrt__node1(dlrt_graph_t *g, op_kind op, node_phase phase, int n_in,
+dlrt_tensor_t *dlrt__node1(dlrt_graph_t *g, dlrt__op_kind op, dlrt__node_phase phase, int n_in,
                            dlrt_tensor_t *const *in, int ndim, const int64_t *shape,
                            const char *name) {
   char auto_name[64];
@@ -179,7 +179,7 @@ dlrt_tensor_t *dlrt__node1(dlrt_graph_t *g, op_kind op, node_phase phase, int n_
   }
   dlrt_tensor_t *t = dlrt__tensor_new(g, name, DLRT_F32, ndim, shape, TENSOR_INTERMEDIATE);
   if (!t) return NULL;
-  node *n = dlrt__node_new(g, op, phase);
+  dlrt__node *n = dlrt__node_new(g, op, phase);
   if (!n) return NULL;
   dlrt__node_inputs(n, n_in, in);
   n->n_out = 1;
@@ -206,7 +206,7 @@ int64_t dlrt__conv_weight_piece(int64_t o, int64_t ckk, int64_t ohw, int64_t chu
   return piece;
 }
 
-dlrt_tensor_t *dlrt__add_workspace(dlrt_graph_t *g, node *n, int ndim, const int64_t *shape,
+dlrt_tensor_t *dlrt__add_workspace(dlrt_graph_t *g, dlrt__node *n, int ndim, const int64_t *shape,
                                    dlrt_dtype dtype) {
   char name[64];
   snprintf(name, sizeof name, "%.50s.workspace", n->out[0]->name);
@@ -356,7 +356,7 @@ dlrt_tensor_t *dlrt_linear(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
   return yb;
 }
 
-static dlrt_tensor_t *unary(dlrt_graph_t *g, op_kind op, dlrt_tensor_t *x) {
+static dlrt_tensor_t *unary(dlrt_graph_t *g, dlrt__op_kind op, dlrt_tensor_t *x) {
   if (!dlrt__graph_begin(g, dlrt__op_name(op), 1, &x) || !dlrt__is_f32(g, dlrt__op_name(op), x)) return NULL;
   dlrt_tensor_t *y = dlrt__node1(g, op, PHASE_FORWARD, 1, &x, x->ndim, x->shape, NULL);
   if (y) y->cnhw = x->cnhw;
@@ -389,7 +389,7 @@ dlrt_tensor_t *dlrt__to_nchw(dlrt_graph_t *g, dlrt_tensor_t *x) {
   return y;
 }
 
-static dlrt_tensor_t *binary(dlrt_graph_t *g, op_kind op, dlrt_tensor_t *a, dlrt_tensor_t *b) {
+static dlrt_tensor_t *binary(dlrt_graph_t *g, dlrt__op_kind op, dlrt_tensor_t *a, dlrt_tensor_t *b) {
   dlrt_tensor_t *in[2] = {a, b};
   const char *name = dlrt__op_name(op);
   if (!dlrt__graph_begin(g, name, 2, in) || !dlrt__is_f32(g, name, a) || !dlrt__is_f32(g, name, b)) return NULL;
@@ -548,7 +548,7 @@ dlrt_tensor_t *dlrt_conv2d(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
   return yb;
 }
 
-static dlrt_tensor_t *pool2d(dlrt_graph_t *g, op_kind op, dlrt_tensor_t *x, int k, int stride) {
+static dlrt_tensor_t *pool2d(dlrt_graph_t *g, dlrt__op_kind op, dlrt_tensor_t *x, int k, int stride) {
   const char *name = op == OP_MAXPOOL ? "max_pool2d" : "avg_pool2d";
   if (!dlrt__graph_begin(g, name, 1, &x) || !dlrt__is_f32(g, name, x)) return NULL;
   if (x->ndim != 4) return dlrt__shape_error(g, name, "x must be N x C x H x W", x, NULL);
@@ -575,7 +575,7 @@ static dlrt_tensor_t *pool2d(dlrt_graph_t *g, op_kind op, dlrt_tensor_t *x, int 
    * hold until the backward pass than a flat int32 index). */
   dlrt_tensor_t *argmax = dlrt__tensor_new(g, argmax_name, DLRT_U8, 4, shape, TENSOR_INTERMEDIATE);
   if (!argmax) return NULL;
-  node *n = y->producer;
+  dlrt__node *n = y->producer;
   n->n_out = 2;
   n->out[1] = argmax;
   argmax->producer = n;
@@ -605,7 +605,7 @@ dlrt_tensor_t *dlrt_cross_entropy(dlrt_graph_t *g, dlrt_tensor_t *logits, dlrt_t
   int64_t one = 1;
   dlrt_tensor_t *loss = dlrt__node1(g, OP_XENT, PHASE_FORWARD, 2, in, 1, &one, "loss");
   if (!loss) return NULL;
-  node *n = loss->producer;
+  dlrt__node *n = loss->producer;
   dlrt_tensor_t *rows = dlrt__tensor_new(g, "loss.rows", DLRT_F32, 1, logits->shape,
                                          TENSOR_INTERMEDIATE);
   dlrt_tensor_t *dz = dlrt__tensor_new(g, "loss.dlogits", DLRT_F32, 2, logits->shape,

@@ -13,13 +13,13 @@ typedef enum {
   TENSOR_INPUT,        /* written by the caller */
   TENSOR_PARAM,        /* trained; lives as long as the executor */
   TENSOR_STATE,        /* optimizer state (momentum, moments) */
-} tensor_kind;
+} dlrt__tensor_kind;
 
 typedef enum {
   PHASE_FORWARD,
   PHASE_BACKWARD,
   PHASE_UPDATE,
-} node_phase;
+} dlrt__node_phase;
 
 /* Each op's parameters are the node's member named in brackets
  * (lib/graph/op_params.h says what each field means). */
@@ -87,12 +87,12 @@ typedef enum {
   OP_SGD,         /* in0 param (updated), in1 velocity, in2 grad */
   OP_ADAM,        /* in0 param, in1 m, in2 v, in3 grad */
   OP_COUNT_
-} op_kind;
+} dlrt__op_kind;
 
 #define NODE_MAX_IN 6
 #define NODE_MAX_OUT 3
 
-typedef struct node node;
+typedef struct dlrt__node dlrt__node;
 
 struct dlrt_tensor {
   int id; /* index in the graph's tensor array */
@@ -101,10 +101,10 @@ struct dlrt_tensor {
   int ndim;
   int64_t shape[DLRT_MAX_DIMS];
   int64_t numel;
-  tensor_kind kind;
+  dlrt__tensor_kind kind;
   dlrt_init_kind init;
   int64_t fan_in, fan_out;
-  node *producer;       /* NULL for inputs, params and state */
+  dlrt__node *producer;       /* NULL for inputs, params and state */
   dlrt_tensor_t *owner; /* the tensor whose storage this one uses (itself but for views) */
   /* Where the elements are in the owner's storage: element [i0, i1, ...]
    * is at offset + sum(i_k * strides[k]), in elements. Row-major contiguous
@@ -120,9 +120,9 @@ struct dlrt_tensor {
                            its shape stays N x C x H x W */
 };
 
-struct node {
-  op_kind op;
-  node_phase phase;
+struct dlrt__node {
+  dlrt__op_kind op;
+  dlrt__node_phase phase;
   int n_in, n_out;
   dlrt_tensor_t *in[NODE_MAX_IN];
   dlrt_tensor_t *out[NODE_MAX_OUT];
@@ -159,7 +159,7 @@ struct node {
 struct dlrt_graph {
   dlrt_tensor_t **tensors;
   int n_tensors, cap_tensors;
-  node **nodes;
+  dlrt__node **nodes;
   int n_nodes, cap_nodes;
   int status;         /* first error */
   char error[512];    /* its message */
@@ -179,9 +179,9 @@ int dlrt__contiguous(const dlrt_tensor_t *t);
 /* Sets t's strides to row-major contiguous for its shape. */
 void dlrt__set_contiguous(dlrt_tensor_t *t);
 /* x with its elements dense (x itself, or a copy node made now). */
-dlrt_tensor_t *dlrt__make_contiguous(dlrt_graph_t *g, dlrt_tensor_t *x, node_phase phase);
+dlrt_tensor_t *dlrt__make_contiguous(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt__node_phase phase);
 /* The same, and at the start of its storage (offset 0). */
-dlrt_tensor_t *dlrt__make_dense(dlrt_graph_t *g, dlrt_tensor_t *x, node_phase phase);
+dlrt_tensor_t *dlrt__make_dense(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt__node_phase phase);
 /* A view's dimensions merged: unit ones dropped, neighbours that walk
  * memory as one joined. Fills n[] and strides[] (ndim entries at most) and
  * returns how many remain; the gather kernel that makes views dense takes
@@ -191,7 +191,7 @@ int dlrt__view_dims(const dlrt_tensor_t *t, int64_t *n, int64_t *strides);
 /* The view of x's elements [start, start + length) along `axis` (an
  * OP_SLICE node); name NULL: an automatic one. */
 dlrt_tensor_t *dlrt__slice_view(dlrt_graph_t *g, dlrt_tensor_t *x, int axis, int64_t start,
-                               int64_t length, node_phase phase, const char *name);
+                               int64_t length, dlrt__node_phase phase, const char *name);
 /* Makes every input that kernels cannot read in place (strided views) a
  * dense copy first, and lets matmuls read 2-D transposed views through
  * their transpose flags; before the graph is planned (layout.c). */
@@ -202,17 +202,17 @@ void *dlrt__graph_fail(dlrt_graph_t *g, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* A new tensor of the given shape (name may be NULL: derived from the op). */
 dlrt_tensor_t *dlrt__tensor_new(dlrt_graph_t *g, const char *name, dlrt_dtype dtype, int ndim,
-                                const int64_t *shape, tensor_kind kind);
+                                const int64_t *shape, dlrt__tensor_kind kind);
 /* A new node; its outputs are set by the caller. */
-node *dlrt__node_new(dlrt_graph_t *g, op_kind op, node_phase phase);
+dlrt__node *dlrt__node_new(dlrt_graph_t *g, dlrt__op_kind op, dlrt__node_phase phase);
 /* Sets the node's inputs (NULL-terminated argument list is not used:
  * count given). */
-void dlrt__node_inputs(node *n, int count, dlrt_tensor_t *const *in);
+void dlrt__node_inputs(dlrt__node *n, int count, dlrt_tensor_t *const *in);
 /* A node with one new output tensor of the given shape. */
-dlrt_tensor_t *dlrt__node1(dlrt_graph_t *g, op_kind op, node_phase phase, int n_in,
+dlrt_tensor_t *dlrt__node1(dlrt_graph_t *g, dlrt__op_kind op, dlrt__node_phase phase, int n_in,
                            dlrt_tensor_t *const *in, int ndim, const int64_t *shape,
                            const char *name);
-const char *dlrt__op_name(op_kind op);
+const char *dlrt__op_name(dlrt__op_kind op);
 /* Rewrites the forward pass for g->precision: matmuls and convolutions
  * take their operands in the compute type (parameters are cast each step),
  * ops with kernels in every type follow their inputs, the rest (losses,
@@ -238,7 +238,7 @@ int64_t dlrt__conv_chunk(int64_t ckk, int64_t ohw, int64_t n);
 int64_t dlrt__conv_weight_piece(int64_t o, int64_t ckk, int64_t ohw, int64_t chunk);
 /* Appends a scratch output to node n (an intermediate that lives during the
  * node only, so the plan counts it). */
-dlrt_tensor_t *dlrt__add_workspace(dlrt_graph_t *g, node *n, int ndim, const int64_t *shape,
+dlrt_tensor_t *dlrt__add_workspace(dlrt_graph_t *g, dlrt__node *n, int ndim, const int64_t *shape,
                                    dlrt_dtype dtype);
 
 /* Shared by the builders (graph.c, norm.c, shape.c). */

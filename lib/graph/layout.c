@@ -35,7 +35,7 @@ static int transposed_batch(const dlrt_tensor_t *t) {
 /* Whether input j of a matmul reads x in place with its transpose flag
  * flipped: a 2-D transposed view, or a batch of them at the batch stride
  * the node expects. */
-static int matmul_reads_transposed(const node *nd, int j, const dlrt_tensor_t *x) {
+static int matmul_reads_transposed(const dlrt__node *nd, int j, const dlrt_tensor_t *x) {
   if (nd->op != OP_BMM || j >= 2) return 0;
   if (nd->bmm.batch <= 1 && transposed_2d(x)) return 1;
   int64_t stride = j == 0 ? nd->bmm.stride_a : nd->bmm.stride_b;
@@ -52,14 +52,14 @@ static int gatherable(const dlrt_tensor_t *t) {
 
 /* Nodes that read their input's layout themselves: views of it, and the
  * dense copies this pass makes. */
-static int reads_layout(const node *n) {
+static int reads_layout(const dlrt__node *n) {
   return n->op == OP_VIEW || n->op == OP_CONTIGUOUS || n->op == OP_SLICE;
 }
 
 /* Appends nd to the new order out[0..n), growing it. */
-static int push(node ***out, int *n, int *cap, node *nd) {
+static int push(dlrt__node ***out, int *n, int *cap, dlrt__node *nd) {
   if (*n >= *cap) {
-    node **grown = realloc(*out, (size_t)(*cap *= 2) * sizeof **out);
+    dlrt__node **grown = realloc(*out, (size_t)(*cap *= 2) * sizeof **out);
     if (!grown) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
     *out = grown;
   }
@@ -74,13 +74,13 @@ int dlrt__graph_layout(dlrt_graph_t *g) {
   int rc = dlrt__graph_apply_precision(g);
   if (rc < 0) return rc;
   int n_old = g->n_nodes, n_known = g->n_tensors, n = 0, cap = n_old + 16;
-  node **out = malloc((size_t)cap * sizeof *out);
+  dlrt__node **out = malloc((size_t)cap * sizeof *out);
   /* The dense copy of a tensor, per phase (a forward copy would otherwise
    * live until the backward pass). */
   dlrt_tensor_t **dense = calloc((size_t)n_known * 3 + 1, sizeof *dense);
   if (!out || !dense) rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   for (int i = 0; i < n_old && rc == DLRT_OK; i++) {
-    node *nd = g->nodes[i];
+    dlrt__node *nd = g->nodes[i];
     for (int j = 0; j < nd->n_in && rc == DLRT_OK && !reads_layout(nd); j++) {
       dlrt_tensor_t *x = nd->in[j];
       if (dlrt__contiguous(x)) continue;

@@ -16,7 +16,7 @@ static dlrt_tensor_t *norm_node(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t
   dlrt_tensor_t *y = dlrt__node1(g, OP_NORM, PHASE_FORWARD, rm ? 5 : 3, in, x->ndim, x->shape, NULL);
   if (!y) return NULL;
   y->cnhw = x->cnhw;
-  node *n = y->producer;
+  dlrt__node *n = y->producer;
   char name[64];
   snprintf(name, sizeof name, "%.50s.mean", y->name);
   dlrt_tensor_t *mean = dlrt__tensor_new(g, name, DLRT_F32, 1, &rows, TENSOR_INTERMEDIATE);
@@ -77,7 +77,7 @@ dlrt_tensor_t *dlrt_batch_norm(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t 
   }
   if (!rows_x || !(y = norm_node(g, rows_x, gamma, beta, rm, rv, c, m, 1, eps))) return NULL;
   dlrt_tensor_t *stats[4] = {y->producer->out[1], y->producer->out[2], rm, rv};
-  node *run = dlrt__node_new(g, OP_BN_RUNNING, PHASE_FORWARD);
+  dlrt__node *run = dlrt__node_new(g, OP_BN_RUNNING, PHASE_FORWARD);
   if (!run) return NULL;
   dlrt__node_inputs(run, 4, stats);
   run->bn_running.channels = c, run->bn_running.count = m;

@@ -28,7 +28,7 @@
 
 typedef enum { RUN_F32, RUN_LOW, RUN_FOLLOW } op_precision;
 
-static op_precision precision_of(op_kind op) {
+static op_precision precision_of(dlrt__op_kind op) {
   switch (op) {
   case OP_BMM:
   case OP_CONV:
@@ -78,7 +78,7 @@ dlrt_dtype dlrt_graph_precision(const dlrt_graph_t *g) { return g ? g->precision
 
 typedef struct {
   dlrt_graph_t *g;
-  node **nodes; /* the rewritten order */
+  dlrt__node **nodes; /* the rewritten order */
   int n, cap;
   /* Casts made so far, by original tensor id: its copy in the compute type
    * and in fp32. */
@@ -87,10 +87,10 @@ typedef struct {
   int n_known;
 } rewrite;
 
-static int push(rewrite *r, node *n) {
+static int push(rewrite *r, dlrt__node *n) {
   if (r->n == r->cap) {
     int cap = r->cap ? 2 * r->cap : 64;
-    node **p = realloc(r->nodes, (size_t)cap * sizeof *p);
+    dlrt__node **p = realloc(r->nodes, (size_t)cap * sizeof *p);
     if (!p) return dlrt__graph_fail(r->g, DLRT_ERR_OOM, "out of host memory"), -1;
     r->nodes = p;
     r->cap = cap;
@@ -100,12 +100,12 @@ static int push(rewrite *r, node *n) {
 }
 
 /* A forward cast node x -> a new tensor of `dtype` (not yet in the order). */
-static node *cast_node(rewrite *r, dlrt_tensor_t *x, dlrt_dtype dtype, dlrt_tensor_t **out) {
+static dlrt__node *cast_node(rewrite *r, dlrt_tensor_t *x, dlrt_dtype dtype, dlrt_tensor_t **out) {
   dlrt_graph_t *g = r->g;
   char name[64];
   snprintf(name, sizeof name, "%.50s.%s", x->name, dlrt_dtype_name(dtype));
   dlrt_tensor_t *y = dlrt__tensor_new(g, name, dtype, x->ndim, x->shape, TENSOR_INTERMEDIATE);
-  node *n = calloc(1, sizeof *n);
+  dlrt__node *n = calloc(1, sizeof *n);
   if (!y || !n) {
     free(n);
     return dlrt__graph_fail(g, DLRT_ERR_OOM, "out of host memory");
@@ -129,7 +129,7 @@ static dlrt_tensor_t *as_type(rewrite *r, dlrt_tensor_t *x, dlrt_dtype dtype) {
   if (x->id < r->n_known) cache = dtype == DLRT_F32 ? &r->wide[x->id] : &r->low[x->id];
   if (cache && *cache) return *cache;
   dlrt_tensor_t *y = NULL;
-  node *n = cast_node(r, x, dtype, &y);
+  dlrt__node *n = cast_node(r, x, dtype, &y);
   if (!n) return NULL;
   if (push(r, n) < 0) {
     free(n);
@@ -141,7 +141,7 @@ static dlrt_tensor_t *as_type(rewrite *r, dlrt_tensor_t *x, dlrt_dtype dtype) {
 
 /* After node n ran in `dtype`: its floating outputs take that type. A kept
  * output stays an fp32 handle, fed by a cast from a new 16-bit output. */
-static int retype_outputs(rewrite *r, node *n, dlrt_dtype dtype) {
+static int retype_outputs(rewrite *r, dlrt__node *n, dlrt_dtype dtype) {
   for (int j = 0; j < n->n_out; j++) {
     dlrt_tensor_t *t = n->out[j];
     if (!is_float(t->dtype) || t->dtype == dtype) continue;
@@ -156,7 +156,7 @@ static int retype_outputs(rewrite *r, node *n, dlrt_dtype dtype) {
     if (!low) return -1;
     low->producer = n, low->cnhw = t->cnhw, low->needs_grad = t->needs_grad;
     n->out[j] = low;
-    node *c = calloc(1, sizeof *c);
+    dlrt__node *c = calloc(1, sizeof *c);
     if (!c) return dlrt__graph_fail(r->g, DLRT_ERR_OOM, "out of host memory"), -1;
     c->op = OP_CAST, c->phase = PHASE_FORWARD;
     c->n_in = 1, c->in[0] = low;
@@ -184,7 +184,7 @@ int dlrt__graph_apply_precision(dlrt_graph_t *g) {
   r.twin = calloc((size_t)g->n_tensors + 1, 1);
   int rc = r.low && r.wide && r.twin ? 0 : (dlrt__graph_fail(g, DLRT_ERR_OOM, "out of host memory"), -1);
   for (int i = 0; i < g->n_nodes && rc == 0; i++) {
-    node *n = g->nodes[i];
+    dlrt__node *n = g->nodes[i];
     op_precision kind = precision_of(n->op);
     dlrt_dtype want = DLRT_F32;
     if (kind == RUN_LOW) {

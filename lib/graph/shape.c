@@ -52,7 +52,7 @@ dlrt_tensor_t *dlrt_concat(dlrt_graph_t *g, int n, dlrt_tensor_t *const *xs, int
 }
 
 dlrt_tensor_t *dlrt__slice_view(dlrt_graph_t *g, dlrt_tensor_t *x, int axis, int64_t start,
-                               int64_t length, node_phase phase, const char *name) {
+                               int64_t length, dlrt__node_phase phase, const char *name) {
   int64_t shape[DLRT_MAX_DIMS];
   memcpy(shape, x->shape, sizeof shape);
   shape[axis] = length;

@@ -65,7 +65,7 @@ void dlrt__mpool_destroy(dlrt__mpool *p) {
 }
 
 void dlrt__mpool_declare(dlrt__mpool *p, int id, size_t bytes) {
-  mstore *m = &p->s[id];
+  dlrt__mstore *m = &p->s[id];
   m->declared = 1;
   m->size = bytes ? bytes : 4;
   m->bytes = granules(m->size);
@@ -79,7 +79,7 @@ uint64_t dlrt__mpool_resident(const dlrt__mpool *p) { return p->resident; }
 /* Writes a dirty storage back (to its host copy, or to disk past the host
  * budget) on the compute stream, after the kernels that wrote it. */
 static int write_back(dlrt__mpool *p, int id) {
-  mstore *m = &p->s[id];
+  dlrt__mstore *m = &p->s[id];
   if (!m->host && (!p->host_budget || p->host_used + m->bytes <= p->host_budget)) {
     int rc = dlrt_host_alloc(p->dev, m->bytes, &m->host);
     if (rc < 0) {
@@ -109,7 +109,7 @@ static int write_back(dlrt__mpool *p, int id) {
 
 /* Moves an unlocked resident storage off the device. */
 static int evict(dlrt__mpool *p, int id) {
-  mstore *m = &p->s[id];
+  dlrt__mstore *m = &p->s[id];
   int rc;
   if (m->dirty || (!m->on_host && !m->on_disk)) {
     if ((rc = write_back(p, id)) < 0) return rc;
@@ -131,7 +131,7 @@ static int evict(dlrt__mpool *p, int id) {
 static int victim(const dlrt__mpool *p, int64_t before) {
   int best = -1;
   for (int i = 0; i < p->n; i++) {
-    const mstore *m = &p->s[i];
+    const dlrt__mstore *m = &p->s[i];
     if (!m->declared || !p->bufs[i] || m->locked || m->handed_over) continue;
     if (before >= 0 && m->next_use <= before) continue;
     if (best < 0 || m->next_use > p->s[best].next_use ||
@@ -149,7 +149,7 @@ static int make_room(dlrt__mpool *p, size_t bytes, int64_t before, int *fits) {
   if (before >= 0 && p->resident + bytes > p->budget) {
     uint64_t can_free = 0;
     for (int i = 0; i < p->n; i++) {
-      const mstore *m = &p->s[i];
+      const dlrt__mstore *m = &p->s[i];
       if (m->declared && p->bufs[i] && !m->locked && !m->handed_over && m->next_use > before)
         can_free += m->bytes;
     }
@@ -201,7 +201,7 @@ static int recount(const dlrt__mpool *p) {
 }
 
 static int place(dlrt__mpool *p, int id, dlrt_stream_t *stream) {
-  mstore *m = &p->s[id];
+  dlrt__mstore *m = &p->s[id];
   int fits, rc = make_room(p, m->bytes, -1, &fits);
   if (rc < 0) return rc;
   if (!fits) return no_room(p, id);
@@ -214,7 +214,7 @@ static int place(dlrt__mpool *p, int id, dlrt_stream_t *stream) {
 }
 
 int dlrt__mpool_acquire(dlrt__mpool *p, int id, int write) {
-  mstore *m = &p->s[id];
+  dlrt__mstore *m = &p->s[id];
   int rc = DLRT_OK;
   m->last_use = ++p->clock;
   if (p->bufs[id]) {
@@ -253,12 +253,12 @@ int dlrt__mpool_acquire(dlrt__mpool *p, int id, int write) {
 }
 
 void dlrt__mpool_release(dlrt__mpool *p, int id) {
-  mstore *m = &p->s[id];
+  dlrt__mstore *m = &p->s[id];
   if (m->locked > 0 && --m->locked == 0) p->locked_bytes -= m->bytes;
 }
 
 int dlrt__mpool_take_over(dlrt__mpool *p, int id, int from) {
-  mstore *m = &p->s[id], *f = &p->s[from];
+  dlrt__mstore *m = &p->s[id], *f = &p->s[from];
   /* bufs[from] keeps pointing at the buffer while the node reads it as its
    * input; dlrt__mpool_handed_over clears it after the node. */
   p->bufs[id] = p->bufs[from];
@@ -283,7 +283,7 @@ void dlrt__mpool_handed_over(dlrt__mpool *p, int from) {
 }
 
 void dlrt__mpool_discard(dlrt__mpool *p, int id) {
-  mstore *m = &p->s[id];
+  dlrt__mstore *m = &p->s[id];
   if (p->bufs[id]) {
     dlrt_buffer_free(p->bufs[id]);
     p->bufs[id] = NULL;
@@ -298,7 +298,7 @@ void dlrt__mpool_discard(dlrt__mpool *p, int id) {
 }
 
 int dlrt__mpool_adopt_buffer(dlrt__mpool *p, int id) {
-  mstore *m = &p->s[id];
+  dlrt__mstore *m = &p->s[id];
   m->dirty = 1;
   p->resident += m->bytes;
   if (p->resident > p->st.peak_resident) p->st.peak_resident = p->resident;
@@ -306,7 +306,7 @@ int dlrt__mpool_adopt_buffer(dlrt__mpool *p, int id) {
 }
 
 int dlrt__mpool_prefetch(dlrt__mpool *p, int id) {
-  mstore *m = &p->s[id];
+  dlrt__mstore *m = &p->s[id];
   if (!m->declared || p->bufs[id] || !m->on_host || m->window) return DLRT_OK; /* disk: on use */
   int fits, rc = make_room(p, m->bytes, m->next_use, &fits);
   if (rc < 0 || !fits) return rc;
@@ -331,7 +331,7 @@ int dlrt__mpool_prefetch(dlrt__mpool *p, int id) {
 }
 
 int dlrt__mpool_offload(dlrt__mpool *p, int id) {
-  mstore *m = &p->s[id];
+  dlrt__mstore *m = &p->s[id];
   if (!m->declared || !p->bufs[id] || m->locked) return DLRT_OK;
   int rc = evict(p, id);
   if (rc == DLRT_OK) p->st.offloads++;
@@ -339,7 +339,7 @@ int dlrt__mpool_offload(dlrt__mpool *p, int id) {
 }
 
 int dlrt__mpool_host_view(dlrt__mpool *p, int id, int write, void **host) {
-  mstore *m = &p->s[id];
+  dlrt__mstore *m = &p->s[id];
   int rc = DLRT_OK;
   /* A prefetch may still be reading the host copy the caller will touch. */
   if (m->in_flight && (rc = dlrt_event_synchronize(m->fetched)) < 0) return rc;
@@ -386,7 +386,7 @@ int dlrt__mpool_host_view(dlrt__mpool *p, int id, int write, void **host) {
 
 int dlrt__mpool_slices_begin(dlrt__mpool *p, int id, int write, size_t window,
                              dlrt_buffer_t **buf) {
-  mstore *m = &p->s[id];
+  dlrt__mstore *m = &p->s[id];
   if (m->locked || m->window || m->handed_over)
     return dlrt__set_error(DLRT_ERR_STATE, "spill pool: storage %d is in use, it cannot be "
                            "used in slices", id);
@@ -428,7 +428,7 @@ int dlrt__mpool_slices_begin(dlrt__mpool *p, int id, int write, size_t window,
 
 int dlrt__mpool_slice(dlrt__mpool *p, int id, int out, size_t at, size_t pitch, size_t width,
                       size_t rows) {
-  mstore *m = &p->s[id];
+  dlrt__mstore *m = &p->s[id];
   char *host = (char *)m->host + at;
   double t0 = dlrt__mpool_trace_begin(p->compute);
   int rc = dlrt__mpool_timed_begin(p);
@@ -444,7 +444,7 @@ int dlrt__mpool_slice(dlrt__mpool *p, int id, int out, size_t at, size_t pitch, 
 }
 
 int dlrt__mpool_slices_end(dlrt__mpool *p, int id, int written) {
-  mstore *m = &p->s[id];
+  dlrt__mstore *m = &p->s[id];
   if (!m->window) return DLRT_OK;
   dlrt_buffer_free(m->window); /* stream-ordered: after the copies queued */
   m->window = NULL;
@@ -471,7 +471,7 @@ void dlrt__mpool_reset_stats(dlrt__mpool *p) {
 }
 
 int dlrt__mpool_host_view_end(dlrt__mpool *p, int id, int write) {
-  mstore *m = &p->s[id];
+  dlrt__mstore *m = &p->s[id];
   if (!m->temp_host) return DLRT_OK;
   int rc = write ? dlrt__mpool_disk_write(p, id, m->host) : DLRT_OK;
   dlrt_host_free(m->host);

@@ -145,7 +145,7 @@ static int staging_for(dlrt__mpool *p, size_t bytes) {
 
 /* Host memory at src becomes the storage's disk copy. */
 int dlrt__mpool_disk_write(dlrt__mpool *p, int id, const void *src) {
-  mstore *m = &p->s[id];
+  dlrt__mstore *m = &p->s[id];
   int rc = disk_open(p);
   if (rc < 0) return rc;
   if (m->disk_offset < 0) {
@@ -172,7 +172,7 @@ int dlrt__mpool_disk_write(dlrt__mpool *p, int id, const void *src) {
 
 /* Device -> disk through the staging buffer (waits for the copy). */
 int dlrt__mpool_write_to_disk(dlrt__mpool *p, int id) {
-  mstore *m = &p->s[id];
+  dlrt__mstore *m = &p->s[id];
   int rc = staging_for(p, m->bytes);
   if (rc == DLRT_OK) rc = dlrt__mpool_timed_begin(p);
   if (rc == DLRT_OK) rc = dlrt_copy_d2h(p->staging, p->bufs[id], 0, m->size, p->compute);
@@ -183,7 +183,7 @@ int dlrt__mpool_write_to_disk(dlrt__mpool *p, int id) {
 
 /* The storage's disk copy into host memory at dst. */
 int dlrt__mpool_disk_read(dlrt__mpool *p, int id, void *dst) {
-  mstore *m = &p->s[id];
+  dlrt__mstore *m = &p->s[id];
   double t0 = dlrt__trace_now_us();
   char *at_dst = dst;
   size_t left = m->size;
@@ -203,7 +203,7 @@ int dlrt__mpool_disk_read(dlrt__mpool *p, int id, void *dst) {
 
 /* Disk -> device through the staging buffer (waits for the copy). */
 int dlrt__mpool_read_from_disk(dlrt__mpool *p, int id) {
-  mstore *m = &p->s[id];
+  dlrt__mstore *m = &p->s[id];
   int rc = staging_for(p, m->bytes);
   if (rc < 0) return rc;
   /* The staging buffer may still feed an earlier copy. */

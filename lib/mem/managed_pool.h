@@ -28,14 +28,14 @@ typedef struct {
   dlrt_buffer_t *window; /* used in slices (dlrt__mpool_slices_begin), else NULL */
   size_t window_bytes;   /* its granules, counted resident and locked */
   dlrt_event_t *fetched;
-} mstore;
+} dlrt__mstore;
 
 struct dlrt__mpool {
   dlrt_device_t *dev;
   dlrt_stream_t *compute, *copy;
   dlrt_buffer_t **bufs;
   int n;
-  mstore *s;
+  dlrt__mstore *s;
   uint64_t budget, host_budget;
   uint64_t resident, host_used, locked_bytes;
   int64_t clock;         /* acquisitions so far: the LRU clock */

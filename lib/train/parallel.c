@@ -21,7 +21,7 @@ static void drop_train_loader(dlrt_trainer_t *t) {
   t->train_data = NULL;
 }
 
-void dlrt__replica_free(replica *r) {
+void dlrt__replica_free(dlrt__replica *r) {
   dlrt_exec_destroy(r->e);
   dlrt_graph_destroy(r->g);
   free(r->host_logits);
@@ -42,7 +42,7 @@ static int copy_state(dlrt_exec_t *from, dlrt_exec_t *to) {
 
 /* (Re)builds replica r for `batch` rows on its device, with `state` (from
  * dlrt_exec_export). */
-static int replica_build(dlrt_trainer_t *t, replica *r, int64_t batch,
+static int replica_build(dlrt_trainer_t *t, dlrt__replica *r, int64_t batch,
                          const dlrt_host_tensor *state, int n_state) {
   dlrt_device_t *dev = r->dev;
   dlrt__replica_free(r);
@@ -207,7 +207,7 @@ int dlrt__dp_step(dlrt_trainer_t *t, const float *images, const int32_t *labels,
   int rc = DLRT_OK;
   double t0 = 0;
   for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++) {
-    replica *r = &t->reps[i];
+    dlrt__replica *r = &t->reps[i];
     if (probing) t0 = dlrt__now_s();
     if ((rc = dlrt_exec_set_lr(r->e, lr)) < 0 ||
         (rc = dlrt__exec_write_f32(r->e, r->images, images + r->offset * pixels,
@@ -249,7 +249,7 @@ int dlrt__dp_step(dlrt_trainer_t *t, const float *images, const int32_t *labels,
     dlrt__exec_bucket_range(first, b, &from, &count);
     int64_t to = from + count;
     for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++) {
-      replica *r = &t->reps[i];
+      dlrt__replica *r = &t->reps[i];
       if ((rc = dlrt__exec_bucket_wait(r->e, b)) < 0) break;
       const float *g = dlrt__exec_buckets_host(r->e), w = (float)r->batch / (float)t->batch;
       for (int64_t k = from; k < to; k++) t->grad_sum[k] = i ? t->grad_sum[k] + w * g[k] : w * g[k];
@@ -257,7 +257,7 @@ int dlrt__dp_step(dlrt_trainer_t *t, const float *images, const int32_t *labels,
   }
   *loss = 0;
   for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++) {
-    replica *r = &t->reps[i];
+    dlrt__replica *r = &t->reps[i];
     float l = 0;
     if ((rc = dlrt_exec_read(r->e, r->loss, &l, sizeof l)) < 0 ||
         (rc = dlrt_exec_read(r->e, r->logits, r->host_logits,

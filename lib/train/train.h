@@ -27,7 +27,7 @@ struct dlrt_trainer {
   /* Data parallelism (dlrt_trainer_set_devices): a replica per device, each
    * with its own graph for its share of the batch; the main executor above
    * holds the parameters for evaluation and checkpoints. */
-  struct replica *reps;
+  struct dlrt__replica *reps;
   int n_reps;
   int probe_steps;     /* steps left to time the replicas before rebalancing */
   int device_reduce;   /* replicas combine gradients device to device (NCCL) */
@@ -57,7 +57,7 @@ struct stage {
   int first, last;                                      /* its layers */
 };
 
-struct replica {
+struct dlrt__replica {
   dlrt_device_t *dev;
   dlrt_graph_t *g;
   dlrt_exec_t *e;
@@ -66,7 +66,7 @@ struct replica {
   double seconds;        /* timed while probing */
   float *host_logits;
 };
-typedef struct replica replica;
+typedef struct dlrt__replica dlrt__replica;
 
 /* model.c: a model's layers for pipeline stages. The count includes the
  * final "linear classes" a model gets when it does not end in one. */
@@ -80,7 +80,7 @@ int dlrt__model_stage(dlrt_graph_t *g, const char *spec, const int64_t input_sha
                       dlrt_tensor_t **y);
 
 /* parallel.c */
-void dlrt__replica_free(replica *r);
+void dlrt__replica_free(dlrt__replica *r);
 /* One data-parallel step over the replicas on a batch's pinned rows; *loss
  * and *correct for the whole batch. */
 int dlrt__dp_step(dlrt_trainer_t *t, const float *images, const int32_t *labels, float lr,
