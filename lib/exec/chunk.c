@@ -73,16 +73,16 @@ static int64_t check_forward(const span *b, char *local, int64_t *batch) {
   int convs = 0;
   for (int k = b->begin; k < b->end; k++) {
     const dlrt__node *n = b->g->nodes[b->s->order[k]];
-    if (n->op == OP_CONV) {
+    if (n->op == DLRT__OP_CONV) {
       if (n_images && n->conv.n != n_images) return 0;
       n_images = n->conv.n;
       int64_t c = conv_chunk(n);
       chunk = chunk / gcd64(chunk, c) * c;
       convs++;
-    } else if (n->op != OP_BIAS_CHANNELS && n->op != OP_RELU && n->op != OP_MAXPOOL) {
+    } else if (n->op != DLRT__OP_BIAS_CHANNELS && n->op != DLRT__OP_RELU && n->op != DLRT__OP_MAXPOOL) {
       return 0;
     }
-    if (n->op == OP_BIAS_CHANNELS && n->channels.images <= 0)
+    if (n->op == DLRT__OP_BIAS_CHANNELS && n->channels.images <= 0)
       return 0; /* not a convolution's bias */
   }
   if (!convs || chunk >= n_images) return 0;
@@ -90,7 +90,7 @@ static int64_t check_forward(const span *b, char *local, int64_t *batch) {
     const dlrt__node *n = b->g->nodes[b->s->order[k]];
     for (int j = 0; j < n->n_out; j++) {
       const dlrt_tensor_t *t = n->out[j];
-      if (n->op == OP_CONV && j == 1) {
+      if (n->op == DLRT__OP_CONV && j == 1) {
         local[t->id] = 2;
         continue;
       }
@@ -98,14 +98,14 @@ static int64_t check_forward(const span *b, char *local, int64_t *batch) {
       int outside = read_outside(b, t->id);
       /* Only a pooling's outputs and a convolution's output can be
        * written a chunk at a time into the whole batch's storage. */
-      if (outside && n->op != OP_MAXPOOL && n->op != OP_CONV) return 0;
+      if (outside && n->op != DLRT__OP_MAXPOOL && n->op != DLRT__OP_CONV) return 0;
       /* A pooling's argmax is where its y is: the kernel maps both alike. */
-      local[t->id] = n->op == OP_MAXPOOL && j == 1 ? local[n->out[0]->id] : !outside;
+      local[t->id] = n->op == DLRT__OP_MAXPOOL && j == 1 ? local[n->out[0]->id] : !outside;
     }
     /* The image side of bias, ReLU and pooling is one of the chunk's own;
      * a convolution reads its chunk of x in place, whoever made it. */
-    if (n->op != OP_CONV && local[n->in[0]->owner->id] != 1) return 0;
-    if (n->op == OP_CONV && n->in[0]->dtype != DLRT_F32) return 0;
+    if (n->op != DLRT__OP_CONV && local[n->in[0]->owner->id] != 1) return 0;
+    if (n->op == DLRT__OP_CONV && n->in[0]->dtype != DLRT_F32) return 0;
     /* Run once, not again for the backward pass (nothing recomputed). */
     for (int k2 = b->end; k2 < b->s->n; k2++)
       if (b->s->order[k2] == b->s->order[k]) return 0;
@@ -125,9 +125,9 @@ static int find_backward(const span *fw, char *local, int64_t batch, int64_t *ch
   int first = -1, last = -1;
   for (int k = fw->end; k < s->n; k++) {
     const dlrt__node *n = fw->g->nodes[s->order[k]];
-    if (n->phase == PHASE_FORWARD) continue;
+    if (n->phase == DLRT__PHASE_FORWARD) continue;
     int in_block = 0;
-    if (n->op == OP_MAXPOOL_GRAD) {
+    if (n->op == DLRT__OP_MAXPOOL_GRAD) {
       const dlrt__node *pool = n->in[1]->owner->producer;
       for (int f = fw->begin; f < fw->end; f++)
         if (fw->g->nodes[s->order[f]] == pool) in_block = 1;
@@ -142,20 +142,20 @@ static int find_backward(const span *fw, char *local, int64_t batch, int64_t *ch
     if (last != k - 1 && last >= 0) return 0; /* not one run of positions */
     last = k;
     switch (n->op) {
-    case OP_MAXPOOL_GRAD:
+    case DLRT__OP_MAXPOOL_GRAD:
       /* Its dy, argmax and mask are the whole batch's (the kernel maps
        * the chunk's planes onto theirs). */
       for (int j = 0; j < n->n_in; j++)
         if (local[n->in[j]->owner->id]) return 0;
       break;
-    case OP_SUM_CHANNELS:
+    case DLRT__OP_SUM_CHANNELS:
       if (n->channels.images <= 0) return 0;
       break;
-    case OP_CONV_GRAD_W:
-    case OP_CONV_GRAD_X: {
+    case DLRT__OP_CONV_GRAD_W:
+    case DLRT__OP_CONV_GRAD_X: {
       int64_t c = conv_chunk(n);
       *chunk = *chunk / gcd64(*chunk, c) * c;
-      if (n->op == OP_CONV_GRAD_W) {
+      if (n->op == DLRT__OP_CONV_GRAD_W) {
         const struct dlrt__conv_params *p = &n->conv;
         int64_t piece = dlrt__conv_weight_piece(n->out[0]->shape[0], p->c * p->kh * p->kw,
                                                 p->oh * p->ow, c);
@@ -171,7 +171,7 @@ static int find_backward(const span *fw, char *local, int64_t batch, int64_t *ch
      * or of a parameter holds the whole batch, or all of it. */
     const dlrt_tensor_t *t = n->out[0];
     if (t->owner != t || dlrt__persistent(t)) return 0;
-    if (n->op == OP_MAXPOOL_GRAD) {
+    if (n->op == DLRT__OP_MAXPOOL_GRAD) {
       if (!dlrt__batch_image(t, batch)) return 0;
       local[t->id] = 1;
     }
@@ -183,9 +183,9 @@ static int find_backward(const span *fw, char *local, int64_t batch, int64_t *ch
     const dlrt__node *n = fw->g->nodes[s->order[k]];
     const dlrt_tensor_t *t = n->out[0];
     if (local[t->id] == 1 && read_outside(&bw, t->id)) return 0;
-    if (n->op == OP_CONV_GRAD_X && !local[t->id] && !dlrt__batch_image(t, batch)) return 0;
+    if (n->op == DLRT__OP_CONV_GRAD_X && !local[t->id] && !dlrt__batch_image(t, batch)) return 0;
     /* The convolutions' gradients read the chunk's dy. */
-    if ((n->op == OP_CONV_GRAD_W || n->op == OP_CONV_GRAD_X || n->op == OP_SUM_CHANNELS) &&
+    if ((n->op == DLRT__OP_CONV_GRAD_W || n->op == DLRT__OP_CONV_GRAD_X || n->op == DLRT__OP_SUM_CHANNELS) &&
         local[n->in[0]->owner->id] != 1)
       return 0;
   }
@@ -205,10 +205,10 @@ static int split_backward(const dlrt_graph_t *g, dlrt__schedule *s, int b0, int 
   span before_end = {g, s, 0, b1}; /* read outside it: read after the block */
   for (int k = b0; k < b1; k++) {
     const dlrt__node *n = g->nodes[s->order[k]];
-    pools += n->op == OP_MAXPOOL_GRAD;
-    inputs += n->op == OP_CONV_GRAD_X;
+    pools += n->op == DLRT__OP_MAXPOOL_GRAD;
+    inputs += n->op == DLRT__OP_CONV_GRAD_X;
     /* x must die in the block for the split to pay. */
-    if (n->op == OP_CONV_GRAD_W && read_outside(&before_end, n->in[1]->owner->id)) return b1;
+    if (n->op == DLRT__OP_CONV_GRAD_W && read_outside(&before_end, n->in[1]->owner->id)) return b1;
   }
   if (!inputs) return b1;
   /* Only when nothing in the block reads an input gradient it makes (a
@@ -218,7 +218,7 @@ static int split_backward(const dlrt_graph_t *g, dlrt__schedule *s, int b0, int 
     for (int j = 0; j < n->n_in; j++) {
       const dlrt__node *maker = n->in[j]->owner->producer;
       for (int m = b0; m < b1 && maker; m++)
-        if (g->nodes[s->order[m]] == maker && maker->op == OP_CONV_GRAD_X) return b1;
+        if (g->nodes[s->order[m]] == maker && maker->op == DLRT__OP_CONV_GRAD_X) return b1;
     }
   }
   int len = b1 - b0, *moved = malloc((size_t)(len + pools) * sizeof *moved);
@@ -231,12 +231,12 @@ static int split_backward(const dlrt_graph_t *g, dlrt__schedule *s, int b0, int 
   s->order = grown;
   int m = 0;
   for (int k = b0; k < b1; k++)
-    if (g->nodes[s->order[k]]->op != OP_CONV_GRAD_X) moved[m++] = s->order[k];
+    if (g->nodes[s->order[k]]->op != DLRT__OP_CONV_GRAD_X) moved[m++] = s->order[k];
   int second = b0 + m;
   for (int k = b0; k < b1; k++)
-    if (g->nodes[s->order[k]]->op == OP_MAXPOOL_GRAD) moved[m++] = s->order[k];
+    if (g->nodes[s->order[k]]->op == DLRT__OP_MAXPOOL_GRAD) moved[m++] = s->order[k];
   for (int k = b0; k < b1; k++)
-    if (g->nodes[s->order[k]]->op == OP_CONV_GRAD_X) moved[m++] = s->order[k];
+    if (g->nodes[s->order[k]]->op == DLRT__OP_CONV_GRAD_X) moved[m++] = s->order[k];
   memmove(s->order + b1 + pools, s->order + b1, (size_t)(s->n - b1) * sizeof *s->order);
   memcpy(s->order + b0, moved, (size_t)m * sizeof *moved);
   s->n += pools;
@@ -246,7 +246,7 @@ static int split_backward(const dlrt_graph_t *g, dlrt__schedule *s, int b0, int 
 
 int dlrt__find_chunk_blocks(const dlrt_graph_t *g, dlrt__schedule *s, int every) {
   int n_fwd = 0;
-  while (n_fwd < s->n && g->nodes[s->order[n_fwd]]->phase == PHASE_FORWARD) n_fwd++;
+  while (n_fwd < s->n && g->nodes[s->order[n_fwd]]->phase == DLRT__PHASE_FORWARD) n_fwd++;
   if (every <= 0 || n_fwd == 0) return DLRT_OK;
   int training = n_fwd < s->n;
   /* The forward positions are the forward nodes in order: the segments'
@@ -297,7 +297,7 @@ int dlrt__find_chunk_blocks(const dlrt_graph_t *g, dlrt__schedule *s, int every)
       /* Split: the max-pool gradients run again, and later positions
        * (blocks already found among them) move by as many. */
       int again = 0;
-      for (int k = b0; k < second; k++) again += g->nodes[s->order[k]]->op == OP_MAXPOOL_GRAD;
+      for (int k = b0; k < second; k++) again += g->nodes[s->order[k]]->op == DLRT__OP_MAXPOOL_GRAD;
       for (int b = 0; b < s->n_blocks; b++)
         if (s->blocks[b].begin >= b1) s->blocks[b].begin += again, s->blocks[b].end += again;
       spans[2][1] = b1 + again;

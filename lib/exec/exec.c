@@ -22,9 +22,9 @@
 
 static void print_profile(const dlrt_exec_t *e) {
   double total = 0;
-  for (int i = 0; i < OP_COUNT_; i++) total += e->prof.op_ms[i];
+  for (int i = 0; i < DLRT__OP_COUNT_; i++) total += e->prof.op_ms[i];
   fprintf(stderr, "dlrt graph profile on %s (each node waited for):\n", dlrt_device_spec(e->dev));
-  for (int i = 0; i < OP_COUNT_; i++)
+  for (int i = 0; i < DLRT__OP_COUNT_; i++)
     if (e->prof.op_calls[i])
       fprintf(stderr, "  %-16s %8lld calls %10.1f ms %5.1f%%\n", dlrt__op_name((dlrt__op_kind)i),
               (long long)e->prof.op_calls[i], e->prof.op_ms[i], total > 0 ? 100.0 * e->prof.op_ms[i] / total : 0);
@@ -114,8 +114,8 @@ int dlrt_exec_create(dlrt_graph_t *g, dlrt_device_t *dev, uint64_t seed, dlrt_ex
     goto fail;
   }
   uint64_t forward_peak;
-  if ((rc = dlrt__plan(g, PHASE_FORWARD, 0, &e->plan.plans[DLRT_RUN_FORWARD], &forward_peak, NULL)) < 0 ||
-      (rc = dlrt__plan(g, PHASE_UPDATE, 0, &e->plan.plans[DLRT_RUN_TRAIN], &e->plan.train_peak, NULL)) < 0)
+  if ((rc = dlrt__plan(g, DLRT__PHASE_FORWARD, 0, &e->plan.plans[DLRT_RUN_FORWARD], &forward_peak, NULL)) < 0 ||
+      (rc = dlrt__plan(g, DLRT__PHASE_UPDATE, 0, &e->plan.plans[DLRT_RUN_TRAIN], &e->plan.train_peak, NULL)) < 0)
     goto fail;
   e->plan.forward_peak = forward_peak;
   e->plan.planned_peak = e->plan.train_peak > forward_peak ? e->plan.train_peak : forward_peak;
@@ -129,13 +129,13 @@ int dlrt_exec_create(dlrt_graph_t *g, dlrt_device_t *dev, uint64_t seed, dlrt_ex
     if (t->owner != t || !dlrt__persistent(t)) continue;
     size_t bytes = dlrt__tensor_bytes(t);
     if ((rc = dlrt_buffer_alloc(dev, bytes ? bytes : 4, e->stream, &e->bufs[i])) < 0) goto fail;
-    if (t->kind == TENSOR_PARAM) {
+    if (t->kind == DLRT__TENSOR_PARAM) {
       e->plan.param_bytes += bytes;
       e->plan.params += t->numel;
-    } else if (t->kind == TENSOR_STATE) {
+    } else if (t->kind == DLRT__TENSOR_STATE) {
       e->plan.state_bytes += bytes;
     }
-    if (t->kind != TENSOR_PARAM && t->kind != TENSOR_STATE) continue;
+    if (t->kind != DLRT__TENSOR_PARAM && t->kind != DLRT__TENSOR_STATE) continue;
     free(host);
     host = malloc(bytes ? bytes : 4);
     if (!host) {
@@ -163,8 +163,8 @@ int dlrt__exec_replan(dlrt_exec_t *e, int every) {
   /* Both schedules: evaluation runs the same segments' chunked blocks. */
   dlrt__schedule fresh = {0}, fresh_forward = {0};
   uint64_t peak, forward_peak;
-  int rc = dlrt__plan(e->g, PHASE_UPDATE, every, &fresh, &peak, NULL);
-  if (rc == DLRT_OK) rc = dlrt__plan(e->g, PHASE_FORWARD, every, &fresh_forward, &forward_peak, NULL);
+  int rc = dlrt__plan(e->g, DLRT__PHASE_UPDATE, every, &fresh, &peak, NULL);
+  if (rc == DLRT_OK) rc = dlrt__plan(e->g, DLRT__PHASE_FORWARD, every, &fresh_forward, &forward_peak, NULL);
   if (rc < 0) {
     dlrt__schedule_free(&fresh);
     dlrt__schedule_free(&fresh_forward);
@@ -202,8 +202,8 @@ static void trace_node(dlrt_exec_t *e, const dlrt__node *n, int on_host, double 
   char name[160];
   snprintf(name, sizeof name, "%s %s%s", dlrt__op_name(n->op),
            n->n_out ? n->out[0]->name : "(update)", on_host ? " on the host" : "");
-  dlrt__trace_span(name, n->phase == PHASE_FORWARD ? "forward"
-                         : n->phase == PHASE_BACKWARD ? "backward" : "update",
+  dlrt__trace_span(name, n->phase == DLRT__PHASE_FORWARD ? "forward"
+                         : n->phase == DLRT__PHASE_BACKWARD ? "backward" : "update",
                    on_host ? DLRT_TRACE_HOST : DLRT_TRACE_COMPUTE, t0, dlrt__trace_now_us());
   dlrt_mem_stats st;
   if (dlrt_mem_stats_get(e->dev, &st) == DLRT_OK)
@@ -269,9 +269,9 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
   int tracing = dlrt__trace_on();
   for (int k = 0; k < s->n && rc == DLRT_OK; k++) {
     dlrt__node *n = g->nodes[s->order[k]];
-    if (n->phase == PHASE_UPDATE && !gr.decided && (rc = dlrt__grads_before_update(e, &gr)) < 0)
+    if (n->phase == DLRT__PHASE_UPDATE && !gr.decided && (rc = dlrt__grads_before_update(e, &gr)) < 0)
       break;
-    if (gr.skip_updates && n->phase == PHASE_UPDATE) {
+    if (gr.skip_updates && n->phase == DLRT__PHASE_UPDATE) {
       /* A micro-batch before the last (its gradients went into the sums),
        * or an update skipped for overflowing gradients. */
       for (int *f = s->frees[k]; *f >= 0; f++) res->discard(e, *f);

@@ -22,8 +22,8 @@
  * totals per op go to stderr when the executor is destroyed. */
 typedef struct {
   int on;
-  double op_ms[OP_COUNT_];
-  int64_t op_calls[OP_COUNT_];
+  double op_ms[DLRT__OP_COUNT_];
+  int64_t op_calls[DLRT__OP_COUNT_];
 } dlrt__exec_profile;
 
 struct dlrt_exec {
@@ -52,7 +52,7 @@ static inline size_t dlrt__tensor_bytes(const dlrt_tensor_t *t) {
 
 /* Inputs, parameters, state and kept tensors live as long as the executor. */
 static inline int dlrt__persistent(const dlrt_tensor_t *t) {
-  return t->kind != TENSOR_INTERMEDIATE || t->kept;
+  return t->kind != DLRT__TENSOR_INTERMEDIATE || t->kept;
 }
 
 /* The buffer holding a tensor (a view's is its owner's; in a block that

@@ -21,7 +21,7 @@ int dlrt__exec_ensure_accumulators(dlrt_exec_t *e) {
   if (!e->grads.accum) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   for (int i = 0; i < g->n_tensors; i++) {
     dlrt_tensor_t *p = g->tensors[i];
-    if (p->kind != TENSOR_PARAM || !p->grad) continue;
+    if (p->kind != DLRT__TENSOR_PARAM || !p->grad) continue;
     int rc = dlrt_buffer_alloc(e->dev, dlrt__tensor_bytes(p), e->stream, &e->grads.accum[i]);
     if (rc < 0) return rc;
     e->grads.accum_bytes += dlrt__alloc_rounded(dlrt__tensor_bytes(p));
@@ -53,7 +53,7 @@ int dlrt__exec_accumulate(dlrt_exec_t *e, int last) {
   int rc = DLRT_OK;
   for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++) {
     dlrt_tensor_t *p = g->tensors[i];
-    if (p->kind != TENSOR_PARAM || !p->grad) continue;
+    if (p->kind != DLRT__TENSOR_PARAM || !p->grad) continue;
     if ((rc = dlrt__exec_use(e, p->grad, last)) < 0) break;
     dlrt_buffer_t *grad = dlrt__exec_buf(e, p->grad), *sum = e->grads.accum[i];
     size_t bytes = dlrt__tensor_bytes(p);
@@ -78,7 +78,7 @@ static int gradients_total(dlrt_exec_t *e, int squared, float *out) {
   int64_t largest = 0, count = 0;
   for (int i = 0; i < g->n_tensors; i++) {
     dlrt_tensor_t *p = g->tensors[i];
-    if (p->kind == TENSOR_PARAM && p->grad) {
+    if (p->kind == DLRT__TENSOR_PARAM && p->grad) {
       count++;
       if (p->numel > largest) largest = p->numel;
     }
@@ -94,7 +94,7 @@ static int gradients_total(dlrt_exec_t *e, int squared, float *out) {
   int64_t k = 0;
   for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++) {
     dlrt_tensor_t *p = g->tensors[i];
-    if (p->kind != TENSOR_PARAM || !p->grad) continue;
+    if (p->kind != DLRT__TENSOR_PARAM || !p->grad) continue;
     if ((rc = dlrt__exec_use(e, p->grad, 0)) < 0) break;
     dlrt_buffer_t *gb = dlrt__exec_buf(e, p->grad), *summed = gb;
     if (squared) {
@@ -237,7 +237,7 @@ int dlrt__exec_stream_gradients(dlrt_exec_t *e, int64_t bucket_bytes) {
   /* pos_of[t]: where tensor t's producer runs in the training schedule. */
   int *pos_of = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *pos_of);
   int n = 0;
-  for (int i = 0; i < g->n_tensors; i++) n += g->tensors[i]->kind == TENSOR_PARAM && g->tensors[i]->grad;
+  for (int i = 0; i < g->n_tensors; i++) n += g->tensors[i]->kind == DLRT__TENSOR_PARAM && g->tensors[i]->grad;
   e->grads.buckets.param = calloc((size_t)n + 1, sizeof(int));
   e->grads.buckets.pos = calloc((size_t)n + 1, sizeof(int));
   e->grads.buckets.at = calloc((size_t)n + 1, sizeof(int64_t));
@@ -261,7 +261,7 @@ int dlrt__exec_stream_gradients(dlrt_exec_t *e, int64_t bucket_bytes) {
   int m = 0;
   for (int i = 0; i < g->n_tensors; i++) {
     dlrt_tensor_t *p = g->tensors[i];
-    if (p->kind != TENSOR_PARAM || !p->grad) continue;
+    if (p->kind != DLRT__TENSOR_PARAM || !p->grad) continue;
     const dlrt_tensor_t *storage = p->grad->owner;
     int at = storage->producer ? pos_of[storage->id] : 0;
     int k = m++;
@@ -342,7 +342,7 @@ static int gradient_io(dlrt_exec_t *e, float *host, int64_t count, int write) {
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_gradients: run DLRT_RUN_GRADIENTS first");
   int64_t total = 0;
   for (int i = 0; i < g->n_tensors; i++)
-    if (g->tensors[i]->kind == TENSOR_PARAM && g->tensors[i]->grad) total += g->tensors[i]->numel;
+    if (g->tensors[i]->kind == DLRT__TENSOR_PARAM && g->tensors[i]->grad) total += g->tensors[i]->numel;
   if (count != total)
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "dlrt_exec_gradients: %lld floats given, the "
                            "gradients hold %lld", (long long)count, (long long)total);
@@ -350,7 +350,7 @@ static int gradient_io(dlrt_exec_t *e, float *host, int64_t count, int write) {
   int64_t at = 0;
   for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++) {
     dlrt_tensor_t *p = g->tensors[i];
-    if (p->kind != TENSOR_PARAM || !p->grad) continue;
+    if (p->kind != DLRT__TENSOR_PARAM || !p->grad) continue;
     size_t bytes = (size_t)p->numel * sizeof(float);
     rc = write ? dlrt_copy_h2d(e->grads.accum[i], 0, host + at, bytes, e->stream)
                : dlrt_copy_d2h(host + at, e->grads.accum[i], 0, bytes, e->stream);
@@ -376,7 +376,7 @@ int dlrt_exec_apply_gradients(dlrt_exec_t *e) {
   /* The updates read the gradients where the accumulators hold them. */
   for (int i = 0; i < g->n_tensors; i++) {
     dlrt_tensor_t *p = g->tensors[i];
-    if (p->kind == TENSOR_PARAM && p->grad) e->bufs[p->grad->owner->id] = e->grads.accum[i];
+    if (p->kind == DLRT__TENSOR_PARAM && p->grad) e->bufs[p->grad->owner->id] = e->grads.accum[i];
   }
   e->mode = DLRT_RUN_TRAIN;
   /* The mean of the runs since the last update (one, unless several
@@ -393,11 +393,11 @@ int dlrt_exec_apply_gradients(dlrt_exec_t *e) {
   const dlrt__schedule *s = &e->plan.plans[DLRT_RUN_TRAIN];
   for (int k = 0; k < s->n && rc == DLRT_OK && finite; k++) {
     dlrt__node *n = g->nodes[s->order[k]];
-    if (n->phase == PHASE_UPDATE) rc = dlrt__exec_run_node(e, n);
+    if (n->phase == DLRT__PHASE_UPDATE) rc = dlrt__exec_run_node(e, n);
   }
   for (int i = 0; i < g->n_tensors; i++) {
     dlrt_tensor_t *p = g->tensors[i];
-    if (p->kind == TENSOR_PARAM && p->grad) e->bufs[p->grad->owner->id] = NULL;
+    if (p->kind == DLRT__TENSOR_PARAM && p->grad) e->bufs[p->grad->owner->id] = NULL;
   }
   if (rc == DLRT_OK && e->grads.scaler.enabled) dlrt__exec_update_loss_scale(e, finite);
   if (rc == DLRT_OK && finite) e->steps++;

@@ -119,7 +119,7 @@ static int copy_in(dlrt_exec_t *e, dlrt_tensor_t *t, dlrt_buffer_t *src, size_t 
   size_t bytes = t ? dlrt__tensor_bytes(t) : 0;
   int rc = check_io(e, t, src, bytes, "dlrt_exec_copy_in");
   if (rc < 0) return rc;
-  if (t->kind != TENSOR_INPUT)
+  if (t->kind != DLRT__TENSOR_INPUT)
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "dlrt_exec_copy_in: %s is not an input",
                            t->name);
   if (dlrt_buffer_device(src) != e->dev)
@@ -199,14 +199,14 @@ int dlrt_exec_export(dlrt_exec_t *e, int with_state, dlrt_host_tensor **tensors,
   dlrt_graph_t *g = e->g;
   int count = with_state ? 1 : 0;
   for (int i = 0; i < g->n_tensors; i++)
-    count += g->tensors[i]->kind == TENSOR_PARAM || g->tensors[i]->buffer ||
-             (with_state && g->tensors[i]->kind == TENSOR_STATE);
+    count += g->tensors[i]->kind == DLRT__TENSOR_PARAM || g->tensors[i]->buffer ||
+             (with_state && g->tensors[i]->kind == DLRT__TENSOR_STATE);
   dlrt_host_tensor *out = calloc((size_t)(count ? count : 1), sizeof *out);
   if (!out) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   int k = 0, rc = DLRT_OK;
   for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++) {
     dlrt_tensor_t *t = g->tensors[i];
-    if (!(t->kind == TENSOR_PARAM || t->buffer || (with_state && t->kind == TENSOR_STATE)))
+    if (!(t->kind == DLRT__TENSOR_PARAM || t->buffer || (with_state && t->kind == DLRT__TENSOR_STATE)))
       continue;
     dlrt_host_tensor *h = &out[k++];
     snprintf(h->name, sizeof h->name, "%s", t->name);
@@ -251,16 +251,16 @@ int dlrt_exec_import(dlrt_exec_t *e, const dlrt_host_tensor *tensors, int n) {
   for (int pass = 0; pass < 2; pass++) {
     for (int i = 0; i < g->n_tensors; i++) {
       dlrt_tensor_t *t = g->tensors[i];
-      if (t->kind != TENSOR_PARAM && t->kind != TENSOR_STATE) continue;
+      if (t->kind != DLRT__TENSOR_PARAM && t->kind != DLRT__TENSOR_STATE) continue;
       const dlrt_host_tensor *h = NULL;
       for (int j = 0; j < n && !h; j++)
         if (strcmp(tensors[j].name, t->name) == 0) h = &tensors[j];
-      if (t->kind == TENSOR_STATE && pass == 0) {
+      if (t->kind == DLRT__TENSOR_STATE && pass == 0) {
         if (h) states_found++;
         else if (!state_missing) state_missing = t->name;
       }
       if (!h) {
-        if (t->kind == TENSOR_PARAM)
+        if (t->kind == DLRT__TENSOR_PARAM)
           return dlrt__set_error(DLRT_ERR_INVALID_ARG, "the checkpoint has no tensor %s: it "
                                  "was saved from another model", t->name);
         continue; /* no optimizer state saved: keep the fresh state */

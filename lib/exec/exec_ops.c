@@ -145,9 +145,9 @@ static int64_t in_chunk(const dlrt__chunk *c, int64_t whole) {
  * with PoCL's kernels, rounding differences with OpenBLAS's. */
 static int run_conv(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *c) {
   const struct dlrt__conv_params *p = &n->conv;
-  dlrt_tensor_t *ws = n->out[1], *w = n->op == OP_CONV_GRAD_W ? n->out[0] : n->in[1];
-  dlrt_tensor_t *x = n->op == OP_CONV_GRAD_X ? n->out[0] : n->op == OP_CONV ? n->in[0] : n->in[1];
-  dlrt_tensor_t *y = n->op == OP_CONV ? n->out[0] : n->in[0];
+  dlrt_tensor_t *ws = n->out[1], *w = n->op == DLRT__OP_CONV_GRAD_W ? n->out[0] : n->in[1];
+  dlrt_tensor_t *x = n->op == DLRT__OP_CONV_GRAD_X ? n->out[0] : n->op == DLRT__OP_CONV ? n->in[0] : n->in[1];
+  dlrt_tensor_t *y = n->op == DLRT__OP_CONV ? n->out[0] : n->in[0];
   int64_t batch = p->n, ohw = p->oh * p->ow, ckk = p->c * p->kh * p->kw, o = w->shape[0];
   int64_t chunk = ws->shape[1] / ohw;
   int64_t first = c ? c->b0 : 0, end = c ? c->b0 + c->nb : batch;
@@ -162,7 +162,7 @@ static int run_conv(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *c) {
     int64_t nb = end - b0 < chunk ? end - b0 : chunk, cols = nb * ohw;
     size_t y_at = off(y) + (size_t)((b0 - y_first) * ohw) * es;
     dlrt_gemm_desc d;
-    if (n->op == OP_CONV_GRAD_X) {
+    if (n->op == DLRT__OP_CONV_GRAD_X) {
       d = dlrt_gemm_desc_make(y->dtype, 1, 0, ckk, cols, o, 1.0f, 0.0f);
       d.ldb = y_held * ohw;
       rc = dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, w), off(w), dlrt__exec_buf(e, y), y_at,
@@ -170,7 +170,7 @@ static int run_conv(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *c) {
       if (rc == DLRT_OK) rc = conv_columns(e, 0, x, ws, &geometry, b0 - x_first, nb);
       continue;
     }
-    if (n->op == OP_CONV) {
+    if (n->op == DLRT__OP_CONV) {
       if ((rc = conv_columns(e, 1, x, ws, &geometry, b0 - x_first, nb)) < 0) break;
       d = dlrt_gemm_desc_make(y->dtype, 0, 0, o, cols, ckk, 1.0f, 0.0f);
       d.ldc = y_held * ohw;
@@ -228,45 +228,45 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
   dlrt__launcher lb;
   dlrt_tensor_t *y = n->n_out ? n->out[0] : NULL, *a = n->in[0], *b = n->in[1];
   switch (n->op) {
-  case OP_VIEW: return DLRT_OK;
-  case OP_CONTIGUOUS:
+  case DLRT__OP_VIEW: return DLRT_OK;
+  case DLRT__OP_CONTIGUOUS:
     if (dlrt__contiguous(a)) /* dense already, at an offset: a copy from there */
       return dlrt_copy_d2d(dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, a), off(a),
                            dlrt__tensor_bytes(a), e->stream);
     return run_gather(e, y, a);
-  case OP_FILL: {
+  case DLRT__OP_FILL: {
     /* The seed of the backward pass carries the loss scale. */
     const struct dlrt__fill_params *p = &n->fill;
     float value = p->loss_seed ? p->value * e->grads.loss_scale : p->value;
     return dlrt_elementwise(e->stream, DLRT_EW_FILL, y->dtype, y->numel, value,
                             dlrt__exec_buf(e, y), off(y), NULL, 0, NULL, 0);
   }
-  case OP_CAST:
+  case DLRT__OP_CAST:
     return dlrt_cast(e->stream, y->numel, dlrt__exec_buf(e, y), off(y), y->dtype, dlrt__exec_buf(e, a),
                      off(a), a->dtype);
-  case OP_RELU:
+  case DLRT__OP_RELU:
     return dlrt_elementwise(e->stream, DLRT_EW_RELU, y->dtype, in_chunk(c, y->numel), 0,
                             dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, a), off(a), NULL, 0);
-  case OP_ADD:
-  case OP_MUL:
-    return dlrt_elementwise(e->stream, n->op == OP_ADD ? DLRT_EW_ADD : DLRT_EW_MUL, y->dtype,
+  case DLRT__OP_ADD:
+  case DLRT__OP_MUL:
+    return dlrt_elementwise(e->stream, n->op == DLRT__OP_ADD ? DLRT_EW_ADD : DLRT_EW_MUL, y->dtype,
                             y->numel, 0, dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, a), off(a), dlrt__exec_buf(e, b), off(b));
-  case OP_SCALE:
+  case DLRT__OP_SCALE:
     return dlrt_elementwise(e->stream, DLRT_EW_SCALE, y->dtype, y->numel, n->scale.alpha, dlrt__exec_buf(e, y),
                             off(y), dlrt__exec_buf(e, a), off(a), NULL, 0);
-  case OP_SUM:
+  case DLRT__OP_SUM:
     return dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, a->numel, dlrt__exec_buf(e, y), off(y),
                        dlrt__exec_buf(e, a), off(a));
-  case OP_BMM: {
+  case DLRT__OP_BMM: {
     struct dlrt__bmm_params q = n->bmm;
     if (!q.batch) q.batch = 1;
     return run_gemm(e, a, b, y, &q);
   }
-  case OP_CONV:
-  case OP_CONV_GRAD_W:
-  case OP_CONV_GRAD_X:
+  case DLRT__OP_CONV:
+  case DLRT__OP_CONV_GRAD_W:
+  case DLRT__OP_CONV_GRAD_X:
     return run_conv(e, n, c);
-  case OP_PERMUTE: {
+  case DLRT__OP_PERMUTE: {
     const struct dlrt__permute_params *p = &n->permute;
     start(&lb, e, typed(DLRT__K_swap01_f32, y->dtype), p->na * p->nb, 0);
     lb.launch.item_cost = p->inner;
@@ -274,12 +274,12 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
     dlrt__launch_i64(&lb, p->na), dlrt__launch_i64(&lb, p->nb), dlrt__launch_i64(&lb, p->inner);
     break;
   }
-  case OP_BIAS_ROWS:
+  case DLRT__OP_BIAS_ROWS:
     start(&lb, e, typed(DLRT__K_bias_rows_f32, y->dtype), y->numel, 0);
     arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
     dlrt__launch_i64(&lb, n->rows.rows), dlrt__launch_i64(&lb, n->rows.cols);
     break;
-  case OP_BIAS_CHANNELS: {
+  case DLRT__OP_BIAS_CHANNELS: {
     const struct dlrt__channels_params *p = &n->channels;
     int64_t spatial = in_chunk(c, p->spatial); /* chunks: CNHW, p->n = 1 */
     start(&lb, e, typed(DLRT__K_bias_channels_f32, y->dtype), p->n * p->channels, 0);
@@ -289,23 +289,23 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
     dlrt__launch_i64(&lb, spatial);
     break;
   }
-  case OP_RELU_GRAD:
+  case DLRT__OP_RELU_GRAD:
     start(&lb, e, typed(DLRT__K_relu_grad_f32, y->dtype), y->numel, 0);
     arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
     dlrt__launch_i64(&lb, y->numel);
     break;
-  case OP_BROADCAST:
+  case DLRT__OP_BROADCAST:
     start(&lb, e, DLRT__K_broadcast_scalar, y->numel, 0);
     arg(&lb, e, y), arg(&lb, e, a);
     dlrt__launch_f32(&lb, n->scale.alpha), dlrt__launch_i64(&lb, y->numel);
     break;
-  case OP_SUM_COLS:
+  case DLRT__OP_SUM_COLS:
     start(&lb, e, typed(DLRT__K_sum_cols_f32, y->dtype), n->rows.cols, 0);
     arg(&lb, e, y), arg(&lb, e, a);
     dlrt__launch_i64(&lb, n->rows.rows), dlrt__launch_i64(&lb, n->rows.cols);
     dlrt__launch_f32(&lb, 0.0f);
     break;
-  case OP_SUM_CHANNELS: {
+  case DLRT__OP_SUM_CHANNELS: {
     const struct dlrt__channels_params *p = &n->channels;
     if (p->images > 0) return run_bias_grad(e, n, c); /* a convolution's bias (CNHW) */
     /* One image (CNHW): a row reduction, spread over the whole device. */
@@ -318,17 +318,17 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
     dlrt__launch_i64(&lb, p->spatial);
     break;
   }
-  case OP_MAXPOOL:
-  case OP_MAXPOOL_GRAD: {
+  case DLRT__OP_MAXPOOL:
+  case DLRT__OP_MAXPOOL_GRAD: {
     /* Planes on the image side (x, dx; a chunk's own in chunked blocks),
      * and how they map onto the pooled side's (y, argmax, dy): the same
      * ones, or the chunk's among the whole batch's. */
     const struct dlrt__pool_params *p = &n->pool;
     int64_t planes = in_chunk(c, p->planes);
-    const dlrt_tensor_t *pooled = n->op == OP_MAXPOOL ? y : a;
+    const dlrt_tensor_t *pooled = n->op == DLRT__OP_MAXPOOL ? y : a;
     int64_t pn = planes, pN = planes, pb0 = 0;
     if (c && !chunk_local(c, pooled)) pn = c->nb, pN = c->n, pb0 = c->b0;
-    if (n->op == OP_MAXPOOL) {
+    if (n->op == DLRT__OP_MAXPOOL) {
       start(&lb, e, typed(DLRT__K_maxpool_f32, y->dtype), planes, 0);
       lb.launch.item_cost = p->oh * p->ow * p->k * p->k;
       arg(&lb, e, y), arg(&lb, e, n->out[1]), arg(&lb, e, a);
@@ -351,11 +351,11 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
     dlrt__launch_i64(&lb, planes), dlrt__launch_i64(&lb, p->h), dlrt__launch_i64(&lb, p->w);
     dlrt__launch_i64(&lb, p->k), dlrt__launch_i64(&lb, p->stride), dlrt__launch_i64(&lb, p->oh);
     dlrt__launch_i64(&lb, p->ow);
-    if (n->op == OP_MAXPOOL_GRAD) dlrt__launch_i64(&lb, p->relu_fused);
+    if (n->op == DLRT__OP_MAXPOOL_GRAD) dlrt__launch_i64(&lb, p->relu_fused);
     dlrt__launch_i64(&lb, pn), dlrt__launch_i64(&lb, pN), dlrt__launch_i64(&lb, pb0);
     break;
   }
-  case OP_XENT: {
+  case DLRT__OP_XENT: {
     /* Per-row losses and d logits in one pass, then the mean. */
     const struct dlrt__xent_params *p = &n->xent;
     start(&lb, e, DLRT__K_softmax_xent, 0, p->rows);
@@ -373,38 +373,38 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
                             dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, y), off(y), NULL, 0);
     return rc;
   }
-  case OP_SUB:
-  case OP_DIV:
-    start(&lb, e, n->op == OP_SUB ? DLRT__K_sub : DLRT__K_div, y->numel, 0);
+  case DLRT__OP_SUB:
+  case DLRT__OP_DIV:
+    start(&lb, e, n->op == DLRT__OP_SUB ? DLRT__K_sub : DLRT__K_div, y->numel, 0);
     arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
     dlrt__launch_i64(&lb, y->numel);
     break;
-  case OP_DIV_GRAD_Z:
+  case DLRT__OP_DIV_GRAD_Z:
     start(&lb, e, DLRT__K_div_grad_z, y->numel, 0);
     arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b), arg(&lb, e, n->in[2]);
     dlrt__launch_i64(&lb, y->numel);
     break;
-  case OP_ACT:
+  case DLRT__OP_ACT:
     start(&lb, e, DLRT__K_activation, y->numel, 0);
     arg(&lb, e, y), arg(&lb, e, a);
     dlrt__launch_i64(&lb, y->numel), dlrt__launch_i64(&lb, n->act.kind);
     break;
-  case OP_ACT_GRAD:
+  case DLRT__OP_ACT_GRAD:
     start(&lb, e, DLRT__K_activation_grad, y->numel, 0);
     arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
     dlrt__launch_i64(&lb, y->numel), dlrt__launch_i64(&lb, n->act.kind);
     break;
-  case OP_SOFTMAX:
-  case OP_SOFTMAX_GRAD:
-    start(&lb, e, n->op == OP_SOFTMAX ? DLRT__K_softmax : DLRT__K_softmax_grad, 0, n->rows.rows);
+  case DLRT__OP_SOFTMAX:
+  case DLRT__OP_SOFTMAX_GRAD:
+    start(&lb, e, n->op == DLRT__OP_SOFTMAX ? DLRT__K_softmax : DLRT__K_softmax_grad, 0, n->rows.rows);
     arg(&lb, e, y), arg(&lb, e, a);
-    if (n->op == OP_SOFTMAX_GRAD) arg(&lb, e, b);
+    if (n->op == DLRT__OP_SOFTMAX_GRAD) arg(&lb, e, b);
     dlrt__launch_i64(&lb, n->rows.rows), dlrt__launch_i64(&lb, n->rows.cols);
     break;
-  case OP_AVGPOOL:
-  case OP_AVGPOOL_GRAD: {
+  case DLRT__OP_AVGPOOL:
+  case DLRT__OP_AVGPOOL_GRAD: {
     const struct dlrt__pool_params *p = &n->pool;
-    start(&lb, e, n->op == OP_AVGPOOL ? DLRT__K_avgpool : DLRT__K_avgpool_grad, p->planes, 0);
+    start(&lb, e, n->op == DLRT__OP_AVGPOOL ? DLRT__K_avgpool : DLRT__K_avgpool_grad, p->planes, 0);
     lb.launch.item_cost = p->h * p->w * p->k;
     arg(&lb, e, y), arg(&lb, e, a);
     dlrt__launch_i64(&lb, p->planes), dlrt__launch_i64(&lb, p->h), dlrt__launch_i64(&lb, p->w);
@@ -412,7 +412,7 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
     dlrt__launch_i64(&lb, p->ow);
     break;
   }
-  case OP_DROPOUT: {
+  case DLRT__OP_DROPOUT: {
     /* Evaluation passes values through; training draws a mask per step. */
     const struct dlrt__dropout_params *p = &n->dropout;
     if (e->mode == DLRT_RUN_FORWARD || p->prob == 0.0f)
@@ -427,7 +427,7 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
     dlrt__launch_f32(&lb, 1.0f / (1.0f - p->prob));
     break;
   }
-  case OP_NORM: {
+  case DLRT__OP_NORM: {
     const struct dlrt__norm_params *p = &n->norm;
     if (p->batch_norm && e->mode == DLRT_RUN_FORWARD) {
       /* Batch norm when evaluating: the running statistics. */
@@ -446,7 +446,7 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
     dlrt__launch_i64(&lb, p->per_row);
     break;
   }
-  case OP_NORM_GRAD: {
+  case DLRT__OP_NORM_GRAD: {
     const struct dlrt__norm_params *p = &n->norm;
     start(&lb, e, DLRT__K_norm_rows_grad, 0, p->rows);
     arg(&lb, e, y);
@@ -455,7 +455,7 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
     dlrt__launch_i64(&lb, p->per_row);
     break;
   }
-  case OP_NORM_AFFINE_GRAD: {
+  case DLRT__OP_NORM_AFFINE_GRAD: {
     const struct dlrt__norm_params *p = &n->norm;
     start(&lb, e, DLRT__K_norm_affine_grad, p->per_row ? p->rows : p->cols, 0);
     lb.launch.item_cost = p->per_row ? p->cols : p->rows;
@@ -465,7 +465,7 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
     dlrt__launch_i64(&lb, p->per_row);
     break;
   }
-  case OP_BN_RUNNING: {
+  case DLRT__OP_BN_RUNNING: {
     const struct dlrt__bn_running_params *p = &n->bn_running;
     if (e->mode == DLRT_RUN_FORWARD) return DLRT_OK;
     start(&lb, e, DLRT__K_bn_running, p->channels, 0);
@@ -474,7 +474,7 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
     dlrt__launch_f32(&lb, p->momentum), dlrt__launch_f32(&lb, p->eps);
     break;
   }
-  case OP_CONCAT: {
+  case DLRT__OP_CONCAT: {
     /* One copy per input into its stretch of the axis. */
     const struct dlrt__concat_params *p = &n->concat;
     int axis = (int)p->axis;
@@ -488,8 +488,8 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
     }
     return DLRT_OK;
   }
-  case OP_SLICE: return DLRT_OK; /* a view: nothing moves */
-  case OP_SLICE_GRAD: {
+  case DLRT__OP_SLICE: return DLRT_OK; /* a view: nothing moves */
+  case DLRT__OP_SLICE_GRAD: {
     const struct dlrt__slice_params *p = &n->slice;
     int rc = dlrt_elementwise(e->stream, DLRT_EW_FILL, DLRT_F32, y->numel, 0.0f, dlrt__exec_buf(e, y), off(y),
                               NULL, 0, NULL, 0);
@@ -498,42 +498,42 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
                     p->count);
     break;
   }
-  case OP_AXIS_SUM:
-  case OP_AXIS_EXPAND: {
+  case DLRT__OP_AXIS_SUM:
+  case DLRT__OP_AXIS_EXPAND: {
     const struct dlrt__axis_params *p = &n->axis;
-    if (n->op == OP_AXIS_SUM && p->inner == 1)
+    if (n->op == DLRT__OP_AXIS_SUM && p->inner == 1)
       /* Summing a contiguous last axis: the device-wide row reduction. */
       if (p->scale == 1.0f)
         return dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, p->outer, p->axis_len,
                            dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, a), off(a));
-    start(&lb, e, n->op == OP_AXIS_SUM ? DLRT__K_axis_sum : DLRT__K_axis_expand,
-          n->op == OP_AXIS_SUM ? p->outer * p->inner : p->outer * p->axis_len, 0);
-    lb.launch.item_cost = n->op == OP_AXIS_SUM ? p->axis_len : p->inner;
+    start(&lb, e, n->op == DLRT__OP_AXIS_SUM ? DLRT__K_axis_sum : DLRT__K_axis_expand,
+          n->op == DLRT__OP_AXIS_SUM ? p->outer * p->inner : p->outer * p->axis_len, 0);
+    lb.launch.item_cost = n->op == DLRT__OP_AXIS_SUM ? p->axis_len : p->inner;
     arg(&lb, e, y), arg(&lb, e, a);
     dlrt__launch_i64(&lb, p->outer), dlrt__launch_i64(&lb, p->axis_len);
     dlrt__launch_i64(&lb, p->inner), dlrt__launch_f32(&lb, p->scale);
     break;
   }
-  case OP_BCAST:
-  case OP_BCAST_GRAD_B: {
+  case DLRT__OP_BCAST:
+  case DLRT__OP_BCAST_GRAD_B: {
     const struct dlrt__bcast_params *p = &n->bcast;
-    start(&lb, e, n->op == OP_BCAST ? DLRT__K_bcast : DLRT__K_bcast_grad_b, p->count, 0);
+    start(&lb, e, n->op == DLRT__OP_BCAST ? DLRT__K_bcast : DLRT__K_bcast_grad_b, p->count, 0);
     arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
-    if (n->op == OP_BCAST_GRAD_B) arg(&lb, e, n->in[2]);
+    if (n->op == DLRT__OP_BCAST_GRAD_B) arg(&lb, e, n->in[2]);
     dlrt__launch_i64(&lb, p->count), dlrt__launch_i64(&lb, p->m), dlrt__launch_i64(&lb, p->op);
     break;
   }
-  case OP_EMBED:
-  case OP_EMBED_GRAD: {
+  case DLRT__OP_EMBED:
+  case DLRT__OP_EMBED_GRAD: {
     const struct dlrt__embed_params *p = &n->embed;
-    start(&lb, e, n->op == OP_EMBED ? DLRT__K_embedding : DLRT__K_embedding_grad,
-          n->op == OP_EMBED ? p->count : p->vocab, 0);
-    lb.launch.item_cost = n->op == OP_EMBED ? p->dim : p->count * p->dim;
+    start(&lb, e, n->op == DLRT__OP_EMBED ? DLRT__K_embedding : DLRT__K_embedding_grad,
+          n->op == DLRT__OP_EMBED ? p->count : p->vocab, 0);
+    lb.launch.item_cost = n->op == DLRT__OP_EMBED ? p->dim : p->count * p->dim;
     arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
     dlrt__launch_i64(&lb, p->count), dlrt__launch_i64(&lb, p->vocab), dlrt__launch_i64(&lb, p->dim);
     break;
   }
-  case OP_SGD: {
+  case DLRT__OP_SGD: {
     const dlrt_optimizer *o = &e->g->opt;
     start(&lb, e, DLRT__K_sgd_update, a->numel, 0);
     arg(&lb, e, a), arg(&lb, e, b), arg(&lb, e, n->in[2]);
@@ -543,7 +543,7 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
     dlrt__launch_i64(&lb, e->steps == 0);
     break;
   }
-  case OP_ADAM: {
+  case DLRT__OP_ADAM: {
     const dlrt_optimizer *o = &e->g->opt;
     float step_size, bias2;
     dlrt__adam_factors(e, &step_size, &bias2);

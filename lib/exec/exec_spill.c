@@ -25,7 +25,7 @@
 /* Nodes that write storages they take as inputs: the updates (parameters
  * and optimizer state) and batch-norm's running statistics. */
 static int writes_inputs(const dlrt__node *n) {
-  return n->phase == PHASE_UPDATE || n->op == OP_BN_RUNNING;
+  return n->phase == DLRT__PHASE_UPDATE || n->op == DLRT__OP_BN_RUNNING;
 }
 
 /* The clock value of the next use after position k for touch j of node k:
@@ -65,7 +65,7 @@ static int seen_before(const dlrt__node *n, int j) {
 static int host_update(dlrt_exec_t *e, dlrt__node *n) {
   dlrt__mpool *p = e->spill.pool;
   const dlrt_optimizer *o = &e->g->opt;
-  int states = n->op == OP_SGD ? 1 : 2;
+  int states = n->op == DLRT__OP_SGD ? 1 : 2;
   void *param, *state[2] = {NULL, NULL}, *grad;
   int rc = dlrt__mpool_host_view(p, n->in[states + 1]->owner->id, 0, &grad);
   if (rc == DLRT_OK) rc = dlrt__mpool_host_view(p, n->in[0]->owner->id, 1, &param);
@@ -74,7 +74,7 @@ static int host_update(dlrt_exec_t *e, dlrt__node *n) {
   if (rc == DLRT_OK) rc = dlrt_stream_synchronize(e->stream);
   if (rc < 0) return rc;
   int64_t count = n->in[0]->numel;
-  if (n->op == OP_SGD) {
+  if (n->op == DLRT__OP_SGD) {
     dlrt_k_sgd_update(0, count, param, state[0], grad, count, e->lr, o->momentum,
                       o->weight_decay, e->grads.grad_scale, o->nesterov, e->steps == 0);
   } else {
@@ -96,7 +96,7 @@ int dlrt__spill_begin_node(dlrt_exec_t *e, const dlrt__schedule *s, int k, int *
   int rc = DLRT_OK, write = writes_inputs(n);
   dlrt_offload_policy policy = e->spill.cfg.policy;
   *done = 0;
-  if ((n->op == OP_SGD || n->op == OP_ADAM) &&
+  if ((n->op == DLRT__OP_SGD || n->op == DLRT__OP_ADAM) &&
       (policy == DLRT_OFFLOAD_OPTIMIZER || policy == DLRT_OFFLOAD_ALL)) {
     *done = 1;
     return host_update(e, n);
@@ -135,7 +135,7 @@ int dlrt__spill_end_node(dlrt_exec_t *e, const dlrt__schedule *s, int k) {
     const dlrt_tensor_t *t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
     const dlrt_tensor_t *o = t->owner;
     if (seen_before(n, j)) continue;
-    if (acts && n->phase == PHASE_FORWARD && !dlrt__persistent(o) && s->next[k][j] > 0 &&
+    if (acts && n->phase == DLRT__PHASE_FORWARD && !dlrt__persistent(o) && s->next[k][j] > 0 &&
         s->next[k][j] > s->last_forward)
       rc = dlrt__mpool_offload(p, o->id);
   }
@@ -202,11 +202,11 @@ static int unlock_storage(dlrt_exec_t *e, const dlrt__schedule *s, int k, int j,
  * (whose shapes may look like a batch's). */
 static int image_operand(const dlrt__node *n, int j) {
   switch (n->op) {
-  case OP_CONV:
-  case OP_CONV_GRAD_X:
-  case OP_BIAS_CHANNELS: return j != 1;
-  case OP_CONV_GRAD_W:
-  case OP_SUM_CHANNELS: return j != n->n_in;
+  case DLRT__OP_CONV:
+  case DLRT__OP_CONV_GRAD_X:
+  case DLRT__OP_BIAS_CHANNELS: return j != 1;
+  case DLRT__OP_CONV_GRAD_W:
+  case DLRT__OP_SUM_CHANNELS: return j != n->n_in;
   default: return 1;
   }
 }
@@ -349,7 +349,7 @@ void dlrt__exec_unuse(dlrt_exec_t *e, const dlrt_tensor_t *t) {
  * storages, distinct, in allocator granules): no smaller budget can work.
  * Updates run on the host under the optimizer policies and need nothing. */
 static uint64_t node_need(const dlrt__node *n, int in_place, dlrt_offload_policy policy) {
-  if ((n->op == OP_SGD || n->op == OP_ADAM) &&
+  if ((n->op == DLRT__OP_SGD || n->op == DLRT__OP_ADAM) &&
       (policy == DLRT_OFFLOAD_OPTIMIZER || policy == DLRT_OFFLOAD_ALL))
     return 0;
   uint64_t need = 0;
@@ -494,7 +494,7 @@ int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *c) {
                                           : " (its whole-batch tensors and one chunk's)"
                                  : " of inputs and outputs",
                            (double)least / 1048576.0,
-                           (n->op == OP_SGD || n->op == OP_ADAM)
+                           (n->op == DLRT__OP_SGD || n->op == DLRT__OP_ADAM)
                                ? " (or offload the optimizer: its updates then run on the host)"
                                : "");
   }

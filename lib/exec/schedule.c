@@ -83,14 +83,14 @@ enum { MEM_PARAM, MEM_STATE, MEM_INPUT, MEM_GRAD, MEM_ACT, MEM_KINDS };
 static void mem_kinds(const dlrt_graph_t *g, char *kinds) {
   for (int i = 0; i < g->n_tensors; i++) {
     const dlrt_tensor_t *t = g->tensors[i];
-    kinds[i] = t->kind == TENSOR_PARAM                 ? MEM_PARAM
-               : t->kind == TENSOR_STATE               ? MEM_STATE
-               : t->kind == TENSOR_INPUT || t->kept    ? MEM_INPUT
+    kinds[i] = t->kind == DLRT__TENSOR_PARAM                 ? MEM_PARAM
+               : t->kind == DLRT__TENSOR_STATE               ? MEM_STATE
+               : t->kind == DLRT__TENSOR_INPUT || t->kept    ? MEM_INPUT
                                                        : MEM_ACT;
   }
   for (int i = 0; i < g->n_tensors; i++) {
     const dlrt_tensor_t *p = g->tensors[i];
-    if (p->kind == TENSOR_PARAM && p->grad && kinds[p->grad->owner->id] == MEM_ACT)
+    if (p->kind == DLRT__TENSOR_PARAM && p->grad && kinds[p->grad->owner->id] == MEM_ACT)
       kinds[p->grad->owner->id] = MEM_GRAD;
   }
 }
@@ -98,9 +98,9 @@ static void mem_kinds(const dlrt_graph_t *g, char *kinds) {
  * element i of their output, so the output may take over the input's storage. */
 static int elementwise_op(dlrt__op_kind op) {
   switch (op) {
-  case OP_RELU: case OP_SCALE: case OP_ADD: case OP_MUL: case OP_SUB: case OP_DIV:
-  case OP_BIAS_ROWS: case OP_BIAS_CHANNELS: case OP_ACT: case OP_DROPOUT: case OP_BCAST:
-  case OP_RELU_GRAD: /* dx[i] from dy[i] (its first input) and x[i] */
+  case DLRT__OP_RELU: case DLRT__OP_SCALE: case DLRT__OP_ADD: case DLRT__OP_MUL: case DLRT__OP_SUB: case DLRT__OP_DIV:
+  case DLRT__OP_BIAS_ROWS: case DLRT__OP_BIAS_CHANNELS: case DLRT__OP_ACT: case DLRT__OP_DROPOUT: case DLRT__OP_BCAST:
+  case DLRT__OP_RELU_GRAD: /* dx[i] from dy[i] (its first input) and x[i] */
     return 1;
   default:
     return 0;
@@ -123,7 +123,7 @@ static int takes_over(const dlrt__node *n) {
 /* Ops that carry a convolution block on to its pooling: a segment is not
  * cut by length just before one. */
 static int continues_block(dlrt__op_kind op) {
-  return op == OP_BIAS_CHANNELS || op == OP_RELU || op == OP_MAXPOOL;
+  return op == DLRT__OP_BIAS_CHANNELS || op == DLRT__OP_RELU || op == DLRT__OP_MAXPOOL;
 }
 
 int dlrt__checkpoint_segments(const dlrt_graph_t *g, const int *fwd, int n_fwd, int every,
@@ -131,7 +131,7 @@ int dlrt__checkpoint_segments(const dlrt_graph_t *g, const int *fwd, int n_fwd, 
   int segment = 0, len = 0;
   for (int f = 0; f < n_fwd; f++) {
     seg[f] = segment;
-    int pool = g->nodes[fwd[f]]->op == OP_MAXPOOL;
+    int pool = g->nodes[fwd[f]]->op == DLRT__OP_MAXPOOL;
     int long_enough = ++len >= every &&
                       (f + 1 == n_fwd || !continues_block(g->nodes[fwd[f + 1]]->op));
     if (pool || long_enough) segment++, len = 0;
@@ -198,9 +198,9 @@ static int build_order(dlrt_graph_t *g, dlrt__node_phase max_phase, int every, d
     goto done;
   }
   for (int i = 0; i < g->n_nodes; i++)
-    if (g->nodes[i]->phase == PHASE_FORWARD) fwd[n_fwd++] = i;
+    if (g->nodes[i]->phase == DLRT__PHASE_FORWARD) fwd[n_fwd++] = i;
   int segments = every > 0 ? dlrt__checkpoint_segments(g, fwd, n_fwd, every, seg) : 1;
-  if (max_phase == PHASE_FORWARD || segments <= 1) {
+  if (max_phase == DLRT__PHASE_FORWARD || segments <= 1) {
     for (int i = 0; i < g->n_nodes; i++)
       if (g->nodes[i]->phase <= max_phase) s->order[s->n++] = i;
     goto done;
@@ -214,7 +214,7 @@ static int build_order(dlrt_graph_t *g, dlrt__node_phase max_phase, int every, d
   for (int f = 0; f < n_fwd; f++) s->order[s->n++] = fwd[f];
   for (int i = 0; i < g->n_nodes; i++) {
     dlrt__node *n = g->nodes[i];
-    if (n->phase == PHASE_FORWARD || n->phase > max_phase) continue;
+    if (n->phase == DLRT__PHASE_FORWARD || n->phase > max_phase) continue;
     for (int j = 0; j < n->n_in; j++) {
       int id = n->in[j]->owner->id, sg = seg_of[id];
       if (!droppable[id] || recomputed[sg]) continue;
@@ -328,7 +328,7 @@ int dlrt__plan(dlrt_graph_t *g, dlrt__node_phase max_phase, int every, dlrt__sch
   s->last_forward = -1;
   for (int k = s->n - 1; k >= 0; k--) {
     dlrt__node *n = g->nodes[s->order[k]];
-    if (n->phase == PHASE_FORWARD && s->last_forward < 0) s->last_forward = k;
+    if (n->phase == DLRT__PHASE_FORWARD && s->last_forward < 0) s->last_forward = k;
     int touches = n->n_in + n->n_out;
     s->next[k] = malloc((size_t)(touches ? touches : 1) * sizeof **s->next);
     if (!s->next[k]) {
@@ -438,9 +438,9 @@ int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt__memory_
   uint64_t train_peak = 0, forward_peak = 0;
   dlrt__memory_breakdown fw;
   int rc = dlrt__graph_layout(g);
-  if (rc == DLRT_OK) rc = dlrt__plan(g, PHASE_UPDATE, checkpoint_every, &train, &train_peak, out);
+  if (rc == DLRT_OK) rc = dlrt__plan(g, DLRT__PHASE_UPDATE, checkpoint_every, &train, &train_peak, out);
   if (rc == DLRT_OK)
-    rc = dlrt__plan(g, PHASE_FORWARD, checkpoint_every, &forward, &forward_peak, &fw);
+    rc = dlrt__plan(g, DLRT__PHASE_FORWARD, checkpoint_every, &forward, &forward_peak, &fw);
   if (rc == DLRT_OK && forward_peak > train_peak) *out = fw;
   if (rc == DLRT_OK) out->peak = train_peak > forward_peak ? train_peak : forward_peak;
   if (rc == DLRT_OK) {
@@ -456,7 +456,7 @@ int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt__memory_
 /* The number of forward nodes, for the sqrt(n) segment length. */
 static int forward_nodes(const dlrt_graph_t *g) {
   int n = 0;
-  for (int i = 0; i < g->n_nodes; i++) n += g->nodes[i]->phase == PHASE_FORWARD;
+  for (int i = 0; i < g->n_nodes; i++) n += g->nodes[i]->phase == DLRT__PHASE_FORWARD;
   return n;
 }
 

@@ -12,7 +12,7 @@
 static int only_reader(const dlrt_graph_t *g, const dlrt_tensor_t *t, const dlrt__node *reader) {
   for (int i = 0; i < g->n_nodes; i++) {
     const dlrt__node *n = g->nodes[i];
-    if (n == reader || n->phase != PHASE_FORWARD) continue;
+    if (n == reader || n->phase != DLRT__PHASE_FORWARD) continue;
     for (int j = 0; j < n->n_in; j++)
       if (n->in[j]->owner == t->owner) return 0;
   }
@@ -26,7 +26,7 @@ static dlrt_tensor_t *bnode(dlrt_graph_t *g, dlrt__op_kind op, int n_in, dlrt_te
                             int ndim, const int64_t *shape, const dlrt_tensor_t *of) {
   char name[64];
   snprintf(name, sizeof name, "d%.40s.%s%d", of->name, dlrt__op_name(op), g->n_tensors);
-  dlrt_tensor_t *d = dlrt__node1(g, op, PHASE_BACKWARD, n_in, in, ndim, shape, name);
+  dlrt_tensor_t *d = dlrt__node1(g, op, DLRT__PHASE_BACKWARD, n_in, in, ndim, shape, name);
   if (d) d->dtype = of->dtype;
   return d;
 }
@@ -37,7 +37,7 @@ static dlrt_tensor_t *bmm(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b, i
                           int64_t sb, int64_t sc, int ndim, const int64_t *shape,
                           const dlrt_tensor_t *grad_of) {
   dlrt_tensor_t *in[2] = {a, b};
-  dlrt_tensor_t *y = bnode(g, OP_BMM, 2, in, ndim, shape, grad_of);
+  dlrt_tensor_t *y = bnode(g, DLRT__OP_BMM, 2, in, ndim, shape, grad_of);
   if (!y) return NULL;
   y->producer->bmm = (struct dlrt__bmm_params){
       .trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .batch = batch,
@@ -60,7 +60,7 @@ static int accumulate(dlrt_graph_t *g, dlrt_tensor_t *t, dlrt_tensor_t *contribu
   if (!t->needs_grad) return DLRT_OK;
   if (contribution->dtype != t->dtype) {
     /* A contribution in another type (mixed precision): cast to t's. */
-    contribution = bnode(g, OP_CAST, 1, &contribution, t->ndim, t->shape, t);
+    contribution = bnode(g, DLRT__OP_CAST, 1, &contribution, t->ndim, t->shape, t);
     if (!contribution) return g->status;
   }
   /* A gradient is stored like its tensor (NCHW or CNHW). */
@@ -70,7 +70,7 @@ static int accumulate(dlrt_graph_t *g, dlrt_tensor_t *t, dlrt_tensor_t *contribu
     return DLRT_OK;
   }
   dlrt_tensor_t *in[2] = {t->grad, contribution};
-  dlrt_tensor_t *sum = bnode(g, OP_ADD, 2, in, t->ndim, t->shape, t);
+  dlrt_tensor_t *sum = bnode(g, DLRT__OP_ADD, 2, in, t->ndim, t->shape, t);
   if (!sum) return g->status;
   sum->cnhw = t->cnhw;
   t->grad = sum;
@@ -82,7 +82,7 @@ static int backward_node(dlrt_graph_t *g, dlrt__node *n) {
   dlrt_tensor_t *a = n->in[0], *b = n->n_in > 1 ? n->in[1] : NULL;
   int rc = DLRT_OK;
   switch (n->op) {
-  case OP_BMM: {
+  case DLRT__OP_BMM: {
     const struct dlrt__bmm_params *p = &n->bmm;
     int ta = (int)p->trans_a, tb = (int)p->trans_b;
     int64_t m = p->m, nn = p->n, k = p->k, batch = p->batch ? p->batch : 1;
@@ -105,51 +105,51 @@ static int backward_node(dlrt_graph_t *g, dlrt__node *n) {
                                      b->shape, b));
     return rc;
   }
-  case OP_BIAS_ROWS:
-  case OP_BIAS_CHANNELS:
+  case DLRT__OP_BIAS_ROWS:
+  case DLRT__OP_BIAS_CHANNELS:
     rc = accumulate(g, a, dy);
     if (rc == DLRT_OK && b->needs_grad) {
-      dlrt__op_kind op = n->op == OP_BIAS_ROWS ? OP_SUM_COLS : OP_SUM_CHANNELS;
+      dlrt__op_kind op = n->op == DLRT__OP_BIAS_ROWS ? DLRT__OP_SUM_COLS : DLRT__OP_SUM_CHANNELS;
       dlrt_tensor_t *db = bnode(g, op, 1, &dy, b->ndim, b->shape, b);
-      if (db && op == OP_SUM_COLS) db->producer->rows = n->rows;
-      if (db && op == OP_SUM_CHANNELS) db->producer->channels = n->channels;
+      if (db && op == DLRT__OP_SUM_COLS) db->producer->rows = n->rows;
+      if (db && op == DLRT__OP_SUM_CHANNELS) db->producer->channels = n->channels;
       rc = accumulate(g, b, db);
     }
     return rc;
-  case OP_RELU: {
+  case DLRT__OP_RELU: {
     dlrt_tensor_t *in[2] = {dy, y};
-    return accumulate(g, a, bnode(g, OP_RELU_GRAD, 2, in, a->ndim, a->shape, a));
+    return accumulate(g, a, bnode(g, DLRT__OP_RELU_GRAD, 2, in, a->ndim, a->shape, a));
   }
-  case OP_ADD:
+  case DLRT__OP_ADD:
     rc = accumulate(g, a, dy);
     return rc == DLRT_OK ? accumulate(g, b, dy) : rc;
-  case OP_MUL: {
+  case DLRT__OP_MUL: {
     if (a->needs_grad) {
       dlrt_tensor_t *in[2] = {dy, b};
-      rc = accumulate(g, a, bnode(g, OP_MUL, 2, in, a->ndim, a->shape, a));
+      rc = accumulate(g, a, bnode(g, DLRT__OP_MUL, 2, in, a->ndim, a->shape, a));
     }
     if (rc == DLRT_OK && b->needs_grad) {
       dlrt_tensor_t *in[2] = {dy, a};
-      rc = accumulate(g, b, bnode(g, OP_MUL, 2, in, b->ndim, b->shape, b));
+      rc = accumulate(g, b, bnode(g, DLRT__OP_MUL, 2, in, b->ndim, b->shape, b));
     }
     return rc;
   }
-  case OP_SCALE: {
-    dlrt_tensor_t *d = bnode(g, OP_SCALE, 1, &dy, a->ndim, a->shape, a);
+  case DLRT__OP_SCALE: {
+    dlrt_tensor_t *d = bnode(g, DLRT__OP_SCALE, 1, &dy, a->ndim, a->shape, a);
     if (d) d->producer->scale.alpha = n->scale.alpha;
     return accumulate(g, a, d);
   }
-  case OP_SUM: {
-    dlrt_tensor_t *d = bnode(g, OP_BROADCAST, 1, &dy, a->ndim, a->shape, a);
+  case DLRT__OP_SUM: {
+    dlrt_tensor_t *d = bnode(g, DLRT__OP_BROADCAST, 1, &dy, a->ndim, a->shape, a);
     if (d) d->producer->scale.alpha = 1.0f;
     return accumulate(g, a, d);
   }
-  case OP_VIEW: {
+  case DLRT__OP_VIEW: {
     /* A reshape's gradient is dy reshaped (dense first); a transpose's is
      * dy's view with the same axes transposed back. */
     int transpose = n->view.transpose == 1;
-    if (!transpose && !(dy = dlrt__make_contiguous(g, dy, PHASE_BACKWARD))) return g->status;
-    dlrt_tensor_t *d = bnode(g, OP_VIEW, 1, &dy, a->ndim, a->shape, a);
+    if (!transpose && !(dy = dlrt__make_contiguous(g, dy, DLRT__PHASE_BACKWARD))) return g->status;
+    dlrt_tensor_t *d = bnode(g, DLRT__OP_VIEW, 1, &dy, a->ndim, a->shape, a);
     if (!d) return g->status;
     d->producer->view = n->view;
     d->owner = dy->owner;
@@ -161,21 +161,21 @@ static int backward_node(dlrt_graph_t *g, dlrt__node *n) {
     }
     return accumulate(g, a, d);
   }
-  case OP_PERMUTE: {
-    dlrt_tensor_t *d = bnode(g, OP_PERMUTE, 1, &dy, a->ndim, a->shape, a);
+  case DLRT__OP_PERMUTE: {
+    dlrt_tensor_t *d = bnode(g, DLRT__OP_PERMUTE, 1, &dy, a->ndim, a->shape, a);
     if (d)
       d->producer->permute = (struct dlrt__permute_params){
           .na = n->permute.nb, .nb = n->permute.na, .inner = n->permute.inner};
     return accumulate(g, a, d);
   }
-  case OP_CONV: {
+  case DLRT__OP_CONV: {
     /* y = W cols(x), chunk by chunk: dW = sum of dy cols^T and dx =
      * col2im(W^T dy), each recomputing or holding one chunk's cols in its
      * own workspace (of the forward one's shape, in dy's type). */
     dlrt_tensor_t *ws = n->out[1];
     if (b->needs_grad) {
       dlrt_tensor_t *in[2] = {dy, a};
-      dlrt_tensor_t *dw = bnode(g, OP_CONV_GRAD_W, 2, in, b->ndim, b->shape, b);
+      dlrt_tensor_t *dw = bnode(g, DLRT__OP_CONV_GRAD_W, 2, in, b->ndim, b->shape, b);
       if (!dw || !dlrt__add_workspace(g, dw->producer, ws->ndim, ws->shape, dy->dtype))
         return g->status;
       dw->producer->conv = n->conv;
@@ -183,7 +183,7 @@ static int backward_node(dlrt_graph_t *g, dlrt__node *n) {
     }
     if (rc == DLRT_OK && a->needs_grad) {
       dlrt_tensor_t *in[2] = {dy, b};
-      dlrt_tensor_t *dx = bnode(g, OP_CONV_GRAD_X, 2, in, a->ndim, a->shape, a);
+      dlrt_tensor_t *dx = bnode(g, DLRT__OP_CONV_GRAD_X, 2, in, a->ndim, a->shape, a);
       if (!dx || !dlrt__add_workspace(g, dx->producer, ws->ndim, ws->shape, dy->dtype))
         return g->status;
       dx->producer->conv = n->conv;
@@ -191,14 +191,14 @@ static int backward_node(dlrt_graph_t *g, dlrt__node *n) {
     }
     return rc;
   }
-  case OP_MAXPOOL: {
+  case DLRT__OP_MAXPOOL: {
     /* Pooling a ReLU's output that nothing else reads: one pass gives the
      * gradient of both, the maximum's sign serving as the ReLU's mask, so
      * the ReLU's output need not live until the backward pass. The values
      * are relu_grad(maxpool_grad(dy)) bit for bit. A kept output keeps its
      * own gradient (and the two passes). */
     dlrt__node *relu = a->producer;
-    int fuse = relu && relu->op == OP_RELU && a->owner == a && !a->kept &&
+    int fuse = relu && relu->op == DLRT__OP_RELU && a->owner == a && !a->kept &&
                relu->in[0]->dtype == a->dtype && only_reader(g, a, n);
     dlrt_tensor_t *target = fuse ? relu->in[0] : a;
     /* The mask is the maximum's sign: a bit of the argmax byte for windows
@@ -206,74 +206,74 @@ static int backward_node(dlrt_graph_t *g, dlrt__node *n) {
      * the pooled output itself for larger ones. */
     int mask_input = fuse && n->pool.k * n->pool.k > 128;
     dlrt_tensor_t *in[3] = {dy, n->out[1], n->out[0]};
-    dlrt_tensor_t *d = bnode(g, OP_MAXPOOL_GRAD, mask_input ? 3 : 2, in, a->ndim, a->shape, target);
+    dlrt_tensor_t *d = bnode(g, DLRT__OP_MAXPOOL_GRAD, mask_input ? 3 : 2, in, a->ndim, a->shape, target);
     if (d) {
       d->producer->pool = n->pool;
       d->producer->pool.relu_fused = fuse;
     }
     return accumulate(g, target, d);
   }
-  case OP_SUB: {
+  case DLRT__OP_SUB: {
     rc = accumulate(g, a, dy);
     if (rc == DLRT_OK && b->needs_grad) {
-      dlrt_tensor_t *d = bnode(g, OP_SCALE, 1, &dy, b->ndim, b->shape, b);
+      dlrt_tensor_t *d = bnode(g, DLRT__OP_SCALE, 1, &dy, b->ndim, b->shape, b);
       if (d) d->producer->scale.alpha = -1.0f;
       rc = accumulate(g, b, d);
     }
     return rc;
   }
-  case OP_DIV: {
+  case DLRT__OP_DIV: {
     if (a->needs_grad) {
       dlrt_tensor_t *in[2] = {dy, b};
-      rc = accumulate(g, a, bnode(g, OP_DIV, 2, in, a->ndim, a->shape, a));
+      rc = accumulate(g, a, bnode(g, DLRT__OP_DIV, 2, in, a->ndim, a->shape, a));
     }
     if (rc == DLRT_OK && b->needs_grad) {
       dlrt_tensor_t *in[3] = {dy, a, b};
-      rc = accumulate(g, b, bnode(g, OP_DIV_GRAD_Z, 3, in, b->ndim, b->shape, b));
+      rc = accumulate(g, b, bnode(g, DLRT__OP_DIV_GRAD_Z, 3, in, b->ndim, b->shape, b));
     }
     return rc;
   }
-  case OP_ACT: {
+  case DLRT__OP_ACT: {
     /* tanh and sigmoid differentiate from their output, GELU from its input. */
     dlrt_tensor_t *in[2] = {dy, n->act.kind == DLRT__ACT_GELU ? a : y};
-    dlrt_tensor_t *d = bnode(g, OP_ACT_GRAD, 2, in, a->ndim, a->shape, a);
+    dlrt_tensor_t *d = bnode(g, DLRT__OP_ACT_GRAD, 2, in, a->ndim, a->shape, a);
     if (d) d->producer->act = n->act;
     return accumulate(g, a, d);
   }
-  case OP_SOFTMAX: {
+  case DLRT__OP_SOFTMAX: {
     dlrt_tensor_t *in[2] = {dy, y};
-    dlrt_tensor_t *d = bnode(g, OP_SOFTMAX_GRAD, 2, in, a->ndim, a->shape, a);
+    dlrt_tensor_t *d = bnode(g, DLRT__OP_SOFTMAX_GRAD, 2, in, a->ndim, a->shape, a);
     if (d) d->producer->rows = n->rows;
     return accumulate(g, a, d);
   }
-  case OP_AVGPOOL: {
-    dlrt_tensor_t *d = bnode(g, OP_AVGPOOL_GRAD, 1, &dy, a->ndim, a->shape, a);
+  case DLRT__OP_AVGPOOL: {
+    dlrt_tensor_t *d = bnode(g, DLRT__OP_AVGPOOL_GRAD, 1, &dy, a->ndim, a->shape, a);
     if (d) d->producer->pool = n->pool;
     return accumulate(g, a, d);
   }
-  case OP_DROPOUT: {
+  case DLRT__OP_DROPOUT: {
     /* The same mask (same salt, same step) applied to the gradient. */
-    dlrt_tensor_t *d = bnode(g, OP_DROPOUT, 1, &dy, a->ndim, a->shape, a);
+    dlrt_tensor_t *d = bnode(g, DLRT__OP_DROPOUT, 1, &dy, a->ndim, a->shape, a);
     if (d) d->producer->dropout = n->dropout;
     return accumulate(g, a, d);
   }
-  case OP_NORM: {
+  case DLRT__OP_NORM: {
     dlrt_tensor_t *mean = n->out[1], *rstd = n->out[2], *gamma = b, *beta = n->in[2];
     if (a->needs_grad) {
       dlrt_tensor_t *in[5] = {dy, a, mean, rstd, gamma};
-      dlrt_tensor_t *d = bnode(g, OP_NORM_GRAD, 5, in, a->ndim, a->shape, a);
+      dlrt_tensor_t *d = bnode(g, DLRT__OP_NORM_GRAD, 5, in, a->ndim, a->shape, a);
       if (d) norm_grad_params(d->producer, n);
       rc = accumulate(g, a, d);
     }
     if (rc == DLRT_OK && (gamma->needs_grad || beta->needs_grad)) {
       dlrt_tensor_t *in[4] = {dy, a, mean, rstd};
-      dlrt_tensor_t *dg = bnode(g, OP_NORM_AFFINE_GRAD, 4, in, gamma->ndim, gamma->shape,
+      dlrt_tensor_t *dg = bnode(g, DLRT__OP_NORM_AFFINE_GRAD, 4, in, gamma->ndim, gamma->shape,
                                 gamma);
       if (!dg) return g->status;
       char name[64];
       snprintf(name, sizeof name, "d%.50s", beta->name);
       dlrt_tensor_t *db = dlrt__tensor_new(g, name, DLRT_F32, beta->ndim, beta->shape,
-                                           TENSOR_INTERMEDIATE);
+                                           DLRT__TENSOR_INTERMEDIATE);
       if (!db) return g->status;
       dlrt__node *an = dg->producer;
       an->n_out = 2, an->out[1] = db, db->producer = an;
@@ -284,7 +284,7 @@ static int backward_node(dlrt_graph_t *g, dlrt__node *n) {
     }
     return rc;
   }
-  case OP_CONCAT: {
+  case DLRT__OP_CONCAT: {
     int64_t start = 0;
     int axis = (int)n->concat.axis;
     for (int i = 0; i < n->n_in && rc == DLRT_OK; i++) {
@@ -294,45 +294,45 @@ static int backward_node(dlrt_graph_t *g, dlrt__node *n) {
         char name[64];
         snprintf(name, sizeof name, "d%.40s.slice%d", x->name, g->n_tensors);
         rc = accumulate(g, x, dlrt__slice_view(g, dy, axis, start, x->shape[axis],
-                                               PHASE_BACKWARD, name));
+                                               DLRT__PHASE_BACKWARD, name));
       }
       start += x->shape[axis];
     }
     return rc;
   }
-  case OP_SLICE: {
+  case DLRT__OP_SLICE: {
     /* dy placed into zeros, in fp32 (the kernel's type): a slice of a
      * 16-bit tensor sends a cast of dy, and its gradient is cast back. */
     if (dy->dtype != DLRT_F32) {
-      dy = bnode(g, OP_CAST, 1, &dy, dy->ndim, dy->shape, dy);
+      dy = bnode(g, DLRT__OP_CAST, 1, &dy, dy->ndim, dy->shape, dy);
       if (!dy) return g->status;
       dy->dtype = DLRT_F32;
     }
-    dlrt_tensor_t *d = bnode(g, OP_SLICE_GRAD, 1, &dy, a->ndim, a->shape, a);
+    dlrt_tensor_t *d = bnode(g, DLRT__OP_SLICE_GRAD, 1, &dy, a->ndim, a->shape, a);
     if (!d) return g->status;
     d->dtype = DLRT_F32;
     d->producer->slice = n->slice;
     return accumulate(g, a, d);
   }
-  case OP_AXIS_SUM: {
-    dlrt_tensor_t *d = bnode(g, OP_AXIS_EXPAND, 1, &dy, a->ndim, a->shape, a);
+  case DLRT__OP_AXIS_SUM: {
+    dlrt_tensor_t *d = bnode(g, DLRT__OP_AXIS_EXPAND, 1, &dy, a->ndim, a->shape, a);
     if (d) d->producer->axis = n->axis;
     return accumulate(g, a, d);
   }
-  case OP_EMBED: {
+  case DLRT__OP_EMBED: {
     dlrt_tensor_t *in[2] = {dy, a};
-    dlrt_tensor_t *d = bnode(g, OP_EMBED_GRAD, 2, in, b->ndim, b->shape, b);
+    dlrt_tensor_t *d = bnode(g, DLRT__OP_EMBED_GRAD, 2, in, b->ndim, b->shape, b);
     if (d) d->producer->embed = n->embed;
     return accumulate(g, b, d);
   }
-  case OP_BCAST: {
+  case DLRT__OP_BCAST: {
     int64_t count = n->bcast.count, m = n->bcast.m, op = n->bcast.op;
     if (a->needs_grad) {
       if (op == DLRT__BCAST_ADD || op == DLRT__BCAST_SUB) {
         rc = accumulate(g, a, dy);
       } else {
         dlrt_tensor_t *in[2] = {dy, b};
-        dlrt_tensor_t *d = bnode(g, OP_BCAST, 2, in, a->ndim, a->shape, a);
+        dlrt_tensor_t *d = bnode(g, DLRT__OP_BCAST, 2, in, a->ndim, a->shape, a);
         if (d) d->producer->bcast = n->bcast;
         rc = accumulate(g, a, d);
       }
@@ -342,13 +342,13 @@ static int backward_node(dlrt_graph_t *g, dlrt__node *n) {
       dlrt_tensor_t *per = dy;
       if (op == DLRT__BCAST_MUL || op == DLRT__BCAST_DIV) {
         dlrt_tensor_t *in[3] = {dy, a, b};
-        per = bnode(g, OP_BCAST_GRAD_B, 3, in, a->ndim, a->shape, b);
+        per = bnode(g, DLRT__OP_BCAST_GRAD_B, 3, in, a->ndim, a->shape, b);
         if (per) per->producer->bcast = n->bcast;
       }
-      dlrt_tensor_t *db = per ? bnode(g, OP_SUM_COLS, 1, &per, b->ndim, b->shape, b) : NULL;
+      dlrt_tensor_t *db = per ? bnode(g, DLRT__OP_SUM_COLS, 1, &per, b->ndim, b->shape, b) : NULL;
       if (db) db->producer->rows.rows = count / m, db->producer->rows.cols = m;
       if (db && op == DLRT__BCAST_SUB) {
-        dlrt_tensor_t *neg = bnode(g, OP_SCALE, 1, &db, b->ndim, b->shape, b);
+        dlrt_tensor_t *neg = bnode(g, DLRT__OP_SCALE, 1, &db, b->ndim, b->shape, b);
         if (neg) neg->producer->scale.alpha = -1.0f;
         db = neg;
       }
@@ -356,9 +356,9 @@ static int backward_node(dlrt_graph_t *g, dlrt__node *n) {
     }
     return rc;
   }
-  case OP_CAST: /* the gradient goes back to the input's type */
+  case DLRT__OP_CAST: /* the gradient goes back to the input's type */
     return accumulate(g, a, dy);
-  case OP_XENT:
+  case DLRT__OP_XENT:
     return dlrt__graph_fail(g, DLRT_ERR_UNSUPPORTED, "cross_entropy can only be the loss "
                             "passed to dlrt_graph_backward"), g->status;
   default:
@@ -387,11 +387,11 @@ int dlrt_graph_backward(dlrt_graph_t *g, dlrt_tensor_t *loss) {
   /* Seed: d loss / d loss = 1. The fused cross-entropy already computed the
    * gradient of its mean loss with respect to the logits. */
   dlrt__node *root = loss->producer;
-  if (root->op == OP_XENT) {
+  if (root->op == DLRT__OP_XENT) {
     rc = accumulate(g, root->in[0], root->out[2]);
     if (rc) return rc;
   } else {
-    dlrt_tensor_t *one = dlrt__node1(g, OP_FILL, PHASE_BACKWARD, 0, NULL, 1, loss->shape, "dloss");
+    dlrt_tensor_t *one = dlrt__node1(g, DLRT__OP_FILL, DLRT__PHASE_BACKWARD, 0, NULL, 1, loss->shape, "dloss");
     if (!one) return g->status;
     one->producer->fill.value = 1.0f;
     one->producer->fill.loss_seed = 1; /* times the loss scale */
@@ -399,7 +399,7 @@ int dlrt_graph_backward(dlrt_graph_t *g, dlrt_tensor_t *loss) {
   }
   for (int i = forward_nodes - 1; i >= 0; i--) {
     dlrt__node *n = g->nodes[i];
-    if (n == root && root->op == OP_XENT) continue;
+    if (n == root && root->op == DLRT__OP_XENT) continue;
     if (n->n_out == 0 || !n->out[0]->grad || !n->out[0]->needs_grad) continue;
     rc = backward_node(g, n);
     if (rc) return rc;
@@ -408,8 +408,8 @@ int dlrt_graph_backward(dlrt_graph_t *g, dlrt_tensor_t *loss) {
    * updates, accumulation and gradient I/O read them so. */
   for (int i = 0; i < g->n_tensors; i++) {
     dlrt_tensor_t *p = g->tensors[i];
-    if (p->kind == TENSOR_PARAM && p->grad &&
-        !(p->grad = dlrt__make_dense(g, p->grad, PHASE_BACKWARD)))
+    if (p->kind == DLRT__TENSOR_PARAM && p->grad &&
+        !(p->grad = dlrt__make_dense(g, p->grad, DLRT__PHASE_BACKWARD)))
       return g->status;
   }
   return g->status;
@@ -437,7 +437,7 @@ const char *dlrt_optimizer_name(dlrt_optimizer_kind kind) {
 static dlrt_tensor_t *state_like(dlrt_graph_t *g, const dlrt_tensor_t *p, const char *what) {
   char name[64];
   snprintf(name, sizeof name, "%.40s.%s", p->name, what);
-  dlrt_tensor_t *s = dlrt__tensor_new(g, name, DLRT_F32, p->ndim, p->shape, TENSOR_STATE);
+  dlrt_tensor_t *s = dlrt__tensor_new(g, name, DLRT_F32, p->ndim, p->shape, DLRT__TENSOR_STATE);
   if (s) {
     s->init = DLRT_INIT_ZEROS;
     s->kept = 1;
@@ -462,8 +462,8 @@ int dlrt_graph_optimize(dlrt_graph_t *g, const dlrt_optimizer *opt) {
   int n_tensors = g->n_tensors;
   for (int i = 0; i < n_tensors; i++) {
     dlrt_tensor_t *p = g->tensors[i];
-    if (p->kind != TENSOR_PARAM || !p->grad) continue;
-    dlrt__node *n = dlrt__node_new(g, opt->kind == DLRT_OPT_SGD ? OP_SGD : OP_ADAM, PHASE_UPDATE);
+    if (p->kind != DLRT__TENSOR_PARAM || !p->grad) continue;
+    dlrt__node *n = dlrt__node_new(g, opt->kind == DLRT_OPT_SGD ? DLRT__OP_SGD : DLRT__OP_ADAM, DLRT__PHASE_UPDATE);
     if (!n) return g->status;
     if (opt->kind == DLRT_OPT_SGD) {
       dlrt_tensor_t *v = state_like(g, p, "momentum");

@@ -9,26 +9,26 @@
 #include "graph/graph.h"
 #include "util/status.h"
 
-static const char *const op_names[OP_COUNT_] = {
-    [OP_FILL] = "fill",           [OP_BMM] = "matmul",         [OP_BIAS_ROWS] = "bias",
-    [OP_BIAS_CHANNELS] = "bias",  [OP_RELU] = "relu",          [OP_RELU_GRAD] = "relu_grad",
-    [OP_ADD] = "add",             [OP_MUL] = "mul",            [OP_SCALE] = "scale",
-    [OP_SUM] = "sum",             [OP_BROADCAST] = "broadcast", [OP_SUM_COLS] = "sum_cols",
-    [OP_SUM_CHANNELS] = "sum_channels", [OP_CONV] = "conv", [OP_CONV_GRAD_W] = "conv_grad_w",
-    [OP_CONV_GRAD_X] = "conv_grad_x", [OP_MAXPOOL] = "max_pool",   [OP_MAXPOOL_GRAD] = "max_pool_grad",
-    [OP_XENT] = "cross_entropy",  [OP_VIEW] = "view",          [OP_PERMUTE] = "permute",          [OP_SGD] = "sgd",
-    [OP_ADAM] = "adam",           [OP_SUB] = "sub",            [OP_DIV] = "div",
-    [OP_DIV_GRAD_Z] = "div_grad", [OP_ACT] = "activation",     [OP_ACT_GRAD] = "activation_grad",
-    [OP_SOFTMAX] = "softmax",     [OP_SOFTMAX_GRAD] = "softmax_grad", [OP_AVGPOOL] = "avg_pool",
-    [OP_AVGPOOL_GRAD] = "avg_pool_grad", [OP_DROPOUT] = "dropout", [OP_NORM] = "norm",
-    [OP_NORM_GRAD] = "norm_grad", [OP_NORM_AFFINE_GRAD] = "norm_affine_grad",
-    [OP_BN_RUNNING] = "bn_running", [OP_CONCAT] = "concat", [OP_SLICE] = "slice",
-    [OP_SLICE_GRAD] = "slice_grad", [OP_AXIS_SUM] = "sum_axis", [OP_AXIS_EXPAND] = "expand",
-    [OP_BCAST] = "broadcast_op", [OP_BCAST_GRAD_B] = "broadcast_grad", [OP_EMBED] = "embedding",
-    [OP_EMBED_GRAD] = "embedding_grad", [OP_CAST] = "cast", [OP_CONTIGUOUS] = "contiguous"};
+static const char *const op_names[DLRT__OP_COUNT_] = {
+    [DLRT__OP_FILL] = "fill",           [DLRT__OP_BMM] = "matmul",         [DLRT__OP_BIAS_ROWS] = "bias",
+    [DLRT__OP_BIAS_CHANNELS] = "bias",  [DLRT__OP_RELU] = "relu",          [DLRT__OP_RELU_GRAD] = "relu_grad",
+    [DLRT__OP_ADD] = "add",             [DLRT__OP_MUL] = "mul",            [DLRT__OP_SCALE] = "scale",
+    [DLRT__OP_SUM] = "sum",             [DLRT__OP_BROADCAST] = "broadcast", [DLRT__OP_SUM_COLS] = "sum_cols",
+    [DLRT__OP_SUM_CHANNELS] = "sum_channels", [DLRT__OP_CONV] = "conv", [DLRT__OP_CONV_GRAD_W] = "conv_grad_w",
+    [DLRT__OP_CONV_GRAD_X] = "conv_grad_x", [DLRT__OP_MAXPOOL] = "max_pool",   [DLRT__OP_MAXPOOL_GRAD] = "max_pool_grad",
+    [DLRT__OP_XENT] = "cross_entropy",  [DLRT__OP_VIEW] = "view",          [DLRT__OP_PERMUTE] = "permute",          [DLRT__OP_SGD] = "sgd",
+    [DLRT__OP_ADAM] = "adam",           [DLRT__OP_SUB] = "sub",            [DLRT__OP_DIV] = "div",
+    [DLRT__OP_DIV_GRAD_Z] = "div_grad", [DLRT__OP_ACT] = "activation",     [DLRT__OP_ACT_GRAD] = "activation_grad",
+    [DLRT__OP_SOFTMAX] = "softmax",     [DLRT__OP_SOFTMAX_GRAD] = "softmax_grad", [DLRT__OP_AVGPOOL] = "avg_pool",
+    [DLRT__OP_AVGPOOL_GRAD] = "avg_pool_grad", [DLRT__OP_DROPOUT] = "dropout", [DLRT__OP_NORM] = "norm",
+    [DLRT__OP_NORM_GRAD] = "norm_grad", [DLRT__OP_NORM_AFFINE_GRAD] = "norm_affine_grad",
+    [DLRT__OP_BN_RUNNING] = "bn_running", [DLRT__OP_CONCAT] = "concat", [DLRT__OP_SLICE] = "slice",
+    [DLRT__OP_SLICE_GRAD] = "slice_grad", [DLRT__OP_AXIS_SUM] = "sum_axis", [DLRT__OP_AXIS_EXPAND] = "expand",
+    [DLRT__OP_BCAST] = "broadcast_op", [DLRT__OP_BCAST_GRAD_B] = "broadcast_grad", [DLRT__OP_EMBED] = "embedding",
+    [DLRT__OP_EMBED_GRAD] = "embedding_grad", [DLRT__OP_CAST] = "cast", [DLRT__OP_CONTIGUOUS] = "contiguous"};
 
 const char *dlrt__op_name(dlrt__op_kind op) {
-  return op >= 0 && op < OP_COUNT_ && op_names[op] ? op_names[op] : "unknown";
+  return op >= 0 && op < DLRT__OP_COUNT_ && op_names[op] ? op_names[op] : "unknown";
 }
 
 void *dlrt__graph_fail(dlrt_graph_t *g, int status, const char *fmt, ...) {
@@ -148,7 +148,7 @@ dlrt_tensor_t *dlrt__make_dense(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt__node_ph
   if (dlrt__contiguous(x) && x->offset == 0) return x;
   char name[64];
   snprintf(name, sizeof name, "%.50s.dense", x->name);
-  dlrt_tensor_t *y = dlrt__node1(g, OP_CONTIGUOUS, phase, 1, &x, x->ndim, x->shape, name);
+  dlrt_tensor_t *y = dlrt__node1(g, DLRT__OP_CONTIGUOUS, phase, 1, &x, x->ndim, x->shape, name);
   if (y) y->dtype = x->dtype, y->cnhw = x->cnhw;
   return y;
 }
@@ -177,7 +177,7 @@ dlrt_tensor_t *dlrt__node1(dlrt_graph_t *g, dlrt__op_kind op, dlrt__node_phase p
     snprintf(auto_name, sizeof auto_name, "%s%d", dlrt__op_name(op), g->n_tensors);
     name = auto_name;
   }
-  dlrt_tensor_t *t = dlrt__tensor_new(g, name, DLRT_F32, ndim, shape, TENSOR_INTERMEDIATE);
+  dlrt_tensor_t *t = dlrt__tensor_new(g, name, DLRT_F32, ndim, shape, DLRT__TENSOR_INTERMEDIATE);
   if (!t) return NULL;
   dlrt__node *n = dlrt__node_new(g, op, phase);
   if (!n) return NULL;
@@ -210,7 +210,7 @@ dlrt_tensor_t *dlrt__add_workspace(dlrt_graph_t *g, dlrt__node *n, int ndim, con
                                    dlrt_dtype dtype) {
   char name[64];
   snprintf(name, sizeof name, "%.50s.workspace", n->out[0]->name);
-  dlrt_tensor_t *ws = dlrt__tensor_new(g, name, dtype, ndim, shape, TENSOR_INTERMEDIATE);
+  dlrt_tensor_t *ws = dlrt__tensor_new(g, name, dtype, ndim, shape, DLRT__TENSOR_INTERMEDIATE);
   if (!ws) return NULL;
   n->out[n->n_out++] = ws;
   ws->producer = n;
@@ -230,7 +230,7 @@ dlrt_tensor_t *dlrt_input(dlrt_graph_t *g, const char *name, dlrt_dtype dtype, i
                             "the compute type after dlrt_graph_set_precision)",
                             name ? name : "", dlrt_dtype_name(dtype));
   if (!shape && ndim) return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "input: shape is NULL");
-  dlrt_tensor_t *t = dlrt__tensor_new(g, name, dtype, ndim, shape, TENSOR_INPUT);
+  dlrt_tensor_t *t = dlrt__tensor_new(g, name, dtype, ndim, shape, DLRT__TENSOR_INPUT);
   if (t) t->kept = 1;
   return t;
 }
@@ -246,7 +246,7 @@ dlrt_tensor_t *dlrt_param(dlrt_graph_t *g, const char *name, int ndim, const int
       (init >= DLRT_INIT_FAN_IN_UNIFORM && fan_in <= 0))
     return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "param %s: initialiser %d needs fan_in > 0",
                             name ? name : "", (int)init);
-  dlrt_tensor_t *t = dlrt__tensor_new(g, name, DLRT_F32, ndim, shape, TENSOR_PARAM);
+  dlrt_tensor_t *t = dlrt__tensor_new(g, name, DLRT_F32, ndim, shape, DLRT__TENSOR_PARAM);
   if (!t) return NULL;
   t->init = init;
   t->fan_in = fan_in;
@@ -329,7 +329,7 @@ dlrt_tensor_t *dlrt_matmul(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b, 
   if (k != kb) return dlrt__shape_error(g, "matmul", "inner dimensions differ", a, b);
   int64_t batch = batched ? a->shape[0] : 1;
   int64_t shape[3] = {batch, m, n};
-  dlrt_tensor_t *y = dlrt__node1(g, OP_BMM, PHASE_FORWARD, 2, in, batched ? 3 : 2,
+  dlrt_tensor_t *y = dlrt__node1(g, DLRT__OP_BMM, DLRT__PHASE_FORWARD, 2, in, batched ? 3 : 2,
                                  batched ? shape : shape + 1, NULL);
   if (!y) return NULL;
   struct dlrt__bmm_params *p = &y->producer->bmm;
@@ -351,22 +351,22 @@ dlrt_tensor_t *dlrt_linear(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
   if (b->ndim != 1 || b->shape[0] != w->shape[0])
     return dlrt__shape_error(g, "linear", "the bias must have one element per output", b, w);
   dlrt_tensor_t *yb_in[2] = {y, b};
-  dlrt_tensor_t *yb = dlrt__node1(g, OP_BIAS_ROWS, PHASE_FORWARD, 2, yb_in, 2, y->shape, NULL);
+  dlrt_tensor_t *yb = dlrt__node1(g, DLRT__OP_BIAS_ROWS, DLRT__PHASE_FORWARD, 2, yb_in, 2, y->shape, NULL);
   if (yb) yb->producer->rows.rows = y->shape[0], yb->producer->rows.cols = y->shape[1];
   return yb;
 }
 
 static dlrt_tensor_t *unary(dlrt_graph_t *g, dlrt__op_kind op, dlrt_tensor_t *x) {
   if (!dlrt__graph_begin(g, dlrt__op_name(op), 1, &x) || !dlrt__is_f32(g, dlrt__op_name(op), x)) return NULL;
-  dlrt_tensor_t *y = dlrt__node1(g, op, PHASE_FORWARD, 1, &x, x->ndim, x->shape, NULL);
+  dlrt_tensor_t *y = dlrt__node1(g, op, DLRT__PHASE_FORWARD, 1, &x, x->ndim, x->shape, NULL);
   if (y) y->cnhw = x->cnhw;
   return y;
 }
 
-dlrt_tensor_t *dlrt_relu(dlrt_graph_t *g, dlrt_tensor_t *x) { return unary(g, OP_RELU, x); }
+dlrt_tensor_t *dlrt_relu(dlrt_graph_t *g, dlrt_tensor_t *x) { return unary(g, DLRT__OP_RELU, x); }
 
 dlrt_tensor_t *dlrt_scale(dlrt_graph_t *g, dlrt_tensor_t *x, float alpha) {
-  dlrt_tensor_t *y = unary(g, OP_SCALE, x);
+  dlrt_tensor_t *y = unary(g, DLRT__OP_SCALE, x);
   if (y) y->producer->scale.alpha = alpha;
   return y;
 }
@@ -374,13 +374,13 @@ dlrt_tensor_t *dlrt_scale(dlrt_graph_t *g, dlrt_tensor_t *x, float alpha) {
 dlrt_tensor_t *dlrt_sum(dlrt_graph_t *g, dlrt_tensor_t *x) {
   if (!dlrt__graph_begin(g, "sum", 1, &x) || !dlrt__is_f32(g, "sum", x)) return NULL;
   int64_t one = 1;
-  return dlrt__node1(g, OP_SUM, PHASE_FORWARD, 1, &x, 1, &one, NULL);
+  return dlrt__node1(g, DLRT__OP_SUM, DLRT__PHASE_FORWARD, 1, &x, 1, &one, NULL);
 }
 
 /* The same image in N x C x H x W storage (a permute node when it is CNHW). */
 dlrt_tensor_t *dlrt__to_nchw(dlrt_graph_t *g, dlrt_tensor_t *x) {
   if (!x->cnhw) return x;
-  dlrt_tensor_t *y = dlrt__node1(g, OP_PERMUTE, PHASE_FORWARD, 1, &x, 4, x->shape, NULL);
+  dlrt_tensor_t *y = dlrt__node1(g, DLRT__OP_PERMUTE, DLRT__PHASE_FORWARD, 1, &x, 4, x->shape, NULL);
   if (y) {
     y->producer->permute.na = x->shape[1];
     y->producer->permute.nb = x->shape[0];
@@ -403,12 +403,12 @@ static dlrt_tensor_t *binary(dlrt_graph_t *g, dlrt__op_kind op, dlrt_tensor_t *a
       return dlrt__shape_error(g, name, "shapes differ (b may only have a's trailing shape)", a, b);
     if (!(a = dlrt__to_nchw(g, a))) return NULL;
     dlrt_tensor_t *bin[2] = {a, b};
-    dlrt_tensor_t *y = dlrt__node1(g, OP_BCAST, PHASE_FORWARD, 2, bin, a->ndim, a->shape, NULL);
+    dlrt_tensor_t *y = dlrt__node1(g, DLRT__OP_BCAST, DLRT__PHASE_FORWARD, 2, bin, a->ndim, a->shape, NULL);
     if (y) {
       y->producer->bcast.count = a->numel, y->producer->bcast.m = b->numel;
-      y->producer->bcast.op = op == OP_ADD   ? DLRT__BCAST_ADD
-                              : op == OP_SUB ? DLRT__BCAST_SUB
-                              : op == OP_MUL ? DLRT__BCAST_MUL
+      y->producer->bcast.op = op == DLRT__OP_ADD   ? DLRT__BCAST_ADD
+                              : op == DLRT__OP_SUB ? DLRT__BCAST_SUB
+                              : op == DLRT__OP_MUL ? DLRT__BCAST_MUL
                                              : DLRT__BCAST_DIV;
     }
     return y;
@@ -418,29 +418,29 @@ static dlrt_tensor_t *binary(dlrt_graph_t *g, dlrt__op_kind op, dlrt_tensor_t *a
     in[1] = b = dlrt__to_nchw(g, b);
     if (!a || !b) return NULL;
   }
-  dlrt_tensor_t *y = dlrt__node1(g, op, PHASE_FORWARD, 2, in, a->ndim, a->shape, NULL);
+  dlrt_tensor_t *y = dlrt__node1(g, op, DLRT__PHASE_FORWARD, 2, in, a->ndim, a->shape, NULL);
   if (y) y->cnhw = a->cnhw;
   return y;
 }
 
 dlrt_tensor_t *dlrt_add(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b) {
-  return binary(g, OP_ADD, a, b);
+  return binary(g, DLRT__OP_ADD, a, b);
 }
 
 dlrt_tensor_t *dlrt_mul(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b) {
-  return binary(g, OP_MUL, a, b);
+  return binary(g, DLRT__OP_MUL, a, b);
 }
 
 dlrt_tensor_t *dlrt_sub(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b) {
-  return binary(g, OP_SUB, a, b);
+  return binary(g, DLRT__OP_SUB, a, b);
 }
 
 dlrt_tensor_t *dlrt_div(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b) {
-  return binary(g, OP_DIV, a, b);
+  return binary(g, DLRT__OP_DIV, a, b);
 }
 
 static dlrt_tensor_t *activation(dlrt_graph_t *g, dlrt_tensor_t *x, int kind) {
-  dlrt_tensor_t *y = unary(g, OP_ACT, x);
+  dlrt_tensor_t *y = unary(g, DLRT__OP_ACT, x);
   if (y) y->producer->act.kind = kind;
   return y;
 }
@@ -459,7 +459,7 @@ dlrt_tensor_t *dlrt_softmax(dlrt_graph_t *g, dlrt_tensor_t *x) {
   if (!dlrt__graph_begin(g, "softmax", 1, &x) || !dlrt__is_f32(g, "softmax", x)) return NULL;
   if (x->ndim < 1) return dlrt__shape_error(g, "softmax", "needs rows of a last axis", x, NULL);
   if (!(x = dlrt__to_nchw(g, x))) return NULL;
-  dlrt_tensor_t *y = dlrt__node1(g, OP_SOFTMAX, PHASE_FORWARD, 1, &x, x->ndim, x->shape, NULL);
+  dlrt_tensor_t *y = dlrt__node1(g, DLRT__OP_SOFTMAX, DLRT__PHASE_FORWARD, 1, &x, x->ndim, x->shape, NULL);
   if (y) {
     struct dlrt__rows_params *p = &y->producer->rows;
     p->cols = x->shape[x->ndim - 1];
@@ -484,7 +484,7 @@ dlrt_tensor_t *dlrt_dropout(dlrt_graph_t *g, dlrt_tensor_t *x, float p) {
   if (!dlrt__graph_begin(g, "dropout", 1, &x)) return NULL;
   if (!(p >= 0.0f && p < 1.0f))
     return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "dropout: probability %g is outside [0, 1)", p);
-  dlrt_tensor_t *y = unary(g, OP_DROPOUT, x);
+  dlrt_tensor_t *y = unary(g, DLRT__OP_DROPOUT, x);
   if (y) {
     y->producer->dropout.prob = p;
     y->producer->dropout.salt = g->n_nodes; /* differs per dropout node */
@@ -495,7 +495,7 @@ dlrt_tensor_t *dlrt_dropout(dlrt_graph_t *g, dlrt_tensor_t *x, float p) {
 /* A permute node swapping the two leading axes of x viewed as na x nb x inner. */
 dlrt_tensor_t *dlrt__swap_axes(dlrt_graph_t *g, dlrt_tensor_t *x, int64_t na, int64_t nb,
                                 int64_t inner, int ndim, const int64_t *shape) {
-  dlrt_tensor_t *y = dlrt__node1(g, OP_PERMUTE, PHASE_FORWARD, 1, &x, ndim, shape, NULL);
+  dlrt_tensor_t *y = dlrt__node1(g, DLRT__OP_PERMUTE, DLRT__PHASE_FORWARD, 1, &x, ndim, shape, NULL);
   if (y) y->producer->permute.na = na, y->producer->permute.nb = nb,
          y->producer->permute.inner = inner;
   return y;
@@ -526,7 +526,7 @@ dlrt_tensor_t *dlrt_conv2d(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
   int64_t ckk = c * kh * kw, ohw = oh * ow;
   int64_t chunk = dlrt__conv_chunk(ckk, ohw, n);
   int64_t y_shape[4] = {n, o, oh, ow}, ws_shape[2] = {ckk, chunk * ohw};
-  dlrt_tensor_t *y = dlrt__node1(g, OP_CONV, PHASE_FORWARD, 2, in, 4, y_shape, NULL);
+  dlrt_tensor_t *y = dlrt__node1(g, DLRT__OP_CONV, DLRT__PHASE_FORWARD, 2, in, 4, y_shape, NULL);
   if (!y) return NULL;
   y->cnhw = 1;
   y->producer->conv = (struct dlrt__conv_params){
@@ -537,7 +537,7 @@ dlrt_tensor_t *dlrt_conv2d(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
   if (b->ndim != 1 || b->shape[0] != o)
     return dlrt__shape_error(g, "conv2d", "the bias must have one element per output channel", b, w);
   dlrt_tensor_t *bin[2] = {y, b};
-  dlrt_tensor_t *yb = dlrt__node1(g, OP_BIAS_CHANNELS, PHASE_FORWARD, 2, bin, 4, y_shape, NULL);
+  dlrt_tensor_t *yb = dlrt__node1(g, DLRT__OP_BIAS_CHANNELS, DLRT__PHASE_FORWARD, 2, bin, 4, y_shape, NULL);
   if (yb) {
     /* CNHW: one "image" whose channels each span N * OHW values, of N
      * images (the gradient sums them one by one, see run_bias_grad). */
@@ -549,31 +549,31 @@ dlrt_tensor_t *dlrt_conv2d(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
 }
 
 static dlrt_tensor_t *pool2d(dlrt_graph_t *g, dlrt__op_kind op, dlrt_tensor_t *x, int k, int stride) {
-  const char *name = op == OP_MAXPOOL ? "max_pool2d" : "avg_pool2d";
+  const char *name = op == DLRT__OP_MAXPOOL ? "max_pool2d" : "avg_pool2d";
   if (!dlrt__graph_begin(g, name, 1, &x) || !dlrt__is_f32(g, name, x)) return NULL;
   if (x->ndim != 4) return dlrt__shape_error(g, name, "x must be N x C x H x W", x, NULL);
   if (k < 1 || stride < 1 || k > x->shape[2] || k > x->shape[3])
     return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "%s: window %d, stride %d on a "
                             "%lld x %lld image", name, k, stride, (long long)x->shape[2],
                             (long long)x->shape[3]);
-  if (op == OP_MAXPOOL && k > 16) /* the maximum's place in its window is one byte */
+  if (op == DLRT__OP_MAXPOOL && k > 16) /* the maximum's place in its window is one byte */
     return dlrt__graph_fail(g, DLRT_ERR_UNSUPPORTED, "max_pool2d: window %d x %d; windows "
                             "up to 16 x 16 are supported (use avg_pool2d, or pool twice)",
                             k, k);
   int64_t oh = (x->shape[2] - k) / stride + 1, ow = (x->shape[3] - k) / stride + 1;
   int64_t shape[4] = {x->shape[0], x->shape[1], oh, ow};
-  dlrt_tensor_t *y = dlrt__node1(g, op, PHASE_FORWARD, 1, &x, 4, shape, NULL);
+  dlrt_tensor_t *y = dlrt__node1(g, op, DLRT__PHASE_FORWARD, 1, &x, 4, shape, NULL);
   if (!y) return NULL;
   y->cnhw = x->cnhw; /* planes are planes in either layout */
   y->producer->pool = (struct dlrt__pool_params){
       .planes = x->shape[0] * x->shape[1], .h = x->shape[2], .w = x->shape[3], .k = k,
       .stride = stride, .oh = oh, .ow = ow};
-  if (op == OP_AVGPOOL) return y;
+  if (op == DLRT__OP_AVGPOOL) return y;
   char argmax_name[64];
   snprintf(argmax_name, sizeof argmax_name, "%.50s.argmax", y->name);
   /* Where in its window each maximum is: ky * k + kx, one byte (4x less to
    * hold until the backward pass than a flat int32 index). */
-  dlrt_tensor_t *argmax = dlrt__tensor_new(g, argmax_name, DLRT_U8, 4, shape, TENSOR_INTERMEDIATE);
+  dlrt_tensor_t *argmax = dlrt__tensor_new(g, argmax_name, DLRT_U8, 4, shape, DLRT__TENSOR_INTERMEDIATE);
   if (!argmax) return NULL;
   dlrt__node *n = y->producer;
   n->n_out = 2;
@@ -584,11 +584,11 @@ static dlrt_tensor_t *pool2d(dlrt_graph_t *g, dlrt__op_kind op, dlrt_tensor_t *x
 }
 
 dlrt_tensor_t *dlrt_max_pool2d(dlrt_graph_t *g, dlrt_tensor_t *x, int k, int stride) {
-  return pool2d(g, OP_MAXPOOL, x, k, stride);
+  return pool2d(g, DLRT__OP_MAXPOOL, x, k, stride);
 }
 
 dlrt_tensor_t *dlrt_avg_pool2d(dlrt_graph_t *g, dlrt_tensor_t *x, int k, int stride) {
-  return pool2d(g, OP_AVGPOOL, x, k, stride);
+  return pool2d(g, DLRT__OP_AVGPOOL, x, k, stride);
 }
 
 dlrt_tensor_t *dlrt_cross_entropy(dlrt_graph_t *g, dlrt_tensor_t *logits, dlrt_tensor_t *labels,
@@ -603,13 +603,13 @@ dlrt_tensor_t *dlrt_cross_entropy(dlrt_graph_t *g, dlrt_tensor_t *logits, dlrt_t
     return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "cross_entropy: label smoothing %g is "
                             "outside [0, 1)", smoothing);
   int64_t one = 1;
-  dlrt_tensor_t *loss = dlrt__node1(g, OP_XENT, PHASE_FORWARD, 2, in, 1, &one, "loss");
+  dlrt_tensor_t *loss = dlrt__node1(g, DLRT__OP_XENT, DLRT__PHASE_FORWARD, 2, in, 1, &one, "loss");
   if (!loss) return NULL;
   dlrt__node *n = loss->producer;
   dlrt_tensor_t *rows = dlrt__tensor_new(g, "loss.rows", DLRT_F32, 1, logits->shape,
-                                         TENSOR_INTERMEDIATE);
+                                         DLRT__TENSOR_INTERMEDIATE);
   dlrt_tensor_t *dz = dlrt__tensor_new(g, "loss.dlogits", DLRT_F32, 2, logits->shape,
-                                       TENSOR_INTERMEDIATE);
+                                       DLRT__TENSOR_INTERMEDIATE);
   if (!rows || !dz) return NULL;
   n->n_out = 3;
   n->out[1] = rows;

@@ -9,84 +9,84 @@
 #include "graph/op_params.h"
 
 typedef enum {
-  TENSOR_INTERMEDIATE, /* produced by a node, freed after its last use */
-  TENSOR_INPUT,        /* written by the caller */
-  TENSOR_PARAM,        /* trained; lives as long as the executor */
-  TENSOR_STATE,        /* optimizer state (momentum, moments) */
+  DLRT__TENSOR_INTERMEDIATE, /* produced by a node, freed after its last use */
+  DLRT__TENSOR_INPUT,        /* written by the caller */
+  DLRT__TENSOR_PARAM,        /* trained; lives as long as the executor */
+  DLRT__TENSOR_STATE,        /* optimizer state (momentum, moments) */
 } dlrt__tensor_kind;
 
 typedef enum {
-  PHASE_FORWARD,
-  PHASE_BACKWARD,
-  PHASE_UPDATE,
+  DLRT__PHASE_FORWARD,
+  DLRT__PHASE_BACKWARD,
+  DLRT__PHASE_UPDATE,
 } dlrt__node_phase;
 
 /* Each op's parameters are the node's member named in brackets
  * (lib/graph/op_params.h says what each field means). */
 typedef enum {
-  OP_FILL,        /* out = value [fill]; loss_seed: times the loss scale */
-  OP_BMM,         /* out[b] = op(in0[b]) op(in1[b]) [bmm] */
-  OP_BIAS_ROWS,   /* out = in0 + in1[col] [rows] */
-  OP_BIAS_CHANNELS, /* out = in0 + in1[channel] [channels] */
-  OP_RELU,
-  OP_RELU_GRAD,   /* out = in0 (dy) where in1 > 0 */
-  OP_ADD,
-  OP_MUL,
-  OP_SCALE,       /* out = alpha * in0 [scale] */
-  OP_SUM,         /* out[0] = sum of in0 */
-  OP_BROADCAST,   /* out[i] = alpha * in0[0] [scale] */
-  OP_SUM_COLS,    /* out[c] = sum over rows of in0 [rows] */
-  OP_SUM_CHANNELS, /* out[c] = sum over n, spatial [channels] */
-  OP_CONV,        /* out0 y (CNHW: O x N*OHW) = in1 W (O x CKK) x im2col(in0 x), a
+  DLRT__OP_FILL,        /* out = value [fill]; loss_seed: times the loss scale */
+  DLRT__OP_BMM,         /* out[b] = op(in0[b]) op(in1[b]) [bmm] */
+  DLRT__OP_BIAS_ROWS,   /* out = in0 + in1[col] [rows] */
+  DLRT__OP_BIAS_CHANNELS, /* out = in0 + in1[channel] [channels] */
+  DLRT__OP_RELU,
+  DLRT__OP_RELU_GRAD,   /* out = in0 (dy) where in1 > 0 */
+  DLRT__OP_ADD,
+  DLRT__OP_MUL,
+  DLRT__OP_SCALE,       /* out = alpha * in0 [scale] */
+  DLRT__OP_SUM,         /* out[0] = sum of in0 */
+  DLRT__OP_BROADCAST,   /* out[i] = alpha * in0[0] [scale] */
+  DLRT__OP_SUM_COLS,    /* out[c] = sum over rows of in0 [rows] */
+  DLRT__OP_SUM_CHANNELS, /* out[c] = sum over n, spatial [channels] */
+  DLRT__OP_CONV,        /* out0 y (CNHW: O x N*OHW) = in1 W (O x CKK) x im2col(in0 x), a
                      chunk of images at a time through out1, a workspace of CKK x
                      (chunk x OHW) [conv] */
-  OP_CONV_GRAD_W, /* out0 dW = sum over chunks of in0 dy x im2col(in1 x)^T; out1 the
+  DLRT__OP_CONV_GRAD_W, /* out0 dW = sum over chunks of in0 dy x im2col(in1 x)^T; out1 the
                      workspace [conv, the forward's] */
-  OP_CONV_GRAD_X, /* out0 dx = col2im(in1 W^T x in0 dy), chunk by chunk through out1
+  DLRT__OP_CONV_GRAD_X, /* out0 dx = col2im(in1 W^T x in0 dy), chunk by chunk through out1
                      [conv, the forward's] */
-  OP_MAXPOOL,     /* out0 = max, out1 = argmax (U8: ky * k + kx in the window, bit 7
+  DLRT__OP_MAXPOOL,     /* out0 = max, out1 = argmax (U8: ky * k + kx in the window, bit 7
                      the maximum's sign for k <= 11) [pool] */
-  OP_MAXPOOL_GRAD, /* out = gather of in0 (dy) by in1 (argmax) [pool, the forward's];
+  DLRT__OP_MAXPOOL_GRAD, /* out = gather of in0 (dy) by in1 (argmax) [pool, the forward's];
                       relu_fused: the gradient of the ReLU before the pool too,
                       masked by the sign bit (k <= 11) or in2, the pooled output */
-  OP_XENT,        /* out0 = mean loss [1], out1 = loss per row, out2 = d logits;
+  DLRT__OP_XENT,        /* out0 = mean loss [1], out1 = loss per row, out2 = d logits;
                      in0 logits, in1 labels [xent] */
-  OP_VIEW,        /* out shares in0's storage with another shape: a reshape, or
+  DLRT__OP_VIEW,        /* out shares in0's storage with another shape: a reshape, or
                      two axes transposed (their strides swapped) [view] */
-  OP_PERMUTE,     /* out[b, a, p] = in0[a, b, p] (CNHW <-> NCHW) [permute] */
-  OP_SUB,
-  OP_DIV,
-  OP_DIV_GRAD_Z,  /* out = -in0 (dy) * in1 (x) / in2 (z)^2 */
-  OP_ACT,         /* tanh, sigmoid or gelu [act] */
-  OP_ACT_GRAD,    /* out = in0 (dy) * f'(in1): in1 is y for tanh/sigmoid, x for gelu
+  DLRT__OP_PERMUTE,     /* out[b, a, p] = in0[a, b, p] (CNHW <-> NCHW) [permute] */
+  DLRT__OP_SUB,
+  DLRT__OP_DIV,
+  DLRT__OP_DIV_GRAD_Z,  /* out = -in0 (dy) * in1 (x) / in2 (z)^2 */
+  DLRT__OP_ACT,         /* tanh, sigmoid or gelu [act] */
+  DLRT__OP_ACT_GRAD,    /* out = in0 (dy) * f'(in1): in1 is y for tanh/sigmoid, x for gelu
                      [act] */
-  OP_SOFTMAX,     /* rows of the last axis [rows] */
-  OP_SOFTMAX_GRAD, /* in0 dy, in1 y [rows] */
-  OP_AVGPOOL,     /* [pool] */
-  OP_AVGPOOL_GRAD, /* [pool, the forward's] */
-  OP_DROPOUT,     /* [dropout]: the salt and probability, the same in backward */
-  OP_NORM,        /* rows of in0 normalised; in1 gamma, in2 beta, (batch norm:) in3
+  DLRT__OP_SOFTMAX,     /* rows of the last axis [rows] */
+  DLRT__OP_SOFTMAX_GRAD, /* in0 dy, in1 y [rows] */
+  DLRT__OP_AVGPOOL,     /* [pool] */
+  DLRT__OP_AVGPOOL_GRAD, /* [pool, the forward's] */
+  DLRT__OP_DROPOUT,     /* [dropout]: the salt and probability, the same in backward */
+  DLRT__OP_NORM,        /* rows of in0 normalised; in1 gamma, in2 beta, (batch norm:) in3
                      running mean, in4 running var; out0 y, out1 mean, out2 rstd
                      [norm] */
-  OP_NORM_GRAD,   /* in: dy x mean rstd gamma [norm] */
-  OP_NORM_AFFINE_GRAD, /* in: dy x mean rstd; out0 dgamma, out1 dbeta [norm] */
-  OP_BN_RUNNING,  /* in: mean rstd running_mean running_var (updated); training only
+  DLRT__OP_NORM_GRAD,   /* in: dy x mean rstd gamma [norm] */
+  DLRT__OP_NORM_AFFINE_GRAD, /* in: dy x mean rstd; out0 dgamma, out1 dbeta [norm] */
+  DLRT__OP_BN_RUNNING,  /* in: mean rstd running_mean running_var (updated); training only
                      [bn_running] */
-  OP_CONCAT,      /* inputs along an axis [concat] */
-  OP_SLICE,       /* a view: in0's storage and strides at an offset, nothing
+  DLRT__OP_CONCAT,      /* inputs along an axis [concat] */
+  DLRT__OP_SLICE,       /* a view: in0's storage and strides at an offset, nothing
                      copied [slice, for the gradient] */
-  OP_SLICE_GRAD,  /* dy into zeros at the slice's place [slice] */
-  OP_AXIS_SUM,    /* [axis] */
-  OP_AXIS_EXPAND, /* [axis] */
-  OP_BCAST,       /* in0 (op) in1 broadcast over leading dims [bcast] */
-  OP_BCAST_GRAD_B, /* in: dy a b [bcast] */
-  OP_EMBED,       /* in0 ids (i32), in1 table [embed] */
-  OP_EMBED_GRAD,  /* in0 dy, in1 ids [embed] */
-  OP_CAST,        /* out = in0 converted to out's dtype (mixed precision) */
-  OP_CONTIGUOUS,  /* out = in0's elements, dense (in0 a strided view) */
-  OP_SGD,         /* in0 param (updated), in1 velocity, in2 grad */
-  OP_ADAM,        /* in0 param, in1 m, in2 v, in3 grad */
-  OP_COUNT_
+  DLRT__OP_SLICE_GRAD,  /* dy into zeros at the slice's place [slice] */
+  DLRT__OP_AXIS_SUM,    /* [axis] */
+  DLRT__OP_AXIS_EXPAND, /* [axis] */
+  DLRT__OP_BCAST,       /* in0 (op) in1 broadcast over leading dims [bcast] */
+  DLRT__OP_BCAST_GRAD_B, /* in: dy a b [bcast] */
+  DLRT__OP_EMBED,       /* in0 ids (i32), in1 table [embed] */
+  DLRT__OP_EMBED_GRAD,  /* in0 dy, in1 ids [embed] */
+  DLRT__OP_CAST,        /* out = in0 converted to out's dtype (mixed precision) */
+  DLRT__OP_CONTIGUOUS,  /* out = in0's elements, dense (in0 a strided view) */
+  DLRT__OP_SGD,         /* in0 param (updated), in1 velocity, in2 grad */
+  DLRT__OP_ADAM,        /* in0 param, in1 m, in2 v, in3 grad */
+  DLRT__OP_COUNT_
 } dlrt__op_kind;
 
 #define NODE_MAX_IN 6
@@ -189,7 +189,7 @@ dlrt_tensor_t *dlrt__make_dense(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt__node_ph
 #define DLRT__GATHER_DIMS 4
 int dlrt__view_dims(const dlrt_tensor_t *t, int64_t *n, int64_t *strides);
 /* The view of x's elements [start, start + length) along `axis` (an
- * OP_SLICE node); name NULL: an automatic one. */
+ * DLRT__OP_SLICE node); name NULL: an automatic one. */
 dlrt_tensor_t *dlrt__slice_view(dlrt_graph_t *g, dlrt_tensor_t *x, int axis, int64_t start,
                                int64_t length, dlrt__node_phase phase, const char *name);
 /* Makes every input that kernels cannot read in place (strided views) a

@@ -4,7 +4,7 @@
  * swapped or an offset moved. A matmul reads a 2-D transposed view in place
  * (or a batch of them) by flipping its transpose flag (the storage is the
  * operand's transpose, row-major); every other op that would read a strided view gets a dense
- * copy first (OP_CONTIGUOUS), made once per tensor and phase and placed just
+ * copy first (DLRT__OP_CONTIGUOUS), made once per tensor and phase and placed just
  * before its first reader. Dense views at an offset (slices along the
  * leading axis) need nothing: every launch adds the offset. The pass runs before an executor or the planner plans the graph
  * (so the plan counts the copies); it is idempotent: a second run finds
@@ -36,7 +36,7 @@ static int transposed_batch(const dlrt_tensor_t *t) {
  * flipped: a 2-D transposed view, or a batch of them at the batch stride
  * the node expects. */
 static int matmul_reads_transposed(const dlrt__node *nd, int j, const dlrt_tensor_t *x) {
-  if (nd->op != OP_BMM || j >= 2) return 0;
+  if (nd->op != DLRT__OP_BMM || j >= 2) return 0;
   if (nd->bmm.batch <= 1 && transposed_2d(x)) return 1;
   int64_t stride = j == 0 ? nd->bmm.stride_a : nd->bmm.stride_b;
   return transposed_batch(x) && stride == x->shape[1] * x->shape[2];
@@ -53,7 +53,7 @@ static int gatherable(const dlrt_tensor_t *t) {
 /* Nodes that read their input's layout themselves: views of it, and the
  * dense copies this pass makes. */
 static int reads_layout(const dlrt__node *n) {
-  return n->op == OP_VIEW || n->op == OP_CONTIGUOUS || n->op == OP_SLICE;
+  return n->op == DLRT__OP_VIEW || n->op == DLRT__OP_CONTIGUOUS || n->op == DLRT__OP_SLICE;
 }
 
 /* Appends nd to the new order out[0..n), growing it. */

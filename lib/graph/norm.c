@@ -13,15 +13,15 @@ static dlrt_tensor_t *norm_node(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t
                                 dlrt_tensor_t *beta, dlrt_tensor_t *rm, dlrt_tensor_t *rv,
                                 int64_t rows, int64_t cols, int per_row, float eps) {
   dlrt_tensor_t *in[5] = {x, gamma, beta, rm, rv};
-  dlrt_tensor_t *y = dlrt__node1(g, OP_NORM, PHASE_FORWARD, rm ? 5 : 3, in, x->ndim, x->shape, NULL);
+  dlrt_tensor_t *y = dlrt__node1(g, DLRT__OP_NORM, DLRT__PHASE_FORWARD, rm ? 5 : 3, in, x->ndim, x->shape, NULL);
   if (!y) return NULL;
   y->cnhw = x->cnhw;
   dlrt__node *n = y->producer;
   char name[64];
   snprintf(name, sizeof name, "%.50s.mean", y->name);
-  dlrt_tensor_t *mean = dlrt__tensor_new(g, name, DLRT_F32, 1, &rows, TENSOR_INTERMEDIATE);
+  dlrt_tensor_t *mean = dlrt__tensor_new(g, name, DLRT_F32, 1, &rows, DLRT__TENSOR_INTERMEDIATE);
   snprintf(name, sizeof name, "%.50s.rstd", y->name);
-  dlrt_tensor_t *rstd = dlrt__tensor_new(g, name, DLRT_F32, 1, &rows, TENSOR_INTERMEDIATE);
+  dlrt_tensor_t *rstd = dlrt__tensor_new(g, name, DLRT_F32, 1, &rows, DLRT__TENSOR_INTERMEDIATE);
   if (!mean || !rstd) return NULL;
   n->n_out = 3;
   n->out[1] = mean, n->out[2] = rstd;
@@ -49,7 +49,7 @@ dlrt_tensor_t *dlrt_batch_norm(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t 
   dlrt_tensor_t *in[3] = {x, gamma, beta};
   if (!dlrt__graph_begin(g, "batch_norm", 3, in) || !dlrt__is_f32(g, "batch_norm", x)) return NULL;
   if ((x->ndim != 2 && x->ndim != 4) || gamma->numel != x->shape[1] ||
-      beta->numel != x->shape[1] || gamma->kind != TENSOR_PARAM)
+      beta->numel != x->shape[1] || gamma->kind != DLRT__TENSOR_PARAM)
     return dlrt__shape_error(g, "batch_norm", "x must be N x C (x H x W) and gamma, beta parameters "
                        "of C elements", x, gamma);
   if (!(eps > 0) || !(momentum >= 0 && momentum <= 1))
@@ -59,9 +59,9 @@ dlrt_tensor_t *dlrt_batch_norm(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t 
   char name[64];
   int64_t c = x->shape[1];
   snprintf(name, sizeof name, "%.40s.running_mean", gamma->name);
-  dlrt_tensor_t *rm = dlrt__tensor_new(g, name, DLRT_F32, 1, &c, TENSOR_STATE);
+  dlrt_tensor_t *rm = dlrt__tensor_new(g, name, DLRT_F32, 1, &c, DLRT__TENSOR_STATE);
   snprintf(name, sizeof name, "%.40s.running_var", gamma->name);
-  dlrt_tensor_t *rv = dlrt__tensor_new(g, name, DLRT_F32, 1, &c, TENSOR_STATE);
+  dlrt_tensor_t *rv = dlrt__tensor_new(g, name, DLRT_F32, 1, &c, DLRT__TENSOR_STATE);
   if (!rm || !rv) return NULL;
   rm->init = DLRT_INIT_ZEROS, rv->init = DLRT_INIT_ONES;
   rm->kept = rv->kept = rm->buffer = rv->buffer = 1;
@@ -77,7 +77,7 @@ dlrt_tensor_t *dlrt_batch_norm(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t 
   }
   if (!rows_x || !(y = norm_node(g, rows_x, gamma, beta, rm, rv, c, m, 1, eps))) return NULL;
   dlrt_tensor_t *stats[4] = {y->producer->out[1], y->producer->out[2], rm, rv};
-  dlrt__node *run = dlrt__node_new(g, OP_BN_RUNNING, PHASE_FORWARD);
+  dlrt__node *run = dlrt__node_new(g, DLRT__OP_BN_RUNNING, DLRT__PHASE_FORWARD);
   if (!run) return NULL;
   dlrt__node_inputs(run, 4, stats);
   run->bn_running.channels = c, run->bn_running.count = m;

@@ -9,18 +9,18 @@
 
 #include <stdint.h>
 
-/* OP_FILL: out = value. */
+/* DLRT__OP_FILL: out = value. */
 struct dlrt__fill_params {
   int64_t loss_seed; /* 1: the backward pass's seed, times the loss scale */
   float value;
 };
 
-/* OP_SCALE: out = alpha * in0; OP_BROADCAST: out[i] = alpha * in0[0]. */
+/* DLRT__OP_SCALE: out = alpha * in0; DLRT__OP_BROADCAST: out[i] = alpha * in0[0]. */
 struct dlrt__scale_params {
   float alpha;
 };
 
-/* OP_BMM: out[b] = op(in0[b]) op(in1[b]), m x k times k x n. */
+/* DLRT__OP_BMM: out[b] = op(in0[b]) op(in1[b]), m x k times k x n. */
 struct dlrt__bmm_params {
   int64_t trans_a, trans_b; /* 1: the operand's storage is read transposed */
   int64_t m, n, k;
@@ -28,13 +28,13 @@ struct dlrt__bmm_params {
   int64_t stride_a, stride_b, stride_c; /* between batch matrices (0: one) */
 };
 
-/* OP_BIAS_ROWS, OP_SUM_COLS (rows x cols), OP_SOFTMAX, OP_SOFTMAX_GRAD
+/* DLRT__OP_BIAS_ROWS, DLRT__OP_SUM_COLS (rows x cols), DLRT__OP_SOFTMAX, DLRT__OP_SOFTMAX_GRAD
  * (rows of the last axis, cols long). */
 struct dlrt__rows_params {
   int64_t rows, cols;
 };
 
-/* OP_BIAS_CHANNELS, OP_SUM_CHANNELS: n x channels x spatial. A
+/* DLRT__OP_BIAS_CHANNELS, DLRT__OP_SUM_CHANNELS: n x channels x spatial. A
  * convolution's bias is one CNHW "image" (n 1, spatial N x OHW) whose
  * gradient sums the N images one by one (images N; 0 otherwise). */
 struct dlrt__channels_params {
@@ -42,7 +42,7 @@ struct dlrt__channels_params {
   int64_t images;
 };
 
-/* OP_CONV, OP_CONV_GRAD_W, OP_CONV_GRAD_X: x N x C x H x W, W O x C x kh x
+/* DLRT__OP_CONV, DLRT__OP_CONV_GRAD_W, DLRT__OP_CONV_GRAD_X: x N x C x H x W, W O x C x kh x
  * kw, y N x O x OH x OW (stored CNHW). The im2col and col2im kernels take
  * the twelve in this order. */
 struct dlrt__conv_params {
@@ -53,62 +53,62 @@ struct dlrt__conv_params {
   int64_t x_cnhw; /* 1: x is stored C x N x H x W */
 };
 
-/* OP_MAXPOOL, OP_MAXPOOL_GRAD, OP_AVGPOOL, OP_AVGPOOL_GRAD: planes
+/* DLRT__OP_MAXPOOL, DLRT__OP_MAXPOOL_GRAD, DLRT__OP_AVGPOOL, DLRT__OP_AVGPOOL_GRAD: planes
  * (N x C) of h x w, k x k windows every `stride`, oh x ow out. The kernels
  * take them in this order. */
 struct dlrt__pool_params {
   int64_t planes, h, w, k, stride, oh, ow;
-  /* OP_MAXPOOL_GRAD, 1: the gradient of the ReLU before the pool too,
+  /* DLRT__OP_MAXPOOL_GRAD, 1: the gradient of the ReLU before the pool too,
    * masked by the maximum's sign (the argmax byte's bit 7 for k <= 11, or
    * in2, the pooled output). */
   int64_t relu_fused;
 };
 
-/* OP_XENT: rows x classes logits. */
+/* DLRT__OP_XENT: rows x classes logits. */
 struct dlrt__xent_params {
   int64_t rows, classes;
   float smoothing;
 };
 
-/* OP_VIEW: a reshape, or axes axis0 and axis1 transposed (their strides
+/* DLRT__OP_VIEW: a reshape, or axes axis0 and axis1 transposed (their strides
  * swapped). */
 struct dlrt__view_params {
   int64_t transpose; /* 0: a reshape */
   int64_t axis0, axis1;
 };
 
-/* OP_PERMUTE: out[b, a, i] = in0[a, b, i], in0 na x nb x inner. */
+/* DLRT__OP_PERMUTE: out[b, a, i] = in0[a, b, i], in0 na x nb x inner. */
 struct dlrt__permute_params {
   int64_t na, nb, inner;
 };
 
-/* OP_ACT, OP_ACT_GRAD. The values are the kernels'. */
+/* DLRT__OP_ACT, DLRT__OP_ACT_GRAD. The values are the kernels'. */
 enum { DLRT__ACT_TANH = 0, DLRT__ACT_SIGMOID = 1, DLRT__ACT_GELU = 2 };
 struct dlrt__act_params {
   int64_t kind; /* DLRT__ACT_* */
 };
 
-/* OP_DROPOUT (forward and its gradient). */
+/* DLRT__OP_DROPOUT (forward and its gradient). */
 struct dlrt__dropout_params {
   int64_t salt; /* the forward node's; its gradient draws the same mask */
   float prob;   /* of dropping */
 };
 
-/* OP_NORM, OP_NORM_GRAD, OP_NORM_AFFINE_GRAD: rows of cols values each. */
+/* DLRT__OP_NORM, DLRT__OP_NORM_GRAD, DLRT__OP_NORM_AFFINE_GRAD: rows of cols values each. */
 struct dlrt__norm_params {
   int64_t rows, cols;
   int64_t per_row;    /* 1: gamma and beta per row (batch norm), else per column */
-  int64_t batch_norm; /* 1: in3, in4 are the running statistics (OP_NORM) */
+  int64_t batch_norm; /* 1: in3, in4 are the running statistics (DLRT__OP_NORM) */
   float eps;
 };
 
-/* OP_BN_RUNNING: the running statistics of `channels` rows of `count`. */
+/* DLRT__OP_BN_RUNNING: the running statistics of `channels` rows of `count`. */
 struct dlrt__bn_running_params {
   int64_t channels, count;
   float eps, momentum;
 };
 
-/* OP_CONCAT: outer x axis_len x inner out; each input's axis length is its
+/* DLRT__OP_CONCAT: outer x axis_len x inner out; each input's axis length is its
  * own shape's. */
 struct dlrt__concat_params {
   int64_t outer, inner;
@@ -116,20 +116,20 @@ struct dlrt__concat_params {
   int64_t axis;
 };
 
-/* OP_SLICE, OP_SLICE_GRAD: [start, start + count) of x's axis of x_axis_len
+/* DLRT__OP_SLICE, DLRT__OP_SLICE_GRAD: [start, start + count) of x's axis of x_axis_len
  * (outer x x_axis_len x inner). */
 struct dlrt__slice_params {
   int64_t outer, inner, x_axis_len, start, count;
 };
 
-/* OP_AXIS_SUM, OP_AXIS_EXPAND: outer x axis_len x inner, scale 1 (sum) or
+/* DLRT__OP_AXIS_SUM, DLRT__OP_AXIS_EXPAND: outer x axis_len x inner, scale 1 (sum) or
  * 1 / axis_len (mean). */
 struct dlrt__axis_params {
   int64_t outer, axis_len, inner;
   float scale;
 };
 
-/* OP_BCAST, OP_BCAST_GRAD_B: in0 (count) op in1 (m), repeated. The values
+/* DLRT__OP_BCAST, DLRT__OP_BCAST_GRAD_B: in0 (count) op in1 (m), repeated. The values
  * are the kernels'. */
 enum { DLRT__BCAST_ADD = 0, DLRT__BCAST_SUB = 1, DLRT__BCAST_MUL = 2, DLRT__BCAST_DIV = 3 };
 struct dlrt__bcast_params {
@@ -137,7 +137,7 @@ struct dlrt__bcast_params {
   int64_t op; /* DLRT__BCAST_* */
 };
 
-/* OP_EMBED, OP_EMBED_GRAD: count ids into a vocab x dim table. */
+/* DLRT__OP_EMBED, DLRT__OP_EMBED_GRAD: count ids into a vocab x dim table. */
 struct dlrt__embed_params {
   int64_t count, vocab, dim;
 };

@@ -30,19 +30,19 @@ typedef enum { RUN_F32, RUN_LOW, RUN_FOLLOW } op_precision;
 
 static op_precision precision_of(dlrt__op_kind op) {
   switch (op) {
-  case OP_BMM:
-  case OP_CONV:
+  case DLRT__OP_BMM:
+  case DLRT__OP_CONV:
     return RUN_LOW;
-  case OP_VIEW:
-  case OP_PERMUTE:
-  case OP_CONTIGUOUS:
-  case OP_MAXPOOL:
-  case OP_RELU:
-  case OP_BIAS_ROWS:
-  case OP_BIAS_CHANNELS:
-  case OP_ADD:
-  case OP_MUL:
-  case OP_SCALE:
+  case DLRT__OP_VIEW:
+  case DLRT__OP_PERMUTE:
+  case DLRT__OP_CONTIGUOUS:
+  case DLRT__OP_MAXPOOL:
+  case DLRT__OP_RELU:
+  case DLRT__OP_BIAS_ROWS:
+  case DLRT__OP_BIAS_CHANNELS:
+  case DLRT__OP_ADD:
+  case DLRT__OP_MUL:
+  case DLRT__OP_SCALE:
     return RUN_FOLLOW;
   default:
     return RUN_F32;
@@ -62,7 +62,7 @@ int dlrt_graph_set_precision(dlrt_graph_t *g, dlrt_dtype compute) {
                             "dlrt_graph_backward and dlrt_exec_create"), g->status;
   for (int i = 0; i < g->n_tensors; i++) {
     const dlrt_tensor_t *t = g->tensors[i];
-    if (t->kind == TENSOR_INPUT && (t->dtype == DLRT_F16 || t->dtype == DLRT_BF16) &&
+    if (t->kind == DLRT__TENSOR_INPUT && (t->dtype == DLRT_F16 || t->dtype == DLRT_BF16) &&
         t->dtype != compute)
       return dlrt__graph_fail(g, DLRT_ERR_STATE, "dlrt_graph_set_precision: input %s is %s, "
                               "so the graph computes in %s; make it f32 to compute in %s",
@@ -104,14 +104,14 @@ static dlrt__node *cast_node(rewrite *r, dlrt_tensor_t *x, dlrt_dtype dtype, dlr
   dlrt_graph_t *g = r->g;
   char name[64];
   snprintf(name, sizeof name, "%.50s.%s", x->name, dlrt_dtype_name(dtype));
-  dlrt_tensor_t *y = dlrt__tensor_new(g, name, dtype, x->ndim, x->shape, TENSOR_INTERMEDIATE);
+  dlrt_tensor_t *y = dlrt__tensor_new(g, name, dtype, x->ndim, x->shape, DLRT__TENSOR_INTERMEDIATE);
   dlrt__node *n = calloc(1, sizeof *n);
   if (!y || !n) {
     free(n);
     return dlrt__graph_fail(g, DLRT_ERR_OOM, "out of host memory");
   }
-  n->op = OP_CAST;
-  n->phase = PHASE_FORWARD;
+  n->op = DLRT__OP_CAST;
+  n->phase = DLRT__PHASE_FORWARD;
   n->n_in = 1, n->in[0] = x;
   n->n_out = 1, n->out[0] = y;
   y->producer = n;
@@ -152,13 +152,13 @@ static int retype_outputs(rewrite *r, dlrt__node *n, dlrt_dtype dtype) {
     char name[64];
     snprintf(name, sizeof name, "%.50s.%s", t->name, dlrt_dtype_name(dtype));
     dlrt_tensor_t *low = dlrt__tensor_new(r->g, name, dtype, t->ndim, t->shape,
-                                          TENSOR_INTERMEDIATE);
+                                          DLRT__TENSOR_INTERMEDIATE);
     if (!low) return -1;
     low->producer = n, low->cnhw = t->cnhw, low->needs_grad = t->needs_grad;
     n->out[j] = low;
     dlrt__node *c = calloc(1, sizeof *c);
     if (!c) return dlrt__graph_fail(r->g, DLRT_ERR_OOM, "out of host memory"), -1;
-    c->op = OP_CAST, c->phase = PHASE_FORWARD;
+    c->op = DLRT__OP_CAST, c->phase = DLRT__PHASE_FORWARD;
     c->n_in = 1, c->in[0] = low;
     c->n_out = 1, c->out[0] = t;
     t->producer = c;
@@ -191,13 +191,13 @@ int dlrt__graph_apply_precision(dlrt_graph_t *g) {
       want = low;
     } else if (kind == RUN_FOLLOW) {
       /* The widest floating input; a bias follows its input alone. */
-      int inputs = n->op == OP_BIAS_ROWS || n->op == OP_BIAS_CHANNELS ? 1 : n->n_in;
+      int inputs = n->op == DLRT__OP_BIAS_ROWS || n->op == DLRT__OP_BIAS_CHANNELS ? 1 : n->n_in;
       want = low;
       for (int j = 0; j < inputs; j++)
         if (n->in[j]->dtype == DLRT_F32 && !(n->in[j]->id < r.n_known && r.twin[n->in[j]->id]))
           want = DLRT_F32;
     }
-    int view = n->op == OP_VIEW || n->op == OP_SLICE;
+    int view = n->op == DLRT__OP_VIEW || n->op == DLRT__OP_SLICE;
     for (int j = 0; j < n->n_in && rc == 0; j++) {
       if (view) break; /* shares its input's storage, and type */
       dlrt_tensor_t *x = as_type(&r, n->in[j], want);
@@ -213,7 +213,7 @@ int dlrt__graph_apply_precision(dlrt_graph_t *g) {
   free(r.twin);
   if (rc < 0) {
     for (int k = 0; k < r.n; k++)
-      if (r.nodes[k]->op == OP_CAST) free(r.nodes[k]); /* only the pass makes casts */
+      if (r.nodes[k]->op == DLRT__OP_CAST) free(r.nodes[k]); /* only the pass makes casts */
     free(r.nodes);
     return g->status ? g->status : DLRT_ERR_OOM;
   }

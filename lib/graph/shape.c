@@ -41,7 +41,7 @@ dlrt_tensor_t *dlrt_concat(dlrt_graph_t *g, int n, dlrt_tensor_t *const *xs, int
     if (!same) return dlrt__shape_error(g, "concat", "shapes differ off the axis", in[0], in[i]);
     shape[axis] += in[i]->shape[axis];
   }
-  dlrt_tensor_t *y = dlrt__node1(g, OP_CONCAT, PHASE_FORWARD, n, in, in[0]->ndim, shape, NULL);
+  dlrt_tensor_t *y = dlrt__node1(g, DLRT__OP_CONCAT, DLRT__PHASE_FORWARD, n, in, in[0]->ndim, shape, NULL);
   if (y) {
     struct dlrt__concat_params *p = &y->producer->concat;
     around_axis(y, axis, &p->outer, &p->inner);
@@ -56,7 +56,7 @@ dlrt_tensor_t *dlrt__slice_view(dlrt_graph_t *g, dlrt_tensor_t *x, int axis, int
   int64_t shape[DLRT_MAX_DIMS];
   memcpy(shape, x->shape, sizeof shape);
   shape[axis] = length;
-  dlrt_tensor_t *y = dlrt__node1(g, OP_SLICE, phase, 1, &x, x->ndim, shape, name);
+  dlrt_tensor_t *y = dlrt__node1(g, DLRT__OP_SLICE, phase, 1, &x, x->ndim, shape, name);
   if (!y) return NULL;
   struct dlrt__slice_params *p = &y->producer->slice;
   around_axis(x, axis, &p->outer, &p->inner);
@@ -80,7 +80,7 @@ dlrt_tensor_t *dlrt_slice(dlrt_graph_t *g, dlrt_tensor_t *x, int axis, int64_t s
   /* A view on any axis: x's strides at an offset. Ops that need dense
    * input get a copy (dlrt__graph_layout); a slice along the leading axis
    * of a dense tensor is dense already. */
-  return dlrt__slice_view(g, x, axis, start, length, PHASE_FORWARD, NULL);
+  return dlrt__slice_view(g, x, axis, start, length, DLRT__PHASE_FORWARD, NULL);
 }
 
 static dlrt_tensor_t *axis_sum(dlrt_graph_t *g, dlrt_tensor_t *x, int axis, int mean) {
@@ -92,7 +92,7 @@ static dlrt_tensor_t *axis_sum(dlrt_graph_t *g, dlrt_tensor_t *x, int axis, int 
   for (int i = 0; i < x->ndim; i++)
     if (i != axis) shape[nd++] = x->shape[i];
   if (nd == 0) shape[nd++] = 1;
-  dlrt_tensor_t *y = dlrt__node1(g, OP_AXIS_SUM, PHASE_FORWARD, 1, &x, nd, shape, NULL);
+  dlrt_tensor_t *y = dlrt__node1(g, DLRT__OP_AXIS_SUM, DLRT__PHASE_FORWARD, 1, &x, nd, shape, NULL);
   if (y) {
     struct dlrt__axis_params *p = &y->producer->axis;
     around_axis(x, axis, &p->outer, &p->inner);
@@ -121,7 +121,7 @@ dlrt_tensor_t *dlrt_transpose_axes(dlrt_graph_t *g, dlrt_tensor_t *x, int axis0,
   int64_t shape[DLRT_MAX_DIMS];
   memcpy(shape, x->shape, sizeof shape);
   shape[axis0] = x->shape[axis1], shape[axis1] = x->shape[axis0];
-  dlrt_tensor_t *y = dlrt__node1(g, OP_VIEW, PHASE_FORWARD, 1, &x, x->ndim, shape, NULL);
+  dlrt_tensor_t *y = dlrt__node1(g, DLRT__OP_VIEW, DLRT__PHASE_FORWARD, 1, &x, x->ndim, shape, NULL);
   if (y) {
     struct dlrt__view_params *p = &y->producer->view;
     p->transpose = 1, p->axis0 = axis0, p->axis1 = axis1;
@@ -148,7 +148,7 @@ dlrt_tensor_t *dlrt_embedding(dlrt_graph_t *g, dlrt_tensor_t *ids, dlrt_tensor_t
   int64_t shape[DLRT_MAX_DIMS];
   memcpy(shape, ids->shape, (size_t)ids->ndim * sizeof shape[0]);
   shape[ids->ndim] = table->shape[1];
-  dlrt_tensor_t *y = dlrt__node1(g, OP_EMBED, PHASE_FORWARD, 2, in, ids->ndim + 1, shape, NULL);
+  dlrt_tensor_t *y = dlrt__node1(g, DLRT__OP_EMBED, DLRT__PHASE_FORWARD, 2, in, ids->ndim + 1, shape, NULL);
   if (y) y->producer->embed = (struct dlrt__embed_params){
              .count = ids->numel, .vocab = table->shape[0], .dim = table->shape[1]};
   return y;
@@ -162,9 +162,9 @@ dlrt_tensor_t *dlrt_reshape(dlrt_graph_t *g, dlrt_tensor_t *x, int ndim, const i
     return dlrt__shape_error(g, "reshape", "the new shape has another number of elements", x, NULL);
   /* A view of the same elements: dense ones (a transposed view is copied
    * dense first). */
-  if (!(x = dlrt__to_nchw(g, x)) || !(x = dlrt__make_contiguous(g, x, PHASE_FORWARD)))
+  if (!(x = dlrt__to_nchw(g, x)) || !(x = dlrt__make_contiguous(g, x, DLRT__PHASE_FORWARD)))
     return NULL;
-  dlrt_tensor_t *y = dlrt__node1(g, OP_VIEW, PHASE_FORWARD, 1, &x, ndim, shape, NULL);
+  dlrt_tensor_t *y = dlrt__node1(g, DLRT__OP_VIEW, DLRT__PHASE_FORWARD, 1, &x, ndim, shape, NULL);
   if (y) {
     y->dtype = x->dtype;
     y->owner = x->owner;

@@ -229,7 +229,7 @@ int dlrt__dp_step(dlrt_trainer_t *t, const float *images, const int32_t *labels,
     for (int i = 0; i < t->n_reps; i++) streams[i] = dlrt_exec_stream(t->reps[i].e);
     for (int id = 0; id < g->n_tensors && rc == DLRT_OK; id++) {
       const dlrt_tensor_t *p = g->tensors[id];
-      if (p->kind != TENSOR_PARAM || !p->grad) continue;
+      if (p->kind != DLRT__TENSOR_PARAM || !p->grad) continue;
       for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++) {
         bufs[i] = dlrt__exec_grad_sum(t->reps[i].e, id);
         rc = dlrt_elementwise(streams[i], DLRT_EW_SCALE, DLRT_F32, p->numel,
@@ -373,14 +373,14 @@ static int allreduce_on_device(dlrt_trainer_t *t, float *loss, int64_t *correct)
   int rc = DLRT_OK;
   for (int id = 0; id < g->n_tensors && rc == DLRT_OK; id++) {
     const dlrt_tensor_t *p = g->tensors[id];
-    if (p->kind == TENSOR_PARAM && p->grad)
+    if (p->kind == DLRT__TENSOR_PARAM && p->grad)
       rc = dlrt_elementwise(stream, DLRT_EW_SCALE, DLRT_F32, p->numel, inv,
                             dlrt__exec_grad_sum(e, id), 0, dlrt__exec_grad_sum(e, id), 0, NULL, 0);
   }
   if (rc == DLRT_OK) rc = dlrt_stream_synchronize(stream);
   for (int id = 0; id < g->n_tensors && rc == DLRT_OK; id++) {
     const dlrt_tensor_t *p = g->tensors[id];
-    if (p->kind != TENSOR_PARAM || !p->grad) continue;
+    if (p->kind != DLRT__TENSOR_PARAM || !p->grad) continue;
     float *on_device = dlrt__buffer_device_address(dlrt__exec_grad_sum(e, id));
     if ((rc = t->allreduce_start(t->allreduce_user, on_device, p->numel,
                                  &t->requests[started])) == DLRT_OK)
@@ -508,7 +508,7 @@ static int probe_layers(const dlrt_trainer_t *t, int first, int last, int64_t *p
   *params = 0;
   if (rc == DLRT_OK) {
     for (int i = 0; i < g->n_tensors; i++)
-      if (g->tensors[i]->kind == TENSOR_PARAM) *params += g->tensors[i]->numel;
+      if (g->tensors[i]->kind == DLRT__TENSOR_PARAM) *params += g->tensors[i]->numel;
     *flat = dlrt_tensor_shape(y, out) == 2;
   }
   dlrt_graph_destroy(g);

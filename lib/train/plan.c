@@ -43,7 +43,7 @@ int dlrt_plan_memory(const dlrt_trainer_config *cfg, int64_t channels, int64_t h
     /* Spilling counts the evaluation loader beside the training one. */
     out->spill_least = b.least_spill + out->accumulators + 2 * out->loader;
     for (int i = 0; i < g->n_tensors; i++)
-      if (g->tensors[i]->kind == TENSOR_PARAM) out->param_count += g->tensors[i]->numel;
+      if (g->tensors[i]->kind == DLRT__TENSOR_PARAM) out->param_count += g->tensors[i]->numel;
   }
   dlrt_graph_destroy(g);
   return rc;

@@ -89,7 +89,7 @@ static int choose_checkpointing(dlrt_trainer_t *t) {
   uint64_t outside = outside_bytes(t);
   budget = budget > outside ? budget - outside : 0;
   int forward = 0;
-  for (int i = 0; i < t->g->n_nodes; i++) forward += t->g->nodes[i]->phase == PHASE_FORWARD;
+  for (int i = 0; i < t->g->n_nodes; i++) forward += t->g->nodes[i]->phase == DLRT__PHASE_FORWARD;
   dlrt_exec_info info;
   for (int every = 0; every == 0 || every >= 1; every = every == 0 ? forward - 1 : every - 1) {
     if ((rc = dlrt_exec_set_checkpointing(t->e, every)) < 0) return rc;
