@@ -143,17 +143,18 @@ typedef struct {
 
 static inline float bf16_to_f32(uint16_t h) { return dlrt_as_float((uint32_t)h << 16); }
 
-/* Widens `cols` words into floats: blocks of 16 with a fixed trip count,
- * which the compiler vectorizes at -O2, then the rest one by one. */
-#define WIDEN_ROW(name, convert)                                                 \
-  static void name(const uint16_t *restrict src, float *restrict dst, int64_t cols) { \
+/* Converts `cols` values of a row (widening words into floats, or
+ * narrowing back): blocks of 16 with a fixed trip count, which the
+ * compiler vectorizes at -O2, then the rest one by one. */
+#define CONVERT_ROW(name, S, D, convert)                                         \
+  static void name(const S *restrict src, D *restrict dst, int64_t cols) {       \
     int64_t j = 0;                                                               \
     for (; j + 16 <= cols; j += 16)                                              \
       for (int q = 0; q < 16; q++) dst[j + q] = convert(src[j + q]);             \
     for (; j < cols; j++) dst[j] = convert(src[j]);                              \
   }
-WIDEN_ROW(widen_row_f16, dlrt_half_to_float)
-WIDEN_ROW(widen_row_bf16, bf16_to_f32)
+CONVERT_ROW(widen_row_f16, uint16_t, float, dlrt_half_to_float)
+CONVERT_ROW(widen_row_bf16, uint16_t, float, bf16_to_f32)
 
 /* binary32 -> bfloat16: dlrt_float_to_bf16 of dialect.h with masks (the
  * same bits for all 2^32 inputs). */
@@ -164,15 +165,8 @@ static inline uint16_t f32_to_bf16(float f) {
   return (uint16_t)((quiet & is_nan) | (rounded & ~is_nan));
 }
 
-#define NARROW_ROW(name, convert)                                                \
-  static void name(const float *restrict src, uint16_t *restrict dst, int64_t cols) { \
-    int64_t j = 0;                                                               \
-    for (; j + 16 <= cols; j += 16)                                              \
-      for (int q = 0; q < 16; q++) dst[j + q] = convert(src[j + q]);             \
-    for (; j < cols; j++) dst[j] = convert(src[j]);                              \
-  }
-NARROW_ROW(narrow_row_f16, dlrt_float_to_half)
-NARROW_ROW(narrow_row_bf16, f32_to_bf16)
+CONVERT_ROW(narrow_row_f16, float, uint16_t, dlrt_float_to_half)
+CONVERT_ROW(narrow_row_bf16, float, uint16_t, f32_to_bf16)
 
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
