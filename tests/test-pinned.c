@@ -256,6 +256,19 @@ int main(void) {
     test_async_round_trip(dev);
     test_threads(dev);
   }
+  /* A pinned pointer the caller leaked goes with its device's pool at
+   * shutdown (the memory layer forgets it when the device closes): freeing
+   * it afterwards is refused, and the library starts again. */
+  dlrt_device_t *cpu = NULL;
+  void *leaked = NULL, *fresh = NULL;
+  tap_check(dlrt_device_open("cpu", &cpu), "open the cpu");
+  tap_check(dlrt_host_alloc(cpu, 4096, &leaked), "allocate 4096 pinned bytes, then leak them");
+  dlrt_shutdown();
+  is_status(dlrt_host_free(leaked), DLRT_ERR_NOT_FOUND,
+            "after dlrt_shutdown a leaked pinned pointer is unknown: %s", dlrt_last_error());
+  tap_check(dlrt_device_open("cpu", &cpu), "the cpu opens again after dlrt_shutdown");
+  tap_check(dlrt_host_alloc(cpu, 4096, &fresh), "and its pinned pool allocates again");
+  tap_check(dlrt_host_free(fresh), "and frees");
   dlrt_shutdown();
   return done_testing();
 }
