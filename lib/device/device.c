@@ -73,7 +73,7 @@ int dlrt__device_attached(dlrt_device_t *dev, const dlrt__device_hooks *hooks, v
   }
   int rc = dlrt__device_ensure_open(dev);
   if (rc < 0) return rc;
-  pthread_mutex_lock(&dev->lock);
+  pthread_mutex_lock(&dev->attach_lock);
   if (dev->attached && dev->hooks != hooks) {
     rc = dlrt__set_error(DLRT_ERR_STATE, "%s: another layer is attached", dev->spec);
   } else if (!dev->attached) {
@@ -84,7 +84,7 @@ int dlrt__device_attached(dlrt_device_t *dev, const dlrt__device_hooks *hooks, v
     }
   }
   if (rc == DLRT_OK) *state = dev->attached;
-  pthread_mutex_unlock(&dev->lock);
+  pthread_mutex_unlock(&dev->attach_lock);
   return rc;
 }
 

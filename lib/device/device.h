@@ -38,7 +38,7 @@ static inline const dlrt__span *dlrt__span_of(const dlrt_buffer_t *buf) {
  * down when it attaches (dlrt__device_attached), so no call goes up.
  * Every member is required. */
 typedef struct dlrt__device_hooks {
-  /* Makes the state for an opened device (under the device's lock). */
+  /* Makes the state for an opened device (under the device's attach lock). */
   int (*create)(dlrt_device_t *dev, void **state);
   /* The device is about to close, every stream synchronized: free it all. */
   void (*close)(void *state);
@@ -60,6 +60,10 @@ struct dlrt_device {
   int index;    /* within the backend */
   char spec[32];
   pthread_mutex_t lock; /* guards opening and the stream list */
+  /* Guards attaching (dlrt__device_attached): apart from `lock`, because the
+   * upper layer's create takes its own locks, which hold `lock` later
+   * (an allocator that synchronizes the device). */
+  pthread_mutex_t attach_lock;
   int open;             /* set (release) once ctx, streams and allocators exist */
   void *ctx;            /* backend device, NULL until first use */
   dlrt_stream_t *default_stream;

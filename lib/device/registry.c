@@ -60,6 +60,7 @@ static void teardown_locked(void) {
   for (int i = 0; i < reg.n_devices; i++) {
     dlrt__device_close(&reg.devices[i]);
     pthread_mutex_destroy(&reg.devices[i].lock);
+    pthread_mutex_destroy(&reg.devices[i].attach_lock);
   }
   free(reg.devices);
   reg.devices = NULL;
@@ -101,6 +102,7 @@ static int init_locked(void) {
       dev->index = d;
       snprintf(dev->spec, sizeof dev->spec, "%s:%d", s->be->name, d);
       pthread_mutex_init(&dev->lock, NULL);
+      pthread_mutex_init(&dev->attach_lock, NULL);
       if (limit_text && *limit_text) {
         dlrt_device_props p;
         uint64_t limit;
