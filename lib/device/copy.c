@@ -141,11 +141,10 @@ static int copy_bounce(dlrt_buffer_t *dst, size_t dst_off, dlrt_buffer_t *src,
     size_t n = bytes - pos < chunk ? bytes - pos : chunk;
     /* Wait until the h2d that last read this bounce buffer has finished. */
     if (recorded[k] && (rc = db->event_synchronize(done[k])) < 0) goto out;
-    if ((rc = sb->copy_d2h(src_s->ctx, bounce[k], src_sp->mem, src_sp->offset + src_off + pos, n)) < 0)
-      goto out;
+    size_t from = src_sp->offset + src_off + pos, to = dst_sp->offset + dst_off + pos;
+    if ((rc = sb->copy_d2h(src_s->ctx, bounce[k], src_sp->mem, from, n)) < 0) goto out;
     if ((rc = sb->stream_synchronize(src_s->ctx)) < 0) goto out;
-    if ((rc = db->copy_h2d(dst_s->ctx, dst_sp->mem, dst_sp->offset + dst_off + pos, bounce[k], n)) < 0)
-      goto out;
+    if ((rc = db->copy_h2d(dst_s->ctx, dst_sp->mem, to, bounce[k], n)) < 0) goto out;
     if ((rc = db->event_record(done[k], dst_s->ctx)) < 0) goto out;
     recorded[k] = 1;
   }

@@ -185,7 +185,8 @@ static int find_backward(const span *fw, char *local, int64_t batch, int64_t *ch
     if (local[t->id] == 1 && read_outside(&bw, t->id)) return 0;
     if (n->op == DLRT__OP_CONV_GRAD_X && !local[t->id] && !dlrt__batch_image(t, batch)) return 0;
     /* The convolutions' gradients read the chunk's dy. */
-    if ((n->op == DLRT__OP_CONV_GRAD_W || n->op == DLRT__OP_CONV_GRAD_X || n->op == DLRT__OP_SUM_CHANNELS) &&
+    if ((n->op == DLRT__OP_CONV_GRAD_W || n->op == DLRT__OP_CONV_GRAD_X ||
+         n->op == DLRT__OP_SUM_CHANNELS) &&
         local[n->in[0]->owner->id] != 1)
       return 0;
   }

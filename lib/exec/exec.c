@@ -27,7 +27,8 @@ static void print_profile(const dlrt_exec_t *e) {
   for (int i = 0; i < DLRT__OP_COUNT_; i++)
     if (e->prof.op_calls[i])
       fprintf(stderr, "  %-16s %8lld calls %10.1f ms %5.1f%%\n", dlrt__op_name((dlrt__op_kind)i),
-              (long long)e->prof.op_calls[i], e->prof.op_ms[i], total > 0 ? 100.0 * e->prof.op_ms[i] / total : 0);
+              (long long)e->prof.op_calls[i], e->prof.op_ms[i],
+              total > 0 ? 100.0 * e->prof.op_ms[i] / total : 0);
 }
 
 /* ---------------------------------------------------------------- init */
@@ -114,8 +115,11 @@ int dlrt_exec_create(dlrt_graph_t *g, dlrt_device_t *dev, uint64_t seed, dlrt_ex
     goto fail;
   }
   uint64_t forward_peak;
-  if ((rc = dlrt__plan(g, DLRT__PHASE_FORWARD, 0, &e->plan.plans[DLRT_RUN_FORWARD], &forward_peak, NULL)) < 0 ||
-      (rc = dlrt__plan(g, DLRT__PHASE_UPDATE, 0, &e->plan.plans[DLRT_RUN_TRAIN], &e->plan.train_peak, NULL)) < 0)
+  dlrt__schedule *plans = e->plan.plans;
+  if ((rc = dlrt__plan(g, DLRT__PHASE_FORWARD, 0, &plans[DLRT_RUN_FORWARD], &forward_peak,
+                       NULL)) < 0 ||
+      (rc = dlrt__plan(g, DLRT__PHASE_UPDATE, 0, &plans[DLRT_RUN_TRAIN], &e->plan.train_peak,
+                       NULL)) < 0)
     goto fail;
   e->plan.forward_peak = forward_peak;
   e->plan.planned_peak = e->plan.train_peak > forward_peak ? e->plan.train_peak : forward_peak;
@@ -254,11 +258,8 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
   if (mode != DLRT_RUN_FORWARD && !e->g->backward_done)
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_run: a training run needs "
                            "dlrt_graph_backward first");
-  if (mode == DLRT_RUN_GRADIENTS && e->spill.pool)
-    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_run: DLRT_RUN_GRADIENTS needs an "
-                           "optimized graph, without accumulation or spilling");
   dlrt__grad_run gr;
-  int rc = dlrt__grads_run_begin(e, mode, &gr);
+  int rc = dlrt__grads_run_begin(e, mode, e->spill.pool != NULL, &gr);
   if (rc < 0) return rc;
   if (gr.gradients_only) mode = DLRT_RUN_TRAIN; /* the kernels train (dropout, batch statistics) */
   dlrt_graph_t *g = e->g;

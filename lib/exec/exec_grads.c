@@ -220,14 +220,16 @@ void dlrt__exec_update_loss_scale(dlrt_exec_t *e, int finite) {
 /* ---------------------------------------------------------------- gradients */
 
 void dlrt__exec_buckets_free(dlrt_exec_t *e) {
-  for (int b = 0; b < e->grads.buckets.n_buckets; b++) dlrt_event_destroy(e->grads.buckets.events[b]);
-  if (e->grads.buckets.host) dlrt_host_free(e->grads.buckets.host);
-  free(e->grads.buckets.param), free(e->grads.buckets.pos), free(e->grads.buckets.at), free(e->grads.buckets.closes);
-  free(e->grads.buckets.start), free(e->grads.buckets.count), free(e->grads.buckets.events);
-  memset(&e->grads.buckets, 0, sizeof e->grads.buckets);
+  dlrt__grad_buckets *bk = &e->grads.buckets;
+  for (int b = 0; b < bk->n_buckets; b++) dlrt_event_destroy(bk->events[b]);
+  if (bk->host) dlrt_host_free(bk->host);
+  free(bk->param), free(bk->pos), free(bk->at), free(bk->closes);
+  free(bk->start), free(bk->count), free(bk->events);
+  memset(bk, 0, sizeof *bk);
 }
 
 int dlrt__exec_stream_gradients(dlrt_exec_t *e, int64_t bucket_bytes) {
+  dlrt__grad_buckets *bk = &e->grads.buckets;
   dlrt_graph_t *g = e->g;
   dlrt__exec_buckets_free(e);
   if (bucket_bytes <= 0) return DLRT_OK;
@@ -237,16 +239,17 @@ int dlrt__exec_stream_gradients(dlrt_exec_t *e, int64_t bucket_bytes) {
   /* pos_of[t]: where tensor t's producer runs in the training schedule. */
   int *pos_of = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *pos_of);
   int n = 0;
-  for (int i = 0; i < g->n_tensors; i++) n += g->tensors[i]->kind == DLRT__TENSOR_PARAM && g->tensors[i]->grad;
-  e->grads.buckets.param = calloc((size_t)n + 1, sizeof(int));
-  e->grads.buckets.pos = calloc((size_t)n + 1, sizeof(int));
-  e->grads.buckets.at = calloc((size_t)n + 1, sizeof(int64_t));
-  e->grads.buckets.closes = calloc((size_t)n + 1, sizeof(int));
-  e->grads.buckets.start = calloc((size_t)n + 1, sizeof(int64_t));
-  e->grads.buckets.count = calloc((size_t)n + 1, sizeof(int64_t));
-  e->grads.buckets.events = calloc((size_t)n + 1, sizeof(dlrt_event_t *));
-  if (!pos_of || !e->grads.buckets.param || !e->grads.buckets.pos || !e->grads.buckets.at || !e->grads.buckets.closes ||
-      !e->grads.buckets.start || !e->grads.buckets.count || !e->grads.buckets.events) {
+  for (int i = 0; i < g->n_tensors; i++)
+    n += g->tensors[i]->kind == DLRT__TENSOR_PARAM && g->tensors[i]->grad;
+  bk->param = calloc((size_t)n + 1, sizeof(int));
+  bk->pos = calloc((size_t)n + 1, sizeof(int));
+  bk->at = calloc((size_t)n + 1, sizeof(int64_t));
+  bk->closes = calloc((size_t)n + 1, sizeof(int));
+  bk->start = calloc((size_t)n + 1, sizeof(int64_t));
+  bk->count = calloc((size_t)n + 1, sizeof(int64_t));
+  bk->events = calloc((size_t)n + 1, sizeof(dlrt_event_t *));
+  if (!pos_of || !bk->param || !bk->pos || !bk->at || !bk->closes ||
+      !bk->start || !bk->count || !bk->events) {
     free(pos_of);
     dlrt__exec_buckets_free(e);
     return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
@@ -265,36 +268,36 @@ int dlrt__exec_stream_gradients(dlrt_exec_t *e, int64_t bucket_bytes) {
     const dlrt_tensor_t *storage = p->grad->owner;
     int at = storage->producer ? pos_of[storage->id] : 0;
     int k = m++;
-    while (k > 0 && e->grads.buckets.pos[k - 1] > at) {
-      e->grads.buckets.pos[k] = e->grads.buckets.pos[k - 1];
-      e->grads.buckets.param[k] = e->grads.buckets.param[k - 1];
+    while (k > 0 && bk->pos[k - 1] > at) {
+      bk->pos[k] = bk->pos[k - 1];
+      bk->param[k] = bk->param[k - 1];
       k--;
     }
-    e->grads.buckets.pos[k] = at;
-    e->grads.buckets.param[k] = i;
+    bk->pos[k] = at;
+    bk->param[k] = i;
   }
   free(pos_of);
-  e->grads.buckets.n = m;
-  e->grads.buckets.bytes = bucket_bytes;
+  bk->n = m;
+  bk->bytes = bucket_bytes;
   int64_t at = 0, open_from = 0;
   int rc = DLRT_OK;
   for (int k = 0; k < m; k++) {
-    const dlrt_tensor_t *p = g->tensors[e->grads.buckets.param[k]];
-    e->grads.buckets.at[k] = at;
+    const dlrt_tensor_t *p = g->tensors[bk->param[k]];
+    bk->at[k] = at;
     at += p->numel;
-    e->grads.buckets.closes[k] = -1;
+    bk->closes[k] = -1;
     if ((at - open_from) * (int64_t)sizeof(float) >= bucket_bytes || k == m - 1) {
-      int b = e->grads.buckets.n_buckets++;
-      e->grads.buckets.closes[k] = b;
-      e->grads.buckets.start[b] = open_from;
-      e->grads.buckets.count[b] = at - open_from;
+      int b = bk->n_buckets++;
+      bk->closes[k] = b;
+      bk->start[b] = open_from;
+      bk->count[b] = at - open_from;
       open_from = at;
-      if ((rc = dlrt_event_create(e->dev, &e->grads.buckets.events[b])) < 0) break;
+      if ((rc = dlrt_event_create(e->dev, &bk->events[b])) < 0) break;
     }
   }
-  e->grads.buckets.total = at;
+  bk->total = at;
   if (rc == DLRT_OK)
-    rc = dlrt_host_alloc(e->dev, (size_t)(at ? at : 1) * sizeof(float), (void **)&e->grads.buckets.host);
+    rc = dlrt_host_alloc(e->dev, (size_t)(at ? at : 1) * sizeof(float), (void **)&bk->host);
   if (rc < 0) dlrt__exec_buckets_free(e);
   return rc;
 }
@@ -302,32 +305,35 @@ int dlrt__exec_stream_gradients(dlrt_exec_t *e, int64_t bucket_bytes) {
 /* Queues the copies of the gradients that became final at position k, and
  * the events of the buckets they complete. */
 int dlrt__exec_stream_ready(dlrt_exec_t *e, int k) {
+  dlrt__grad_buckets *bk = &e->grads.buckets;
   int rc = DLRT_OK;
-  while (rc == DLRT_OK && e->grads.buckets.next < e->grads.buckets.n && e->grads.buckets.pos[e->grads.buckets.next] <= k) {
-    int j = e->grads.buckets.next++;
-    const dlrt_tensor_t *p = e->g->tensors[e->grads.buckets.param[j]];
-    rc = dlrt_copy_d2h(e->grads.buckets.host + e->grads.buckets.at[j], dlrt__exec_buf(e, p->grad), 0,
+  while (rc == DLRT_OK && bk->next < bk->n && bk->pos[bk->next] <= k) {
+    int j = bk->next++;
+    const dlrt_tensor_t *p = e->g->tensors[bk->param[j]];
+    rc = dlrt_copy_d2h(bk->host + bk->at[j], dlrt__exec_buf(e, p->grad), 0,
                        (size_t)p->numel * sizeof(float), e->stream);
-    if (rc == DLRT_OK && e->grads.buckets.closes[j] >= 0)
-      rc = dlrt_event_record(e->grads.buckets.events[e->grads.buckets.closes[j]], e->stream);
+    if (rc == DLRT_OK && bk->closes[j] >= 0)
+      rc = dlrt_event_record(bk->events[bk->closes[j]], e->stream);
   }
   return rc;
 }
 
 int dlrt__exec_bucket_wait(dlrt_exec_t *e, int b) {
-  DLRT__CHECK_ARG(b >= 0 && b < e->grads.buckets.n_buckets, "gradient bucket %d of %d", b,
-                  e->grads.buckets.n_buckets);
-  return dlrt_event_synchronize(e->grads.buckets.events[b]);
+  dlrt__grad_buckets *bk = &e->grads.buckets;
+  DLRT__CHECK_ARG(b >= 0 && b < bk->n_buckets, "gradient bucket %d of %d", b,
+                  bk->n_buckets);
+  return dlrt_event_synchronize(bk->events[b]);
 }
 
 int dlrt__exec_gradients_write_buckets(dlrt_exec_t *e, const float *src) {
+  dlrt__grad_buckets *bk = &e->grads.buckets;
   dlrt_graph_t *g = e->g;
-  if (!e->grads.accum || !e->grads.buckets.n)
+  if (!e->grads.accum || !bk->n)
     return dlrt__set_error(DLRT_ERR_STATE, "run DLRT_RUN_GRADIENTS with gradient buckets first");
   int rc = DLRT_OK;
-  for (int j = 0; j < e->grads.buckets.n && rc == DLRT_OK; j++) {
-    int id = e->grads.buckets.param[j];
-    rc = dlrt_copy_h2d(e->grads.accum[id], 0, src + e->grads.buckets.at[j],
+  for (int j = 0; j < bk->n && rc == DLRT_OK; j++) {
+    int id = bk->param[j];
+    rc = dlrt_copy_h2d(e->grads.accum[id], 0, src + bk->at[j],
                        (size_t)g->tensors[id]->numel * sizeof(float), e->stream);
   }
   return rc == DLRT_OK ? dlrt_stream_synchronize(e->stream) : rc;
@@ -422,10 +428,10 @@ dlrt_buffer_t *dlrt__exec_grad_sum(const dlrt_exec_t *e, int id) {
 
 /* ---------------------------------------------------------------- a run */
 
-int dlrt__grads_run_begin(dlrt_exec_t *e, dlrt_run_mode mode, dlrt__grad_run *r) {
+int dlrt__grads_run_begin(dlrt_exec_t *e, dlrt_run_mode mode, int spilling, dlrt__grad_run *r) {
   *r = (dlrt__grad_run){.gradients_only = mode == DLRT_RUN_GRADIENTS};
   if (r->gradients_only) {
-    if (e->grads.accum_steps > 1 || !e->g->optimized)
+    if (e->grads.accum_steps > 1 || spilling || !e->g->optimized)
       return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_run: DLRT_RUN_GRADIENTS needs an "
                              "optimized graph, without accumulation or spilling");
     int rc = dlrt__exec_ensure_accumulators(e);

@@ -5,6 +5,25 @@
 
 #include "dlrt.h"
 
+/* Gradient buckets (dlrt__exec_stream_gradients): in DLRT_RUN_GRADIENTS
+ * runs each parameter's gradient is copied to `host` as soon as the node
+ * that finishes it is queued, in the order they finish (param[], at[]),
+ * and an event is recorded when a bucket is complete, so the caller can
+ * combine late layers' gradients while early layers still compute. */
+typedef struct {
+  int n;              /* parameters with gradients; 0: off */
+  int64_t bytes;      /* the bucket size asked for */
+  int *param, *pos;   /* tensor id, TRAIN-schedule position it is final at */
+  int64_t *at;        /* its offset in `host`, in floats */
+  int *closes;        /* the bucket it completes, else -1 */
+  int n_buckets;
+  int64_t *start, *count; /* per bucket, in floats */
+  dlrt_event_t **events;
+  float *host;        /* pinned: all the gradients, in bucket order */
+  int64_t total;
+  int next;           /* during a run */
+} dlrt__grad_buckets;
+
 /* Gradients (exec_grads.c): the step's scale, loss scaling, accumulation
  * and buckets. */
 typedef struct {
@@ -24,24 +43,7 @@ typedef struct {
   int grad_runs;        /* DLRT_RUN_GRADIENTS runs summed since the last apply */
   dlrt_buffer_t **accum;
   uint64_t accum_bytes;
-  /* Gradient buckets (dlrt__exec_stream_gradients): in DLRT_RUN_GRADIENTS
-   * runs each parameter's gradient is copied to `host` as soon as the node
-   * that finishes it is queued, in the order they finish (param[], at[]),
-   * and an event is recorded when a bucket is complete, so the caller can
-   * combine late layers' gradients while early layers still compute. */
-  struct {
-    int n;              /* parameters with gradients; 0: off */
-    int64_t bytes;      /* the bucket size asked for */
-    int *param, *pos;   /* tensor id, TRAIN-schedule position it is final at */
-    int64_t *at;        /* its offset in `host`, in floats */
-    int *closes;        /* the bucket it completes, else -1 */
-    int n_buckets;
-    int64_t *start, *count; /* per bucket, in floats */
-    dlrt_event_t **events;
-    float *host;        /* pinned: all the gradients, in bucket order */
-    int64_t total;
-    int next;           /* during a run */
-  } buckets;
+  dlrt__grad_buckets buckets;
 } dlrt__exec_grads;
 
 /* An executor's loss-scaling state, carried over when a trainer rebuilds an
@@ -78,7 +80,8 @@ dlrt_buffer_t *dlrt__exec_grad_sum(const dlrt_exec_t *e, int id);
 int dlrt__exec_gradients_write_buckets(dlrt_exec_t *e, const float *src);
 
 /* What a run does with its gradients (exec_grads.c), for dlrt_exec_run:
- * begin checks the mode and resets the step's scale; before_update runs
+ * begin checks the mode (DLRT_RUN_GRADIENTS: optimized, no accumulation, not
+ * `spilling`) and resets the step's scale; before_update runs
  * at the first update node (accumulation, the overflow check of loss
  * scaling, clipping) and says whether the updates are skipped; ready
  * queues the bucket copies of gradients final at position k; end applies
@@ -90,7 +93,7 @@ typedef struct {
   int skip_updates;      /* the update nodes do not run */
   int checked, overflow; /* the loss-scaled gradients were checked; held inf or NaN */
 } dlrt__grad_run;
-int dlrt__grads_run_begin(dlrt_exec_t *e, dlrt_run_mode mode, dlrt__grad_run *r);
+int dlrt__grads_run_begin(dlrt_exec_t *e, dlrt_run_mode mode, int spilling, dlrt__grad_run *r);
 int dlrt__grads_before_update(dlrt_exec_t *e, dlrt__grad_run *r);
 int dlrt__grads_ready(dlrt_exec_t *e, const dlrt__grad_run *r, int k);
 void dlrt__grads_run_end(dlrt_exec_t *e, const dlrt__grad_run *r, int trained);

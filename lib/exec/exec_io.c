@@ -183,7 +183,8 @@ int dlrt_exec_info_get(dlrt_exec_t *e, dlrt_exec_info *out) {
   if (rc < 0) return rc;
   memset(out, 0, sizeof *out);
   out->planned_peak_bytes = e->plan.planned_peak + e->grads.accum_bytes;
-  out->measured_peak_bytes = st.allocated.peak > e->plan.peak_base ? st.allocated.peak - e->plan.peak_base : 0;
+  uint64_t base = e->plan.peak_base;
+  out->measured_peak_bytes = st.allocated.peak > base ? st.allocated.peak - base : 0;
   out->param_bytes = e->plan.param_bytes;
   out->state_bytes = e->plan.state_bytes;
   out->params = e->plan.params;

@@ -88,7 +88,8 @@ static int run_gemm(dlrt_exec_t *e, dlrt_tensor_t *a, dlrt_tensor_t *b, dlrt_ten
   d.stride_a = p->stride_a;
   d.stride_b = p->stride_b;
   d.stride_c = p->stride_c;
-  return dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, a), off(a), dlrt__exec_buf(e, b), off(b), dlrt__exec_buf(e, c), off(c));
+  return dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, a), off(a), dlrt__exec_buf(e, b), off(b),
+                   dlrt__exec_buf(e, c), off(c));
 }
 
 /* im2col (cols from x) or col2im (dx from cols) of images [b0, b0 + nb):
@@ -146,7 +147,9 @@ static int64_t in_chunk(const dlrt__chunk *c, int64_t whole) {
 static int run_conv(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *c) {
   const struct dlrt__conv_params *p = &n->conv;
   dlrt_tensor_t *ws = n->out[1], *w = n->op == DLRT__OP_CONV_GRAD_W ? n->out[0] : n->in[1];
-  dlrt_tensor_t *x = n->op == DLRT__OP_CONV_GRAD_X ? n->out[0] : n->op == DLRT__OP_CONV ? n->in[0] : n->in[1];
+  dlrt_tensor_t *x = n->op == DLRT__OP_CONV_GRAD_X ? n->out[0]
+                     : n->op == DLRT__OP_CONV      ? n->in[0]
+                                                   : n->in[1];
   dlrt_tensor_t *y = n->op == DLRT__OP_CONV ? n->out[0] : n->in[0];
   int64_t batch = p->n, ohw = p->oh * p->ow, ckk = p->c * p->kh * p->kw, o = w->shape[0];
   int64_t chunk = ws->shape[1] / ohw;
@@ -250,10 +253,11 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
   case DLRT__OP_ADD:
   case DLRT__OP_MUL:
     return dlrt_elementwise(e->stream, n->op == DLRT__OP_ADD ? DLRT_EW_ADD : DLRT_EW_MUL, y->dtype,
-                            y->numel, 0, dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, a), off(a), dlrt__exec_buf(e, b), off(b));
+                            y->numel, 0, dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, a),
+                            off(a), dlrt__exec_buf(e, b), off(b));
   case DLRT__OP_SCALE:
-    return dlrt_elementwise(e->stream, DLRT_EW_SCALE, y->dtype, y->numel, n->scale.alpha, dlrt__exec_buf(e, y),
-                            off(y), dlrt__exec_buf(e, a), off(a), NULL, 0);
+    return dlrt_elementwise(e->stream, DLRT_EW_SCALE, y->dtype, y->numel, n->scale.alpha,
+                            dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, a), off(a), NULL, 0);
   case DLRT__OP_SUM:
     return dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, a->numel, dlrt__exec_buf(e, y), off(y),
                        dlrt__exec_buf(e, a), off(a));
@@ -416,8 +420,8 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
     /* Evaluation passes values through; training draws a mask per step. */
     const struct dlrt__dropout_params *p = &n->dropout;
     if (e->mode == DLRT_RUN_FORWARD || p->prob == 0.0f)
-      return dlrt_elementwise(e->stream, DLRT_EW_SCALE, DLRT_F32, y->numel, 1.0f, dlrt__exec_buf(e, y), off(y),
-                              dlrt__exec_buf(e, a), off(a), NULL, 0);
+      return dlrt_elementwise(e->stream, DLRT_EW_SCALE, DLRT_F32, y->numel, 1.0f,
+                              dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, a), off(a), NULL, 0);
     uint64_t seed = e->seed ^ ((uint64_t)e->steps * 0x9e3779b97f4a7c15ULL) ^
                     ((uint64_t)p->salt * 0xbf58476d1ce4e5b9ULL);
     start(&lb, e, DLRT__K_dropout, y->numel, 0);
@@ -491,8 +495,8 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
   case DLRT__OP_SLICE: return DLRT_OK; /* a view: nothing moves */
   case DLRT__OP_SLICE_GRAD: {
     const struct dlrt__slice_params *p = &n->slice;
-    int rc = dlrt_elementwise(e->stream, DLRT_EW_FILL, DLRT_F32, y->numel, 0.0f, dlrt__exec_buf(e, y), off(y),
-                              NULL, 0, NULL, 0);
+    int rc = dlrt_elementwise(e->stream, DLRT_EW_FILL, DLRT_F32, y->numel, 0.0f,
+                              dlrt__exec_buf(e, y), off(y), NULL, 0, NULL, 0);
     if (rc < 0) return rc;
     start_axis_copy(&lb, e, y, a, p->outer, p->inner, p->x_axis_len, p->count, p->start, 0,
                     p->count);

@@ -183,7 +183,9 @@ static int for_block_storages(dlrt_exec_t *e, const dlrt__schedule *s, const dlr
 }
 
 /* Whether storage id moves in slices in the block running now. */
-static int sliced(const dlrt_exec_t *e, int id) { return e->spill.n_slices && e->spill.block_local[id] == 3; }
+static int sliced(const dlrt_exec_t *e, int id) {
+  return e->spill.n_slices && e->spill.block_local[id] == 3;
+}
 
 static int lock_storage(dlrt_exec_t *e, const dlrt__schedule *s, int k, int j, int id, int write) {
   (void)s, (void)k, (void)j;
@@ -330,7 +332,8 @@ int dlrt__spill_end_block(dlrt_exec_t *e, const dlrt__schedule *s, const dlrt__c
   /* What the next nodes read, on the copy stream meanwhile. */
   for (int a = b->end; a < b->end + e->spill.cfg.prefetch && a < s->n && rc == DLRT_OK; a++) {
     dlrt__node *m = e->g->nodes[s->order[a]];
-    for (int j = 0; j < m->n_in && rc == DLRT_OK; j++) rc = dlrt__mpool_prefetch(e->spill.pool, m->in[j]->owner->id);
+    for (int j = 0; j < m->n_in && rc == DLRT_OK; j++)
+      rc = dlrt__mpool_prefetch(e->spill.pool, m->in[j]->owner->id);
   }
   return rc;
 }
@@ -550,7 +553,8 @@ int dlrt_exec_spill_stats(dlrt_exec_t *e, dlrt_spill_stats *out) {
   if (rc == DLRT_OK) rc = dlrt__mpool_stats(e->spill.pool, out);
   for (int m = 0; m < 2 && e->spill.slicing; m++)
     for (int i = 0; i < e->plan.plans[m].n_blocks; i++)
-      if (e->plan.plans[m].blocks[i].chunk > out->slice_images) out->slice_images = e->plan.plans[m].blocks[i].chunk;
+      if (e->plan.plans[m].blocks[i].chunk > out->slice_images)
+        out->slice_images = e->plan.plans[m].blocks[i].chunk;
   return rc;
 }
 

@@ -98,8 +98,9 @@ static void mem_kinds(const dlrt_graph_t *g, char *kinds) {
  * element i of their output, so the output may take over the input's storage. */
 static int elementwise_op(dlrt__op_kind op) {
   switch (op) {
-  case DLRT__OP_RELU: case DLRT__OP_SCALE: case DLRT__OP_ADD: case DLRT__OP_MUL: case DLRT__OP_SUB: case DLRT__OP_DIV:
-  case DLRT__OP_BIAS_ROWS: case DLRT__OP_BIAS_CHANNELS: case DLRT__OP_ACT: case DLRT__OP_DROPOUT: case DLRT__OP_BCAST:
+  case DLRT__OP_RELU: case DLRT__OP_SCALE: case DLRT__OP_ADD: case DLRT__OP_MUL:
+  case DLRT__OP_SUB: case DLRT__OP_DIV: case DLRT__OP_BIAS_ROWS: case DLRT__OP_BIAS_CHANNELS:
+  case DLRT__OP_ACT: case DLRT__OP_DROPOUT: case DLRT__OP_BCAST:
   case DLRT__OP_RELU_GRAD: /* dx[i] from dy[i] (its first input) and x[i] */
     return 1;
   default:
