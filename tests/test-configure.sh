@@ -93,7 +93,8 @@ case " $(output_var OPENCL_LIBS) " in
   *" -L$tmp/cl/lib -Wl,-rpath,$tmp/cl/lib -lOpenCL "*) ;;
   *) status=1 ;;
 esac
-[ $status -eq 0 ] || echo "OPENCL_CFLAGS='$(output_var OPENCL_CFLAGS)' OPENCL_LIBS='$(output_var OPENCL_LIBS)'" >>"$tmp/out"
+[ $status -eq 0 ] || echo "OPENCL_CFLAGS='$(output_var OPENCL_CFLAGS)'" \
+  "OPENCL_LIBS='$(output_var OPENCL_LIBS)'" >>"$tmp/out"
 point $status "--with-opencl=DIR holding OpenCL: its include/ and lib/ (and an rpath) are used"
 
 # The same DIR with a library that is not one: configure must not fall back

@@ -58,7 +58,8 @@ for tool in $tools; do
   lines=$(sed -n '/^\.SH SYNOPSIS/,/^\.SH/p' "$page" | grep -c "^\.B $tool\$")
   [ "$forms" -eq "$lines" ]
   status=$?
-  [ $status -eq 0 ] || echo "$forms usage forms in --help, $lines in the page's SYNOPSIS" >"$tmp/why"
+  [ $status -eq 0 ] ||
+    echo "$forms usage forms in --help, $lines in the page's SYNOPSIS" >"$tmp/why"
   point $status "$tool.1: a synopsis line per usage form"
 
   # Every long option --help names is in the page (roff writes - as \-).

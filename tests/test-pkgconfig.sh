@@ -27,7 +27,8 @@ point() {
 
 if [ ! -f .libs/libdlrt.a ] || [ ! -f dlrt.pc ] || ! command -v "$PKG_CONFIG" >/dev/null 2>&1; then
   for i in 1 2 3 4; do
-    echo "ok $i - static link through dlrt.pc # SKIP needs pkg-config and libdlrt.a (--enable-static)"
+    echo "ok $i - static link through dlrt.pc # SKIP needs pkg-config and libdlrt.a" \
+      "(--enable-static)"
   done
   exit 0
 fi
