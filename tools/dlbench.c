@@ -31,7 +31,7 @@ enum { MAX_SPECS = 64 };
 
 static void usage(FILE *out) {
   fputs("Usage: dlbench [OPTION]... [SUITE]...\n"
-        "       dlbench compare A.json B.json\n"
+        "  or:  dlbench compare A.json B.json\n"
         "Measures dlrt's devices side by side, each beside its vendor library called\n"
         "directly (OpenBLAS on the CPU, CLBlast on OpenCL, cuBLAS on CUDA).\n\n"
         "Suites (default: all):\n"

@@ -16,8 +16,8 @@ const char tool_name[] = "dlrecord";
 
 static void usage(FILE *out) {
   fputs("Usage: dlrecord convert SOURCE FOLDER\n"
-        "       dlrecord idx IMAGES LABELS FILE.dlrec\n"
-        "       dlrecord info FILE.dlrec...\n"
+        "  or:  dlrecord idx IMAGES LABELS FILE.dlrec\n"
+        "  or:  dlrecord info FILE.dlrec...\n"
         "Writes and inspects dlrt record files, which dltrain --data reads.\n\n"
         "  convert SOURCE FOLDER   both splits of SOURCE (fashion-mnist, a folder of\n"
         "                          MNIST-family IDX files, or generated) into\n"
