@@ -10,8 +10,9 @@
  *              from the byte after the header, tensors lie back to back with
  *              no gap and together cover the rest of the file exactly.
  *
- * Saving writes a temporary file beside the target and renames it over the
- * target once it is on disk; loading trusts nothing in the file. dlrt also
+ * Saving replaces the target atomically (util/replace.h: written beside it,
+ * flushed, renamed over it; only a regular file, or a link to one, is
+ * replaced); loading trusts nothing in the file. dlrt also
  * writes the CRC-32 of the data bytes as metadata "dlrt.crc32" (8 hex
  * digits, which other readers ignore) and checks it on load, so a flipped
  * bit in a weight is refused rather than trained on; files without it (from
@@ -30,6 +31,7 @@
 #include <zlib.h>
 
 #include "data/json.h"
+#include "util/replace.h"
 #include "util/status.h"
 
 /* The reference implementation refuses longer headers too: a corrupt length
@@ -212,100 +214,22 @@ static void build_header(dlrt__text *h, const dlrt_host_tensor *tensors, int n,
   while (h->len % 8) dlrt__text_put(h, " ", 1);
 }
 
-/* The mode a new file would get from fopen (0666 less the umask), or that of
- * the file being replaced: mkstemp's 0600 would make every checkpoint private.
- * The umask is read from /proc because umask() can only be read by setting
- * it, which would race other threads. */
-static void set_mode(int fd, const char *path) {
-  struct stat st;
-  if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
-    (void)fchmod(fd, st.st_mode & 07777);
-    return;
-  }
-  FILE *f = fopen("/proc/self/status", "re");
-  if (!f) return;
-  char line[256];
-  unsigned mask;
-  while (fgets(line, sizeof line, f))
-    if (sscanf(line, "Umask: %o", &mask) == 1) {
-      (void)fchmod(fd, 0666 & ~(mode_t)mask);
-      break;
-    }
-  fclose(f);
-}
-
-/* fsync of the folder holding path, so the rename itself survives a crash.
- * Filesystems that cannot sync a folder (EINVAL) have nothing to flush. */
-static int sync_folder(const char *path) {
-  const char *slash = strrchr(path, '/');
-  size_t len = slash ? (size_t)(slash - path) : 1;
-  char *dir = malloc(len + 2);
-  if (!dir) return dlrt__set_error(DLRT_ERR_OOM, "%s: out of host memory", path);
-  if (!slash) {
-    strcpy(dir, ".");
-  } else if (len == 0) {
-    strcpy(dir, "/");
-  } else {
-    memcpy(dir, path, len);
-    dir[len] = '\0';
-  }
-  int rc = DLRT_OK, fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0 || (fsync(fd) != 0 && errno != EINVAL && errno != ENOTSUP))
-    rc = dlrt__set_error(DLRT_ERR_IO, "%s was written but its folder %s could not be "
-                         "flushed to disk (%s): a crash now could lose the new file",
-                         path, dir, strerror(errno));
-  if (fd >= 0) close(fd);
-  free(dir);
-  return rc;
-}
-
 static int write_file(const char *path, const dlrt__text *header,
                       const dlrt_host_tensor *tensors, int n) {
-  size_t plen = strlen(path);
-  char *tmp = malloc(plen + sizeof ".tmp-XXXXXX");
-  if (!tmp) return dlrt__set_error(DLRT_ERR_OOM, "%s: out of host memory", path);
-  memcpy(tmp, path, plen);
-  memcpy(tmp + plen, ".tmp-XXXXXX", sizeof ".tmp-XXXXXX");
-  FILE *f = NULL;
-  int rc = DLRT_OK, renamed = 0, fd = mkostemp(tmp, O_CLOEXEC);
-  if (fd < 0) {
-    rc = dlrt__set_error(DLRT_ERR_IO, "%s: cannot create a temporary file beside it: %s; "
-                         "check that the folder exists and is writable", path,
-                         strerror(errno));
-    goto out_free;
-  }
-  set_mode(fd, path);
-  if (!(f = fdopen(fd, "wb"))) {
-    int err = errno;
-    close(fd);
-    errno = err;
-    goto fail;
-  }
+  dlrt__replace r;
+  int rc = dlrt__replace_open(&r, path);
+  if (rc < 0) return rc;
   unsigned char len8[8];
   for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)header->len >> (8 * i));
-  errno = 0;
-  if (fwrite(len8, 1, 8, f) != 8 || fwrite(header->p, 1, header->len, f) != header->len)
-    goto fail;
-  for (int i = 0; i < n; i++)
-    if (tensors[i].bytes && fwrite(tensors[i].data, 1, tensors[i].bytes, f) != tensors[i].bytes)
-      goto fail;
-  if (fflush(f) != 0 || fsync(fileno(f)) != 0) goto fail;
-  int closed = fclose(f);
-  f = NULL;
-  if (closed != 0 || rename(tmp, path) != 0) goto fail;
-  renamed = 1;
-  rc = sync_folder(path);
-  goto out;
-fail:
-  rc = dlrt__set_error(DLRT_ERR_IO, "%s: cannot write it: %s; the previous file, if any, is "
-                       "untouched (check free space and permissions)", path,
-                       errno ? strerror(errno) : "short write");
-out:
-  if (f) fclose(f);
-  if (!renamed) unlink(tmp);
-out_free:
-  free(tmp);
-  return rc;
+  rc = dlrt__write_all(r.fd, path, len8, 8);
+  if (rc == DLRT_OK) rc = dlrt__write_all(r.fd, path, header->p, header->len);
+  for (int i = 0; i < n && rc == DLRT_OK; i++)
+    rc = dlrt__write_all(r.fd, path, tensors[i].data, tensors[i].bytes);
+  if (rc < 0) {
+    dlrt__replace_abort(&r);
+    return rc;
+  }
+  return dlrt__replace_commit(&r);
 }
 
 int dlrt_safetensors_save(const char *path, const dlrt_host_tensor *tensors, int n,
