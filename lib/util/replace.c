@@ -170,17 +170,35 @@ static void release(dlrt__replace *r) {
   r->fd = r->dir_fd = -1;
 }
 
-int dlrt__replace_open(dlrt__replace *r, const char *path) {
+/* The checks of a replacement, before anything is written: what is at
+ * path (*st), the file to replace, and its folder, open. */
+static int prepare(dlrt__replace *r, const char *path, struct stat *st) {
   memset(r, 0, sizeof *r);
   r->fd = r->dir_fd = -1;
-  struct stat st;
-  int rc = (r->path = strdup(path)) ? resolve(r, path, &st)
+  int rc = (r->path = strdup(path)) ? resolve(r, path, st)
                                      : dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   if (rc == DLRT_OK) rc = open_folder(r);
-  if (rc < 0) {
-    release(r);
-    return rc;
-  }
+  if (rc < 0) release(r);
+  return rc;
+}
+
+int dlrt_save_path_check(const char *path) {
+  DLRT__CHECK_ARG(path && *path, "dlrt_save_path_check: path is NULL or empty");
+  dlrt__replace r;
+  struct stat st;
+  int rc = prepare(&r, path, &st);
+  if (rc < 0) return rc;
+  if (faccessat(r.dir_fd, ".", W_OK | X_OK, AT_EACCESS) != 0)
+    rc = dlrt__set_error(DLRT_ERR_IO, "%s: cannot create a file in its folder: %s; check "
+                         "that the folder is writable", path, strerror(errno));
+  release(&r);
+  return rc;
+}
+
+int dlrt__replace_open(dlrt__replace *r, const char *path) {
+  struct stat st;
+  int rc = prepare(r, path, &st);
+  if (rc < 0) return rc;
   remove_stale(r);
   /* Unnamed first: a kill during the write then leaves nothing behind.
    * Naming it at commit goes through /proc/self/fd (linkat's AT_EMPTY_PATH
