@@ -214,6 +214,8 @@ DLRT_API void dlrt_host_tensors_free(dlrt_host_tensor *tensors, int n);
  * DLRT_OK or the error the save would give, for tools to check before
  * hours of work. */
 DLRT_API int dlrt_save_path_check(const char *path);
+/* Saves `bytes` of `data` as the file `path`, by the rules above. */
+DLRT_API int dlrt_file_save(const char *path, const void *data, size_t bytes);
 /* Writes `n` tensors and string metadata (`metadata` holds key, value, key,
  * value, ..., NULL; may be NULL) to `path` in the safetensors format,
  * replaced atomically (above). dlrt adds two metadata keys of its own,

@@ -291,6 +291,19 @@ int dlrt__replace_commit(dlrt__replace *r) {
 
 void dlrt__replace_abort(dlrt__replace *r) { release(r); }
 
+int dlrt_file_save(const char *path, const void *data, size_t bytes) {
+  DLRT__CHECK_ARG(path && *path && (data || bytes == 0),
+                  "dlrt_file_save: path is NULL or empty, or data is NULL");
+  dlrt__replace r;
+  int rc = dlrt__replace_open(&r, path);
+  if (rc < 0) return rc;
+  if ((rc = dlrt__write_all(r.fd, path, data, bytes)) < 0) {
+    dlrt__replace_abort(&r);
+    return rc;
+  }
+  return dlrt__replace_commit(&r);
+}
+
 int dlrt__open_unnamed(const char *dir, const char *prefix) {
   int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
   if (fd >= 0) return fd;
