@@ -26,6 +26,8 @@ static void usage(FILE *out) {
         "  idx IMAGES LABELS FILE  one pair of IDX files (plain or .gz) into FILE\n"
         "  info FILE...            count, shape, dtype, classes and label histogram\n"
         "  -h, --help              show this help and exit\n\n"
+        "Files are replaced atomically, and only a regular file (or a link to one);\n"
+        "both targets are checked before anything is written.\n"
         "The format (a 64-byte little-endian header, the images, the labels) is\n"
         "described in dlrt.h and README, so other tools can write it too.\n",
         out);
