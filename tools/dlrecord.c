@@ -26,6 +26,8 @@ static void usage(FILE *out) {
         "  idx IMAGES LABELS FILE  one pair of IDX files (plain or .gz) into FILE\n"
         "  info FILE...            count, shape, dtype, classes and label histogram\n"
         "  -h, --help              show this help and exit\n\n"
+        "Files are replaced atomically, and only a regular file (or a link to one);\n"
+        "both targets are checked before anything is written.\n"
         "The format (a 64-byte little-endian header, the images, the labels) is\n"
         "described in dlrt.h and README, so other tools can write it too.\n",
         out);
@@ -46,6 +48,14 @@ static int convert(const char *source, const char *folder) {
     return STATUS_FAIL;
   }
   static const char *const names[2] = {"train.dlrec", "test.dlrec"};
+  char paths[2][4096];
+  for (int test = 0; test < 2; test++) {
+    snprintf(paths[test], sizeof paths[test], "%s/%s", folder, names[test]);
+    /* Both checked first: no training split written beside a test split
+     * that cannot be. */
+    int rc = dlrt_save_path_check(paths[test]);
+    if (rc < 0) return tool_fail("cannot write", rc);
+  }
   for (int test = 0; test < 2; test++) {
     dlrt_dataset d;
     int rc = strcmp(source, "generated") == 0
@@ -53,9 +63,7 @@ static int convert(const char *source, const char *folder) {
                  : dlrt_dataset_load(source, test, &d);
     if (rc < 0)
       return tool_fail(test ? "cannot read the test split" : "cannot read the training split", rc);
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", folder, names[test]);
-    int status = save(&d, path);
+    int status = save(&d, paths[test]);
     dlrt_dataset_free(&d);
     if (status) return status;
   }
@@ -110,7 +118,9 @@ int main(int argc, char **argv) {
     status = convert(argv[2], argv[3]);
   } else if (strcmp(cmd, "idx") == 0) {
     dlrt_dataset d;
-    if ((rc = dlrt_dataset_load_idx(argv[2], argv[3], &d)) < 0) {
+    if ((rc = dlrt_save_path_check(argv[4])) < 0) {
+      status = tool_fail("cannot write", rc);
+    } else if ((rc = dlrt_dataset_load_idx(argv[2], argv[3], &d)) < 0) {
       status = tool_fail("cannot read", rc);
     } else {
       status = save(&d, argv[4]);
