@@ -230,7 +230,8 @@ int dlrt_process_list(dlrt_process_usage **out, int *count) {
     free(list.items);
     return dlrt__set_error(DLRT_ERR_OOM, "out of host memory listing processes");
   }
-  qsort(list.items, (size_t)list.count, sizeof *list.items, by_pid_spec);
+  if (list.count > 1) /* qsort's array may not be NULL, even of 0 entries */
+    qsort(list.items, (size_t)list.count, sizeof *list.items, by_pid_spec);
   *out = list.items;
   *count = list.count;
   return DLRT_OK;
