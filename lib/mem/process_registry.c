@@ -176,6 +176,8 @@ static char *compose_locked(size_t *len) {
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
   uint64_t unix_ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
+  /* Room enough: a device line is at most ~270 bytes (backend 15, spec 31,
+   * four 20-digit numbers, name 127), the rest under 256 with the name. */
   size_t cap = 256 + sizeof preg.name + lines * 320, used = 0;
   char *text = malloc(cap);
   if (!text) return NULL;
