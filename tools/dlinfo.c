@@ -208,7 +208,8 @@ enum { MAX_COLS = 9, CELL = 128, NCOL = 9, FIRST_MEM_COL = 5, LAST_MEM_COL = 7, 
 typedef char row_cells[MAX_COLS][CELL];
 
 /* Prints rows of `cols` cells in columns as wide as their widest cell: the
- * columns whose bit is set in `right` right-aligned, the last unpadded. */
+ * columns whose bit is set in `right` right-aligned, the last (when left-
+ * aligned) unpadded. */
 static void print_columns(row_cells *rows, int nrow, int cols, unsigned right) {
   int width[MAX_COLS] = {0};
   for (int i = 0; i < nrow; i++)
@@ -218,8 +219,10 @@ static void print_columns(row_cells *rows, int nrow, int cols, unsigned right) {
     }
   for (int i = 0; i < nrow; i++)
     for (int j = 0; j < cols; j++) {
-      if (j == cols - 1)
+      if (j == cols - 1 && !(right >> j & 1))
         printf("%s\n", rows[i][j]);
+      else if (j == cols - 1)
+        printf("%*s\n", width[j], rows[i][j]);
       else
         printf(right >> j & 1 ? "%*s  " : "%-*s  ", width[j], rows[i][j]);
     }
