@@ -145,8 +145,8 @@ sh -c 'exit 0' &
 dead=$!
 wait $dead
 for p in $dead $$; do
-  printf 'dlrt-process 1\npid %s\nstart 1\nname ghost\ndevice cpu cpu:0 2097152 1024 1024 1 x\nend\n' \
-    $p >"$reg/$p"
+  printf 'dlrt-process 1\npid %s\nstart 1\nname ghost\n%s\nend\n' $p \
+    'device cpu cpu:0 2097152 1024 1024 1 x' >"$reg/$p"
 done
 : >"$reg/.$dead.tmp"
 "$DLINFO" --json >"$tmp/out" 2>&1 && ! grep -q ghost "$tmp/out" &&
