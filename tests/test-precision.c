@@ -288,7 +288,7 @@ static void loss_scaling(dlrt_device_t *dev, const char *spec) {
   }
   dlrt_loss_scaler s = dlrt_loss_scaler_defaults();
   dlrt_loss_scale_state st;
-  s.init_scale = 1e30f; /* d logits x 1e30: inf once stored in fp16 */
+  s.init_scale = DLRT_LOSS_SCALE_MAX; /* d logits x 2^64: inf once stored in fp16 */
   is_status(dlrt_exec_set_loss_scaler(n.e, &s), DLRT_OK, "%s: loss scaler set", spec);
   size_t bytes, after_bytes;
   unsigned char *before = params_bytes(&n, &bytes);
@@ -297,7 +297,7 @@ static void loss_scaling(dlrt_device_t *dev, const char *spec) {
   ok(before && after && bytes == after_bytes && memcmp(before, after, bytes) == 0,
      "%s: the overflowing step is skipped: parameters unchanged bit for bit", spec);
   dlrt_exec_loss_scale(n.e, &st);
-  ok(st.scale == 5e29f && st.skipped_steps == 1 && st.last_skipped,
+  ok(st.scale == DLRT_LOSS_SCALE_MAX / 2 && st.skipped_steps == 1 && st.last_skipped,
      "%s: scale halved to %g, %lld skipped, last skipped %d", spec, st.scale,
      (long long)st.skipped_steps, st.last_skipped);
   free(after);

@@ -331,7 +331,13 @@ DLRT_API int dlrt_exec_set_clip_norm(dlrt_exec_t *e, float max_norm);
  * hold inf or NaN is skipped (parameters, optimizer state and step count
  * unchanged) and the scale multiplied by backoff_factor; after
  * growth_interval clean steps in a row it is multiplied by growth_factor.
- * Checking costs one device-to-host read per update. */
+ * The scale stays within [DLRT_LOSS_SCALE_MIN, DLRT_LOSS_SCALE_MAX], where
+ * both it and the 1 / scale the updates apply are finite, normal floats
+ * with room to spare (a scale of 1e-45 would make 1 / scale inf, and the
+ * updates NaN): an init_scale outside is refused, and growth and backoff
+ * stop at the ends. Checking costs one device-to-host read per update. */
+#define DLRT_LOSS_SCALE_MIN 5.42101086242752217e-20f /* 2^-64 */
+#define DLRT_LOSS_SCALE_MAX 1.8446744073709552e19f   /* 2^64 */
 typedef struct {
   int enabled;
   float init_scale;      /* 65536 */
@@ -343,7 +349,10 @@ typedef struct {
 /* The defaults above, enabled. */
 DLRT_API dlrt_loss_scaler dlrt_loss_scaler_defaults(void);
 /* Turns loss scaling on (or off: NULL or enabled 0) for the executor's
- * training runs; the scale starts again from init_scale. */
+ * training runs; the scale starts again from init_scale. DLRT_ERR_INVALID_ARG
+ * for an init_scale outside [DLRT_LOSS_SCALE_MIN, DLRT_LOSS_SCALE_MAX], a
+ * growth_factor below 1 or not finite, a backoff_factor outside (0, 1] or a
+ * growth_interval below 1. */
 DLRT_API int dlrt_exec_set_loss_scaler(dlrt_exec_t *e, const dlrt_loss_scaler *scaler);
 
 typedef struct {

@@ -152,14 +152,19 @@ int dlrt_exec_set_loss_scaler(dlrt_exec_t *e, const dlrt_loss_scaler *scaler) {
     e->grads.loss_scale = 1.0f;
     return DLRT_OK;
   }
-  DLRT__CHECK_ARG(scaler->init_scale > 0 && isfinite(scaler->init_scale) &&
-                      scaler->growth_factor >= 1 && isfinite(scaler->growth_factor) &&
+  /* Written so that NaN fails every test. */
+  DLRT__CHECK_ARG(scaler->init_scale >= DLRT_LOSS_SCALE_MIN &&
+                      scaler->init_scale <= DLRT_LOSS_SCALE_MAX,
+                  "dlrt_exec_set_loss_scaler: an initial scale of %g is outside [%g, %g] "
+                  "(2^-64 to 2^64), where both the scale and 1 / scale are finite floats; "
+                  "65536 is the usual start", scaler->init_scale, DLRT_LOSS_SCALE_MIN,
+                  DLRT_LOSS_SCALE_MAX);
+  DLRT__CHECK_ARG(scaler->growth_factor >= 1 && isfinite(scaler->growth_factor) &&
                       scaler->backoff_factor > 0 && scaler->backoff_factor <= 1 &&
                       scaler->growth_interval >= 1,
-                  "dlrt_exec_set_loss_scaler: scale %g, growth %g, backoff %g, interval %d "
-                  "(need a finite scale > 0, growth >= 1, backoff in (0, 1], interval >= 1)",
-                  scaler->init_scale, scaler->growth_factor, scaler->backoff_factor,
-                  scaler->growth_interval);
+                  "dlrt_exec_set_loss_scaler: growth %g, backoff %g, interval %d (need a "
+                  "finite growth >= 1, backoff in (0, 1], interval >= 1)",
+                  scaler->growth_factor, scaler->backoff_factor, scaler->growth_interval);
   if (e->grads.micro != 0)
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_set_loss_scaler: %d of %d micro-batches "
                            "of an update are still pending", e->grads.micro, e->grads.accum_steps);
@@ -185,9 +190,17 @@ void dlrt__exec_save_loss_scale(const dlrt_exec_t *e, dlrt__loss_scale_saved *ou
   out->last_skipped = e->grads.last_skipped;
 }
 
+/* The scale kept within [DLRT_LOSS_SCALE_MIN, DLRT_LOSS_SCALE_MAX] (NaN:
+ * the lower end, where a skip does least harm). */
+static float clamp_scale(float scale) {
+  return scale <= DLRT_LOSS_SCALE_MAX ? (scale >= DLRT_LOSS_SCALE_MIN ? scale
+                                                                       : DLRT_LOSS_SCALE_MIN)
+                                      : isnan(scale) ? DLRT_LOSS_SCALE_MIN : DLRT_LOSS_SCALE_MAX;
+}
+
 void dlrt__exec_restore_loss_scale(dlrt_exec_t *e, const dlrt__loss_scale_saved *in) {
   e->grads.scaler = in->scaler;
-  e->grads.loss_scale = in->scale;
+  e->grads.loss_scale = clamp_scale(in->scale);
   e->grads.skipped_steps = in->skipped_steps;
   e->grads.clean_steps = in->clean_steps;
   e->grads.last_skipped = in->last_skipped;
@@ -209,11 +222,10 @@ void dlrt__exec_update_loss_scale(dlrt_exec_t *e, int finite) {
   if (!finite) {
     e->grads.skipped_steps++;
     e->grads.clean_steps = 0;
-    e->grads.loss_scale *= e->grads.scaler.backoff_factor;
+    e->grads.loss_scale = clamp_scale(e->grads.loss_scale * e->grads.scaler.backoff_factor);
   } else if (++e->grads.clean_steps >= e->grads.scaler.growth_interval) {
     e->grads.clean_steps = 0;
-    float grown = e->grads.loss_scale * e->grads.scaler.growth_factor;
-    if (isfinite(grown)) e->grads.loss_scale = grown;
+    e->grads.loss_scale = clamp_scale(e->grads.loss_scale * e->grads.scaler.growth_factor);
   }
 }
 
