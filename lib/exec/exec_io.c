@@ -3,6 +3,7 @@
  * parameters and optimizer state for checkpoints. */
 #include "config.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,7 +173,8 @@ int dlrt__exec_write_f32(dlrt_exec_t *e, dlrt_tensor_t *t, const float *src, int
 dlrt_stream_t *dlrt_exec_stream(dlrt_exec_t *e) { return e ? e->stream : NULL; }
 
 int dlrt_exec_set_lr(dlrt_exec_t *e, float lr) {
-  DLRT__CHECK_ARG(e && lr >= 0, "executor is NULL or lr %g < 0", lr);
+  DLRT__CHECK_ARG(e && lr >= 0 && isfinite(lr), "executor is NULL or lr %g is not a finite "
+                  "number >= 0", lr);
   e->lr = lr;
   return DLRT_OK;
 }

@@ -2,6 +2,7 @@
  * the graph as backward nodes, and the optimizer's fused update nodes. */
 #include "config.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -451,8 +452,11 @@ int dlrt_graph_optimize(dlrt_graph_t *g, const dlrt_optimizer *opt) {
   if (!g->backward_done || g->optimized)
     return dlrt__graph_fail(g, DLRT_ERR_STATE, "dlrt_graph_optimize: call it once, after "
                             "dlrt_graph_backward"), g->status;
+  /* Written so that NaN fails: an inf or NaN setting would make every update NaN. */
   if (opt->kind < DLRT_OPT_SGD || opt->kind > DLRT_OPT_ADAMW || !(opt->lr > 0) ||
-      opt->momentum < 0 || opt->weight_decay < 0 || !(opt->beta1 >= 0 && opt->beta1 < 1) ||
+      !isfinite(opt->lr) || !(opt->momentum >= 0) || !isfinite(opt->momentum) ||
+      !(opt->weight_decay >= 0) || !isfinite(opt->weight_decay) ||
+      !(opt->beta1 >= 0 && opt->beta1 < 1) ||
       !(opt->beta2 >= 0 && opt->beta2 < 1) || !(opt->eps > 0 || opt->kind == DLRT_OPT_SGD))
     return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "dlrt_graph_optimize: invalid %s settings "
                             "(lr %g, momentum %g, weight decay %g, betas %g %g, eps %g)",

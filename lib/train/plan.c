@@ -101,7 +101,7 @@ int dlrt_plan_max_batch(const dlrt_trainer_config *cfg, int64_t channels, int64_
  * states split between them (pipeline stages or ZeRO-3 shards); plain data
  * parallelism keeps a whole copy on each and needs fits_one. */
 int dlrt_plan_what_if(double params, uint64_t device_bytes, dlrt_what_if *out, int *n) {
-  DLRT__CHECK_ARG(params >= 1 && device_bytes > 0 && out && n,
+  DLRT__CHECK_ARG(params >= 1 && isfinite(params) && device_bytes > 0 && out && n,
                   "dlrt_plan_what_if: %g parameters, device of %llu bytes", params,
                   (unsigned long long)device_bytes);
   static const struct { const char *name; double device, host; } rows[] = {
