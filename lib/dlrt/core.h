@@ -54,7 +54,8 @@ DLRT_API const char *dlrt_version_string(void);
   X(ERR_API_VERSION, -10, "backend built for another API version")             \
   X(ERR_IO, -11, "input/output error")                                         \
   X(ERR_STATE, -12, "object in the wrong state for this call")                 \
-  X(ERR_SYSTEM, -13, "operating-system call failed")
+  X(ERR_SYSTEM, -13, "operating-system call failed")                          \
+  X(ERR_DIVERGED, -14, "training diverged: the loss is not finite")
 
 typedef enum {
 #define DLRT__STATUS_ENUM(name, value, msg) DLRT_##name = (value),

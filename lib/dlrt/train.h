@@ -119,14 +119,30 @@ DLRT_API int dlrt_trainer_create(dlrt_device_t *dev, const dlrt_trainer_config *
                                  int64_t height, int64_t width, int classes,
                                  dlrt_trainer_t **out);
 DLRT_API void dlrt_trainer_destroy(dlrt_trainer_t *t);
+/* Loss-scaled updates in a row whose loss may be inf or NaN (each one
+ * skipped by the scaler) before an epoch stops as diverged. */
+#define DLRT_DIVERGED_SKIPS 8
 /* One pass over `data` (pixels scaled to [0, 1]) in an order shuffled from
  * (seed, epoch); the last partial batch is dropped, and with accumulation
  * the micro-batches that do not fill a last update. out->steps counts
  * updates, out->loss is the mean of the micro-batch losses. `progress` may be
- * NULL. */
+ * NULL.
+ * Divergence stops the epoch with DLRT_ERR_DIVERGED and a message naming the
+ * update and the likely cause (learning rate, weight decay, schedule, the
+ * checkpoint resumed from): a loss that is inf or NaN, a learning rate the
+ * schedule took beyond a float, or a loss-scaled run whose gradients
+ * overflow even at DLRT_LOSS_SCALE_MIN. The check reads nothing more from
+ * the device than the loss the trainer reads anyway. With loss scaling, an
+ * update whose loss overflowed is skipped (parameters untouched) and left
+ * out of out->loss, up to DLRT_DIVERGED_SKIPS updates in a row. Without it,
+ * the update was already made when its loss is seen: the trainer's
+ * parameters are then unusable, so do not save them; go back to the last
+ * checkpoint (dlrt_trainer_load) with a lower learning rate. */
 DLRT_API int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *data, int epoch,
                                 dlrt_progress_fn progress, void *user, dlrt_epoch_stats *out);
-/* Loss and accuracy over all of `data` (the last partial batch included). */
+/* Loss and accuracy over all of `data` (the last partial batch included).
+ * DLRT_ERR_DIVERGED when the loss is inf or NaN: the parameters (or 16-bit
+ * activations) overflowed, as after a last update that diverged. */
 DLRT_API int dlrt_trainer_evaluate(dlrt_trainer_t *t, const dlrt_dataset *data,
                                    dlrt_epoch_stats *out);
 /* Checkpoint: parameters, optimizer state, optimizer.step (I32) and, in the

@@ -22,6 +22,9 @@ struct dlrt_trainer {
   int32_t *host_labels; /* the batch's labels, for accuracy */
   float *host_logits; /* batch x classes */
   int64_t steps;       /* updates made (the schedule's clock), restored on load */
+  int64_t updates;     /* updates this trainer made (steps minus those resumed) */
+  int nonfinite_run;   /* updates in a row whose loss was inf or NaN, each one skipped by
+                          the loss scaler (diverge.c) */
   int accum;           /* micro-batches per update */
   int spilling;        /* the executor spills under a budget */
   /* Data parallelism (dlrt_trainer_set_devices): a replica per device, each
@@ -105,6 +108,17 @@ int dlrt__dp_sync_main(dlrt_trainer_t *t);
 int dlrt__pipeline_step(dlrt_trainer_t *t, const float *images, const int32_t *labels, float lr,
                         float *loss, int64_t *correct);
 void dlrt__pipeline_free(dlrt_trainer_t *t);
+
+/* diverge.c: a run that diverges stops with DLRT_ERR_DIVERGED and a message
+ * naming the update and the likely cause. The learning rate of update
+ * `step` (0-based within the epoch's `steps`) before it runs; the loss of
+ * an update (the sum of its micro-batches' losses, all read back already:
+ * no extra device sync) with the loss scale before it, after it ran; the
+ * mean test loss of an evaluation. */
+int dlrt__check_lr(const dlrt_trainer_t *t, float lr, int epoch, int64_t step, int64_t steps);
+int dlrt__check_update(dlrt_trainer_t *t, double loss, const dlrt_loss_scale_state *before,
+                       int epoch, int64_t step, int64_t steps);
+int dlrt__check_test_loss(const dlrt_trainer_t *t, double loss);
 
 /* Builds a classifier's training graph into g: inputs "images" (batch x
  * channels x height x width) and "labels", the model, a kept logits tensor,

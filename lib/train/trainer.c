@@ -143,8 +143,9 @@ int dlrt_trainer_create(dlrt_device_t *dev, const dlrt_trainer_config *cfg, int6
                         int64_t width, int classes, dlrt_trainer_t **out) {
   DLRT__CHECK_ARG(dev && cfg && out && cfg->model, "device, config, model or out is NULL");
   DLRT__CHECK_ARG(cfg->schedule >= DLRT_LR_CONSTANT && cfg->schedule <= DLRT_LR_COSINE &&
-                      cfg->warmup_steps >= 0 && cfg->clip_norm >= 0 &&
-                      (cfg->schedule != DLRT_LR_STEP || (cfg->step_size > 0 && cfg->gamma > 0)) &&
+                      cfg->warmup_steps >= 0 && cfg->clip_norm >= 0 && isfinite(cfg->clip_norm) &&
+                      (cfg->schedule != DLRT_LR_STEP ||
+                       (cfg->step_size > 0 && cfg->gamma > 0 && isfinite(cfg->gamma))) &&
                       (cfg->schedule != DLRT_LR_COSINE || cfg->total_steps > 0),
                   "dlrt_trainer_create: invalid schedule (kind %d, warm-up %lld, step size %lld, "
                   "gamma %g, total steps %lld) or clip norm %g", (int)cfg->schedule,
@@ -303,11 +304,19 @@ int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
   if ((rc = dlrt_trainer_loss_scale(t, &scale0)) < 0) return rc;
   double loss_sum = 0, start = dlrt__now_s(), warm_start = start;
   int64_t correct = 0, warmup = steps / 10, report = steps / 20 > 0 ? steps / 20 : 1;
-  int64_t micro = 0; /* micro-batches run */
+  int64_t micro = 0;   /* micro-batches run */
+  int64_t counted = 0; /* of them, those whose loss is in the mean (finite ones) */
   for (int64_t s = 0; s < steps && rc == DLRT_OK; s++) {
     if (s == warmup) warm_start = dlrt__now_s();
     float lr = dlrt_lr_at(&t->cfg, t->steps);
-    if ((rc = dlrt_exec_set_lr(t->e, lr)) < 0) break;
+    if ((rc = dlrt__check_lr(t, lr, epoch, s, steps)) < 0 ||
+        (rc = dlrt_exec_set_lr(t->e, lr)) < 0)
+      break;
+    /* The update's loss (its micro-batches' sum) and the loss scale before
+     * it: divergence is checked once the update has run. */
+    double update_loss = 0;
+    dlrt_loss_scale_state before;
+    if ((rc = dlrt_trainer_loss_scale(t, &before)) < 0) break;
     for (int m = 0; m < t->accum && rc == DLRT_OK; m++, micro++) {
       dlrt_batch b;
       rc = dlrt_loader_next(l, &b);
@@ -323,7 +332,7 @@ int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
                                              &correct);
         int rc2 = dlrt_loader_release(l, &b, NULL);
         if (rc == DLRT_OK) rc = rc2;
-        loss_sum += loss;
+        update_loss += loss;
         continue;
       }
       if (rc < 0 || (rc = feed(t, l, &b)) < 0) break;
@@ -333,7 +342,7 @@ int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
         if ((rc = dlrt_exec_run(t->e, DLRT_RUN_GRADIENTS)) < 0 ||
             (rc = dlrt__allreduce_overlapped(t, &loss, &right)) < 0)
           break;
-        loss_sum += loss;
+        update_loss += loss;
         correct += right;
         continue;
       }
@@ -344,14 +353,19 @@ int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
         break;
       int64_t right = dlrt__count_correct(t, t->batch);
       if (t->allreduce && (rc = dlrt__allreduce_step(t, &loss, &right)) < 0) break;
-      loss_sum += loss;
+      update_loss += loss;
       correct += right;
     }
-    if (rc < 0) break;
+    if (rc < 0 || (rc = dlrt__check_update(t, update_loss, &before, epoch, s, steps)) < 0) break;
+    if (isfinite(update_loss)) { /* a skipped update's inf or NaN stays out of the mean */
+      loss_sum += update_loss;
+      counted += t->accum;
+    }
     t->steps++;
+    t->updates++;
     out->steps = s + 1;
     out->images = micro * t->batch * (dlrt__across_processes(t) && t->cfg.world > 1 ? t->cfg.world : 1);
-    out->loss = (float)(loss_sum / (double)micro);
+    out->loss = counted > 0 ? (float)(loss_sum / (double)counted) : NAN;
     out->accuracy = (float)correct / (float)out->images;
     double now = dlrt__now_s();
     out->seconds = now - start;
@@ -418,6 +432,7 @@ int dlrt_trainer_evaluate(dlrt_trainer_t *t, const dlrt_dataset *d, dlrt_epoch_s
   t->eval_data = NULL;
   if (rc < 0) return rc;
   out->loss = (float)(loss_sum / (double)(out->images ? out->images : 1));
+  if ((rc = dlrt__check_test_loss(t, out->loss)) < 0) return rc;
   out->accuracy = (float)correct / (float)(out->images ? out->images : 1);
   out->images_per_s = out->seconds > 0 ? (double)out->images / out->seconds : 0;
   return DLRT_OK;
