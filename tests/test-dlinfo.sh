@@ -79,8 +79,9 @@ result "--device cuda:7 fails with a message"
 
 # 8
 run --bad-option
-[ $rc -eq 2 ] && grep -q "Usage:" "$tmp/err"
-result "--bad-option is a usage error (exit 2)"
+[ $rc -eq 2 ] && grep -q "unknown option '--bad-option'" "$tmp/err" &&
+  grep -q "dlinfo --help" "$tmp/err" && ! grep -q "Usage:" "$tmp/err"
+result "--bad-option is a usage error (exit 2): the error and a pointer to --help, not the help"
 
 # 9
 run --help

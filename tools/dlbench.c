@@ -10,7 +10,6 @@
 #endif
 #include <cblas.h>
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,68 +22,6 @@
 #include "dlbench.h"
 
 const char tool_name[] = "dlbench";
-
-/* Defaults: full runs, and --quick ones (a smoke test of a few seconds). */
-enum { DEFAULT_WARMUP = 2, DEFAULT_REPS = 10, QUICK_WARMUP = 1, QUICK_REPS = 3 };
-static const double DEFAULT_MIN_TIME = 0.2, QUICK_MIN_TIME = 0.0; /* seconds */
-
-enum { MAX_SPECS = 64 };
-
-static void usage(FILE *out) {
-  fputs("Usage: dlbench [OPTION]... [SUITE]...\n"
-        "  or:  dlbench compare A.json B.json\n"
-        "Measures dlrt's devices side by side, each beside its vendor library called\n"
-        "directly (OpenBLAS on the CPU, CLBlast on OpenCL, cuBLAS on CUDA).\n\n"
-        "Suites (default: all):\n"
-        "  copy    host->device and device->host from pageable and pinned memory, and\n"
-        "          device->device, 4 KiB to 256 MiB (GB/s; device->device counts the\n"
-        "          bytes read plus the bytes written)\n"
-        "  gemm    fp32, fp16 and bf16 GEMM, square and training-shaped (GFLOP/s), each\n"
-        "          beside the vendor library: ratio dlrt/vendor (1.0: no overhead)\n"
-        "  ops     elementwise and reduction kernels (GB/s, and as a fraction of the\n"
-        "          device's own device->device copy), conv2d forward and training runs\n"
-        "  train   steps and images per second of the mlp and cnn models, with the\n"
-        "          planned and measured peak device memory\n"
-        "  loader  the data loader's images/s against its worker count (1, 2, 4),\n"
-        "          with augmentation, prefetch 4, batch 64, to the device\n"
-        "  spill   steps/s of mlp and cnn under device budgets of 50% and 25% of\n"
-        "          their unlimited peak, with and without prefetch (spilling to host\n"
-        "          memory, optimizer on the host); a budget below what one operation\n"
-        "          needs is listed as skipped, with the smallest that fits\n"
-        "  all     every suite\n\n"
-        "Options:\n"
-        "  -d, --device SPEC    a device to measure: cpu, opencl:N, cuda:N, auto; repeat\n"
-        "                       it or give a comma-separated list (default: every device)\n"
-        "  -q, --quick          few sizes and repetitions: a smoke test (about a minute\n"
-        "                       for all suites on a CPU and a PoCL device)\n"
-        "  -r, --reps N         timed runs per case: at least N (default 10, quick 3) ...\n"
-        "  -t, --min-time S     ... and at least S seconds of them in all (default 0.2,\n"
-        "                       quick 0); never more than 2000 runs\n"
-        "  -w, --warmup N       untimed runs before timing: at least N (default 2, quick\n"
-        "                       1) and, when N > 0, a quarter of --min-time\n"
-        "  -f, --filter TEXT    only cases whose name contains TEXT (for example\n"
-        "                       f32/1024x1024x1024)\n"
-        "      --json FILE|-    write the results as JSON (docs/dlbench.md)\n"
-        "      --csv FILE|-     write the results as CSV, one row per case\n"
-        "      --report FILE    write an HTML report with SVG charts (no scripts, no\n"
-        "                       network)\n"
-        "      --quiet          no progress lines on stderr\n"
-        "  -h, --help           show this help and exit\n"
-        "  -V, --version        show the dlrt version and exit\n\n"
-        "The table goes to stdout, or to stderr when --json - or --csv - takes stdout.\n"
-        "A FILE is replaced only once the run is done (a failed run keeps the old one),\n"
-        "and only if it is a regular file or a link to one; a FIFO or device is\n"
-        "written into.\n"
-        "Each case: --warmup runs of each side, then timed runs alternating dlrt and\n"
-        "the vendor library; median, min and max are reported, and per row whether\n"
-        "device events or the host clock (with a synchronize) timed it.\n\n"
-        "compare A.json B.json prints, for each (suite, device, case) in both files,\n"
-        "the two medians and the ratio B/A.\n\n"
-        "Environment: OPENBLAS_NUM_THREADS (both sides on the CPU use the same\n"
-        "OpenBLAS), DLRT_BACKEND, DLRT_MEM_LIMIT (see dlinfo --help).\n"
-        "Exit status: 0 success, 1 a dlrt call failed, 2 usage error or unknown device.\n",
-        out);
-}
 
 /* ---------------------------------------------------------------- measuring */
 
@@ -298,148 +235,11 @@ static void read_machine(bench_machine *m) {
   strftime(m->created, sizeof m->created, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
 }
 
-/* ---------------------------------------------------------------- options */
-
-typedef struct {
-  bench_options bench;
-  char *specs[MAX_SPECS]; /* owned copies */
-  int n_specs;
-  int suites[16];         /* 1: run bench_suites[i] */
-  const char *json, *csv, *report;
-  const char *compare[2];
-} options;
-
-static void options_free(options *o) {
-  for (int i = 0; i < o->n_specs; i++)
-    free(o->specs[i]);
-}
-
-static int parse_seconds(const char *text, double *out) {
-  char *end;
-  errno = 0;
-  double v = strtod(text, &end);
-  if (errno || end == text || *end || !isfinite(v) || v < 0 || v > 3600) {
-    fprintf(stderr, "dlbench: --min-time needs seconds from 0 to 3600, not '%s'\n", text);
-    return 0;
-  }
-  *out = v;
-  return 1;
-}
-
-/* Splits a comma-separated --device list into o->specs. */
-static int add_specs(options *o, const char *list) {
-  char *copy = strdup(list), *save = NULL;
-  if (!copy) return 0;
-  int ok = 1;
-  for (char *s = strtok_r(copy, ",", &save); s && ok; s = strtok_r(NULL, ",", &save)) {
-    if (o->n_specs == MAX_SPECS) {
-      fprintf(stderr, "dlbench: more than %d devices\n", MAX_SPECS);
-      ok = 0;
-    } else if (!(o->specs[o->n_specs++] = strdup(s))) {
-      ok = 0;
-    }
-  }
-  if (ok && !*list) {
-    fputs("dlbench: --device needs a spec (cpu, opencl:N, cuda:N, auto)\n", stderr);
-    ok = 0;
-  }
-  free(copy);
-  return ok;
-}
-
-static int select_suite(options *o, const char *name) {
-  if (strcmp(name, "all") == 0) {
-    for (int i = 0; i < bench_suite_count; i++)
-      o->suites[i] = 1;
-    return 1;
-  }
-  for (int i = 0; i < bench_suite_count; i++)
-    if (strcmp(name, bench_suites[i].name) == 0)
-      return o->suites[i] = 1;
-  fprintf(stderr, "dlbench: unknown suite '%s' (", name);
-  for (int i = 0; i < bench_suite_count; i++)
-    fprintf(stderr, "%s, ", bench_suites[i].name);
-  fputs("or all)\n", stderr);
-  return 0;
-}
-
-/* The positional arguments: suites, or compare A B. */
-static int parse_operands(options *o, int argc, char **argv) {
-  if (optind < argc && strcmp(argv[optind], "compare") == 0) {
-    if (argc - optind != 3) {
-      fputs("dlbench: compare needs two JSON files: dlbench compare A.json B.json\n", stderr);
-      return 0;
-    }
-    o->compare[0] = argv[optind + 1];
-    o->compare[1] = argv[optind + 2];
-    return 1;
-  }
-  if (optind == argc)
-    return select_suite(o, "all");
-  for (int i = optind; i < argc; i++)
-    if (!select_suite(o, argv[i]))
-      return 0;
-  return 1;
-}
-
-/* 0, or the exit status (-1: exit 0 at once). */
-static int parse_options(int argc, char **argv, options *o) {
-  enum { OPT_JSON = 256, OPT_CSV, OPT_REPORT, OPT_QUIET };
-  static const struct option longopts[] = {
-      {"device", required_argument, NULL, 'd'},  {"quick", no_argument, NULL, 'q'},
-      {"reps", required_argument, NULL, 'r'},    {"min-time", required_argument, NULL, 't'},
-      {"warmup", required_argument, NULL, 'w'},  {"filter", required_argument, NULL, 'f'},
-      {"json", required_argument, NULL, OPT_JSON}, {"csv", required_argument, NULL, OPT_CSV},
-      {"report", required_argument, NULL, OPT_REPORT},
-      {"quiet", no_argument, NULL, OPT_QUIET},   {"help", no_argument, NULL, 'h'},
-      {"version", no_argument, NULL, 'V'},       {NULL, 0, NULL, 0}};
-  long long reps = -1, warmup = -1; /* -1: the default */
-  int c, ok = 1;
-  double min_time = -1;
-
-  /* getopt permutes, so options may follow the suites (dlbench gemm --quick). */
-  while (ok && (c = getopt_long(argc, argv, "d:qr:t:w:f:hV", longopts, NULL)) != -1) {
-    switch (c) {
-    case 'd': ok = add_specs(o, optarg); break;
-    case 'q': o->bench.quick = 1; break;
-    case 'r': ok = tool_parse_int("reps", optarg, 1, BENCH_MAX_REPS, &reps); break;
-    case 't': ok = parse_seconds(optarg, &min_time); break;
-    case 'w': ok = tool_parse_int("warmup", optarg, 0, 1000, &warmup); break;
-    case 'f': o->bench.filter = optarg; break;
-    case OPT_JSON: o->json = optarg; break;
-    case OPT_CSV: o->csv = optarg; break;
-    case OPT_REPORT: o->report = optarg; break;
-    case OPT_QUIET: o->bench.quiet = 1; break;
-    case 'h': usage(stdout); return -1;
-    case 'V': printf("dlbench (dlrt) %s\n", dlrt_version_string()); return -1;
-    default: ok = 0; break; /* getopt named the option already */
-    }
-  }
-  if (ok)
-    ok = parse_operands(o, argc, argv);
-  int to_stdout = (o->json && !strcmp(o->json, "-")) + (o->csv && !strcmp(o->csv, "-")) +
-                  (o->report && !strcmp(o->report, "-"));
-  if (ok && to_stdout > 1) {
-    fputs("dlbench: only one of --json, --csv and --report can write to stdout ('-')\n",
-          stderr);
-    ok = 0;
-  }
-  if (!ok) {
-    fputs("Try 'dlbench --help' for more information.\n", stderr);
-    return STATUS_USAGE;
-  }
-  bench_options *b = &o->bench;
-  b->warmup = warmup >= 0 ? (int)warmup : b->quick ? QUICK_WARMUP : DEFAULT_WARMUP;
-  b->reps = reps >= 0 ? (int)reps : b->quick ? QUICK_REPS : DEFAULT_REPS;
-  b->min_time = min_time >= 0 ? min_time : b->quick ? QUICK_MIN_TIME : DEFAULT_MIN_TIME;
-  return 0;
-}
-
 /* ---------------------------------------------------------------- devices */
 
 /* The devices to measure: those --device names (each once), else all. A
  * spec that opens nothing is a usage error. */
-static int open_devices(const options *o, dlrt_device_t ***devs, int *n) {
+static int open_devices(const dlbench_options *o, dlrt_device_t ***devs, int *n) {
   int count = o->n_specs ? o->n_specs : dlrt_device_count();
   if (count < 0) {
     fprintf(stderr, "dlbench: cannot list devices: %s\n", dlrt_last_error());
@@ -489,7 +289,7 @@ static int read_device_props(dlrt_device_t **devs, int n, bench_machine *m) {
 /* ---------------------------------------------------------------- running */
 
 /* Every chosen suite on every device, suite by suite. */
-static int run_suites(const options *o, dlrt_device_t **devs, bench_results *res) {
+static int run_suites(const dlbench_options *o, dlrt_device_t **devs, bench_results *res) {
   int failures = 0;
   for (int s = 0; s < bench_suite_count; s++) {
     const bench_suite *suite = &bench_suites[s];
@@ -557,7 +357,7 @@ static int write_output(const char *path, const char *option, const bench_result
 /* Checks that the output files can be saved before minutes of measuring,
  * touching none of them (a stream is not opened: a FIFO's reader would see
  * the end of its input). */
-static int check_outputs(const options *o) {
+static int check_outputs(const dlbench_options *o) {
   const char *paths[] = {o->json, o->csv, o->report};
   const char *names[] = {"json", "csv", "report"};
   for (int i = 0; i < 3; i++) {
@@ -571,7 +371,7 @@ static int check_outputs(const options *o) {
   return 0;
 }
 
-static int write_outputs(const options *o, const bench_results *res) {
+static int write_outputs(const dlbench_options *o, const bench_results *res) {
   int status = 0, taken = (o->json && !strcmp(o->json, "-")) ||
                           (o->csv && !strcmp(o->csv, "-")) ||
                           (o->report && !strcmp(o->report, "-"));
@@ -589,20 +389,23 @@ static int write_outputs(const options *o, const bench_results *res) {
 }
 
 int main(int argc, char **argv) {
-  options o;
+  dlbench_options o;
   bench_results res;
-  memset(&o, 0, sizeof o);
   memset(&res, 0, sizeof res);
   dlrt_device_t **devs = NULL;
   int n = 0, status, rc;
 
-  if ((status = parse_options(argc, argv, &o)) != 0) {
-    options_free(&o);
-    return status < 0 ? 0 : status;
+  const char *suite_names[BENCH_MAX_SUITES];
+  int n_suites = bench_suite_count < BENCH_MAX_SUITES ? bench_suite_count : BENCH_MAX_SUITES;
+  for (int i = 0; i < n_suites; i++) suite_names[i] = bench_suites[i].name;
+  if ((status = dlbench_parse_options(argc, argv, suite_names, n_suites, &o)) != 0) {
+    if (status == TOOL_HELP) dlbench_usage(stdout);
+    if (status == TOOL_VERSION) printf("dlbench (dlrt) %s\n", dlrt_version_string());
+    return status < 0 ? 0 : tool_usage_fail(o.error);
   }
   if (o.compare[0]) {
     status = bench_compare(o.compare[0], o.compare[1], stdout);
-    options_free(&o);
+    dlbench_options_free(&o);
     return status;
   }
   if ((status = check_outputs(&o)) != 0)
@@ -624,7 +427,7 @@ int main(int argc, char **argv) {
 done:
   bench_results_free(&res);
   free(devs);
-  options_free(&o);
+  dlbench_options_free(&o);
   dlrt_shutdown();
   return status;
 }

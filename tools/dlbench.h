@@ -31,6 +31,38 @@ typedef struct {
   int quiet;         /* no progress lines on stderr */
 } bench_options;
 
+/* ---------------------------------------------------------------- the command line */
+
+enum { BENCH_MAX_SPECS = 64, BENCH_MAX_SUITES = 16 };
+
+/* Defaults: full runs, and --quick ones (a smoke test of a few seconds). */
+enum { BENCH_DEFAULT_WARMUP = 2, BENCH_DEFAULT_REPS = 10, BENCH_QUICK_WARMUP = 1,
+       BENCH_QUICK_REPS = 3 };
+#define BENCH_DEFAULT_MIN_TIME 0.2 /* seconds */
+#define BENCH_QUICK_MIN_TIME 0.0
+
+typedef struct {
+  bench_options bench;
+  char *specs[BENCH_MAX_SPECS]; /* --device specs, owned copies */
+  int n_specs;
+  int suites[BENCH_MAX_SUITES]; /* 1: run bench_suites[i] */
+  const char *json, *csv, *report;
+  const char *compare[2];       /* dlbench compare A B */
+  char error[TOOL_ERROR_MAX];   /* why the command line is wrong ("" when it is not) */
+} dlbench_options;
+
+/* Fills *o from the command line (dlbench-options.c), the suites named
+ * being those of suite_names (bench_suites' names, in its order: o->suites
+ * follows it): 0; TOOL_HELP or TOOL_VERSION; or STATUS_USAGE with the
+ * reason in o->error. Prints nothing and never exits; argv is left as it
+ * was. After a failure *o owns nothing; after success release it with
+ * dlbench_options_free (which may be called again). Callable again in the
+ * same process. */
+int dlbench_parse_options(int argc, char *const argv[], const char *const suite_names[],
+                          int n_suites, dlbench_options *o);
+void dlbench_options_free(dlbench_options *o);
+void dlbench_usage(FILE *out);
+
 /* ---------------------------------------------------------------- results */
 
 /* One measured case on one device: dlrt, and the vendor library beside it

@@ -4,8 +4,6 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,7 +14,7 @@
 #include <unistd.h>
 
 #include "dlrt.h"
-#include "tool-common.h"
+#include "dlinfo.h"
 
 const char tool_name[] = "dlinfo";
 
@@ -25,45 +23,6 @@ static volatile sig_atomic_t stop_requested;
 static void on_stop_signal(int sig) {
   (void)sig;
   stop_requested = 1;
-}
-
-static void usage(FILE *out) {
-  fputs("Usage: dlinfo [--json] [--watch SECONDS] [--device SPEC] [--help] [--version]\n"
-        "Lists dlrt's backends and devices with their memory, and the dlrt processes\n"
-        "using each device, as nvidia-smi does for every vendor.\n\n"
-        "  -j, --json           print one JSON object instead of a table\n"
-        "  -w, --watch SECONDS  refresh every SECONDS (> 0) until interrupted\n"
-        "  -d, --device SPEC    show one device: cpu, cpu:0, opencl:N, cuda:N or\n"
-        "                       auto (\"\" means $DLRT_DEVICE)\n"
-        "  -h, --help           show this help and exit\n"
-        "  -V, --version        show the dlrt version and exit\n\n"
-        "Processes: every dlrt program keeps a file of what its allocators hold on\n"
-        "each device, in $XDG_RUNTIME_DIR/dlrt (else /tmp/dlrt-UID; a folder of\n"
-        "your own, mode 0700), rewritten at most every 0.2 s and removed when it\n"
-        "shuts down. dlinfo lists each process under the device it uses: PID,\n"
-        "NAME, RESERVED (held from the driver), ALLOCATED (in live buffers) and\n"
-        "PEAK (most allocated at once since it started), and removes the files\n"
-        "of processes that have gone. Only your own processes are seen, and only\n"
-        "those that see the same XDG_RUNTIME_DIR.\n\n"
-        "Environment:\n"
-        "  DLRT_DEVICE     device programs open by default (a SPEC; unset: auto)\n"
-        "  DLRT_BACKEND    backends to start, comma-separated (cpu,opencl,cuda);\n"
-        "                  unset: every compiled backend\n"
-        "  DLRT_MEM_LIMIT  allocator budget per device: bytes with an optional\n"
-        "                  K, M, G or T suffix (256M, 1.5G) or a percentage of\n"
-        "                  the device's memory (50%)\n"
-        "  DLRT_PROCESS_REGISTRY  0: a program keeps no registry file (dlinfo does\n"
-        "                  not list it); 1 (the default): it does\n"
-        "  XDG_RUNTIME_DIR where the registry folder lies (see Processes)\n",
-        out);
-}
-
-/* Accepts a positive, finite number of seconds (fractions allowed). */
-static int parse_seconds(const char *text, double *out) {
-  char *end;
-  errno = 0;
-  *out = strtod(text, &end);
-  return !errno && end != text && !*end && *out > 0 && *out <= 86400.0 * 365;
 }
 
 static void human_size(uint64_t bytes, char *buf, size_t size) {
@@ -375,35 +334,19 @@ static void watch_signals(sigset_t *wait_mask) {
 }
 
 int main(int argc, char **argv) {
-  static const struct option options[] = {
-      {"json", no_argument, NULL, 'j'},         {"watch", required_argument, NULL, 'w'},
-      {"device", required_argument, NULL, 'd'}, {"help", no_argument, NULL, 'h'},
-      {"version", no_argument, NULL, 'V'},      {NULL, 0, NULL, 0}};
-  int json = 0, status = 0, rc, c;
-  double watch = 0;
-  const char *spec = NULL;
+  dlinfo_options o;
+  int status = 0, rc;
   dlrt_device_t *only = NULL;
   sigset_t wait_mask;
 
-  while ((c = getopt_long(argc, argv, "jw:d:hV", options, NULL)) != -1) {
-    switch (c) {
-    case 'j': json = 1; break;
-    case 'd': spec = optarg; break;
-    case 'w':
-      if (parse_seconds(optarg, &watch))
-        break;
-      fprintf(stderr, "dlinfo: --watch needs a positive number of seconds, not '%s'\n",
-              optarg);
-      goto bad_usage;
-    case 'h': usage(stdout); goto done;
-    case 'V': printf("dlinfo (dlrt) %s\n", dlrt_version_string()); goto done;
-    default: goto bad_usage;
-    }
+  if ((status = dlinfo_parse_options(argc, argv, &o)) != 0) {
+    if (status == TOOL_HELP) dlinfo_usage(stdout);
+    if (status == TOOL_VERSION) dlinfo_version(stdout);
+    return status < 0 ? 0 : tool_usage_fail(o.error);
   }
-  if (optind < argc) {
-    fprintf(stderr, "dlinfo: unexpected argument '%s'\n", argv[optind]);
-    goto bad_usage;
-  }
+  int json = o.json;
+  double watch = o.watch;
+  const char *spec = o.spec;
 
   if ((rc = dlrt_init()) != DLRT_OK) {
     status = tool_fail("cannot start dlrt", rc);
@@ -434,8 +377,4 @@ int main(int argc, char **argv) {
 done:
   dlrt_shutdown();
   return status;
-bad_usage:
-  usage(stderr);
-  status = STATUS_USAGE;
-  goto done;
 }

@@ -10,28 +10,9 @@
 #include <sys/stat.h>
 
 #include "dlrt.h"
-#include "tool-common.h"
+#include "dlrecord.h"
 
 const char tool_name[] = "dlrecord";
-
-static void usage(FILE *out) {
-  fputs("Usage: dlrecord convert SOURCE FOLDER\n"
-        "  or:  dlrecord idx IMAGES LABELS FILE.dlrec\n"
-        "  or:  dlrecord info FILE.dlrec...\n"
-        "Writes and inspects dlrt record files, which dltrain --data reads.\n\n"
-        "  convert SOURCE FOLDER   both splits of SOURCE (fashion-mnist, a folder of\n"
-        "                          MNIST-family IDX files, or generated) into\n"
-        "                          FOLDER/train.dlrec and FOLDER/test.dlrec (FOLDER is\n"
-        "                          created); then: dltrain --data FOLDER\n"
-        "  idx IMAGES LABELS FILE  one pair of IDX files (plain or .gz) into FILE\n"
-        "  info FILE...            count, shape, dtype, classes and label histogram\n"
-        "  -h, --help              show this help and exit\n\n"
-        "Files are replaced atomically, and only a regular file (or a link to one);\n"
-        "both targets are checked before anything is written.\n"
-        "The format (a 64-byte little-endian header, the images, the labels) is\n"
-        "described in dlrt.h and README, so other tools can write it too.\n",
-        out);
-}
 
 static int save(const dlrt_dataset *d, const char *path) {
   int rc = dlrt_dataset_save_records(path, d);
@@ -92,42 +73,30 @@ static int info(const char *path) {
 }
 
 int main(int argc, char **argv) {
-  if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-    usage(stdout);
-    return 0;
-  }
-  const char *cmd = argc >= 2 ? argv[1] : "";
-  int args = argc - 2;
-  if (!((strcmp(cmd, "convert") == 0 && args == 2) || (strcmp(cmd, "idx") == 0 && args == 3) ||
-        (strcmp(cmd, "info") == 0 && args >= 1))) {
-    if (!*cmd)
-      fputs("dlrecord: give a command: convert, idx or info\n", stderr);
-    else if (strcmp(cmd, "convert") && strcmp(cmd, "idx") && strcmp(cmd, "info"))
-      fprintf(stderr, "dlrecord: unknown command '%s' (convert, idx or info)\n", cmd);
-    else
-      fprintf(stderr, "dlrecord: %s needs %s\n", cmd,
-              strcmp(cmd, "convert") == 0 ? "SOURCE FOLDER"
-              : strcmp(cmd, "idx") == 0   ? "IMAGES LABELS FILE.dlrec"
-                                          : "one or more files");
-    usage(stderr);
-    return STATUS_USAGE;
+  dlrecord_options o;
+  int rc, status = dlrecord_parse_options(argc, argv, &o);
+  if (status != 0) {
+    if (status == TOOL_HELP) dlrecord_usage(stdout);
+    if (status == TOOL_VERSION) dlrecord_version(stdout);
+    return status < 0 ? 0 : tool_usage_fail(o.error);
   }
   /* Data sets need no device: no dlrt_init. */
-  int rc, status = 0;
-  if (strcmp(cmd, "convert") == 0) {
-    status = convert(argv[2], argv[3]);
-  } else if (strcmp(cmd, "idx") == 0) {
+  char *const *arg = o.operands;
+  if (strcmp(o.command, "convert") == 0) {
+    status = convert(arg[0], arg[1]);
+  } else if (strcmp(o.command, "idx") == 0) {
     dlrt_dataset d;
-    if ((rc = dlrt_save_path_check(argv[4])) < 0) {
+    if ((rc = dlrt_save_path_check(arg[2])) < 0) {
       status = tool_fail("cannot write", rc);
-    } else if ((rc = dlrt_dataset_load_idx(argv[2], argv[3], &d)) < 0) {
+    } else if ((rc = dlrt_dataset_load_idx(arg[0], arg[1], &d)) < 0) {
       status = tool_fail("cannot read", rc);
     } else {
-      status = save(&d, argv[4]);
+      status = save(&d, arg[2]);
       dlrt_dataset_free(&d);
     }
   } else {
-    for (int i = 2; i < argc; i++) status |= info(argv[i]);
+    for (int i = 0; i < o.n_operands; i++) status |= info(arg[i]);
   }
+  dlrecord_options_free(&o);
   return status;
 }

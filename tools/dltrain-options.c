@@ -1,10 +1,9 @@
-/* dltrain-options.c — dltrain's command line: --help and the parsing of
- * every option into `options` (dltrain.h), with a message on stderr for
- * each bad value. */
+/* dltrain-options.c — dltrain's command line: --help, --version and the
+ * parsing of every option into `options` (dltrain.h); a bad value or
+ * combination is a message in options.error, printed by the caller. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -15,7 +14,7 @@
 #include "dlrt.h"
 #include "dltrain.h"
 
-static void usage(FILE *out) {
+void dltrain_usage(FILE *out) {
   fputs("Usage: dltrain [OPTION]...\n"
         "Trains an image classifier with dlrt and evaluates it on the test set.\n"
         "With no options: an MLP on Fashion-MNIST for one epoch on the default device.\n\n"
@@ -47,13 +46,15 @@ static void usage(FILE *out) {
         "                             dynamic loss scaling (fp16: on, 65536:2000:2:0.5):\n"
         "                             a step with inf/NaN gradients is skipped and the\n"
         "                             scale times BACKOFF; INTERVAL clean steps in a row\n"
-        "                             multiply it by GROWTH\n"
+        "                             multiply it by GROWTH; the scale stays within\n"
+        "                             2^-64 to 2^64 (5.4e-20 to 1.8e19)\n"
         "      --accum K              accumulate the gradients of K batches of N per\n"
         "                             update: the update of one batch of K x N in the\n"
         "                             memory of N (default 1)\n"
         "      --optimizer sgd|adam|adamw   (default adam)\n"
         "      --lr X                 learning rate (default: the optimizer's, as in\n"
-        "                             torch.optim: sgd 0.01, adam and adamw 0.001)\n"
+        "                             torch.optim: sgd 0.01, adam and adamw 0.001);\n"
+        "                             real values are checked as the floats they become\n"
         "      --momentum X           SGD momentum in [0, 1) (default 0)\n"
         "      --weight-decay X       L2 (sgd, adam) or decoupled (adamw; default 0.01)\n"
         "      --label-smoothing X    in [0, 1) (default 0)\n"
@@ -123,29 +124,208 @@ static void usage(FILE *out) {
         "its --batch, gradients are all-reduced (global batch: ranks x N), rank 0 alone\n"
         "reports and saves; DLRT_MPI_TIMEOUT (seconds, default 120) bounds the wait for\n"
         "the other ranks.\n"
+        "A run whose training or test loss becomes inf or NaN (learning rate, weight\n"
+        "decay or schedule too high, a corrupt checkpoint) stops, naming the update and\n"
+        "the likely cause, and saves nothing more; an fp16 update the loss scaler skips\n"
+        "is no divergence unless 8 in a row have a loss of inf or NaN.\n"
         "Environment: DLRT_DEVICE, DLRT_BACKEND, DLRT_MEM_LIMIT (see dlinfo --help);\n"
-        "DLRT_TRACE=FILE (as --trace); DLRT_SPILL_DIR (the spill file's folder).\n",
+        "DLRT_TRACE=FILE (as --trace); DLRT_SPILL_DIR (the spill file's folder).\n"
+        "Exit status: 0 success, 1 a dlrt call failed or training diverged, 2 usage error\n"
+        "or a device spec that opens nothing.\n",
         out);
 }
 
-/* A finite number in [min, max) for --NAME, or in (min, max) when open_min;
- * `range` says which in words. */
-static int parse_real(const char *name, const char *text, double min, double max,
-                      int open_min, const char *range, float *out) {
-  char *end;
-  errno = 0;
-  double v = strtod(text, &end);
-  if (errno || end == text || *end || !isfinite(v) || v < min || (open_min && v == min) ||
-      v >= max) {
-    fprintf(stderr, "dltrain: --%s needs a number %s, not '%s'\n", name, range, text);
-    return 0;
+void dltrain_version(FILE *out) {
+#ifdef DLRT_HAVE_MPI
+  fprintf(out, "dltrain (dlrt) %s, with MPI\n", dlrt_version_string());
+#else
+  fprintf(out, "dltrain (dlrt) %s\n", dlrt_version_string());
+#endif
+}
+
+/* The ranges of the real-valued options. */
+static const tool_range POSITIVE = {0, INFINITY, 1, 0}, NON_NEGATIVE = {0, INFINITY, 0, 0},
+                        FRACTION = {0, 1, 0, 1}, ANY = {-INFINITY, INFINITY, 0, 0};
+
+/* constant | cosine | step:N[:GAMMA] */
+static int parse_schedule(const char *text, options *o) {
+  static const char *const names[] = {"constant", "cosine", "step:N[:GAMMA]"};
+  char buf[256], *f[3];
+  long long n;
+  float gamma = 0.1f;
+  if (strcmp(text, "constant") == 0) {
+    o->schedule = DLRT_LR_CONSTANT;
+    return 1;
   }
-  *out = (float)v;
+  if (strcmp(text, "cosine") == 0) {
+    o->schedule = DLRT_LR_COSINE;
+    return 1;
+  }
+  int fields = tool_split(text, ':', buf, sizeof buf, f, 3);
+  if (fields < 2 || strcmp(f[0], "step") != 0) {
+    if (strncmp(text, "step", 4) == 0)
+      return tool_usage_error(o->error, "--schedule %s: use step:N or step:N:GAMMA", text);
+    return tool_unknown_word(o->error, "schedule", text, names, 3);
+  }
+  if (!tool_parse_int("--schedule step:N", f[1], 1, INT64_MAX, &n, o->error) ||
+      (fields == 3 && !tool_parse_float("--schedule step:N:GAMMA", f[2], POSITIVE, &gamma,
+                                        o->error)))
+    return 0;
+  o->schedule = DLRT_LR_STEP;
+  o->step_size = n;
+  o->gamma = gamma;
   return 1;
 }
 
-/* Parses the command line into *o; 0, or the exit status (-1: exit 0 at once). */
-int parse_options(int argc, char **argv, options *o) {
+/* off | dynamic | INIT[:INTERVAL[:GROWTH[:BACKOFF]]] */
+static int parse_loss_scale(const char *text, options *o) {
+  static const char *const names[] = {"off", "dynamic", "INIT[:INTERVAL[:GROWTH[:BACKOFF]]]"};
+  static const tool_range scales = {DLRT_LOSS_SCALE_MIN, DLRT_LOSS_SCALE_MAX, 0, 0},
+                          growths = {1, INFINITY, 0, 0}, backoffs = {0, 1, 1, 0};
+  dlrt_loss_scaler *ls = &o->loss_scaler;
+  char buf[256], *f[4], *end;
+  long long interval = 0;
+  if (strcmp(text, "off") == 0) {
+    ls->enabled = -1;
+    return 1;
+  }
+  if (strcmp(text, "dynamic") == 0) {
+    ls->enabled = 1;
+    return 1;
+  }
+  int fields = tool_split(text, ':', buf, sizeof buf, f, 4);
+  if (fields == 0)
+    return tool_usage_error(o->error, "--loss-scale %s: use off, dynamic or "
+                            "INIT[:INTERVAL[:GROWTH[:BACKOFF]]] (such as 65536:2000:2:0.5)", text);
+  strtod(f[0], &end);
+  if (fields == 1 && (end == f[0] || *end)) /* a word, not a number */
+    return tool_unknown_word(o->error, "loss scale", text, names, 3);
+  dlrt_loss_scaler s = {.enabled = 1};
+  if (!tool_parse_float("--loss-scale INIT", f[0], scales, &s.init_scale, o->error) ||
+      (fields >= 2 && !tool_parse_int("--loss-scale INIT:INTERVAL", f[1], 1, INT32_MAX,
+                                      &interval, o->error)) ||
+      (fields >= 3 && !tool_parse_float("--loss-scale INIT:INTERVAL:GROWTH", f[2], growths,
+                                        &s.growth_factor, o->error)) ||
+      (fields >= 4 && !tool_parse_float("--loss-scale INIT:INTERVAL:GROWTH:BACKOFF", f[3],
+                                        backoffs, &s.backoff_factor, o->error)))
+    return 0;
+  s.growth_interval = (int)interval;
+  *ls = s;
+  return 1;
+}
+
+/* none | sqrt | auto | every:N */
+static int parse_checkpoint(const char *text, options *o) {
+  static const char *const names[] = {"none", "sqrt", "every:N", "auto"};
+  char buf[64], *f[2];
+  long long every;
+  if (strcmp(text, "none") == 0)
+    o->checkpoint = 0;
+  else if (strcmp(text, "sqrt") == 0)
+    o->checkpoint = DLRT_CHECKPOINT_SQRT;
+  else if (strcmp(text, "auto") == 0)
+    o->checkpoint = DLRT_CHECKPOINT_AUTO;
+  else if (tool_split(text, ':', buf, sizeof buf, f, 2) == 2 && strcmp(f[0], "every") == 0) {
+    if (!tool_parse_int("--checkpoint every:N", f[1], 1, 1000000, &every, o->error)) return 0;
+    o->checkpoint = (int)every;
+  } else {
+    return tool_unknown_word(o->error, "checkpointing", text, names, 4);
+  }
+  return 1;
+}
+
+/* MEAN,STD */
+static int parse_normalize(const char *text, options *o) {
+  char buf[256], *f[2];
+  if (tool_split(text, ',', buf, sizeof buf, f, 2) != 2)
+    return tool_usage_error(o->error, "--normalize needs MEAN,STD (such as 0.286,0.353), not "
+                            "'%s'", text);
+  return tool_parse_float("--normalize MEAN", f[0], ANY, &o->aug.mean, o->error) &&
+         tool_parse_float("--normalize MEAN,STD", f[1], POSITIVE, &o->aug.std, o->error);
+}
+
+/* A parameter count: a number with an optional K, M, B (or G) or T. */
+static int parse_what_if(const char *text, options *o) {
+  static const tool_range counts = {1, 1e18, 0, 0};
+  char buf[64];
+  size_t len = strlen(text);
+  if (len == 0 || len >= sizeof buf)
+    return tool_usage_error(o->error, "--what-if needs a parameter count such as 175e9 or 7B, "
+                            "not '%s'", text);
+  memcpy(buf, text, len + 1);
+  char last = buf[len - 1];
+  double unit = last == 'K' ? 1e3 : last == 'M' ? 1e6 : last == 'B' || last == 'G' ? 1e9
+                : last == 'T' ? 1e12 : 1;
+  if (unit != 1) buf[len - 1] = '\0';
+  double count;
+  if (!tool_parse_double("--what-if", buf, POSITIVE, &count, o->error)) return 0;
+  if (!(count * unit >= counts.min && count * unit <= counts.max))
+    return tool_usage_error(o->error, "--what-if needs from 1 to 1e18 parameters, not '%s'",
+                            text);
+  o->what_if = count * unit;
+  return 1;
+}
+
+static int parse_optimizer(const char *text, dlrt_optimizer_kind *kind, char *err) {
+  const char *names[DLRT_OPT_ADAMW - DLRT_OPT_SGD + 1];
+  for (int k = DLRT_OPT_SGD; k <= DLRT_OPT_ADAMW; k++) {
+    names[k - DLRT_OPT_SGD] = dlrt_optimizer_name((dlrt_optimizer_kind)k);
+    if (strcmp(text, names[k - DLRT_OPT_SGD]) == 0) {
+      *kind = (dlrt_optimizer_kind)k;
+      return 1;
+    }
+  }
+  return tool_unknown_word(err, "optimizer", text, names, sizeof names / sizeof *names);
+}
+
+static int parse_precision(const char *text, dlrt_dtype *out, char *err) {
+  static const char *const names[] = {"fp32", "fp16", "bf16"};
+  if (strcmp(text, "fp32") == 0 || strcmp(text, "f32") == 0)
+    *out = DLRT_F32;
+  else if (strcmp(text, "fp16") == 0 || strcmp(text, "f16") == 0)
+    *out = DLRT_F16;
+  else if (strcmp(text, "bf16") == 0)
+    *out = DLRT_BF16;
+  else
+    return tool_unknown_word(err, "precision", text, names, 3);
+  return 1;
+}
+
+static int parse_offload(const char *text, dlrt_offload_policy *out, char *err) {
+  static const char *const names[] = {"none", "activations", "optimizer", "all"};
+  for (int k = 0; k < 4; k++)
+    if (strcmp(text, names[k]) == 0) {
+      *out = (dlrt_offload_policy)k;
+      return 1;
+    }
+  return tool_unknown_word(err, "offload policy", text, names, 4);
+}
+
+/* Options that go together, or not, once all are read. */
+static int check_combinations(options *o, int momentum_given, dlrt_optimizer_kind kind) {
+  char *err = o->error;
+  if ((o->devices || o->pipeline) && o->device)
+    return tool_usage_error(err, "give --device, or --devices, or --pipeline");
+  if (o->pipeline && o->precision != DLRT_F32)
+    return tool_usage_error(err, "--pipeline goes without --precision in this version");
+  if (o->devices && o->pipeline)
+    return tool_usage_error(err, "give --devices or --pipeline, not both");
+  if (o->pipeline && (o->mem_limit || o->accum > 1 || o->checkpoint || o->clip_norm > 0))
+    return tool_usage_error(err, "--pipeline goes without --mem-limit, --accum, --checkpoint "
+                            "and --clip-norm in this version");
+  if (o->devices && (o->mem_limit || o->accum > 1 || o->checkpoint))
+    return tool_usage_error(err, "--devices goes without --mem-limit, --accum and --checkpoint "
+                            "in this version");
+  if ((o->host_limit || o->spill.policy != DLRT_OFFLOAD_NONE) && !o->mem_limit)
+    return tool_usage_error(err, "--host-limit and --offload go with --mem-limit");
+  if ((o->what_if > 0 || o->device_memory > 0) && !o->plan)
+    return tool_usage_error(err, "--what-if and --device-memory go with --plan");
+  if (momentum_given && kind != DLRT_OPT_SGD)
+    return tool_usage_error(err, "--momentum applies to --optimizer sgd only");
+  return 1;
+}
+
+int dltrain_parse_options(int argc, char *const argv[], options *o) {
   enum { OPT_DATA = 256, OPT_OPTIMIZER, OPT_LR, OPT_MOMENTUM, OPT_WEIGHT_DECAY,
          OPT_SMOOTHING, OPT_SEED, OPT_THREADS, OPT_SAVE, OPT_RESUME, OPT_DETERMINISTIC,
          OPT_LIMIT, OPT_SCHEDULE, OPT_WARMUP, OPT_CLIP, OPT_WORKERS, OPT_PREFETCH,
@@ -153,6 +333,7 @@ int parse_options(int argc, char **argv, options *o) {
          OPT_PLAN, OPT_DEVICE_MEMORY, OPT_WHAT_IF, OPT_CHECKPOINT, OPT_MEM_LIMIT,
          OPT_HOST_LIMIT, OPT_OFFLOAD, OPT_SPILL_PREFETCH, OPT_TRACE, OPT_DEVICES, OPT_PIPELINE,
          OPT_MICRO, OPT_PRECISION, OPT_LOSS_SCALE };
+  static const char shortopts[] = ":m:d:e:b:jqhV";
   static const struct option longopts[] = {
       {"model", required_argument, NULL, 'm'},   {"data", required_argument, NULL, OPT_DATA},
       {"device", required_argument, NULL, 'd'},  {"epochs", required_argument, NULL, 'e'},
@@ -197,101 +378,77 @@ int parse_options(int argc, char **argv, options *o) {
       {"json", no_argument, NULL, 'j'},          {"quiet", no_argument, NULL, 'q'},
       {"help", no_argument, NULL, 'h'},          {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0}};
+  *o = (options){.model = "mlp", .data = "fashion-mnist", .epochs = 1, .threads = -1,
+                 .batch = 64, .seed = 1, .workers = 2, .prefetch = 2, .accum = 1,
+                 .spill = {.prefetch = 4}, .micro = 4};
   /* Learning rate, momentum and weight decay wait for the optimizer's
    * defaults; NAN: not given. */
   float lr = NAN, momentum = NAN, decay = NAN;
   dlrt_optimizer_kind kind = DLRT_OPT_ADAM;
+  char *err = o->error;
   long long v;
-  int c, ok = 1;
+  int c, ok = 1, answer = 0;
+  if (argc < 1 || !argv) argc = 0; /* no program name: nothing to read */
+  char **args = tool_argv_copy(argc, argv);
+  if (!args) return tool_usage_error(err, "out of memory"), STATUS_USAGE;
+  tool_getopt_reset();
 
-  while (ok && (c = getopt_long(argc, argv, "m:d:e:b:jqhV", longopts, NULL)) != -1) {
+  while (ok && !answer && argc > 0 &&
+         (c = getopt_long(argc, args, shortopts, longopts, NULL)) != -1) {
     switch (c) {
     case 'm': o->model = optarg; break;
     case OPT_DATA: o->data = optarg; break;
     case 'd': o->device = optarg; break;
     case 'e':
-      if ((ok = tool_parse_int("epochs", optarg, 0, 1000000, &v))) o->epochs = (int)v;
+      if ((ok = tool_parse_int("--epochs", optarg, 0, 1000000, &v, err))) o->epochs = (int)v;
       break;
     case 'b':
-      if ((ok = tool_parse_int("batch", optarg, 1, 1 << 20, &v))) o->batch = v;
+      if ((ok = tool_parse_int("--batch", optarg, 1, 1 << 20, &v, err))) o->batch = v;
       break;
     case OPT_LIMIT:
-      if ((ok = tool_parse_int("limit", optarg, 1, INT64_MAX, &v))) o->limit = v;
+      if ((ok = tool_parse_int("--limit", optarg, 1, INT64_MAX, &v, err))) o->limit = v;
       break;
     case OPT_SEED:
-      if ((ok = tool_parse_int("seed", optarg, 0, INT64_MAX, &v))) o->seed = (uint64_t)v;
+      if ((ok = tool_parse_int("--seed", optarg, 0, INT64_MAX, &v, err))) o->seed = (uint64_t)v;
       break;
     case OPT_THREADS:
-      if ((ok = tool_parse_int("threads", optarg, 0, 4096, &v))) o->threads = (int)v;
+      if ((ok = tool_parse_int("--threads", optarg, 0, 4096, &v, err))) o->threads = (int)v;
       break;
-    case OPT_LR: ok = parse_real("lr", optarg, 0, HUGE_VAL, 1, "> 0", &lr); break;
-    case OPT_MOMENTUM: ok = parse_real("momentum", optarg, 0, 1, 0, "in [0, 1)", &momentum); break;
-    case OPT_WEIGHT_DECAY: ok = parse_real("weight-decay", optarg, 0, HUGE_VAL, 0, ">= 0", &decay); break;
+    case OPT_LR: ok = tool_parse_float("--lr", optarg, POSITIVE, &lr, err); break;
+    case OPT_MOMENTUM: ok = tool_parse_float("--momentum", optarg, FRACTION, &momentum, err); break;
+    case OPT_WEIGHT_DECAY:
+      ok = tool_parse_float("--weight-decay", optarg, NON_NEGATIVE, &decay, err);
+      break;
     case OPT_SMOOTHING:
-      ok = parse_real("label-smoothing", optarg, 0, 1, 0, "in [0, 1)", &o->label_smoothing);
+      ok = tool_parse_float("--label-smoothing", optarg, FRACTION, &o->label_smoothing, err);
       break;
-    case OPT_OPTIMIZER:
-      ok = 0;
-      for (int k = DLRT_OPT_SGD; k <= DLRT_OPT_ADAMW && !ok; k++)
-        if (strcmp(optarg, dlrt_optimizer_name((dlrt_optimizer_kind)k)) == 0)
-          kind = (dlrt_optimizer_kind)k, ok = 1;
-      if (!ok)
-        fprintf(stderr, "dltrain: unknown optimizer '%s' (sgd, adam or adamw)\n", optarg);
-      break;
-    case OPT_SCHEDULE: {
-      long long n = 0;
-      double gamma = 0.1;
-      int used = 0;
-      if (strcmp(optarg, "constant") == 0) {
-        o->schedule = DLRT_LR_CONSTANT;
-      } else if (strcmp(optarg, "cosine") == 0) {
-        o->schedule = DLRT_LR_COSINE;
-      } else if ((sscanf(optarg, "step:%lld%n", &n, &used) == 1 && !optarg[used] && n > 0) ||
-                 (sscanf(optarg, "step:%lld:%lf%n", &n, &gamma, &used) == 2 && !optarg[used] &&
-                  n > 0 && gamma > 0)) {
-        o->schedule = DLRT_LR_STEP;
-        o->step_size = n;
-        o->gamma = (float)gamma;
-      } else {
-        fprintf(stderr, "dltrain: --schedule %s: use constant, cosine or step:N[:GAMMA]\n",
-                optarg);
-        ok = 0;
-      }
-      break;
-    }
+    case OPT_OPTIMIZER: ok = parse_optimizer(optarg, &kind, err); break;
+    case OPT_SCHEDULE: ok = parse_schedule(optarg, o); break;
     case OPT_WARMUP:
-      if ((ok = tool_parse_int("warmup", optarg, 0, INT64_MAX, &v))) o->warmup = v;
+      if ((ok = tool_parse_int("--warmup", optarg, 0, INT64_MAX, &v, err))) o->warmup = v;
       break;
-    case OPT_CLIP: ok = parse_real("clip-norm", optarg, 0, HUGE_VAL, 1, "> 0", &o->clip_norm); break;
+    case OPT_CLIP:
+      ok = tool_parse_float("--clip-norm", optarg, POSITIVE, &o->clip_norm, err);
+      break;
     case OPT_WORKERS:
-      if ((ok = tool_parse_int("workers", optarg, 0, 256, &v))) o->workers = (int)v;
+      if ((ok = tool_parse_int("--workers", optarg, 0, 256, &v, err))) o->workers = (int)v;
       break;
     case OPT_PREFETCH:
-      if ((ok = tool_parse_int("prefetch", optarg, 0, 64, &v))) o->prefetch = (int)v;
+      if ((ok = tool_parse_int("--prefetch", optarg, 0, 64, &v, err))) o->prefetch = (int)v;
       break;
     case OPT_AUGMENT:
       o->augment = 1, o->aug.crop_padding = 2, o->aug.flip = 1;
       break;
     case OPT_CROP_PAD:
-      if ((ok = tool_parse_int("crop-pad", optarg, 0, 64, &v)))
+      if ((ok = tool_parse_int("--crop-pad", optarg, 0, 64, &v, err)))
         o->augment = 1, o->aug.crop_padding = (int)v;
       break;
     case OPT_FLIP: o->augment = 1, o->aug.flip = 1; break;
     case OPT_ERASE:
-      ok = parse_real("erase", optarg, 0, 1, 0, "in [0, 1)", &o->aug.erase_p);
+      ok = tool_parse_float("--erase", optarg, FRACTION, &o->aug.erase_p, err);
       o->augment |= ok;
       break;
-    case OPT_NORMALIZE: {
-      double mean, std;
-      int used = 0;
-      ok = sscanf(optarg, "%lf,%lf%n", &mean, &std, &used) == 2 && !optarg[used] &&
-           isfinite(mean) && isfinite(std) && std > 0;
-      if (ok)
-        o->aug.mean = (float)mean, o->aug.std = (float)std;
-      else
-        fprintf(stderr, "dltrain: --normalize needs MEAN,STD with STD > 0, not '%s'\n", optarg);
-      break;
-    }
+    case OPT_NORMALIZE: ok = parse_normalize(optarg, o); break;
     case OPT_MMAP: o->mmap = 1; break;
     case OPT_PLAN: o->plan = 1; break;
     case OPT_MEM_LIMIT: o->mem_limit = optarg; break;
@@ -299,162 +456,43 @@ int parse_options(int argc, char **argv, options *o) {
     case OPT_DEVICES: o->devices = optarg; break;
     case OPT_PIPELINE: o->pipeline = optarg; break;
     case OPT_MICRO:
-      if ((ok = tool_parse_int("micro-batches", optarg, 1, 1 << 20, &v))) o->micro = (int)v;
+      if ((ok = tool_parse_int("--micro-batches", optarg, 1, 1 << 20, &v, err))) o->micro = (int)v;
       break;
-    case OPT_PRECISION:
-      if (strcmp(optarg, "fp32") == 0 || strcmp(optarg, "f32") == 0)
-        o->precision = DLRT_F32;
-      else if (strcmp(optarg, "fp16") == 0 || strcmp(optarg, "f16") == 0)
-        o->precision = DLRT_F16;
-      else if (strcmp(optarg, "bf16") == 0)
-        o->precision = DLRT_BF16;
-      else {
-        fprintf(stderr, "dltrain: --precision %s: use fp32, fp16 or bf16\n", optarg);
-        ok = 0;
-      }
-      break;
-    case OPT_LOSS_SCALE: {
-      /* off | dynamic | INIT[:INTERVAL[:GROWTH[:BACKOFF]]] */
-      dlrt_loss_scaler *ls = &o->loss_scaler;
-      double init = 0, growth = 0, backoff = 0;
-      long long interval = 0;
-      int used = 0, fields = 0;
-      if (strcmp(optarg, "off") == 0) {
-        ls->enabled = -1;
-      } else if (strcmp(optarg, "dynamic") == 0) {
-        ls->enabled = 1;
-      } else if ((fields = sscanf(optarg, "%lf%n:%lld%n:%lf%n:%lf%n", &init, &used, &interval,
-                                  &used, &growth, &used, &backoff, &used)) >= 1 &&
-                 !optarg[used] && init > 0 && isfinite(init) &&
-                 (fields < 2 || (interval >= 1 && interval <= INT32_MAX)) &&
-                 (fields < 3 || (growth >= 1 && isfinite(growth))) &&
-                 (fields < 4 || (backoff > 0 && backoff <= 1))) {
-        ls->enabled = 1;
-        ls->init_scale = (float)init;
-        ls->growth_interval = (int)interval;
-        ls->growth_factor = (float)growth;
-        ls->backoff_factor = (float)backoff;
-      } else {
-        fprintf(stderr, "dltrain: --loss-scale %s: use off, dynamic, or INIT[:INTERVAL[:GROWTH"
-                "[:BACKOFF]]] (such as 65536:2000:2:0.5)\n", optarg);
-        ok = 0;
-      }
-      break;
-    }
+    case OPT_PRECISION: ok = parse_precision(optarg, &o->precision, err); break;
+    case OPT_LOSS_SCALE: ok = parse_loss_scale(optarg, o); break;
     case OPT_HOST_LIMIT: o->host_limit = optarg; break;
-    case OPT_OFFLOAD: {
-      static const char *const names[] = {"none", "activations", "optimizer", "all"};
-      ok = 0;
-      for (int k = 0; k < 4 && !ok; k++)
-        if (strcmp(optarg, names[k]) == 0) o->spill.policy = (dlrt_offload_policy)k, ok = 1;
-      if (!ok)
-        fprintf(stderr, "dltrain: --offload %s: use none, activations, optimizer or all\n",
-                optarg);
-      break;
-    }
+    case OPT_OFFLOAD: ok = parse_offload(optarg, &o->spill.policy, err); break;
     case OPT_SPILL_PREFETCH:
-      if ((ok = tool_parse_int("spill-prefetch", optarg, 0, 1024, &v))) o->spill.prefetch = (int)v;
+      if ((ok = tool_parse_int("--spill-prefetch", optarg, 0, 1024, &v, err)))
+        o->spill.prefetch = (int)v;
       break;
-    case OPT_CHECKPOINT: {
-      long long every = 0;
-      int used = 0;
-      if (strcmp(optarg, "none") == 0)
-        o->checkpoint = 0;
-      else if (strcmp(optarg, "sqrt") == 0)
-        o->checkpoint = DLRT_CHECKPOINT_SQRT;
-      else if (strcmp(optarg, "auto") == 0)
-        o->checkpoint = DLRT_CHECKPOINT_AUTO;
-      else if (sscanf(optarg, "every:%lld%n", &every, &used) == 1 && !optarg[used] &&
-               every >= 1 && every <= 1000000)
-        o->checkpoint = (int)every;
-      else {
-        fprintf(stderr, "dltrain: --checkpoint %s: use none, sqrt, every:N (N >= 1) or auto\n",
-                optarg);
-        ok = 0;
-      }
-      break;
-    }
+    case OPT_CHECKPOINT: ok = parse_checkpoint(optarg, o); break;
     case OPT_DEVICE_MEMORY:
       ok = dlrt_parse_size(optarg, 0, &o->device_memory) == DLRT_OK && o->device_memory > 0;
       if (!ok)
-        fprintf(stderr, "dltrain: --device-memory needs a size such as 40G or 512M, not '%s'\n",
-                optarg);
+        tool_usage_error(err, "--device-memory needs a size such as 40G or 512M, not '%s'",
+                         optarg);
       break;
-    case OPT_WHAT_IF: {
-      char *end;
-      double count = strtod(optarg, &end);
-      double unit = *end == 'K' ? 1e3 : *end == 'M' ? 1e6 : *end == 'B' || *end == 'G' ? 1e9
-                    : *end == 'T' ? 1e12 : 1;
-      if (unit != 1) end++;
-      ok = end != optarg && !*end && isfinite(count) && count * unit >= 1;
-      if (ok)
-        o->what_if = count * unit;
-      else
-        fprintf(stderr, "dltrain: --what-if needs a parameter count such as 175e9 or 7B, not "
-                "'%s'\n", optarg);
-      break;
-    }
+    case OPT_WHAT_IF: ok = parse_what_if(optarg, o); break;
     case OPT_ACCUM:
-      if ((ok = tool_parse_int("accum", optarg, 1, 65536, &v))) o->accum = (int)v;
+      if ((ok = tool_parse_int("--accum", optarg, 1, 65536, &v, err))) o->accum = (int)v;
       break;
     case OPT_SAVE: o->save = optarg; break;
     case OPT_RESUME: o->resume = optarg; break;
     case OPT_DETERMINISTIC: o->deterministic = 1; break;
     case 'j': o->json = 1; break;
     case 'q': o->quiet = 1; break;
-    case 'h': usage(stdout); return -1;
-    case 'V':
-#ifdef DLRT_HAVE_MPI
-      printf("dltrain (dlrt) %s, with MPI\n", dlrt_version_string());
-#else
-      printf("dltrain (dlrt) %s\n", dlrt_version_string());
-#endif
-      return -1;
-    default: ok = 0; break;
+    case 'h': answer = TOOL_HELP; break;
+    case 'V': answer = TOOL_VERSION; break;
+    default: ok = 0, tool_getopt_error(c, args, shortopts, longopts, err); break;
     }
   }
-  if (ok && optind < argc) {
-    fprintf(stderr, "dltrain: unexpected argument '%s'\n", argv[optind]);
-    ok = 0;
-  }
-  if (ok && (o->devices || o->pipeline) && o->device) {
-    fputs("dltrain: give --device, or --devices, or --pipeline\n", stderr);
-    ok = 0;
-  }
-  if (ok && o->pipeline && o->precision != DLRT_F32) {
-    fputs("dltrain: --pipeline goes without --precision in this version\n", stderr);
-    ok = 0;
-  }
-  if (ok && o->devices && o->pipeline) {
-    fputs("dltrain: give --devices or --pipeline, not both\n", stderr);
-    ok = 0;
-  }
-  if (ok && o->pipeline && (o->mem_limit || o->accum > 1 || o->checkpoint || o->clip_norm > 0)) {
-    fputs("dltrain: --pipeline goes without --mem-limit, --accum, --checkpoint and "
-          "--clip-norm in this version\n", stderr);
-    ok = 0;
-  }
-  if (ok && o->devices && (o->mem_limit || o->accum > 1 || o->checkpoint)) {
-    fputs("dltrain: --devices goes without --mem-limit, --accum and --checkpoint in this "
-          "version\n", stderr);
-    ok = 0;
-  }
-  if (ok && (o->host_limit || o->spill.policy != DLRT_OFFLOAD_NONE) && !o->mem_limit) {
-    fputs("dltrain: --host-limit and --offload go with --mem-limit\n", stderr);
-    ok = 0;
-  }
-  if (ok && (o->what_if > 0 || o->device_memory > 0) && !o->plan) {
-    fputs("dltrain: --what-if and --device-memory go with --plan\n", stderr);
-    ok = 0;
-  }
-  if (ok && !isnan(momentum) && kind != DLRT_OPT_SGD) {
-    fputs("dltrain: --momentum applies to --optimizer sgd only\n", stderr);
-    ok = 0;
-  }
-  if (!ok) {
-    usage(stderr);
-    return STATUS_USAGE;
-  }
+  if (ok && !answer && optind < argc)
+    ok = tool_usage_error(err, "unexpected argument '%s'", args[optind]);
+  free(args);
+  if (answer) return answer;
+  if (ok) ok = check_combinations(o, !isnan(momentum), kind);
+  if (!ok) return STATUS_USAGE;
   o->opt = dlrt_optimizer_defaults(kind);
   if (!isnan(lr)) o->opt.lr = lr;
   if (!isnan(momentum)) o->opt.momentum = momentum;

@@ -265,9 +265,7 @@ static int mpi_cuda_aware(void) {
   } while (0)
 
 int main(int argc, char **argv) {
-  options o = {.model = "mlp", .data = "fashion-mnist", .epochs = 1, .threads = -1,
-               .batch = 64, .seed = 1, .workers = 2, .prefetch = 2, .accum = 1,
-               .spill = {.prefetch = 4}, .micro = 4};
+  options o;
   double start = tool_now_s();
   dlrt_dataset data[2] = {{0}, {0}};
   dlrt_trainer_t *trainer = NULL;
@@ -277,8 +275,11 @@ int main(int argc, char **argv) {
   results r = {0};
   int status, rc, generated, done = 0;
 
-  if ((status = parse_options(argc, argv, &o)) != 0)
-    return status < 0 ? 0 : status;
+  if ((status = dltrain_parse_options(argc, argv, &o)) != 0) {
+    if (status == TOOL_HELP) dltrain_usage(stdout);
+    if (status == TOOL_VERSION) dltrain_version(stdout);
+    return status < 0 ? 0 : tool_usage_fail(o.error);
+  }
   FILE *log = o.json ? stderr : stdout; /* stdout ends with the JSON alone */
   int rank = 0, world = 1;
 #ifdef DLRT_HAVE_MPI

@@ -7,7 +7,7 @@
 #include <stdio.h>
 
 #include "dlrt.h"
-#include "tool-common.h" /* STATUS_*, tool_fail, tool_json_string */
+#include "tool-common.h" /* STATUS_*, TOOL_*, tool_fail, tool_json_string */
 
 typedef struct {
   const char *model, *data, *device, *save, *resume;
@@ -33,11 +33,17 @@ typedef struct {
   dlrt_augment aug;
   dlrt_dtype precision;     /* --precision (DLRT_F32: off) */
   dlrt_loss_scaler loss_scaler; /* --loss-scale (zeros: the defaults) */
+  char error[TOOL_ERROR_MAX]; /* why the command line is wrong ("" when it is not) */
 } options;
 
-/* Parses the command line into *o; 0, or the exit status (-1: exit 0 at
- * once, after --help or --version) (dltrain-options.c). */
-int parse_options(int argc, char **argv, options *o);
+/* Fills *o (all of it: the defaults, then argv's options) from the command
+ * line (dltrain-options.c): 0; TOOL_HELP or TOOL_VERSION (print them with
+ * dltrain_usage, dltrain_version); or STATUS_USAGE with the reason in
+ * o->error. Prints nothing and never exits; argv is left as it was; the
+ * strings in *o point into argv. Callable again in the same process. */
+int dltrain_parse_options(int argc, char *const argv[], options *o);
+void dltrain_usage(FILE *out);
+void dltrain_version(FILE *out);
 /* --plan: the planner's breakdown for the batch asked for, the largest batch
  * for each strategy, and the what-if table (dltrain-plan.c). */
 int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_dataset *d,

@@ -1,11 +1,12 @@
-/* fuzz-dltrain-options.c — dltrain's command line (parse_options,
+/* fuzz-dltrain-options.c — dltrain's command line (dltrain_parse_options,
  * tools/dltrain-options.c).
  *
  * Input: the arguments after "dltrain", separated by newlines or NUL bytes
  * (fuzz_args_split), as in "--model\ncnn\n--lr\n0.1".
  *
- * The parser must return 0, 2 (a usage error) or -1 (--help, --version),
- * and what it accepts must be usable as it is stored: every number a finite
+ * The parser must return 0, 2 (a usage error, with its message) or
+ * TOOL_HELP / TOOL_VERSION, and what it accepts must be usable as it is
+ * stored: every number a finite
  * float in the range the option documents (a double that passes the check
  * but becomes inf or 0 as a float is a finding).
  *
@@ -51,12 +52,11 @@ static void check_accepted(const options *o) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fuzz_args a;
   if (fuzz_args_split(&a, "dltrain", data, size) < 0) return 0;
-  /* main()'s defaults (tools/dltrain.c). */
-  options o = {.model = "mlp", .data = "fashion-mnist", .epochs = 1, .threads = -1,
-               .batch = 64, .seed = 1, .workers = 2, .prefetch = 2, .accum = 1,
-               .spill = {.prefetch = 4}, .micro = 4};
-  int rc = parse_options(a.argc, a.argv, &o);
-  FUZZ_CHECK(rc == 0 || rc == -1 || rc == STATUS_USAGE, "parse_options returned %d", rc);
+  options o; /* the parser sets the defaults */
+  int rc = dltrain_parse_options(a.argc, a.argv, &o);
+  FUZZ_CHECK(rc == 0 || rc == TOOL_HELP || rc == TOOL_VERSION || rc == STATUS_USAGE,
+             "dltrain_parse_options returned %d", rc);
+  FUZZ_CHECK(rc != STATUS_USAGE || o.error[0], "a usage error without a message");
   if (rc == 0) check_accepted(&o);
   fuzz_args_free(&a);
   return 0;
