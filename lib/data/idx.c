@@ -18,6 +18,7 @@
 #include <zlib.h>
 
 #include "data/dataset.h"
+#include "util/file.h"
 #include "util/status.h"
 
 #define IDX_MAGIC_LABELS 0x00000801u /* unsigned bytes, 1 dimension */
@@ -89,23 +90,13 @@ static int truncated(gzFile gz, const char *path, const char *part, size_t want,
 }
 
 /* Opens `f->path` for gzread, which passes a plain file through unchanged.
- * DLRT_ERR_NOT_FOUND when it does not exist. */
+ * DLRT_ERR_NOT_FOUND when it does not exist; a folder, FIFO or device is
+ * refused at once (dlrt__open_regular). */
 static int open_idx(const idx_file *f, gzFile *out) {
-  int fd = open(f->path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int e = errno;
-    if (e == ENOENT || e == ENOTDIR)
-      return dlrt__set_error(DLRT_ERR_NOT_FOUND, "%s: no such file (the IDX %s file); check "
-                             "the path", f->path, f->what);
-    return dlrt__set_error(DLRT_ERR_IO, "%s: cannot open the IDX %s file: %s; check its "
-                           "permissions", f->path, f->what, strerror(e));
-  }
-  struct stat st;
-  if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-    close(fd);
-    return dlrt__set_error(DLRT_ERR_IO, "%s is a folder, not an IDX %s file: pass the file "
-                           "itself, or the folder to dlrt_dataset_load", f->path, f->what);
-  }
+  char what[64];
+  snprintf(what, sizeof what, "the IDX %s file", f->what);
+  int fd, rc = dlrt__open_regular(f->path, what, &fd, NULL);
+  if (rc < 0) return rc;
   gzFile gz = gzdopen(fd, "rb");
   if (!gz) {
     close(fd);
