@@ -274,12 +274,100 @@ static void test_reshape(void) {
   dlrt_graph_destroy(g);
 }
 
+/* ---------------------------------------------------------------- splits */
+
+/* A record file of `count` images of 1 x side x side and labels 0..classes-1. */
+static void write_records(const char *path, int64_t side, int classes) {
+  enum { COUNT = 4 };
+  dlrt_dataset d = {.count = COUNT, .channels = 1, .height = side, .width = side,
+                    .classes = classes, .image_dtype = DLRT_U8};
+  d.images = calloc((size_t)(COUNT * side * side), 1);
+  d.labels = calloc(COUNT, sizeof *d.labels);
+  if (!d.images || !d.labels) bail_out("out of memory");
+  for (int i = 0; i < COUNT; i++) d.labels[i] = (int32_t)(i * (classes - 1) / (COUNT - 1));
+  if (dlrt_dataset_save_records(path, &d) < 0) bail_out("%s", dlrt_last_error());
+  free(d.images);
+  free(d.labels);
+}
+
+/* An IDX pair in `folder` (prefix "train" or "t10k") of 2 images of side x side. */
+static void write_idx_split(const char *folder, const char *prefix, unsigned char side) {
+  unsigned char images[16 + 2 * 16] = {0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, side, 0, 0, 0, side};
+  static const unsigned char labels[] = {0, 0, 8, 1, 0, 0, 0, 2, 0, 1};
+  char path[PATH_CAP];
+  snprintf(path, sizeof path, "%s/%s-images-idx3-ubyte", folder, prefix);
+  FILE *f = fopen(path, "wb");
+  size_t n = 16 + 2 * (size_t)side * side;
+  if (!f || fwrite(images, 1, n, f) != n || fclose(f) != 0) bail_out("cannot write %s", path);
+  snprintf(path, sizeof path, "%s/%s-labels-idx1-ubyte", folder, prefix);
+  f = fopen(path, "wb");
+  if (!f || fwrite(labels, 1, sizeof labels, f) != sizeof labels || fclose(f) != 0)
+    bail_out("cannot write %s", path);
+}
+
+static void check_splits(const char *folder, const char *const *want, const char *what) {
+  dlrt_dataset d[2];
+  int rc = dlrt_dataset_load_splits(folder, 0, d);
+  int all = rc == DLRT_ERR_INVALID_ARG && !d[0].images && !d[1].images;
+  for (int i = 0; all && want[i]; i++) all = strstr(dlrt_last_error(), want[i]) != NULL;
+  ok(all, "%s: %s %s", what, dlrt_err_name(rc), dlrt_last_error());
+  dlrt_dataset_free(&d[0]);
+  dlrt_dataset_free(&d[1]);
+}
+
+static void test_splits(void) {
+  char folder[PATH_CAP], train[PATH_CAP], test[PATH_CAP];
+  snprintf(folder, sizeof folder, "%s", tmp_path("splits"));
+  if (mkdir(folder, 0700) != 0) bail_out("mkdir %s: %s", folder, strerror(errno));
+  snprintf(train, sizeof train, "%s/train.dlrec", folder);
+  snprintf(test, sizeof test, "%s/test.dlrec", folder);
+
+  write_records(train, 4, 10);
+  write_records(test, 4, 10);
+  dlrt_dataset d[2];
+  if (tap_check(dlrt_dataset_load_splits(folder, 0, d), "agreeing record splits load"))
+    tap_check(dlrt_dataset_check_splits(&d[0], &d[1]), "... and agree");
+  dlrt_dataset_free(&d[0]);
+  dlrt_dataset_free(&d[1]);
+  write_records(test, 4, 7);
+  if (tap_check(dlrt_dataset_load_splits(folder, 0, d),
+                "a test split with fewer classes (a subset) still loads"))
+    dlrt_dataset_free(&d[0]), dlrt_dataset_free(&d[1]);
+
+  write_records(test, 5, 10);
+  const char *const size[] = {train, test, "height 4 vs 5", "width 4 vs 5", NULL};
+  check_splits(folder, size, "record splits of 4 x 4 and 5 x 5 images are refused, naming both "
+               "files and the fields");
+  write_records(test, 4, 12);
+  const char *const classes[] = {train, test, "classes 10 vs 12", NULL};
+  check_splits(folder, classes, "a test split with more classes is refused");
+  if (dlrt_dataset_open_records(train, 0, &d[0]) == DLRT_OK &&
+      dlrt_dataset_open_records(test, 0, &d[1]) == DLRT_OK) {
+    is_status(dlrt_dataset_check_splits(&d[0], &d[1]), DLRT_ERR_INVALID_ARG,
+              "dlrt_dataset_check_splits refuses them too: %s", dlrt_last_error());
+  } else {
+    ok(0, "the record files open: %s", dlrt_last_error());
+  }
+  dlrt_dataset_free(&d[0]);
+  dlrt_dataset_free(&d[1]);
+
+  /* IDX files: the message names the image files of both splits. */
+  snprintf(folder, sizeof folder, "%s", tmp_path("idx-splits"));
+  if (mkdir(folder, 0700) != 0) bail_out("mkdir %s: %s", folder, strerror(errno));
+  write_idx_split(folder, "train", 2);
+  write_idx_split(folder, "t10k", 3);
+  const char *const idx[] = {"train-images-idx3-ubyte", "t10k-images-idx3-ubyte",
+                             "height 2 vs 3", NULL};
+  check_splits(folder, idx, "IDX splits of 2 x 2 and 3 x 3 images are refused, naming both");
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   tap_tempdir("dlrt-input-test", root, sizeof root);
   test_fifos();
   test_model_files();
   test_reshape();
+  test_splits();
   tap_remove_tree(root);
   return done_testing();
 }

@@ -37,12 +37,11 @@ static int load_data(const options *o, dlrt_dataset d[2], int *generated) {
   *generated = strcmp(o->data, "generated") == 0;
   if (!*generated) {
     int flags = o->mmap ? DLRT_DATASET_MMAP : 0;
-    if ((rc = dlrt_dataset_load_flags(o->data, 0, flags, &d[0])) == DLRT_OK)
-      rc = dlrt_dataset_load_flags(o->data, 1, flags, &d[1]);
+    /* Both splits, checked against each other before anything trains. */
+    rc = dlrt_dataset_load_splits(o->data, flags, d);
     if (rc == DLRT_ERR_NOT_FOUND && strcmp(o->data, "fashion-mnist") == 0) {
       fprintf(stderr, "dltrain: Fashion-MNIST not found (%s); training on generated data "
               "instead\n", dlrt_last_error());
-      dlrt_dataset_free(&d[0]);
       *generated = 1;
     } else if (rc != DLRT_OK) {
       return tool_fail("cannot load the data", rc);
