@@ -80,11 +80,13 @@ static void usage(FILE *out) {
         "                             of the device): storages spill to pinned host\n"
         "                             memory beyond it, moved ahead of need; with\n"
         "                             --checkpoint, conv/relu/maxpool segments move\n"
-        "                             their batch tensors a chunk at a time if they must\n"
-        "      --host-limit SIZE      with --mem-limit: host copies beyond SIZE go to a\n"
+        "                             their batch tensors a chunk at a time if they must;\n"
+        "                             without it, a plan over 80% of DLRT_MEM_LIMIT\n"
+        "                             spills within 85% of that limit\n"
+        "      --host-limit SIZE      with a budget: host copies beyond SIZE go to a\n"
         "                             file in $DLRT_SPILL_DIR (default: no bound)\n"
         "      --offload none|activations|optimizer|all\n"
-        "                             with --mem-limit: also move saved activations and/\n"
+        "                             with a budget: also move saved activations and/\n"
         "                             or optimizer state off the device until needed\n"
         "                             (default none: only when the budget needs room)\n"
         "      --spill-prefetch N     nodes to look ahead for copies back (default 4;\n"
@@ -437,8 +439,12 @@ int parse_options(int argc, char **argv, options *o) {
           "version\n", stderr);
     ok = 0;
   }
-  if (ok && (o->host_limit || o->spill.policy != DLRT_OFFLOAD_NONE) && !o->mem_limit) {
-    fputs("dltrain: --host-limit and --offload go with --mem-limit\n", stderr);
+  /* DLRT_MEM_LIMIT is a budget too: the trainer spills within it. */
+  const char *env_limit = getenv("DLRT_MEM_LIMIT");
+  if (ok && (o->host_limit || o->spill.policy != DLRT_OFFLOAD_NONE) && !o->mem_limit &&
+      !(env_limit && *env_limit)) {
+    fputs("dltrain: --host-limit and --offload go with --mem-limit (or DLRT_MEM_LIMIT)\n",
+          stderr);
     ok = 0;
   }
   if (ok && (o->what_if > 0 || o->device_memory > 0) && !o->plan) {

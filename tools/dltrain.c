@@ -506,12 +506,19 @@ int main(int argc, char **argv) {
           (double)r.info.planned_peak_bytes / 1048576.0,
           (double)r.info.measured_peak_bytes / 1048576.0, o.checkpoint ? ", checkpointing " : "",
           o.checkpoint ? checkpoint_name(o.checkpoint) : "");
-  if (o.spill.device_budget && r.epochs_run > 0)
-    fprintf(log, "spill    budget %.1f MiB: %.1f MiB to the host (%.1f to disk), %.1f MiB back%s",
-            (double)o.spill.device_budget / 1048576.0, (double)r.last.spilled_bytes / 1048576.0,
-            (double)r.last.disk_bytes / 1048576.0, (double)r.last.fetched_bytes / 1048576.0,
-            r.last.slice_images ? "" : "\n");
-  if (o.spill.device_budget && r.epochs_run > 0 && r.last.slice_images)
+  /* Spilling within --mem-limit, or on its own within 85% of the device's
+   * budget (DLRT_MEM_LIMIT), which the copies show. */
+  uint64_t env_limit = dlrt_mem_get_limit(dev);
+  int spilled = o.spill.device_budget ||
+                (env_limit && (r.last.spilled_bytes || r.last.fetched_bytes));
+  if (spilled && r.epochs_run > 0)
+    fprintf(log, "spill    budget %.1f MiB%s: %.1f MiB to the host (%.1f to disk), %.1f MiB "
+            "back%s", (double)(o.spill.device_budget ? o.spill.device_budget
+                                                      : env_limit / 100 * 85) / 1048576.0,
+            o.spill.device_budget ? "" : " (85% of DLRT_MEM_LIMIT)",
+            (double)r.last.spilled_bytes / 1048576.0, (double)r.last.disk_bytes / 1048576.0,
+            (double)r.last.fetched_bytes / 1048576.0, r.last.slice_images ? "" : "\n");
+  if (spilled && r.epochs_run > 0 && r.last.slice_images)
     fprintf(log, "; convolution blocks in slices of %" PRId64 " images\n", r.last.slice_images);
   if (world > 1)
     fprintf(log, "mpi      %d ranks, %" PRId64 " images per rank per step (%" PRId64

@@ -76,7 +76,11 @@ typedef struct {
   /* Spilling (dlrt_exec_set_spill): spill.device_budget bounds all the
    * trainer's device memory (its loader and accumulators included). 0: off,
    * unless the device has a budget (dlrt_mem_get_limit, DLRT_MEM_LIMIT) that
-   * the plan exceeds; spilling then keeps to 85% of it. */
+   * the plan exceeds (over 80% of it) or a spill.policy or host_budget is
+   * set; spilling then keeps to 85% of it. Either way the parameters and
+   * optimizer state start on the host, so the budget holds from the start;
+   * one that no operation fits fails dlrt_trainer_create with DLRT_ERR_OOM,
+   * saying whether DLRT_CHECKPOINT_SQRT would fit (the planner's count). */
   dlrt_spill_config spill;
   /* Mixed precision (dlrt_graph_set_precision): DLRT_F32 (0, off), DLRT_F16
    * or DLRT_BF16. With fp16, loss scaling is on: loss_scaler's fields that
