@@ -242,6 +242,17 @@ static int mpi_allreduce_wait(void *user, void *request) {
 #endif
 
 #ifdef DLRT_HAVE_MPI
+/* The all-gather of dlrt_trainer_check_ranks. */
+static int mpi_allgather(void *user, const void *mine, void *all, size_t bytes) {
+  mpi_job *job = user;
+  if (MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD) !=
+      MPI_SUCCESS) {
+    fprintf(stderr, "dltrain: rank %d: MPI_Allgather failed\n", job->rank);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  return 0;
+}
+
 /* Whether this MPI reads device memory (a CUDA-aware Open MPI says so at
  * run time). */
 static int mpi_cuda_aware(void) {
@@ -282,7 +293,7 @@ int main(int argc, char **argv) {
   int rank = 0, world = 1;
 #ifdef DLRT_HAVE_MPI
   mpi_job job = {0, 120};
-  int mpi = launched_by_mpi();
+  int mpi = launched_by_mpi(), ranks_agree_to_stop = 0;
   if (mpi) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -400,6 +411,13 @@ int main(int argc, char **argv) {
   else if (world > 1)
     TRY(dlrt_trainer_set_allreduce_async(trainer, mpi_allreduce_start, mpi_allreduce_wait, &job),
         "cannot train across the MPI ranks");
+  /* Every rank must train the same: all see the same verdict, so they stop
+   * together (rank 0 says why) instead of training apart. */
+  if (world > 1 && (rc = dlrt_trainer_check_ranks(trainer, &data[0], mpi_allgather, &job)) < 0) {
+    status = rank == 0 ? tool_fail("the MPI ranks disagree", rc) : STATUS_FAIL;
+    ranks_agree_to_stop = 1;
+    goto done;
+  }
 #endif
   TRY(dlrt_trainer_info(trainer, &r.info), "cannot read the trainer's figures");
   if (!(losses = calloc((size_t)o.epochs + 1, sizeof *losses))) {
@@ -539,7 +557,8 @@ done:
   if (quiet_log) fclose(quiet_log);
 #ifdef DLRT_HAVE_MPI
   if (mpi) {
-    if (status != 0 && world > 1) MPI_Abort(MPI_COMM_WORLD, status); /* the others stop too */
+    /* The others stop too (unless all stop on the same verdict). */
+    if (status != 0 && world > 1 && !ranks_agree_to_stop) MPI_Abort(MPI_COMM_WORLD, status);
     MPI_Finalize();
   }
 #endif
