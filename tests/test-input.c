@@ -7,7 +7,9 @@
  * products of sizes) fail with FILE:LINE and the value, never overflowing;
  * dlrt_reshape checks its shape before multiplying it out; training and test
  * splits that disagree are found before training, naming both files and the
- * field. Each reader runs in a child process with an alarm, so a reader that
+ * field; dlrt_trainer_check_ranks names the rank and field of a process
+ * that would train apart (two ranks played in one process). Each reader
+ * runs in a child process with an alarm, so a reader that
  * blocks fails its point instead of hanging the test.
  * Points: computed at run time (done_testing).
  */
@@ -361,6 +363,79 @@ static void test_splits(void) {
   check_splits(folder, idx, "IDX splits of 2 x 2 and 3 x 3 images are refused, naming both");
 }
 
+/* ---------------------------------------------------------------- ranks */
+
+/* An all-gather of two ranks played in one process: `recorded` keeps what
+ * the other rank contributed; this rank's own goes at `rank`. */
+typedef struct {
+  int rank;
+  unsigned char recorded[4096];
+  size_t bytes;
+} fake_gather;
+
+static int record_gather(void *user, const void *mine, void *all, size_t bytes) {
+  fake_gather *g = user;
+  if (bytes > sizeof g->recorded) return DLRT_ERR_INVALID_ARG;
+  memcpy(g->recorded, mine, bytes);
+  g->bytes = bytes;
+  memcpy(all, mine, bytes); /* both "ranks" the same: no verdict here */
+  memcpy((char *)all + bytes, mine, bytes);
+  return 0;
+}
+
+static int replay_gather(void *user, const void *mine, void *all, size_t bytes) {
+  fake_gather *g = user;
+  if (bytes != g->bytes) return DLRT_ERR_INVALID_ARG;
+  memcpy((char *)all + (size_t)g->rank * bytes, mine, bytes);
+  memcpy((char *)all + (size_t)(1 - g->rank) * bytes, g->recorded, bytes);
+  return 0;
+}
+
+/* Rank 0 with `base`, rank 1 with `other`: check_ranks on rank 0 with rank
+ * 1's fingerprint; DLRT_OK or the verdict. */
+static int two_ranks(dlrt_device_t *dev, const dlrt_dataset *d, dlrt_trainer_config base,
+                     dlrt_trainer_config other) {
+  dlrt_trainer_t *t0 = NULL, *t1 = NULL;
+  base.rank = 0, base.world = 2, other.rank = 1, other.world = 2;
+  fake_gather g = {.rank = 0};
+  int rc = dlrt_trainer_create(dev, &base, d->height, d->width, d->classes, &t0);
+  if (rc == DLRT_OK) rc = dlrt_trainer_create(dev, &other, d->height, d->width, d->classes, &t1);
+  if (rc == DLRT_OK) rc = dlrt_trainer_check_ranks(t1, d, record_gather, &g);
+  if (rc == DLRT_OK) rc = dlrt_trainer_check_ranks(t0, d, replay_gather, &g);
+  dlrt_trainer_destroy(t0);
+  dlrt_trainer_destroy(t1);
+  return rc;
+}
+
+static void test_ranks(void) {
+  dlrt_device_t *dev;
+  dlrt_dataset d;
+  if (dlrt_device_open("cpu", &dev) < 0 || dlrt_dataset_generate(256, 10, 1, &d) < 0)
+    bail_out("%s", dlrt_last_error());
+  dlrt_trainer_config c = {.model = "mlp", .batch = 32,
+                           .opt = dlrt_optimizer_defaults(DLRT_OPT_SGD), .seed = 1};
+  tap_check(two_ranks(dev, &d, c, c), "two ranks of the same configuration agree");
+  dlrt_trainer_config other = c;
+  other.seed = 2;
+  ok(two_ranks(dev, &d, c, other) == DLRT_ERR_INVALID_ARG &&
+         strstr(dlrt_last_error(), "rank 1") && strstr(dlrt_last_error(), "seed") &&
+         strstr(dlrt_last_error(), "is 2, rank 0's 1"),
+     "a rank with seed 2 is named, with the field and both values: %s", dlrt_last_error());
+  other = c;
+  other.opt.lr = 0.5f;
+  ok(two_ranks(dev, &d, c, other) == DLRT_ERR_INVALID_ARG &&
+         strstr(dlrt_last_error(), "learning rate"),
+     "a rank with another learning rate is named: %s", dlrt_last_error());
+  other = c;
+  other.model = "cnn";
+  ok(two_ranks(dev, &d, c, other) == DLRT_ERR_INVALID_ARG && strstr(dlrt_last_error(), "model"),
+     "a rank with another model is named: %s", dlrt_last_error());
+  other = c;
+  other.total_steps = 100; /* --epochs: compared only by a cosine schedule */
+  tap_check(two_ranks(dev, &d, c, other), "another number of epochs (constant schedule) passes");
+  dlrt_dataset_free(&d);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   tap_tempdir("dlrt-input-test", root, sizeof root);
@@ -368,6 +443,8 @@ int main(void) {
   test_model_files();
   test_reshape();
   test_splits();
+  test_ranks();
+  dlrt_shutdown();
   tap_remove_tree(root);
   return done_testing();
 }
