@@ -11,7 +11,7 @@ DLBENCH=${DLBENCH:-./tools/dlbench}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLBENCH PLAN=32
+TOOL=$DLBENCH PLAN=35
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
@@ -256,7 +256,30 @@ run compare "$tmp/other.json" "$tmp/b.json"
 [ $rc -eq 2 ] && grep -q "not a dlbench result" "$tmp/err"
 result "compare with JSON that is not a dlbench result exits 2 and says so"
 
-# 28-32: the same smoke test on OpenCL, beside CLBlast.
+# 28-30: outputs. A failed run (here: no such device) leaves the previous
+# results file as it was; a FIFO is written into (its reader gets the whole
+# JSON: the early check must not open it); a folder is refused before
+# measuring.
+echo "previous results" >"$tmp/keep.json"
+run gemm --quick --device opencl:99 --json "$tmp/keep.json"
+[ $rc -ne 0 ] && [ "$(cat "$tmp/keep.json")" = "previous results" ]
+result "a run that fails leaves the previous --json file untouched"
+mkfifo "$tmp/fifo.json"
+timeout 60 cat "$tmp/fifo.json" >"$tmp/from-fifo.json" &
+reader=$!
+timeout 60 "$TOOL" gemm --quick --device cpu --filter f32/256x256x256 --json "$tmp/fifo.json" \
+  >"$tmp/out" 2>"$tmp/err"
+rc=$?
+wait $reader
+[ $rc -eq 0 ] && [ -p "$tmp/fifo.json" ] && check "$tmp/from-fifo.json" '
+assert [r["case"] for r in rows] == ["f32/256x256x256/NN"], rows'
+result "--json to a FIFO: its reader gets the whole JSON, and it stays a FIFO"
+mkdir "$tmp/folder.json"
+run gemm --quick --device cpu --json "$tmp/folder.json"
+[ $rc -eq 2 ] && grep -q "folder.json is a folder" "$tmp/err" && [ ! -s "$tmp/out" ]
+result "--json naming a folder is refused (exit 2) before measuring"
+
+# 31-35: the same smoke test on OpenCL, beside CLBlast.
 opencl=no
 if [ -x "$DLINFO" ]; then
   "$DLINFO" --device opencl:0 >/dev/null 2>&1 && opencl=yes

@@ -9,7 +9,7 @@ DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=19
+TOOL=$DLTRAIN PLAN=25
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
@@ -52,8 +52,8 @@ run --model "$tmp/bad.model" --data generated --limit 100 --device cpu
 result "a model file with a bad line exits 1 naming FILE:LINE"
 
 if [ $have_python = no ]; then
-  for i in 11 12 13 14 15 16 17; do
-    skip "test $i" "python3 not found"
+  while [ $n -lt $PLAN ]; do
+    skip "test $((n + 1))" "python3 not found"
   done
   exit 0
 fi
@@ -128,10 +128,19 @@ run $quick --epochs 3 --resume "$tmp/flipped.safetensors"
 result "a checkpoint with a flipped bit exits 1: its bytes do not match their CRC-32"
 
 # 18: part of the optimizer state missing (one tensor's name changed in the
-# header, which stays valid JSON) is refused, not trained on from zeros.
-python3 -c 'import sys; b = open(sys.argv[1], "rb").read()
-i = b.index(b".exp_avg\"")
-open(sys.argv[2], "wb").write(b[:i] + b",exp_avg\"" + b[i + 9:])' \
+# header, which stays valid JSON; without the header's checksum, which would
+# refuse it first, as in a checkpoint of dlrt before it) is refused, not
+# trained on from zeros.
+python3 -c 'import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h["__metadata__"].pop("dlrt.header_crc32", None)
+name = next(k for k in h if k.endswith(".exp_avg"))
+h[name[:-8] + ",exp_avg"] = h.pop(name)
+t = json.dumps(h, separators=(",", ":")).encode()
+t += b" " * (-len(t) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])' \
   "$tmp/ckpt.safetensors" "$tmp/renamed.safetensors"
 run $quick --epochs 3 --resume "$tmp/renamed.safetensors"
 [ $rc -eq 1 ] && grep -q "optimizer state of some parameters" "$tmp/err" && [ ! -s "$tmp/out" ]
@@ -155,3 +164,51 @@ else
     result "one short epoch on opencl:0 reaches test accuracy > 0.5"
   fi
 fi
+
+# 20-21: --save writes only over a regular file (or nothing): a FIFO is
+# refused before training starts, with exit 1, and stays a FIFO; a symbolic
+# link to a checkpoint is followed: the link stays and the file it names is
+# replaced.
+mkfifo "$tmp/fifo"
+run $quick --epochs 1 --save "$tmp/fifo"
+[ $rc -eq 1 ] && grep -q "fifo is a FIFO" "$tmp/err" && [ -p "$tmp/fifo" ] && [ ! -s "$tmp/out" ]
+result "--save to a FIFO exits 1 before training, naming it, and leaves the FIFO"
+cp "$tmp/ckpt.safetensors" "$tmp/real.safetensors"
+ln -s real.safetensors "$tmp/link.safetensors"
+run $quick --epochs 1 --save "$tmp/link.safetensors"
+[ $rc -eq 0 ] && [ -L "$tmp/link.safetensors" ] && python3 -c '
+import json, struct, sys
+with open(sys.argv[1], "rb") as f:
+    header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+assert header["__metadata__"]["epochs_done"] == "1", header["__metadata__"]' \
+  "$tmp/real.safetensors"
+result "--save through a symbolic link replaces the file it names and keeps the link"
+
+# 22-24: epochs_done is checked, not trusted: each value below, in a
+# checkpoint without the header checksum (as dlrt wrote them before it), is
+# refused naming the key and the value.
+for v in -3 abc 99999999999; do
+  python3 -c 'import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h["__metadata__"]["epochs_done"] = sys.argv[3]
+h["__metadata__"].pop("dlrt.header_crc32", None)
+t = json.dumps(h, separators=(",", ":")).encode()
+t += b" " * (-len(t) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])' \
+    "$tmp/ckpt.safetensors" "$tmp/epochs.safetensors" "$v"
+  run $quick --epochs 3 --resume "$tmp/epochs.safetensors"
+  [ $rc -eq 1 ] && grep -q "\"epochs_done\" is \"$v\"" "$tmp/err" && [ ! -s "$tmp/out" ]
+  result "a checkpoint with epochs_done $v exits 1 naming the key and the value"
+done
+
+# 25: the header checksum covers the metadata: epochs_done edited in place.
+python3 -c 'import sys; b = open(sys.argv[1], "rb").read()
+assert b.count(b"\"epochs_done\":\"2\"") == 1
+open(sys.argv[2], "wb").write(b.replace(b"\"epochs_done\":\"2\"", b"\"epochs_done\":\"1\""))' \
+  "$tmp/ckpt.safetensors" "$tmp/edited.safetensors"
+run $quick --epochs 3 --resume "$tmp/edited.safetensors"
+[ $rc -eq 1 ] && grep -q "edited.safetensors" "$tmp/err" && grep -q "CRC-32" "$tmp/err" &&
+  [ ! -s "$tmp/out" ]
+result "a checkpoint whose epochs_done was edited exits 1: the header fails its CRC-32"

@@ -11,7 +11,7 @@ DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLRECORD=${DLRECORD:-./tools/dlrecord}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=16
+TOOL=$DLTRAIN PLAN=17
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
@@ -96,3 +96,12 @@ done
 "$DLRECORD" info "$tmp/rec/train.dlrec" "$tmp/nothing.dlrec" >"$tmp/out" 2>"$tmp/err"
 [ $? -eq 1 ] && grep -q "60000 samples" "$tmp/out" && grep -q "nothing.dlrec" "$tmp/err"
 result "dlrecord info reports a good file and fails (exit 1) naming a missing one"
+
+# 17: dlrecord writes only over regular files: a FIFO as FOLDER/test.dlrec
+# is refused before anything is written (no train.dlrec beside it), exit 1,
+# and stays a FIFO.
+mkdir "$tmp/fifo-rec" && mkfifo "$tmp/fifo-rec/test.dlrec"
+"$DLRECORD" convert generated "$tmp/fifo-rec" >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 1 ] && grep -q "test.dlrec is a FIFO" "$tmp/err" && [ -p "$tmp/fifo-rec/test.dlrec" ] &&
+  [ ! -e "$tmp/fifo-rec/train.dlrec" ]
+result "dlrecord convert to a FIFO exits 1 before writing, naming it, and leaves the FIFO"

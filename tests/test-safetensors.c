@@ -6,8 +6,8 @@
  * when it is installed) expects; a save that fails leaves the old file and no
  * temporary file behind; hand-made valid headers load, and every kind of
  * truncated or corrupt file is refused with DLRT_ERR_IO and a message naming
- * the file, and so is one whose data no longer matches the CRC-32 saved
- * with it.
+ * the file, and so is one whose data, metadata or tensor names no longer
+ * match the CRC-32s saved with them.
  * Points: computed at run time (done_testing).
  */
 #include <dirent.h>
@@ -331,11 +331,12 @@ static void test_failed_saves(const samples *s) {
      "the message names the path: %s", dlrt_last_error());
   expect_save_fails(tmp_path("keep.safetensors/x.safetensors"), s->t, 1, NULL, DLRT_ERR_IO,
                     "a path under a regular file");
-  /* Fails only at the rename, after the temporary file was written. */
+  /* Refused before anything is written (test-save-target covers the other
+   * kinds of file). */
   const char *dir = tmp_path("a-folder.safetensors");
   mkdir(dir, 0755);
   write_bytes(tmp_path("a-folder.safetensors/inside"), "x", 1);
-  expect_save_fails(dir, s->t, 2, NULL, DLRT_ERR_IO, "replacing a folder (rename fails)");
+  expect_save_fails(dir, s->t, 2, NULL, DLRT_ERR_INVALID_ARG, "replacing a folder");
   struct stat st;
   ok(stat(tmp_path("a-folder.safetensors/inside"), &st) == 0, "the folder is untouched");
 
@@ -571,6 +572,23 @@ static void test_checksum(const samples *s) {
   for (int i = 7; bytes && len >= 8 && i >= 0; i--) hlen = hlen << 8 | bytes[i];
   char *header = bytes && hlen < len ? strndup((const char *)bytes + 8, hlen) : NULL;
   ok(header && strstr(header, "\"dlrt.crc32\":\""), "the header carries \"dlrt.crc32\"");
+  ok(header && strstr(header, "\"dlrt.header_crc32\":\""),
+     "and \"dlrt.header_crc32\"");
+  /* Edits in place that keep the header valid JSON of the same length. */
+  char *value = header ? strstr(header, "\"format\":\"pt\"") : NULL;
+  char *name = header ? strstr(header, "\"layer1.bias\"") : NULL;
+  if (ok(value && name, "the header holds metadata \"format\" and tensor \"layer1.bias\"")) {
+    unsigned char *edited = malloc(len);
+    memcpy(edited, bytes, len);
+    edited[8 + (value - header) + 10] = 'q'; /* "pt" -> "qt" */
+    write_bytes(path, edited, len);
+    expect_corrupt(path, "a metadata value edited after the save", "CRC-32");
+    memcpy(edited, bytes, len);
+    edited[8 + (name - header) + 7] = 'X'; /* "layer1.bias" -> "layer1.Xias" */
+    write_bytes(path, edited, len);
+    expect_corrupt(path, "a tensor renamed after the save", "CRC-32");
+    free(edited);
+  }
   free(header);
   if (bytes && len > hlen + 8) {
     bytes[len - 1] ^= 0x10; /* one bit of the last tensor's last byte */
@@ -578,13 +596,15 @@ static void test_checksum(const samples *s) {
     expect_corrupt(path, "a bit flipped in the data after the save", "CRC-32");
   }
   free(bytes);
-  /* A caller's own "dlrt.crc32" is replaced by the real one. */
-  const char *stale[] = {"dlrt.crc32", "00000000", "note", "kept", NULL};
+  /* A caller's own "dlrt.crc32" and "dlrt.header_crc32" are replaced by
+   * the real ones. */
+  const char *stale[] = {"dlrt.crc32", "00000000", "note", "kept", "dlrt.header_crc32",
+                         "00000000", NULL};
   dlrt_host_tensor *t = NULL;
   char **meta = NULL;
   int n = 0;
   if (tap_check(dlrt_safetensors_save(path, s->t, SAMPLE_COUNT, stale),
-                "save with a stale \"dlrt.crc32\" of the caller's") &&
+                "save with a stale \"dlrt.crc32\" and header CRC of the caller's") &&
       tap_check(dlrt_safetensors_load(path, &t, &n, &meta), "it loads: the key was rewritten")) {
     ok(meta && meta[0] && !strcmp(meta[0], "note") && !meta[2],
        "the metadata handed back has the caller's keys only");

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,7 +32,7 @@ enum { MAX_SPECS = 64 };
 
 static void usage(FILE *out) {
   fputs("Usage: dlbench [OPTION]... [SUITE]...\n"
-        "       dlbench compare A.json B.json\n"
+        "  or:  dlbench compare A.json B.json\n"
         "Measures dlrt's devices side by side, each beside its vendor library called\n"
         "directly (OpenBLAS on the CPU, CLBlast on OpenCL, cuBLAS on CUDA).\n\n"
         "Suites (default: all):\n"
@@ -71,6 +72,9 @@ static void usage(FILE *out) {
         "  -h, --help           show this help and exit\n"
         "  -V, --version        show the dlrt version and exit\n\n"
         "The table goes to stdout, or to stderr when --json - or --csv - takes stdout.\n"
+        "A FILE is replaced only once the run is done (a failed run keeps the old one),\n"
+        "and only if it is a regular file or a link to one; a FIFO or device is\n"
+        "written into.\n"
         "Each case: --warmup runs of each side, then timed runs alternating dlrt and\n"
         "the vendor library; median, min and max are reported, and per row whether\n"
         "device events or the host clock (with a synchronize) timed it.\n\n"
@@ -507,22 +511,30 @@ static int run_suites(const options *o, dlrt_device_t **devs, bench_results *res
   return failures ? STATUS_FAIL : 0;
 }
 
-/* Opens FILE for writing ("-": stdout); NULL and a message on failure. */
-static FILE *open_output(const char *path, const char *option) {
-  if (strcmp(path, "-") == 0)
-    return stdout;
-  FILE *f = fopen(path, "w");
-  if (!f)
-    fprintf(stderr, "dlbench: --%s %s: %s\n", option, path, strerror(errno));
-  return f;
+/* A FIFO, device or socket (also through a link: /dev/stdout, a shell's
+ * process substitution): written into as a stream. Anything else is saved
+ * as a file, replaced only when the whole output is ready (dlrt_file_save),
+ * so a run that fails or is killed leaves the previous results. */
+static int is_stream(const char *path) {
+  struct stat st;
+  return strcmp(path, "-") == 0 ||
+         (stat(path, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) ||
+                                   S_ISSOCK(st.st_mode)));
 }
 
 /* Writes one output format to `path`; 0 or STATUS_FAIL. */
 static int write_output(const char *path, const char *option, const bench_results *res,
                         int (*writer)(FILE *, const bench_results *)) {
-  FILE *f = open_output(path, option);
-  if (!f)
+  char *text = NULL;
+  size_t len = 0;
+  int stream = is_stream(path);
+  FILE *f = strcmp(path, "-") == 0 ? stdout
+            : stream               ? fopen(path, "w")
+                                   : open_memstream(&text, &len);
+  if (!f) {
+    fprintf(stderr, "dlbench: --%s %s: %s\n", option, path, strerror(errno));
     return STATUS_FAIL;
+  }
   int rc = writer(f, res);
   if (fflush(f) != 0 || ferror(f))
     rc = -1;
@@ -530,22 +542,31 @@ static int write_output(const char *path, const char *option, const bench_result
     rc = -1;
   if (rc) {
     fprintf(stderr, "dlbench: --%s %s: write failed: %s\n", option, path, strerror(errno));
+    free(text);
     return STATUS_FAIL;
   }
+  if (!stream && (rc = dlrt_file_save(path, text, len)) < 0) {
+    fprintf(stderr, "dlbench: --%s: %s\n", option, dlrt_last_error());
+    free(text);
+    return STATUS_FAIL;
+  }
+  free(text);
   return 0;
 }
 
-/* Checks that the output files can be created before minutes of measuring. */
+/* Checks that the output files can be saved before minutes of measuring,
+ * touching none of them (a stream is not opened: a FIFO's reader would see
+ * the end of its input). */
 static int check_outputs(const options *o) {
   const char *paths[] = {o->json, o->csv, o->report};
   const char *names[] = {"json", "csv", "report"};
   for (int i = 0; i < 3; i++) {
-    if (!paths[i] || !strcmp(paths[i], "-"))
+    if (!paths[i] || is_stream(paths[i]))
       continue;
-    FILE *f = open_output(paths[i], names[i]);
-    if (!f)
+    if (dlrt_save_path_check(paths[i]) != DLRT_OK) {
+      fprintf(stderr, "dlbench: --%s: %s\n", names[i], dlrt_last_error());
       return STATUS_USAGE;
-    fclose(f);
+    }
   }
   return 0;
 }

@@ -29,13 +29,22 @@ static void on_stop_signal(int sig) {
 
 static void usage(FILE *out) {
   fputs("Usage: dlinfo [--json] [--watch SECONDS] [--device SPEC] [--help] [--version]\n"
-        "Lists dlrt's backends and devices with their memory.\n\n"
+        "Lists dlrt's backends and devices with their memory, and the dlrt processes\n"
+        "using each device, as nvidia-smi does for every vendor.\n\n"
         "  -j, --json           print one JSON object instead of a table\n"
         "  -w, --watch SECONDS  refresh every SECONDS (> 0) until interrupted\n"
         "  -d, --device SPEC    show one device: cpu, cpu:0, opencl:N, cuda:N or\n"
         "                       auto (\"\" means $DLRT_DEVICE)\n"
         "  -h, --help           show this help and exit\n"
         "  -V, --version        show the dlrt version and exit\n\n"
+        "Processes: every dlrt program keeps a file of what its allocators hold on\n"
+        "each device, in $XDG_RUNTIME_DIR/dlrt (else /tmp/dlrt-UID; a folder of\n"
+        "your own, mode 0700), rewritten at most every 0.2 s and removed when it\n"
+        "shuts down. dlinfo lists each process under the device it uses: PID,\n"
+        "NAME, RESERVED (held from the driver), ALLOCATED (in live buffers) and\n"
+        "PEAK (most allocated at once since it started), and removes the files\n"
+        "of processes that have gone. Only your own processes are seen, and only\n"
+        "those that see the same XDG_RUNTIME_DIR.\n\n"
         "Environment:\n"
         "  DLRT_DEVICE     device programs open by default (a SPEC; unset: auto)\n"
         "  DLRT_BACKEND    backends to start, comma-separated (cpu,opencl,cuda), in\n"
@@ -43,7 +52,10 @@ static void usage(FILE *out) {
         "                  unset: every compiled backend\n"
         "  DLRT_MEM_LIMIT  allocator budget per device: bytes with an optional\n"
         "                  K, M, G or T suffix (256M, 1.5G) or a percentage of\n"
-        "                  the device's memory (50%)\n",
+        "                  the device's memory (50%)\n"
+        "  DLRT_PROCESS_REGISTRY  0: a program keeps no registry file (dlinfo does\n"
+        "                  not list it); 1 (the default): it does\n"
+        "  XDG_RUNTIME_DIR where the registry folder lies (see Processes)\n",
         out);
 }
 
@@ -75,7 +87,78 @@ static int backend_info(int i, const char **name, int *available, int *ndev) {
   return 0;
 }
 
-static int print_json(const dlrt_device_props *props, int ndev, int nb) {
+/* The processes of the registry (dlrt_process_list) for one refresh, each
+ * with the index of the device it uses among those shown (-1: none). */
+typedef struct {
+  dlrt_process_usage *list;
+  int *device;
+  int count;
+  int rc;            /* the listing's status: < 0, the registry could not be read */
+  char folder[4096]; /* where the registry lies */
+} process_table;
+
+/* The device a registry entry names: the same spec and device name. */
+static int device_index(const dlrt_process_usage *u, const dlrt_device_props *props, int ndev) {
+  for (int i = 0; i < ndev; i++)
+    if (!strcmp(u->spec, props[i].spec) && !strcmp(u->device, props[i].name))
+      return i;
+  return -1;
+}
+
+static int processes_read(process_table *t, const dlrt_device_props *props, int ndev) {
+  memset(t, 0, sizeof *t);
+  if (dlrt_process_registry_dir(t->folder, sizeof t->folder) < 0)
+    snprintf(t->folder, sizeof t->folder, "?");
+  t->rc = dlrt_process_list(&t->list, &t->count);
+  if (t->rc < 0)
+    return 0; /* shown in place of the processes: the devices still are */
+  if (t->count && !(t->device = malloc((size_t)t->count * sizeof *t->device))) {
+    dlrt_process_list_free(t->list);
+    return tool_fail("cannot list processes", DLRT_ERR_OOM);
+  }
+  for (int k = 0; k < t->count; k++)
+    t->device[k] = device_index(&t->list[k], props, ndev);
+  return 0;
+}
+
+static void processes_free(process_table *t) {
+  dlrt_process_list_free(t->list);
+  free(t->device);
+}
+
+/* One process entry as JSON members; `where`: also the device it names. */
+static void print_json_process(const dlrt_process_usage *u, int where) {
+  printf("{\"pid\": %d, \"name\": ", u->pid);
+  tool_json_string(stdout, u->process);
+  if (where) {
+    const char *keys[] = {"backend", "spec", "device"};
+    const char *vals[] = {u->backend, u->spec, u->device};
+    printf(", ");
+    tool_json_strings(stdout, keys, vals, 3);
+  } else {
+    printf(", ");
+  }
+  printf("\"reserved\": %" PRIu64 ", \"allocated\": %" PRIu64 ", \"peak\": %" PRIu64
+         ", \"updated\": %.3f}",
+         u->reserved, u->allocated, u->peak, u->updated);
+}
+
+/* The processes of device `dev` (-1: those of no device shown) as a JSON array. */
+static void print_json_processes(const process_table *t, int dev) {
+  int first = 1;
+  printf("[");
+  for (int k = 0; k < t->count; k++) {
+    if (t->device[k] != dev)
+      continue;
+    printf("%s\n      ", first ? "" : ",");
+    print_json_process(&t->list[k], dev < 0);
+    first = 0;
+  }
+  printf("%s]", first ? "" : "\n    ");
+}
+
+static int print_json(const dlrt_device_props *props, int ndev, int nb, const process_table *t,
+                      int all) {
   printf("{\n  \"version\": ");
   tool_json_string(stdout, dlrt_version_string());
   printf(",\n  \"backends\": [");
@@ -98,18 +181,56 @@ static int print_json(const dlrt_device_props *props, int ndev, int nb) {
     tool_json_strings(stdout, keys, vals, sizeof keys / sizeof *keys);
     printf("\"total_memory\": %" PRIu64 ", \"free_memory\": %" PRIu64
            ", \"used_memory\": %" PRIu64 ", \"alignment\": %zu"
-           ", \"host_addressable\": %s, \"compute_units\": %d}",
+           ", \"host_addressable\": %s, \"compute_units\": %d,\n     \"processes\": ",
            p->total_memory, p->free_memory, used_memory(p), p->alignment,
            p->host_addressable ? "true" : "false", p->compute_units);
+    print_json_processes(t, i);
+    printf("}");
   }
-  printf("\n  ]\n}\n");
+  /* Processes on devices not shown here (another DLRT_BACKEND): listed when
+   * every device is, so that none goes unseen. */
+  printf("\n  ],\n  \"other_processes\": ");
+  if (all)
+    print_json_processes(t, -1);
+  else
+    printf("[]");
+  printf(",\n  \"process_registry\": {\"folder\": ");
+  tool_json_string(stdout, t->folder);
+  printf(", \"error\": ");
+  if (t->rc < 0)
+    tool_json_string(stdout, tool_error_text(t->rc));
+  else
+    printf("null");
+  printf("}\n}\n");
   return 0;
 }
 
-enum { NCOL = 9, CELL = 128, FIRST_MEM_COL = 5, LAST_MEM_COL = 7 };
+enum { MAX_COLS = 9, CELL = 128, NCOL = 9, FIRST_MEM_COL = 5, LAST_MEM_COL = 7, NPCOL = 6 };
+typedef char row_cells[MAX_COLS][CELL];
+
+/* Prints rows of `cols` cells in columns as wide as their widest cell: the
+ * columns whose bit is set in `right` right-aligned, the last (when left-
+ * aligned) unpadded. */
+static void print_columns(row_cells *rows, int nrow, int cols, unsigned right) {
+  int width[MAX_COLS] = {0};
+  for (int i = 0; i < nrow; i++)
+    for (int j = 0; j < cols; j++) {
+      int len = (int)strlen(rows[i][j]);
+      width[j] = len > width[j] ? len : width[j];
+    }
+  for (int i = 0; i < nrow; i++)
+    for (int j = 0; j < cols; j++) {
+      if (j == cols - 1 && !(right >> j & 1))
+        printf("%s\n", rows[i][j]);
+      else if (j == cols - 1)
+        printf("%*s\n", width[j], rows[i][j]);
+      else
+        printf(right >> j & 1 ? "%*s  " : "%-*s  ", width[j], rows[i][j]);
+    }
+}
 
 /* The table's cells for one device, or its headings when p is NULL. */
-static void table_cells(const dlrt_device_props *p, char cells[NCOL][CELL]) {
+static void table_cells(const dlrt_device_props *p, char cells[MAX_COLS][CELL]) {
   static const char *const heads[NCOL] = {"SPEC", "BACKEND", "NAME", "VENDOR", "KIND",
                                           "TOTAL", "USED", "FREE", "DRIVER"};
   if (!p) {
@@ -127,7 +248,60 @@ static void table_cells(const dlrt_device_props *p, char cells[NCOL][CELL]) {
   snprintf(cells[8], CELL, "%s", *p->driver ? p->driver : "-");
 }
 
-static int print_table(const dlrt_device_props *props, int ndev, int nb, int stamp) {
+/* A process's bytes, finer than the devices' whole MiB: a small model's
+ * megabytes are what one watches grow. */
+static void process_size(uint64_t bytes, char *buf, size_t size) {
+  double kib = (double)bytes / 1024.0;
+  if (kib < 1024)
+    snprintf(buf, size, "%.0f KiB", kib);
+  else if (kib < 1024.0 * 1024)
+    snprintf(buf, size, "%.1f MiB", kib / 1024);
+  else
+    snprintf(buf, size, "%.2f GiB", kib / (1024.0 * 1024));
+}
+
+/* The processes under the devices, as nvidia-smi's table: those of each
+ * device shown in the devices' order, then (`all`) those of devices not shown. */
+static int print_processes(const process_table *t, int ndev, int all) {
+  printf("\nProcesses (from %s):", t->folder);
+  if (t->rc < 0) {
+    printf(" cannot be read: %s\n", tool_error_text(t->rc));
+    return 0;
+  }
+  row_cells *rows = calloc((size_t)t->count + 1, sizeof *rows);
+  if (!rows)
+    return tool_fail("cannot list processes", DLRT_ERR_OOM);
+  static const char *const heads[NPCOL] = {"DEVICE", "PID",       "NAME",
+                                           "RESERVED", "ALLOCATED", "PEAK"};
+  for (int j = 0; j < NPCOL; j++)
+    snprintf(rows[0][j], CELL, "%s", heads[j]);
+  int nrow = 1;
+  for (int dev = 0; dev <= ndev; dev++)
+    for (int k = 0; k < t->count; k++) {
+      int on = t->device[k];
+      if (dev < ndev ? on != dev : on >= 0 || !all)
+        continue;
+      const dlrt_process_usage *u = &t->list[k];
+      snprintf(rows[nrow][0], CELL, "%s", u->spec);
+      snprintf(rows[nrow][1], CELL, "%d", u->pid);
+      snprintf(rows[nrow][2], CELL, "%s", u->process);
+      process_size(u->reserved, rows[nrow][3], CELL);
+      process_size(u->allocated, rows[nrow][4], CELL);
+      process_size(u->peak, rows[nrow][5], CELL);
+      nrow++;
+    }
+  if (nrow == 1)
+    printf(" no dlrt process holds device memory\n");
+  else {
+    putchar('\n');
+    print_columns(rows, nrow, NPCOL, 1u << 1 | 1u << 3 | 1u << 4 | 1u << 5);
+  }
+  free(rows);
+  return 0;
+}
+
+static int print_table(const dlrt_device_props *props, int ndev, int nb, int stamp,
+                       const process_table *t, int all) {
   char when[40] = "";
   time_t now = time(NULL);
   struct tm *local = localtime(&now);
@@ -146,28 +320,19 @@ static int print_table(const dlrt_device_props *props, int ndev, int nb, int sta
              getenv("DLRT_BACKEND") ? ", or left out by DLRT_BACKEND" : "");
   }
   putchar('\n');
-  /* Two passes over the same cells: the first measures the columns, the
-   * second prints them (memory right-aligned, the last column unpadded). */
-  int width[NCOL] = {0};
-  for (int pass = 0; pass < 2; pass++) {
-    for (int i = -1; i < ndev; i++) {
-      char cells[NCOL][CELL];
-      table_cells(i < 0 ? NULL : &props[i], cells);
-      for (int j = 0; j < NCOL; j++) {
-        int len = (int)strlen(cells[j]), right = j >= FIRST_MEM_COL && j <= LAST_MEM_COL;
-        if (pass == 0)
-          width[j] = len > width[j] ? len : width[j];
-        else if (j == NCOL - 1)
-          printf("%s\n", cells[j]);
-        else
-          printf(right ? "%*s  " : "%-*s  ", width[j], cells[j]);
-      }
-    }
-  }
-  return 0;
+  row_cells *rows = calloc((size_t)ndev + 1, sizeof *rows);
+  if (!rows)
+    return tool_fail("cannot list devices", DLRT_ERR_OOM);
+  for (int i = -1; i < ndev; i++)
+    table_cells(i < 0 ? NULL : &props[i], rows[i + 1]);
+  unsigned memory_columns = ((1u << (LAST_MEM_COL + 1)) - 1) & ~((1u << FIRST_MEM_COL) - 1);
+  print_columns(rows, ndev + 1, NCOL, memory_columns);
+  free(rows);
+  return print_processes(t, ndev, all);
 }
 
-/* One refresh: reads every device's properties now, then prints them. */
+/* One refresh: reads every device's properties and the process registry
+ * now, then prints them. */
 static int report(dlrt_device_t *only, int json, int stamp) {
   int ndev = only ? 1 : dlrt_device_count();
   int nb = dlrt_backend_count();
@@ -185,8 +350,12 @@ static int report(dlrt_device_t *only, int json, int stamp) {
     if (rc != DLRT_OK)
       status = tool_fail("cannot read device properties", rc);
   }
-  if (!status)
-    status = json ? print_json(props, ndev, nb) : print_table(props, ndev, nb, stamp);
+  process_table procs;
+  if (!status && !(status = processes_read(&procs, props, ndev))) {
+    status = json ? print_json(props, ndev, nb, &procs, !only)
+                  : print_table(props, ndev, nb, stamp, &procs, !only);
+    processes_free(&procs);
+  }
   free(props);
   return status;
 }

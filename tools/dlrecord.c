@@ -16,8 +16,8 @@ const char tool_name[] = "dlrecord";
 
 static void usage(FILE *out) {
   fputs("Usage: dlrecord convert SOURCE FOLDER\n"
-        "       dlrecord idx IMAGES LABELS FILE.dlrec\n"
-        "       dlrecord info FILE.dlrec...\n"
+        "  or:  dlrecord idx IMAGES LABELS FILE.dlrec\n"
+        "  or:  dlrecord info FILE.dlrec...\n"
         "Writes and inspects dlrt record files, which dltrain --data reads.\n\n"
         "  convert SOURCE FOLDER   both splits of SOURCE (fashion-mnist, a folder of\n"
         "                          MNIST-family IDX files, or generated) into\n"
@@ -26,6 +26,8 @@ static void usage(FILE *out) {
         "  idx IMAGES LABELS FILE  one pair of IDX files (plain or .gz) into FILE\n"
         "  info FILE...            count, shape, dtype, classes and label histogram\n"
         "  -h, --help              show this help and exit\n\n"
+        "Files are replaced atomically, and only a regular file (or a link to one);\n"
+        "both targets are checked before anything is written.\n"
         "The format (a 64-byte little-endian header, the images, the labels) is\n"
         "described in dlrt.h and README, so other tools can write it too.\n",
         out);
@@ -46,6 +48,14 @@ static int convert(const char *source, const char *folder) {
     return STATUS_FAIL;
   }
   static const char *const names[2] = {"train.dlrec", "test.dlrec"};
+  char paths[2][4096];
+  for (int test = 0; test < 2; test++) {
+    snprintf(paths[test], sizeof paths[test], "%s/%s", folder, names[test]);
+    /* Both checked first: no training split written beside a test split
+     * that cannot be. */
+    int rc = dlrt_save_path_check(paths[test]);
+    if (rc < 0) return tool_fail("cannot write", rc);
+  }
   dlrt_dataset d[2] = {{0}, {0}};
   int rc, status = 0;
   if (strcmp(source, "generated") == 0) {
@@ -57,11 +67,7 @@ static int convert(const char *source, const char *folder) {
     rc = dlrt_dataset_load_splits(source, 0, d);
   }
   if (rc < 0) status = tool_fail("cannot read the data", rc);
-  for (int test = 0; test < 2 && !status; test++) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", folder, names[test]);
-    status = save(&d[test], path);
-  }
+  for (int test = 0; test < 2 && !status; test++) status = save(&d[test], paths[test]);
   dlrt_dataset_free(&d[0]);
   dlrt_dataset_free(&d[1]);
   return status;
@@ -115,7 +121,9 @@ int main(int argc, char **argv) {
     status = convert(argv[2], argv[3]);
   } else if (strcmp(cmd, "idx") == 0) {
     dlrt_dataset d;
-    if ((rc = dlrt_dataset_load_idx(argv[2], argv[3], &d)) < 0) {
+    if ((rc = dlrt_save_path_check(argv[4])) < 0) {
+      status = tool_fail("cannot write", rc);
+    } else if ((rc = dlrt_dataset_load_idx(argv[2], argv[3], &d)) < 0) {
       status = tool_fail("cannot read", rc);
     } else {
       status = save(&d, argv[4]);

@@ -315,6 +315,9 @@ int main(int argc, char **argv) {
   int tty = !o.quiet && isatty(fileno(log));
 
   TRY(dlrt_init(), "cannot start dlrt");
+  /* A checkpoint that could never be written fails now, not after training. */
+  if (o.save && !o.plan && rank == 0)
+    TRY(dlrt_save_path_check(o.save), "cannot save the checkpoint there (--save)");
   dlrt_device_t *replicas[64];
   int n_replicas = 0;
   char device_list[512] = "";

@@ -8,6 +8,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cublas_api.h>
@@ -48,10 +49,25 @@ static struct {
   gemm_batched_fn gemm_batched;
 } cublas = {.once = PTHREAD_ONCE_INIT};
 
+void *cuda_dlopen(const char *dir, const char *const *names, size_t count) {
+  void *lib = NULL;
+  char path[4096];
+  for (size_t i = 0; dir && i < count && !lib; i++)
+    if (snprintf(path, sizeof path, "%s/%s", dir, names[i]) < (int)sizeof path)
+      lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  for (size_t i = 0; i < count && !lib; i++)
+    lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+  return lib;
+}
+
+#ifndef DLRT_CUDA_LIBDIR
+#define DLRT_CUDA_LIBDIR NULL
+#endif
+
 static void load_cublas(void) {
   static const char *const names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
-  for (size_t i = 0; i < sizeof names / sizeof names[0] && !cublas.lib; i++)
-    cublas.lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+  /* The toolkit's own cuBLAS first: the one of the headers dlrt was built with. */
+  cublas.lib = cuda_dlopen(DLRT_CUDA_LIBDIR, names, sizeof names / sizeof names[0]);
   if (!cublas.lib) {
     snprintf(cublas.error, sizeof cublas.error, "cuBLAS (libcublas.so.13) could not be loaded: "
              "%s; install the CUDA toolkit's cuBLAS or add its folder to LD_LIBRARY_PATH",

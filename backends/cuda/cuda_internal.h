@@ -29,6 +29,10 @@ int cuda_gemm(void *stream, const dlrt_gemm_desc *d, dlrt_mem a, size_t a_off, d
               size_t b_off, dlrt_mem c, size_t c_off);
 int cuda_launch(void *stream, const dlrt__launch *launch);
 void cuda_compute_release(cuda_device *dev);
+/* dlopen of the first of NAMES that loads: from DIR first (the folder configure
+ * found the library in; NULL for none), then by the library path. NULL if none
+ * loads, with dlerror() telling why the last one failed. */
+void *cuda_dlopen(const char *dir, const char *const *names, size_t count);
 
 #ifdef DLRT_HAVE_NCCL
 /* cuda_nccl.c */

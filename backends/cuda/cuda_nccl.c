@@ -51,10 +51,14 @@ static struct {
   ncclComm_t comms[MAX_RANKS];
 } nccl = {.once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER};
 
+/* --with-nccl=DIR's library folder, searched before the library path. */
+#ifndef DLRT_NCCL_LIBDIR
+#define DLRT_NCCL_LIBDIR NULL
+#endif
+
 static void load_nccl(void) {
   static const char *const names[] = {"libnccl.so.2", "libnccl.so"};
-  for (size_t i = 0; i < sizeof names / sizeof names[0] && !nccl.lib; i++)
-    nccl.lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+  nccl.lib = cuda_dlopen(DLRT_NCCL_LIBDIR, names, sizeof names / sizeof names[0]);
   if (!nccl.lib) {
     snprintf(nccl.error, sizeof nccl.error, "NCCL (libnccl.so.2) could not be loaded: %s; "
              "install NCCL or add its folder to LD_LIBRARY_PATH (the gradients go through "

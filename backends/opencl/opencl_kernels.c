@@ -5,8 +5,9 @@
  * Cache: $DLRT_CACHE_DIR, else $XDG_CACHE_HOME/dlrt, else ~/.cache/dlrt; one
  * file per (device, vendor, driver, build options, source) under opencl/,
  * named by a 64-bit FNV-1a hash of all of them and holding that hash again,
- * so a file from another driver or source is never used. Files are written
- * to a temporary name and renamed. A cache that cannot be read or written is
+ * so a file from another driver or source is never used. Files are replaced
+ * atomically (util/replace.h), so a kill leaves no half file and no
+ * temporary files that pile up. A cache that cannot be read or written is
  * skipped (DLRT_CACHE_DIR=off turns it off); it never fails a launch. */
 #include "config.h"
 
@@ -20,6 +21,7 @@
 #include "dialect.h"
 #include "opencl_internal.h"
 #include "util/file.h"
+#include "util/replace.h"
 #include "util/status.h"
 
 /* kernels/dialect.h and the kernel files, embedded by kernels/embed.sh. */
@@ -106,24 +108,25 @@ static unsigned char *cache_read(uint64_t key, size_t *size) {
   return NULL;
 }
 
+/* Best effort: a failure leaves the cache as it was (a message in
+ * dlrt_last_error, which the launch that goes on does not report). */
 static void cache_write(uint64_t key, const unsigned char *data, size_t size) {
-  char dir[768], path[1024], tmp[1100];
+  char dir[768], path[1024];
   if (!cache_dir(dir, sizeof dir) || make_dirs(dir) != 0) return;
   if (!cache_path(key, path, sizeof path)) return;
-  snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
-  int fd = mkstemp(tmp);
-  if (fd < 0) return;
-  FILE *f = fdopen(fd, "wb");
-  if (!f) {
-    close(fd);
-    unlink(tmp);
+  unsigned char head[8 + sizeof key + sizeof(uint64_t)];
+  uint64_t n = size;
+  memcpy(head, CACHE_MAGIC, 8);
+  memcpy(head + 8, &key, sizeof key);
+  memcpy(head + 8 + sizeof key, &n, sizeof n);
+  dlrt__replace r;
+  if (dlrt__replace_open(&r, path) < 0) return;
+  if (dlrt__write_all(r.fd, path, head, sizeof head) < 0 ||
+      dlrt__write_all(r.fd, path, data, size) < 0) {
+    dlrt__replace_abort(&r);
     return;
   }
-  uint64_t n = size;
-  int ok = fwrite(CACHE_MAGIC, 1, 8, f) == 8 && fwrite(&key, sizeof key, 1, f) == 1 &&
-           fwrite(&n, sizeof n, 1, f) == 1 && fwrite(data, 1, size, f) == size;
-  ok = fclose(f) == 0 && ok;
-  if (!ok || rename(tmp, path) != 0) unlink(tmp);
+  (void)dlrt__replace_commit(&r);
 }
 
 /* ---------------------------------------------------------------- program */

@@ -1,9 +1,10 @@
 /* records.c — dlrt record files (".dlrec"): a fixed little-endian header,
  * the images, the labels (layout in dlrt.h). Reading checks the header
  * against the file's size before touching the data; the images may be
- * mapped rather than read, for sets larger than RAM. Writing goes to a
- * temporary file that is flushed and renamed, so a crash leaves the old
- * file or the new one, never half of one. */
+ * mapped rather than read, for sets larger than RAM. Writing replaces the
+ * file atomically (util/replace.h: flushed, then renamed over it, and only
+ * over a regular file or a link to one), so a crash leaves the old file or
+ * the new one, never half of one. */
 #include "config.h"
 
 #include <errno.h>
@@ -17,6 +18,7 @@
 
 #include "data/dataset.h"
 #include "util/file.h"
+#include "util/replace.h"
 #include "util/status.h"
 
 #define REC_MAGIC "DLRTREC1"
@@ -43,20 +45,6 @@ static size_t image_bytes(const dlrt_dataset *d) {
 }
 
 /* ---------------------------------------------------------------- writing */
-
-static int write_all(int fd, const char *path, const void *data, size_t n) {
-  const char *p = data;
-  while (n > 0) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0)
-      return dlrt__set_error(DLRT_ERR_IO, "%s: cannot write: %s (is the disk full?)", path,
-                             strerror(errno));
-    p += w;
-    n -= (size_t)w;
-  }
-  return DLRT_OK;
-}
 
 int dlrt_dataset_save_records(const char *path, const dlrt_dataset *d) {
   DLRT__CHECK_ARG(path && d && d->images && d->labels && d->count > 0,
@@ -87,15 +75,12 @@ int dlrt_dataset_save_records(const char *path, const dlrt_dataset *d) {
   put32(header + 36, wide ? REC_DTYPE_I32 : REC_DTYPE_U8);
   put32(header + 40, (uint32_t)d->classes);
 
-  char tmp[4096];
-  if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
-    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "record file name too long: %.200s...", path);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return dlrt__set_error(DLRT_ERR_IO, "%s: cannot create: %s; check the folder exists and "
-                           "is writable", tmp, strerror(errno));
-  int rc = write_all(fd, tmp, header, sizeof header);
-  if (rc == DLRT_OK) rc = write_all(fd, tmp, d->images, image_bytes(d) * (size_t)d->count);
+  dlrt__replace r;
+  int rc = dlrt__replace_open(&r, path);
+  if (rc < 0) return rc;
+  rc = dlrt__write_all(r.fd, path, header, sizeof header);
+  if (rc == DLRT_OK)
+    rc = dlrt__write_all(r.fd, path, d->images, image_bytes(d) * (size_t)d->count);
   /* Labels in pieces, converted to the file's width. */
   unsigned char chunk[4096];
   size_t per = wide ? 4 : 1, fill = 0;
@@ -106,18 +91,15 @@ int dlrt_dataset_save_records(const char *path, const dlrt_dataset *d) {
       chunk[fill] = (unsigned char)d->labels[i];
     fill += per;
     if (fill == sizeof chunk || i + 1 == d->count) {
-      rc = write_all(fd, tmp, chunk, fill);
+      rc = dlrt__write_all(r.fd, path, chunk, fill);
       fill = 0;
     }
   }
-  if (rc == DLRT_OK && fsync(fd) != 0)
-    rc = dlrt__set_error(DLRT_ERR_IO, "%s: cannot flush to disk: %s", tmp, strerror(errno));
-  if (close(fd) != 0 && rc == DLRT_OK)
-    rc = dlrt__set_error(DLRT_ERR_IO, "%s: cannot close: %s", tmp, strerror(errno));
-  if (rc == DLRT_OK && rename(tmp, path) != 0)
-    rc = dlrt__set_error(DLRT_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-  if (rc < 0) unlink(tmp);
-  return rc;
+  if (rc < 0) {
+    dlrt__replace_abort(&r);
+    return rc;
+  }
+  return dlrt__replace_commit(&r);
 }
 
 /* ---------------------------------------------------------------- reading */

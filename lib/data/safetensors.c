@@ -10,15 +10,20 @@
  *              from the byte after the header, tensors lie back to back with
  *              no gap and together cover the rest of the file exactly.
  *
- * Saving writes a temporary file beside the target and renames it over the
- * target once it is on disk; loading trusts nothing in the file. dlrt also
- * writes the CRC-32 of the data bytes as metadata "dlrt.crc32" (8 hex
- * digits, which other readers ignore) and checks it on load, so a flipped
- * bit in a weight is refused rather than trained on; files without it (from
- * other writers) load unchecked. The key is dlrt's own: never handed back
- * in the metadata, replaced if a caller passes one. */
+ * Saving replaces the target atomically (util/replace.h: written beside it,
+ * flushed, renamed over it; only a regular file, or a link to one, is
+ * replaced); loading trusts nothing in the file. dlrt also writes two
+ * CRC-32s as metadata (8 hex digits each, which other readers ignore):
+ * "dlrt.crc32" of the data bytes, and "dlrt.header_crc32" of the rest of
+ * the header (the other metadata, the tensors' names, dtypes, shapes and
+ * offsets, in a canonical order), and checks them on load, so a flipped bit
+ * in a weight or an edited epochs_done is refused rather than trained on.
+ * Files without them (from other writers, or from dlrt before the header's
+ * checksum) load unchecked. The keys are dlrt's own: never handed back in
+ * the metadata, replaced if a caller passes them. */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -31,6 +36,7 @@
 
 #include "data/json.h"
 #include "util/file.h"
+#include "util/replace.h"
 #include "util/status.h"
 
 /* The reference implementation refuses longer headers too: a corrupt length
@@ -73,6 +79,13 @@ static const char *shape_text(int ndim, const int64_t *shape, char *buf, size_t 
   if (used < size) snprintf(buf + used, size - used, "]");
   return buf;
 }
+
+/* A tensor as the header describes it. */
+typedef struct {
+  dlrt_host_tensor t;
+  uint64_t begin, end; /* data_offsets */
+  int index;           /* position in the header, to keep equal offsets stable */
+} st_entry;
 
 static int by_name(const void *a, const void *b) {
   return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -168,6 +181,12 @@ static int check_metadata(const char *path, const char *const *metadata) {
 }
 
 #define ST_CRC_KEY "dlrt.crc32"
+#define ST_HEADER_CRC_KEY "dlrt.header_crc32"
+
+/* dlrt's keys: written fresh with every file, never handed back. */
+static int own_key(const char *key) {
+  return !strcmp(key, ST_CRC_KEY) || !strcmp(key, ST_HEADER_CRC_KEY);
+}
 
 /* CRC-32 (zlib's) of tensors' bytes in order; zlib takes at most 4 GiB a call. */
 static uint32_t data_crc(const dlrt_host_tensor *tensors, int n) {
@@ -181,13 +200,82 @@ static uint32_t data_crc(const dlrt_host_tensor *tensors, int n) {
   return (uint32_t)crc;
 }
 
-static void build_header(dlrt__text *h, const dlrt_host_tensor *tensors, int n,
-                         const char *const *metadata) {
-  char crc[16];
+static int by_key(const void *a, const void *b) {
+  return strcmp(**(const char *const *const *)a, **(const char *const *const *)b);
+}
+
+static int by_entry_name(const void *a, const void *b) {
+  return strcmp((*(const st_entry *const *)a)->t.name, (*(const st_entry *const *)b)->t.name);
+}
+
+static uLong crc_string(uLong crc, const char *s) {
+  return crc32(crc, (const Bytef *)s, (uInt)strlen(s) + 1); /* with its NUL */
+}
+
+/* CRC-32 of everything in the header but dlrt's own keys, in a form that
+ * does not depend on the order a writer put things in: the metadata pairs
+ * sorted by key, then the tensors sorted by name, each with its dtype,
+ * shape and data_offsets. So a value edited in the metadata (epochs_done,
+ * the loss scale) or a renamed or reshaped tensor is found, as the data's
+ * CRC finds a flipped bit in a weight. */
+static int header_crc(const char *path, const char *const *meta, const st_entry *v, int n,
+                      uint32_t *out) {
+  size_t pairs = 0;
+  while (meta && meta[2 * pairs]) pairs++;
+  const char *const **keys = malloc((pairs ? pairs : 1) * sizeof *keys);
+  const st_entry **order = malloc((size_t)(n ? n : 1) * sizeof *order);
+  if (!keys || !order) {
+    free(keys);
+    free(order);
+    return dlrt__set_error(DLRT_ERR_OOM, "%s: out of host memory", path);
+  }
+  for (size_t i = 0; i < pairs; i++) keys[i] = meta + 2 * i;
+  for (int i = 0; i < n; i++) order[i] = &v[i];
+  if (pairs > 1) qsort(keys, pairs, sizeof *keys, by_key);
+  if (n > 1) qsort(order, (size_t)n, sizeof *order, by_entry_name);
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (size_t i = 0; i < pairs; i++) {
+    if (own_key(keys[i][0])) continue;
+    crc = crc_string(crc_string(crc_string(crc, "m"), keys[i][0]), keys[i][1]);
+  }
+  for (int i = 0; i < n; i++) {
+    const st_entry *e = order[i];
+    char layout[32 * (DLRT_MAX_DIMS + 3)];
+    size_t used = (size_t)snprintf(layout, sizeof layout, "%d", e->t.ndim);
+    for (int d = 0; d < e->t.ndim && d < DLRT_MAX_DIMS; d++)
+      used += (size_t)snprintf(layout + used, sizeof layout - used, ",%lld",
+                               (long long)e->t.shape[d]);
+    snprintf(layout + used, sizeof layout - used, ";%llu,%llu", (unsigned long long)e->begin,
+             (unsigned long long)e->end);
+    crc = crc_string(crc_string(crc_string(crc_string(crc, "t"), e->t.name),
+                                st_dtype_name(e->t.dtype)), layout);
+  }
+  free(keys);
+  free(order);
+  *out = (uint32_t)crc;
+  return DLRT_OK;
+}
+
+static int build_header(const char *path, dlrt__text *h, const dlrt_host_tensor *tensors,
+                        int n, const char *const *metadata) {
+  st_entry *v = calloc((size_t)(n ? n : 1), sizeof *v);
+  if (!v) return dlrt__set_error(DLRT_ERR_OOM, "%s: out of host memory", path);
+  uint64_t offset = 0;
+  for (int i = 0; i < n; i++) {
+    v[i].t = tensors[i];
+    v[i].begin = offset;
+    v[i].end = offset += tensors[i].bytes;
+  }
+  uint32_t hcrc;
+  int rc = header_crc(path, metadata, v, n, &hcrc);
+  free(v);
+  if (rc < 0) return rc;
+  char crc[16], header_sum[16];
   snprintf(crc, sizeof crc, "%08x", (unsigned)data_crc(tensors, n));
+  snprintf(header_sum, sizeof header_sum, "%08x", (unsigned)hcrc);
   dlrt__text_put(h, "{\"__metadata__\":{", 17);
   for (size_t i = 0; metadata && metadata[i]; i += 2) {
-    if (!strcmp(metadata[i], ST_CRC_KEY)) continue; /* ours, written fresh below */
+    if (own_key(metadata[i])) continue; /* ours, written fresh below */
     dlrt__text_json_string(h, metadata[i]);
     dlrt__text_put(h, ":", 1);
     dlrt__text_json_string(h, metadata[i + 1]);
@@ -196,8 +284,12 @@ static void build_header(dlrt__text *h, const dlrt_host_tensor *tensors, int n,
   dlrt__text_json_string(h, ST_CRC_KEY);
   dlrt__text_put(h, ":", 1);
   dlrt__text_json_string(h, crc);
+  dlrt__text_put(h, ",", 1);
+  dlrt__text_json_string(h, ST_HEADER_CRC_KEY);
+  dlrt__text_put(h, ":", 1);
+  dlrt__text_json_string(h, header_sum);
   dlrt__text_put(h, "}", 1);
-  uint64_t offset = 0;
+  offset = 0;
   for (int i = 0; i < n; i++) {
     const dlrt_host_tensor *t = &tensors[i];
     dlrt__text_put(h, ",", 1);
@@ -211,102 +303,25 @@ static void build_header(dlrt__text *h, const dlrt_host_tensor *tensors, int n,
   }
   dlrt__text_put(h, "}", 1);
   while (h->len % 8) dlrt__text_put(h, " ", 1);
-}
-
-/* The mode a new file would get from fopen (0666 less the umask), or that of
- * the file being replaced: mkstemp's 0600 would make every checkpoint private.
- * The umask is read from /proc because umask() can only be read by setting
- * it, which would race other threads. */
-static void set_mode(int fd, const char *path) {
-  struct stat st;
-  if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
-    (void)fchmod(fd, st.st_mode & 07777);
-    return;
-  }
-  FILE *f = fopen("/proc/self/status", "re");
-  if (!f) return;
-  char line[256];
-  unsigned mask;
-  while (fgets(line, sizeof line, f))
-    if (sscanf(line, "Umask: %o", &mask) == 1) {
-      (void)fchmod(fd, 0666 & ~(mode_t)mask);
-      break;
-    }
-  fclose(f);
-}
-
-/* fsync of the folder holding path, so the rename itself survives a crash.
- * Filesystems that cannot sync a folder (EINVAL) have nothing to flush. */
-static int sync_folder(const char *path) {
-  const char *slash = strrchr(path, '/');
-  size_t len = slash ? (size_t)(slash - path) : 1;
-  char *dir = malloc(len + 2);
-  if (!dir) return dlrt__set_error(DLRT_ERR_OOM, "%s: out of host memory", path);
-  if (!slash) {
-    strcpy(dir, ".");
-  } else if (len == 0) {
-    strcpy(dir, "/");
-  } else {
-    memcpy(dir, path, len);
-    dir[len] = '\0';
-  }
-  int rc = DLRT_OK, fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0 || (fsync(fd) != 0 && errno != EINVAL && errno != ENOTSUP))
-    rc = dlrt__set_error(DLRT_ERR_IO, "%s was written but its folder %s could not be "
-                         "flushed to disk (%s): a crash now could lose the new file",
-                         path, dir, strerror(errno));
-  if (fd >= 0) close(fd);
-  free(dir);
-  return rc;
+  return DLRT_OK;
 }
 
 static int write_file(const char *path, const dlrt__text *header,
                       const dlrt_host_tensor *tensors, int n) {
-  size_t plen = strlen(path);
-  char *tmp = malloc(plen + sizeof ".tmp-XXXXXX");
-  if (!tmp) return dlrt__set_error(DLRT_ERR_OOM, "%s: out of host memory", path);
-  memcpy(tmp, path, plen);
-  memcpy(tmp + plen, ".tmp-XXXXXX", sizeof ".tmp-XXXXXX");
-  FILE *f = NULL;
-  int rc = DLRT_OK, renamed = 0, fd = mkostemp(tmp, O_CLOEXEC);
-  if (fd < 0) {
-    rc = dlrt__set_error(DLRT_ERR_IO, "%s: cannot create a temporary file beside it: %s; "
-                         "check that the folder exists and is writable", path,
-                         strerror(errno));
-    goto out_free;
-  }
-  set_mode(fd, path);
-  if (!(f = fdopen(fd, "wb"))) {
-    int err = errno;
-    close(fd);
-    errno = err;
-    goto fail;
-  }
+  dlrt__replace r;
+  int rc = dlrt__replace_open(&r, path);
+  if (rc < 0) return rc;
   unsigned char len8[8];
   for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)header->len >> (8 * i));
-  errno = 0;
-  if (fwrite(len8, 1, 8, f) != 8 || fwrite(header->p, 1, header->len, f) != header->len)
-    goto fail;
-  for (int i = 0; i < n; i++)
-    if (tensors[i].bytes && fwrite(tensors[i].data, 1, tensors[i].bytes, f) != tensors[i].bytes)
-      goto fail;
-  if (fflush(f) != 0 || fsync(fileno(f)) != 0) goto fail;
-  int closed = fclose(f);
-  f = NULL;
-  if (closed != 0 || rename(tmp, path) != 0) goto fail;
-  renamed = 1;
-  rc = sync_folder(path);
-  goto out;
-fail:
-  rc = dlrt__set_error(DLRT_ERR_IO, "%s: cannot write it: %s; the previous file, if any, is "
-                       "untouched (check free space and permissions)", path,
-                       errno ? strerror(errno) : "short write");
-out:
-  if (f) fclose(f);
-  if (!renamed) unlink(tmp);
-out_free:
-  free(tmp);
-  return rc;
+  rc = dlrt__write_all(r.fd, path, len8, 8);
+  if (rc == DLRT_OK) rc = dlrt__write_all(r.fd, path, header->p, header->len);
+  for (int i = 0; i < n && rc == DLRT_OK; i++)
+    rc = dlrt__write_all(r.fd, path, tensors[i].data, tensors[i].bytes);
+  if (rc < 0) {
+    dlrt__replace_abort(&r);
+    return rc;
+  }
+  return dlrt__replace_commit(&r);
 }
 
 int dlrt_safetensors_save(const char *path, const dlrt_host_tensor *tensors, int n,
@@ -318,20 +333,16 @@ int dlrt_safetensors_save(const char *path, const dlrt_host_tensor *tensors, int
   if (rc == DLRT_OK) rc = check_metadata(path, metadata);
   if (rc < 0) return rc;
   dlrt__text header = {0};
-  build_header(&header, tensors, n, metadata);
-  if (header.oom) rc = dlrt__set_error(DLRT_ERR_OOM, "%s: out of host memory", path);
-  else rc = write_file(path, &header, tensors, n);
+  rc = build_header(path, &header, tensors, n, metadata);
+  if (rc == DLRT_OK && header.oom)
+    rc = dlrt__set_error(DLRT_ERR_OOM, "%s: out of host memory", path);
+  else if (rc == DLRT_OK)
+    rc = write_file(path, &header, tensors, n);
   free(header.p);
   return rc;
 }
 
 /* ------------------------------------------------------------------ load */
-
-typedef struct {
-  dlrt_host_tensor t;
-  uint64_t begin, end; /* data_offsets */
-  int index;           /* position in the header, to keep equal offsets stable */
-} st_entry;
 
 typedef struct {
   st_entry *v;
@@ -543,27 +554,55 @@ static int check_layout(const char *path, st_header *h, uint64_t data) {
   return DLRT_OK;
 }
 
-/* Checks the data against dlrt's CRC-32 when the metadata has one, and
- * takes the key out of the metadata (tensors: in file order). */
-static int check_crc(const char *path, st_header *h, const dlrt_host_tensor *tensors) {
+/* The value of metadata `key` as a CRC-32 (8 hex digits) in *out: 1 when
+ * the key is there, 0 when not, or an error. */
+static int saved_crc(const char *path, const st_header *h, const char *key, uint32_t *out) {
   for (size_t i = 0; i + 1 < h->meta_n; i += 2) {
-    if (strcmp(h->meta[i], ST_CRC_KEY) != 0) continue;
+    if (strcmp(h->meta[i], key) != 0) continue;
+    const char *text = h->meta[i + 1];
     char *end;
-    unsigned long want = strtoul(h->meta[i + 1], &end, 16);
-    if (strlen(h->meta[i + 1]) != 8 || *end)
+    unsigned long want = strtoul(text, &end, 16);
+    if (strlen(text) != 8 || *end || !isxdigit((unsigned char)text[0]))
       return dlrt__set_error(DLRT_ERR_IO, "%s: corrupt: metadata \"%s\" is \"%s\", not 8 hex "
-                             "digits", path, ST_CRC_KEY, h->meta[i + 1]);
-    uint32_t got = data_crc(tensors, h->n);
-    if (got != (uint32_t)want)
-      return dlrt__set_error(DLRT_ERR_IO, "%s: corrupt: the tensors' bytes do not match the "
-                             "CRC-32 saved with them (%08lx; the bytes give %08x): the file "
-                             "was damaged after it was written; use an earlier copy", path,
-                             want, (unsigned)got);
+                             "digits", path, key, text);
+    *out = (uint32_t)want;
+    return 1;
+  }
+  return 0;
+}
+
+/* Checks the data and the header against dlrt's CRC-32s where the metadata
+ * has them (files of other writers, and of dlrt before the header's
+ * checksum, load without), and takes the keys out of the metadata
+ * (tensors: in file order). */
+static int check_crc(const char *path, st_header *h, const dlrt_host_tensor *tensors) {
+  uint32_t want, got;
+  int rc = saved_crc(path, h, ST_CRC_KEY, &want);
+  if (rc < 0) return rc;
+  if (rc == 1 && (got = data_crc(tensors, h->n)) != want)
+    return dlrt__set_error(DLRT_ERR_IO, "%s: corrupt: the tensors' bytes do not match the "
+                           "CRC-32 saved with them (%08x; the bytes give %08x): the file "
+                           "was damaged after it was written; use an earlier copy", path,
+                           (unsigned)want, (unsigned)got);
+  if ((rc = saved_crc(path, h, ST_HEADER_CRC_KEY, &want)) < 0) return rc;
+  if (rc == 1) {
+    if ((rc = header_crc(path, (const char *const *)h->meta, h->v, h->n, &got)) < 0) return rc;
+    if (got != want)
+      return dlrt__set_error(DLRT_ERR_IO, "%s: corrupt: the header (metadata, tensor names, "
+                             "dtypes, shapes or offsets) does not match the CRC-32 saved with "
+                             "it (%08x; the header gives %08x): the file was damaged or edited "
+                             "after it was written; use an earlier copy", path,
+                             (unsigned)want, (unsigned)got);
+  }
+  for (size_t i = 0; i + 1 < h->meta_n;) {
+    if (!own_key(h->meta[i])) {
+      i += 2;
+      continue;
+    }
     free(h->meta[i]);
     free(h->meta[i + 1]);
     memmove(h->meta + i, h->meta + i + 2, (h->meta_n - i - 2 + 1) * sizeof *h->meta);
     h->meta_n -= 2;
-    return DLRT_OK;
   }
   return DLRT_OK;
 }

@@ -249,6 +249,43 @@ DLRT_API int dlrt_host_stats_get(dlrt_device_t *dev, dlrt_mem_stats *out);
 DLRT_API int dlrt_mem_summary(dlrt_device_t *dev, char *buf, size_t size);
 
 /* ------------------------------------------------------------------------ */
+/* Processes: what every running dlrt program holds on each device           */
+/* ------------------------------------------------------------------------ */
+
+/* Each process keeps a small file of what its device allocators hold, in
+ * $XDG_RUNTIME_DIR/dlrt/PID (else /tmp/dlrt-UID/PID; the folder 0700, used
+ * only while it is a real folder of the user's own), rewritten whole at most
+ * every 200 ms while the counters change and every 2 s regardless, and
+ * removed by dlrt_shutdown(). DLRT_PROCESS_REGISTRY=0 turns it off. A device
+ * is listed once its allocator has held memory; nothing about the registry
+ * ever fails an allocation (an unusable folder is reported once on stderr). */
+typedef struct {
+  int pid;
+  char process[64];   /* its name (/proc/PID/comm): "dltrain" */
+  char backend[16];   /* "cpu", "opencl", "cuda" */
+  char spec[32];      /* the device's spec in that process: "opencl:0" */
+  char device[128];   /* the device's name, as dlrt_device_props.name */
+  uint64_t reserved;  /* bytes its allocator holds from the driver now */
+  uint64_t allocated; /* bytes in its live buffers now */
+  uint64_t peak;      /* most bytes in live buffers at once, over the process's life */
+  double updated;     /* when the process wrote these, Unix time in seconds */
+} dlrt_process_usage;
+
+/* Every running process's use of every device, ordered by pid, then spec:
+ * *out is an array of *count entries (NULL and 0 when there are none), freed
+ * with dlrt_process_list_free.
+ * The files of processes that have gone (exited, killed, or a pid now taken
+ * by a later process) are removed, not listed. DLRT_ERR_SYSTEM when the
+ * folder cannot be trusted (a symbolic link, another user's, open to others),
+ * with a message naming it and the fix; a folder that is absent is no
+ * error (no process has written one). Needs no dlrt_init(). */
+DLRT_API int dlrt_process_list(dlrt_process_usage **out, int *count);
+DLRT_API void dlrt_process_list_free(dlrt_process_usage *list);
+/* The registry's folder for this environment, NUL-terminated in buf.
+ * DLRT_ERR_INVALID_ARG when it does not fit. */
+DLRT_API int dlrt_process_registry_dir(char *buf, size_t size);
+
+/* ------------------------------------------------------------------------ */
 /* Pinned host memory                                                        */
 /* ------------------------------------------------------------------------ */
 

@@ -92,7 +92,8 @@ DLRT_API void dlrt_dataset_free(dlrt_dataset *d);
  *   44     20    zero
  *   64     count x channels x height x width images of the image dtype
  *   ...    count labels of the label dtype
- * and nothing after. Writing is atomic (a temporary file, flushed, renamed). */
+ * and nothing after. Writing replaces the file atomically (see "Saving
+ * files" below: only a regular file, or a link to one, is replaced). */
 DLRT_API int dlrt_dataset_save_records(const char *path, const dlrt_dataset *d);
 DLRT_API int dlrt_dataset_open_records(const char *path, int flags, dlrt_dataset *out);
 
@@ -201,17 +202,47 @@ typedef struct {
  * and dlrt_safetensors_load without its metadata), and the array. NULL ok. */
 DLRT_API void dlrt_host_tensors_free(dlrt_host_tensor *tensors, int n);
 
+/* Saving files (dlrt_safetensors_save, dlrt_dataset_save_records,
+ * dlrt_trainer_save) replaces `path` atomically: the content is written to
+ * an unnamed file in the same folder (O_TMPFILE; where the filesystem has
+ * none, "NAME.tmp-PID-XXXXXX"), flushed to disk, and only then renamed over
+ * `path`, so a crash or a kill leaves the old file or the new one, never
+ * half of one. What may be at `path`:
+ *   - nothing (the folder must exist): the file is created, mode 0666 less
+ *     the umask;
+ *   - a regular file: replaced, keeping its permission bits (a new inode:
+ *     other hard links to it keep the old content);
+ *   - a symbolic link to a regular file: the file it names is replaced, in
+ *     its own folder, so the link stays a link to the new content;
+ *   - anything else (a folder, FIFO, device, socket, a dangling link or a
+ *     link to one of those): refused with DLRT_ERR_INVALID_ARG, untouched.
+ * A kill can leave a "NAME.tmp-PID-XXXXXX" file (only in the moment between
+ * naming the new file and the rename, or during the write without
+ * O_TMPFILE); every save removes those of the same NAME whose PID is no
+ * longer alive and that belong to the calling user.
+ * dlrt_save_path_check tells, without writing or removing anything,
+ * whether a save to `path` would be allowed (and its folder is writable):
+ * DLRT_OK or the error the save would give, for tools to check before
+ * hours of work. */
+DLRT_API int dlrt_save_path_check(const char *path);
+/* Saves `bytes` of `data` as the file `path`, by the rules above. */
+DLRT_API int dlrt_file_save(const char *path, const void *data, size_t bytes);
 /* Writes `n` tensors and string metadata (`metadata` holds key, value, key,
- * value, ..., NULL; may be NULL) to `path` in the safetensors format: the
- * file is written under a temporary name in the same folder, flushed to
- * disk, and renamed over `path`, so a crash leaves the old file or the new
- * one, never half of one. */
+ * value, ..., NULL; may be NULL) to `path` in the safetensors format,
+ * replaced atomically (above). dlrt adds two metadata keys of its own,
+ * checked on load and never handed back: "dlrt.crc32", the CRC-32 of the
+ * data bytes, and "dlrt.header_crc32", that of the rest of the header (the
+ * other metadata and every tensor's name, dtype, shape and offsets, sorted
+ * by key and by name), so a flipped bit or an edited value is refused as
+ * corruption; files without them (other writers', older dlrt's) load
+ * unchecked. */
 DLRT_API int dlrt_safetensors_save(const char *path, const dlrt_host_tensor *tensors, int n,
                                    const char *const *metadata);
 /* Reads a safetensors file. *tensors is an array of *n tensors whose data
  * the library allocated; *metadata (may be NULL if not wanted) holds key,
- * value, ..., NULL. A truncated or corrupt file fails with DLRT_ERR_IO and a
- * message naming the file and the defect; nothing is returned then. */
+ * value, ..., NULL. A truncated or corrupt file (one that does not match
+ * its CRC-32s included) fails with DLRT_ERR_IO and a message naming the
+ * file and the defect; nothing is returned then. */
 DLRT_API int dlrt_safetensors_load(const char *path, dlrt_host_tensor **tensors, int *n,
                                    char ***metadata);
 /* Frees what dlrt_safetensors_load returned. */

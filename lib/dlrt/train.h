@@ -133,10 +133,24 @@ DLRT_API int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *data, int
 /* Loss and accuracy over all of `data` (the last partial batch included). */
 DLRT_API int dlrt_trainer_evaluate(dlrt_trainer_t *t, const dlrt_dataset *data,
                                    dlrt_epoch_stats *out);
-/* Checkpoint: parameters, optimizer state, step, and `epochs_done` in the
- * metadata, in safetensors (written atomically). */
+/* Checkpoint: parameters, optimizer state, optimizer.step (I32) and, in the
+ * metadata, format "dlrt-checkpoint-1", model, optimizer, lr, batch, seed,
+ * input, `epochs_done` (>= 0) and, with loss scaling, loss_scale and
+ * loss_scale_clean_steps, in safetensors (replaced atomically, with the
+ * CRC-32s of data and header: see dlrt_safetensors_save). A trainer whose
+ * parameters or optimizer state hold NaN or inf (training diverged) is not
+ * saved: DLRT_ERR_STATE naming the tensor, and the file at `path` is left
+ * as it was. */
 DLRT_API int dlrt_trainer_save(dlrt_trainer_t *t, const char *path, int epochs_done);
-/* Restores a checkpoint of the same model; *epochs_done says where to go on. */
+/* Restores a checkpoint of the same model; *epochs_done says where to go on.
+ * Nothing in the file is trusted, and nothing changes unless all of it
+ * passes: epochs_done and loss_scale_clean_steps must be integers from 0 to
+ * INT_MAX, batch >= 1, seed from 0 to UINT64_MAX, lr finite and >= 0,
+ * loss_scale from FLT_MIN to FLT_MAX (its reciprocal finite too),
+ * optimizer.step one I32 >= 0, and every fp32 tensor finite; a value out
+ * of range or not a number fails with DLRT_ERR_IO naming the file, the key,
+ * the value and the range expected. Checkpoints of dlrt before the header
+ * CRC-32 load, their metadata checked by these ranges only. */
 DLRT_API int dlrt_trainer_load(dlrt_trainer_t *t, const char *path, int *epochs_done);
 DLRT_API int dlrt_trainer_info(dlrt_trainer_t *t, dlrt_exec_info *out);
 /* The loss scale of the executor that makes the updates (scale 1 when off). */

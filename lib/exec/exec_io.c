@@ -3,6 +3,7 @@
  * parameters and optimizer state for checkpoints. */
 #include "config.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -219,6 +220,10 @@ int dlrt_exec_export(dlrt_exec_t *e, int with_state, dlrt_host_tensor **tensors,
     rc = h->data ? dlrt_exec_read(e, t, h->data, h->bytes)
                  : dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   }
+  if (rc == DLRT_OK && with_state && (e->steps < 0 || e->steps > INT32_MAX))
+    rc = dlrt__set_error(DLRT_ERR_UNSUPPORTED, "dlrt_exec_export: %lld updates made; the "
+                         "checkpoint's optimizer.step (I32) holds 0 to %d",
+                         (long long)e->steps, INT32_MAX);
   if (rc == DLRT_OK && with_state) {
     dlrt_host_tensor *h = &out[k++];
     snprintf(h->name, sizeof h->name, "optimizer.step");
@@ -240,9 +245,34 @@ int dlrt_exec_export(dlrt_exec_t *e, int with_state, dlrt_host_tensor **tensors,
   return DLRT_OK;
 }
 
+/* The updates made, from a checkpoint's "optimizer.step" (one I32 from 0
+ * up): *steps is left alone when there is none. */
+static int saved_steps(const dlrt_host_tensor *tensors, int n, int64_t *steps) {
+  for (int j = 0; j < n; j++) {
+    const dlrt_host_tensor *h = &tensors[j];
+    if (strcmp(h->name, "optimizer.step") != 0) continue;
+    if (h->dtype != DLRT_I32 || h->bytes != 4 || !h->data || h->ndim > 1)
+      return dlrt__set_error(DLRT_ERR_INVALID_ARG, "the checkpoint's optimizer.step is %d-d "
+                             "%s of %zu bytes; expected one I32 (the updates made): the file "
+                             "is damaged or was not written by dlrt", h->ndim,
+                             dlrt_dtype_name(h->dtype), h->bytes);
+    int32_t step;
+    memcpy(&step, h->data, sizeof step);
+    if (step < 0)
+      return dlrt__set_error(DLRT_ERR_INVALID_ARG, "the checkpoint's optimizer.step is %d; "
+                             "expected the updates made, 0 to %d: the file is damaged or was "
+                             "edited", (int)step, INT32_MAX);
+    *steps = step;
+  }
+  return DLRT_OK;
+}
+
 int dlrt_exec_import(dlrt_exec_t *e, const dlrt_host_tensor *tensors, int n) {
   DLRT__CHECK_ARG(e && (tensors || n == 0), "executor or tensors is NULL");
   dlrt_graph_t *g = e->g;
+  int64_t steps = e->steps;
+  int rc = saved_steps(tensors, n, &steps);
+  if (rc < 0) return rc;
   /* Check everything first, so a mismatched checkpoint changes nothing.
    * Optimizer state is all or nothing: none (weights only, or another
    * optimizer's) keeps the fresh state, but part of it means a damaged
@@ -272,7 +302,7 @@ int dlrt_exec_import(dlrt_exec_t *e, const dlrt_host_tensor *tensors, int n) {
                                "or shape than the model's: it was saved from another model",
                                t->name);
       if (pass == 1) {
-        int rc = dlrt_exec_write(e, t, h->data, h->bytes);
+        rc = dlrt_exec_write(e, t, h->data, h->bytes);
         if (rc < 0) return rc;
       }
     }
@@ -281,9 +311,6 @@ int dlrt_exec_import(dlrt_exec_t *e, const dlrt_host_tensor *tensors, int n) {
                              "some parameters but not %s: it is damaged or was saved from "
                              "another model", state_missing);
   }
-  for (int j = 0; j < n; j++)
-    if (strcmp(tensors[j].name, "optimizer.step") == 0 && tensors[j].dtype == DLRT_I32 &&
-        tensors[j].bytes == 4)
-      e->steps = *(const int32_t *)tensors[j].data;
+  e->steps = steps;
   return DLRT_OK;
 }

@@ -70,6 +70,7 @@ struct dlrt__allocator {
   segment *segments;
   dlrt__block *bins[2][N_BINS];
   uint64_t pending_bytes; /* free bytes still carrying events (in `active`) */
+  uint64_t allocated_high; /* allocated peaks before the last reset_peak */
   dlrt_mem_stats st;
 };
 
@@ -614,6 +615,7 @@ void dlrt__allocator_stats(dlrt__allocator *a, dlrt_mem_stats *out) {
 
 void dlrt__allocator_reset_peak(dlrt__allocator *a) {
   pthread_mutex_lock(&a->lock);
+  if (a->st.allocated.peak > a->allocated_high) a->allocated_high = a->st.allocated.peak;
   dlrt_mem_counter *cs[] = {&a->st.allocated, &a->st.requested, &a->st.reserved,
                             &a->st.active, &a->st.segments};
   for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) cs[i]->peak = cs[i]->current;
@@ -640,4 +642,13 @@ uint64_t dlrt__allocator_reserved(dlrt__allocator *a) {
   uint64_t r = a->st.reserved.current;
   pthread_mutex_unlock(&a->lock);
   return r;
+}
+
+void dlrt__allocator_usage(dlrt__allocator *a, uint64_t *reserved, uint64_t *allocated,
+                           uint64_t *peak) {
+  pthread_mutex_lock(&a->lock);
+  *reserved = a->st.reserved.current;
+  *allocated = a->st.allocated.current;
+  *peak = a->st.allocated.peak > a->allocated_high ? a->st.allocated.peak : a->allocated_high;
+  pthread_mutex_unlock(&a->lock);
 }

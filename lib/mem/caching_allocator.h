@@ -65,5 +65,11 @@ void dlrt__allocator_reset_peak(dlrt__allocator *a);
 void dlrt__allocator_forget_stream(dlrt__allocator *a, dlrt_stream_t *stream);
 /* Bytes reserved from the driver (for free-memory estimates). */
 uint64_t dlrt__allocator_reserved(dlrt__allocator *a);
+/* Bytes reserved and allocated now, and the most allocated at once over the
+ * allocator's life (dlrt__allocator_reset_peak does not restart this one):
+ * read under the lock without calling the backend, so any thread may ask
+ * (the process registry's). */
+void dlrt__allocator_usage(dlrt__allocator *a, uint64_t *reserved, uint64_t *allocated,
+                           uint64_t *peak);
 
 #endif

@@ -14,6 +14,7 @@
 
 #include "mem/buffer.h"
 #include "mem/managed_pool.h"
+#include "util/replace.h"
 #include "util/status.h"
 #include "util/trace.h"
 
@@ -122,13 +123,11 @@ static int disk_open(dlrt__mpool *p) {
   const char *dir = getenv("DLRT_SPILL_DIR");
   if (!dir || !*dir) dir = getenv("TMPDIR");
   if (!dir || !*dir) dir = "/tmp";
-  char path[4096];
-  snprintf(path, sizeof path, "%s/dlrt-spill-XXXXXX", dir);
-  int fd = mkstemp(path);
+  /* Unnamed (or unlinked at once): gone when the process ends, cleanly or not. */
+  int fd = dlrt__open_unnamed(dir, "dlrt-spill");
   if (fd < 0)
     return dlrt__set_error(DLRT_ERR_IO, "cannot create a spill file in %s: %s; set "
                            "DLRT_SPILL_DIR to a writable folder with room", dir, strerror(errno));
-  unlink(path); /* gone when the process ends, cleanly or not */
   p->disk_fd = fd;
   return DLRT_OK;
 }

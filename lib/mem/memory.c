@@ -2,11 +2,14 @@
  * allocator, the pinned host pool, budgets and statistics. */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "device/registry.h"
 #include "mem/buffer.h"
+#include "mem/process_registry.h"
 #include "util/ptrmap.h"
 #include "util/status.h"
 
@@ -18,14 +21,20 @@ static int mem_create(dlrt_device_t *dev, void **state) {
   dlrt__mem_device *md = calloc(1, sizeof *md);
   if (!md) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   dlrt_device_props props;
-  if (dlrt_device_props_get(dev, &props) < 0) props.total_memory = 0;
+  if (dlrt_device_props_get(dev, &props) < 0) {
+    memset(&props, 0, sizeof props);
+    snprintf(props.spec, sizeof props.spec, "%s", dev->spec);
+    snprintf(props.backend, sizeof props.backend, "%s", dev->be->name);
+  }
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   uint64_t host_memory = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
   int rc;
   md->dev = dev;
   if ((rc = dlrt__allocator_create(dev, 0, props.total_memory, &md->alloc)) < 0 ||
-      (rc = dlrt__allocator_create(dev, 1, host_memory, &md->host_pool)) < 0) {
+      (rc = dlrt__allocator_create(dev, 1, host_memory, &md->host_pool)) < 0 ||
+      (rc = dlrt__procreg_add(md->alloc, &props)) < 0) {
     dlrt__allocator_destroy(md->alloc);
+    dlrt__allocator_destroy(md->host_pool);
     free(md);
     return rc;
   }
@@ -37,6 +46,7 @@ static int mem_create(dlrt_device_t *dev, void **state) {
 static void mem_close(void *state) {
   dlrt__mem_device *md = state;
   host_registry_forget(md->dev);
+  dlrt__procreg_remove(md->alloc);
   dlrt__allocator_destroy(md->alloc);
   dlrt__allocator_destroy(md->host_pool);
   free(md);

@@ -1,10 +1,9 @@
 /* trainer.c — an image classifier trained on a data set: builds the model's
  * graph (forward, cross-entropy, backward, optimizer), feeds shuffled
  * batches through lib/data's loader (workers, pinned staging, copies that
- * overlap compute), evaluates, and saves and restores checkpoints. */
+ * overlap compute) and evaluates; checkpoint.c saves and restores it. */
 #include "config.h"
 
-#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -494,84 +493,4 @@ int dlrt_trainer_info(dlrt_trainer_t *t, dlrt_exec_info *out) {
         t->batch, t->channels * t->height * t->width, t->cfg.prefetch,
         dlrt__loader_image_type(&t->cfg, 0));
   return DLRT_OK;
-}
-
-/* ---------------------------------------------------------------- checkpoints */
-
-int dlrt_trainer_save(dlrt_trainer_t *t, const char *path, int epochs_done) {
-  DLRT__CHECK_ARG(t && path, "trainer or path is NULL");
-  dlrt_host_tensor *tensors;
-  int n;
-  int rc = dlrt_exec_export(t->e, 1, &tensors, &n);
-  if (rc < 0) return rc;
-  char epochs[32], seed[32], batch[32], lr[32], shape[64];
-  snprintf(epochs, sizeof epochs, "%d", epochs_done);
-  snprintf(seed, sizeof seed, "%" PRIu64, t->cfg.seed);
-  snprintf(batch, sizeof batch, "%lld", (long long)t->batch);
-  snprintf(lr, sizeof lr, "%.9g", t->cfg.opt.lr);
-  snprintf(shape, sizeof shape, "%lld x %lld, %lld classes", (long long)t->height,
-           (long long)t->width, (long long)t->classes);
-  /* Loss scaling goes on where it was (GradScaler's state_dict): the scale
-   * and the clean steps since it last changed. */
-  dlrt__loss_scale_saved ls;
-  dlrt__exec_save_loss_scale(t->n_reps ? t->reps[0].e : t->e, &ls);
-  char scale[32], clean[32];
-  snprintf(scale, sizeof scale, "%.9g", ls.scale);
-  snprintf(clean, sizeof clean, "%lld", (long long)ls.clean_steps);
-  const char *meta[] = {"format", "dlrt-checkpoint-1", "model", t->model, "optimizer",
-                        dlrt_optimizer_name(t->cfg.opt.kind), "lr", lr, "batch", batch,
-                        "seed", seed, "input", shape, "epochs_done", epochs,
-                        ls.scaler.enabled ? "loss_scale" : NULL, scale,
-                        "loss_scale_clean_steps", clean, NULL};
-  rc = dlrt_safetensors_save(path, tensors, n, meta);
-  dlrt_host_tensors_free(tensors, n);
-  return rc;
-}
-
-int dlrt_trainer_load(dlrt_trainer_t *t, const char *path, int *epochs_done) {
-  DLRT__CHECK_ARG(t && path, "trainer or path is NULL");
-  dlrt_host_tensor *tensors = NULL;
-  char **meta = NULL;
-  int n = 0;
-  int rc = dlrt_safetensors_load(path, &tensors, &n, &meta);
-  if (rc < 0) return rc;
-  const char *format = NULL, *epochs = NULL, *scale = NULL, *clean = NULL;
-  for (int i = 0; meta && meta[i]; i += 2) {
-    if (strcmp(meta[i], "format") == 0) format = meta[i + 1];
-    if (strcmp(meta[i], "epochs_done") == 0) epochs = meta[i + 1];
-    if (strcmp(meta[i], "loss_scale") == 0) scale = meta[i + 1];
-    if (strcmp(meta[i], "loss_scale_clean_steps") == 0) clean = meta[i + 1];
-  }
-  if (!format || strcmp(format, "dlrt-checkpoint-1") != 0) {
-    rc = dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s is a safetensors file but not a dlrt "
-                         "checkpoint (no format dlrt-checkpoint-1 in its metadata)", path);
-  } else {
-    rc = dlrt_exec_import(t->e, tensors, n);
-    for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++)
-      rc = dlrt_exec_import(t->reps[i].e, tensors, n); /* every replica the same */
-    for (int i = 0; i < t->n_stages && rc == DLRT_OK; i++)
-      rc = dlrt_exec_import(t->stages[i].e, tensors, n); /* each takes its layers' */
-    if (rc < 0) {
-      char msg[512];
-      snprintf(msg, sizeof msg, "%s", dlrt_last_error());
-      rc = dlrt__set_error(rc, "%s: %s", path, msg);
-    }
-  }
-  if (rc == DLRT_OK) {
-    dlrt_exec_info info;
-    if (dlrt_exec_info_get(t->e, &info) == DLRT_OK) t->steps = info.steps;
-  }
-  dlrt__loss_scale_saved ls;
-  dlrt__exec_save_loss_scale(t->e, &ls);
-  float saved = scale ? strtof(scale, NULL) : 0;
-  if (rc == DLRT_OK && ls.scaler.enabled && saved > 0 && isfinite(saved)) {
-    /* The run scales its loss and the checkpoint's did too: go on from there. */
-    ls.scale = saved;
-    ls.clean_steps = clean ? strtoll(clean, NULL, 10) : 0;
-    dlrt__exec_restore_loss_scale(t->e, &ls);
-    for (int i = 0; i < t->n_reps; i++) dlrt__exec_restore_loss_scale(t->reps[i].e, &ls);
-  }
-  if (rc == DLRT_OK && epochs_done) *epochs_done = epochs ? atoi(epochs) : 0;
-  dlrt_safetensors_free(tensors, n, meta);
-  return rc;
 }
