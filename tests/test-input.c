@@ -318,7 +318,7 @@ static void check_splits(const char *folder, const char *const *want, const char
 }
 
 static void test_splits(void) {
-  char folder[PATH_CAP], train[PATH_CAP], test[PATH_CAP];
+  char folder[PATH_CAP / 2], train[PATH_CAP], test[PATH_CAP];
   snprintf(folder, sizeof folder, "%s", tmp_path("splits"));
   if (mkdir(folder, 0700) != 0) bail_out("mkdir %s: %s", folder, strerror(errno));
   snprintf(train, sizeof train, "%s/train.dlrec", folder);
