@@ -5,12 +5,13 @@
 # --batch 64 (to fp32 rounding); rank 0 alone saves, and the checkpoint
 # resumes in one process; a rank that fails stops the job with its message;
 # a rank that leaves makes the other stop after DLRT_MPI_TIMEOUT instead of
-# hanging.
+# hanging; ranks started with different options (a seed, a learning rate,
+# a data limit) stop at once with a message naming the rank and the field.
 
 DLTRAIN=${DLTRAIN:-./tools/dltrain}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=5
+TOOL=$DLTRAIN PLAN=8
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
@@ -19,7 +20,7 @@ why=""
 [ -z "$why" ] && ! command -v mpirun >/dev/null 2>&1 && why="no mpirun (openmpi-bin)"
 [ -z "$why" ] && [ $have_python = no ] && why="python3 not found"
 if [ -n "$why" ]; then
-  for i in 1 2 3 4 5; do skip "test $i" "$why"; done
+  for i in 1 2 3 4 5 6 7 8; do skip "test $i" "$why"; done
   exit 0
 fi
 # Under --enable-sanitizers: Open MPI's components leak at MPI_Finalize
@@ -81,3 +82,25 @@ result "a rank that left: the other stops after DLRT_MPI_TIMEOUT=3 (exit $rc), n
 $mpi "$DLTRAIN" --data generated --devices cpu,cpu --limit 640 >/dev/null 2>"$tmp/err"
 [ $? -ne 0 ] && grep -q "are for one process" "$tmp/err"
 result "--devices under mpirun is refused"
+
+# 6-8: ranks that would train apart stop before training, all of them.
+cat >"$tmp/differ.sh" <<'SH'
+#!/bin/sh
+if [ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ]; then exec "$@" $RANK1_EXTRA; fi
+exec "$@"
+SH
+chmod +x "$tmp/differ.sh"
+differ() {
+  RANK1_EXTRA="$1" timeout 120 $mpi -x RANK1_EXTRA "$tmp/differ.sh" "$DLTRAIN" \
+    --data generated --limit 1280 --threads 1 --device cpu --optimizer sgd --quiet \
+    >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  [ $rc -ne 0 ] && [ $rc -ne 124 ] && ! grep -q "^epoch" "$tmp/out" &&
+    grep -q "rank 1 does not train what rank 0 trains: its $2" "$tmp/err"
+}
+differ "--seed 2" "seed (--seed) is 2, rank 0's 1"
+result "a rank with another --seed stops the job at once (exit $rc), naming rank and field"
+differ "--lr 0.5" "learning rate (--lr) is 0.5, rank 0's 0.01"
+result "a rank with another --lr stops the job at once (exit $rc)"
+differ "--limit 640" "training samples (--data, --limit) is 640, rank 0's 1280"
+result "a rank with other data (--limit) stops the job at once (exit $rc)"

@@ -340,6 +340,54 @@ static void test_backend_env(void) {
     skip(1, "opencl not compiled in");
   ok(open_or_null("cpu") != NULL, "DLRT_BACKEND=cpu: \"cpu\" opens");
 
+  if (backend_compiled("opencl")) {
+    dlrt_device_t *dev = NULL;
+    is_status(dlrt_device_open("opencl:0", &dev), DLRT_ERR_NO_DEVICE,
+              "DLRT_BACKEND=cpu: opening opencl:0 fails");
+    ok(strstr(dlrt_last_error(), "left out by DLRT_BACKEND") &&
+           !strstr(dlrt_last_error(), "no driver"),
+       "... blaming DLRT_BACKEND, not the driver: %s", dlrt_last_error());
+  } else {
+    skip(2, "opencl not compiled in");
+  }
+
+  /* Names in any case, with blanks around them. */
+  dlrt_shutdown();
+  setenv("DLRT_BACKEND", " CPU ", 1);
+  tap_check(dlrt_init(), "dlrt_init() with DLRT_BACKEND=\" CPU \"");
+  is_int(dlrt_device_count(), 1, "DLRT_BACKEND=\" CPU \": the CPU, as for cpu");
+  ok(open_or_null("CPU:0") != NULL, "the spec \"CPU:0\" opens the CPU (case-insensitive)");
+
+  /* A name that is no backend starts nothing silently: it is an error. */
+  static const char *const bad[] = {"bogus", "cpu,bogus", "cpu,", "cpus"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    dlrt_shutdown();
+    setenv("DLRT_BACKEND", bad[i], 1);
+    is_status(dlrt_init(), DLRT_ERR_INVALID_ARG, "dlrt_init() with DLRT_BACKEND=\"%s\"",
+              bad[i]);
+    int lists_all = strstr(dlrt_last_error(), "DLRT_BACKEND") != NULL;
+    for (int b = 0; b < dlrt_backend_count(); b++)
+      lists_all &= strstr(dlrt_last_error(), dlrt_backend_name(b)) != NULL;
+    ok(lists_all, "... names the variable and lists the compiled backends: %s",
+       dlrt_last_error());
+    is_status(dlrt_device_count(), DLRT_ERR_INVALID_ARG,
+              "... and so does a call that starts the library implicitly");
+  }
+  /* A backend dlrt knows but this build lacks. */
+  const char *absent = NULL;
+  for (int i = 0; i < KNOWN_BACKENDS && !absent; i++)
+    if (!backend_compiled(known_backends[i])) absent = known_backends[i];
+  if (absent) {
+    dlrt_shutdown();
+    setenv("DLRT_BACKEND", absent, 1);
+    is_status(dlrt_init(), DLRT_ERR_INVALID_ARG, "DLRT_BACKEND=%s in a build without it",
+              absent);
+    ok(strstr(dlrt_last_error(), "rebuild with --with-"), "... says how to get it: %s",
+       dlrt_last_error());
+  } else {
+    skip(2, "every known backend is compiled in");
+  }
+
   dlrt_shutdown();
   unsetenv("DLRT_BACKEND");
   tap_check(dlrt_init(), "dlrt_init() again without DLRT_BACKEND");

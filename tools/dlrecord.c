@@ -37,18 +37,21 @@ static int convert(const char *source, const char *folder) {
     int rc = dlrt_save_path_check(paths[test]);
     if (rc < 0) return tool_fail("cannot write", rc);
   }
-  for (int test = 0; test < 2; test++) {
-    dlrt_dataset d;
-    int rc = strcmp(source, "generated") == 0
-                 ? dlrt_dataset_generate(test ? 10000 : 60000, 10, test ? ~1ull : 1ull, &d)
-                 : dlrt_dataset_load(source, test, &d);
-    if (rc < 0)
-      return tool_fail(test ? "cannot read the test split" : "cannot read the training split", rc);
-    int status = save(&d, paths[test]);
-    dlrt_dataset_free(&d);
-    if (status) return status;
+  dlrt_dataset d[2] = {{0}, {0}};
+  int rc, status = 0;
+  if (strcmp(source, "generated") == 0) {
+    if ((rc = dlrt_dataset_generate(60000, 10, 1ull, &d[0])) == DLRT_OK)
+      rc = dlrt_dataset_generate(10000, 10, ~1ull, &d[1]);
+  } else {
+    /* Both splits, checked against each other: a pair that disagrees is
+     * refused before anything is written. */
+    rc = dlrt_dataset_load_splits(source, 0, d);
   }
-  return 0;
+  if (rc < 0) status = tool_fail("cannot read the data", rc);
+  for (int test = 0; test < 2 && !status; test++) status = save(&d[test], paths[test]);
+  dlrt_dataset_free(&d[0]);
+  dlrt_dataset_free(&d[1]);
+  return status;
 }
 
 static int info(const char *path) {

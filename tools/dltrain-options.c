@@ -23,7 +23,8 @@ void dltrain_usage(FILE *out) {
         "                             the images (default fashion-mnist, falling back to\n"
         "                             generated data when the package is not installed);\n"
         "                             DIR holds train.dlrec and test.dlrec (see dlrecord)\n"
-        "                             or the MNIST-family IDX files, plain or .gz\n"
+        "                             or the MNIST-family IDX files, plain or .gz; the\n"
+        "                             two splits must have the same image sizes\n"
         "      --mmap                 map record files instead of reading them (sets\n"
         "                             larger than memory)\n"
         "  -d, --device SPEC          cpu, cpu:0, opencl:N, cuda:N or auto (default:\n"
@@ -83,11 +84,13 @@ void dltrain_usage(FILE *out) {
         "                             of the device): storages spill to pinned host\n"
         "                             memory beyond it, moved ahead of need; with\n"
         "                             --checkpoint, conv/relu/maxpool segments move\n"
-        "                             their batch tensors a chunk at a time if they must\n"
-        "      --host-limit SIZE      with --mem-limit: host copies beyond SIZE go to a\n"
+        "                             their batch tensors a chunk at a time if they must;\n"
+        "                             without it, a plan over 80% of DLRT_MEM_LIMIT\n"
+        "                             spills within 85% of that limit\n"
+        "      --host-limit SIZE      with a budget: host copies beyond SIZE go to a\n"
         "                             file in $DLRT_SPILL_DIR (default: no bound)\n"
         "      --offload none|activations|optimizer|all\n"
-        "                             with --mem-limit: also move saved activations and/\n"
+        "                             with a budget: also move saved activations and/\n"
         "                             or optimizer state off the device until needed\n"
         "                             (default none: only when the budget needs room)\n"
         "      --spill-prefetch N     nodes to look ahead for copies back (default 4;\n"
@@ -316,8 +319,12 @@ static int check_combinations(options *o, int momentum_given, dlrt_optimizer_kin
   if (o->devices && (o->mem_limit || o->accum > 1 || o->checkpoint))
     return tool_usage_error(err, "--devices goes without --mem-limit, --accum and --checkpoint "
                             "in this version");
-  if ((o->host_limit || o->spill.policy != DLRT_OFFLOAD_NONE) && !o->mem_limit)
-    return tool_usage_error(err, "--host-limit and --offload go with --mem-limit");
+  /* DLRT_MEM_LIMIT is a budget too: the trainer spills within it. */
+  const char *env_limit = getenv("DLRT_MEM_LIMIT");
+  if ((o->host_limit || o->spill.policy != DLRT_OFFLOAD_NONE) && !o->mem_limit &&
+      !(env_limit && *env_limit))
+    return tool_usage_error(err, "--host-limit and --offload go with --mem-limit (or "
+                            "DLRT_MEM_LIMIT)");
   if ((o->what_if > 0 || o->device_memory > 0) && !o->plan)
     return tool_usage_error(err, "--what-if and --device-memory go with --plan");
   if (momentum_given && kind != DLRT_OPT_SGD)

@@ -37,12 +37,11 @@ static int load_data(const options *o, dlrt_dataset d[2], int *generated) {
   *generated = strcmp(o->data, "generated") == 0;
   if (!*generated) {
     int flags = o->mmap ? DLRT_DATASET_MMAP : 0;
-    if ((rc = dlrt_dataset_load_flags(o->data, 0, flags, &d[0])) == DLRT_OK)
-      rc = dlrt_dataset_load_flags(o->data, 1, flags, &d[1]);
+    /* Both splits, checked against each other before anything trains. */
+    rc = dlrt_dataset_load_splits(o->data, flags, d);
     if (rc == DLRT_ERR_NOT_FOUND && strcmp(o->data, "fashion-mnist") == 0) {
       fprintf(stderr, "dltrain: Fashion-MNIST not found (%s); training on generated data "
               "instead\n", dlrt_last_error());
-      dlrt_dataset_free(&d[0]);
       *generated = 1;
     } else if (rc != DLRT_OK) {
       return tool_fail("cannot load the data", rc);
@@ -243,6 +242,17 @@ static int mpi_allreduce_wait(void *user, void *request) {
 #endif
 
 #ifdef DLRT_HAVE_MPI
+/* The all-gather of dlrt_trainer_check_ranks. */
+static int mpi_allgather(void *user, const void *mine, void *all, size_t bytes) {
+  mpi_job *job = user;
+  if (MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD) !=
+      MPI_SUCCESS) {
+    fprintf(stderr, "dltrain: rank %d: MPI_Allgather failed\n", job->rank);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  return 0;
+}
+
 /* Whether this MPI reads device memory (a CUDA-aware Open MPI says so at
  * run time). */
 static int mpi_cuda_aware(void) {
@@ -284,7 +294,7 @@ int main(int argc, char **argv) {
   int rank = 0, world = 1;
 #ifdef DLRT_HAVE_MPI
   mpi_job job = {0, 120};
-  int mpi = launched_by_mpi();
+  int mpi = launched_by_mpi(), ranks_agree_to_stop = 0;
   if (mpi) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -405,6 +415,13 @@ int main(int argc, char **argv) {
   else if (world > 1)
     TRY(dlrt_trainer_set_allreduce_async(trainer, mpi_allreduce_start, mpi_allreduce_wait, &job),
         "cannot train across the MPI ranks");
+  /* Every rank must train the same: all see the same verdict, so they stop
+   * together (rank 0 says why) instead of training apart. */
+  if (world > 1 && (rc = dlrt_trainer_check_ranks(trainer, &data[0], mpi_allgather, &job)) < 0) {
+    status = rank == 0 ? tool_fail("the MPI ranks disagree", rc) : STATUS_FAIL;
+    ranks_agree_to_stop = 1;
+    goto done;
+  }
 #endif
   TRY(dlrt_trainer_info(trainer, &r.info), "cannot read the trainer's figures");
   if (!(losses = calloc((size_t)o.epochs + 1, sizeof *losses))) {
@@ -511,12 +528,19 @@ int main(int argc, char **argv) {
           (double)r.info.planned_peak_bytes / 1048576.0,
           (double)r.info.measured_peak_bytes / 1048576.0, o.checkpoint ? ", checkpointing " : "",
           o.checkpoint ? checkpoint_name(o.checkpoint) : "");
-  if (o.spill.device_budget && r.epochs_run > 0)
-    fprintf(log, "spill    budget %.1f MiB: %.1f MiB to the host (%.1f to disk), %.1f MiB back%s",
-            (double)o.spill.device_budget / 1048576.0, (double)r.last.spilled_bytes / 1048576.0,
-            (double)r.last.disk_bytes / 1048576.0, (double)r.last.fetched_bytes / 1048576.0,
-            r.last.slice_images ? "" : "\n");
-  if (o.spill.device_budget && r.epochs_run > 0 && r.last.slice_images)
+  /* Spilling within --mem-limit, or on its own within 85% of the device's
+   * budget (DLRT_MEM_LIMIT), which the copies show. */
+  uint64_t env_limit = dlrt_mem_get_limit(dev);
+  int spilled = o.spill.device_budget ||
+                (env_limit && (r.last.spilled_bytes || r.last.fetched_bytes));
+  if (spilled && r.epochs_run > 0)
+    fprintf(log, "spill    budget %.1f MiB%s: %.1f MiB to the host (%.1f to disk), %.1f MiB "
+            "back%s", (double)(o.spill.device_budget ? o.spill.device_budget
+                                                      : env_limit / 100 * 85) / 1048576.0,
+            o.spill.device_budget ? "" : " (85% of DLRT_MEM_LIMIT)",
+            (double)r.last.spilled_bytes / 1048576.0, (double)r.last.disk_bytes / 1048576.0,
+            (double)r.last.fetched_bytes / 1048576.0, r.last.slice_images ? "" : "\n");
+  if (spilled && r.epochs_run > 0 && r.last.slice_images)
     fprintf(log, "; convolution blocks in slices of %" PRId64 " images\n", r.last.slice_images);
   if (world > 1)
     fprintf(log, "mpi      %d ranks, %" PRId64 " images per rank per step (%" PRId64
@@ -537,7 +561,8 @@ done:
   if (quiet_log) fclose(quiet_log);
 #ifdef DLRT_HAVE_MPI
   if (mpi) {
-    if (status != 0 && world > 1) MPI_Abort(MPI_COMM_WORLD, status); /* the others stop too */
+    /* The others stop too (unless all stop on the same verdict). */
+    if (status != 0 && world > 1 && !ranks_agree_to_stop) MPI_Abort(MPI_COMM_WORLD, status);
     MPI_Finalize();
   }
 #endif

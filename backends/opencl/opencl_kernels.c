@@ -20,6 +20,7 @@
 
 #include "dialect.h"
 #include "opencl_internal.h"
+#include "util/file.h"
 #include "util/replace.h"
 #include "util/status.h"
 
@@ -82,8 +83,15 @@ static int cache_path(uint64_t key, char *out, size_t n) {
 static unsigned char *cache_read(uint64_t key, size_t *size) {
   char path[1024];
   if (!cache_path(key, path, sizeof path)) return NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
+  /* A FIFO or device planted in the cache must not block the start. */
+  struct stat st;
+  int fd = dlrt__open_regular_fd(path, &st);
+  if (fd < 0) return NULL;
+  FILE *f = fdopen(fd, "rb");
+  if (!f) {
+    close(fd);
+    return NULL;
+  }
   char magic[8];
   uint64_t stored_key = 0, n = 0;
   unsigned char *data = NULL;

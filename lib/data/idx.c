@@ -18,6 +18,7 @@
 #include <zlib.h>
 
 #include "data/dataset.h"
+#include "util/file.h"
 #include "util/status.h"
 
 #define IDX_MAGIC_LABELS 0x00000801u /* unsigned bytes, 1 dimension */
@@ -89,23 +90,13 @@ static int truncated(gzFile gz, const char *path, const char *part, size_t want,
 }
 
 /* Opens `f->path` for gzread, which passes a plain file through unchanged.
- * DLRT_ERR_NOT_FOUND when it does not exist. */
+ * DLRT_ERR_NOT_FOUND when it does not exist; a folder, FIFO or device is
+ * refused at once (dlrt__open_regular). */
 static int open_idx(const idx_file *f, gzFile *out) {
-  int fd = open(f->path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int e = errno;
-    if (e == ENOENT || e == ENOTDIR)
-      return dlrt__set_error(DLRT_ERR_NOT_FOUND, "%s: no such file (the IDX %s file); check "
-                             "the path", f->path, f->what);
-    return dlrt__set_error(DLRT_ERR_IO, "%s: cannot open the IDX %s file: %s; check its "
-                           "permissions", f->path, f->what, strerror(e));
-  }
-  struct stat st;
-  if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-    close(fd);
-    return dlrt__set_error(DLRT_ERR_IO, "%s is a folder, not an IDX %s file: pass the file "
-                           "itself, or the folder to dlrt_dataset_load", f->path, f->what);
-  }
+  char what[64];
+  snprintf(what, sizeof what, "the IDX %s file", f->what);
+  int fd, rc = dlrt__open_regular(f->path, what, &fd, NULL);
+  if (rc < 0) return rc;
   gzFile gz = gzdopen(fd, "rb");
   if (!gz) {
     close(fd);
@@ -341,24 +332,30 @@ int dlrt_dataset_load(const char *where, int test, dlrt_dataset *out) {
   return dlrt_dataset_load_flags(where, test, 0, out);
 }
 
-int dlrt_dataset_load_flags(const char *where, int test, int flags, dlrt_dataset *out) {
+int dlrt__dataset_load_split(const char *where, int test, int flags, dlrt_dataset *out,
+                             char *files, size_t files_size) {
   DLRT__CHECK_ARG(out, "dlrt_dataset_load: out is NULL");
   memset(out, 0, sizeof *out);
   DLRT__CHECK_ARG(where && *where, "dlrt_dataset_load: give \"fashion-mnist\" or a folder");
   DLRT__CHECK_ARG((flags & ~DLRT_DATASET_MMAP) == 0, "dlrt_dataset_load: unknown flags 0x%x",
                   (unsigned)flags);
+  if (files_size) files[0] = '\0';
   const char *folder = strcmp(where, "fashion-mnist") == 0 ? DLRT_FASHION_MNIST_DIR : where;
   struct stat st;
   if (stat(folder, &st) == 0 && S_ISREG(st.st_mode)) {
     if (test)
       return dlrt__set_error(DLRT_ERR_NOT_FOUND, "%s: a single record file has no test split; "
                              "give a folder holding train.dlrec and test.dlrec", folder);
+    if (files_size) snprintf(files, files_size, "%s", folder);
     return dlrt_dataset_open_records(folder, flags, out);
   }
   char records[PATH_CAP];
   int rc = join(records, folder, test ? "test" : "train", ".dlrec");
   if (rc < 0) return rc;
-  if (stat(records, &st) == 0) return dlrt_dataset_open_records(records, flags, out);
+  if (stat(records, &st) == 0 || (errno != ENOENT && errno != ENOTDIR)) {
+    if (files_size) snprintf(files, files_size, "%s", records);
+    return dlrt_dataset_open_records(records, flags, out);
+  }
   const char *images = test ? "t10k-images-idx3-ubyte" : "train-images-idx3-ubyte";
   const char *labels = test ? "t10k-labels-idx1-ubyte" : "train-labels-idx1-ubyte";
 
@@ -369,8 +366,13 @@ int dlrt_dataset_load_flags(const char *where, int test, int flags, dlrt_dataset
   if (rc < 0) return rc;
   rc = load_pair(images_path, labels_path, out);
   if (rc < 0) return rc;
+  if (files_size) snprintf(files, files_size, "%s", out->source);
   snprintf(out->source, sizeof out->source, "%s", folder);
   return DLRT_OK;
+}
+
+int dlrt_dataset_load_flags(const char *where, int test, int flags, dlrt_dataset *out) {
+  return dlrt__dataset_load_split(where, test, flags, out, NULL, 0);
 }
 
 void dlrt_dataset_free(dlrt_dataset *d) {

@@ -354,6 +354,18 @@ static int check_config(const dlrt_dataset *d, const dlrt_loader_config *c) {
   DLRT__CHECK_ARG(c->world >= 1 && c->rank >= 0 && c->rank < c->world,
                   "dlrt_loader_create: rank %d of %d; give 0 <= rank < world", c->rank,
                   c->world);
+  /* The data set's fields and the batch are the caller's: the bytes of a
+   * batch (multiplied out below) must not overflow. */
+  int64_t sample = 0, bytes = 0;
+  DLRT__CHECK_ARG(d->channels >= 1 && d->height >= 1 && d->width >= 1 &&
+                      !__builtin_mul_overflow(d->channels, d->height, &sample) &&
+                      !__builtin_mul_overflow(sample, d->width, &sample) &&
+                      !__builtin_mul_overflow(sample, c->batch, &bytes) &&
+                      !__builtin_mul_overflow(bytes, (int64_t)sizeof(float), &bytes),
+                  "dlrt_loader_create: a batch of %lld images of %lld x %lld x %lld is more "
+                  "bytes than memory can address; check the data set's sizes and the batch",
+                  (long long)c->batch, (long long)d->channels, (long long)d->height,
+                  (long long)d->width);
   const dlrt_augment *a = &c->aug;
   DLRT__CHECK_ARG(a->crop_padding >= 0 && a->crop_padding < d->height &&
                       a->crop_padding < d->width && a->std >= 0 && a->erase_p >= 0 &&

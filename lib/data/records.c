@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "data/dataset.h"
+#include "util/file.h"
 #include "util/replace.h"
 #include "util/status.h"
 
@@ -179,21 +180,12 @@ int dlrt_dataset_open_records(const char *path, int flags, dlrt_dataset *out) {
   DLRT__CHECK_ARG(path, "dlrt_dataset_open_records: path is NULL");
   DLRT__CHECK_ARG((flags & ~DLRT_DATASET_MMAP) == 0, "dlrt_dataset_open_records: unknown "
                   "flags 0x%x", (unsigned)flags);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int e = errno;
-    return dlrt__set_error(e == ENOENT || e == ENOTDIR ? DLRT_ERR_NOT_FOUND : DLRT_ERR_IO,
-                           "%s: cannot open the record file: %s", path, strerror(e));
-  }
-  dlrt_dataset d = {0};
-  int rc = DLRT_OK;
   struct stat st;
+  int fd, rc = dlrt__open_regular(path, "a record file", &fd, &st);
+  if (rc < 0) return rc;
+  dlrt_dataset d = {0};
   unsigned char header[REC_HEADER_BYTES];
   uint32_t label_dtype = 0;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    rc = dlrt__set_error(DLRT_ERR_IO, "%s: not a regular file", path);
-    goto done;
-  }
   if ((uint64_t)st.st_size < REC_HEADER_BYTES) {
     rc = dlrt__set_error(DLRT_ERR_IO, "%s: truncated: %lld bytes, less than the %d-byte "
                          "header of a record file", path, (long long)st.st_size,

@@ -35,6 +35,7 @@
 #include <zlib.h>
 
 #include "data/json.h"
+#include "util/file.h"
 #include "util/replace.h"
 #include "util/status.h"
 
@@ -617,18 +618,8 @@ int dlrt_safetensors_load(const char *path, dlrt_host_tensor **tensors, int *n,
   char *text = NULL;
   unsigned char len8[8];
   struct stat st;
-  int got = 0, rc, fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return dlrt__set_error(errno == ENOENT ? DLRT_ERR_NOT_FOUND : DLRT_ERR_IO,
-                           "%s: cannot open it: %s", path, strerror(errno));
-  if (fstat(fd, &st) != 0) {
-    rc = dlrt__set_error(DLRT_ERR_IO, "%s: cannot stat it: %s", path, strerror(errno));
-    goto out;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    rc = dlrt__set_error(DLRT_ERR_IO, "%s: not a regular file", path);
-    goto out;
-  }
+  int got = 0, fd, rc = dlrt__open_regular(path, "a safetensors file", &fd, &st);
+  if (rc < 0) return rc;
   uint64_t size = (uint64_t)st.st_size, hlen = 0;
   if (size < 8) {
     rc = dlrt__set_error(DLRT_ERR_IO, "%s: truncated: %llu bytes, shorter than the 8-byte "

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "device/registry.h"
 #include "util/status.h"
@@ -29,6 +30,7 @@ typedef struct {
   const dlrt_backend_iface *be;
   void *ctx;
   int started;
+  int left_out; /* by DLRT_BACKEND */
   int n_devices;
 } backend_slot;
 
@@ -38,21 +40,51 @@ static struct {
   backend_slot backends[N_COMPILED];
   dlrt_device_t *devices;
   int n_devices;
+  char backend_env[128]; /* DLRT_BACKEND as read at init, for messages */
 } reg = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-/* DLRT_BACKEND=cpu,opencl: the backends allowed to start (all when unset). */
-static int backend_enabled(const char *name) {
+/* Backends dlrt knows, compiled into this build or not (for messages). */
+static const char *const known_backends[] = {"cpu", "opencl", "cuda"};
+
+static void list_backends(char *out, size_t n);
+
+/* DLRT_BACKEND=cpu,opencl: which compiled backends may start, into
+ * enabled[] (all when unset or empty). Names are case-insensitive (CPU is
+ * cpu) and may have blanks around them; an unknown or absent one is an
+ * error that lists this build's backends: a typo must not silently start
+ * nothing. */
+static int parse_backend_env(int enabled[N_COMPILED]) {
   const char *list = getenv("DLRT_BACKEND");
-  if (!list || !*list) return 1;
-  size_t len = strlen(name);
-  for (const char *p = list; *p;) {
+  for (int i = 0; i < N_COMPILED; i++) enabled[i] = !list || !*list;
+  if (!list || !*list) return DLRT_OK;
+  char known[128];
+  list_backends(known, sizeof known);
+  for (const char *p = list;;) {
     const char *end = strchr(p, ',');
     size_t n = end ? (size_t)(end - p) : strlen(p);
-    if (n == len && strncmp(p, name, n) == 0) return 1;
+    const char *name = p;
+    while (n > 0 && isspace((unsigned char)*name)) name++, n--;
+    while (n > 0 && isspace((unsigned char)name[n - 1])) n--;
+    int found = 0;
+    for (int i = 0; i < N_COMPILED; i++)
+      if (strlen(compiled[i]->name) == n && strncasecmp(compiled[i]->name, name, n) == 0)
+        enabled[i] = found = 1;
+    if (!found) {
+      for (size_t i = 0; i < sizeof known_backends / sizeof known_backends[0]; i++)
+        if (n > 0 && strlen(known_backends[i]) == n &&
+            strncasecmp(known_backends[i], name, n) == 0)
+          return dlrt__set_error(DLRT_ERR_INVALID_ARG, "DLRT_BACKEND=\"%s\": this build has no "
+                                 "%s backend (rebuild with --with-%s); it has: %s", list,
+                                 known_backends[i], known_backends[i], known);
+      return dlrt__set_error(DLRT_ERR_INVALID_ARG, "DLRT_BACKEND=\"%s\": %s%.*s%s is not a "
+                             "backend; give a comma-separated list of %s (any case), or unset "
+                             "it for all", list, n ? "\"" : "an empty name", (int)n, name,
+                             n ? "\"" : "", known);
+    }
     if (!end) break;
     p = end + 1;
   }
-  return 0;
+  return DLRT_OK;
 }
 
 /* Closes every device and backend; also unwinds a failed init. */
@@ -72,14 +104,17 @@ static void teardown_locked(void) {
 }
 
 static int init_locked(void) {
-  int total = 0, rc;
+  int total = 0, rc, enabled[N_COMPILED];
   const char *limit_text = getenv("DLRT_MEM_LIMIT");
+  if ((rc = parse_backend_env(enabled)) < 0) return rc;
+  const char *backend_env = getenv("DLRT_BACKEND");
+  snprintf(reg.backend_env, sizeof reg.backend_env, "%s", backend_env ? backend_env : "");
   for (int i = 0; i < N_COMPILED; i++) {
     backend_slot *s = &reg.backends[i];
     memset(s, 0, sizeof *s);
     s->be = compiled[i];
     if (s->be->api_version != DLRT_BACKEND_API_VERSION) continue;
-    if (!backend_enabled(s->be->name)) continue;
+    if ((s->left_out = !enabled[i])) continue;
     int n = 0;
     /* A backend that fails to start is absent, not fatal. */
     if (s->be->init(&s->ctx, &n) < 0 || n < 0) n = 0;
@@ -156,7 +191,7 @@ const char *dlrt_backend_name(int index) {
 
 static backend_slot *find_backend(const char *name) {
   for (int i = 0; i < N_COMPILED; i++)
-    if (strcmp(compiled[i]->name, name) == 0) return &reg.backends[i];
+    if (strcasecmp(compiled[i]->name, name) == 0) return &reg.backends[i];
   return NULL;
 }
 
@@ -275,12 +310,13 @@ int dlrt_device_open(const char *spec, dlrt_device_t **out) {
   }
   backend_slot *slot = NULL;
   for (int i = 0; i < N_COMPILED; i++)
-    if (strlen(compiled[i]->name) == name_len && strncmp(compiled[i]->name, spec, name_len) == 0)
+    if (strlen(compiled[i]->name) == name_len &&
+        strncasecmp(compiled[i]->name, spec, name_len) == 0)
       slot = &reg.backends[i];
   if (!slot) {
-    static const char *const known_elsewhere[] = {"cpu", "opencl", "cuda"};
-    for (size_t i = 0; i < sizeof known_elsewhere / sizeof known_elsewhere[0]; i++)
-      if (strlen(known_elsewhere[i]) == name_len && strncmp(known_elsewhere[i], spec, name_len) == 0)
+    for (size_t i = 0; i < sizeof known_backends / sizeof known_backends[0]; i++)
+      if (strlen(known_backends[i]) == name_len &&
+          strncasecmp(known_backends[i], spec, name_len) == 0)
         return dlrt__set_error(DLRT_ERR_NO_DEVICE, "device \"%s\"%s: this build has no %.*s "
                                "backend (rebuild with --with-%.*s); devices here: %s",
                                spec, from, (int)name_len, spec, (int)name_len, spec, devices);
@@ -288,6 +324,11 @@ int dlrt_device_open(const char *spec, dlrt_device_t **out) {
                            "\"%.*s\"; known backends: %s (or auto)", spec, from,
                            (int)name_len, spec, known);
   }
+  if (slot->left_out)
+    return dlrt__set_error(DLRT_ERR_NO_DEVICE, "no device %s%s: the %s backend was left out "
+                           "by DLRT_BACKEND=\"%s\" (add %s to it, or unset it); devices here: "
+                           "%s", spec, from, slot->be->name, reg.backend_env,
+                           slot->be->name, devices);
   if (index >= slot->n_devices)
     return dlrt__set_error(DLRT_ERR_NO_DEVICE, "no device %s%s: the %s backend has %d "
                            "device%s%s; devices here: %s", spec, from, slot->be->name,

@@ -79,7 +79,12 @@ DLRT_API void dlrt_clear_error(void);
 /* Initialises every compiled backend. Called implicitly by the first call that
  * needs it; safe to call more than once. A backend whose driver or platform is
  * missing contributes zero devices and is not an error.
- * DLRT_BACKEND=cpu,opencl restricts which backends start. */
+ * DLRT_BACKEND=cpu,opencl restricts which backends start (names in any case,
+ * blanks around them ignored); a name that is not a backend of this build
+ * (a typo, "cuda" in a build without CUDA, an empty item) fails with
+ * DLRT_ERR_INVALID_ARG naming it and the backends there are, and so does
+ * every call that starts the library implicitly. A DLRT_MEM_LIMIT that is
+ * not a size fails the same way. */
 DLRT_API int dlrt_init(void);
 /* Releases every device, cache and backend. Caller-owned objects must be freed
  * first. dlrt_init() may be called again afterwards. */
@@ -133,7 +138,9 @@ DLRT_API int dlrt_device_count(void);
 DLRT_API int dlrt_device_get(int index, dlrt_device_t **out);
 /* Device by spec: "cpu", "cpu:0", "opencl:1", "cuda:0", "auto" (the best device:
  * discrete GPU over integrated over CPU, CUDA over OpenCL at equal kind), or
- * NULL/"" meaning $DLRT_DEVICE, or "auto" when that is unset.
+ * NULL/"" meaning $DLRT_DEVICE, or "auto" when that is unset. The backend's
+ * name is case-insensitive ("CPU:0"). A backend left out by DLRT_BACKEND
+ * fails with DLRT_ERR_NO_DEVICE saying so.
  * DLRT_ERR_BAD_SPEC for a malformed spec, DLRT_ERR_NO_DEVICE for a well-formed
  * spec that names no device here (the message lists the devices there are). */
 DLRT_API int dlrt_device_open(const char *spec, dlrt_device_t **out);

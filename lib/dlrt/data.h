@@ -53,6 +53,17 @@ typedef struct {
 DLRT_API int dlrt_dataset_load(const char *where, int test, dlrt_dataset *out);
 DLRT_API int dlrt_dataset_load_flags(const char *where, int test, int flags,
                                      dlrt_dataset *out);
+/* Both splits of `where` (as dlrt_dataset_load_flags): out[0] the training
+ * split, out[1] the test split, checked against each other before anything
+ * trains on them (dlrt_dataset_check_splits): DLRT_ERR_INVALID_ARG naming
+ * both files and each field that disagrees, and nothing loaded, when they
+ * do. */
+DLRT_API int dlrt_dataset_load_splits(const char *where, int flags, dlrt_dataset out[2]);
+/* Whether a training and a test split fit one model: the same channels,
+ * height and width, and no more classes in the test split than in the
+ * training one. DLRT_ERR_INVALID_ARG naming both sources and each field
+ * that disagrees ("height 28 vs 32"). */
+DLRT_API int dlrt_dataset_check_splits(const dlrt_dataset *train, const dlrt_dataset *test);
 /* Loads one images file and one labels file (IDX, plain or gzip). */
 DLRT_API int dlrt_dataset_load_idx(const char *images_path, const char *labels_path,
                                    dlrt_dataset *out);

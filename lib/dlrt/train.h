@@ -76,7 +76,11 @@ typedef struct {
   /* Spilling (dlrt_exec_set_spill): spill.device_budget bounds all the
    * trainer's device memory (its loader and accumulators included). 0: off,
    * unless the device has a budget (dlrt_mem_get_limit, DLRT_MEM_LIMIT) that
-   * the plan exceeds; spilling then keeps to 85% of it. */
+   * the plan exceeds (over 80% of it) or a spill.policy or host_budget is
+   * set; spilling then keeps to 85% of it. Either way the parameters and
+   * optimizer state start on the host, so the budget holds from the start;
+   * one that no operation fits fails dlrt_trainer_create with DLRT_ERR_OOM,
+   * saying whether DLRT_CHECKPOINT_SQRT would fit (the planner's count). */
   dlrt_spill_config spill;
   /* Mixed precision (dlrt_graph_set_precision): DLRT_F32 (0, off), DLRT_F16
    * or DLRT_BF16. With fp16, loss scaling is on: loss_scaler's fields that
@@ -211,6 +215,24 @@ DLRT_API int dlrt_trainer_set_allreduce_async(dlrt_trainer_t *t, dlrt_allreduce_
  * (DLRT_ERR_UNSUPPORTED elsewhere). */
 DLRT_API int dlrt_trainer_set_allreduce_device(dlrt_trainer_t *t, dlrt_allreduce_start_fn start,
                                                dlrt_allreduce_wait_fn wait, void *user);
+/* An all-gather: every process's `bytes` bytes at `mine` to all of them,
+ * rank by rank, into `all` (world x bytes), as MPI_Allgather does. Returns
+ * 0, or a negative dlrt status with the reason set. */
+typedef int (*dlrt_allgather_fn)(void *user, const void *mine, void *all, size_t bytes);
+/* At the start of a job across processes (config.rank of config.world,
+ * after dlrt_trainer_load when resuming), checks that every process trains
+ * the same: a fingerprint of what changes the training (the model's layers
+ * and shapes, batch, optimizer and its settings, seed, schedule, clipping,
+ * accumulation, checkpointing, precision, loss scaling, augmentation, the
+ * training data's size, shape, labels and a sample of its images, the
+ * optimizer step and the parameters) is gathered from every rank through
+ * `gather` and compared with rank 0's. Every rank then returns the same
+ * verdict: DLRT_OK, or DLRT_ERR_INVALID_ARG naming the first rank and field
+ * that differ ("rank 1 ... its seed (--seed) is 2, rank 0's 1"), so all can
+ * stop together. The number of epochs is not compared (outside a cosine
+ * schedule): a rank that stops early is the all-reduce's to notice. */
+DLRT_API int dlrt_trainer_check_ranks(dlrt_trainer_t *t, const dlrt_dataset *train,
+                                      dlrt_allgather_fn gather, void *user);
 /* Pipeline parallelism: the model's layers cut into n stages on the given
  * devices (any backends), where activations are matrices (after a flatten
  * or linear layer), balancing their parameters; each batch goes through in

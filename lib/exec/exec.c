@@ -94,7 +94,8 @@ void dlrt_exec_destroy(dlrt_exec_t *e) {
   free(e);
 }
 
-int dlrt_exec_create(dlrt_graph_t *g, dlrt_device_t *dev, uint64_t seed, dlrt_exec_t **out) {
+int dlrt__exec_create_deferred(dlrt_graph_t *g, dlrt_device_t *dev, uint64_t seed,
+                               dlrt_exec_t **out) {
   DLRT__CHECK_ARG(g && dev && out, "graph, device or out is NULL");
   if (g->status || dlrt__graph_layout(g) < 0) return dlrt_graph_status(g);
   dlrt_exec_t *e = calloc(1, sizeof *e);
@@ -104,9 +105,9 @@ int dlrt_exec_create(dlrt_graph_t *g, dlrt_device_t *dev, uint64_t seed, dlrt_ex
   e->lr = g->opt.lr;
   e->seed = seed;
   e->grads.loss_scale = 1.0f;
+  e->grads.accum_steps = 1;
   const char *profile = getenv("DLRT_GRAPH_PROFILE");
   e->prof.on = profile && *profile && strcmp(profile, "0") != 0;
-  float *host = NULL;
   int rc = dlrt_stream_create(dev, &e->stream);
   if (rc < 0) goto fail;
   e->bufs = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *e->bufs);
@@ -123,42 +124,74 @@ int dlrt_exec_create(dlrt_graph_t *g, dlrt_device_t *dev, uint64_t seed, dlrt_ex
     goto fail;
   e->plan.forward_peak = forward_peak;
   e->plan.planned_peak = e->plan.train_peak > forward_peak ? e->plan.train_peak : forward_peak;
+  for (int i = 0; i < g->n_tensors; i++) {
+    const dlrt_tensor_t *t = g->tensors[i];
+    if (t->owner != t || !dlrt__persistent(t)) continue;
+    if (t->kind == DLRT__TENSOR_PARAM) {
+      e->plan.param_bytes += dlrt__tensor_bytes(t);
+      e->plan.params += t->numel;
+    } else if (t->kind == DLRT__TENSOR_STATE) {
+      e->plan.state_bytes += dlrt__tensor_bytes(t);
+    }
+  }
   dlrt_mem_stats st;
   dlrt_mem_stats_get(dev, &st);
   e->plan.peak_base = st.allocated.current;
   dlrt_mem_reset_peak(dev);
-  /* Persistent storage now: inputs, parameters, state, kept tensors. */
-  for (int i = 0; i < g->n_tensors; i++) {
-    dlrt_tensor_t *t = g->tensors[i];
-    if (t->owner != t || !dlrt__persistent(t)) continue;
-    size_t bytes = dlrt__tensor_bytes(t);
-    if ((rc = dlrt_buffer_alloc(dev, bytes ? bytes : 4, e->stream, &e->bufs[i])) < 0) goto fail;
-    if (t->kind == DLRT__TENSOR_PARAM) {
-      e->plan.param_bytes += bytes;
-      e->plan.params += t->numel;
-    } else if (t->kind == DLRT__TENSOR_STATE) {
-      e->plan.state_bytes += bytes;
-    }
-    if (t->kind != DLRT__TENSOR_PARAM && t->kind != DLRT__TENSOR_STATE) continue;
-    free(host);
-    host = malloc(bytes ? bytes : 4);
-    if (!host) {
-      rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
-      goto fail;
-    }
-    init_values(t, seed, host);
-    if ((rc = dlrt_copy_h2d(e->bufs[i], 0, host, bytes, e->stream)) < 0) goto fail;
-    /* The copy reads `host`: wait before reusing it. */
-    if ((rc = dlrt_stream_synchronize(e->stream)) < 0) goto fail;
-  }
-  free(host);
-  e->grads.accum_steps = 1;
   *out = e;
   return DLRT_OK;
 fail:
-  free(host);
   dlrt_exec_destroy(e);
   return rc;
+}
+
+int dlrt__exec_materialize(dlrt_exec_t *e) {
+  dlrt_graph_t *g = e->g;
+  float *host = NULL;
+  int rc = DLRT_OK;
+  /* Persistent storage: inputs, parameters, state, kept tensors. With
+   * spilling the pool owns them and the initial values go to their host
+   * copies, so not even the first of them needs the device budget. */
+  for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++) {
+    dlrt_tensor_t *t = g->tensors[i];
+    if (t->owner != t || !dlrt__persistent(t)) continue;
+    size_t bytes = dlrt__tensor_bytes(t);
+    int init = t->kind == DLRT__TENSOR_PARAM || t->kind == DLRT__TENSOR_STATE;
+    if (e->spill.pool) {
+      void *view;
+      if (!init) continue; /* made on the device when first used */
+      if ((rc = dlrt__mpool_host_view(e->spill.pool, i, 1, &view)) < 0) break;
+      init_values(t, e->seed, view);
+      rc = dlrt__mpool_host_view_end(e->spill.pool, i, 1);
+      continue;
+    }
+    if ((rc = dlrt_buffer_alloc(e->dev, bytes ? bytes : 4, e->stream, &e->bufs[i])) < 0) break;
+    if (!init) continue;
+    free(host);
+    if (!(host = malloc(bytes ? bytes : 4))) {
+      rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+      break;
+    }
+    init_values(t, e->seed, host);
+    if ((rc = dlrt_copy_h2d(e->bufs[i], 0, host, bytes, e->stream)) < 0) break;
+    /* The copy reads `host`: wait before reusing it. */
+    rc = dlrt_stream_synchronize(e->stream);
+  }
+  free(host);
+  if (rc == DLRT_OK && e->spill.pool) dlrt__mpool_reset_stats(e->spill.pool);
+  return rc;
+}
+
+int dlrt_exec_create(dlrt_graph_t *g, dlrt_device_t *dev, uint64_t seed, dlrt_exec_t **out) {
+  dlrt_exec_t *e;
+  int rc = dlrt__exec_create_deferred(g, dev, seed, &e);
+  if (rc < 0) return rc;
+  if ((rc = dlrt__exec_materialize(e)) < 0) {
+    dlrt_exec_destroy(e);
+    return rc;
+  }
+  *out = e;
+  return DLRT_OK;
 }
 
 dlrt_graph_t *dlrt__exec_graph(const dlrt_exec_t *e) { return e->g; }

@@ -71,6 +71,17 @@ int dlrt__exec_bucket_wait(dlrt_exec_t *e, int b);
  * running sum of parameter `id`'s gradient (DLRT_RUN_GRADIENTS, on the
  * device). */
 dlrt_graph_t *dlrt__exec_graph(const dlrt_exec_t *e);
+/* dlrt_exec_create in two steps, for a caller that decides checkpointing,
+ * accumulation and spilling from the plan before any storage exists (the
+ * trainer): the first plans and counts the parameters (dlrt_exec_info) but
+ * allocates no persistent storage; the second allocates it on the device,
+ * or with spilling (dlrt_exec_set_spill in between) writes the initial
+ * values to the pool's host copies, so a budget smaller than the
+ * parameters and optimizer state holds from the start (exec.c). Nothing
+ * else may run on the executor in between. */
+int dlrt__exec_create_deferred(dlrt_graph_t *g, dlrt_device_t *dev, uint64_t seed,
+                               dlrt_exec_t **out);
+int dlrt__exec_materialize(dlrt_exec_t *e);
 int dlrt__exec_bucket_count(const dlrt_exec_t *e);
 float *dlrt__exec_buckets_host(const dlrt_exec_t *e);
 void dlrt__exec_bucket_range(const dlrt_exec_t *e, int b, int64_t *start, int64_t *count);

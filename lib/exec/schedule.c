@@ -434,7 +434,8 @@ done:
   return rc;
 }
 
-int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt__memory_breakdown *out) {
+int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt_offload_policy policy,
+                            dlrt__memory_breakdown *out) {
   dlrt__schedule train = {0}, forward = {0};
   uint64_t train_peak = 0, forward_peak = 0;
   dlrt__memory_breakdown fw;
@@ -447,7 +448,7 @@ int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt__memory_
   if (rc == DLRT_OK) {
     dlrt__schedule both[2] = {forward, train};
     int worst, slices;
-    out->least_spill = dlrt__spill_fit(g, both, 2, DLRT_OFFLOAD_OPTIMIZER, 0, &slices, &worst);
+    out->least_spill = dlrt__spill_fit(g, both, 2, policy, 0, &slices, &worst);
   }
   dlrt__schedule_free(&train);
   dlrt__schedule_free(&forward);

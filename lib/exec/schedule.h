@@ -61,10 +61,11 @@ typedef struct {
   uint64_t grads, activations;    /* activations: every other intermediate */
   uint64_t peak;                  /* their sum: the planned peak */
   uint64_t least_spill;           /* the least budget spilling can train in, with
-                                     the optimizer on the host */
+                                     the given offload policy */
 } dlrt__memory_breakdown;
 
-int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt__memory_breakdown *out);
+int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt_offload_policy policy,
+                            dlrt__memory_breakdown *out);
 /* Builds the schedule of the nodes whose phase is <= max_phase (every > 0:
  * checkpointed segments of that many forward nodes, run in chunked blocks
  * where they can be) and its peak of live bytes

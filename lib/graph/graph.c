@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,17 +79,32 @@ static int grow(void **array, int *cap, int need, size_t elem) {
   return 0;
 }
 
+int dlrt__shape_elements(int ndim, const int64_t *shape, int64_t *numel) {
+  int64_t n = 1;
+  int negative = 0, over = 0;
+  for (int i = 0; i < ndim; i++) {
+    negative |= shape[i] < 0;
+    over |= __builtin_mul_overflow(n, shape[i], &n) || n > INT64_MAX / 8;
+  }
+  *numel = negative ? -1 : over ? INT64_MAX : n;
+  return !negative && !over;
+}
+
 dlrt_tensor_t *dlrt__tensor_new(dlrt_graph_t *g, const char *name, dlrt_dtype dtype, int ndim,
                                 const int64_t *shape, dlrt__tensor_kind kind) {
   if (ndim < 0 || ndim > DLRT_MAX_DIMS)
     return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "tensor %s: %d dimensions (at most %d)",
                             name ? name : "", ndim, DLRT_MAX_DIMS);
-  int64_t numel = 1;
-  for (int i = 0; i < ndim; i++) {
-    if (shape[i] < 0 || (shape[i] > 0 && numel > INT64_MAX / 8 / shape[i]))
-      return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "tensor %s: bad dimension %d (%lld)",
-                              name ? name : "", i, (long long)shape[i]);
-    numel *= shape[i];
+  int64_t numel;
+  if (!dlrt__shape_elements(ndim, shape, &numel)) {
+    char dims[200] = "";
+    for (int i = 0; i < ndim; i++)
+      snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%s%lld", i ? " x " : "",
+               (long long)shape[i]);
+    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "tensor %s: a shape of %s %s",
+                            name ? name : "", dims,
+                            numel < 0 ? "has a negative dimension"
+                                      : "is more elements than a tensor can hold (2^60 - 1)");
   }
   if (grow((void **)&g->tensors, &g->cap_tensors, g->n_tensors + 1, sizeof *g->tensors) < 0)
     return dlrt__graph_fail(g, DLRT_ERR_OOM, "out of host memory");
@@ -202,7 +218,7 @@ int64_t dlrt__conv_chunk(int64_t ckk, int64_t ohw, int64_t n) {
 
 int64_t dlrt__conv_weight_piece(int64_t o, int64_t ckk, int64_t ohw, int64_t chunk) {
   int64_t per_image = (o + ckk) * ohw * 4, piece = chunk;
-  while (piece > 1 && (chunk % piece || piece * per_image > DLRT_CONV_PIECE)) piece--;
+  while (piece > 1 && (chunk % piece || per_image > DLRT_CONV_PIECE / piece)) piece--;
   return piece;
 }
 
@@ -514,16 +530,33 @@ dlrt_tensor_t *dlrt_conv2d(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
                             stride, pad, dil);
   int64_t n = x->shape[0], c = x->shape[1], h = x->shape[2], wd = x->shape[3];
   int64_t o = w->shape[0], kh = w->shape[2], kw = w->shape[3];
-  int64_t oh = (h + 2 * pad - dil * (kh - 1) - 1) / stride + 1;
-  int64_t ow = (wd + 2 * pad - dil * (kw - 1) - 1) / stride + 1;
+  /* In int64_t, checked: padding and dilation come from model files. The
+   * dilated kernel spans dil * (k - 1) + 1 pixels of the padded image. */
+  int64_t span_h, span_w;
+  if (__builtin_mul_overflow((int64_t)dil, kh - 1, &span_h) ||
+      __builtin_mul_overflow((int64_t)dil, kw - 1, &span_w))
+    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "conv2d: dilation %d of a %lld x %lld "
+                            "kernel spans more pixels than int64_t counts", dil,
+                            (long long)kh, (long long)kw);
+  int64_t oh = (h + 2 * (int64_t)pad - span_h - 1) / stride + 1;
+  int64_t ow = (wd + 2 * (int64_t)pad - span_w - 1) / stride + 1;
   if (oh < 1 || ow < 1) return dlrt__shape_error(g, "conv2d", "the kernel is larger than the image", x, w);
+  /* The output's and the workspace's sizes, multiplied further below. */
+  int64_t ohw, y_elements, ws_elements;
+  int64_t y_dims[4] = {n, o, oh, ow}, ws_dims[3] = {c * kh * kw, oh, ow};
+  if (!dlrt__shape_elements(2, y_dims + 2, &ohw) || !dlrt__shape_elements(4, y_dims, &y_elements) ||
+      !dlrt__shape_elements(3, ws_dims, &ws_elements))
+    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "conv2d: an output of %lld x %lld pixels "
+                            "(padding %d, stride %d, %lld channels, %lld images) is more than a "
+                            "tensor can hold; use less padding", (long long)oh, (long long)ow,
+                            pad, stride, (long long)o, (long long)n);
   /* The output is stored CNHW (channel-major), which the next conv2d reads
    * directly: y (O x N*OHW) = W (O x CKK) x cols (CKK x N*OHW), one GEMM per
    * chunk of images whose cols fit the workspace (an output of the node, so
    * the plan counts it and frees it after the node), not one cols of the
    * whole batch: the backward pass recomputes cols from x, chunk by chunk,
    * and holds x (9x smaller for 3x3 kernels) instead of cols. */
-  int64_t ckk = c * kh * kw, ohw = oh * ow;
+  int64_t ckk = c * kh * kw;
   int64_t chunk = dlrt__conv_chunk(ckk, ohw, n);
   int64_t y_shape[4] = {n, o, oh, ow}, ws_shape[2] = {ckk, chunk * ohw};
   dlrt_tensor_t *y = dlrt__node1(g, DLRT__OP_CONV, DLRT__PHASE_FORWARD, 2, in, 4, y_shape, NULL);

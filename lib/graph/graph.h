@@ -201,6 +201,11 @@ int dlrt__graph_layout(dlrt_graph_t *g);
 void *dlrt__graph_fail(dlrt_graph_t *g, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* A new tensor of the given shape (name may be NULL: derived from the op). */
+/* The elements of `shape` (ndim dimensions) into *numel: 1, or 0 when a
+ * dimension is negative or the count overflows what a tensor can hold
+ * (2^60 - 1 elements: its bytes fit int64_t whatever the type). Every size made
+ * from user input goes through it before it is multiplied further. */
+int dlrt__shape_elements(int ndim, const int64_t *shape, int64_t *numel);
 dlrt_tensor_t *dlrt__tensor_new(dlrt_graph_t *g, const char *name, dlrt_dtype dtype, int ndim,
                                 const int64_t *shape, dlrt__tensor_kind kind);
 /* A new node; its outputs are set by the caller. */

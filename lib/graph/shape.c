@@ -156,9 +156,11 @@ dlrt_tensor_t *dlrt_embedding(dlrt_graph_t *g, dlrt_tensor_t *ids, dlrt_tensor_t
 
 dlrt_tensor_t *dlrt_reshape(dlrt_graph_t *g, dlrt_tensor_t *x, int ndim, const int64_t *shape) {
   if (!dlrt__graph_begin(g, "reshape", 1, &x)) return NULL;
-  int64_t numel = 1;
-  for (int i = 0; shape && i < ndim; i++) numel *= shape[i];
-  if (!shape || ndim < 1 || ndim > DLRT_MAX_DIMS || numel != x->numel)
+  int64_t numel;
+  if (!shape || ndim < 1 || ndim > DLRT_MAX_DIMS)
+    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "reshape: %d dimensions (1 to %d)", ndim,
+                            DLRT_MAX_DIMS);
+  if (!dlrt__shape_elements(ndim, shape, &numel) || numel != x->numel)
     return dlrt__shape_error(g, "reshape", "the new shape has another number of elements", x, NULL);
   /* A view of the same elements: dense ones (a transposed view is copied
    * dense first). */

@@ -200,14 +200,42 @@ static int recount(const dlrt__mpool *p) {
   return DLRT_OK;
 }
 
-static int place(dlrt__mpool *p, int id, dlrt_stream_t *stream) {
+/* An exact block of `size` bytes (the allocator's block holds the granules
+ * the budget counts). The pool's count can allow what the allocator still
+ * refuses: under the allocator's own budget (DLRT_MEM_LIMIT) its segments
+ * may hold free pieces none of which fits. Then, unless it is a prefetch
+ * (`before` >= 0: best effort, given up), storages are evicted one by one,
+ * furthest next use first, and the allocation retried, as long as any can
+ * go: their blocks merge back, and segments left empty return to the
+ * driver on the allocator's retry. */
+static int alloc_exact(dlrt__mpool *p, size_t size, dlrt_stream_t *stream, int64_t before,
+                       dlrt_buffer_t **out) {
+  for (;;) {
+    int rc = dlrt__buffer_alloc_ex(p->dev, size, stream, 1, out);
+    if (rc != DLRT_ERR_OOM) return rc;
+    *out = NULL;
+    int v = before >= 0 ? -1 : victim(p, -1);
+    if (v < 0) return rc;
+    if ((rc = evict(p, v)) < 0) return rc;
+    p->st.evictions++;
+  }
+}
+
+/* Places storage `id` on the device; *placed 0 (with DLRT_OK) when a
+ * prefetch (`before` >= 0) finds no room. */
+static int place(dlrt__mpool *p, int id, dlrt_stream_t *stream, int64_t before, int *placed) {
   dlrt__mstore *m = &p->s[id];
-  int fits, rc = make_room(p, m->bytes, -1, &fits);
+  *placed = 0;
+  int fits, rc = before >= 0 ? DLRT_OK : make_room(p, m->bytes, -1, &fits);
   if (rc < 0) return rc;
-  if (!fits) return no_room(p, id);
-  /* Exact: the allocator's block holds m->bytes, what the budget counts. */
-  rc = dlrt__buffer_alloc_ex(p->dev, m->size, stream, 1, &p->bufs[id]);
+  if (before < 0 && !fits) return no_room(p, id);
+  rc = alloc_exact(p, m->size, stream, before, &p->bufs[id]);
+  if (rc == DLRT_ERR_OOM && before >= 0) {
+    dlrt_clear_error(); /* the storage is fetched when it is used instead */
+    return DLRT_OK;
+  }
   if (rc < 0) return rc;
+  *placed = 1;
   p->resident += m->bytes;
   if (p->resident > p->st.peak_resident) p->st.peak_resident = p->resident;
   return p->check ? recount(p) : DLRT_OK;
@@ -225,8 +253,8 @@ int dlrt__mpool_acquire(dlrt__mpool *p, int id, int write) {
       p->st.prefetch_hits++;
     }
   } else {
-    int has_copy = m->on_host || m->on_disk;
-    if ((rc = place(p, id, p->compute)) < 0) return rc;
+    int has_copy = m->on_host || m->on_disk, placed;
+    if ((rc = place(p, id, p->compute, -1, &placed)) < 0) return rc;
     if (has_copy) {
       p->st.prefetch_misses++;
       if (m->on_host) {
@@ -314,7 +342,8 @@ int dlrt__mpool_prefetch(dlrt__mpool *p, int id) {
    * keeps), and the copy stream first waits for everything the compute
    * stream queued: the kernels that last used the memory and the
    * write-back that made the host copy. */
-  if ((rc = place(p, id, p->compute)) < 0) return rc;
+  int placed;
+  if ((rc = place(p, id, p->compute, m->next_use, &placed)) < 0 || !placed) return rc;
   if ((rc = dlrt_event_record(p->mark, p->compute)) < 0 ||
       (rc = dlrt_stream_wait_event(p->copy, p->mark)) < 0)
     return rc;
@@ -413,7 +442,7 @@ int dlrt__mpool_slices_begin(dlrt__mpool *p, int id, int write, size_t window,
                            (double)p->locked_bytes / 1048576.0,
                            (double)p->st.min_budget / 1048576.0);
   }
-  if ((rc = dlrt__buffer_alloc_ex(p->dev, window ? window : 4, p->compute, 1, &m->window)) < 0) {
+  if ((rc = alloc_exact(p, window ? window : 4, p->compute, -1, &m->window)) < 0) {
     m->window = NULL;
     return rc;
   }

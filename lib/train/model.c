@@ -4,11 +4,15 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "graph/graph.h"
+#include "util/file.h"
 #include "util/status.h"
 
 static const char *const mlp_layers[] = {"flatten", "linear 512", "relu", "linear 512", "relu",
@@ -23,23 +27,55 @@ typedef struct {
   int layer;        /* for parameter names: fc1, conv2, ... */
   const char *file; /* for messages: the file, or the preset */
   int line;
+  const char *text; /* and the layer's line */
   int last_linear_out; /* output size of the last layer if it was linear, else -1 */
 } builder;
 
-static int fail(builder *b, const char *fmt, const char *detail) {
-  char what[256];
-  snprintf(what, sizeof what, fmt, detail);
+static int fail(builder *b, const char *fmt, ...) DLRT__PRINTF(2, 3);
+static int fail(builder *b, const char *fmt, ...) {
+  char what[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
   return dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s:%d: %s", b->file, b->line, what);
 }
 
-/* Parses a positive integer argument ("32") or a key=value one ("pad=1"). */
-static int parse_int(const char *text, long *out) {
+/* The largest number a model file may give (a size, kernel, stride, padding
+ * or dilation): every product of a few of them then stays far inside
+ * int64_t, and each fits the int the graph builders take. */
+#define MODEL_INT_MAX (1L << 30)
+
+/* Parses a whole number argument ("32") or the value of a key=value one
+ * ("pad=1") into *out: 0, or the reason it is not one. */
+static const char *parse_int(const char *text, long *out) {
   char *end;
   errno = 0;
   long v = strtol(text, &end, 10);
-  if (errno || end == text || *end || v < 0 || v > (1L << 30)) return 0;
+  if (end == text || *end || (v < 0 && !errno)) return "is not a whole number >= 0";
+  if (errno || v > MODEL_INT_MAX) return "is too large (at most 1073741824)";
   *out = v;
-  return 1;
+  return NULL;
+}
+
+/* The elements of a tensor of this shape, or 0 after saying (FILE:LINE)
+ * that they overflow what a tensor can hold (2^60 - 1: its bytes must fit
+ * int64_t whatever the element type). */
+static int64_t checked_elements(builder *b, const char *layer_text, const char *what, int ndim,
+                                const int64_t *shape) {
+  int64_t n = 1;
+  int over = 0;
+  for (int i = 0; i < ndim; i++)
+    over |= shape[i] < 0 || __builtin_mul_overflow(n, shape[i], &n) || n > INT64_MAX / 8;
+  if (!over) return n;
+  char dims[160] = "";
+  size_t used = 0;
+  for (int i = 0; i < ndim && used < sizeof dims; i++)
+    used += (size_t)snprintf(dims + used, sizeof dims - used, "%s%lld", i ? " x " : "",
+                             (long long)shape[i]);
+  fail(b, "%s: its %s would have %s elements, more than a tensor can hold (2^60 - 1); use "
+       "smaller numbers", layer_text, what, dims);
+  return 0;
 }
 
 static int add_param(builder *b, const char *kind, const char *what, int ndim,
@@ -52,7 +88,7 @@ static int add_param(builder *b, const char *kind, const char *what, int ndim,
 }
 
 static int linear(builder *b, long out) {
-  if (b->x && dlrt_tensor_numel(b->x) && b->x) {
+  if (b->x && dlrt_tensor_numel(b->x)) {
     int64_t shape[DLRT_MAX_DIMS];
     if (dlrt_tensor_shape(b->x, shape) != 2) b->x = dlrt_flatten(b->g, b->x);
   }
@@ -61,6 +97,7 @@ static int linear(builder *b, long out) {
   dlrt_tensor_shape(b->x, shape);
   int64_t in = shape[1];
   int64_t ws[2] = {out, in}, bs[1] = {out};
+  if (!checked_elements(b, b->text, "weight", 2, ws)) return DLRT_ERR_INVALID_ARG;
   dlrt_tensor_t *w, *bias;
   b->layer++;
   int rc = add_param(b, "fc", "weight", 2, ws, in, out, &w);
@@ -71,11 +108,41 @@ static int linear(builder *b, long out) {
   return b->x ? DLRT_OK : dlrt_graph_status(b->g);
 }
 
-/* One layer line: "conv2d 32 3 pad=1". */
-static int layer(builder *b, char *text) {
-  char *words[8];
+static int conv2d(builder *b, long out, long k, long stride, long pad, long dil) {
+  int64_t shape[DLRT_MAX_DIMS];
+  if (dlrt_tensor_shape(b->x, shape) != 4)
+    return fail(b, "conv2d needs an image input (N x C x H x W); is it after a flatten or "
+                "linear?");
+  int64_t ws[4] = {out, shape[1], k, k}, bs[1] = {out};
+  /* fan_in = C x K x K and fan_out = OUT x K x K are at most the weight's
+   * elements, which are checked. */
+  if (!checked_elements(b, b->text, "weight", 4, ws)) return DLRT_ERR_INVALID_ARG;
+  int64_t fan_in = shape[1] * k * k, fan_out = (int64_t)out * k * k;
+  dlrt_tensor_t *w, *bias;
+  b->layer++;
+  int rc = add_param(b, "conv", "weight", 4, ws, fan_in, fan_out, &w);
+  if (rc == DLRT_OK) rc = add_param(b, "conv", "bias", 1, bs, fan_in, out, &bias);
+  if (rc < 0) return rc;
+  b->x = dlrt_conv2d(b->g, b->x, w, bias, (int)stride, (int)pad, (int)dil);
+  return b->x ? DLRT_OK : dlrt_graph_status(b->g);
+}
+
+/* The layer kinds, for messages. */
+static const char *const known_layers[] = {"conv2d", "maxpool", "avgpool", "linear",
+                                           "batchnorm", "relu",    "tanh",    "sigmoid",
+                                           "gelu",   "dropout", "flatten"};
+
+/* One layer line: "conv2d 32 3 pad=1" (lower case, without its comment). */
+static int layer_body(builder *b, char *text) {
+  enum { MAX_WORDS = 8 };
+  char *words[MAX_WORDS];
   int n = 0;
-  for (char *w = strtok(text, " \t\r\n"); w && n < 8; w = strtok(NULL, " \t\r\n")) words[n++] = w;
+  for (char *w = strtok(text, " \t\r\n\v\f"); w; w = strtok(NULL, " \t\r\n\v\f")) {
+    if (n == MAX_WORDS)
+      return fail(b, "%s: too many arguments (\"%s\" and on; a layer takes at most %d)",
+                  words[0], w, MAX_WORDS - 1);
+    words[n++] = w;
+  }
   if (n == 0) return DLRT_OK;
   const char *kind = words[0];
   long pos[2] = {-1, -1}, stride = -1, pad = 0, dil = 1;
@@ -84,7 +151,7 @@ static int layer(builder *b, char *text) {
     char *end;
     double p = n == 2 ? strtod(words[1], &end) : -1;
     if (n != 2 || *end || !(p >= 0 && p < 1))
-      return fail(b, "dropout needs one probability in [0, 1), as in \"dropout 0.5\"%s", "");
+      return fail(b, "dropout needs one probability in [0, 1), as in \"dropout 0.5\"");
     b->x = dlrt_dropout(b->g, b->x, (float)p);
     b->last_linear_out = -1;
     return b->x ? DLRT_OK : dlrt_graph_status(b->g);
@@ -93,18 +160,22 @@ static int layer(builder *b, char *text) {
   for (int i = 1; i < n; i++) {
     char *eq = strchr(words[i], '=');
     long v;
+    const char *why;
     if (!eq) {
-      if (n_pos == 2 || !parse_int(words[i], &v) || v == 0)
-        return fail(b, "unexpected argument \"%s\"", words[i]);
+      if (n_pos == 2) return fail(b, "%s: unexpected argument \"%s\"", kind, words[i]);
+      if ((why = parse_int(words[i], &v)))
+        return fail(b, "%s: argument \"%s\" %s", kind, words[i], why);
+      if (v == 0) return fail(b, "%s: argument \"%s\" must be 1 or more", kind, words[i]);
       pos[n_pos++] = v;
       continue;
     }
     *eq = '\0';
-    if (!parse_int(eq + 1, &v)) return fail(b, "\"%s\" needs a whole number", words[i]);
+    if ((why = parse_int(eq + 1, &v)))
+      return fail(b, "%s: %s=%s: the value %s", kind, words[i], eq + 1, why);
     if (strcmp(words[i], "stride") == 0 && v > 0) stride = v;
     else if (strcmp(words[i], "pad") == 0) pad = v;
     else if (strcmp(words[i], "dilation") == 0 && v > 0) dil = v;
-    else return fail(b, "unknown or invalid option \"%s\"", words[i]);
+    else return fail(b, "unknown or invalid option \"%s=%s\"", words[i], eq + 1);
   }
   int rc = DLRT_OK;
   if (strcmp(kind, "relu") == 0 && n_pos == 0) {
@@ -137,63 +208,94 @@ static int layer(builder *b, char *text) {
   } else if (strcmp(kind, "maxpool") == 0 && n_pos == 1) {
     b->x = dlrt_max_pool2d(b->g, b->x, (int)pos[0], (int)(stride > 0 ? stride : pos[0]));
   } else if (strcmp(kind, "conv2d") == 0 && n_pos == 2) {
-    int64_t shape[DLRT_MAX_DIMS];
-    if (dlrt_tensor_shape(b->x, shape) != 4)
-      return fail(b, "%s needs an image input (N x C x H x W); is it after a flatten or "
-                  "linear?", kind);
-    int64_t ws[4] = {pos[0], shape[1], pos[1], pos[1]}, bs[1] = {pos[0]};
-    int64_t fan_in = shape[1] * pos[1] * pos[1];
-    dlrt_tensor_t *w, *bias;
-    b->layer++;
-    rc = add_param(b, "conv", "weight", 4, ws, fan_in, pos[0] * pos[1] * pos[1], &w);
-    if (rc == DLRT_OK) rc = add_param(b, "conv", "bias", 1, bs, fan_in, pos[0], &bias);
-    if (rc < 0) return rc;
-    b->x = dlrt_conv2d(b->g, b->x, w, bias, (int)(stride > 0 ? stride : 1), (int)pad, (int)dil);
+    rc = conv2d(b, pos[0], pos[1], stride > 0 ? stride : 1, pad, dil);
   } else {
-    static const char *const known[] = {"relu",    "tanh",    "sigmoid", "gelu",
-                                        "flatten", "linear",  "maxpool", "avgpool",
-                                        "conv2d",  "batchnorm"};
-    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
-      if (strcmp(kind, known[i]) == 0)
+    for (size_t i = 0; i < sizeof known_layers / sizeof known_layers[0]; i++)
+      if (strcmp(kind, known_layers[i]) == 0)
         return fail(b, "wrong arguments for %s (see the model format in README)", kind);
     return fail(b, "unknown layer \"%s\" (known: conv2d, maxpool, avgpool, linear, batchnorm, "
                 "relu, tanh, sigmoid, gelu, dropout, flatten)", kind);
   }
   b->last_linear_out = -1;
-  if (!b->x) {
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", dlrt_last_error());
-    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s:%d: %s", b->file, b->line, msg);
-  }
+  if (rc == DLRT_OK && !b->x) rc = dlrt_graph_status(b->g);
+  return rc;
+}
+
+/* A layer, its failures all named FILE:LINE (a graph builder's own message
+ * is prefixed with it). */
+static int layer(builder *b, const char *text) {
+  char *words = strdup(text), where[300];
+  if (!words) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  b->text = text;
+  int rc = layer_body(b, words);
+  free(words);
+  snprintf(where, sizeof where, "%s:%d: ", b->file, b->line);
+  if (rc < 0 && strncmp(dlrt_last_error(), where, strlen(where)) != 0)
+    rc = dlrt__set_error(rc, "%s%s", where, dlrt_last_error());
   return rc;
 }
 
 /* One layer of a model: its text and where it came from (for messages). */
 typedef struct {
-  char text[512];
+  char *text;
   int line;
 } layer_entry;
 
-/* The layers of a preset or a model file, comments and blank lines gone. */
+static void free_layers(layer_entry *l, int n) {
+  for (int i = 0; l && i < n; i++) free(l[i].text);
+  free(l);
+}
+
+/* Opens a model file: a regular file only (a FIFO would block, and the file
+ * is read more than once: for the layer count, then by each stage). */
+static int open_model_file(const char *spec, FILE **out) {
+  int fd, rc = dlrt__open_regular(spec, "a model file", &fd, NULL);
+  if (rc < 0) {
+    if (rc == DLRT_ERR_NOT_FOUND)
+      return dlrt__set_error(rc, "model \"%s\": not a preset (mlp, cnn) and no such file",
+                             spec);
+    return dlrt__set_error(rc, "model \"%s\": %s", spec, dlrt_last_error());
+  }
+  if (!(*out = fdopen(fd, "r"))) {
+    close(fd);
+    return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  }
+  return DLRT_OK;
+}
+
+/* The layers of a preset or a model file, comments and blank lines gone.
+ * Lines may be of any length (getline). */
 static int read_layers(const char *spec, layer_entry **out, int *n) {
   const char *const *preset = strcmp(spec, "mlp") == 0   ? mlp_layers
                               : strcmp(spec, "cnn") == 0 ? cnn_layers
                                                          : NULL;
-  int cap = 16, count = 0;
+  int cap = 16, count = 0, rc = DLRT_OK;
   layer_entry *l = malloc((size_t)cap * sizeof *l);
   if (!l) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   FILE *f = NULL;
-  if (!preset && !(f = fopen(spec, "r"))) {
-    int e = errno;
+  if (!preset && (rc = open_model_file(spec, &f)) < 0) {
     free(l);
-    return dlrt__set_error(e == ENOENT ? DLRT_ERR_NOT_FOUND : DLRT_ERR_IO,
-                           "model \"%s\": not a preset (mlp, cnn) and not a readable file: %s",
-                           spec, strerror(e));
+    return rc;
   }
-  char line[512];
-  for (int no = 1;; no++) {
-    if (preset ? !preset[no - 1] : !fgets(line, sizeof line, f)) break;
-    if (preset) snprintf(line, sizeof line, "%s", preset[no - 1]);
+  char *line = NULL;
+  size_t line_cap = 0;
+  for (int no = 1; rc == DLRT_OK; no++) {
+    if (preset) {
+      if (!preset[no - 1]) break;
+      free(line);
+      if (!(line = strdup(preset[no - 1]))) {
+        rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+        break;
+      }
+    } else {
+      errno = 0;
+      if (getline(&line, &line_cap, f) < 0) {
+        if (errno && !feof(f))
+          rc = dlrt__set_error(errno == ENOMEM ? DLRT_ERR_OOM : DLRT_ERR_IO, "%s:%d: cannot "
+                               "read the model file: %s", spec, no, strerror(errno));
+        break;
+      }
+    }
     char *hash = strchr(line, '#');
     if (hash) *hash = '\0';
     int blank = 1;
@@ -205,16 +307,27 @@ static int read_layers(const char *spec, layer_entry **out, int *n) {
     if (count == cap) {
       layer_entry *grown = realloc(l, (size_t)(cap *= 2) * sizeof *l);
       if (!grown) {
-        free(l);
-        if (f) fclose(f);
-        return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+        rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+        break;
       }
       l = grown;
     }
-    snprintf(l[count].text, sizeof l[count].text, "%s", line);
+    /* Surrounding blanks and the newline go: messages quote the layer. */
+    char *text = line, *last = line + strlen(line);
+    while (isspace((unsigned char)*text)) text++;
+    while (last > text && isspace((unsigned char)last[-1])) *--last = '\0';
+    if (!(l[count].text = strdup(text))) {
+      rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+      break;
+    }
     l[count++].line = no;
   }
+  free(line);
   if (f) fclose(f);
+  if (rc < 0) {
+    free_layers(l, count);
+    return rc;
+  }
   *out = l;
   *n = count;
   return DLRT_OK;
@@ -226,13 +339,12 @@ static int read_layers(const char *spec, layer_entry **out, int *n) {
 static int run_layers(builder *b, layer_entry *l, int n, int from, int to, int64_t classes) {
   int rc = DLRT_OK;
   for (int i = from; i < to && i < n && rc == DLRT_OK; i++) {
-    char text[512];
-    snprintf(text, sizeof text, "%s", l[i].text);
     b->line = l[i].line;
-    rc = layer(b, text);
+    rc = layer(b, l[i].text);
   }
   if (rc == DLRT_OK && to > n && b->last_linear_out != classes) {
     b->line = n > 0 ? l[n - 1].line + 1 : 1;
+    b->text = "the final linear layer";
     rc = linear(b, classes);
   }
   return rc;
@@ -248,7 +360,7 @@ int dlrt_model_build(dlrt_graph_t *g, const char *spec, dlrt_tensor_t *input, in
   if (rc < 0) return rc;
   builder b = {.g = g, .x = input, .file = spec, .last_linear_out = -1};
   rc = run_layers(&b, l, n, 0, n + 1, classes);
-  free(l);
+  free_layers(l, n);
   if (rc < 0) return rc;
   *logits = b.x;
   return DLRT_OK;
@@ -258,7 +370,7 @@ int dlrt__model_layer_count(const char *spec, int *count) {
   layer_entry *l;
   int n, rc = read_layers(spec, &l, &n);
   if (rc < 0) return rc;
-  free(l);
+  free_layers(l, n);
   *count = n + 1; /* the final linear counts as a layer (empty when the file has it) */
   return DLRT_OK;
 }
@@ -289,7 +401,7 @@ int dlrt__model_stage(dlrt_graph_t *g, const char *spec, const int64_t input_sha
     rc = b.x ? run_layers(&b, l, n, first, last, classes) : dlrt_graph_status(g);
   }
   dlrt_graph_destroy(scratch);
-  free(l);
+  free_layers(l, n);
   if (rc == DLRT_OK) *y = b.x;
   return rc;
 }

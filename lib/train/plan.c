@@ -26,7 +26,9 @@ int dlrt_plan_memory(const dlrt_trainer_config *cfg, int64_t channels, int64_t h
   dlrt__memory_breakdown b;
   rc = dlrt__build_classifier(g, cfg, channels, height, width, classes, &images, &labels,
                               &logits, &loss);
-  if (rc == DLRT_OK) rc = dlrt__graph_plan_memory(g, dlrt__checkpoint_segment(g, cfg->checkpoint), &b);
+  if (rc == DLRT_OK)
+    rc = dlrt__graph_plan_memory(g, dlrt__checkpoint_segment(g, cfg->checkpoint),
+                                 DLRT_OFFLOAD_OPTIMIZER, &b);
   if (rc == DLRT_OK) {
     out->batch = cfg->batch;
     out->params = b.params;
@@ -45,6 +47,23 @@ int dlrt_plan_memory(const dlrt_trainer_config *cfg, int64_t channels, int64_t h
     for (int i = 0; i < g->n_tensors; i++)
       if (g->tensors[i]->kind == DLRT__TENSOR_PARAM) out->param_count += g->tensors[i]->numel;
   }
+  dlrt_graph_destroy(g);
+  return rc;
+}
+
+int dlrt__plan_spill_least(const dlrt_trainer_config *cfg, int64_t channels, int64_t height,
+                           int64_t width, int classes, uint64_t *least) {
+  dlrt_graph_t *g;
+  int rc = dlrt_graph_create(&g);
+  if (rc < 0) return rc;
+  dlrt_tensor_t *images, *labels, *logits, *loss;
+  dlrt__memory_breakdown b;
+  rc = dlrt__build_classifier(g, cfg, channels, height, width, classes, &images, &labels,
+                              &logits, &loss);
+  if (rc == DLRT_OK)
+    rc = dlrt__graph_plan_memory(g, dlrt__checkpoint_segment(g, cfg->checkpoint),
+                                 cfg->spill.policy, &b);
+  if (rc == DLRT_OK) *least = b.least_spill;
   dlrt_graph_destroy(g);
   return rc;
 }

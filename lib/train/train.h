@@ -129,6 +129,11 @@ int dlrt__build_classifier(dlrt_graph_t *g, const dlrt_trainer_config *cfg, int6
                            int64_t height, int64_t width, int64_t classes,
                            dlrt_tensor_t **images, dlrt_tensor_t **labels, dlrt_tensor_t **logits,
                            dlrt_tensor_t **loss);
+/* plan.c: the least device budget spilling can train cfg's model in, with
+ * cfg's checkpointing and offload policy: what dlrt_exec_set_spill needs
+ * for the executor's storages (the loaders and accumulators not counted). */
+int dlrt__plan_spill_least(const dlrt_trainer_config *cfg, int64_t channels, int64_t height,
+                           int64_t width, int classes, uint64_t *least);
 
 /* The images' type of the trainer's loaders: the compute type in mixed
  * precision (the graph's input has it), f32 for host-only loaders. */

@@ -114,6 +114,35 @@ static uint64_t outside_bytes(const dlrt_trainer_t *t) {
   return loader + accum + clip;
 }
 
+/* When spilling cannot meet the budget without checkpointing, whether the
+ * planner finds that --checkpoint sqrt (with the same offload policy, or
+ * with the optimizer offloaded as well) meets it: then the message says
+ * so, with what that needs. Appends to the message in `msg`. */
+static void checkpoint_hint(const dlrt_trainer_t *t, uint64_t model_budget, char *msg,
+                            size_t size) {
+  if (t->cfg.checkpoint != 0) return;
+  dlrt_trainer_config c = t->cfg;
+  c.checkpoint = DLRT_CHECKPOINT_SQRT;
+  for (int offload = 0; offload < 2; offload++) {
+    if (offload) {
+      if (c.spill.policy == DLRT_OFFLOAD_OPTIMIZER || c.spill.policy == DLRT_OFFLOAD_ALL) return;
+      c.spill.policy = c.spill.policy == DLRT_OFFLOAD_ACTIVATIONS ? DLRT_OFFLOAD_ALL
+                                                                  : DLRT_OFFLOAD_OPTIMIZER;
+    }
+    uint64_t least;
+    if (dlrt__plan_spill_least(&c, t->channels, t->height, t->width, t->classes, &least) < 0) {
+      dlrt_clear_error();
+      return;
+    }
+    if (least > model_budget) continue;
+    size_t used = strlen(msg);
+    snprintf(msg + used, size - used, "; --checkpoint sqrt%s would fit (its operations need "
+             "%.1f MiB at once)", offload ? " --offload optimizer" : "",
+             (double)least / 1048576.0);
+    return;
+  }
+}
+
 /* Spilling as configured, or on its own when the plan does not fit 80% of
  * the device's budget (the same slack as automatic checkpointing: buffers
  * of different sizes in turn fragment the allocator's segments). */
@@ -124,19 +153,38 @@ static int choose_spilling(dlrt_trainer_t *t) {
   int rc = dlrt_exec_info_get(t->e, &info);
   if (rc < 0) return rc;
   uint64_t outside = outside_bytes(t);
-  if (c.device_budget == 0 && limit > 0 && info.planned_peak_bytes + outside > limit / 100 * 80) {
+  int from_limit = c.device_budget == 0 && limit > 0;
+  /* The device's budget (DLRT_MEM_LIMIT) is a hard bound of the allocator:
+   * the plan must fit 80% of it, else the trainer spills, as --mem-limit
+   * does, within 85% of it (the rest is slack for the allocator's
+   * segments). --offload asks to spill within it anyway. */
+  if (from_limit && (info.planned_peak_bytes + outside > limit / 100 * 80 ||
+                     c.policy != DLRT_OFFLOAD_NONE || c.host_budget)) {
     c.device_budget = limit / 100 * 85;
     if (c.prefetch == 0) c.prefetch = 4;
+  } else {
+    from_limit = 0;
   }
   if (c.device_budget == 0) return DLRT_OK;
+  char budget[160];
+  if (from_limit)
+    snprintf(budget, sizeof budget, " (85%% of the device's budget, DLRT_MEM_LIMIT or "
+             "dlrt_mem_set_limit: %.1f MiB)", (double)limit / 1048576.0);
+  else
+    budget[0] = '\0';
   if (c.device_budget <= outside)
-    return dlrt__set_error(DLRT_ERR_OOM, "a device budget of %.1f MiB leaves nothing for the "
-                           "model: the loader (--prefetch batches), accumulators and clipping "
-                           "take %.1f MiB; raise the budget or lower --prefetch",
-                           (double)c.device_budget / 1048576.0, (double)outside / 1048576.0);
+    return dlrt__set_error(DLRT_ERR_OOM, "a device budget of %.1f MiB%s leaves nothing for "
+                           "the model: the loader (--prefetch batches), accumulators and "
+                           "clipping take %.1f MiB; raise the budget or lower --prefetch",
+                           (double)c.device_budget / 1048576.0, budget,
+                           (double)outside / 1048576.0);
   c.device_budget -= outside;
   t->spilling = 1;
-  return dlrt_exec_set_spill(t->e, &c);
+  if ((rc = dlrt_exec_set_spill(t->e, &c)) != DLRT_ERR_OOM) return rc;
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", dlrt_last_error());
+  checkpoint_hint(t, c.device_budget, msg, sizeof msg);
+  return dlrt__set_error(rc, "%s%s", msg, budget);
 }
 
 int dlrt_trainer_create(dlrt_device_t *dev, const dlrt_trainer_config *cfg, int64_t height,
@@ -170,13 +218,17 @@ int dlrt_trainer_create(dlrt_device_t *dev, const dlrt_trainer_config *cfg, int6
   if ((rc = dlrt__build_classifier(t->g, cfg, t->channels, height, width, classes, &t->images,
                                     &t->labels, &t->logits, &t->loss)) < 0)
     goto fail;
-  if ((rc = dlrt_exec_create(t->g, dev, cfg->seed, &t->e)) < 0) goto fail;
+  /* The executor's storage is made once checkpointing, accumulation and
+   * spilling are decided, so that a budget (--mem-limit or the device's,
+   * DLRT_MEM_LIMIT) holds from the first parameter on. */
+  if ((rc = dlrt__exec_create_deferred(t->g, dev, cfg->seed, &t->e)) < 0) goto fail;
   if (cfg->clip_norm > 0 && (rc = dlrt_exec_set_clip_norm(t->e, cfg->clip_norm)) < 0) goto fail;
   if ((rc = dlrt__set_loss_scaling(t->e, cfg)) < 0) goto fail;
   if (cfg->checkpoint != 0 && (rc = choose_checkpointing(t)) < 0) goto fail;
   t->accum = cfg->accum > 1 ? cfg->accum : 1;
   if (t->accum > 1 && (rc = dlrt_exec_set_accumulation(t->e, t->accum)) < 0) goto fail;
   if ((rc = choose_spilling(t)) < 0) goto fail;
+  if ((rc = dlrt__exec_materialize(t->e)) < 0) goto fail;
   t->host_labels = malloc((size_t)t->batch * sizeof(int32_t));
   t->host_logits = malloc((size_t)(t->batch * classes) * sizeof(float));
   if (!t->host_labels || !t->host_logits) {
