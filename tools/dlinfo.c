@@ -319,7 +319,11 @@ static int report(dlrt_device_t *only, int json, int stamp) {
 }
 
 /* SIGINT and SIGTERM end --watch. They stay blocked except inside pselect(),
- * so that none can arrive between the flag check and the sleep. */
+ * so that none can arrive between the flag check and the sleep. Installed
+ * before dlrt_init: one that comes while the backends start (seconds for a
+ * driver under load) waits, blocked, for the first pselect() and ends the
+ * watch there, instead of killing dlinfo (exit 130); the threads the
+ * backends start inherit the mask, so it reaches the main thread. */
 static void watch_signals(sigset_t *wait_mask) {
   static const int stop_signals[] = {SIGINT, SIGTERM};
   struct sigaction sa = {.sa_handler = on_stop_signal};
@@ -348,6 +352,8 @@ int main(int argc, char **argv) {
   double watch = o.watch;
   const char *spec = o.spec;
 
+  if (watch > 0)
+    watch_signals(&wait_mask);
   if ((rc = dlrt_init()) != DLRT_OK) {
     status = tool_fail("cannot start dlrt", rc);
     goto done;
@@ -358,8 +364,6 @@ int main(int argc, char **argv) {
     status = STATUS_USAGE;
     goto done;
   }
-  if (watch > 0)
-    watch_signals(&wait_mask);
   for (;;) {
     if (watch > 0 && isatty(STDOUT_FILENO))
       fputs("\033[H\033[2J", stdout); /* cursor home, clear screen */

@@ -5,13 +5,15 @@
  * (fuzz_args_split), as in "--model\ncnn\n--lr\n0.1".
  *
  * The parser must return 0, 2 (a usage error, with its message) or
- * TOOL_HELP / TOOL_VERSION, and what it accepts must be usable as it is
+ * TOOL_HELP / TOOL_VERSION, leave argv as it was, answer the same when
+ * called again on the same line, and what it accepts must be usable as it is
  * stored: every number a finite
  * float in the range the option documents (a double that passes the check
  * but becomes inf or 0 as a float is a finding).
  *
  * fuzz-sources: tools/dltrain-options.c tools/tool-common.c */
 #include <math.h>
+#include <string.h>
 
 #include "dltrain.h"
 #include "fuzz.h"
@@ -49,15 +51,37 @@ static void check_accepted(const options *o) {
              o->epochs, o->accum, o->micro);
 }
 
+/* A second parse of the same line: the same answer (getopt's state reset). */
+static void check_same(int rc, const options *x, const options *y) {
+  FUZZ_CHECK(strcmp(x->error, y->error) == 0, "again: '%s', then '%s'", x->error, y->error);
+  if (rc != 0) return;
+  FUZZ_CHECK(x->model == y->model && x->data == y->data && x->device == y->device &&
+                 x->save == y->save && x->resume == y->resume,
+             "again: other files or devices");
+  FUZZ_CHECK(x->epochs == y->epochs && x->batch == y->batch && x->limit == y->limit &&
+                 x->seed == y->seed && x->accum == y->accum && x->micro == y->micro,
+             "again: other counts");
+  FUZZ_CHECK(x->opt.kind == y->opt.kind && x->opt.lr == y->opt.lr &&
+                 x->opt.momentum == y->opt.momentum &&
+                 x->opt.weight_decay == y->opt.weight_decay && x->schedule == y->schedule &&
+                 x->step_size == y->step_size && x->gamma == y->gamma &&
+                 x->loss_scaler.init_scale == y->loss_scaler.init_scale,
+             "again: other optimizer settings");
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fuzz_args a;
   if (fuzz_args_split(&a, "dltrain", data, size) < 0) return 0;
-  options o; /* the parser sets the defaults */
+  options o, again; /* the parser sets the defaults */
   int rc = dltrain_parse_options(a.argc, a.argv, &o);
   FUZZ_CHECK(rc == 0 || rc == TOOL_HELP || rc == TOOL_VERSION || rc == STATUS_USAGE,
              "dltrain_parse_options returned %d", rc);
   FUZZ_CHECK(rc != STATUS_USAGE || o.error[0], "a usage error without a message");
+  FUZZ_CHECK(fuzz_args_intact(&a), "argv changed");
   if (rc == 0) check_accepted(&o);
+  int rc_again = dltrain_parse_options(a.argc, a.argv, &again);
+  FUZZ_CHECK(rc_again == rc, "returned %d, then %d", rc, rc_again);
+  check_same(rc, &o, &again);
   fuzz_args_free(&a);
   return 0;
 }

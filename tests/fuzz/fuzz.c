@@ -118,6 +118,7 @@ int fuzz_args_split(fuzz_args *a, const char *argv0, const uint8_t *data, size_t
   char *args = a->text + name;
   memcpy(args, data, size);
   args[size] = '\0';
+  a->text_size = name + size + 1;
   a->argv[a->argc++] = a->text;
   if (size > 0) {
     /* "a\nb" and "a\0b" are both {a, b}; a trailing separator ends the last one. */
@@ -131,11 +132,33 @@ int fuzz_args_split(fuzz_args *a, const char *argv0, const uint8_t *data, size_t
     }
   }
   a->argv[a->argc] = NULL;
+  memcpy(a->given, a->argv, sizeof a->given);
+  if (!(a->given_text = malloc(a->text_size))) {
+    fuzz_args_free(a);
+    return -1;
+  }
+  memcpy(a->given_text, a->text, a->text_size);
   optind = 0; /* glibc: start a fresh scan, forgetting the last one's state */
   return 0;
 }
 
 void fuzz_args_free(fuzz_args *a) {
   free(a->text);
+  free(a->given_text);
   memset(a, 0, sizeof *a);
+}
+
+int fuzz_args_intact(const fuzz_args *a) {
+  return memcmp(a->argv, a->given, sizeof a->given) == 0 &&
+         memcmp(a->text, a->given_text, a->text_size) == 0;
+}
+
+int fuzz_args_holds(const fuzz_args *a, const char *p) {
+  /* Compared as addresses: p may point anywhere. */
+  uintptr_t at = (uintptr_t)p, start = (uintptr_t)a->text;
+  return p && at >= start && at < start + a->text_size;
+}
+
+int fuzz_same_string(const char *x, const char *y) {
+  return (!x && !y) || (x && y && strcmp(x, y) == 0);
 }

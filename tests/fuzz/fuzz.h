@@ -74,6 +74,9 @@ typedef struct {
   int argc;
   char *argv[FUZZ_MAX_ARGS + 2];
   char *text; /* the copy the arguments point into */
+  size_t text_size;
+  char *given[FUZZ_MAX_ARGS + 2]; /* argv as split, and text as it was: */
+  char *given_text;               /* what fuzz_args_intact compares with */
 } fuzz_args;
 
 /* Fills *a from data[0..size) and resets getopt (optind = 0, which makes
@@ -81,5 +84,15 @@ typedef struct {
  * be called once per input. 0, or -1 when out of memory. */
 int fuzz_args_split(fuzz_args *a, const char *argv0, const uint8_t *data, size_t size);
 void fuzz_args_free(fuzz_args *a);
+
+/* 1 when argv and its strings are as fuzz_args_split left them (a parser
+ * promises to leave argv as it was: getopt permutes only its own copy). */
+int fuzz_args_intact(const fuzz_args *a);
+
+/* 1 when p points into one of the arguments (a parser's "points into argv"). */
+int fuzz_args_holds(const fuzz_args *a, const char *p);
+
+/* 1 when both are NULL or both are equal strings. */
+int fuzz_same_string(const char *x, const char *y);
 
 #endif

@@ -14,7 +14,9 @@
 #               logs, grown corpora and findings go to BUILDDIR/fuzz/
 #   --seconds   fuzzing time per target (default $FUZZ_SECONDS, else 600);
 #               0 runs the seed corpora once and fuzzes nothing
-#   TARGET      idx, records, ... (default: every fuzz-*.c)
+#   TARGET      idx, records, safetensors, model, dltrain-options,
+#               dlbench-options, dlinfo-options, dlrecord-options (default:
+#               every fuzz-*.c)
 # Environment: FUZZ_CC (the clang to use), FUZZ_CFLAGS (more compiler flags,
 # after the sanitizers': -O2, -fno-sanitize=...), FUZZ_TIMEOUT (seconds one
 # input may take, default 10), FUZZ_RSS_MB (default 2048), FUZZ_FLAGS (more
