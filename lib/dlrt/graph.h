@@ -311,10 +311,13 @@ DLRT_API int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *config
 DLRT_API int dlrt_exec_spill_stats(dlrt_exec_t *e, dlrt_spill_stats *out);
 /* The gradients of the DLRT_RUN_GRADIENTS runs since the last update (their
  * sum: several runs are micro-batches) as one vector of `count` floats: each
- * parameter's in the order of dlrt_exec_export, one after the other (count =
- * the parameter elements, dlrt_exec_info.params); write replaces them (with
- * a combination of replicas', say); apply makes one update from their mean
- * over those runs, as a training run would have (clipping included). */
+ * parameter's, one after the other, in the order dlrt_exec_export lists the
+ * parameters (count = the parameter elements, dlrt_exec_info.params); the
+ * export's batch-norm running statistics have no gradient and are not in the
+ * vector. Write replaces them (with a combination of replicas', say); apply
+ * makes one update from their mean over those runs, as a training run would
+ * have (clipping included). A kept parameter gradient (dlrt_keep) then holds
+ * what the update applied, the sum these calls read and write. */
 DLRT_API int dlrt_exec_gradients_read(dlrt_exec_t *e, float *dst, int64_t count);
 DLRT_API int dlrt_exec_gradients_write(dlrt_exec_t *e, const float *src, int64_t count);
 DLRT_API int dlrt_exec_apply_gradients(dlrt_exec_t *e);
@@ -365,8 +368,9 @@ typedef struct {
 } dlrt_exec_info;
 
 DLRT_API int dlrt_exec_info_get(dlrt_exec_t *e, dlrt_exec_info *out);
-/* Parameters (and, when `with_state`, optimizer state and the step count)
- * as named host tensors, for checkpoints (free them with
+/* Parameters and batch-norm running statistics (and, when `with_state`,
+ * optimizer state, and the step count last) as named host tensors in the
+ * order they were made, for checkpoints (free them with
  * dlrt_host_tensors_free); and back. */
 DLRT_API int dlrt_exec_export(dlrt_exec_t *e, int with_state, dlrt_host_tensor **tensors,
                               int *n);
