@@ -236,9 +236,12 @@ DLRT_API int dlrt_mem_stats_get(dlrt_device_t *dev, dlrt_mem_stats *out);
 DLRT_API int dlrt_mem_reset_peak(dlrt_device_t *dev);
 /* Statistics of the device's pinned host pool. */
 DLRT_API int dlrt_host_stats_get(dlrt_device_t *dev, dlrt_mem_stats *out);
-/* Writes a readable table of the device's allocator and pinned-pool statistics
- * into `buf` (always NUL-terminated). Returns the length the full table needs,
- * as snprintf does, or <0. */
+/* Writes readable tables of the device's allocator and pinned-pool statistics
+ * into `buf` (always NUL-terminated): for each, the bytes and segments,
+ * current and peak; then the counts since the start (allocations, frees,
+ * cache hits, driver calls, retries, OOMs) and the cache now, one value each;
+ * and the device's spilling figures when it spilled. Returns the length the
+ * full text needs, as snprintf does, or <0. */
 DLRT_API int dlrt_mem_summary(dlrt_device_t *dev, char *buf, size_t size);
 
 /* ------------------------------------------------------------------------ */
