@@ -159,8 +159,9 @@ static void print_json(const options *o, const results *r) {
   else
     fputs("null", stdout);
   printf(", \"spilled_bytes\": %" PRIu64 ", \"spilled_to_disk_bytes\": %" PRIu64
-         ", \"fetched_bytes\": %" PRIu64 ", \"spill_slice_images\": %" PRId64,
-         r->last.spilled_bytes, r->last.disk_bytes, r->last.fetched_bytes, r->last.slice_images);
+         ", \"disk_written_bytes\": %" PRIu64 ", \"fetched_bytes\": %" PRIu64
+         ", \"spill_slice_images\": %" PRId64, r->last.spilled_bytes, r->last.disk_bytes,
+         r->last.disk_written_bytes, r->last.fetched_bytes, r->last.slice_images);
   const char *nums[] = {"lr", "momentum", "weight_decay", "label_smoothing", "final_loss",
                         "final_accuracy", "test_loss", "test_accuracy", "train_images_per_s",
                         "stall_fraction", "loader_images_per_s", "transfer_stall_fraction"};
@@ -508,10 +509,11 @@ int main(int argc, char **argv) {
           (double)r.info.measured_peak_bytes / 1048576.0, o.checkpoint ? ", checkpointing " : "",
           o.checkpoint ? checkpoint_name(o.checkpoint) : "");
   if (o.spill.device_budget && r.epochs_run > 0)
-    fprintf(log, "spill    budget %.1f MiB: %.1f MiB to the host (%.1f to disk), %.1f MiB back%s",
+    fprintf(log, "spill    budget %.1f MiB: %.1f MiB off the device (%.1f of it to disk), "
+            "%.1f MiB back; %.1f MiB written to disk in all%s",
             (double)o.spill.device_budget / 1048576.0, (double)r.last.spilled_bytes / 1048576.0,
             (double)r.last.disk_bytes / 1048576.0, (double)r.last.fetched_bytes / 1048576.0,
-            r.last.slice_images ? "" : "\n");
+            (double)r.last.disk_written_bytes / 1048576.0, r.last.slice_images ? "" : "\n");
   if (o.spill.device_budget && r.epochs_run > 0 && r.last.slice_images)
     fprintf(log, "; convolution blocks in slices of %" PRId64 " images\n", r.last.slice_images);
   if (world > 1)

@@ -280,8 +280,11 @@ typedef struct {
 } dlrt_spill_config;
 
 typedef struct {
-  uint64_t spilled_bytes;       /* device -> host or disk write-backs */
+  uint64_t spilled_bytes;       /* copies off the device (to host or disk) */
   uint64_t fetched_bytes;       /* host or disk -> device */
+  /* Every write to and read from the spill file: the device's copies that
+   * go there and host copies past the host budget (the offloaded
+   * optimizer's parameters and state, updated on the host each step). */
   uint64_t disk_written_bytes, disk_read_bytes;
   uint64_t evictions;           /* storages moved off to make room */
   uint64_t dropped_clean;       /* of the moves, without a write-back (clean copy kept) */
@@ -296,6 +299,10 @@ typedef struct {
    * of images at a time because whole ones do not fit the budget: the
    * most images per chunk (0: none do). */
   int64_t slice_images;
+  /* Of spilled_bytes, those that went on to the disk tier (straight from
+   * the device, or through a host copy past the host budget): never more
+   * than spilled_bytes. */
+  uint64_t spilled_to_disk_bytes;
 } dlrt_spill_stats;
 
 /* Turns spilling on (device_budget > 0) or off for the next runs. Storages

@@ -107,6 +107,8 @@ typedef struct {
   double loader_images_per_s; /* what the loader's workers can deliver */
   float loss_scale;           /* loss scaling: the scale after the epoch (1: off) */
   int64_t skipped_steps;      /* updates skipped for inf / NaN gradients, this epoch */
+  uint64_t disk_written_bytes; /* every write to the spill file, host copies past the
+                                  host budget too (dlrt_spill_stats) */
 } dlrt_epoch_stats;
 
 /* Called every few steps during an epoch with the running figures. */

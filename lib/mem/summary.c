@@ -81,9 +81,11 @@ int dlrt_mem_summary(dlrt_device_t *dev, char *buf, size_t size) {
   dlrt_spill_stats sp;
   if (dlrt__spill_totals(dev, &sp)) {
     put(&t, "\nspilling (unified-memory emulation), all executors on this device\n");
-    put(&t, "  to host or disk   %12.1f MiB   back to the device %12.1f MiB\n",
+    put(&t, "  off the device    %12.1f MiB   back to the device %12.1f MiB\n",
         (double)sp.spilled_bytes / 1048576.0, (double)sp.fetched_bytes / 1048576.0);
-    put(&t, "  to disk           %12.1f MiB   from disk          %12.1f MiB\n",
+    put(&t, "  of it to disk     %12.1f MiB\n", (double)sp.spilled_to_disk_bytes / 1048576.0);
+    /* The spill file also takes host copies past the host budget. */
+    put(&t, "  disk writes       %12.1f MiB   disk reads         %12.1f MiB\n",
         (double)sp.disk_written_bytes / 1048576.0, (double)sp.disk_read_bytes / 1048576.0);
     put(&t, "  evictions         %12llu       of them clean      %12llu\n",
         (unsigned long long)sp.evictions, (unsigned long long)sp.dropped_clean);

@@ -372,7 +372,8 @@ int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
   if (rc == DLRT_OK) rc = dlrt__dp_sync_main(t);
   if (rc == DLRT_OK && t->spilling && (rc = dlrt_exec_spill_stats(t->e, &spill1)) == DLRT_OK) {
     out->spilled_bytes = spill1.spilled_bytes - spill0.spilled_bytes;
-    out->disk_bytes = spill1.disk_written_bytes - spill0.disk_written_bytes;
+    out->disk_bytes = spill1.spilled_to_disk_bytes - spill0.spilled_to_disk_bytes;
+    out->disk_written_bytes = spill1.disk_written_bytes - spill0.disk_written_bytes;
     out->fetched_bytes = spill1.fetched_bytes - spill0.fetched_bytes;
     out->transfer_ms = spill1.transfer_ms - spill0.transfer_ms;
     out->slice_images = spill1.slice_images;
