@@ -24,7 +24,7 @@ int dlrt__exec_ensure_accumulators(dlrt_exec_t *e) {
     if (p->kind != DLRT__TENSOR_PARAM || !p->grad) continue;
     int rc = dlrt_buffer_alloc(e->dev, dlrt__tensor_bytes(p), e->stream, &e->grads.accum[i]);
     if (rc < 0) return rc;
-    e->grads.accum_bytes += dlrt__alloc_rounded(dlrt__tensor_bytes(p));
+    e->grads.accum_bytes += dlrt__alloc_block_bytes(dlrt__tensor_bytes(p));
   }
   return DLRT_OK;
 }
