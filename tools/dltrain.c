@@ -129,6 +129,11 @@ typedef struct {
   dlrt_exec_info info;
   double seconds;
   int64_t skipped_steps; /* loss scaling, over this invocation's epochs */
+  /* Every device the run used (--devices, --pipeline, else the one), with
+   * the rows of each batch it took (its share under --devices). */
+  dlrt_device_t *const *devices;
+  int n_devices;
+  int64_t rows[64];
 } results;
 
 static void print_json(const options *o, const results *r) {
@@ -183,6 +188,18 @@ static void print_json(const options *o, const results *r) {
   for (int i = 0; i < r->epochs_run; i++) {
     fputs(i ? ", " : "", stdout);
     json_number(r->losses[i]);
+  }
+  fputs("], \"devices\": [", stdout);
+  for (int i = 0; i < r->n_devices; i++) {
+    dlrt_device_props p = {0};
+    dlrt_mem_stats mem = {0};
+    dlrt_device_props_get(r->devices[i], &p);
+    dlrt_mem_stats_get(r->devices[i], &mem);
+    const char *dk[] = {"device", "device_name"}, *dv[] = {dlrt_device_spec(r->devices[i]), p.name};
+    fputs(i ? ", {" : "{", stdout);
+    tool_json_strings(stdout, dk, dv, 2);
+    printf("\"rows\": %" PRId64 ", \"peak_device_bytes\": %" PRIu64 "}", r->rows[i],
+           mem.allocated.peak);
   }
   printf("], \"seconds\": %.3f}\n", r->seconds);
 }
@@ -522,6 +539,12 @@ int main(int argc, char **argv) {
   if (o.json && rank == 0) {
     r.device = dlrt_device_spec(dev);
     r.device_name = props.name;
+    r.devices = n_replicas > 0 ? replicas : &dev;
+    r.n_devices = n_replicas > 0 ? n_replicas : 1;
+    int n_split = 0;
+    dlrt_trainer_split(trainer, r.rows, &n_split);
+    for (int i = 0; i < r.n_devices; i++)
+      if (!o.devices || i >= n_split) r.rows[i] = o.batch; /* a stage, or the one device */
     r.data = generated ? "generated" : o.data;
     r.train = &data[0];
     r.test = &data[1];
