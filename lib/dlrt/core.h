@@ -313,6 +313,10 @@ typedef struct {
   int64_t lda, ldb, ldc;
   int64_t stride_a, stride_b, stride_c;
   int64_t batch; /* >= 1 */
+  /* 1: C is fp32 while A and B are `dtype` (F16 or BF16): the fp32 sums are
+   * stored as they are, and beta adds fp32 C, so a sum over several GEMMs
+   * (beta 1) is rounded to fp32 only, never to 16 bits. 0: C is `dtype`. */
+  int c_f32;
 } dlrt_gemm_desc;
 
 /* Fills a descriptor for a plain (batch 1) GEMM with tight leading dimensions. */
