@@ -95,7 +95,7 @@ int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_datase
   for (size_t i = 0; i < sizeof vals / sizeof *vals; i++)
     printf("  %-20s %10.2f MiB\n", names[i], mib(vals[i]));
   printf("  %-20s %10.2f MiB  (%" PRId64 " parameters%s)\n", "peak", mib(p.peak), p.param_count,
-         p.evaluation_at_peak ? "; an evaluation's, its loader beside the training one's" : "");
+         p.evaluation_at_peak ? "; an evaluation's: two loaders" : "");
   printf("  %-20s %10.2f MiB  (the least --mem-limit with --offload optimizer)\n",
          "spilling can do", mib(p.spill_least));
   printf("largest batch that fits %s:\n", human((double)memory, a, sizeof a));
