@@ -130,7 +130,8 @@ static inline dlrt_dtype dlrt__loader_image_type(const dlrt_trainer_config *cfg,
 static inline uint64_t dlrt__loader_device_bytes(int64_t batch, int64_t pixels, int prefetch,
                                                  dlrt_dtype image_type) {
   uint64_t slots = (uint64_t)(prefetch > 0 ? prefetch : 1);
-  uint64_t images = dlrt__alloc_block_bytes((uint64_t)(batch * pixels) * dlrt_dtype_size(image_type));
+  uint64_t images =
+      dlrt__alloc_block_bytes((uint64_t)(batch * pixels) * dlrt_dtype_size(image_type));
   uint64_t labels = dlrt__alloc_block_bytes((uint64_t)batch * 4);
   return slots * (images + labels);
 }

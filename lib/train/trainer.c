@@ -439,8 +439,9 @@ int dlrt_trainer_info(dlrt_trainer_t *t, dlrt_exec_info *out) {
    * evaluation's loader lives beside them during its forward passes, whose
    * peak can come near a training step's (the cnn's at batch 256 does). */
   if (t->train_loader && !t->n_reps && !t->n_stages) {
-    uint64_t loader = dlrt__loader_device_bytes(t->batch, t->channels * t->height * t->width,
-                                                t->cfg.prefetch, dlrt__loader_image_type(&t->cfg, 0));
+    uint64_t loader =
+        dlrt__loader_device_bytes(t->batch, t->channels * t->height * t->width, t->cfg.prefetch,
+                                  dlrt__loader_image_type(&t->cfg, 0));
     const dlrt__exec_plan *p = &t->e->plan;
     uint64_t step = p->train_peak + loader, eval = p->forward_peak + 2 * loader;
     out->planned_peak_bytes += (step > eval ? step : eval) - p->planned_peak;
