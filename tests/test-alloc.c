@@ -540,6 +540,30 @@ static void scenario_summary(const device_info *d, int show) {
   for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
     ok(strcasestr(table, words[i]) != NULL, "%s: the table shows \"%s\"", d->spec,
        words[i]);
+  /* Every row sits under a heading that names what its columns hold: the
+   * counts are totals, not current and peak figures. */
+  dlrt_mem_stats st;
+  dlrt_mem_stats_get(d->dev, &st);
+  const struct { const char *label; uint64_t value; } counts[] = {
+      {"allocations", st.alloc_count},   {"frees", st.free_count},
+      {"cache hits", st.cache_hits},     {"driver allocations", st.driver_allocs},
+      {"retries", st.retries},           {"out-of-memory errors", st.oom_count}};
+  for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+    char want[96];
+    snprintf(want, sizeof want, "| %-24s | %14llu |\n", counts[i].label,
+             (unsigned long long)counts[i].value);
+    const char *row = strstr(table, want);
+    /* The heading above it: the last line before it that a rule follows. */
+    char heading[128] = "";
+    for (const char *p = table; row && p < row; p = strchr(p, '\n') + 1) {
+      const char *end = strchr(p, '\n');
+      if (strncmp(end + 1, "|---", 4) == 0)
+        snprintf(heading, sizeof heading, "%.*s", (int)(end - p), p);
+    }
+    ok(row && strncmp(heading, "| counts", 8) == 0 && !strstr(heading, "current"),
+       "%s: %s (%llu) is a row under \"%s\", not under current / peak", d->spec,
+       counts[i].label, (unsigned long long)counts[i].value, heading);
+  }
   char tiny[8];
   memset(tiny, 'x', sizeof tiny);
   is_int(dlrt_mem_summary(d->dev, tiny, sizeof tiny), length,

@@ -557,6 +557,50 @@ static void test_free(void) {
   }
 }
 
+/* A record file given alone holds both splits: its last tenth is the test
+ * split (it used to have none, and dltrain --data FILE always failed). */
+static void test_single_record_file(void) {
+  dlrt_dataset all;
+  if (!tap_check(dlrt_dataset_generate(25, 3, 9, &all), "generate 25 samples to save"))
+    return;
+  const char *path = tmp_path("alone.dlrec");
+  if (!tap_check(dlrt_dataset_save_records(path, &all), "save them as one record file")) {
+    dlrt_dataset_free(&all);
+    return;
+  }
+  size_t sample =
+      (size_t)(all.channels * all.height * all.width) * dlrt_dtype_size(all.image_dtype);
+  for (int mapped = 0; mapped < 2; mapped++) {
+    const char *how = mapped ? "mapped" : "read";
+    int flags = mapped ? DLRT_DATASET_MMAP : 0;
+    dlrt_dataset train, test;
+    int rc = dlrt_dataset_load_flags(path, 0, flags, &train);
+    if (tap_check(rc, "%s: a record file alone loads its training split", how)) {
+      ok(train.count == 23 && memcmp(train.images, all.images, 23 * sample) == 0 &&
+             memcmp(train.labels, all.labels, 23 * sizeof *all.labels) == 0,
+         "%s: the training split is the first 23 of 25 records (%lld)", how,
+         (long long)train.count);
+      dlrt_dataset_free(&train);
+    }
+    rc = dlrt_dataset_load_flags(path, 1, flags, &test);
+    if (tap_check(rc, "%s: and its test split", how)) {
+      ok(test.count == 2 && memcmp(test.images, all.images + 23 * sample, 2 * sample) == 0 &&
+             memcmp(test.labels, all.labels + 23, 2 * sizeof *all.labels) == 0 &&
+             test.classes == all.classes,
+         "%s: the test split is the last tenth, 2 records (%lld)", how, (long long)test.count);
+      dlrt_dataset_free(&test);
+    }
+  }
+  dlrt_dataset one = all;
+  one.count = 1;
+  const char *path1 = tmp_path("one.dlrec");
+  dlrt_dataset d;
+  if (tap_check(dlrt_dataset_save_records(path1, &one), "save a one-record file"))
+    refused(dlrt_dataset_load(path1, 1, &d), &d, DLRT_ERR_IO, "one.dlrec", "two or more",
+            "a one-record file has no test split to hold out");
+  dlrt_dataset_free(&all);
+}
+
 int main(void) {
   tap_tempdir("dlrt-dataset", root, sizeof root);
   diag("files in %s", root);
@@ -565,6 +609,7 @@ int main(void) {
   test_small_files();
   test_bad_files();
   test_generate();
+  test_single_record_file();
   test_free();
 
   tap_remove_tree(root);

@@ -6,7 +6,8 @@
  * C; beta == 0 must not, so C starts as NaN there). fp16 and bf16 over the
  * same cases plus K spanning several of the CPU backend's K chunks and sizes
  * off its tiles (required on the CPU, elsewhere where a device has them), and
- * the CPU's fp16/bf16 result bit for bit the same with 1, 2 and 3 threads.
+ * the CPU's fp16/bf16 result bit for bit the same with 1, 2 and 3 threads;
+ * 16-bit A and B with an fp32 C (c_f32) summed over many GEMMs exactly.
  * Then the descriptor helper and argument checking.
  *
  * The error measure is max |got - ref| / max |ref| over the computed elements
@@ -610,6 +611,72 @@ done:
   free(c16);
 }
 
+/* 16-bit A and B with an fp32 C (c_f32), as a convolution's weight gradient
+ * sums its pieces: C (m x n, ld n + 3, at an offset) = the sum over `pieces`
+ * GEMMs of k / pieces columns each of A (m x k) times B^T (B n x k), beta 1
+ * after the first. The values are multiples of 1/8 that fp16 and bf16 hold
+ * exactly and the sums stay within fp32's 24 bits, so an fp32 C is the
+ * exact sum; a 16-bit C, rounded after every piece, is not. `again`: then
+ * once more with beta 1 (C twice the sum). */
+static void test_c_f32(dlrt_device_t *dev, dlrt_stream_t *stream, dlrt_dtype dtype, int64_t m,
+                       int64_t n, int64_t k, int pieces, int again) {
+  const char *spec = dlrt_device_spec(dev), *type = dlrt_dtype_name(dtype);
+  uint16_t (*to16)(float) = dtype == DLRT_F16 ? float_to_half : float_to_bf16;
+  const int64_t ldc = n + 3, c_at = 5, c_count = c_at + m * ldc;
+  const float sentinel = 1234.5f;
+  uint16_t *a16 = malloc((size_t)(m * k) * 2), *b16 = malloc((size_t)(n * k) * 2);
+  float *a = malloc((size_t)(m * k) * sizeof *a), *b = malloc((size_t)(n * k) * sizeof *b);
+  float *c = malloc((size_t)c_count * sizeof *c);
+  dlrt_buffer_t *abuf = NULL, *bbuf = NULL, *cbuf = NULL;
+  for (int64_t i = 0; i < m * k; i++) a16[i] = to16(a[i] = (float)((i * 7) % 9 - 4) / 8.0f);
+  for (int64_t i = 0; i < n * k; i++) b16[i] = to16(b[i] = (float)((i * 5) % 11 - 5) / 8.0f);
+  for (int64_t i = 0; i < c_count; i++) c[i] = sentinel;
+  abuf = upload_buffer(dev, a16, (size_t)(m * k) * 2);
+  bbuf = upload_buffer(dev, b16, (size_t)(n * k) * 2);
+  cbuf = upload_buffer(dev, c, (size_t)c_count * sizeof *c);
+  int status = abuf && bbuf && cbuf ? DLRT_OK : DLRT_ERR_OOM;
+  const int64_t kp = k / pieces;
+  for (int q = 0; q < pieces + (again ? 1 : 0) && status == DLRT_OK; q++) {
+    int piece = q % pieces;
+    dlrt_gemm_desc d = dlrt_gemm_desc_make(dtype, 0, 1, m, n, kp, 1.0f, q ? 1.0f : 0.0f);
+    d.lda = k, d.ldb = k, d.ldc = ldc;
+    d.c_f32 = 1;
+    status = dlrt_gemm(stream, &d, abuf, (size_t)(piece * kp) * 2, bbuf,
+                       (size_t)(piece * kp) * 2, cbuf, (size_t)c_at * sizeof(float));
+  }
+  if (!tap_check_op(status, "%s: %s A and B, fp32 C: %d GEMM%s summing %lld x %lld x %lld",
+                    spec, type, pieces + again, pieces + again > 1 ? "s" : "", (long long)m,
+                    (long long)n, (long long)k))
+    goto done;
+  status = dlrt_stream_synchronize(stream);
+  if (status == DLRT_OK) status = dlrt_copy_d2h(c, cbuf, 0, (size_t)c_count * sizeof *c, NULL);
+  if (!tap_check(status, "%s: %s, fp32 C: run and read back", spec, type)) goto done;
+  int64_t wrong = 0, touched = 0;
+  for (int64_t i = 0; i < c_at; i++) touched += c[i] != sentinel;
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < ldc; j++) {
+      float got = c[c_at + i * ldc + j];
+      if (j >= n) {
+        touched += got != sentinel;
+        continue;
+      }
+      double sum = 0.0;
+      for (int64_t p = 0; p < k; p++) sum += (double)a[i * k + p] * (double)b[j * k + p];
+      if ((double)got != (again ? 2.0 : 1.0) * sum) wrong++;
+    }
+  ok(wrong == 0 && touched == 0, "%s: %s, fp32 C: the exact sum in every element (%lld "
+     "differ), nothing else written (%lld)", spec, type, (long long)wrong, (long long)touched);
+done:
+  dlrt_buffer_free(abuf);
+  dlrt_buffer_free(bbuf);
+  dlrt_buffer_free(cbuf);
+  free(a16);
+  free(b16);
+  free(a);
+  free(b);
+  free(c);
+}
+
 /* `other`: another device, or NULL. */
 static void test_bad_arguments(dlrt_device_t *dev, dlrt_stream_t *stream,
                                dlrt_device_t *other) {
@@ -641,6 +708,7 @@ static void test_bad_arguments(dlrt_device_t *dev, dlrt_stream_t *stream,
   BAD(d.lda = N - 1, DLRT_ERR_INVALID_ARG, "lda < k");
   BAD(d.ldb = N - 1, DLRT_ERR_INVALID_ARG, "ldb < n");
   BAD(d.ldc = N - 1, DLRT_ERR_INVALID_ARG, "ldc < n");
+  BAD(d.c_f32 = 1, DLRT_ERR_INVALID_ARG, "an fp32 C (c_f32) beside fp32 A and B");
   BAD((d.batch = 2, d.stride_c = 0), DLRT_ERR_INVALID_ARG,
       "batch 2 writing one C (stride_c 0)");
   BAD((d.batch = 2, d.stride_c = N * N), DLRT_ERR_OUT_OF_RANGE,
@@ -751,6 +819,8 @@ int main(void) {
       const dlrt_dtype halves[] = {DLRT_F16, DLRT_BF16};
       for (int h = 0; h < 2; h++) {
         test_half(dev, stream, halves[h]);
+        test_c_f32(dev, stream, halves[h], 24, 40, 1024, 64, 0);
+        test_c_f32(dev, stream, halves[h], 16, 16, 8192, 1, 1); /* OpenCL splits k */
         for (int c = 0; c < CASES; c++)
           test_half_case(dev, stream, &cases[c], halves[h]);
         for (int c = 0; c < HALF_CASES; c++)

@@ -68,11 +68,15 @@ assert d['params'] * 4 > limit, 'the parameters alone exceed the budget'" "$tmp/
   result "$device: the losses equal the unlimited run's bit for bit"
 done
 
-# 7: through the disk.
+# 7: through the disk. What the device spilled to disk is part of what it
+# spilled (it used to count the host updates' writes of the offloaded
+# optimizer state too, 288 MB against 94 MB spilled); those are in
+# disk_written_bytes.
 run $common --device cpu --mem-limit 3M --host-limit 1M --offload all
-[ $rc -eq 0 ] && compare_runs "assert b['spilled_to_disk_bytes'] > 0, b
+[ $rc -eq 0 ] && compare_runs "assert 0 < b['spilled_to_disk_bytes'] <= b['spilled_bytes'], b
+assert b['disk_written_bytes'] >= b['spilled_to_disk_bytes'], b
 assert a['epoch_losses'] == b['epoch_losses'], (a, b)" "$tmp/free-cpu.json" "$tmp/out"
-result "--host-limit 1M sends copies to disk; the losses are the same"
+result "--host-limit 1M sends copies to disk, a part of what is spilled; the losses are the same"
 
 # 8
 run $common --device cpu --mem-limit 1M
@@ -175,7 +179,7 @@ done
 # came back from the device must reach the disk before its host view goes.
 run $cnn --mem-limit "$cpu_limit" --offload optimizer --checkpoint sqrt --host-limit 1M
 [ $rc -eq 0 ] && compare_runs "assert a['epoch_losses'] == b['epoch_losses'] and a['test_loss'] == b['test_loss'], (a, b)
-assert b['spilled_to_disk_bytes'] > 0 and b['spill_slice_images'] > 0, b" \
+assert 0 < b['spilled_to_disk_bytes'] <= b['spilled_bytes'] and b['spill_slice_images'] > 0, b" \
   "$tmp/cnn-quarter-cpu.json" "$tmp/out"
 result "cnn, batch 64, a quarter of the peak with --host-limit 1M: slices through the disk, the same losses"
 

@@ -73,10 +73,13 @@ assert 0 <= d["stall_fraction"] <= 1, d["stall_fraction"]
 assert d["loader_images_per_s"] > 0, d["loader_images_per_s"]' "$tmp/w4.json"
   result "the JSON reports workers, prefetch, augment, stall_fraction, loader_images_per_s"
 
-  # 10
-  run --data "$tmp/rec/train.dlrec" $det
-  [ $rc -eq 1 ] && grep -q "train.dlrec and test.dlrec" "$tmp/err"
-  result "a single record file as --data exits 1 saying to give the folder"
+  # 10: a single record file trains, its last tenth the test split (it was
+  # always refused).
+  run --data "$tmp/rec/test.dlrec" --device cpu --epochs 1 --json --quiet
+  [ $rc -eq 0 ] && json 'assert d["train_images"] == 9000 and d["test_images"] == 1000, d
+assert d["test_accuracy"] > 0.5, d' &&
+    grep -q "9000 training and 1000 test images" "$tmp/err"
+  result "a single record file as --data trains on 9/10 and tests on its last tenth"
 
   # 11
   head -c 1000000 "$tmp/rec/train.dlrec" >"$tmp/cut.dlrec"

@@ -1,10 +1,11 @@
 #!/bin/sh
 # shellcheck disable=SC2086
-# test-plan.sh — TAP checks of dltrain --plan: the planned peak of a training
-# step is within 5% of the peak the allocator measures in a real run, for mlp
-# and cnn at three batch sizes, on the CPU and on OpenCL device 0 when there
-# is one, in fp32 and (at batch 256) in fp16; the largest batch that fits is
-# consistent with the plan, and mixed precision fits more; the what-if table
+# test-plan.sh — TAP checks of dltrain --plan: the planned peak of a run is
+# within 1% of the peak the allocator measures in a real run (training and
+# evaluation), for mlp and cnn at three batch sizes, on the CPU and on OpenCL
+# device 0 when there is one, in fp32, and within 5% at batch 256 in fp16;
+# the largest batch that fits is consistent with the plan, mixed precision
+# fits more, and spilling never fits less than plain; the what-if table
 # gives the GPT-3 figures; bad options are usage errors; checkpointing runs
 # the cnn's convolution segments in chunks of images, bit for bit, in 60%
 # of the plain peak.
@@ -13,12 +14,12 @@ DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=30
+TOOL=$DLTRAIN PLAN=31
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
 if [ $have_python = no ]; then
-  for i in $(seq 1 30); do skip "test $i" "python3 not found"; done
+  for i in $(seq 1 31); do skip "test $i" "python3 not found"; done
   exit 0
 fi
 
@@ -31,11 +32,12 @@ print(d)" "$@"
 opencl=no
 has_opencl && opencl=yes
 
-# planned_vs_measured WHAT DEVICE BATCH ARGS...: one point, the planned peak
-# within 5% of the peak a run of two batches measures.
+# planned_vs_measured WHAT TOLERANCE DEVICE BATCH ARGS...: one point, the
+# planned peak within TOLERANCE (a fraction) of the peak a run of two
+# batches and an evaluation measures.
 planned_vs_measured() {
-  what=$1 device=$2 batch=$3
-  shift 3
+  what=$1 tolerance=$2 device=$3 batch=$4
+  shift 4
   if [ "$device" = opencl:0 ] && [ $opencl = no ]; then
     skip "$what" "no OpenCL device"
     return
@@ -51,17 +53,20 @@ planned_vs_measured() {
   fi
   planned=$(field "$tmp/plan.json" plan planned_peak_bytes)
   measured=$(field "$tmp/out" peak_device_bytes)
-  python3 -c "import sys; p, m = int(sys.argv[1]), int(sys.argv[2])
-assert abs(p - m) <= 0.05 * m, (p, m)" "$planned" "$measured"
+  python3 -c "import sys; p, m, tol = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+assert abs(p - m) <= tol * m, (p, m)" "$planned" "$measured" "$tolerance"
   result "$what ($planned vs $measured bytes)"
 }
 
-# 1-12: planned against measured.
+# 1-12: planned against measured. The cnn at batch 256 measured 3.4% above
+# its plan when the plan missed its evaluation's loader (beside the training
+# one's) and the whole 2 MiB-rounded segment its 21.1 MiB first activation
+# gets; both are planned now, and these agree to the byte.
 for device in cpu opencl:0; do
   for model in mlp cnn; do
     for batch in 16 64 256; do
-      planned_vs_measured "$model, batch $batch, on $device: planned peak within 5% of the measured" \
-        $device $batch --model $model
+      planned_vs_measured "$model, batch $batch, on $device: planned peak within 1% of the measured" \
+        0.01 $device $batch --model $model
     done
   done
 done
@@ -163,7 +168,7 @@ result "the --plan breakdown adds up to the planned peak (mlp, cnn, checkpointed
 for device in cpu opencl:0; do
   for model in mlp cnn; do
     planned_vs_measured "$model, batch 256, fp16, on $device: planned peak within 5% of the measured" \
-      $device 256 --model $model --precision fp16
+      0.05 $device 256 --model $model --precision fp16
   done
 done
 
@@ -174,7 +179,22 @@ d = json.loads(open(sys.argv[1]).read().splitlines()[-1])['max_batch']
 assert d['mixed_precision'] > 1.5 * d['plain'], d" "$tmp/out"
 result "--plan: mixed precision fits over 1.5x the plain batch of the cnn in 200M"
 
-# 28-29: --checkpoint sqrt on the cnn at batch 256: its convolution segments
+# 28: spilling with the optimizer on the host never fits a smaller batch than
+# plain: a run whose plan fits does not spill (it used to count the
+# evaluation loader for spilling alone, and gave 136209 against 139600 for
+# the cnn in 16G).
+ok28=0
+for model in mlp cnn; do
+  for memory in 200M 16G; do
+    run --data generated --model $model --plan --device-memory $memory --json --device cpu
+    [ $rc -eq 0 ] && last_json "$tmp/out" "b = d['max_batch']
+assert b['offload'] >= b['plain'] > 0, b" || ok28=1
+  done
+done
+[ $ok28 -eq 0 ]
+result "--plan: spilling with the optimizer offloaded fits at least the plain batch (mlp, cnn; 200M, 16G)"
+
+# 29-30: --checkpoint sqrt on the cnn at batch 256: its convolution segments
 # run a chunk of images at a time (forward, backward and evaluation), so the
 # measured peak is at most 60% of the plain run's, the plan within 5% of it,
 # and the losses are those of the plain run bit for bit.
@@ -198,7 +218,7 @@ assert abs(p - m) <= 0.05 * m, (p, m)" "$tmp/plain256.json" "$tmp/out"
   result "$what"
 done
 
-# 30: under a budget, checkpointing's chunked segments fit where the plain
+# 31: under a budget, checkpointing's chunked segments fit where the plain
 # run spills: at --mem-limit 12M the cnn at batch 70 spills without
 # checkpointing and not with sqrt, whose measured peak is its plan.
 budget="--data generated --model cnn --batch 70 --limit 420 --epochs 1 --device cpu --json --quiet"

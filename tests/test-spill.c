@@ -186,6 +186,12 @@ static void run_device(dlrt_device_t *dev, const char *spec, void *ctx) {
          "%s, %s: %llu bytes written to disk, %llu read back", spec, cf->name,
          (unsigned long long)st.disk_written_bytes, (unsigned long long)st.disk_read_bytes);
     if (cf->disk)
+      ok(st.spilled_to_disk_bytes > 0 && st.spilled_to_disk_bytes <= st.spilled_bytes &&
+             st.spilled_to_disk_bytes <= st.disk_written_bytes,
+         "%s, %s: %llu of the %llu bytes spilled went to disk (%llu disk writes in all)", spec,
+         cf->name, (unsigned long long)st.spilled_to_disk_bytes,
+         (unsigned long long)st.spilled_bytes, (unsigned long long)st.disk_written_bytes);
+    if (cf->disk)
       ok(st.peak_host <= sc.host_budget, "%s, %s: at most %llu bytes of host copies, within %llu",
          spec, cf->name, (unsigned long long)st.peak_host, (unsigned long long)sc.host_budget);
     net_free(&n);

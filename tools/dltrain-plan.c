@@ -62,14 +62,16 @@ int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_datase
            "\"params\": %" PRId64 ", \"param_bytes\": %" PRIu64 ", \"grad_bytes\": %" PRIu64
            ", \"optimizer_state_bytes\": %" PRIu64 ", \"activation_bytes\": %" PRIu64
            ", \"input_bytes\": %" PRIu64 ", \"accumulator_bytes\": %" PRIu64
-           ", \"loader_bytes\": %" PRIu64 ", \"planned_peak_bytes\": %" PRIu64 "}, "
+           ", \"loader_bytes\": %" PRIu64 ", \"planned_peak_bytes\": %" PRIu64
+           ", \"peak_is_evaluation\": %s}, "
            "\"max_batch\": {\"plain\": %" PRId64 ", \"accumulation\": %" PRId64
            ", \"checkpoint_sqrt\": %" PRId64 ", \"offload\": %" PRId64
            ", \"mixed_precision\": %" PRId64 "}, \"precision\": \"%s\", "
            "\"spill_least_bytes\": %" PRIu64 ", "
            "\"folk_rule_batch\": %.0f, \"what_if\": [",
            memory, p.batch, o->accum, p.param_count, p.params, p.grads, p.optimizer_state,
-           p.activations, p.inputs, p.accumulators, p.loader, p.peak, fit.batch, fit_accum.batch,
+           p.activations, p.inputs, p.accumulators, p.loader, p.peak,
+           p.evaluation_at_peak ? "true" : "false", fit.batch, fit_accum.batch,
            fit_ckpt.batch, fit_spill.batch, fit_mixed.batch,
            cfg->precision == DLRT_F16 ? "fp16" : cfg->precision == DLRT_BF16 ? "bf16" : "fp32",
            p.spill_least, folk);
@@ -92,7 +94,8 @@ int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_datase
                      p.accumulators, p.loader};
   for (size_t i = 0; i < sizeof vals / sizeof *vals; i++)
     printf("  %-20s %10.2f MiB\n", names[i], mib(vals[i]));
-  printf("  %-20s %10.2f MiB  (%" PRId64 " parameters)\n", "peak", mib(p.peak), p.param_count);
+  printf("  %-20s %10.2f MiB  (%" PRId64 " parameters%s)\n", "peak", mib(p.peak), p.param_count,
+         p.evaluation_at_peak ? "; an evaluation's: two loaders" : "");
   printf("  %-20s %10.2f MiB  (the least --mem-limit with --offload optimizer)\n",
          "spilling can do", mib(p.spill_least));
   printf("largest batch that fits %s:\n", human((double)memory, a, sizeof a));

@@ -128,6 +128,11 @@ typedef struct {
   dlrt_exec_info info;
   double seconds;
   int64_t skipped_steps; /* loss scaling, over this invocation's epochs */
+  /* Every device the run used (--devices, --pipeline, else the one), with
+   * the rows of each batch it took (its share under --devices). */
+  dlrt_device_t *const *devices;
+  int n_devices;
+  int64_t rows[64];
 } results;
 
 static void print_json(const options *o, const results *r) {
@@ -158,8 +163,9 @@ static void print_json(const options *o, const results *r) {
   else
     fputs("null", stdout);
   printf(", \"spilled_bytes\": %" PRIu64 ", \"spilled_to_disk_bytes\": %" PRIu64
-         ", \"fetched_bytes\": %" PRIu64 ", \"spill_slice_images\": %" PRId64,
-         r->last.spilled_bytes, r->last.disk_bytes, r->last.fetched_bytes, r->last.slice_images);
+         ", \"disk_written_bytes\": %" PRIu64 ", \"fetched_bytes\": %" PRIu64
+         ", \"spill_slice_images\": %" PRId64, r->last.spilled_bytes, r->last.disk_bytes,
+         r->last.disk_written_bytes, r->last.fetched_bytes, r->last.slice_images);
   const char *nums[] = {"lr", "momentum", "weight_decay", "label_smoothing", "final_loss",
                         "final_accuracy", "test_loss", "test_accuracy", "train_images_per_s",
                         "stall_fraction", "loader_images_per_s", "transfer_stall_fraction"};
@@ -181,6 +187,18 @@ static void print_json(const options *o, const results *r) {
   for (int i = 0; i < r->epochs_run; i++) {
     fputs(i ? ", " : "", stdout);
     json_number(r->losses[i]);
+  }
+  fputs("], \"devices\": [", stdout);
+  for (int i = 0; i < r->n_devices; i++) {
+    dlrt_device_props p = {0};
+    dlrt_mem_stats mem = {0};
+    dlrt_device_props_get(r->devices[i], &p);
+    dlrt_mem_stats_get(r->devices[i], &mem);
+    const char *dk[] = {"device", "device_name"}, *dv[] = {dlrt_device_spec(r->devices[i]), p.name};
+    fputs(i ? ", {" : "{", stdout);
+    tool_json_strings(stdout, dk, dv, 2);
+    printf("\"rows\": %" PRId64 ", \"peak_device_bytes\": %" PRIu64 "}", r->rows[i],
+           mem.allocated.peak);
   }
   printf("], \"seconds\": %.3f}\n", r->seconds);
 }
@@ -534,12 +552,14 @@ int main(int argc, char **argv) {
   int spilled = o.spill.device_budget ||
                 (env_limit && (r.last.spilled_bytes || r.last.fetched_bytes));
   if (spilled && r.epochs_run > 0)
-    fprintf(log, "spill    budget %.1f MiB%s: %.1f MiB to the host (%.1f to disk), %.1f MiB "
-            "back%s", (double)(o.spill.device_budget ? o.spill.device_budget
-                                                      : env_limit / 100 * 85) / 1048576.0,
+    fprintf(log, "spill    budget %.1f MiB%s: %.1f MiB off the device (%.1f of it to disk), "
+            "%.1f MiB back; %.1f MiB written to disk in all%s",
+            (double)(o.spill.device_budget ? o.spill.device_budget : env_limit / 100 * 85) /
+                1048576.0,
             o.spill.device_budget ? "" : " (85% of DLRT_MEM_LIMIT)",
             (double)r.last.spilled_bytes / 1048576.0, (double)r.last.disk_bytes / 1048576.0,
-            (double)r.last.fetched_bytes / 1048576.0, r.last.slice_images ? "" : "\n");
+            (double)r.last.fetched_bytes / 1048576.0,
+            (double)r.last.disk_written_bytes / 1048576.0, r.last.slice_images ? "" : "\n");
   if (spilled && r.epochs_run > 0 && r.last.slice_images)
     fprintf(log, "; convolution blocks in slices of %" PRId64 " images\n", r.last.slice_images);
   if (world > 1)
@@ -548,6 +568,12 @@ int main(int argc, char **argv) {
   if (o.json && rank == 0) {
     r.device = dlrt_device_spec(dev);
     r.device_name = props.name;
+    r.devices = n_replicas > 0 ? replicas : &dev;
+    r.n_devices = n_replicas > 0 ? n_replicas : 1;
+    int n_split = 0;
+    dlrt_trainer_split(trainer, r.rows, &n_split);
+    for (int i = 0; i < r.n_devices; i++)
+      if (!o.devices || i >= n_split) r.rows[i] = o.batch; /* a stage, or the one device */
     r.data = generated ? "generated" : o.data;
     r.train = &data[0];
     r.test = &data[1];

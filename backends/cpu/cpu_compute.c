@@ -111,7 +111,8 @@ static int run_gemm(void *payload) {
  * each tile K runs in chunks of HALF_KC; the chunk's panels of A and B are
  * widened into fp32 scratch (per thread, at most 768 KiB), one sgemm adds
  * their product into an fp32 accumulator tile, and the tile is narrowed once
- * (round to nearest even) after alpha and beta are applied in fp32.
+ * (round to nearest even) after alpha and beta are applied in fp32, or
+ * stored as it is into an fp32 C (c_f32).
  * Tiles and chunks depend on the shape only, and every tile is one sequence
  * of sgemm calls on one thread, so the result is the same bits for any
  * thread count. */
@@ -123,7 +124,7 @@ static int run_gemm(void *payload) {
 typedef struct {
   dlrt_gemm_desc d;
   const uint16_t *a, *b;
-  uint16_t *c;
+  void *c; /* 16-bit words, or floats with d.c_f32 */
 } half_gemm_command;
 
 /* Widen a row of 16-bit words into floats, narrow one back. */
@@ -218,7 +219,7 @@ static void half_tile(const half_split *p, int64_t t, float *ap, float *bp, floa
   int64_t mm = d->m - i0 < p->tm ? d->m - i0 : p->tm;
   int64_t nn = d->n - j0 < p->tn ? d->n - j0 : p->tn;
   const uint16_t *a = p->g->a + bi * d->stride_a, *b = p->g->b + bi * d->stride_b;
-  uint16_t *c = p->g->c + bi * d->stride_c + i0 * d->ldc + j0;
+  int64_t c_at = bi * d->stride_c + i0 * d->ldc + j0;
   /* alpha == 0 or k == 0: A and B are not read (as in BLAS). */
   int product = d->k > 0 && d->alpha != 0.0f;
   for (int64_t p0 = 0; product && p0 < d->k; p0 += p->kc) {
@@ -233,21 +234,25 @@ static void half_tile(const half_split *p, int64_t t, float *ap, float *bp, floa
                 1.0f, ap, (blasint)(d->trans_a ? mm : kk), bp, (blasint)(d->trans_b ? kk : nn),
                 p0 ? 1.0f : 0.0f, acc, (blasint)nn);
   }
-  /* C = alpha * acc + beta * C in fp32, narrowed once, a row at a time (the
-   * B panel holds a row of C widened); beta == 0 leaves C unread. */
+  /* C = alpha * acc + beta * C in fp32, narrowed once (or stored in an fp32
+   * C), a row at a time (the B panel holds a row of C widened); beta == 0
+   * leaves C unread. */
   const float alpha = d->alpha, beta = d->beta;
   for (int64_t r = 0; r < mm; r++) {
-    uint16_t *row = c + r * d->ldc;
+    uint16_t *row = d->c_f32 ? NULL : (uint16_t *)p->g->c + c_at + r * d->ldc;
+    float *wide = d->c_f32 ? (float *)p->g->c + c_at + r * d->ldc : NULL;
     float *v = acc + r * nn;
     if (product)
       for (int64_t j = 0; j < nn; j++) v[j] = alpha * v[j];
     else
       for (int64_t j = 0; j < nn; j++) v[j] = 0.0f;
     if (beta != 0.0f) {
-      p->widen(row, bp, nn);
-      for (int64_t j = 0; j < nn; j++) v[j] += beta * bp[j];
+      const float *old = wide ? wide : bp;
+      if (!wide) p->widen(row, bp, nn);
+      for (int64_t j = 0; j < nn; j++) v[j] += beta * old[j];
     }
-    p->narrow(v, row, nn);
+    if (wide) memcpy(wide, v, (size_t)nn * sizeof *v);
+    else p->narrow(v, row, nn);
   }
 }
 
@@ -319,8 +324,7 @@ int cpu_gemm(void *stream, const dlrt_gemm_desc *d, dlrt_mem a, size_t a_off, dl
                            "integers of this OpenBLAS", (int)(8 * sizeof(blasint)));
   if (d->dtype != DLRT_F32) {
     half_gemm_command h = {*d, (const uint16_t *)((char *)a.host + a_off),
-                           (const uint16_t *)((char *)b.host + b_off),
-                           (uint16_t *)((char *)c.host + c_off)};
+                           (const uint16_t *)((char *)b.host + b_off), (char *)c.host + c_off};
     return cpu_stream_enqueue(stream, run_half_gemm, &h, sizeof h);
   }
   gemm_command g = {*d, (const float *)((char *)a.host + a_off),

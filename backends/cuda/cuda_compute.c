@@ -1,5 +1,6 @@
 /* cuda_compute.c — CUDA compute: GEMM through cuBLAS (fp32, fp16, bf16 with
- * fp32 accumulation) and the kernels of kernels/ (kernels/cuda_kernels.cu).
+ * fp32 accumulation, C in their type or fp32) and the kernels of kernels/
+ * (kernels/cuda_kernels.cu).
  *
  * cuBLAS is loaded with dlopen on the first GEMM rather than linked, so that
  * libdlrt loads on machines without the CUDA toolkit; there GEMM on a CUDA
@@ -143,7 +144,7 @@ int cuda_gemm(void *ps, const dlrt_gemm_desc *d, dlrt_mem a, size_t a_off, dlrt_
   }
   /* cuBLAS is column-major: a row-major C = op(A) op(B) is the column-major
    * C^T = op(B)^T op(A)^T, so swap the operands and m with n. */
-  cudaDataType t = cuda_type(d->dtype);
+  cudaDataType t = cuda_type(d->dtype), tc = d->c_f32 ? CUDA_R_32F : t;
   cublasOperation_t ta = d->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t tb = d->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const char *pa = (const char *)a.handle + a_off, *pb = (const char *)b.handle + b_off;
@@ -151,12 +152,12 @@ int cuda_gemm(void *ps, const dlrt_gemm_desc *d, dlrt_mem a, size_t a_off, dlrt_
   cudaSetDevice(dev->ordinal);
   if (d->batch == 1)
     st = cublas.gemm(h, ta, tb, (int)d->n, (int)d->m, (int)d->k, &d->alpha, pb, t, (int)d->ldb,
-                     pa, t, (int)d->lda, &d->beta, pc, t, (int)d->ldc, CUBLAS_COMPUTE_32F,
+                     pa, t, (int)d->lda, &d->beta, pc, tc, (int)d->ldc, CUBLAS_COMPUTE_32F,
                      CUBLAS_GEMM_DEFAULT);
   else
     st = cublas.gemm_batched(h, ta, tb, (int)d->n, (int)d->m, (int)d->k, &d->alpha, pb, t,
                              (int)d->ldb, d->stride_b, pa, t, (int)d->lda, d->stride_a,
-                             &d->beta, pc, t, (int)d->ldc, d->stride_c, (int)d->batch,
+                             &d->beta, pc, tc, (int)d->ldc, d->stride_c, (int)d->batch,
                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (st != CUBLAS_STATUS_SUCCESS) rc = cublas_fail(dev, "cublasGemmEx", st);
 out:

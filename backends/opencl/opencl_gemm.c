@@ -15,7 +15,8 @@
 
 #include "util/status.h"
 
-/* The tiled GEMM: fp16, bf16 or fp32 A, B and C, fp32 arithmetic. All
+/* The tiled GEMM: fp16, bf16 or fp32 A, B and C (or 16-bit A and B with an
+ * fp32 C, its type cf a kernel argument), fp32 arithmetic. All
  * 16-bit GEMMs (CLBlast lacks bf16, and its Hgemm accumulates in half), and
  * fp32 on CPU devices. Core OpenCL 1.2 only: fp16 through vload_half(n) /
  * vstore_half_rte, bf16 as ushort with the rounding of kernels/dialect.h.
@@ -73,19 +74,20 @@ static const char hgemm_source[] =
     "}\n"
     "#define AS(r, c) As[ta ? (c) * LA + (r) : (r) * LK + (c)]\n"
     "/* Batch z of C = alpha op(A) op(B) + beta C over p in [k0, K); with W\n"
-    "   (a k-slice of a split GEMM) the plain sums go to W instead. */\n"
+    "   (a k-slice of a split GEMM) the plain sums go to W instead. C is of\n"
+    "   type cf (bf, or 2: fp32 beside 16-bit A and B). */\n"
     "static inline void hgemm(__global const void *A, long lda, long sa,\n"
     "                         __global const void *B, long ldb, long sb,\n"
     "                         __global void *C, long ldc, long sc, long M, long N, long K,\n"
     "                         float alpha, float beta, const int ta, const int tb, const int bf,\n"
-    "                         __local float *As, __local float *Bs, long z, long k0,\n"
-    "                         __global float *W) {\n"
+    "                         const int cf, __local float *As, __local float *Bs, long z,\n"
+    "                         long k0, __global float *W) {\n"
     "  const int tx = (int)get_local_id(0), ty = (int)get_local_id(1), lid = ty * WX + tx;\n"
     "  const long i0 = (long)get_group_id(1) * TM, j0 = (long)get_group_id(0) * TN;\n"
     "  const int inside = i0 + TM <= M && j0 + TN <= N;\n"
     "  A = at(A, z * sa, bf);\n"
     "  B = at(B, z * sb, bf);\n"
-    "  C = at(C, z * sc, bf);\n"
+    "  C = at(C, z * sc, cf);\n"
     "  VT acc[RM];\n"
     "  for (int i = 0; i < RM; i++) acc[i] = (VT)(0.0f);\n"
     "  for (long p0 = k0; p0 < K; p0 += TK) {\n"
@@ -145,8 +147,8 @@ static const char hgemm_source[] =
     "          continue;\n"
     "        }\n"
     "        float v = alpha * out[j];\n"
-    "        if (beta != 0.0f) v += beta * ld16(C, row * ldc + col, bf);\n"
-    "        st16(C, row * ldc + col, v, bf);\n"
+    "        if (beta != 0.0f) v += beta * ld16(C, row * ldc + col, cf);\n"
+    "        st16(C, row * ldc + col, v, cf);\n"
     "      }\n"
     "    }\n"
     "  }\n"
@@ -158,14 +160,14 @@ static const char hgemm_source[] =
     "      __global const void *A, long a_off, long lda, long sa,                         \\\n"
     "      __global const void *B, long b_off, long ldb, long sb,                         \\\n"
     "      __global void *C, long c_off, long ldc, long sc, long M, long N, long K,        \\\n"
-    "      float alpha, float beta, long splits, __global float *W) {                     \\\n"
+    "      float alpha, float beta, long splits, __global float *W, int cf) {             \\\n"
     "    __local float As[TK * LA > TM * LK ? TK * LA : TM * LK], Bs[TK * TN];            \\\n"
     "    const long z = (long)get_global_id(2), b = z / splits, s = z - b * splits;      \\\n"
     "    const long chunk = ((K + splits - 1) / splits + TK - 1) / TK * TK;               \\\n"
     "    const long k0 = s * chunk, k1 = k0 + chunk < K ? k0 + chunk : K;                 \\\n"
-    "    hgemm(at(A, a_off, bf), lda, sa, at(B, b_off, bf), ldb, sb, at(C, c_off, bf),    \\\n"
+    "    hgemm(at(A, a_off, bf), lda, sa, at(B, b_off, bf), ldb, sb, at(C, c_off, cf),    \\\n"
     "          ldc, sc, M, N, splits > 1 ? k1 : K,                                        \\\n"
-    "          alpha, beta, ta, tb, bf, As, Bs, b, splits > 1 ? k0 : 0,                   \\\n"
+    "          alpha, beta, ta, tb, bf, cf, As, Bs, b, splits > 1 ? k0 : 0,               \\\n"
     "          splits > 1 ? W + z * M * N : 0);                                           \\\n"
     "  }\n"
     "/* C = alpha (the sum of a split GEMM's slices, in slice order) + beta C. */\n"
@@ -306,12 +308,13 @@ void ocl_gemm_release(ocl_device *dev) {
 static int ocl_hgemm(ocl_stream *s, const dlrt_gemm_desc *d, dlrt_mem a, size_t a_off,
                      dlrt_mem b, size_t b_off, dlrt_mem c, size_t c_off) {
   ocl_device *dev = s->dev;
-  const size_t es = dlrt_dtype_size(d->dtype);
-  cl_long ao = (cl_long)(a_off / es), bo = (cl_long)(b_off / es), co = (cl_long)(c_off / es);
+  const size_t es = dlrt_dtype_size(d->dtype), c_es = d->c_f32 ? 4 : es;
+  cl_long ao = (cl_long)(a_off / es), bo = (cl_long)(b_off / es), co = (cl_long)(c_off / c_es);
   cl_long lda = d->lda, ldb = d->ldb, ldc = d->ldc, sa = d->stride_a, sb = d->stride_b,
           sc = d->stride_c, m = d->m, n = d->n, k = d->k;
   cl_float alpha = d->alpha, beta = d->beta;
   const int ty = d->dtype == DLRT_F32 ? 2 : d->dtype == DLRT_BF16;
+  cl_int cf = d->c_f32 ? 2 : ty; /* C's type */
   cl_kernel kernel = NULL, reduce = NULL;
   pthread_mutex_lock(&dev->lock);
   int rc = hgemm_kernel(dev, ty, !!d->trans_a, !!d->trans_b, &kernel);
@@ -353,7 +356,7 @@ static int ocl_hgemm(ocl_stream *s, const dlrt_gemm_desc *d, dlrt_mem a, size_t 
       {sizeof co, &co},            {sizeof ldc, &ldc},  {sizeof sc, &sc},
       {sizeof m, &m},              {sizeof n, &n},      {sizeof k, &k},
       {sizeof alpha, &alpha},      {sizeof beta, &beta}, {sizeof splits, &splits},
-      {sizeof(cl_mem), &w}};
+      {sizeof(cl_mem), &w},        {sizeof cf, &cf}};
   for (cl_uint i = 0; i < sizeof args / sizeof args[0] && err == CL_SUCCESS; i++)
     err = clSetKernelArg(kernel, i, args[i].size, args[i].value);
   if (err != CL_SUCCESS) {
@@ -367,7 +370,7 @@ static int ocl_hgemm(ocl_stream *s, const dlrt_gemm_desc *d, dlrt_mem a, size_t 
     goto out;
   }
   if (splits > 1) {
-    if ((rc = hgemm_reduce_kernel(dev, ty, &reduce)) < 0) goto out;
+    if ((rc = hgemm_reduce_kernel(dev, cf, &reduce)) < 0) goto out;
     const struct { size_t size; const void *value; } rargs[] = {
         {sizeof(cl_mem), &w},  {sizeof(cl_mem), &c.handle}, {sizeof co, &co},
         {sizeof ldc, &ldc},    {sizeof sc, &sc},            {sizeof m, &m},

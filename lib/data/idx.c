@@ -332,6 +332,31 @@ int dlrt_dataset_load(const char *where, int test, dlrt_dataset *out) {
   return dlrt_dataset_load_flags(where, test, 0, out);
 }
 
+/* A record file given alone holds both splits: its last tenth (at least one
+ * record) is the test split, the rest the training split, as Keras's
+ * validation_split takes the last samples. The arrays stay where they are
+ * (mapped or read); the test split's move to the front. */
+static int split_records(dlrt_dataset *d, int test) {
+  if (d->count < 2) {
+    int rc = dlrt__set_error(DLRT_ERR_IO, "%s: %lld record%s: a record file given alone needs "
+                             "two or more (its last tenth is the test split)", d->source,
+                             (long long)d->count, d->count == 1 ? "" : "s");
+    dlrt_dataset_free(d);
+    return rc;
+  }
+  int64_t held = d->count / 10 > 0 ? d->count / 10 : 1, first = d->count - held;
+  if (!test) {
+    d->count = first;
+    return DLRT_OK;
+  }
+  size_t sample = (size_t)(d->channels * d->height * d->width) * dlrt_dtype_size(d->image_dtype);
+  if (d->mapping) d->images += (size_t)first * sample;
+  else memmove(d->images, d->images + (size_t)first * sample, (size_t)held * sample);
+  memmove(d->labels, d->labels + first, (size_t)held * sizeof *d->labels);
+  d->count = held;
+  return DLRT_OK;
+}
+
 int dlrt__dataset_load_split(const char *where, int test, int flags, dlrt_dataset *out,
                              char *files, size_t files_size) {
   DLRT__CHECK_ARG(out, "dlrt_dataset_load: out is NULL");
@@ -343,11 +368,9 @@ int dlrt__dataset_load_split(const char *where, int test, int flags, dlrt_datase
   const char *folder = strcmp(where, "fashion-mnist") == 0 ? DLRT_FASHION_MNIST_DIR : where;
   struct stat st;
   if (stat(folder, &st) == 0 && S_ISREG(st.st_mode)) {
-    if (test)
-      return dlrt__set_error(DLRT_ERR_NOT_FOUND, "%s: a single record file has no test split; "
-                             "give a folder holding train.dlrec and test.dlrec", folder);
     if (files_size) snprintf(files, files_size, "%s", folder);
-    return dlrt_dataset_open_records(folder, flags, out);
+    int rc = dlrt_dataset_open_records(folder, flags, out);
+    return rc < 0 ? rc : split_records(out, test);
   }
   char records[PATH_CAP];
   int rc = join(records, folder, test ? "test" : "train", ".dlrec");

@@ -65,8 +65,9 @@ static int64_t matrix_extent(int64_t rows, int64_t cols, int64_t ld, int64_t str
 
 /* fp16 / bf16 GEMM on a device whose library has none: widen the operands
  * to fp32 temporaries of the same layout, multiply in fp32, narrow C back
- * (storage-only half precision). Temporaries come from the stream-ordered
- * allocator and are released as soon as the work is queued. */
+ * (storage-only half precision; an fp32 C, c_f32, is used in place).
+ * Temporaries come from the stream-ordered allocator and are released as
+ * soon as the work is queued. */
 static int gemm_through_f32(dlrt_stream_t *stream, const dlrt_gemm_desc *d, dlrt_buffer_t *a,
                             size_t a_off, dlrt_buffer_t *b, size_t b_off, dlrt_buffer_t *c,
                             size_t c_off) {
@@ -81,23 +82,26 @@ static int gemm_through_f32(dlrt_stream_t *stream, const dlrt_gemm_desc *d, dlrt
   /* At least one element each: k may be 0, and buffers cannot be empty. */
   if ((rc = dlrt__device_scratch(dev, (size_t)(na ? na : 1) * 4, stream, &wa)) < 0 ||
       (rc = dlrt__device_scratch(dev, (size_t)(nb ? nb : 1) * 4, stream, &wb)) < 0 ||
-      (rc = dlrt__device_scratch(dev, (size_t)nc * 4, stream, &wc)) < 0)
+      (!d->c_f32 && (rc = dlrt__device_scratch(dev, (size_t)nc * 4, stream, &wc)) < 0))
     goto out;
   if ((rc = dlrt_cast(stream, na, wa, 0, DLRT_F32, a, a_off, d->dtype)) < 0 ||
       (rc = dlrt_cast(stream, nb, wb, 0, DLRT_F32, b, b_off, d->dtype)) < 0)
     goto out;
   /* beta == 0 must not read C (it may hold NaN); gaps between rows of C are
    * widened and narrowed back unchanged. */
-  if (d->beta != 0.0f || d->ldc != d->n || (d->batch > 1 && d->stride_c != d->m * d->ldc))
+  if (!d->c_f32 &&
+      (d->beta != 0.0f || d->ldc != d->n || (d->batch > 1 && d->stride_c != d->m * d->ldc)))
     rc = dlrt_cast(stream, nc, wc, 0, DLRT_F32, c, c_off, d->dtype);
   if (rc < 0) goto out;
   dlrt_gemm_desc f = *d;
   f.dtype = DLRT_F32;
-  const dlrt__span *wa_sp = dlrt__span_of(wa), *wb_sp = dlrt__span_of(wb),
-                   *wc_sp = dlrt__span_of(wc);
+  f.c_f32 = 0;
+  const dlrt__span *wa_sp = dlrt__span_of(wa), *wb_sp = dlrt__span_of(wb);
+  const dlrt__span *wc_sp = dlrt__span_of(d->c_f32 ? c : wc);
+  size_t wc_off = wc_sp->offset + (d->c_f32 ? c_off : 0);
   rc = dev->be->gemm(stream->ctx, &f, wa_sp->mem, wa_sp->offset, wb_sp->mem, wb_sp->offset,
-                     wc_sp->mem, wc_sp->offset);
-  if (rc == DLRT_OK) rc = dlrt_cast(stream, nc, c, c_off, d->dtype, wc, 0, DLRT_F32);
+                     wc_sp->mem, wc_off);
+  if (rc == DLRT_OK && !d->c_f32) rc = dlrt_cast(stream, nc, c, c_off, d->dtype, wc, 0, DLRT_F32);
 out:
   dlrt__device_scratch_free(dev, wa);
   dlrt__device_scratch_free(dev, wb);
@@ -117,14 +121,18 @@ int dlrt_gemm(dlrt_stream_t *stream, const dlrt_gemm_desc *d, dlrt_buffer_t *a,
   DLRT__CHECK_ARG(d->batch >= 1, "dlrt_gemm: batch is %lld, must be >= 1", (long long)d->batch);
   DLRT__CHECK_ARG(d->dtype == DLRT_F32 || d->dtype == DLRT_F16 || d->dtype == DLRT_BF16,
                   "dlrt_gemm: dtype %s is not a floating-point type", dlrt_dtype_name(d->dtype));
+  DLRT__CHECK_ARG(!d->c_f32 || d->dtype == DLRT_F16 || d->dtype == DLRT_BF16,
+                  "dlrt_gemm: an fp32 C (c_f32) is for f16 or bf16 A and B, not %s",
+                  dlrt_dtype_name(d->dtype));
   dlrt_device_t *dev = stream->dev;
-  size_t es = dlrt_dtype_size(d->dtype);
+  size_t es = dlrt_dtype_size(d->dtype), c_es = d->c_f32 ? 4 : es;
   int rc;
   if ((rc = check_matrix("A", a, a_offset, d->trans_a ? d->k : d->m, d->trans_a ? d->m : d->k,
                          d->lda, d->stride_a, d->batch, es, dev)) < 0 ||
       (rc = check_matrix("B", b, b_offset, d->trans_b ? d->n : d->k, d->trans_b ? d->k : d->n,
                          d->ldb, d->stride_b, d->batch, es, dev)) < 0 ||
-      (rc = check_matrix("C", c, c_offset, d->m, d->n, d->ldc, d->stride_c, d->batch, es, dev)) < 0)
+      (rc = check_matrix("C", c, c_offset, d->m, d->n, d->ldc, d->stride_c, d->batch, c_es,
+                         dev)) < 0)
     return rc;
   DLRT__CHECK_ARG(d->batch == 1 || d->stride_c >= d->m * d->ldc, "dlrt_gemm: stride of C "
                   "(%lld) is less than one C matrix (%lld): batches would overlap",

@@ -244,9 +244,12 @@ DLRT_API int dlrt_mem_stats_get(dlrt_device_t *dev, dlrt_mem_stats *out);
 DLRT_API int dlrt_mem_reset_peak(dlrt_device_t *dev);
 /* Statistics of the device's pinned host pool. */
 DLRT_API int dlrt_host_stats_get(dlrt_device_t *dev, dlrt_mem_stats *out);
-/* Writes a readable table of the device's allocator and pinned-pool statistics
- * into `buf` (always NUL-terminated). Returns the length the full table needs,
- * as snprintf does, or <0. */
+/* Writes readable tables of the device's allocator and pinned-pool statistics
+ * into `buf` (always NUL-terminated): for each, the bytes and segments,
+ * current and peak; then the counts since the start (allocations, frees,
+ * cache hits, driver calls, retries, OOMs) and the cache now, one value each;
+ * and the device's spilling figures when it spilled. Returns the length the
+ * full text needs, as snprintf does, or <0. */
 DLRT_API int dlrt_mem_summary(dlrt_device_t *dev, char *buf, size_t size);
 
 /* ------------------------------------------------------------------------ */
@@ -355,6 +358,10 @@ typedef struct {
   int64_t lda, ldb, ldc;
   int64_t stride_a, stride_b, stride_c;
   int64_t batch; /* >= 1 */
+  /* 1: C is fp32 while A and B are `dtype` (F16 or BF16): the fp32 sums are
+   * stored as they are, and beta adds fp32 C, so a sum over several GEMMs
+   * (beta 1) is rounded to fp32 only, never to 16 bits. 0: C is `dtype`. */
+  int c_f32;
 } dlrt_gemm_desc;
 
 /* Fills a descriptor for a plain (batch 1) GEMM with tight leading dimensions. */

@@ -45,7 +45,9 @@ typedef struct {
  * folder holding train.dlrec / test.dlrec (record files, preferred) or
  * train-images-idx3-ubyte and train-labels-idx1-ubyte (t10k-... for the test
  * split), each optionally gzip-compressed (.gz). A record file given as
- * `where` is the training split (its test split is DLRT_ERR_NOT_FOUND).
+ * `where` holds both: its last tenth (at least one record) is the test
+ * split, the rest the training split (so shuffle a file sorted by class
+ * first); DLRT_ERR_IO when it has fewer than two records.
  * DLRT_ERR_NOT_FOUND when the files are absent, DLRT_ERR_IO for unreadable,
  * truncated or corrupt files (wrong magic, wrong dimensions, image count !=
  * label count); the message names the file and what is wrong. `flags`:

@@ -280,8 +280,11 @@ typedef struct {
 } dlrt_spill_config;
 
 typedef struct {
-  uint64_t spilled_bytes;       /* device -> host or disk write-backs */
+  uint64_t spilled_bytes;       /* copies off the device (to host or disk) */
   uint64_t fetched_bytes;       /* host or disk -> device */
+  /* Every write to and read from the spill file: the device's copies that
+   * go there and host copies past the host budget (the offloaded
+   * optimizer's parameters and state, updated on the host each step). */
   uint64_t disk_written_bytes, disk_read_bytes;
   uint64_t evictions;           /* storages moved off to make room */
   uint64_t dropped_clean;       /* of the moves, without a write-back (clean copy kept) */
@@ -296,6 +299,10 @@ typedef struct {
    * of images at a time because whole ones do not fit the budget: the
    * most images per chunk (0: none do). */
   int64_t slice_images;
+  /* Of spilled_bytes, those that went on to the disk tier (straight from
+   * the device, or through a host copy past the host budget): never more
+   * than spilled_bytes. */
+  uint64_t spilled_to_disk_bytes;
 } dlrt_spill_stats;
 
 /* Turns spilling on (device_budget > 0) or off for the next runs. Storages
@@ -311,10 +318,13 @@ DLRT_API int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *config
 DLRT_API int dlrt_exec_spill_stats(dlrt_exec_t *e, dlrt_spill_stats *out);
 /* The gradients of the DLRT_RUN_GRADIENTS runs since the last update (their
  * sum: several runs are micro-batches) as one vector of `count` floats: each
- * parameter's in the order of dlrt_exec_export, one after the other (count =
- * the parameter elements, dlrt_exec_info.params); write replaces them (with
- * a combination of replicas', say); apply makes one update from their mean
- * over those runs, as a training run would have (clipping included). */
+ * parameter's, one after the other, in the order dlrt_exec_export lists the
+ * parameters (count = the parameter elements, dlrt_exec_info.params); the
+ * export's batch-norm running statistics have no gradient and are not in the
+ * vector. Write replaces them (with a combination of replicas', say); apply
+ * makes one update from their mean over those runs, as a training run would
+ * have (clipping included). A kept parameter gradient (dlrt_keep) then holds
+ * what the update applied, the sum these calls read and write. */
 DLRT_API int dlrt_exec_gradients_read(dlrt_exec_t *e, float *dst, int64_t count);
 DLRT_API int dlrt_exec_gradients_write(dlrt_exec_t *e, const float *src, int64_t count);
 DLRT_API int dlrt_exec_apply_gradients(dlrt_exec_t *e);
@@ -374,8 +384,9 @@ typedef struct {
 } dlrt_exec_info;
 
 DLRT_API int dlrt_exec_info_get(dlrt_exec_t *e, dlrt_exec_info *out);
-/* Parameters (and, when `with_state`, optimizer state and the step count)
- * as named host tensors, for checkpoints (free them with
+/* Parameters and batch-norm running statistics (and, when `with_state`,
+ * optimizer state, and the step count last) as named host tensors in the
+ * order they were made, for checkpoints (free them with
  * dlrt_host_tensors_free); and back. */
 DLRT_API int dlrt_exec_export(dlrt_exec_t *e, int with_state, dlrt_host_tensor **tensors,
                               int *n);

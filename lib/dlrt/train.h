@@ -111,6 +111,8 @@ typedef struct {
   double loader_images_per_s; /* what the loader's workers can deliver */
   float loss_scale;           /* loss scaling: the scale after the epoch (1: off) */
   int64_t skipped_steps;      /* updates skipped for inf / NaN gradients, this epoch */
+  uint64_t disk_written_bytes; /* every write to the spill file, host copies past the
+                                  host budget too (dlrt_spill_stats) */
 } dlrt_epoch_stats;
 
 /* Called every few steps during an epoch with the running figures. */
@@ -253,9 +255,11 @@ DLRT_API int dlrt_trainer_split(const dlrt_trainer_t *t, int64_t *split, int *n)
 /* Memory planning                                                           */
 /* ------------------------------------------------------------------------ */
 
-/* What one training step of a classifier (dlrt_trainer_create's model) holds
- * on the device at its peak, in allocator bytes: the executor's own plan,
- * made without a device, so it matches the measured peak. */
+/* What a classifier (dlrt_trainer_create's model) holds on the device at
+ * the peak of its training run, in the allocator's blocks: the executor's
+ * own plan, made without a device, so it matches the measured peak. The
+ * peak is a training step's, or an evaluation's when its forward pass with
+ * its own loader beside the training one's holds more. */
 typedef struct {
   int64_t batch;
   int64_t param_count;
@@ -263,8 +267,9 @@ typedef struct {
   uint64_t activations;   /* intermediates live at the peak */
   uint64_t inputs;        /* the batch in the graph, and kept outputs (logits) */
   uint64_t accumulators;  /* gradient accumulation's running sums */
-  uint64_t loader;        /* the loader's device slots (prefetch x a batch) */
+  uint64_t loader;        /* the loaders' device slots (prefetch x a batch each) */
   uint64_t peak;          /* all of it */
+  int evaluation_at_peak; /* the peak is an evaluation's (two loaders) */
   /* The least device memory training can do with spilling and the
    * optimizer on the host (--mem-limit --offload optimizer): what one
    * operation holds at once, plus the loaders. */

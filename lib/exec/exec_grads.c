@@ -24,7 +24,7 @@ int dlrt__exec_ensure_accumulators(dlrt_exec_t *e) {
     if (p->kind != DLRT__TENSOR_PARAM || !p->grad) continue;
     int rc = dlrt_buffer_alloc(e->dev, dlrt__tensor_bytes(p), e->stream, &e->grads.accum[i]);
     if (rc < 0) return rc;
-    e->grads.accum_bytes += dlrt__alloc_rounded(dlrt__tensor_bytes(p));
+    e->grads.accum_bytes += dlrt__alloc_block_bytes(dlrt__tensor_bytes(p));
   }
   return DLRT_OK;
 }
@@ -391,18 +391,26 @@ int dlrt_exec_apply_gradients(dlrt_exec_t *e) {
   if (!e->grads.accum || !g->optimized || e->spill.pool)
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_apply_gradients: run DLRT_RUN_GRADIENTS "
                            "on an optimized graph first (no spilling)");
-  /* The updates read the gradients where the accumulators hold them. */
-  for (int i = 0; i < g->n_tensors; i++) {
+  /* The updates read the gradients where the accumulators hold them. A
+   * kept gradient has a buffer of its own, which lives on (readable, freed
+   * with the executor): it takes a copy of what the update applies. */
+  int rc = DLRT_OK;
+  for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++) {
     dlrt_tensor_t *p = g->tensors[i];
-    if (p->kind == DLRT__TENSOR_PARAM && p->grad) e->bufs[p->grad->owner->id] = e->grads.accum[i];
+    if (p->kind != DLRT__TENSOR_PARAM || !p->grad) continue;
+    dlrt_buffer_t **storage = &e->bufs[p->grad->owner->id];
+    if (*storage)
+      rc = dlrt_copy_d2d(*storage, 0, e->grads.accum[i], 0, dlrt__tensor_bytes(p), e->stream);
+    else
+      *storage = e->grads.accum[i];
   }
   e->mode = DLRT_RUN_TRAIN;
   /* The mean of the runs since the last update (one, unless several
    * micro-batches were run: pipeline stages). */
   float mean = e->grads.grad_runs > 1 ? 1.0f / (float)e->grads.grad_runs : 1.0f;
   float clip = 1.0f;
-  int finite = 1, rc = DLRT_OK;
-  if (e->grads.scaler.enabled) {
+  int finite = 1;
+  if (rc == DLRT_OK && e->grads.scaler.enabled) {
     rc = dlrt__exec_gradients_finite(e, &finite);
     mean /= e->grads.loss_scale;
   }
@@ -415,7 +423,9 @@ int dlrt_exec_apply_gradients(dlrt_exec_t *e) {
   }
   for (int i = 0; i < g->n_tensors; i++) {
     dlrt_tensor_t *p = g->tensors[i];
-    if (p->kind == DLRT__TENSOR_PARAM && p->grad) e->bufs[p->grad->owner->id] = NULL;
+    if (p->kind != DLRT__TENSOR_PARAM || !p->grad) continue;
+    dlrt_buffer_t **storage = &e->bufs[p->grad->owner->id];
+    if (*storage == e->grads.accum[i]) *storage = NULL; /* lent for the updates */
   }
   if (rc == DLRT_OK && e->grads.scaler.enabled) dlrt__exec_update_loss_scale(e, finite);
   if (rc == DLRT_OK && finite) e->steps++;

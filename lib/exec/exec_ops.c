@@ -78,12 +78,14 @@ static int run_gather(dlrt_exec_t *e, const dlrt_tensor_t *y, const dlrt_tensor_
  * (DLRT__K_<name>_f32); the others follow in dlrt_dtype order. */
 static int typed(int f32_kernel, dlrt_dtype dtype) { return f32_kernel + (int)dtype; }
 
-/* A, B and C share one type (the graph's precision pass sees to it); 16-bit
- * types accumulate in fp32. */
+/* A and B share one type (the graph's precision pass sees to it), and C
+ * too but for a 16-bit weight's gradient, which autodiff makes fp32 (the
+ * cast back to its fp32 parameter saved); 16-bit types accumulate in fp32. */
 static int run_gemm(dlrt_exec_t *e, dlrt_tensor_t *a, dlrt_tensor_t *b, dlrt_tensor_t *c,
                     const struct dlrt__bmm_params *p) {
-  dlrt_gemm_desc d = dlrt_gemm_desc_make(c->dtype, (int)p->trans_a, (int)p->trans_b, p->m, p->n,
+  dlrt_gemm_desc d = dlrt_gemm_desc_make(a->dtype, (int)p->trans_a, (int)p->trans_b, p->m, p->n,
                                          p->k, 1.0f, 0.0f);
+  d.c_f32 = c->dtype != a->dtype;
   d.batch = p->batch;
   d.stride_a = p->stride_a;
   d.stride_b = p->stride_b;
@@ -135,7 +137,8 @@ static int64_t in_chunk(const dlrt__chunk *c, int64_t whole) {
  * place with the leading dimension N x OHW.
  *   forward: cols = im2col(x[b0..]); y[:, b0..] = W cols
  *   dW:      per piece q0 of dlrt__conv_weight_piece images:
- *            cols = im2col(x[q0..]); dW (+)= dy[:, q0..] cols^T (beta 1 after the first)
+ *            cols = im2col(x[q0..]); dW (+)= dy[:, q0..] cols^T (beta 1 after the first);
+ *            in a 16-bit graph dW is fp32 (autodiff.c), so the pieces sum in fp32
  *   dx:      cols = W^T dy[:, b0..]; dx[b0..] = col2im(cols)
  * In a chunked block (c) the node covers images [c->b0, c->b0 + c->nb) of
  * the batch, and x, y or dy may hold only those. A block's chunk is a whole
@@ -188,6 +191,7 @@ static int run_conv(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *c) {
       if ((rc = conv_columns(e, 1, x, ws, &geometry, q0 - x_first, nq)) < 0) break;
       d = dlrt_gemm_desc_make(y->dtype, 0, 1, o, ckk, nq * ohw, 1.0f, q0 ? 1.0f : 0.0f);
       d.lda = y_held * ohw;
+      d.c_f32 = w->dtype != y->dtype; /* a 16-bit graph's: summed in fp32, never rounded */
       rc = dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, y),
                      off(y) + (size_t)((q0 - y_first) * ohw) * es, dlrt__exec_buf(e, ws), off(ws),
                      dlrt__exec_buf(e, w), off(w));

@@ -27,9 +27,10 @@ void dlrt__schedule_free(dlrt__schedule *s) {
   memset(s, 0, sizeof *s);
 }
 
-/* Bytes a storage takes in the allocator (512-byte granules). */
+/* Bytes a storage takes in the allocator: its block (512-byte granules, or
+ * a whole segment of its own, dlrt__alloc_block_bytes). */
 static uint64_t granules(const dlrt_tensor_t *t) {
-  return dlrt__alloc_rounded(dlrt__tensor_bytes(t));
+  return dlrt__alloc_block_bytes(dlrt__tensor_bytes(t));
 }
 
 uint64_t dlrt__schedule_bytes(const dlrt__schedule *s, const dlrt_tensor_t *t) {
@@ -45,9 +46,9 @@ uint64_t dlrt__schedule_bytes(const dlrt__schedule *s, const dlrt_tensor_t *t) {
   return b->chunk < own ? bytes / (uint64_t)own * (uint64_t)b->chunk : bytes;
 }
 
-/* The same in allocator granules. */
+/* The same as the allocator's block holds it. */
 static uint64_t planned_granules(const dlrt__schedule *s, const dlrt_tensor_t *t) {
-  return dlrt__alloc_rounded(dlrt__schedule_bytes(s, t));
+  return dlrt__alloc_block_bytes(dlrt__schedule_bytes(s, t));
 }
 
 /* Inside a chunked block, storages of the whole batch whose life ends
@@ -435,6 +436,7 @@ done:
 }
 
 int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt_offload_policy policy,
+                            uint64_t beside_forward,
                             dlrt__memory_breakdown *out) {
   dlrt__schedule train = {0}, forward = {0};
   uint64_t train_peak = 0, forward_peak = 0;
@@ -443,8 +445,10 @@ int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt_offload_
   if (rc == DLRT_OK) rc = dlrt__plan(g, DLRT__PHASE_UPDATE, checkpoint_every, &train, &train_peak, out);
   if (rc == DLRT_OK)
     rc = dlrt__plan(g, DLRT__PHASE_FORWARD, checkpoint_every, &forward, &forward_peak, &fw);
-  if (rc == DLRT_OK && forward_peak > train_peak) *out = fw;
-  if (rc == DLRT_OK) out->peak = train_peak > forward_peak ? train_peak : forward_peak;
+  int evaluation = forward_peak + beside_forward > train_peak;
+  if (rc == DLRT_OK && evaluation) *out = fw;
+  if (rc == DLRT_OK) out->peak = evaluation ? forward_peak : train_peak;
+  if (rc == DLRT_OK) out->forward_at_peak = evaluation;
   if (rc == DLRT_OK) {
     dlrt__schedule both[2] = {forward, train};
     int worst, slices;

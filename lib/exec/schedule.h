@@ -5,7 +5,7 @@
 #define DLRT_EXEC_SCHEDULE_H
 
 #include "graph/graph.h"
-#include "mem/caching_allocator.h" /* dlrt__alloc_rounded */
+#include "mem/caching_allocator.h" /* dlrt__alloc_block_bytes */
 
 /* Positions [begin, end) of a schedule that run a chunk of `chunk` images
  * at a time over a batch of `batch` (chunk.c). `full` is the chunk it was
@@ -54,17 +54,24 @@ typedef struct {
   int64_t params;
 } dlrt__exec_plan;
 
-/* What a training step of a graph holds at its planned peak, in allocator
- * bytes (512-byte granules): the executor's plan without a device. */
+/* What a graph's runs hold at their planned peak, in allocator bytes (the
+ * blocks of dlrt__alloc_block_bytes): the executor's plan without a device. */
 typedef struct {
   uint64_t params, state, inputs; /* inputs: the batch and kept tensors */
   uint64_t grads, activations;    /* activations: every other intermediate */
   uint64_t peak;                  /* their sum: the planned peak */
+  int forward_at_peak;            /* the peak is the forward schedule's (an
+                                     evaluation's), not a training step's */
   uint64_t least_spill;           /* the least budget spilling can train in, with
                                      the given offload policy */
 } dlrt__memory_breakdown;
 
+/* `beside_forward`: bytes that only the forward schedule has beside it (an
+ * evaluation's loader, while the training loader stays for the next epoch):
+ * the peak is the forward one's when it is larger with them. `policy`: the
+ * offload policy least_spill assumes. */
 int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt_offload_policy policy,
+                            uint64_t beside_forward,
                             dlrt__memory_breakdown *out);
 /* Builds the schedule of the nodes whose phase is <= max_phase (every > 0:
  * checkpointed segments of that many forward nodes, run in chunked blocks

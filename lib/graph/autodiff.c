@@ -357,7 +357,16 @@ static int backward_node(dlrt_graph_t *g, dlrt__node *n) {
     }
     return rc;
   }
-  case DLRT__OP_CAST: /* the gradient goes back to the input's type */
+  case DLRT__OP_CAST:
+    /* The gradient goes back to the input's type. A 16-bit weight's
+     * gradient made by one matmul or convolution (the mixed-precision cast
+     * of an fp32 parameter) is made fp32 by that GEMM itself: its sums are
+     * never rounded to 16 bits (a convolution's pieces sum in fp32), and no
+     * 16-bit copy lives beside the fp32 one. */
+    if (a->dtype == DLRT_F32 && dy->dtype != DLRT_F32 && dy->owner == dy && !dy->kept &&
+        dy->producer &&
+        (dy->producer->op == DLRT__OP_BMM || dy->producer->op == DLRT__OP_CONV_GRAD_W))
+      dy->dtype = DLRT_F32;
     return accumulate(g, a, dy);
   case DLRT__OP_XENT:
     return dlrt__graph_fail(g, DLRT_ERR_UNSUPPORTED, "cross_entropy can only be the loss "

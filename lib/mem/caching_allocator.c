@@ -19,9 +19,9 @@ enum {
   ROUND = DLRT__ALLOC_GRANULE, /* every block size is a multiple of this */
   SMALL_MAX = 1 << 20,         /* requests <= 1 MiB use the small pool */
   SMALL_SEGMENT = 2 << 20,     /* small-pool segment size */
-  MID_MAX = 10 << 20,          /* requests < 10 MiB get a 20 MiB segment */
+  MID_MAX = DLRT__ALLOC_OWN_SEGMENT, /* requests < 10 MiB get a 20 MiB segment */
   MID_SEGMENT = 20 << 20,
-  LARGE_ROUND = 2 << 20,       /* large segments round to 2 MiB */
+  LARGE_ROUND = DLRT__ALLOC_LARGE_ROUND, /* large segments round to 2 MiB */
   POOL_SMALL = 0,
   POOL_LARGE = 1,
   SUB_BITS = 2,                /* 4 bins per power of two */
@@ -367,7 +367,8 @@ static int grow(dlrt__allocator *a, size_t size, int pool, segment **out) {
 static void maybe_split(dlrt__allocator *a, dlrt__block *b, size_t size, int exact) {
   size_t rest = b->size - size;
   int pool = b->seg->pool;
-  if (!(pool == POOL_SMALL || exact ? rest >= ROUND : rest > (size_t)SMALL_MAX)) return;
+  size_t keep_below = pool == POOL_SMALL || exact ? ROUND : (size_t)DLRT__ALLOC_SPLIT_MIN + 1;
+  if (rest < keep_below) return;
   dlrt__block *r = calloc(1, sizeof *r);
   if (!r) return; /* keep the block whole: wasteful, still correct */
   r->seg = b->seg;

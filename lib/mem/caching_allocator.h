@@ -30,6 +30,26 @@ static inline uint64_t dlrt__alloc_rounded(uint64_t bytes) {
   return (bytes + DLRT__ALLOC_GRANULE - 1) / DLRT__ALLOC_GRANULE * DLRT__ALLOC_GRANULE;
 }
 
+/* Requests of this many bytes or more get a segment of their own, rounded
+ * up to DLRT__ALLOC_LARGE_ROUND, when no cached block fits; a large block
+ * is split only when more than DLRT__ALLOC_SPLIT_MIN would be left over. */
+#define DLRT__ALLOC_OWN_SEGMENT ((uint64_t)10 << 20)
+#define DLRT__ALLOC_LARGE_ROUND ((uint64_t)2 << 20)
+#define DLRT__ALLOC_SPLIT_MIN ((uint64_t)1 << 20)
+
+/* The bytes the block of a request holds (what `allocated` counts): its
+ * granules, or for a request with a segment of its own the whole segment
+ * when the rest is too small to split off (a 22151168-byte request holds
+ * 23068672). Planners count storages so; a request served from a larger
+ * cached block may hold more still, which they cannot know. */
+static inline uint64_t dlrt__alloc_block_bytes(uint64_t bytes) {
+  uint64_t size = dlrt__alloc_rounded(bytes);
+  if (size < DLRT__ALLOC_OWN_SEGMENT) return size;
+  uint64_t segment = (size + DLRT__ALLOC_LARGE_ROUND - 1) / DLRT__ALLOC_LARGE_ROUND *
+                     DLRT__ALLOC_LARGE_ROUND;
+  return segment - size > DLRT__ALLOC_SPLIT_MIN ? size : segment;
+}
+
 typedef struct dlrt__allocator dlrt__allocator;
 typedef struct dlrt__block dlrt__block;
 

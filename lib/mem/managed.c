@@ -101,6 +101,8 @@ static int write_back(dlrt__mpool *p, int id) {
     m->on_host = 1;
   } else if ((rc = dlrt__mpool_write_to_disk(p, id)) < 0) {
     return rc;
+  } else {
+    p->st.spilled_to_disk_bytes += m->size;
   }
   p->st.spilled_bytes += m->size;
   m->dirty = 0;
@@ -388,6 +390,7 @@ int dlrt__mpool_host_view(dlrt__mpool *p, int id, int write, void **host) {
         (rc = dlrt__mpool_timed_end(p)) < 0)
       return rc;
     p->st.spilled_bytes += m->size;
+    if (m->temp_host) m->view_spilled += m->size;
     m->dirty = 0;
     m->on_host = 1;
   } else if (!m->on_host && m->on_disk) {
@@ -469,6 +472,7 @@ int dlrt__mpool_slice(dlrt__mpool *p, int id, int out, size_t at, size_t pitch, 
   if (rc < 0) return rc;
   dlrt__mpool_trace_end(p->compute, t0, out ? "slice out" : "slice in", width * rows, DLRT_TRACE_COMPUTE);
   *(out ? &p->st.spilled_bytes : &p->st.fetched_bytes) += width * rows;
+  if (out && m->temp_host) m->view_spilled += width * rows;
   return DLRT_OK;
 }
 
@@ -503,6 +507,10 @@ int dlrt__mpool_host_view_end(dlrt__mpool *p, int id, int write) {
   dlrt__mstore *m = &p->s[id];
   if (!m->temp_host) return DLRT_OK;
   int rc = write ? dlrt__mpool_disk_write(p, id, m->host) : DLRT_OK;
+  /* What came off the device into the view went on to the disk with it;
+   * unwritten, it was only read there (the device copy stays current). */
+  if (write && rc == DLRT_OK) p->st.spilled_to_disk_bytes += m->view_spilled;
+  m->view_spilled = 0;
   dlrt_host_free(m->host);
   m->host = NULL;
   m->on_host = 0;

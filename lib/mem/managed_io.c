@@ -30,6 +30,7 @@ static dlrt__mpool *live[64];
 static void add_stats(dlrt_spill_stats *a, const dlrt_spill_stats *b) {
   a->spilled_bytes += b->spilled_bytes, a->fetched_bytes += b->fetched_bytes;
   a->disk_written_bytes += b->disk_written_bytes, a->disk_read_bytes += b->disk_read_bytes;
+  a->spilled_to_disk_bytes += b->spilled_to_disk_bytes;
   a->evictions += b->evictions, a->dropped_clean += b->dropped_clean;
   a->offloads += b->offloads, a->prefetch_hits += b->prefetch_hits;
   a->prefetch_misses += b->prefetch_misses, a->transfer_ms += b->transfer_ms;

@@ -25,6 +25,8 @@ typedef struct {
   int in_flight;         /* prefetched: `fetched` must pass before use */
   int handed_over;       /* bufs[] still aliases the storage that took it over */
   int temp_host;         /* host is a view past the host budget (host_view_end frees it) */
+  size_t view_spilled;   /* bytes copied off the device into that view: they reach the
+                            disk (spilled_to_disk_bytes) if host_view_end writes it */
   dlrt_buffer_t *window; /* used in slices (dlrt__mpool_slices_begin), else NULL */
   size_t window_bytes;   /* its granules, counted resident and locked */
   dlrt_event_t *fetched;

@@ -33,10 +33,14 @@ static const char *human(char *out, size_t n, uint64_t bytes) {
   return out;
 }
 
+/* Two tables: the byte figures and segments, current and peak; then the
+ * counts since the start and the cache's state now, one value each. */
 static void table(text *t, const char *title, const dlrt_mem_stats *s) {
   char a[24], b[24];
+  static const char rule2[] = "|--------------------------|----------------|----------------|\n";
+  static const char rule1[] = "|--------------------------|----------------|\n";
   put(t, "| %-24s | %14s | %14s |\n", title, "current", "peak");
-  put(t, "|--------------------------|----------------|----------------|\n");
+  put(t, rule2);
 #define ROW(label, c) \
   put(t, "| %-24s | %14s | %14s |\n", label, human(a, sizeof a, (c).current), human(b, sizeof b, (c).peak))
   ROW("allocated", s->allocated);
@@ -45,13 +49,21 @@ static void table(text *t, const char *title, const dlrt_mem_stats *s) {
   ROW("reserved", s->reserved);
 #undef ROW
   put(t, "| %-24s | %14" PRIu64 " | %14" PRIu64 " |\n", "segments", s->segments.current, s->segments.peak);
-  put(t, "| %-24s | %14s | %14s |\n", "cached free / largest", human(a, sizeof a, s->cached_free),
-      human(b, sizeof b, s->largest_free));
-  put(t, "| %-24s | %13.1f%% | %14s |\n", "fragmentation", 100.0 * s->fragmentation, "");
-  put(t, "| %-24s | %14" PRIu64 " | %14" PRIu64 " |\n", "allocs / frees", s->alloc_count, s->free_count);
-  put(t, "| %-24s | %14" PRIu64 " | %14" PRIu64 " |\n", "cache hits / driver", s->cache_hits, s->driver_allocs);
-  put(t, "| %-24s | %14" PRIu64 " | %14" PRIu64 " |\n", "retries / OOMs", s->retries, s->oom_count);
-  put(t, "| %-24s | %14s | %14s |\n", "budget", s->limit ? human(a, sizeof a, s->limit) : "none", "");
+  put(t, "\n| %-24s | %14s |\n", "counts, cache and budget", "value");
+  put(t, rule1);
+#define COUNT(label, v) put(t, "| %-24s | %14" PRIu64 " |\n", label, (uint64_t)(v))
+  COUNT("allocations", s->alloc_count);
+  COUNT("frees", s->free_count);
+  COUNT("cache hits", s->cache_hits);
+  COUNT("driver allocations", s->driver_allocs);
+  COUNT("driver frees", s->driver_frees);
+  COUNT("retries", s->retries);
+  COUNT("out-of-memory errors", s->oom_count);
+#undef COUNT
+  put(t, "| %-24s | %14s |\n", "cached free", human(a, sizeof a, s->cached_free));
+  put(t, "| %-24s | %14s |\n", "largest free block", human(a, sizeof a, s->largest_free));
+  put(t, "| %-24s | %13.1f%% |\n", "fragmentation", 100.0 * s->fragmentation);
+  put(t, "| %-24s | %14s |\n", "budget", s->limit ? human(a, sizeof a, s->limit) : "none");
 }
 
 int dlrt_mem_summary(dlrt_device_t *dev, char *buf, size_t size) {
@@ -69,9 +81,11 @@ int dlrt_mem_summary(dlrt_device_t *dev, char *buf, size_t size) {
   dlrt_spill_stats sp;
   if (dlrt__spill_totals(dev, &sp)) {
     put(&t, "\nspilling (unified-memory emulation), all executors on this device\n");
-    put(&t, "  to host or disk   %12.1f MiB   back to the device %12.1f MiB\n",
+    put(&t, "  off the device    %12.1f MiB   back to the device %12.1f MiB\n",
         (double)sp.spilled_bytes / 1048576.0, (double)sp.fetched_bytes / 1048576.0);
-    put(&t, "  to disk           %12.1f MiB   from disk          %12.1f MiB\n",
+    put(&t, "  of it to disk     %12.1f MiB\n", (double)sp.spilled_to_disk_bytes / 1048576.0);
+    /* The spill file also takes host copies past the host budget. */
+    put(&t, "  disk writes       %12.1f MiB   disk reads         %12.1f MiB\n",
         (double)sp.disk_written_bytes / 1048576.0, (double)sp.disk_read_bytes / 1048576.0);
     put(&t, "  evictions         %12llu       of them clean      %12llu\n",
         (unsigned long long)sp.evictions, (unsigned long long)sp.dropped_clean);

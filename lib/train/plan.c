@@ -26,9 +26,13 @@ int dlrt_plan_memory(const dlrt_trainer_config *cfg, int64_t channels, int64_t h
   dlrt__memory_breakdown b;
   rc = dlrt__build_classifier(g, cfg, channels, height, width, classes, &images, &labels,
                               &logits, &loss);
+  /* The loader's device slots: a batch of images and of labels each. An
+   * evaluation runs with its own beside the training loader's. */
+  uint64_t loader = dlrt__loader_device_bytes(cfg->batch, channels * height * width,
+                                              cfg->prefetch, dlrt__loader_image_type(cfg, 0));
   if (rc == DLRT_OK)
     rc = dlrt__graph_plan_memory(g, dlrt__checkpoint_segment(g, cfg->checkpoint),
-                                 DLRT_OFFLOAD_OPTIMIZER, &b);
+                                 DLRT_OFFLOAD_OPTIMIZER, loader, &b);
   if (rc == DLRT_OK) {
     out->batch = cfg->batch;
     out->params = b.params;
@@ -38,12 +42,11 @@ int dlrt_plan_memory(const dlrt_trainer_config *cfg, int64_t channels, int64_t h
     out->activations = b.activations;
     /* Gradient accumulation keeps a running sum per parameter. */
     if (cfg->accum > 1) out->accumulators = b.params;
-    /* The loader's device slots: a batch of images and of labels each. */
-    out->loader = dlrt__loader_device_bytes(cfg->batch, channels * height * width,
-                                            cfg->prefetch, dlrt__loader_image_type(cfg, 0));
+    out->evaluation_at_peak = b.forward_at_peak;
+    out->loader = b.forward_at_peak ? 2 * loader : loader;
     out->peak = b.peak + out->accumulators + out->loader;
     /* Spilling counts the evaluation loader beside the training one. */
-    out->spill_least = b.least_spill + out->accumulators + 2 * out->loader;
+    out->spill_least = b.least_spill + out->accumulators + 2 * loader;
     for (int i = 0; i < g->n_tensors; i++)
       if (g->tensors[i]->kind == DLRT__TENSOR_PARAM) out->param_count += g->tensors[i]->numel;
   }
@@ -62,17 +65,19 @@ int dlrt__plan_spill_least(const dlrt_trainer_config *cfg, int64_t channels, int
                               &logits, &loss);
   if (rc == DLRT_OK)
     rc = dlrt__graph_plan_memory(g, dlrt__checkpoint_segment(g, cfg->checkpoint),
-                                 cfg->spill.policy, &b);
+                                 cfg->spill.policy, 0, &b); /* only least_spill is read */
   if (rc == DLRT_OK) *least = b.least_spill;
   dlrt_graph_destroy(g);
   return rc;
 }
 
 /* What has to fit the budget: the peak, or with the optimizer offloaded the
- * least spilling can do. */
+ * least spilling can do; a run that fits without spilling does not spill
+ * (the trainer spills only when the plan does not fit), so never more than
+ * the peak. */
 static uint64_t fit_measure(const dlrt_trainer_config *cfg, const dlrt_memory_plan *p) {
   int offload = cfg->spill.policy == DLRT_OFFLOAD_OPTIMIZER || cfg->spill.policy == DLRT_OFFLOAD_ALL;
-  return offload ? p->spill_least : p->peak;
+  return offload && p->spill_least < p->peak ? p->spill_least : p->peak;
 }
 
 int dlrt_plan_max_batch(const dlrt_trainer_config *cfg, int64_t channels, int64_t height,

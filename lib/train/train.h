@@ -3,6 +3,7 @@
 #define DLRT_TRAIN_TRAIN_H
 
 #include "dlrt.h"
+#include "mem/caching_allocator.h" /* dlrt__alloc_block_bytes */
 
 /* The trainer's state, shared by trainer.c (one device: create, epochs,
  * evaluation, checkpoints) and parallel.c (replicas on several devices, and
@@ -144,12 +145,13 @@ static inline dlrt_dtype dlrt__loader_image_type(const dlrt_trainer_config *cfg,
 
 /* Device bytes of one loader for a classifier's batches: per prefetch slot
  * (at least one) a batch of images (of `image_type`) and of i32 labels,
- * each in the allocator's 512-byte granules. */
+ * each in the allocator's block. */
 static inline uint64_t dlrt__loader_device_bytes(int64_t batch, int64_t pixels, int prefetch,
                                                  dlrt_dtype image_type) {
   uint64_t slots = (uint64_t)(prefetch > 0 ? prefetch : 1);
-  uint64_t images = ((uint64_t)(batch * pixels) * dlrt_dtype_size(image_type) + 511) / 512 * 512;
-  uint64_t labels = ((uint64_t)batch * 4 + 511) / 512 * 512;
+  uint64_t images =
+      dlrt__alloc_block_bytes((uint64_t)(batch * pixels) * dlrt_dtype_size(image_type));
+  uint64_t labels = dlrt__alloc_block_bytes((uint64_t)batch * 4);
   return slots * (images + labels);
 }
 
