@@ -185,8 +185,9 @@ result "DLRT_PROCESS_REGISTRY=yes is an error that names the variable"
 # says why once on stderr, and writes nothing into DIR/dlrt.
 refused() {
   start_train cpu XDG_RUNTIME_DIR="$1"
-  for i in $(seq 1 50); do
-    [ -s "$tmp/train.err" ] && break
+  # Up to 30 s for the warning: a loaded machine starts dltrain slowly.
+  for i in $(seq 1 300); do
+    grep -q "^dlrt: process registry: " "$tmp/train.err" && break
     sleep 0.1
   done
   sleep 0.5
