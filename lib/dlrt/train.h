@@ -69,7 +69,7 @@ typedef struct {
   int accum;             /* micro-batches of `batch` per update (0 or 1: none) */
   /* Gradient checkpointing: 0 none, N forward nodes per segment,
    * DLRT_CHECKPOINT_SQRT, or DLRT_CHECKPOINT_AUTO: the longest segments
-   * (least recompute) whose planned peak fits 85% of the device's budget
+   * (least recompute) whose planned peak fits 80% of the device's budget
    * (dlrt_mem_get_limit, else its memory; the rest is slack for the
    * allocator's segments). */
   int checkpoint;
