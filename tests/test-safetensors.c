@@ -473,6 +473,8 @@ static void test_corrupt(void) {
     const char *what, *word;
   } cases[] = {
       {"garbage!", 16, "garbage instead of JSON", "expected '{'"},
+      {"{\"\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 16,
+       "an empty tensor name (which no save writes)", "empty name"},
       {"[1, 2]", 16, "an array instead of an object", "expected '{'"},
       {"{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},}", 16,
        "a trailing comma", "JSON"},

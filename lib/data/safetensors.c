@@ -478,6 +478,10 @@ static int parse_header(dlrt__json *js, st_header *h) {
     if (!strcmp(key, "__metadata__")) {
       if (has_meta++) rc = dlrt__json_error(js, "\"__metadata__\" appears twice");
       else rc = parse_metadata(js, h);
+    } else if (!*key) {
+      /* A tensor is matched to a parameter by name, and a save refuses an
+       * empty one: what loads must save again. */
+      rc = dlrt__json_error(js, "a tensor has an empty name; name each tensor");
     } else if (strlen(key) >= (size_t)ST_NAME_MAX) {
       rc = dlrt__json_error(js, "tensor name \"%.40s...\" is %zu bytes; dlrt holds names of "
                             "at most %d", key, strlen(key), ST_NAME_MAX - 1);
