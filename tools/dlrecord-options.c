@@ -15,14 +15,21 @@
 void dlrecord_usage(FILE *out) {
   fputs("Usage: dlrecord convert SOURCE FOLDER\n"
         "  or:  dlrecord idx IMAGES LABELS FILE.dlrec\n"
-        "  or:  dlrecord info FILE.dlrec...\n"
-        "Writes and inspects dlrt record files, which dltrain --data reads.\n\n"
+        "  or:  dlrecord tokens TEXT FILE.bin\n"
+        "  or:  dlrecord info FILE.dlrec|FILE.bin...\n"
+        "Writes and inspects dlrt record files, which dltrain --data reads, and\n"
+        "llm.c token files for language models.\n\n"
         "  convert SOURCE FOLDER   both splits of SOURCE (fashion-mnist, a folder of\n"
         "                          MNIST-family IDX files, or generated) into\n"
         "                          FOLDER/train.dlrec and FOLDER/test.dlrec (FOLDER is\n"
         "                          created); then: dltrain --data FOLDER\n"
         "  idx IMAGES LABELS FILE  one pair of IDX files (plain or .gz) into FILE\n"
+        "  tokens TEXT FILE.bin    a text file, or a folder's text files in name order,\n"
+        "                          as byte tokens (vocabulary 256) into an llm.c token\n"
+        "                          file (256 int32 header: 20240520, 1, count; uint16\n"
+        "                          tokens)\n"
         "  info FILE...            count, shape, dtype, classes and label histogram\n"
+        "                          (a .bin token file: its count and vocabulary)\n"
         "  -h, --help              show this help and exit\n"
         "  -V, --version           show the dlrt version and exit\n\n"
         "Files are replaced atomically, and only a regular file (or a link to one);\n"
@@ -51,6 +58,7 @@ static const struct {
   int min, max;
 } commands[] = {{"convert", "SOURCE FOLDER", 2, 2},
                 {"idx", "IMAGES LABELS FILE.dlrec", 3, 3},
+                {"tokens", "TEXT FILE.bin", 2, 2},
                 {"info", "one or more files", 1, -1}};
 enum { N_COMMANDS = sizeof commands / sizeof *commands };
 
@@ -91,7 +99,7 @@ int dlrecord_parse_options(int argc, char *const argv[], dlrecord_options *o) {
   }
   int first = argc > 0 ? optind : 0;
   if (ok && !answer && first >= argc)
-    ok = tool_usage_error(o->error, "give a command: convert, idx or info");
+    ok = tool_usage_error(o->error, "give a command: convert, idx, tokens or info");
   if (ok && !answer) {
     o->command = args[first];
     o->operands = args + first + 1;

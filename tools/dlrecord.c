@@ -3,11 +3,13 @@
  * Public API only. Exit status: 0 success, 1 a dlrt call failed (unreadable
  * or corrupt input, a write that failed), 2 usage error. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "dlrt.h"
 #include "dlrecord.h"
@@ -54,7 +56,48 @@ static int convert(const char *source, const char *folder) {
   return status;
 }
 
+/* Text (a file, or a folder's text files) into an llm.c token file of byte
+ * tokens; a token file given as input is copied as it is. */
+static int tokens(const char *input, const char *path) {
+  int rc = dlrt_save_path_check(path);
+  if (rc < 0) return tool_fail("cannot write", rc);
+  dlrt_tokens t;
+  if ((rc = dlrt_tokens_load(input, &t)) < 0) return tool_fail("cannot read", rc);
+  rc = dlrt_tokens_save(path, &t);
+  if (rc == DLRT_OK)
+    printf("wrote %s: %" PRId64 " tokens, vocabulary %d (from %d file%s of %s)\n", path,
+           t.count, t.vocab, t.files, t.files == 1 ? "" : "s", input);
+  dlrt_tokens_free(&t);
+  return rc < 0 ? tool_fail("cannot write", rc) : 0;
+}
+
+/* An llm.c token file: its count and vocabulary. */
+static int token_info(const char *path) {
+  dlrt_tokens t;
+  int rc = dlrt_tokens_load(path, &t);
+  if (rc < 0) return tool_fail("cannot read", rc);
+  printf("%s: %" PRId64 " tokens (llm.c token file), vocabulary %d\n", path, t.count, t.vocab);
+  dlrt_tokens_free(&t);
+  return 0;
+}
+
+/* Whether path is a regular file that starts as a token file does (its
+ * magic, little-endian); a record file or anything else goes to the record
+ * reader, which says what is wrong. O_NONBLOCK: a FIFO must not hang here. */
+static int is_token_file(const char *path) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return 0;
+  struct stat st;
+  unsigned char magic[4];
+  int yes = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && read(fd, magic, 4) == 4 &&
+            ((uint32_t)magic[0] | (uint32_t)magic[1] << 8 | (uint32_t)magic[2] << 16 |
+             (uint32_t)magic[3] << 24) == DLRT_TOKENS_MAGIC;
+  close(fd);
+  return yes;
+}
+
 static int info(const char *path) {
+  if (is_token_file(path)) return token_info(path);
   dlrt_dataset d;
   int rc = dlrt_dataset_open_records(path, DLRT_DATASET_MMAP, &d);
   if (rc < 0) return tool_fail("cannot read", rc);
@@ -97,6 +140,8 @@ int main(int argc, char **argv) {
       status = save(&d, arg[2]);
       dlrt_dataset_free(&d);
     }
+  } else if (strcmp(o.command, "tokens") == 0) {
+    status = tokens(arg[0], arg[1]);
   } else {
     for (int i = 0; i < o.n_operands; i++) status |= info(arg[i]);
   }

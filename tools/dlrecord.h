@@ -8,7 +8,7 @@
 #include "tool-common.h" /* STATUS_*, TOOL_*, TOOL_ERROR_MAX */
 
 typedef struct {
-  const char *command;        /* "convert", "idx" or "info"; points into argv */
+  const char *command;        /* "convert", "idx", "tokens" or "info"; points into argv */
   char *const *operands;      /* the command's operands, n_operands of them */
   int n_operands;
   char **owned;               /* what operands points into (dlrecord_options_free) */

@@ -99,6 +99,38 @@ DLRT_API void dlrt_dataset_free(dlrt_dataset *d);
 DLRT_API int dlrt_dataset_save_records(const char *path, const dlrt_dataset *d);
 DLRT_API int dlrt_dataset_open_records(const char *path, int flags, dlrt_dataset *out);
 
+/* Token streams, the data of language models.
+ * dlrt_tokens_load reads
+ *   - a token file of llm.c's format: a header of 256 little-endian int32
+ *     (magic DLRT_TOKENS_MAGIC 20240520, version 1, the token count, the rest
+ *     unused), then that many little-endian uint16 tokens and nothing after,
+ *     so data sets prepared for llm.c (tinyshakespeare, tinystories, fineweb
+ *     shards) load unchanged; vocab is the largest token + 1;
+ *   - any other regular file as text: one token per byte (vocab 256);
+ *   - a folder: its top-level regular files in byte order of their names
+ *     (hidden files, sub-folders, and files holding a NUL byte, which are not
+ *     text, such as fortune's .dat indexes, are skipped), as byte tokens,
+ *     one after another.
+ * A FIFO or device is refused at once, as every dlrt reader does. */
+#define DLRT_TOKENS_MAGIC 20240520
+#define DLRT_TOKENS_VERSION 1
+typedef struct {
+  uint16_t *tokens;  /* count token ids, each below vocab */
+  int64_t count;
+  int vocab;         /* 256 for byte tokens */
+  int files;         /* files read (1 for a file) */
+  char source[256];  /* the path, for messages */
+} dlrt_tokens;
+DLRT_API int dlrt_tokens_load(const char *path, dlrt_tokens *out);
+/* The training split (validation 0: all but the last tenth) or the
+ * validation split (1: the last tenth, at least one token) of `all`, as a
+ * copy; `all` needs two tokens or more. */
+DLRT_API int dlrt_tokens_split(const dlrt_tokens *all, int validation, dlrt_tokens *out);
+/* Writes `t` as an llm.c token file (above), replaced atomically (see
+ * "Saving files"); llm.c's int32 count allows at most 2^31 - 1 tokens. */
+DLRT_API int dlrt_tokens_save(const char *path, const dlrt_tokens *t);
+DLRT_API void dlrt_tokens_free(dlrt_tokens *t);
+
 /* ------------------------------------------------------------------------ */
 /* Data pipeline: disk -> RAM -> workers -> pinned staging -> device         */
 /* ------------------------------------------------------------------------ */

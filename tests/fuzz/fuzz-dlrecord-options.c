@@ -23,6 +23,7 @@ static void check_accepted(const fuzz_args *a, const dlrecord_options *o) {
   int n = o->n_operands;
   FUZZ_CHECK((strcmp(o->command, "convert") == 0 && n == 2) ||
                  (strcmp(o->command, "idx") == 0 && n == 3) ||
+                 (strcmp(o->command, "tokens") == 0 && n == 2) ||
                  (strcmp(o->command, "info") == 0 && n >= 1),
              "accepted '%s' with %d operands", o->command, n);
   FUZZ_CHECK(n < a->argc - 1, "%d operands of %d arguments", n, a->argc - 1);

@@ -14,7 +14,7 @@
 #               logs, grown corpora and findings go to BUILDDIR/fuzz/
 #   --seconds   fuzzing time per target (default $FUZZ_SECONDS, else 600);
 #               0 runs the seed corpora once and fuzzes nothing
-#   TARGET      idx, records, safetensors, model, dltrain-options,
+#   TARGET      idx, records, tokens, safetensors, model, dltrain-options,
 #               dlbench-options, dlinfo-options, dlrecord-options (default:
 #               every fuzz-*.c)
 # Environment: FUZZ_CC (the clang to use), FUZZ_CFLAGS (more compiler flags,
