@@ -11,6 +11,26 @@
 #include "train/train.h"
 #include "util/status.h"
 
+/* Builds the classifier of cfg into a new *g (destroyed by the caller, also
+ * on failure: NULL then when it could not be made) and plans its memory
+ * (dlrt__graph_plan_memory: least_spill under `policy`, `beside_forward`
+ * bytes beside an evaluation). */
+static int plan_classifier(const dlrt_trainer_config *cfg, int64_t channels, int64_t height,
+                           int64_t width, int classes, dlrt_offload_policy policy,
+                           uint64_t beside_forward, dlrt_graph_t **g,
+                           dlrt__memory_breakdown *b) {
+  *g = NULL;
+  int rc = dlrt_graph_create(g);
+  if (rc < 0) return rc;
+  dlrt_tensor_t *images, *labels, *logits, *loss;
+  rc = dlrt__build_classifier(*g, cfg, channels, height, width, classes, &images, &labels,
+                              &logits, &loss);
+  if (rc == DLRT_OK)
+    rc = dlrt__graph_plan_memory(*g, dlrt__checkpoint_segment(*g, cfg->checkpoint), policy,
+                                 beside_forward, b);
+  return rc;
+}
+
 int dlrt_plan_memory(const dlrt_trainer_config *cfg, int64_t channels, int64_t height,
                      int64_t width, int classes, dlrt_memory_plan *out) {
   DLRT__CHECK_ARG(cfg && cfg->model && out, "dlrt_plan_memory: config, model or out is NULL");
@@ -20,19 +40,13 @@ int dlrt_plan_memory(const dlrt_trainer_config *cfg, int64_t channels, int64_t h
                   (long long)width, classes);
   memset(out, 0, sizeof *out);
   dlrt_graph_t *g;
-  int rc = dlrt_graph_create(&g);
-  if (rc < 0) return rc;
-  dlrt_tensor_t *images, *labels, *logits, *loss;
   dlrt__memory_breakdown b;
-  rc = dlrt__build_classifier(g, cfg, channels, height, width, classes, &images, &labels,
-                              &logits, &loss);
   /* The loader's device slots: a batch of images and of labels each. An
    * evaluation runs with its own beside the training loader's. */
   uint64_t loader = dlrt__loader_device_bytes(cfg->batch, channels * height * width,
                                               cfg->prefetch, dlrt__loader_image_type(cfg, 0));
-  if (rc == DLRT_OK)
-    rc = dlrt__graph_plan_memory(g, dlrt__checkpoint_segment(g, cfg->checkpoint),
-                                 DLRT_OFFLOAD_OPTIMIZER, loader, &b);
+  int rc = plan_classifier(cfg, channels, height, width, classes, DLRT_OFFLOAD_OPTIMIZER, loader,
+                           &g, &b);
   if (rc == DLRT_OK) {
     out->batch = cfg->batch;
     out->params = b.params;
@@ -57,15 +71,9 @@ int dlrt_plan_memory(const dlrt_trainer_config *cfg, int64_t channels, int64_t h
 int dlrt__plan_spill_least(const dlrt_trainer_config *cfg, int64_t channels, int64_t height,
                            int64_t width, int classes, uint64_t *least) {
   dlrt_graph_t *g;
-  int rc = dlrt_graph_create(&g);
-  if (rc < 0) return rc;
-  dlrt_tensor_t *images, *labels, *logits, *loss;
   dlrt__memory_breakdown b;
-  rc = dlrt__build_classifier(g, cfg, channels, height, width, classes, &images, &labels,
-                              &logits, &loss);
-  if (rc == DLRT_OK)
-    rc = dlrt__graph_plan_memory(g, dlrt__checkpoint_segment(g, cfg->checkpoint),
-                                 cfg->spill.policy, 0, &b); /* only least_spill is read */
+  /* No loader bytes: only least_spill is read, and it does not count them. */
+  int rc = plan_classifier(cfg, channels, height, width, classes, cfg->spill.policy, 0, &g, &b);
   if (rc == DLRT_OK) *least = b.least_spill;
   dlrt_graph_destroy(g);
   return rc;
