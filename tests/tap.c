@@ -269,6 +269,48 @@ const char *tap_tempdir(const char *name, char *buf, size_t size) {
   return buf;
 }
 
+const char *tap_join(const char *dir, const char *rel) {
+  static char bufs[8][4096];
+  static int next;
+  char *p = bufs[next++ % 8];
+  snprintf(p, sizeof bufs[0], "%s/%s", dir, rel);
+  return p;
+}
+
+void tap_write_file(const char *path, const void *bytes, size_t len) {
+  FILE *f = fopen(path, "wb");
+  if (!f || (len && fwrite(bytes, 1, len, f) != len) || fclose(f) != 0)
+    bail_out("cannot write %s: %s", path, strerror(errno));
+}
+
+void tap_write_text(const char *path, const char *text) {
+  tap_write_file(path, text, strlen(text));
+}
+
+unsigned char *tap_read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  *len = 0;
+  if (!f) return NULL;
+  unsigned char *buf = NULL;
+  size_t cap = 0;
+  for (;;) {
+    if (*len == cap) {
+      unsigned char *grown = realloc(buf, cap = cap ? 2 * cap : 65536);
+      if (!grown) {
+        free(buf);
+        buf = NULL;
+        break;
+      }
+      buf = grown;
+    }
+    size_t got = fread(buf + *len, 1, cap - *len, f);
+    if (!got) break;
+    *len += got;
+  }
+  fclose(f);
+  return buf;
+}
+
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
   (void)st, (void)flag, (void)ftw;
   if (remove(path) != 0) diag("cannot remove %s: %s", path, strerror(errno));

@@ -40,6 +40,14 @@ void skip(int count, const char *fmt, ...) TAP_PRINTF(2, 3);
 /* A fresh folder for the test's files, $TMPDIR/NAME-XXXXXX (else /tmp), in
  * buf; bails out when it cannot be made. */
 const char *tap_tempdir(const char *name, char *buf, size_t size);
+/* dir/rel in one of 8 rotating buffers (so a few may be held at once). */
+const char *tap_join(const char *dir, const char *rel);
+/* Writes `len` bytes (or a string) as the whole of `path`; bails out when it
+ * cannot. */
+void tap_write_file(const char *path, const void *bytes, size_t len);
+void tap_write_text(const char *path, const char *text);
+/* The whole of `path` in malloc'd memory (*len bytes), or NULL. */
+unsigned char *tap_read_file(const char *path, size_t *len);
 /* Removes a folder and everything in it (what tap_tempdir made). */
 void tap_remove_tree(const char *path);
 /* Aborts the whole test program (the driver reports it as an error). */

@@ -31,19 +31,7 @@
 
 static char root[PATH_CAP / 2];
 
-static const char *tmp_path(const char *rel) {
-  static char bufs[8][PATH_CAP];
-  static int next;
-  char *p = bufs[next++ % 8];
-  snprintf(p, PATH_CAP, "%s/%s", root, rel);
-  return p;
-}
-
-static void write_text(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  if (!f || fputs(text, f) < 0 || fclose(f) != 0)
-    bail_out("cannot write %s: %s", path, strerror(errno));
-}
+static const char *tmp_path(const char *rel) { return tap_join(root, rel); }
 
 /* What a call returned: its status and dlrt_last_error(), or that it did
  * not return within BLOCK_LIMIT_S. */
@@ -206,7 +194,7 @@ static void test_fifos(void) {
 static void check_model(const char *text, int want_status, const char *const *want,
                         const char *what) {
   const char *path = tmp_path("m.model");
-  write_text(path, text);
+  tap_write_text(path, text);
   outcome o = run_child(build_model, path);
   int all = !o.blocked && o.status == want_status;
   for (int i = 0; all && want && want[i]; i++) all = strstr(o.message, want[i]) != NULL;

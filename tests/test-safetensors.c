@@ -26,36 +26,7 @@
 static char root[PATH_CAP / 2]; /* the temporary folder every file goes in */
 
 /* "<root>/<rel>" in one of a few rotating buffers. */
-static const char *tmp_path(const char *rel) {
-  static char bufs[8][PATH_CAP];
-  static int next;
-  char *p = bufs[next++ % 8];
-  snprintf(p, PATH_CAP, "%s/%s", root, rel);
-  return p;
-}
-
-static void write_bytes(const char *path, const void *bytes, size_t len) {
-  FILE *f = fopen(path, "wb");
-  if (!f || (len && fwrite(bytes, 1, len, f) != len) || fclose(f) != 0)
-    bail_out("cannot write %s: %s", path, strerror(errno));
-}
-
-/* The whole file in malloc'd memory (*len bytes), or NULL. */
-static unsigned char *read_bytes(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  unsigned char *buf = NULL;
-  size_t cap = 0;
-  *len = 0;
-  for (;;) {
-    if (*len == cap && !(buf = realloc(buf, cap = cap ? 2 * cap : 4096))) break;
-    size_t got = fread(buf + *len, 1, cap - *len, f);
-    if (!got) break;
-    *len += got;
-  }
-  fclose(f);
-  return buf;
-}
+static const char *tmp_path(const char *rel) { return tap_join(root, rel); }
 
 /* Files in root whose name holds ".tmp-": leftovers of a save. */
 static int temp_files_left(void) {
@@ -151,7 +122,7 @@ static void test_round_trip(const samples *s) {
     dlrt_safetensors_free(t, n, NULL);
 
   size_t len = 0;
-  unsigned char *bytes = read_bytes(path, &len);
+  unsigned char *bytes = tap_read_file(path, &len);
   uint64_t hlen = 0;
   for (int i = 7; bytes && len >= 8 && i >= 0; i--) hlen = hlen << 8 | bytes[i];
   ok(bytes && len >= 16 && hlen % 8 == 0 && bytes[8] == '{' && hlen < len,
@@ -262,7 +233,7 @@ static void test_python(const samples *s) {
   }
   char cmd[PATH_CAP * 2];
   const char *script = tmp_path("check.py"), *path = tmp_path("model.safetensors");
-  write_bytes(script, python_check, sizeof python_check - 1);
+  tap_write_file(script, python_check, sizeof python_check - 1);
   int used = snprintf(cmd, sizeof cmd, "python3 '%s' '%s'", script, path);
   for (int i = 0; i < SAMPLE_COUNT; i++)
     used += snprintf(cmd + used, sizeof cmd - (size_t)used, " '%s'", s->t[i].name);
@@ -271,11 +242,11 @@ static void test_python(const samples *s) {
   if (system("python3 -c 'import safetensors, numpy' >/dev/null 2>&1") != 0) {
     skip(2, "python3 has no safetensors package (with numpy or torch)");
   } else {
-    write_bytes(script, reference_check, sizeof reference_check - 1);
+    tap_write_file(script, reference_check, sizeof reference_check - 1);
     snprintf(cmd, sizeof cmd, "python3 '%s' '%s'", script, path);
     is_int(system(cmd), 0, "Hugging Face's safetensors reads the file and its data");
     const char *ref = tmp_path("reference.safetensors");
-    write_bytes(script, reference_write, sizeof reference_write - 1);
+    tap_write_file(script, reference_write, sizeof reference_write - 1);
     snprintf(cmd, sizeof cmd, "python3 '%s' '%s'", script, ref);
     ok(system(cmd) == 0 && read_reference_file(ref),
        "dlrt reads what Hugging Face's safetensors wrote (0-d, empty, F16, metadata)");
@@ -294,7 +265,7 @@ static void test_failed_saves(const samples *s) {
   const char *path = tmp_path("keep.safetensors");
   if (!tap_check(dlrt_safetensors_save(path, s->t, 2, NULL), "save a file to keep")) return;
   size_t before_len = 0, after_len = 0;
-  unsigned char *before = read_bytes(path, &before_len);
+  unsigned char *before = tap_read_file(path, &before_len);
 
   dlrt_host_tensor bad[2];
   memcpy(bad, s->t, sizeof bad);
@@ -335,7 +306,7 @@ static void test_failed_saves(const samples *s) {
    * kinds of file). */
   const char *dir = tmp_path("a-folder.safetensors");
   mkdir(dir, 0755);
-  write_bytes(tmp_path("a-folder.safetensors/inside"), "x", 1);
+  tap_write_file(tmp_path("a-folder.safetensors/inside"), "x", 1);
   expect_save_fails(dir, s->t, 2, NULL, DLRT_ERR_INVALID_ARG, "replacing a folder");
   struct stat st;
   ok(stat(tmp_path("a-folder.safetensors/inside"), &st) == 0, "the folder is untouched");
@@ -345,17 +316,17 @@ static void test_failed_saves(const samples *s) {
   } else {
     const char *ro = tmp_path("read-only"), *ro_file = tmp_path("read-only/m.safetensors");
     mkdir(ro, 0755);
-    write_bytes(ro_file, "old", 3);
+    tap_write_file(ro_file, "old", 3);
     chmod(ro, 0555);
     expect_save_fails(ro_file, s->t, 2, NULL, DLRT_ERR_IO, "a read-only folder");
     size_t len = 0;
-    unsigned char *old = read_bytes(ro_file, &len);
+    unsigned char *old = tap_read_file(ro_file, &len);
     ok(old && len == 3 && !memcmp(old, "old", 3), "the file in it is untouched");
     free(old);
     chmod(ro, 0755);
   }
 
-  unsigned char *after = read_bytes(path, &after_len);
+  unsigned char *after = tap_read_file(path, &after_len);
   ok(before && after && before_len == after_len && !memcmp(before, after, before_len),
      "after every failed save the file holds what the good save wrote");
   free(before);
@@ -372,7 +343,7 @@ static void write_st(const char *path, const char *header, const void *data, siz
   for (int i = 0; i < 8; i++) buf[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
   memcpy(buf + 8, header, hlen);
   if (len) memcpy(buf + 8 + hlen, data, len);
-  write_bytes(path, buf, 8 + hlen + len);
+  tap_write_file(path, buf, 8 + hlen + len);
   free(buf);
 }
 
@@ -432,7 +403,7 @@ static void expect_corrupt(const char *path, const char *what, const char *word)
 static void test_truncated(void) {
   const char *good = tmp_path("model.safetensors"), *path = tmp_path("cut.safetensors");
   size_t len = 0;
-  unsigned char *bytes = read_bytes(good, &len);
+  unsigned char *bytes = tap_read_file(good, &len);
   if (!bytes || len < 40) {
     skip(1, "no saved file to cut");
     free(bytes);
@@ -451,12 +422,12 @@ static void test_truncated(void) {
       {len - 1, "a file missing its last byte"},
   };
   for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
-    write_bytes(path, bytes, cuts[i].keep);
+    tap_write_file(path, bytes, cuts[i].keep);
     expect_corrupt(path, cuts[i].what, "truncated");
   }
   memset(bytes, 0, 8);
   bytes[7] = 0x40; /* 2^62 */
-  write_bytes(path, bytes, len);
+  tap_write_file(path, bytes, len);
   expect_corrupt(path, "a header length of 2^62", "limit");
   free(bytes);
   is_status(dlrt_safetensors_load(tmp_path("missing.safetensors"), &(dlrt_host_tensor *){0},
@@ -554,7 +525,7 @@ static void test_corrupt(void) {
   expect_corrupt(path, "a name of 128 bytes", "at most");
   /* The header length says more than the file holds. */
   unsigned char shorty[8 + 2] = {100, 0, 0, 0, 0, 0, 0, 0, '{', '}'};
-  write_bytes(path, shorty, sizeof shorty);
+  tap_write_file(path, shorty, sizeof shorty);
   expect_corrupt(path, "a header length past the end of the file", "truncated");
   const char *dir = tmp_path("a-folder.safetensors");
   expect_corrupt(dir, "a folder", "regular file");
@@ -569,7 +540,7 @@ static void test_checksum(const samples *s) {
                  "save a file with its checksum"))
     return;
   size_t len = 0;
-  unsigned char *bytes = read_bytes(path, &len);
+  unsigned char *bytes = tap_read_file(path, &len);
   uint64_t hlen = 0;
   for (int i = 7; bytes && len >= 8 && i >= 0; i--) hlen = hlen << 8 | bytes[i];
   char *header = bytes && hlen < len ? strndup((const char *)bytes + 8, hlen) : NULL;
@@ -583,18 +554,18 @@ static void test_checksum(const samples *s) {
     unsigned char *edited = malloc(len);
     memcpy(edited, bytes, len);
     edited[8 + (value - header) + 10] = 'q'; /* "pt" -> "qt" */
-    write_bytes(path, edited, len);
+    tap_write_file(path, edited, len);
     expect_corrupt(path, "a metadata value edited after the save", "CRC-32");
     memcpy(edited, bytes, len);
     edited[8 + (name - header) + 7] = 'X'; /* "layer1.bias" -> "layer1.Xias" */
-    write_bytes(path, edited, len);
+    tap_write_file(path, edited, len);
     expect_corrupt(path, "a tensor renamed after the save", "CRC-32");
     free(edited);
   }
   free(header);
   if (bytes && len > hlen + 8) {
     bytes[len - 1] ^= 0x10; /* one bit of the last tensor's last byte */
-    write_bytes(path, bytes, len);
+    tap_write_file(path, bytes, len);
     expect_corrupt(path, "a bit flipped in the data after the save", "CRC-32");
   }
   free(bytes);

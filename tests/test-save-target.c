@@ -30,19 +30,7 @@
 
 static char root[PATH_CAP / 2];
 
-static const char *tmp_path(const char *rel) {
-  static char bufs[8][PATH_CAP];
-  static int next;
-  char *p = bufs[next++ % 8];
-  snprintf(p, PATH_CAP, "%s/%s", root, rel);
-  return p;
-}
-
-static void write_text(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  if (!f || fputs(text, f) < 0 || fclose(f) != 0)
-    bail_out("cannot write %s: %s", path, strerror(errno));
-}
+static const char *tmp_path(const char *rel) { return tap_join(root, rel); }
 
 /* Entries of `dir` whose name holds ".tmp-": temporary files of a save. */
 static int temp_files_in(const char *dir) {
@@ -236,10 +224,10 @@ static void test_stale_temp(const writer *w) {
   snprintf(live, sizeof live, "%s.tmp-%ld-Ab3xYz", path, (long)getppid());
   snprintf(other, sizeof other, "%s.tmp-%ld-Ab3xYz", target(w, "another"), (long)dead_pid());
   snprintf(notes, sizeof notes, "%s.tmp-notes", path);
-  write_text(dead, "half a file from a killed save");
-  write_text(live, "a save in progress in a live process");
-  write_text(other, "another file's");
-  write_text(notes, "not a temporary file of ours");
+  tap_write_text(dead, "half a file from a killed save");
+  tap_write_text(live, "a save in progress in a live process");
+  tap_write_text(other, "another file's");
+  tap_write_text(notes, "not a temporary file of ours");
   if (!tap_check(w->save(path, 500, 4), "%s: save beside temporary files", w->name)) return;
   ok(access(dead, F_OK) != 0, "%s: the temporary file of a dead process is removed", w->name);
   ok(access(live, F_OK) == 0, "%s: a live process's is kept", w->name);

@@ -24,33 +24,7 @@
 
 static char root[4096];
 
-static const char *at(const char *name) {
-  static char path[2][4200];
-  static int which;
-  which ^= 1;
-  snprintf(path[which], sizeof path[which], "%s/%s", root, name);
-  return path[which];
-}
-
-static void write_file(const char *path, const void *data, size_t n) {
-  FILE *f = fopen(path, "wb");
-  if (!f || fwrite(data, 1, n, f) != n || fclose(f) != 0) {
-    diag("cannot write %s", path);
-    exit(1);
-  }
-}
-
-static unsigned char *read_file(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  *n = (size_t)ftell(f);
-  rewind(f);
-  unsigned char *b = malloc(*n ? *n : 1);
-  if (fread(b, 1, *n, f) != *n) *n = 0;
-  fclose(f);
-  return b;
-}
+static const char *at(const char *name) { return tap_join(root, name); }
 
 static int same_as_bytes(const dlrt_tokens *t, const char *text) {
   size_t n = strlen(text);
@@ -72,7 +46,7 @@ static void expect_refused(const char *path, const char *what, const char *word)
 
 static void test_text(void) {
   const char *text = "Q: What is a compiler?\nA: A program.\n\xc3\xa9t\xc3\xa9\n";
-  write_file(at("one.txt"), text, strlen(text));
+  tap_write_file(at("one.txt"), text, strlen(text));
   dlrt_tokens t;
   check(dlrt_tokens_load(at("one.txt"), &t), "a text file loads");
   ok(same_as_bytes(&t, text) && t.vocab == 256 && t.files == 1,
@@ -84,13 +58,13 @@ static void test_folder(void) {
   char dir[4200];
   snprintf(dir, sizeof dir, "%s/corpus", root);
   mkdir(dir, 0755);
-  write_file(at("corpus/b"), "bbb\n", 4);
-  write_file(at("corpus/a"), "aa\n", 3);
-  write_file(at("corpus/.hidden"), "hidden\n", 7);
+  tap_write_file(at("corpus/b"), "bbb\n", 4);
+  tap_write_file(at("corpus/a"), "aa\n", 3);
+  tap_write_file(at("corpus/.hidden"), "hidden\n", 7);
   static const unsigned char binary[] = {'x', 0, 1, 2};
-  write_file(at("corpus/a.dat"), binary, sizeof binary);
+  tap_write_file(at("corpus/a.dat"), binary, sizeof binary);
   mkdir(at("corpus/sub"), 0755);
-  write_file(at("corpus/sub/c"), "nested\n", 7);
+  tap_write_file(at("corpus/sub/c"), "nested\n", 7);
   ok(mkfifo(at("corpus/fifo"), 0600) == 0, "a FIFO in the folder (made)");
   dlrt_tokens t;
   check(dlrt_tokens_load(dir, &t), "a folder loads (its FIFO does not block it)");
@@ -111,7 +85,7 @@ static void test_token_file(void) {
   t.vocab = 50257;
   check(dlrt_tokens_save(at("toks.bin"), &t), "a token file is saved");
   size_t n = 0;
-  unsigned char *b = read_file(at("toks.bin"), &n);
+  unsigned char *b = tap_read_file(at("toks.bin"), &n);
   int header = b && n == 1024 + 2 * N;
   for (int i = 0; header && i < 256; i++) {
     uint32_t v = (uint32_t)b[4 * i] | (uint32_t)b[4 * i + 1] << 8 |
@@ -133,19 +107,19 @@ static void test_token_file(void) {
      "it loads back the same tokens, vocabulary the largest + 1 (%d)", back.vocab);
   dlrt_tokens_free(&back);
 
-  write_file(at("cut.bin"), b, n - 3);
+  tap_write_file(at("cut.bin"), b, n - 3);
   expect_refused(at("cut.bin"), "a truncated token file", "truncated");
   unsigned char *longer = malloc(n + 2);
   memcpy(longer, b, n);
   longer[n] = longer[n + 1] = 0;
-  write_file(at("long.bin"), longer, n + 2);
+  tap_write_file(at("long.bin"), longer, n + 2);
   expect_refused(at("long.bin"), "a token file with bytes after its tokens", "truncated or corrupt");
   b[4] = 2;
-  write_file(at("v2.bin"), b, n);
+  tap_write_file(at("v2.bin"), b, n);
   expect_refused(at("v2.bin"), "a token file of version 2", "version 2");
   b[4] = 1;
   b[8] = b[9] = b[10] = b[11] = 0;
-  write_file(at("none.bin"), b, 1024);
+  tap_write_file(at("none.bin"), b, 1024);
   expect_refused(at("none.bin"), "a token file of no tokens", "no tokens");
   free(longer);
   free(b);
@@ -160,7 +134,7 @@ static void test_token_file(void) {
 static void test_refused_inputs(void) {
   ok(mkfifo(at("pipe"), 0600) == 0, "a FIFO (made)");
   expect_refused(at("pipe"), "a FIFO with no writer", "FIFO");
-  write_file(at("zero.txt"), "", 0);
+  tap_write_file(at("zero.txt"), "", 0);
   expect_refused(at("zero.txt"), "an empty file", "empty");
   expect_refused(at("missing"), "a missing file", "no such file");
 }
@@ -169,7 +143,7 @@ static void test_split(void) {
   char text[1005];
   for (int i = 0; i < 1004; i++) text[i] = (char)('a' + i % 26);
   text[1004] = '\0';
-  write_file(at("split.txt"), text, 1004);
+  tap_write_file(at("split.txt"), text, 1004);
   dlrt_tokens all, train, val, again;
   check(dlrt_tokens_load(at("split.txt"), &all), "1004 tokens load");
   check(dlrt_tokens_split(&all, 0, &train), "the training split");

@@ -26,33 +26,11 @@
 static char root[PATH_CAP / 2];
 static char model_path[PATH_CAP];
 
-static const char *tmp_path(const char *rel) {
-  static char bufs[8][PATH_CAP];
-  static int next;
-  char *p = bufs[next++ % 8];
-  snprintf(p, PATH_CAP, "%s/%s", root, rel);
-  return p;
-}
-
-static unsigned char *read_bytes(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  unsigned char *buf = NULL;
-  size_t cap = 0;
-  *len = 0;
-  for (;;) {
-    if (*len == cap && !(buf = realloc(buf, cap = cap ? 2 * cap : 65536))) break;
-    size_t got = fread(buf + *len, 1, cap - *len, f);
-    if (!got) break;
-    *len += got;
-  }
-  fclose(f);
-  return buf;
-}
+static const char *tmp_path(const char *rel) { return tap_join(root, rel); }
 
 static int same_file(const char *a, const char *b) {
   size_t la = 0, lb = 0;
-  unsigned char *x = read_bytes(a, &la), *y = read_bytes(b, &lb);
+  unsigned char *x = tap_read_file(a, &la), *y = tap_read_file(b, &lb);
   int same = x && y && la == lb && memcmp(x, y, la) == 0;
   free(x);
   free(y);
@@ -180,7 +158,7 @@ static void test_metadata(dlrt_trainer_t *t, const char *good) {
  * still valid) is corruption. */
 static void test_edited_in_place(dlrt_trainer_t *t, const char *good) {
   size_t len = 0;
-  unsigned char *bytes = read_bytes(good, &len);
+  unsigned char *bytes = tap_read_file(good, &len);
   const char *key = "\"epochs_done\":\"";
   unsigned char *at = NULL;
   for (size_t i = 0; bytes && i + strlen(key) < len && !at; i++)
