@@ -162,6 +162,40 @@ static void test_no_kernels(void) {
   device.be = &counting;
 }
 
+/* Nothing to run never reaches a backend: a CUDA grid of zero blocks is
+ * cudaErrorInvalidConfiguration, so the guard is here, for every backend. */
+static void test_empty_launch(void) {
+  dlrt__launcher lb;
+  build(&lb, "test(empty fill)", DLRT__K_fill_f32, "bfi");
+  lb.launch.items = 0;
+  lb.launch.groups = 0;
+  int before = launches;
+  is_status(dlrt__launch_submit(&stream, &lb), DLRT_OK, "a launch of zero items succeeds");
+  is_int(launches - before, 0, "and does not reach the backend");
+
+  build(&lb, "test(empty groups)", DLRT__K_fill_f32, "bfi");
+  lb.launch.items = 0;
+  lb.launch.groups = 1;
+  before = launches;
+  is_status(dlrt__launch_submit(&stream, &lb), DLRT_OK, "a launch of one group succeeds");
+  is_int(launches - before, 1, "and reaches the backend");
+
+  build(&lb, "test(negative)", DLRT__K_fill_f32, "bfi");
+  lb.launch.items = -3;
+  before = launches;
+  is_status(dlrt__launch_submit(&stream, &lb), DLRT_ERR_INVALID_ARG,
+            "a launch of a negative count of items is refused");
+  is_int(launches - before, 0, "before the backend");
+  message_has("negative", (const char *const[]){"test(negative)", "-3 items", NULL});
+
+  /* The arguments are still checked: an empty launch with a wrong signature
+   * is a bug at the call site even when it happens to run nothing. */
+  build(&lb, "test(empty, wrong)", DLRT__K_fill_f32, "bi");
+  lb.launch.items = 0;
+  is_status(dlrt__launch_submit(&stream, &lb), DLRT_ERR_INVALID_ARG,
+            "an empty launch with a wrong argument list is still refused");
+}
+
 int main(void) {
   snprintf(device.spec, sizeof device.spec, "counting:0");
   device.be = &counting;
@@ -169,5 +203,6 @@ int main(void) {
   test_every_entry_accepted();
   test_mismatches();
   test_no_kernels();
+  test_empty_launch();
   return done_testing();
 }

@@ -16,9 +16,54 @@ typedef struct {
   cudaEvent_t event;
 } cuda_event;
 
-int cuda_fail(const cuda_device *dev, const char *call, cudaError_t err) {
+int cuda_error_is_sticky(cudaError_t err) {
+  /* driver_types.h: "This leaves the process in an inconsistent state and
+   * any further CUDA work will return the same error." */
+  switch (err) {
+  case cudaErrorIllegalAddress:
+  case cudaErrorLaunchTimeout:
+  case cudaErrorAssert:
+  case cudaErrorHardwareStackError:
+  case cudaErrorIllegalInstruction:
+  case cudaErrorMisalignedAddress:
+  case cudaErrorInvalidAddressSpace:
+  case cudaErrorInvalidPc:
+  case cudaErrorLaunchFailure:
+  case cudaErrorTensorMemoryLeak:
+  case cudaErrorContained:
+  case cudaErrorExternalDevice:
+  case cudaErrorMpsClientTerminated:
+  case cudaErrorECCUncorrectable:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+int cuda_check_live(const cuda_device *dev) {
+  if (!dev || !__atomic_load_n(&dev->lost, __ATOMIC_ACQUIRE)) return DLRT_OK;
+  return dlrt__set_error(DLRT_ERR_DEVICE_LOST, "%s is lost: %s; its CUDA context cannot be "
+                         "used again and every buffer on it is gone: restart the process "
+                         "(the first error is the one to debug, e.g. under compute-sanitizer)",
+                         dev->name, dev->lost_reason);
+}
+
+int cuda_fail(cuda_device *dev, const char *call, cudaError_t err) {
+  if (cuda_error_is_sticky(err)) {
+    /* An asynchronous fault surfaces at whatever call comes next: keep the
+     * first one, and fail everything after it the same way. */
+    if (dev && !__atomic_load_n(&dev->lost, __ATOMIC_ACQUIRE)) {
+      snprintf(dev->lost_reason, sizeof dev->lost_reason, "%s failed: %s (%s)", call,
+               cudaGetErrorString(err), cudaGetErrorName(err));
+      __atomic_store_n(&dev->lost, 1, __ATOMIC_RELEASE);
+    }
+    if (dev) return cuda_check_live(dev);
+    return dlrt__set_error(DLRT_ERR_DEVICE_LOST, "cuda: %s failed: %s (%s); the CUDA context "
+                           "cannot be used again: restart the process", call,
+                           cudaGetErrorString(err), cudaGetErrorName(err));
+  }
   int status = err == cudaErrorMemoryAllocation ? DLRT_ERR_OOM : DLRT_ERR_BACKEND;
-  cudaGetLastError(); /* clear the sticky non-fatal error */
+  cudaGetLastError(); /* clear a non-sticky error, so that it is not reported twice */
   return dlrt__set_error(status, "%s: %s failed: %s (%s)", dev ? dev->name : "cuda", call,
                          cudaGetErrorString(err), cudaGetErrorName(err));
 }
@@ -27,6 +72,15 @@ int cuda_fail(const cuda_device *dev, const char *call, cudaError_t err) {
   do {                                                                         \
     cudaError_t err_ = (call);                                                 \
     if (err_ != cudaSuccess) return cuda_fail((dev), #call, err_);             \
+  } while (0)
+
+/* Selects the device of this entry point (CUDA state is per host thread),
+ * after refusing one that a sticky error has lost. */
+#define CUDA_ENTER(dev)                                                        \
+  do {                                                                         \
+    int live_ = cuda_check_live(dev);                                          \
+    if (live_ < 0) return live_;                                               \
+    CUDA_TRY((dev), cudaSetDevice((dev)->ordinal));                            \
   } while (0)
 
 /* ---------------------------------------------------------------- enumeration */
@@ -43,11 +97,14 @@ static int cuda_init(void **ctx, int *n_devices) {
   return DLRT_OK;
 }
 
+/* The registry calls this for every backend whose init succeeded, whatever
+ * its ctx (NULL here): NCCL communicators and NVML are process-wide. */
 static void cuda_shutdown(void *ctx) {
   (void)ctx;
 #ifdef DLRT_HAVE_NCCL
   cuda_nccl_release();
 #endif
+  cuda_nvml_release();
 }
 
 static int cuda_device_props(void *ctx, int index, dlrt_device_props *p) {
@@ -64,14 +121,11 @@ static int cuda_device_props(void *ctx, int index, dlrt_device_props *p) {
            driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
   p->kind = prop.integrated ? DLRT_DEVICE_INTEGRATED : DLRT_DEVICE_DISCRETE;
   p->total_memory = prop.totalGlobalMem;
-  p->free_memory = prop.totalGlobalMem;
-  size_t free_b = 0, total_b = 0;
-  int current = 0;
-  cudaGetDevice(&current);
-  if (cudaSetDevice(index) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
-    p->free_memory = free_b;
-  cudaGetLastError();
-  cudaSetDevice(current);
+  /* Not cudaMemGetInfo: it needs a context, and making one costs device
+   * memory on a GPU this process may never use (cuda_nvml.c). */
+  uint64_t free_b = 0;
+  p->free_memory = cuda_nvml_free_memory(&prop, &free_b) == DLRT_OK ? free_b
+                                                                     : DLRT__FREE_MEMORY_UNKNOWN;
   p->alignment = 256; /* cudaMalloc's guarantee, and what coalesced loads want */
   p->host_addressable = 0;
   p->compute_units = prop.multiProcessorCount;
@@ -84,12 +138,23 @@ static int cuda_device_open(void *ctx, int index, void **out) {
   if (!dev) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   dev->ordinal = index;
   snprintf(dev->name, sizeof dev->name, "cuda:%d", index);
+  const char *call = "cudaSetDevice";
   cudaError_t err = cudaSetDevice(index);
-  if (err == cudaSuccess) err = cudaFree(NULL); /* create the primary context now */
-  if (err == cudaSuccess)
+  if (err == cudaSuccess) {
+    call = "cudaFree(NULL)"; /* creates the primary context now */
+    err = cudaFree(NULL);
+  }
+  int max_pitch = 0;
+  if (err == cudaSuccess) {
+    call = "cudaDeviceGetAttribute";
     err = cudaDeviceGetAttribute(&dev->multiprocessors, cudaDevAttrMultiProcessorCount, index);
+  }
+  if (err == cudaSuccess)
+    err = cudaDeviceGetAttribute(&dev->compute_major, cudaDevAttrComputeCapabilityMajor, index);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&max_pitch, cudaDevAttrMaxPitch, index);
+  dev->max_pitch = max_pitch > 0 ? (size_t)max_pitch : 0;
   if (err != cudaSuccess) {
-    int rc = cuda_fail(dev, "cudaSetDevice", err);
+    int rc = cuda_fail(dev, call, err);
     free(dev);
     return rc;
   }
@@ -111,7 +176,7 @@ static void cuda_device_close(void *p) {
 
 static int cuda_mem_alloc(void *p, size_t bytes, dlrt_mem *out) {
   cuda_device *dev = p;
-  CUDA_TRY(dev, cudaSetDevice(dev->ordinal));
+  CUDA_ENTER(dev);
   CUDA_TRY(dev, cudaMalloc(&out->handle, bytes));
   out->host = NULL;
   return DLRT_OK;
@@ -126,15 +191,18 @@ static void cuda_mem_free(void *p, dlrt_mem mem) {
 static int cuda_host_alloc(void *p, size_t bytes, void **ptr, void **handle) {
   cuda_device *dev = p;
   *handle = NULL;
-  CUDA_TRY(dev, cudaSetDevice(dev->ordinal));
+  CUDA_ENTER(dev);
   /* Portable: usable for copies with every CUDA device, not just this one. */
   CUDA_TRY(dev, cudaHostAlloc(ptr, bytes, cudaHostAllocPortable));
   return DLRT_OK;
 }
 
 static void cuda_host_free(void *p, void *ptr, void *handle) {
-  (void)p;
+  cuda_device *dev = p;
   (void)handle;
+  /* On a thread with no current device, cudaFreeHost would make a context
+   * on device 0 to free it. */
+  cudaSetDevice(dev->ordinal);
   cudaFreeHost(ptr);
 }
 
@@ -145,6 +213,11 @@ static int cuda_stream_create(void *p, void **out) {
   cuda_stream *s = calloc(1, sizeof *s);
   if (!s) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   s->dev = dev;
+  int live = cuda_check_live(dev);
+  if (live < 0) {
+    free(s);
+    return live;
+  }
   cudaError_t err = cudaSetDevice(dev->ordinal);
   /* Non-blocking: no implicit synchronization with the legacy default stream. */
   if (err == cudaSuccess) err = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
@@ -160,12 +233,14 @@ static void cuda_stream_destroy(void *p) {
   cuda_stream *s = p;
   cudaSetDevice(s->dev->ordinal);
   cudaStreamSynchronize(s->stream);
+  cuda_compute_stream_release(s);
   cudaStreamDestroy(s->stream);
   free(s);
 }
 
 static int cuda_stream_synchronize(void *p) {
   cuda_stream *s = p;
+  CUDA_ENTER(s->dev);
   CUDA_TRY(s->dev, cudaStreamSynchronize(s->stream));
   return DLRT_OK;
 }
@@ -175,6 +250,11 @@ static int cuda_event_create(void *p, void **out) {
   cuda_event *e = calloc(1, sizeof *e);
   if (!e) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   e->dev = dev;
+  int live = cuda_check_live(dev);
+  if (live < 0) {
+    free(e);
+    return live;
+  }
   cudaError_t err = cudaSetDevice(dev->ordinal);
   if (err == cudaSuccess) err = cudaEventCreate(&e->event);
   if (err != cudaSuccess) {
@@ -187,6 +267,7 @@ static int cuda_event_create(void *p, void **out) {
 
 static void cuda_event_destroy(void *p) {
   cuda_event *e = p;
+  cudaSetDevice(e->dev->ordinal);
   cudaEventDestroy(e->event);
   free(e);
 }
@@ -194,7 +275,7 @@ static void cuda_event_destroy(void *p) {
 static int cuda_event_record(void *pe, void *ps) {
   cuda_event *e = pe;
   cuda_stream *s = ps;
-  CUDA_TRY(s->dev, cudaSetDevice(s->dev->ordinal));
+  CUDA_ENTER(s->dev);
   CUDA_TRY(s->dev, cudaEventRecord(e->event, s->stream));
   return DLRT_OK;
 }
@@ -202,18 +283,21 @@ static int cuda_event_record(void *pe, void *ps) {
 static int cuda_stream_wait_event(void *ps, void *pe) {
   cuda_stream *s = ps;
   cuda_event *e = pe;
+  CUDA_ENTER(s->dev);
   CUDA_TRY(s->dev, cudaStreamWaitEvent(s->stream, e->event, 0));
   return DLRT_OK;
 }
 
 static int cuda_event_synchronize(void *pe) {
   cuda_event *e = pe;
+  CUDA_ENTER(e->dev);
   CUDA_TRY(e->dev, cudaEventSynchronize(e->event));
   return DLRT_OK;
 }
 
 static int cuda_event_query(void *pe) {
   cuda_event *e = pe;
+  CUDA_ENTER(e->dev);
   cudaError_t err = cudaEventQuery(e->event);
   if (err == cudaSuccess) return 1;
   if (err == cudaErrorNotReady) {
@@ -225,6 +309,7 @@ static int cuda_event_query(void *pe) {
 
 static int cuda_event_elapsed_ms(void *pa, void *pb, float *ms) {
   cuda_event *a = pa, *b = pb;
+  CUDA_ENTER(a->dev);
   cudaError_t err = cudaEventElapsedTime(ms, a->event, b->event);
   if (err == cudaErrorNotReady) {
     cudaGetLastError();
@@ -239,7 +324,7 @@ static int cuda_event_elapsed_ms(void *pa, void *pb, float *ms) {
 
 /* With unified addressing the runtime infers each side's kind. */
 static int copy_async(cuda_stream *s, void *dst, const void *src, size_t bytes) {
-  CUDA_TRY(s->dev, cudaSetDevice(s->dev->ordinal));
+  CUDA_ENTER(s->dev);
   CUDA_TRY(s->dev, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s->stream));
   return DLRT_OK;
 }
@@ -252,10 +337,20 @@ static int cuda_copy_d2h(void *ps, void *dst, dlrt_mem src, size_t off, size_t b
   return copy_async(ps, dst, (char *)src.handle + off, bytes);
 }
 
-/* Rows: one 2-D copy, packed on the device side. */
+/* Rows: one 2-D copy, packed on the device side; a copy per row where a
+ * pitch is past what cudaMemcpy2DAsync takes (cudaDevAttrMaxPitch, about
+ * 2 GiB: a column of a wide row-major matrix), which it would refuse. */
 static int copy_rows_async(cuda_stream *s, void *dst, size_t dst_pitch, const void *src,
                            size_t src_pitch, size_t width, size_t rows) {
-  CUDA_TRY(s->dev, cudaSetDevice(s->dev->ordinal));
+  CUDA_ENTER(s->dev);
+  size_t max_pitch = s->dev->max_pitch;
+  if (max_pitch && (dst_pitch > max_pitch || src_pitch > max_pitch)) {
+    for (size_t r = 0; r < rows; r++)
+      CUDA_TRY(s->dev, cudaMemcpyAsync((char *)dst + r * dst_pitch,
+                                       (const char *)src + r * src_pitch, width,
+                                       cudaMemcpyDefault, s->stream));
+    return DLRT_OK;
+  }
   CUDA_TRY(s->dev, cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows,
                                      cudaMemcpyDefault, s->stream));
   return DLRT_OK;
@@ -276,11 +371,35 @@ static int cuda_copy_d2d(void *ps, dlrt_mem dst, size_t doff, dlrt_mem src, size
   return copy_async(ps, (char *)dst.handle + doff, (char *)src.handle + soff, bytes);
 }
 
+/* Peer access from `from` to `to`, enabled once per pair where the hardware
+ * has it (NVLink, or PCIe peer-to-peer): then a peer copy goes straight
+ * between the devices; without it the runtime stages it through the host.
+ * Enabling is best effort: a pair without peer access still copies. */
+static void enable_peer_access(cuda_device *from, const cuda_device *to) {
+  if (to->ordinal >= 64 || from == to) return;
+  uint64_t bit = (uint64_t)1 << to->ordinal;
+  pthread_mutex_lock(&from->lock);
+  if (!(from->peers_enabled & bit)) {
+    int can = 0;
+    from->peers_enabled |= bit; /* tried: not asked again */
+    if (cudaDeviceCanAccessPeer(&can, from->ordinal, to->ordinal) == cudaSuccess && can &&
+        cudaSetDevice(from->ordinal) == cudaSuccess)
+      cudaDeviceEnablePeerAccess(to->ordinal, 0);
+    cudaGetLastError(); /* cudaErrorPeerAccessAlreadyEnabled and friends */
+  }
+  pthread_mutex_unlock(&from->lock);
+}
+
 static int cuda_copy_peer(void *ps, void *pdst, dlrt_mem dst, size_t doff, void *psrc,
                           dlrt_mem src, size_t soff, size_t bytes) {
   cuda_stream *s = ps;
   cuda_device *dd = pdst, *sd = psrc;
-  CUDA_TRY(s->dev, cudaSetDevice(s->dev->ordinal));
+  int live = cuda_check_live(dd);
+  if (live == DLRT_OK) live = cuda_check_live(sd);
+  if (live < 0) return live;
+  enable_peer_access(sd, dd);
+  enable_peer_access(dd, sd);
+  CUDA_ENTER(s->dev);
   CUDA_TRY(s->dev, cudaMemcpyPeerAsync((char *)dst.handle + doff, dd->ordinal,
                                        (char *)src.handle + soff, sd->ordinal, bytes, s->stream));
   return DLRT_OK;
@@ -288,7 +407,7 @@ static int cuda_copy_peer(void *ps, void *pdst, dlrt_mem dst, size_t doff, void 
 
 static int cuda_memset(void *ps, dlrt_mem dst, size_t off, int value, size_t bytes) {
   cuda_stream *s = ps;
-  CUDA_TRY(s->dev, cudaSetDevice(s->dev->ordinal));
+  CUDA_ENTER(s->dev);
   CUDA_TRY(s->dev, cudaMemsetAsync((char *)dst.handle + off, value, bytes, s->stream));
   return DLRT_OK;
 }

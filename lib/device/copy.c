@@ -182,9 +182,15 @@ int dlrt_copy_d2d(dlrt_buffer_t *dst, size_t dst_offset, dlrt_buffer_t *src,
   dlrt_stream_t *dst_s = s->dev == dd ? s : dd->default_stream;
   if ((rc = s->dev->be->stream_synchronize(s->ctx)) < 0) return rc;
   if (sd->be == dd->be && sd->be->copy_peer) {
+    /* The peer copy runs on s, one device's stream: the other device's
+     * stream may still be writing the source or reading the destination,
+     * and its later work must see the copy done. Both sides wait, before
+     * and after. */
+    dlrt_stream_t *other = s == src_s ? dst_s : src_s;
+    if ((rc = other->dev->be->stream_synchronize(other->ctx)) < 0) return rc;
     rc = sd->be->copy_peer(s->ctx, dd->ctx, dst_sp->mem, dst_sp->offset + dst_offset, sd->ctx,
                            src_sp->mem, src_sp->offset + src_offset, bytes);
-    if (rc != DLRT_ERR_UNSUPPORTED) return finish(s, stream == NULL, rc);
+    if (rc != DLRT_ERR_UNSUPPORTED) return finish(s, 1, rc);
   }
   /* Host-addressable on both sides (CPU): one memcpy after both are idle. */
   if (src_sp->mem.host && dst_sp->mem.host) {

@@ -82,6 +82,14 @@ int dlrt__launch_submit(dlrt_stream_t *stream, dlrt__launcher *lb) {
                            "build", lb->call, lb->dev->be->name);
   int rc = check_args(lb);
   if (rc < 0) return rc;
+  const dlrt__launch *l = &lb->launch;
+  if (l->items < 0 || l->groups < 0)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s: a launch of %lld items or %lld groups: "
+                           "counts are never negative", lb->call, (long long)l->items,
+                           (long long)l->groups);
+  /* Nothing to run is success, and never reaches the backend: a GPU grid of
+   * zero blocks is an error there (cudaErrorInvalidConfiguration). */
+  if (l->items == 0 && l->groups == 0) return DLRT_OK;
   return lb->dev->be->launch(stream->ctx, &lb->launch);
 }
 

@@ -26,7 +26,9 @@ void dlrt__launch_f32(dlrt__launcher *lb, float f);
 void dlrt__launch_i64(dlrt__launcher *lb, int64_t i);
 /* Queues the launch (DLRT_ERR_UNSUPPORTED when the backend has no kernels;
  * DLRT_ERR_INVALID_ARG, naming the kernel and the argument, when the
- * arguments' count or kinds differ from the kernel's entry in the table). */
+ * arguments' count or kinds differ from the kernel's entry in the table). A
+ * launch of zero items and zero groups does nothing and returns DLRT_OK
+ * without reaching the backend. */
 int dlrt__launch_submit(dlrt_stream_t *stream, dlrt__launcher *lb);
 
 #endif

@@ -97,8 +97,11 @@ static void teardown_locked(void) {
   free(reg.devices);
   reg.devices = NULL;
   reg.n_devices = 0;
+  /* Every backend whose init succeeded, with or without a ctx: a backend's
+   * process-wide state (NCCL communicators, NVML) is not in its ctx. */
   for (int i = 0; i < N_COMPILED; i++)
-    if (reg.backends[i].ctx) reg.backends[i].be->shutdown(reg.backends[i].ctx);
+    if (reg.backends[i].started && reg.backends[i].be->shutdown)
+      reg.backends[i].be->shutdown(reg.backends[i].ctx);
   memset(reg.backends, 0, sizeof reg.backends);
   __atomic_store_n(&reg.initialized, 0, __ATOMIC_RELEASE);
 }
@@ -116,9 +119,10 @@ static int init_locked(void) {
     if (s->be->api_version != DLRT_BACKEND_API_VERSION) continue;
     if ((s->left_out = !enabled[i])) continue;
     int n = 0;
-    /* A backend that fails to start is absent, not fatal. */
-    if (s->be->init(&s->ctx, &n) < 0 || n < 0) n = 0;
-    s->started = n > 0 || s->ctx != NULL;
+    /* A backend that fails to start is absent, not fatal; one that starts
+     * is shut down at teardown, even with no device and no ctx. */
+    s->started = s->be->init(&s->ctx, &n) == DLRT_OK;
+    if (!s->started || n < 0) n = 0;
     s->n_devices = n;
     total += n;
   }

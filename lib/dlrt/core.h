@@ -55,7 +55,8 @@ DLRT_API const char *dlrt_version_string(void);
   X(ERR_IO, -11, "input/output error")                                         \
   X(ERR_STATE, -12, "object in the wrong state for this call")                 \
   X(ERR_SYSTEM, -13, "operating-system call failed")                          \
-  X(ERR_DIVERGED, -14, "training diverged: the loss is not finite")
+  X(ERR_DIVERGED, -14, "training diverged: the loss is not finite")         \
+  X(ERR_DEVICE_LOST, -15, "device lost: its context cannot be used again")
 
 typedef enum {
 #define DLRT__STATUS_ENUM(name, value, msg) DLRT_##name = (value),
@@ -322,8 +323,10 @@ DLRT_API int dlrt_copy_d2h_rows(void *dst, size_t pitch, dlrt_buffer_t *src, siz
                                 size_t width, size_t rows, dlrt_stream_t *stream);
 /* Device to device, same or different devices, same or different backends.
  * `stream` (NULL: the destination's default stream) must belong to the source's
- * or the destination's device. Between backends the data goes through pinned
- * bounce buffers; the host then waits for the copy before returning. */
+ * or the destination's device. Between two devices the host waits for the
+ * copy before returning, and the copy waits for work queued on both devices'
+ * streams: peer to peer within a backend (CUDA peer access where the
+ * hardware has it), through pinned bounce buffers between backends. */
 DLRT_API int dlrt_copy_d2d(dlrt_buffer_t *dst, size_t dst_offset,
                            dlrt_buffer_t *src, size_t src_offset, size_t bytes,
                            dlrt_stream_t *stream);
