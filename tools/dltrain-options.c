@@ -16,9 +16,14 @@
 
 void dltrain_usage(FILE *out) {
   fputs("Usage: dltrain [OPTION]...\n"
-        "Trains an image classifier with dlrt and evaluates it on the test set.\n"
+        "Trains an image classifier with dlrt and evaluates it on the test set, or a GPT\n"
+        "language model on token data, evaluated on its validation split.\n"
         "With no options: an MLP on Fashion-MNIST for one epoch on the default device.\n\n"
-        "  -m, --model mlp|cnn|FILE   the network: a preset or a model file (default mlp)\n"
+        "  -m, --model mlp|cnn|FILE|gpt-mini|gpt2|gpt2-medium|gpt2-large|gpt2-xl|gpt3-175b\n"
+        "                             the network: a preset or a model file (default\n"
+        "                             mlp); the gpt presets are GPT-2's architecture\n"
+        "                             (gpt-mini: 4 layers, 4 heads, 128 wide, context 128,\n"
+        "                             byte tokens) with Hugging Face's parameter names\n"
         "      --data fashion-mnist|DIR|FILE|generated\n"
         "                             the images (default fashion-mnist, falling back to\n"
         "                             generated data when the package is not installed);\n"
@@ -117,6 +122,20 @@ void dltrain_usage(FILE *out) {
         "      --device-memory SIZE   plan for a device of SIZE (40G, 80G, ...) instead\n"
         "      --what-if N            with --plan: the memory a model of N parameters\n"
         "                             (175e9, 7B) needs per strategy, and the devices\n"
+        "GPT models (--model gpt-*):\n"
+        "      --data FILE|DIR        the tokens: a text file or a folder of them (bytes,\n"
+        "                             vocabulary 256) or an llm.c token file (.bin);\n"
+        "                             default Debian's fortunes (/usr/share/games/\n"
+        "                             fortunes); the last tenth is the validation split\n"
+        "      --layers N --heads N --embd N --context N --vocab N\n"
+        "                             the preset's sizes replaced (embd: the width, a\n"
+        "                             multiple of heads; context: the window, T)\n"
+        "      --dropout P            on the embeddings and residual branches (default 0)\n"
+        "      --steps N              updates in all, counting resumed ones (default 1000)\n"
+        "      --eval-every N         evaluate (validation loss, perplexity and, for byte\n"
+        "                             tokens, bits per byte) every N steps (default 250)\n"
+        "      --eval-batches K       validation batches per evaluation (default 20)\n"
+        "                             a GPT's batch defaults to 32 windows\n"
         "      --limit N              use only the first N training and N/6 test images\n"
         "                             (quick runs and tests)\n"
         "  -j, --json                 end stdout with one JSON object of the results (its\n"
@@ -341,7 +360,9 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
          OPT_AUGMENT, OPT_CROP_PAD, OPT_FLIP, OPT_ERASE, OPT_NORMALIZE, OPT_MMAP, OPT_ACCUM,
          OPT_PLAN, OPT_DEVICE_MEMORY, OPT_WHAT_IF, OPT_CHECKPOINT, OPT_MEM_LIMIT,
          OPT_HOST_LIMIT, OPT_OFFLOAD, OPT_SPILL_PREFETCH, OPT_TRACE, OPT_DEVICES, OPT_PIPELINE,
-         OPT_MICRO, OPT_PRECISION, OPT_LOSS_SCALE };
+         OPT_MICRO, OPT_PRECISION, OPT_LOSS_SCALE, OPT_STEPS, OPT_EVAL_EVERY,
+         OPT_EVAL_BATCHES, OPT_LAYERS, OPT_HEADS, OPT_EMBD, OPT_CONTEXT, OPT_VOCAB,
+         OPT_DROPOUT };
   static const char shortopts[] = ":m:d:e:b:jqhV";
   static const struct option longopts[] = {
       {"model", required_argument, NULL, 'm'},   {"data", required_argument, NULL, OPT_DATA},
@@ -384,6 +405,15 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
       {"loss-scale", required_argument, NULL, OPT_LOSS_SCALE},
       {"device-memory", required_argument, NULL, OPT_DEVICE_MEMORY},
       {"what-if", required_argument, NULL, OPT_WHAT_IF},
+      {"steps", required_argument, NULL, OPT_STEPS},
+      {"eval-every", required_argument, NULL, OPT_EVAL_EVERY},
+      {"eval-batches", required_argument, NULL, OPT_EVAL_BATCHES},
+      {"layers", required_argument, NULL, OPT_LAYERS},
+      {"heads", required_argument, NULL, OPT_HEADS},
+      {"embd", required_argument, NULL, OPT_EMBD},
+      {"context", required_argument, NULL, OPT_CONTEXT},
+      {"vocab", required_argument, NULL, OPT_VOCAB},
+      {"dropout", required_argument, NULL, OPT_DROPOUT},
       {"json", no_argument, NULL, 'j'},          {"quiet", no_argument, NULL, 'q'},
       {"help", no_argument, NULL, 'h'},          {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0}};
@@ -406,13 +436,43 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
          (c = getopt_long(argc, args, shortopts, longopts, NULL)) != -1) {
     switch (c) {
     case 'm': o->model = optarg; break;
-    case OPT_DATA: o->data = optarg; break;
+    case OPT_DATA: o->data = optarg, o->data_given = 1; break;
     case 'd': o->device = optarg; break;
     case 'e':
       if ((ok = tool_parse_int("--epochs", optarg, 0, 1000000, &v, err))) o->epochs = (int)v;
       break;
     case 'b':
       if ((ok = tool_parse_int("--batch", optarg, 1, 1 << 20, &v, err))) o->batch = v;
+      o->batch_given = 1;
+      break;
+    case OPT_STEPS:
+      if ((ok = tool_parse_int("--steps", optarg, 0, INT64_MAX / 2, &v, err))) o->steps = v;
+      break;
+    case OPT_EVAL_EVERY:
+      if ((ok = tool_parse_int("--eval-every", optarg, 1, INT64_MAX / 2, &v, err)))
+        o->eval_every = v;
+      break;
+    case OPT_EVAL_BATCHES:
+      if ((ok = tool_parse_int("--eval-batches", optarg, 1, 1 << 30, &v, err)))
+        o->eval_batches = v;
+      break;
+    case OPT_LAYERS:
+      if ((ok = tool_parse_int("--layers", optarg, 1, 1000, &v, err))) o->gpt.layers = v;
+      break;
+    case OPT_HEADS:
+      if ((ok = tool_parse_int("--heads", optarg, 1, 1 << 16, &v, err))) o->gpt.heads = v;
+      break;
+    case OPT_EMBD:
+      if ((ok = tool_parse_int("--embd", optarg, 1, 1 << 20, &v, err))) o->gpt.embd = v;
+      break;
+    case OPT_CONTEXT:
+      if ((ok = tool_parse_int("--context", optarg, 1, 1 << 20, &v, err))) o->gpt.context = v;
+      break;
+    case OPT_VOCAB:
+      if ((ok = tool_parse_int("--vocab", optarg, 2, 1 << 24, &v, err))) o->gpt.vocab = v;
+      break;
+    case OPT_DROPOUT:
+      ok = tool_parse_float("--dropout", optarg, FRACTION, &o->gpt.dropout, err);
       break;
     case OPT_LIMIT:
       if ((ok = tool_parse_int("--limit", optarg, 1, INT64_MAX, &v, err))) o->limit = v;
@@ -500,6 +560,22 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
     ok = tool_usage_error(err, "unexpected argument '%s'", args[optind]);
   free(args);
   if (answer) return answer;
+  dlrt_gpt_config preset;
+  o->gpt_model = dlrt_gpt_preset(o->model, &preset) == DLRT_OK;
+  if (o->gpt_model && !o->batch_given) o->batch = 32;
+  if (o->gpt_model && !o->steps) o->steps = 1000;
+  if (o->gpt_model && !o->eval_every) o->eval_every = o->steps < 250 ? o->steps : 250;
+  if (o->gpt_model && !o->eval_batches) o->eval_batches = 20;
+  if (ok && !o->gpt_model &&
+      (o->gpt.layers || o->gpt.heads || o->gpt.embd || o->gpt.context || o->gpt.vocab ||
+       o->gpt.dropout || o->steps || o->eval_every || o->eval_batches))
+    ok = tool_usage_error(err, "--layers, --heads, --embd, --context, --vocab, --dropout, "
+                          "--steps, --eval-every and --eval-batches are for GPT models "
+                          "(--model gpt-mini, gpt2, ...), not %s", o->model);
+  if (ok && o->gpt_model) {
+    dlrt_gpt_override(&preset, &o->gpt);
+    if (dlrt_gpt_check(&preset) < 0) ok = tool_usage_error(err, "%s", dlrt_last_error());
+  }
   if (ok) ok = check_combinations(o, !isnan(momentum), kind);
   if (!ok) return STATUS_USAGE;
   o->opt = dlrt_optimizer_defaults(kind);

@@ -34,6 +34,8 @@ enum { GEN_TRAIN = 60000, GEN_TEST = 10000, GEN_CLASSES = 10 };
  * explicitly must load. *generated says which was used. */
 static int load_data(const options *o, dlrt_dataset d[2], int *generated) {
   int rc;
+  *generated = 0;
+  if (o->gpt_model) return dltrain_lm_load(o, d);
   *generated = strcmp(o->data, "generated") == 0;
   if (!*generated) {
     int flags = o->mmap ? DLRT_DATASET_MMAP : 0;
@@ -125,6 +127,7 @@ typedef struct {
   const float *losses; /* train loss of each epoch run by this invocation */
   int epochs_run;
   dlrt_epoch_stats last, eval;
+  const lm_results *lm; /* a GPT's figures, else NULL */
   dlrt_exec_info info;
   double seconds;
   int64_t skipped_steps; /* loss scaling, over this invocation's epochs */
@@ -200,7 +203,22 @@ static void print_json(const options *o, const results *r) {
     printf("\"rows\": %" PRId64 ", \"peak_device_bytes\": %" PRIu64 "}", r->rows[i],
            mem.allocated.peak);
   }
-  printf("], \"seconds\": %.3f}\n", r->seconds);
+  if (r->lm) {
+    printf("], \"steps\": %" PRId64 ", \"steps_run\": %" PRId64 ", \"tokens_per_s\": ",
+           o->steps, r->lm->steps_run);
+    json_number(r->lm->steps_run ? r->lm->last.tokens_per_s : NAN);
+    fputs(", \"val_loss\": ", stdout);
+    json_number(r->lm->val_loss);
+    fputs(", \"val_perplexity\": ", stdout);
+    json_number(exp(r->lm->val_loss));
+    fputs(", \"val_bpb\": ", stdout);
+    json_number(r->lm->val_bpb);
+    printf(", \"context\": %" PRId64, r->train->width);
+    fputs(", \"seconds\": ", stdout);
+  } else {
+    fputs("], \"seconds\": ", stdout);
+  }
+  printf("%.3f}\n", r->seconds);
 }
 
 #ifdef DLRT_HAVE_MPI
@@ -399,7 +417,9 @@ int main(int argc, char **argv) {
                              .clip_norm = o.clip_norm, .channels = data[0].channels,
                              .workers = o.workers, .prefetch = o.prefetch,
                              .augment = o.augment, .aug = o.aug,
-                             .precision = o.precision, .loss_scaler = o.loss_scaler};
+                             .precision = o.precision, .loss_scaler = o.loss_scaler,
+                             .gpt = o.gpt};
+  if (o.gpt_model) cfg.total_steps = o.steps;
   if (o.plan) {
     uint64_t limit = dlrt_mem_get_limit(dev);
     uint64_t memory = o.device_memory ? o.device_memory : limit ? limit : props.total_memory;
@@ -483,10 +503,15 @@ int main(int argc, char **argv) {
     else
       fputs("no loss scaling\n", log);
   }
-  fprintf(log, "data     %s: %" PRId64 " training and %" PRId64 " test images, %" PRId64
-          " x %" PRId64 " x %" PRId64 ", %d classes%s\n", data[0].source, data[0].count,
-          data[1].count, data[0].channels, data[0].height, data[0].width, data[0].classes,
-          data[0].mapping ? ", mapped" : "");
+  if (o.gpt_model)
+    fprintf(log, "data     %s: windows of %" PRId64 " tokens, vocabulary %d%s; %" PRId64
+            " validation windows\n", data[0].source, data[0].width, data[0].classes,
+            dltrain_lm_byte_tokens() ? " (bytes)" : "", data[1].count);
+  else
+    fprintf(log, "data     %s: %" PRId64 " training and %" PRId64 " test images, %" PRId64
+            " x %" PRId64 " x %" PRId64 ", %d classes%s\n", data[0].source, data[0].count,
+            data[1].count, data[0].channels, data[0].height, data[0].width, data[0].classes,
+            data[0].mapping ? ", mapped" : "");
   fprintf(log, "loader   %d worker%s, prefetch %d", o.workers, o.workers == 1 ? "" : "s",
           o.prefetch);
   if (o.aug.crop_padding) fprintf(log, ", crop pad %d", o.aug.crop_padding);
@@ -495,7 +520,8 @@ int main(int argc, char **argv) {
   if (o.aug.std > 0) fprintf(log, ", normalize %g,%g", o.aug.mean, o.aug.std);
   fputc('\n', log);
   if (o.resume)
-    fprintf(log, "resumed  %s after %d epoch%s\n", o.resume, done, done == 1 ? "" : "s");
+    fprintf(log, "resumed  %s after %d %s%s\n", o.resume, done, o.gpt_model ? "step" : "epoch",
+            done == 1 ? "" : "s");
   if (o.deterministic && o.threads >= 0)
     fprintf(log, "deterministic: %d CPU thread%s%s\n", o.threads, o.threads == 1 ? "" : "s",
             strcmp(props.backend, "cpu") ? " (bit for bit on the CPU backend only)" : "");
@@ -503,7 +529,16 @@ int main(int argc, char **argv) {
     fputs("deterministic: CPU threads left as they are; give --threads N as well to repeat "
           "the run on another machine\n", log);
 
-  for (int epoch = done; epoch < o.epochs; epoch++) {
+  lm_results lm = {0};
+  if (o.gpt_model) {
+    if ((status = dltrain_lm_train(&o, trainer, data, done, log, tty, dev, rank, &lm)) != 0)
+      goto done;
+    r.lm = &lm;
+    r.last = lm.last;
+    r.eval = lm.eval;
+    r.skipped_steps = lm.skipped_steps;
+  }
+  for (int epoch = done; !o.gpt_model && epoch < o.epochs; epoch++) {
     progress p = {log, tty, epoch + 1, o.epochs, 0, dev};
     rc = dlrt_trainer_epoch(trainer, &data[0], epoch, o.quiet ? NULL : on_progress, &p,
                             &r.last);
@@ -534,7 +569,9 @@ int main(int argc, char **argv) {
     if (o.save && rank == 0)
       TRY(dlrt_trainer_save(trainer, o.save, epoch + 1), "cannot save the checkpoint");
   }
-  if (r.epochs_run == 0) { /* nothing left to train: evaluate what there is */
+  if (o.gpt_model) {
+    /* dltrain_lm_train said it all */
+  } else if (r.epochs_run == 0) { /* nothing left to train: evaluate what there is */
     TRY(dlrt_trainer_evaluate(trainer, &data[1], &r.eval), "evaluation failed");
     fprintf(log, "nothing to train (%d of %d epochs done); test loss %.4f accuracy %.2f%%\n",
             done, o.epochs, r.eval.loss, 100.0 * r.eval.accuracy);
@@ -596,6 +633,7 @@ done:
   dlrt_trainer_destroy(trainer);
   dlrt_dataset_free(&data[0]);
   dlrt_dataset_free(&data[1]);
+  dltrain_lm_free();
   dlrt_shutdown();
   return status;
 }

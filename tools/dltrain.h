@@ -33,6 +33,14 @@ typedef struct {
   dlrt_augment aug;
   dlrt_dtype precision;     /* --precision (DLRT_F32: off) */
   dlrt_loss_scaler loss_scaler; /* --loss-scale (zeros: the defaults) */
+  /* GPT models (--model gpt-mini ...): sizes replacing the preset's where
+   * not 0 (--layers --heads --embd --context --vocab --dropout), and
+   * training by steps with an evaluation every eval_every. */
+  dlrt_gpt_config gpt;
+  int gpt_model;            /* --model is a GPT preset */
+  int64_t steps, eval_every, eval_batches;
+  int batch_given;          /* --batch was given (a GPT's default batch is 32) */
+  int data_given;           /* --data was given */
   char error[TOOL_ERROR_MAX]; /* why the command line is wrong ("" when it is not) */
 } options;
 
@@ -48,5 +56,23 @@ void dltrain_version(FILE *out);
  * for each strategy, and the what-if table (dltrain-plan.c). */
 int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_dataset *d,
              const char *device, uint64_t memory, const char *memory_from);
+
+/* GPT models (dltrain-lm.c). */
+typedef struct {
+  dlrt_epoch_stats last, eval; /* the last round of training, the last evaluation */
+  int64_t steps_run;           /* by this invocation */
+  int64_t skipped_steps;
+  double val_loss, val_bpb;    /* NaN: none (bpb: byte tokens only) */
+} lm_results;
+/* The training and validation windows of --data (default Debian's
+ * fortunes), split 9:1; 0 or an exit status after saying why. */
+int dltrain_lm_load(const options *o, dlrt_dataset d[2]);
+void dltrain_lm_free(void);
+/* 1 when the tokens are bytes of text (vocabulary 256). */
+int dltrain_lm_byte_tokens(void);
+/* Trains from step `start` to --steps, evaluating every --eval-every steps
+ * (and saving after each when --save); 0 or an exit status. */
+int dltrain_lm_train(const options *o, dlrt_trainer_t *t, dlrt_dataset d[2], int start,
+                     FILE *log, int tty, dlrt_device_t *dev, int rank, lm_results *out);
 
 #endif

@@ -42,6 +42,8 @@ typedef enum {
   DLRT_INIT_KAIMING_NORMAL,
   /* Xavier (Glorot) uniform: U(-a, a), a = sqrt(6 / (fan_in + fan_out)). */
   DLRT_INIT_XAVIER_UNIFORM,
+  /* N(0, std^2) with the std given to dlrt_param_normal (GPT-2: 0.02). */
+  DLRT_INIT_NORMAL,
 } dlrt_init_kind;
 
 DLRT_API int dlrt_graph_create(dlrt_graph_t **out);
@@ -59,6 +61,13 @@ DLRT_API dlrt_tensor_t *dlrt_input(dlrt_graph_t *g, const char *name, dlrt_dtype
 DLRT_API dlrt_tensor_t *dlrt_param(dlrt_graph_t *g, const char *name, int ndim,
                                    const int64_t *shape, dlrt_init_kind init, int64_t fan_in,
                                    int64_t fan_out);
+/* A trained parameter (fp32) drawn from N(0, std^2), std > 0. */
+DLRT_API dlrt_tensor_t *dlrt_param_normal(dlrt_graph_t *g, const char *name, int ndim,
+                                          const int64_t *shape, float std);
+/* Whether the optimizer's weight decay applies to parameter p (1, the
+ * default) or not (0): AdamW recipes such as GPT-2's decay matrices only,
+ * not biases, LayerNorm gains or embeddings. Returns p. */
+DLRT_API dlrt_tensor_t *dlrt_param_set_decay(dlrt_graph_t *g, dlrt_tensor_t *p, int decay);
 /* Keeps a tensor's value after a run so that dlrt_exec_read can return it
  * (other intermediates are freed after their last use). Returns t. */
 DLRT_API dlrt_tensor_t *dlrt_keep(dlrt_graph_t *g, dlrt_tensor_t *t);

@@ -36,6 +36,42 @@ extern "C" {
 DLRT_API int dlrt_model_build(dlrt_graph_t *g, const char *spec, dlrt_tensor_t *input,
                               int64_t classes, dlrt_tensor_t **logits);
 
+/* GPT-2's architecture (lib/train/gpt.c): token and learned position
+ * embeddings, `layers` pre-LayerNorm blocks of causal self-attention over
+ * `heads` heads and a GELU (tanh form) MLP of 4 x embd, a final LayerNorm
+ * and an LM head tied to the token embedding. Initialised as GPT-2: normal
+ * 0.02, the residual projections 0.02 / sqrt(2 layers), LayerNorms 1 and 0,
+ * biases 0. Parameters carry Hugging Face's GPT-2 names and layouts
+ * ("transformer.h.0.attn.c_attn.weight", Conv1D weights in x out), so a
+ * checkpoint loads into transformers.GPT2LMHeadModel. Weight decay applies
+ * to the four matrices of each block only (dlrt_param_set_decay). */
+typedef struct {
+  int64_t layers, heads, embd; /* embd: the width C, a multiple of heads */
+  int64_t context;             /* the longest window, positions embedded */
+  int64_t vocab;
+  float dropout; /* after the embeddings and on both residual branches; 0: off */
+} dlrt_gpt_config;
+
+/* The preset NAME, case-insensitive: "gpt-mini" (4 layers, 4 heads, 128
+ * wide, context 128, vocabulary 256: byte tokens), "gpt2" (124M: 12, 12,
+ * 768, 1024, 50257), "gpt2-medium" (24, 16, 1024), "gpt2-large" (36, 20,
+ * 1280), "gpt2-xl" (48, 25, 1600), "gpt3-175b" (96, 96, 12288, context
+ * 2048). DLRT_ERR_NOT_FOUND for any other name. */
+DLRT_API int dlrt_gpt_preset(const char *name, dlrt_gpt_config *out);
+/* The name of preset `index` (0, 1, ...), NULL past the last. */
+DLRT_API const char *dlrt_gpt_preset_name(int index);
+/* cfg's fields replaced by `with`'s that are not 0. */
+DLRT_API void dlrt_gpt_override(dlrt_gpt_config *cfg, const dlrt_gpt_config *with);
+/* DLRT_OK, or DLRT_ERR_INVALID_ARG saying which size is wrong. */
+DLRT_API int dlrt_gpt_check(const dlrt_gpt_config *cfg);
+/* Its parameters (the tied head counted once): 124,439,808 for gpt2. */
+DLRT_API int64_t dlrt_gpt_params(const dlrt_gpt_config *cfg);
+/* Builds the model on `tokens` (batch x T, I32, T <= context) into g; its
+ * logits ((batch T) x vocab, row b T + t for position t of sample b) in
+ * *logits. */
+DLRT_API int dlrt_gpt_build(dlrt_graph_t *g, const dlrt_gpt_config *cfg, dlrt_tensor_t *tokens,
+                            dlrt_tensor_t **logits);
+
 typedef struct dlrt_trainer dlrt_trainer_t;
 
 /* Learning-rate schedules, per step, after an optional linear warm-up. */
@@ -46,7 +82,12 @@ typedef enum {
 } dlrt_lr_schedule;
 
 typedef struct {
-  const char *model;     /* "mlp", "cnn" or a model file */
+  /* "mlp", "cnn", a model file, or a GPT preset (dlrt_gpt_preset): then the
+   * data is a token stream (dlrt_dataset_from_tokens), a sample is a window
+   * of T tokens (the data's width) whose labels are the next T, and the
+   * loss is the mean over every position. */
+  const char *model;
+  dlrt_gpt_config gpt;   /* a GPT preset's sizes replaced where not 0 */
   int64_t batch;         /* images per step */
   dlrt_optimizer opt;
   uint64_t seed;         /* parameters and shuffling */
@@ -113,6 +154,8 @@ typedef struct {
   int64_t skipped_steps;      /* updates skipped for inf / NaN gradients, this epoch */
   uint64_t disk_written_bytes; /* every write to the spill file, host copies past the
                                   host budget too (dlrt_spill_stats) */
+  double tokens_per_s;        /* a GPT: images_per_s times the window (0 otherwise);
+                                 its accuracy is NaN (not measured) */
 } dlrt_epoch_stats;
 
 /* Called every few steps during an epoch with the running figures. */
@@ -146,6 +189,11 @@ DLRT_API void dlrt_trainer_destroy(dlrt_trainer_t *t);
  * checkpoint (dlrt_trainer_load) with a lower learning rate. */
 DLRT_API int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *data, int epoch,
                                 dlrt_progress_fn progress, void *user, dlrt_epoch_stats *out);
+/* The same, stopping after max_steps updates (0: the whole epoch): training
+ * by steps, as language models do, with an evaluation between. */
+DLRT_API int dlrt_trainer_epoch_steps(dlrt_trainer_t *t, const dlrt_dataset *data, int epoch,
+                                      int64_t max_steps, dlrt_progress_fn progress, void *user,
+                                      dlrt_epoch_stats *out);
 /* Loss and accuracy over all of `data` (the last partial batch included).
  * DLRT_ERR_DIVERGED when the loss is inf or NaN: the parameters (or 16-bit
  * activations) overflowed, as after a last update that diverged. */

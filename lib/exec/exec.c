@@ -58,6 +58,11 @@ static void init_values(const dlrt_tensor_t *t, uint64_t seed, float *v) {
     case DLRT_INIT_XAVIER_UNIFORM:
       x = (2.0 * uniform01(&state) - 1.0) * sqrt(6.0 / (fan_in + fan_out));
       break;
+    case DLRT_INIT_NORMAL: {
+      double u1 = uniform01(&state), u2 = uniform01(&state);
+      x = sqrt(-2.0 * log(u1 > 0 ? u1 : 1e-300)) * cos(6.283185307179586 * u2) * t->init_std;
+      break;
+    }
     case DLRT_INIT_KAIMING_NORMAL: {
       double u1 = uniform01(&state), u2 = uniform01(&state);
       x = sqrt(-2.0 * log(u1 > 0 ? u1 : 1e-300)) * cos(6.283185307179586 * u2) *

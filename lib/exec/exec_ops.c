@@ -546,7 +546,7 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
     start(&lb, e, DLRT__K_sgd_update, a->numel, 0);
     arg(&lb, e, a), arg(&lb, e, b), arg(&lb, e, n->in[2]);
     dlrt__launch_i64(&lb, a->numel), dlrt__launch_f32(&lb, e->lr);
-    dlrt__launch_f32(&lb, o->momentum), dlrt__launch_f32(&lb, o->weight_decay);
+    dlrt__launch_f32(&lb, o->momentum), dlrt__launch_f32(&lb, a->no_decay ? 0 : o->weight_decay);
     dlrt__launch_f32(&lb, e->grads.grad_scale), dlrt__launch_i64(&lb, o->nesterov);
     dlrt__launch_i64(&lb, e->steps == 0);
     break;
@@ -559,7 +559,7 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
     arg(&lb, e, a), arg(&lb, e, b), arg(&lb, e, n->in[2]), arg(&lb, e, n->in[3]);
     dlrt__launch_i64(&lb, a->numel), dlrt__launch_f32(&lb, e->lr);
     dlrt__launch_f32(&lb, o->beta1), dlrt__launch_f32(&lb, o->beta2);
-    dlrt__launch_f32(&lb, o->eps), dlrt__launch_f32(&lb, o->weight_decay);
+    dlrt__launch_f32(&lb, o->eps), dlrt__launch_f32(&lb, a->no_decay ? 0 : o->weight_decay);
     dlrt__launch_f32(&lb, step_size), dlrt__launch_f32(&lb, bias2),
     dlrt__launch_f32(&lb, e->grads.grad_scale);
     dlrt__launch_i64(&lb, o->kind == DLRT_OPT_ADAMW);

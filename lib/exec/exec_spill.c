@@ -74,14 +74,15 @@ static int host_update(dlrt_exec_t *e, dlrt__node *n) {
   if (rc == DLRT_OK) rc = dlrt_stream_synchronize(e->stream);
   if (rc < 0) return rc;
   int64_t count = n->in[0]->numel;
+  float decay = n->in[0]->no_decay ? 0 : o->weight_decay;
   if (n->op == DLRT__OP_SGD) {
     dlrt_k_sgd_update(0, count, param, state[0], grad, count, e->lr, o->momentum,
-                      o->weight_decay, e->grads.grad_scale, o->nesterov, e->steps == 0);
+                      decay, e->grads.grad_scale, o->nesterov, e->steps == 0);
   } else {
     float step_size, bias2;
     dlrt__adam_factors(e, &step_size, &bias2);
     dlrt_k_adam_update(0, count, param, state[0], state[1], grad, count, e->lr, o->beta1,
-                       o->beta2, o->eps, o->weight_decay, step_size, bias2, e->grads.grad_scale,
+                       o->beta2, o->eps, decay, step_size, bias2, e->grads.grad_scale,
                        o->kind == DLRT_OPT_ADAMW);
   }
   rc = dlrt__mpool_host_view_end(p, n->in[states + 1]->owner->id, 0);

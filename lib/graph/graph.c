@@ -1,6 +1,7 @@
 /* graph.c — building the forward pass: tensors, nodes, shape checks. */
 #include "config.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -260,6 +261,7 @@ dlrt_tensor_t *dlrt_param(dlrt_graph_t *g, const char *name, int ndim, const int
   if (!shape && ndim) return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "param: shape is NULL");
   if (init < DLRT_INIT_ZEROS || init > DLRT_INIT_XAVIER_UNIFORM ||
       (init >= DLRT_INIT_FAN_IN_UNIFORM && fan_in <= 0))
+    /* DLRT_INIT_NORMAL comes through dlrt_param_normal, with its std. */
     return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "param %s: initialiser %d needs fan_in > 0",
                             name ? name : "", (int)init);
   dlrt_tensor_t *t = dlrt__tensor_new(g, name, DLRT_F32, ndim, shape, DLRT__TENSOR_PARAM);
@@ -270,6 +272,32 @@ dlrt_tensor_t *dlrt_param(dlrt_graph_t *g, const char *name, int ndim, const int
   t->kept = 1;
   t->needs_grad = 1;
   return t;
+}
+
+dlrt_tensor_t *dlrt_param_normal(dlrt_graph_t *g, const char *name, int ndim,
+                                 const int64_t *shape, float std) {
+  if (!g || g->status) return NULL;
+  if (!(std > 0) || !isfinite(std))
+    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "param %s: a normal initialiser needs a "
+                            "finite std > 0, not %g", name ? name : "", (double)std);
+  dlrt_tensor_t *t = dlrt_param(g, name, ndim, shape, DLRT_INIT_ZEROS, 0, 0);
+  if (!t) return NULL;
+  t->init = DLRT_INIT_NORMAL;
+  t->init_std = std;
+  return t;
+}
+
+dlrt_tensor_t *dlrt_param_set_decay(dlrt_graph_t *g, dlrt_tensor_t *p, int decay) {
+  if (!g || g->status) return NULL;
+  if (!p || p->kind != DLRT__TENSOR_PARAM)
+    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "dlrt_param_set_decay: %s is not a "
+                            "parameter", p && p->name ? p->name : "NULL");
+  if (g->backward_done)
+    return dlrt__graph_fail(g, DLRT_ERR_STATE, "dlrt_param_set_decay(%s): after "
+                            "dlrt_graph_optimize's inputs were fixed by dlrt_graph_backward",
+                            p->name);
+  p->no_decay = !decay;
+  return p;
 }
 
 dlrt_tensor_t *dlrt_keep(dlrt_graph_t *g, dlrt_tensor_t *t) {

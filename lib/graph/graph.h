@@ -104,6 +104,8 @@ struct dlrt_tensor {
   dlrt__tensor_kind kind;
   dlrt_init_kind init;
   int64_t fan_in, fan_out;
+  float init_std; /* DLRT_INIT_NORMAL */
+  int no_decay;   /* the optimizer's weight decay skips this parameter */
   dlrt__node *producer;       /* NULL for inputs, params and state */
   dlrt_tensor_t *owner; /* the tensor whose storage this one uses (itself but for views) */
   /* Where the elements are in the owner's storage: element [i0, i1, ...]

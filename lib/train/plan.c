@@ -43,8 +43,7 @@ int dlrt_plan_memory(const dlrt_trainer_config *cfg, int64_t channels, int64_t h
   dlrt__memory_breakdown b;
   /* The loader's device slots: a batch of images and of labels each. An
    * evaluation runs with its own beside the training loader's. */
-  uint64_t loader = dlrt__loader_device_bytes(cfg->batch, channels * height * width,
-                                              cfg->prefetch, dlrt__loader_image_type(cfg, 0));
+  uint64_t loader = dlrt__loader_device_bytes(cfg, cfg->batch, channels * height * width);
   int rc = plan_classifier(cfg, channels, height, width, classes, DLRT_OFFLOAD_OPTIMIZER, loader,
                            &g, &b);
   if (rc == DLRT_OK) {

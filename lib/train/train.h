@@ -13,6 +13,7 @@ struct dlrt_trainer {
   dlrt_trainer_config cfg;
   char model[512];
   int64_t channels, height, width, classes, batch;
+  int lm;              /* a GPT: token windows of `width`, a label per position */
   dlrt_graph_t *g;
   dlrt_exec_t *e;
   dlrt_tensor_t *images, *labels, *logits, *loss;
@@ -136,22 +137,31 @@ int dlrt__build_classifier(dlrt_graph_t *g, const dlrt_trainer_config *cfg, int6
 int dlrt__plan_spill_least(const dlrt_trainer_config *cfg, int64_t channels, int64_t height,
                            int64_t width, int classes, uint64_t *least);
 
-/* The images' type of the trainer's loaders: the compute type in mixed
- * precision (the graph's input has it), f32 for host-only loaders. */
+/* gpt.c: 1 when cfg's model is a GPT preset, with its sizes (the preset's
+ * replaced by cfg->gpt's) in *out when out is not NULL. */
+int dlrt__gpt_model(const dlrt_trainer_config *cfg, dlrt_gpt_config *out);
+
+/* The images' type of the trainer's loaders: I32 token windows for a GPT;
+ * else the compute type in mixed precision (the graph's input has it), f32
+ * for host-only loaders. */
 static inline dlrt_dtype dlrt__loader_image_type(const dlrt_trainer_config *cfg, int host_only) {
+  if (dlrt__gpt_model(cfg, NULL)) return DLRT_I32;
   int low = cfg->precision == DLRT_F16 || cfg->precision == DLRT_BF16;
   return low && !host_only ? cfg->precision : DLRT_F32;
 }
 
-/* Device bytes of one loader for a classifier's batches: per prefetch slot
- * (at least one) a batch of images (of `image_type`) and of i32 labels,
- * each in the allocator's block. */
-static inline uint64_t dlrt__loader_device_bytes(int64_t batch, int64_t pixels, int prefetch,
-                                                 dlrt_dtype image_type) {
-  uint64_t slots = (uint64_t)(prefetch > 0 ? prefetch : 1);
+/* Device bytes of one loader of cfg's model: per prefetch slot (at least
+ * one) a batch of `pixels` values per sample (of the image type) and of i32
+ * labels (one per sample, one per position for a GPT), each in the
+ * allocator's block. */
+static inline uint64_t dlrt__loader_device_bytes(const dlrt_trainer_config *cfg, int64_t batch,
+                                                 int64_t pixels) {
+  uint64_t slots = (uint64_t)(cfg->prefetch > 0 ? cfg->prefetch : 1);
+  dlrt_dtype image_type = dlrt__loader_image_type(cfg, 0);
   uint64_t images =
       dlrt__alloc_block_bytes((uint64_t)(batch * pixels) * dlrt_dtype_size(image_type));
-  uint64_t labels = dlrt__alloc_block_bytes((uint64_t)batch * 4);
+  int64_t labels_per_sample = dlrt__gpt_model(cfg, NULL) ? pixels : 1;
+  uint64_t labels = dlrt__alloc_block_bytes((uint64_t)(batch * labels_per_sample) * 4);
   return slots * (images + labels);
 }
 

@@ -35,6 +35,31 @@ int dlrt__build_classifier(dlrt_graph_t *g, const dlrt_trainer_config *cfg, int6
                            int64_t height, int64_t width, int64_t classes,
                            dlrt_tensor_t **images, dlrt_tensor_t **labels, dlrt_tensor_t **logits,
                            dlrt_tensor_t **loss) {
+  dlrt_gpt_config gpt;
+  if (dlrt__gpt_model(cfg, &gpt)) {
+    /* Token windows of `width`; a label per position. */
+    if (channels * height != 1)
+      return dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s trains on token windows (a batch x T "
+                             "stream, dlrt_dataset_from_tokens), not on %lld x %lld x %lld "
+                             "images", cfg->model, (long long)channels, (long long)height,
+                             (long long)width);
+    if (classes > gpt.vocab)
+      return dlrt__set_error(DLRT_ERR_INVALID_ARG, "the data has tokens up to %lld but %s's "
+                             "vocabulary is %lld: use --vocab %lld", (long long)classes - 1,
+                             cfg->model, (long long)gpt.vocab, (long long)classes);
+    int64_t token_shape[2] = {cfg->batch, width}, target_shape[1] = {cfg->batch * width};
+    int rc = dlrt_graph_set_precision(g, cfg->precision);
+    if (rc < 0) return rc;
+    *images = dlrt_input(g, "tokens", DLRT_I32, 2, token_shape);
+    *labels = dlrt_input(g, "targets", DLRT_I32, 1, target_shape);
+    if ((rc = dlrt_graph_status(g)) < 0) return rc;
+    if ((rc = dlrt_gpt_build(g, &gpt, *images, logits)) < 0) return rc;
+    *logits = dlrt_keep(g, *logits);
+    *loss = dlrt_keep(g, dlrt_cross_entropy(g, *logits, *labels, cfg->label_smoothing));
+    if ((rc = dlrt_graph_status(g)) < 0) return rc;
+    if ((rc = dlrt_graph_backward(g, *loss)) < 0) return rc;
+    return dlrt_graph_optimize(g, &cfg->opt);
+  }
   int64_t image_shape[4] = {cfg->batch, channels, height, width}, label_shape[1] = {cfg->batch};
   /* In mixed precision the images enter in the compute type (the loaders
    * round them; replicas' host rows are rounded as they are written): no
@@ -104,9 +129,8 @@ static int choose_checkpointing(dlrt_trainer_t *t) {
 static uint64_t outside_bytes(const dlrt_trainer_t *t) {
   /* Twice: the evaluation loader lives beside the training one while it
    * evaluates. */
-  uint64_t loader = 2 * dlrt__loader_device_bytes(t->batch, t->channels * t->height * t->width,
-                                                  t->cfg.prefetch,
-                                                  dlrt__loader_image_type(&t->cfg, 0));
+  uint64_t loader = 2 * dlrt__loader_device_bytes(&t->cfg, t->batch,
+                                                  t->channels * t->height * t->width);
   dlrt_exec_info info;
   uint64_t accum = 0, clip = 0;
   if (dlrt_exec_info_get(t->e, &info) == DLRT_OK && t->accum > 1) accum = info.param_bytes + 64 * 512;
@@ -213,6 +237,7 @@ int dlrt_trainer_create(dlrt_device_t *dev, const dlrt_trainer_config *cfg, int6
   t->cfg.model = t->model;
   t->channels = cfg->channels > 0 ? cfg->channels : 1;
   t->height = height, t->width = width, t->classes = classes, t->batch = cfg->batch;
+  t->lm = dlrt__gpt_model(cfg, NULL);
   int rc = dlrt_graph_create(&t->g);
   if (rc < 0) goto fail;
   if ((rc = dlrt__build_classifier(t->g, cfg, t->channels, height, width, classes, &t->images,
@@ -229,8 +254,10 @@ int dlrt_trainer_create(dlrt_device_t *dev, const dlrt_trainer_config *cfg, int6
   if (t->accum > 1 && (rc = dlrt_exec_set_accumulation(t->e, t->accum)) < 0) goto fail;
   if ((rc = choose_spilling(t)) < 0) goto fail;
   if ((rc = dlrt__exec_materialize(t->e)) < 0) goto fail;
-  t->host_labels = malloc((size_t)t->batch * sizeof(int32_t));
-  t->host_logits = malloc((size_t)(t->batch * classes) * sizeof(float));
+  /* A GPT's loss is read from the device: no (batch T) x vocab logits on
+   * the host every step. */
+  t->host_labels = malloc((size_t)(t->batch * (t->lm ? width : 1)) * sizeof(int32_t));
+  t->host_logits = malloc((size_t)(t->lm ? 1 : t->batch * classes) * sizeof(float));
   if (!t->host_labels || !t->host_logits) {
     rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
     goto fail;
@@ -305,7 +332,8 @@ static int loader_for(dlrt_trainer_t *t, const dlrt_dataset *d, int train, dlrt_
 /* Feeds a batch into the graph's inputs (queued on the executor's stream
  * after the batch's copy) and hands it back to the loader. */
 static int feed(dlrt_trainer_t *t, dlrt_loader_t *l, dlrt_batch *b) {
-  memcpy(t->host_labels, b->host_labels, (size_t)t->batch * sizeof(int32_t));
+  memcpy(t->host_labels, b->host_labels,
+         (size_t)(t->batch * (t->lm ? t->width : 1)) * sizeof(int32_t));
   int rc = dlrt__exec_copy_in_from(t->e, t->images, b->images, 0, b->image_type, b->ready);
   if (rc == DLRT_OK) rc = dlrt_exec_copy_in(t->e, t->labels, b->labels, 0, NULL);
   int rc2 = dlrt_loader_release(l, b, dlrt_exec_stream(t->e));
@@ -335,7 +363,16 @@ int64_t dlrt__count_correct(const dlrt_trainer_t *t, int64_t count) {
 
 int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
                        dlrt_progress_fn progress, void *user, dlrt_epoch_stats *out) {
-  DLRT__CHECK_ARG(t && out, "trainer or out is NULL");
+  return dlrt_trainer_epoch_steps(t, d, epoch, 0, progress, user, out);
+}
+
+int dlrt_trainer_epoch_steps(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
+                             int64_t max_steps, dlrt_progress_fn progress, void *user,
+                             dlrt_epoch_stats *out) {
+  DLRT__CHECK_ARG(t && out && max_steps >= 0, "trainer or out is NULL, or max_steps < 0");
+  if (t->lm && (t->n_reps || t->n_stages))
+    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "%s: data and pipeline parallelism do not "
+                           "take GPT models yet; train on one device", t->model);
   int rc = check_data(t, d);
   dlrt_loader_t *l = NULL;
   if (rc == DLRT_OK) rc = loader_for(t, d, 1, &l);
@@ -345,6 +382,7 @@ int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
   dlrt_spill_stats spill0 = {0}, spill1;
   if (t->spilling && (rc = dlrt_exec_spill_stats(t->e, &spill0)) < 0) return rc;
   int64_t steps = dlrt_loader_batches(l) / t->accum; /* updates */
+  if (max_steps > 0 && steps > max_steps) steps = max_steps;
   if (steps == 0)
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "the data set (%s) holds %lld batches of %lld, "
                            "fewer than the %d micro-batches of one update", d->source,
@@ -400,10 +438,10 @@ int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
       }
       if ((rc = dlrt_exec_run(t->e, t->allreduce ? DLRT_RUN_GRADIENTS : DLRT_RUN_TRAIN)) < 0 ||
           (rc = dlrt_exec_read(t->e, t->loss, &loss, sizeof loss)) < 0 ||
-          (rc = dlrt_exec_read(t->e, t->logits, t->host_logits,
-                               (size_t)(t->batch * t->classes) * sizeof(float))) < 0)
+          (!t->lm && (rc = dlrt_exec_read(t->e, t->logits, t->host_logits,
+                                          (size_t)(t->batch * t->classes) * sizeof(float))) < 0))
         break;
-      int64_t right = dlrt__count_correct(t, t->batch);
+      int64_t right = t->lm ? 0 : dlrt__count_correct(t, t->batch);
       if (t->allreduce && (rc = dlrt__allreduce_step(t, &loss, &right)) < 0) break;
       update_loss += loss;
       correct += right;
@@ -418,7 +456,7 @@ int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
     out->steps = s + 1;
     out->images = micro * t->batch * (dlrt__across_processes(t) && t->cfg.world > 1 ? t->cfg.world : 1);
     out->loss = counted > 0 ? (float)(loss_sum / (double)counted) : NAN;
-    out->accuracy = (float)correct / (float)out->images;
+    out->accuracy = t->lm ? NAN : (float)correct / (float)out->images;
     double now = dlrt__now_s();
     out->seconds = now - start;
     int64_t timed = s + 1 - warmup;
@@ -427,6 +465,7 @@ int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
                                   (double)(dlrt__across_processes(t) && t->cfg.world > 1 ? t->cfg.world : 1) /
                                   (now - warm_start)
                             : (double)out->images / out->seconds;
+    out->tokens_per_s = t->lm ? out->images_per_s * (double)t->width : 0;
     loader_figures(l, out);
     if (dlrt_trainer_loss_scale(t, &scale1) == DLRT_OK) {
       out->loss_scale = scale1.scale;
@@ -461,6 +500,19 @@ int dlrt_trainer_evaluate(dlrt_trainer_t *t, const dlrt_dataset *d, dlrt_epoch_s
     dlrt_batch b;
     if ((rc = dlrt_loader_next(l, &b)) <= 0) break;
     int64_t count = b.count;
+    if (t->lm) {
+      /* The loss on the device, a mean over the batch's positions; the
+       * rows of a padded last batch repeat earlier windows, so that batch
+       * counts as its real rows. */
+      float loss = 0;
+      if ((rc = feed(t, l, &b)) < 0 || (rc = dlrt_exec_run(t->e, DLRT_RUN_FORWARD)) < 0 ||
+          (rc = dlrt_exec_read(t->e, t->loss, &loss, sizeof loss)) < 0)
+        break;
+      loss_sum += (double)loss * (double)count;
+      out->images += count;
+      out->steps++;
+      continue;
+    }
     if ((rc = feed(t, l, &b)) < 0 || (rc = dlrt_exec_run(t->e, DLRT_RUN_FORWARD)) < 0 ||
         (rc = dlrt_exec_read(t->e, t->logits, t->host_logits,
                              (size_t)(t->batch * t->classes) * sizeof(float))) < 0)
@@ -486,8 +538,9 @@ int dlrt_trainer_evaluate(dlrt_trainer_t *t, const dlrt_dataset *d, dlrt_epoch_s
   if (rc < 0) return rc;
   out->loss = (float)(loss_sum / (double)(out->images ? out->images : 1));
   if ((rc = dlrt__check_test_loss(t, out->loss)) < 0) return rc;
-  out->accuracy = (float)correct / (float)(out->images ? out->images : 1);
+  out->accuracy = t->lm ? NAN : (float)correct / (float)(out->images ? out->images : 1);
   out->images_per_s = out->seconds > 0 ? (double)out->images / out->seconds : 0;
+  out->tokens_per_s = t->lm ? out->images_per_s * (double)t->width : 0;
   return DLRT_OK;
 }
 
@@ -506,8 +559,7 @@ int dlrt_trainer_info(dlrt_trainer_t *t, dlrt_exec_info *out) {
    * peak can come near a training step's (the cnn's at batch 256 does). */
   if (t->train_loader && !t->n_reps && !t->n_stages) {
     uint64_t loader =
-        dlrt__loader_device_bytes(t->batch, t->channels * t->height * t->width, t->cfg.prefetch,
-                                  dlrt__loader_image_type(&t->cfg, 0));
+        dlrt__loader_device_bytes(&t->cfg, t->batch, t->channels * t->height * t->width);
     const dlrt__exec_plan *p = &t->e->plan;
     uint64_t step = p->train_peak + loader, eval = p->forward_peak + 2 * loader;
     out->planned_peak_bytes += (step > eval ? step : eval) - p->planned_peak;

@@ -1,0 +1,208 @@
+/* gpt.c — GPT-2's architecture as a dlrt graph: token and learned position
+ * embeddings, N pre-LayerNorm blocks of causal multi-head self-attention
+ * (fused: lib/graph's dlrt_attention) and a GELU MLP of 4C, residual adds, a
+ * final LayerNorm and an LM head tied to the token embedding; the presets
+ * from gpt-mini to GPT-3 175B.
+ *
+ * Parameters carry Hugging Face's GPT-2 names and layouts (Conv1D weights
+ * are in x out, "transformer.h.0.attn.c_attn.weight" ...), so a checkpoint
+ * loads into transformers.GPT2LMHeadModel with load_state_dict. Shapes:
+ * B batch, T context, C width, V vocabulary; activations are kept 2-D,
+ * (B*T) x C, except around the attention, which takes B x T x 3C. */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "train/train.h"
+#include "util/status.h"
+
+typedef struct {
+  const char *name;
+  dlrt_gpt_config cfg;
+} gpt_preset;
+
+/* GPT-2's sizes are OpenAI's (and Hugging Face's configs); GPT-3 175B is
+ * Brown et al. 2020, table 2.1. gpt-mini is dlrt's own, for byte tokens. */
+static const gpt_preset presets[] = {
+    {"gpt-mini", {.layers = 4, .heads = 4, .embd = 128, .context = 128, .vocab = 256}},
+    {"gpt2", {.layers = 12, .heads = 12, .embd = 768, .context = 1024, .vocab = 50257}},
+    {"gpt2-medium", {.layers = 24, .heads = 16, .embd = 1024, .context = 1024, .vocab = 50257}},
+    {"gpt2-large", {.layers = 36, .heads = 20, .embd = 1280, .context = 1024, .vocab = 50257}},
+    {"gpt2-xl", {.layers = 48, .heads = 25, .embd = 1600, .context = 1024, .vocab = 50257}},
+    {"gpt3-175b", {.layers = 96, .heads = 96, .embd = 12288, .context = 2048, .vocab = 50257}},
+};
+#define N_PRESETS ((int)(sizeof presets / sizeof presets[0]))
+
+int dlrt_gpt_preset(const char *name, dlrt_gpt_config *out) {
+  DLRT__CHECK_ARG(out, "dlrt_gpt_preset: out is NULL");
+  for (int i = 0; name && i < N_PRESETS; i++)
+    if (strcasecmp(name, presets[i].name) == 0) {
+      *out = presets[i].cfg;
+      return DLRT_OK;
+    }
+  return dlrt__set_error(DLRT_ERR_NOT_FOUND, "\"%s\" is not a GPT preset: gpt-mini, gpt2, "
+                         "gpt2-medium, gpt2-large, gpt2-xl or gpt3-175b", name ? name : "");
+}
+
+const char *dlrt_gpt_preset_name(int index) {
+  return index >= 0 && index < N_PRESETS ? presets[index].name : NULL;
+}
+
+void dlrt_gpt_override(dlrt_gpt_config *cfg, const dlrt_gpt_config *with) {
+  if (with->layers) cfg->layers = with->layers;
+  if (with->heads) cfg->heads = with->heads;
+  if (with->embd) cfg->embd = with->embd;
+  if (with->context) cfg->context = with->context;
+  if (with->vocab) cfg->vocab = with->vocab;
+  if (with->dropout) cfg->dropout = with->dropout;
+}
+
+int dlrt_gpt_check(const dlrt_gpt_config *c) {
+  DLRT__CHECK_ARG(c, "dlrt_gpt_check: config is NULL");
+  /* Bounds that keep every tensor below 2^60 elements and every name in
+   * 64 characters; far past GPT-3. */
+  if (c->layers < 1 || c->layers > 1000 || c->heads < 1 || c->embd < 1 || c->embd > 1 << 20 ||
+      c->context < 1 || c->context > 1 << 20 || c->vocab < 2 || c->vocab > 1 << 24)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "a GPT of %lld layers, %lld heads, width "
+                           "%lld, context %lld, vocabulary %lld: each must be at least 1 (the "
+                           "vocabulary 2), layers at most 1000, width and context at most "
+                           "2^20, vocabulary at most 2^24", (long long)c->layers,
+                           (long long)c->heads, (long long)c->embd, (long long)c->context,
+                           (long long)c->vocab);
+  if (c->embd % c->heads)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "a GPT of width %lld cannot have %lld heads: "
+                           "the width must be a multiple of the heads (--embd, --heads)",
+                           (long long)c->embd, (long long)c->heads);
+  if (!(c->dropout >= 0 && c->dropout < 1))
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "GPT dropout %g: it must be in [0, 1)",
+                           (double)c->dropout);
+  return DLRT_OK;
+}
+
+int64_t dlrt_gpt_params(const dlrt_gpt_config *c) {
+  int64_t C = c->embd;
+  /* Per block: two LayerNorms (2C each), c_attn (3C^2 + 3C), attention's
+   * c_proj (C^2 + C), c_fc (4C^2 + 4C), the MLP's c_proj (4C^2 + C). */
+  int64_t block = 4 * C + 3 * C * C + 3 * C + C * C + C + 4 * C * C + 4 * C + 4 * C * C + C;
+  return c->vocab * C + c->context * C + c->layers * block + 2 * C; /* + ln_f */
+}
+
+/* ---------------------------------------------------------------- the graph */
+
+typedef struct {
+  dlrt_graph_t *g;
+  const dlrt_gpt_config *c;
+  float proj_std; /* residual projections: 0.02 / sqrt(2 N) */
+} gpt_builder;
+
+static dlrt_tensor_t *param(gpt_builder *b, const char *name, int64_t rows, int64_t cols,
+                            float std, int decay) {
+  int64_t shape[2] = {rows, cols};
+  int ndim = cols ? 2 : 1;
+  dlrt_tensor_t *p = std > 0 ? dlrt_param_normal(b->g, name, ndim, shape, std)
+                             : dlrt_param(b->g, name, ndim, shape,
+                                          std < 0 ? DLRT_INIT_ONES : DLRT_INIT_ZEROS, 0, 0);
+  return p && !decay ? dlrt_param_set_decay(b->g, p, 0) : p;
+}
+
+/* x (N x in) times a Conv1D weight (in x out, Hugging Face's layout) plus
+ * its bias: "PREFIX.weight", "PREFIX.bias". */
+static dlrt_tensor_t *conv1d(gpt_builder *b, dlrt_tensor_t *x, const char *prefix, int64_t in,
+                             int64_t out, float std) {
+  char name[64];
+  snprintf(name, sizeof name, "%s.weight", prefix);
+  dlrt_tensor_t *w = param(b, name, in, out, std, 1);
+  snprintf(name, sizeof name, "%s.bias", prefix);
+  dlrt_tensor_t *bias = param(b, name, out, 0, 0, 0);
+  return dlrt_add(b->g, dlrt_matmul(b->g, x, w, 0, 0), bias);
+}
+
+static dlrt_tensor_t *layer_norm(gpt_builder *b, dlrt_tensor_t *x, const char *prefix) {
+  char name[64];
+  snprintf(name, sizeof name, "%s.weight", prefix);
+  dlrt_tensor_t *gamma = param(b, name, b->c->embd, 0, -1, 0);
+  snprintf(name, sizeof name, "%s.bias", prefix);
+  dlrt_tensor_t *beta = param(b, name, b->c->embd, 0, 0, 0);
+  return dlrt_layer_norm(b->g, x, gamma, beta, 1e-5f);
+}
+
+static dlrt_tensor_t *dropout(gpt_builder *b, dlrt_tensor_t *x) {
+  return b->c->dropout > 0 ? dlrt_dropout(b->g, x, b->c->dropout) : x;
+}
+
+/* One block on the residual stream x ((B*T) x C). */
+static dlrt_tensor_t *block(gpt_builder *b, dlrt_tensor_t *x, int i, int64_t batch,
+                            int64_t T) {
+  const int64_t C = b->c->embd;
+  char p[48], name[64];
+  snprintf(p, sizeof p, "transformer.h.%d", i);
+
+  snprintf(name, sizeof name, "%s.ln_1", p);
+  dlrt_tensor_t *h = layer_norm(b, x, name);
+  snprintf(name, sizeof name, "%s.attn.c_attn", p);
+  dlrt_tensor_t *qkv = conv1d(b, h, name, C, 3 * C, 0.02f);
+  int64_t qkv_shape[3] = {batch, T, 3 * C}, flat[2] = {batch * T, C};
+  dlrt_tensor_t *a = dlrt_attention(b->g, dlrt_reshape(b->g, qkv, 3, qkv_shape),
+                                    (int)b->c->heads, 1);
+  a = dlrt_reshape(b->g, a, 2, flat);
+  snprintf(name, sizeof name, "%s.attn.c_proj", p);
+  a = dropout(b, conv1d(b, a, name, C, C, b->proj_std));
+  x = dlrt_add(b->g, x, a);
+
+  snprintf(name, sizeof name, "%s.ln_2", p);
+  h = layer_norm(b, x, name);
+  snprintf(name, sizeof name, "%s.mlp.c_fc", p);
+  dlrt_tensor_t *m = dlrt_gelu_tanh(b->g, conv1d(b, h, name, C, 4 * C, 0.02f));
+  snprintf(name, sizeof name, "%s.mlp.c_proj", p);
+  m = dropout(b, conv1d(b, m, name, 4 * C, C, b->proj_std));
+  return dlrt_add(b->g, x, m);
+}
+
+int dlrt_gpt_build(dlrt_graph_t *g, const dlrt_gpt_config *c, dlrt_tensor_t *tokens,
+                   dlrt_tensor_t **logits) {
+  DLRT__CHECK_ARG(g && c && tokens && logits, "dlrt_gpt_build: an argument is NULL");
+  *logits = NULL;
+  int rc = dlrt_gpt_check(c);
+  if (rc < 0) return rc;
+  int64_t shape[DLRT_MAX_DIMS];
+  if (dlrt_tensor_shape(tokens, shape) != 2 || dlrt_tensor_dtype(tokens) != DLRT_I32)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "dlrt_gpt_build: the tokens must be a "
+                           "batch x context tensor of I32");
+  int64_t batch = shape[0], T = shape[1], C = c->embd;
+  if (T > c->context)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "dlrt_gpt_build: windows of %lld tokens "
+                           "for a model of context %lld: use --context %lld or shorter "
+                           "windows", (long long)T, (long long)c->context, (long long)T);
+  gpt_builder b = {.g = g, .c = c, .proj_std = 0.02f / sqrtf(2.0f * (float)c->layers)};
+
+  dlrt_tensor_t *wte = param(&b, "transformer.wte.weight", c->vocab, C, 0.02f, 0);
+  dlrt_tensor_t *wpe = param(&b, "transformer.wpe.weight", c->context, C, 0.02f, 0);
+  /* Token rows plus the first T position rows, broadcast over the batch. */
+  dlrt_tensor_t *x = dlrt_add(g, dlrt_embedding(g, tokens, wte), dlrt_slice(g, wpe, 0, 0, T));
+  int64_t flat[2] = {batch * T, C};
+  x = dropout(&b, dlrt_reshape(g, x, 2, flat));
+  for (int i = 0; i < c->layers; i++) {
+    x = block(&b, x, i, batch, T);
+    if ((rc = dlrt_graph_status(g)) < 0) return rc;
+  }
+  x = layer_norm(&b, x, "transformer.ln_f");
+  /* The LM head is the token embedding, transposed: (B*T) x V. */
+  *logits = dlrt_matmul(g, x, wte, 0, 1);
+  return dlrt_graph_status(g);
+}
+
+int dlrt__gpt_model(const dlrt_trainer_config *cfg, dlrt_gpt_config *out) {
+  dlrt_gpt_config c;
+  if (!cfg || !cfg->model) return 0;
+  for (int i = 0; i < N_PRESETS; i++)
+    if (strcasecmp(cfg->model, presets[i].name) == 0) {
+      c = presets[i].cfg;
+      dlrt_gpt_override(&c, &cfg->gpt);
+      if (out) *out = c;
+      return 1;
+    }
+  return 0;
+}
