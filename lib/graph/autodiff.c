@@ -285,6 +285,17 @@ static int backward_node(dlrt_graph_t *g, dlrt__node *n) {
     }
     return rc;
   }
+  case DLRT__OP_ATTENTION: {
+    /* FlashAttention's backward pass: the probabilities are recomputed
+     * from qkv and the saved logsumexp, and D = rowsum(dO * y) goes to a
+     * workspace of B x heads x T floats (the node's second output). */
+    dlrt_tensor_t *lse = n->out[1], *in[4] = {dy, a, y, lse};
+    dlrt_tensor_t *d = bnode(g, DLRT__OP_ATTENTION_GRAD, 4, in, a->ndim, a->shape, a);
+    if (!d || !dlrt__add_workspace(g, d->producer, lse->ndim, lse->shape, DLRT_F32))
+      return g->status;
+    d->producer->attention = n->attention;
+    return accumulate(g, a, d);
+  }
   case DLRT__OP_CONCAT: {
     int64_t start = 0;
     int axis = (int)n->concat.axis;

@@ -142,6 +142,14 @@ struct dlrt__embed_params {
   int64_t count, vocab, dim;
 };
 
+/* DLRT__OP_ATTENTION, DLRT__OP_ATTENTION_GRAD: qkv batch x seq x 3 heads head_dim. The
+ * kernels take them in this order, then the tile rows and the scale. */
+struct dlrt__attention_params {
+  int64_t batch, seq, heads, head_dim;
+  int64_t causal; /* 1: each query attends to the keys up to its own */
+  float scale;    /* of the scores: 1 / sqrt(head_dim) */
+};
+
 /* The most int64_t a node's parameters take (the convolution's twelve). */
 #define NODE_MAX_P 12
 
