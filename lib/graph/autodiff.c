@@ -235,8 +235,9 @@ static int backward_node(dlrt_graph_t *g, dlrt__node *n) {
     return rc;
   }
   case DLRT__OP_ACT: {
-    /* tanh and sigmoid differentiate from their output, GELU from its input. */
-    dlrt_tensor_t *in[2] = {dy, n->act.kind == DLRT__ACT_GELU ? a : y};
+    /* tanh and sigmoid differentiate from their output, the GELUs from their input. */
+    int from_x = n->act.kind == DLRT__ACT_GELU || n->act.kind == DLRT__ACT_GELU_TANH;
+    dlrt_tensor_t *in[2] = {dy, from_x ? a : y};
     dlrt_tensor_t *d = bnode(g, DLRT__OP_ACT_GRAD, 2, in, a->ndim, a->shape, a);
     if (d) d->producer->act = n->act;
     return accumulate(g, a, d);

@@ -472,6 +472,10 @@ dlrt_tensor_t *dlrt_gelu(dlrt_graph_t *g, dlrt_tensor_t *x) {
   return activation(g, x, DLRT__ACT_GELU);
 }
 
+dlrt_tensor_t *dlrt_gelu_tanh(dlrt_graph_t *g, dlrt_tensor_t *x) {
+  return activation(g, x, DLRT__ACT_GELU_TANH);
+}
+
 dlrt_tensor_t *dlrt_softmax(dlrt_graph_t *g, dlrt_tensor_t *x) {
   if (!dlrt__graph_begin(g, "softmax", 1, &x) || !dlrt__is_f32(g, "softmax", x)) return NULL;
   if (x->ndim < 1) return dlrt__shape_error(g, "softmax", "needs rows of a last axis", x, NULL);

@@ -83,7 +83,7 @@ struct dlrt__permute_params {
 };
 
 /* DLRT__OP_ACT, DLRT__OP_ACT_GRAD. The values are the kernels'. */
-enum { DLRT__ACT_TANH = 0, DLRT__ACT_SIGMOID = 1, DLRT__ACT_GELU = 2 };
+enum { DLRT__ACT_TANH = 0, DLRT__ACT_SIGMOID = 1, DLRT__ACT_GELU = 2, DLRT__ACT_GELU_TANH = 3 };
 struct dlrt__act_params {
   int64_t kind; /* DLRT__ACT_* */
 };
