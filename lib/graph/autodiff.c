@@ -162,6 +162,10 @@ static int backward_node(dlrt_graph_t *g, dlrt__node *n) {
     }
     return accumulate(g, a, d);
   }
+  case DLRT__OP_CONTIGUOUS:
+    /* The dense copy a reshape makes of a strided view: the same elements,
+     * so the same gradient (the view's own node then lays it out). */
+    return accumulate(g, a, dy);
   case DLRT__OP_PERMUTE: {
     dlrt_tensor_t *d = bnode(g, DLRT__OP_PERMUTE, 1, &dy, a->ndim, a->shape, a);
     if (d)
