@@ -7,6 +7,7 @@
 
 #include "elementwise.h"
 #include "kernel_table.h"
+#include "attention.h"
 #include "conv.h"
 #include "nn.h"
 #include "norm.h"

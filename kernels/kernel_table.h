@@ -53,7 +53,7 @@
   X(cast_f16_##T, BUF(DLRT_U16), BUF(const C), I64)                                       \
   X(cast_bf16_##T, BUF(DLRT_U16), BUF(const C), I64)
 
-/* A kernel of typed.h in the three storage types, dlrt_k_<name>_f32 with
+/* A kernel in the three storage types (typed.h, attention.h), dlrt_k_<name>_f32 with
  * T = float, then _f16 and _bf16 with T = DLRT_U16, its arguments
  * DLRT__ARGS_<name>(T). The id of name's kernel for dtype d is
  * DLRT__K_<name>_f32 + d. */
@@ -120,7 +120,9 @@
   X(bcast_grad_b, BUF(float), BUF(const float), BUF(const float), BUF(const float), I64,  \
     I64, I64)                                                                             \
   X(embedding, BUF(float), BUF(const int), BUF(const float), I64, I64, I64)               \
-  X(embedding_grad, BUF(float), BUF(const float), BUF(const int), I64, I64, I64)
+  X(embedding_grad, BUF(float), BUF(const float), BUF(const int), I64, I64, I64)        \
+  /* attention.h */                                                                       \
+  DLRT__TYPED(X, attention) DLRT__TYPED(X, attention_grad_q) DLRT__TYPED(X, attention_grad_kv)
 
 /* typed.h: the kernels, then each one's arguments for element type T. */
 #define DLRT__TYPED_TABLE(X)                                                              \
@@ -153,6 +155,22 @@
 #define DLRT__ARGS_sum_planes(T) BUF(float), BUF(const T), I64, I64
 /* s, parts, channels, n, accumulate */
 #define DLRT__ARGS_sum_parts(T) BUF(T), BUF(const float), I64, I64, I64
+
+/* attention.h: o, lse, qkv; dqkv, dsum, dout, qkv, o, lse; dqkv, dout, qkv, lse, dsum;
+ * then batch, seq, heads, head_dim, rows, causal, scale. */
+#define DLRT__ATTN_SIZES I64, I64, I64, I64, I64, I64, F32
+#define DLRT__ARGS_attention(T) BUF(T), BUF(float), BUF(const T), DLRT__ATTN_SIZES
+#define DLRT__ARGS_attention_grad_q(T)                                                    \
+  BUF(T), BUF(float), BUF(const T), BUF(const T), BUF(const T), BUF(const float),         \
+      DLRT__ATTN_SIZES
+#define DLRT__ARGS_attention_grad_kv(T)                                                   \
+  BUF(T), BUF(const T), BUF(const T), BUF(const float), BUF(const float), DLRT__ATTN_SIZES
+/* attention.h's tiles in local memory hold DLRT__ATTN_TILE floats each: rows x
+ * head_dim (queries, keys, values, their gradients) or rows x rows (scores), with
+ * rows = DLRT__ATTN_ROWS(head_dim) (32 up to head_dim 32, then DLRT__ATTN_TILE /
+ * head_dim), which a launch passes; head_dim is at most DLRT__ATTN_TILE. */
+#define DLRT__ATTN_TILE 1024
+#define DLRT__ATTN_ROWS(d) ((d) <= DLRT__ATTN_TILE / 32 ? 32 : DLRT__ATTN_TILE / (d))
 
 /* ---------------------------------------------------------------- ids */
 

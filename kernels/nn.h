@@ -93,8 +93,14 @@ DLRT_KERNEL(dlrt_k_div_grad_z)(DLRT_RANGE DLRT_PTR(float, dz), DLRT_CPTR(float, 
   DLRT_FOR_EACH(i, count) dz[i] = -dy[i] * x[i] / (z[i] * z[i]);
 }
 
+/* GELU's tanh form (GPT-2's, PyTorch's approximate="tanh"):
+ * u = sqrt(2 / pi) (x + 0.044715 x^3), gelu(x) = 0.5 x (1 + tanh(u)). */
+#define DLRT__GELU_K 0.7978845608028654f /* sqrt(2 / pi) */
+#define DLRT__GELU_A 0.044715f
+#define DLRT__GELU_U(v) (DLRT__GELU_K * ((v) + DLRT__GELU_A * (v) * (v) * (v)))
+
 /* Activations: kind 0 tanh, 1 sigmoid, 2 GELU (exact, with erf, as PyTorch's
- * default). */
+ * default), 3 GELU's tanh form. */
 DLRT_KERNEL(dlrt_k_activation)(DLRT_RANGE DLRT_PTR(float, y), DLRT_CPTR(float, x),
                                DLRT_INDEX count, DLRT_INDEX kind) {
   DLRT_BIND(float, y);
@@ -103,12 +109,14 @@ DLRT_KERNEL(dlrt_k_activation)(DLRT_RANGE DLRT_PTR(float, y), DLRT_CPTR(float, x
     float v = x[i];
     y[i] = kind == 0   ? DLRT_TANH(v)
            : kind == 1 ? 1.0f / (1.0f + DLRT_EXP(-v))
-                       : 0.5f * v * (1.0f + DLRT_ERF(v * 0.70710678118654752f));
+           : kind == 2 ? 0.5f * v * (1.0f + DLRT_ERF(v * 0.70710678118654752f))
+                       : 0.5f * v * (1.0f + DLRT_TANH(DLRT__GELU_U(v)));
   }
 }
 
-/* Their gradients: tanh and sigmoid from the output y, GELU from the input x
- * (pass it as `t`): dx = dy * f'(.) */
+/* Their gradients: tanh and sigmoid from the output y, the GELUs from the
+ * input x (pass it as `t`): dx = dy * f'(.). The tanh form's, with
+ * t = tanh(u): 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2 / pi) (1 + 3 0.044715 x^2). */
 DLRT_KERNEL(dlrt_k_activation_grad)(DLRT_RANGE DLRT_PTR(float, dx), DLRT_CPTR(float, dy),
                                     DLRT_CPTR(float, t), DLRT_INDEX count, DLRT_INDEX kind) {
   DLRT_BIND(float, dx);
@@ -118,8 +126,13 @@ DLRT_KERNEL(dlrt_k_activation_grad)(DLRT_RANGE DLRT_PTR(float, dx), DLRT_CPTR(fl
     float v = t[i], d;
     if (kind == 0) d = 1.0f - v * v;
     else if (kind == 1) d = v * (1.0f - v);
-    else d = 0.5f * (1.0f + DLRT_ERF(v * 0.70710678118654752f)) +
-             v * 0.3989422804014327f * DLRT_EXP(-0.5f * v * v);
+    else if (kind == 2) d = 0.5f * (1.0f + DLRT_ERF(v * 0.70710678118654752f)) +
+                            v * 0.3989422804014327f * DLRT_EXP(-0.5f * v * v);
+    else {
+      float th = DLRT_TANH(DLRT__GELU_U(v));
+      d = 0.5f * (1.0f + th) +
+          0.5f * v * (1.0f - th * th) * DLRT__GELU_K * (1.0f + 3.0f * DLRT__GELU_A * v * v);
+    }
     dx[i] = dy[i] * d;
   }
 }

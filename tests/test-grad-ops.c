@@ -1,5 +1,6 @@
 /*
- * test-grad-ops.c — the graph ops sub, div, tanh, sigmoid, GELU, softmax,
+ * test-grad-ops.c — the graph ops sub, div, tanh, sigmoid, GELU (exact and
+ * its tanh form), softmax,
  * MSE, average pooling and dropout, on every device present
  * (tap_for_each_device): their gradients against central finite
  * differences (grad-check.c: every element, the same tolerance as
@@ -25,16 +26,22 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-static const char *const act_names[3] = {"tanh", "sigmoid", "gelu"};
+enum { ACTIVATIONS = 4 };
+static const char *const act_names[ACTIVATIONS] = {"tanh", "sigmoid", "gelu", "gelu_tanh"};
 
 static dlrt_tensor_t *activation(dlrt_graph_t *g, int kind, dlrt_tensor_t *x) {
-  return kind == 0 ? dlrt_tanh(g, x) : kind == 1 ? dlrt_sigmoid(g, x) : dlrt_gelu(g, x);
+  return kind == 0   ? dlrt_tanh(g, x)
+         : kind == 1 ? dlrt_sigmoid(g, x)
+         : kind == 2 ? dlrt_gelu(g, x)
+                     : dlrt_gelu_tanh(g, x);
 }
 
+/* GPT-2's GELU: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))). */
 static double host_activation(int kind, double v) {
   return kind == 0   ? tanh(v)
          : kind == 1 ? 1.0 / (1.0 + exp(-v))
-                     : 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
+         : kind == 2 ? 0.5 * v * (1.0 + erf(v / sqrt(2.0)))
+                     : 0.5 * v * (1.0 + tanh(sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
 }
 
 /* Softmax of each row of x (rows x cols) into y, in double. */
@@ -85,10 +92,10 @@ static void test_sub_div(dlrt_device_t *dev) {
   }
 }
 
-/* tanh, sigmoid and GELU of x in [-2.5, 2.5]. */
+/* tanh, sigmoid and both GELUs of x in [-2.5, 2.5]. */
 static void test_activations(dlrt_device_t *dev) {
   int64_t s[2] = {3, 4};
-  for (int k = 0; k < 3; k++) {
+  for (int k = 0; k < ACTIVATIONS; k++) {
     gcase c;
     case_begin(&c, "%s", act_names[k]);
     dlrt_tensor_t *x = cparam(&c, "x", 2, s, VALUES_RANDOM);
@@ -208,11 +215,12 @@ static void test_conv_stack_ops(dlrt_device_t *dev) {
 
 /* ---------------------------------------------------------------- forward values */
 
-/* tanh, sigmoid, GELU and softmax of 2 x 300 values in [-6, 6], and softmax
- * of 3 x 5, against double on the host: |got - want| <= 1e-5 |want|; for
- * GELU <= 1e-5 max(|want|, |x| / 10): for x below about -1.3 float's
- * 1 + erf(x / sqrt 2) cancels (as in PyTorch), leaving an error of about
- * |x| 1e-7 (at x = -6 the float result is 0, the true one -6e-9). */
+/* tanh, sigmoid, both GELUs and softmax of 2 x 300 values in [-6, 6], and
+ * softmax of 3 x 5, against double on the host: |got - want| <= 1e-5 |want|;
+ * for the GELUs <= 1e-5 max(|want|, |x| / 10): for x below about -1.3
+ * float's 1 + erf(x / sqrt 2) and 1 + tanh(u) cancel (as in PyTorch),
+ * leaving an error of about |x| 1e-7 (at x = -6 the float result is 0, the
+ * true one -6e-9, or -1e-10 for the tanh form). */
 static void test_forward_values(dlrt_device_t *dev) {
   enum { R = 2, C = 300, R2 = 3, C2 = 5 };
   const char *spec = dlrt_device_spec(dev);
@@ -226,40 +234,43 @@ static void test_forward_values(dlrt_device_t *dev) {
   dlrt_graph_t *g = new_graph();
   dlrt_tensor_t *x = dlrt_input(g, "x", DLRT_F32, 2, xs);
   dlrt_tensor_t *x2 = dlrt_input(g, "x2", DLRT_F32, 2, x2s);
-  dlrt_tensor_t *y[5];
-  for (int k = 0; k < 3; k++) y[k] = dlrt_keep(g, activation(g, k, x));
-  y[3] = dlrt_keep(g, dlrt_softmax(g, x));
-  y[4] = dlrt_keep(g, dlrt_softmax(g, x2));
+  enum { SOFTMAX = ACTIVATIONS, SOFTMAX2, OUTPUTS };
+  dlrt_tensor_t *y[OUTPUTS];
+  for (int k = 0; k < ACTIVATIONS; k++) y[k] = dlrt_keep(g, activation(g, k, x));
+  y[SOFTMAX] = dlrt_keep(g, dlrt_softmax(g, x));
+  y[SOFTMAX2] = dlrt_keep(g, dlrt_softmax(g, x2));
   dlrt_exec_t *e = NULL;
   int st = dlrt_graph_status(g);
   if (st == DLRT_OK) st = dlrt_exec_create(g, dev, 1, &e);
   if (st == DLRT_OK) st = dlrt_exec_write(e, x, xv, sizeof xv);
   if (st == DLRT_OK) st = dlrt_exec_write(e, x2, x2v, sizeof x2v);
   if (st == DLRT_OK) st = dlrt_exec_run(e, DLRT_RUN_FORWARD);
-  if (tap_check(st, "%s: a forward run of tanh, sigmoid, gelu and softmax", spec)) {
-    for (int k = 0; k < 5; k++) {
-      int64_t n = k < 4 ? R * C : R2 * C2;
+  if (tap_check(st, "%s: a forward run of tanh, sigmoid, the gelus and softmax", spec)) {
+    for (int k = 0; k < OUTPUTS; k++) {
+      int64_t n = k < SOFTMAX2 ? R * C : R2 * C2;
+      int gelu = k == 2 || k == 3;
       st = dlrt_exec_read(e, y[k], got, (size_t)n * sizeof *got);
-      if (k < 3)
+      if (k < ACTIVATIONS)
         for (int64_t i = 0; i < n; i++) want[i] = host_activation(k, xv[i]);
       else
-        host_softmax(k == 3 ? xv : x2v, want, k == 3 ? R : R2, k == 3 ? C : C2);
+        host_softmax(k == SOFTMAX ? xv : x2v, want, k == SOFTMAX ? R : R2,
+                     k == SOFTMAX ? C : C2);
       double worst = 0; /* error / bound */
       int64_t at = 0;
       for (int64_t i = 0; i < n && st == DLRT_OK; i++) {
         double err = fabs(got[i] - want[i]);
-        double bound = 1e-5 * (k == 2 ? fmax(fabs(want[i]), 0.1 * fabs(xv[i])) : fabs(want[i]));
+        double bound = 1e-5 * (gelu ? fmax(fabs(want[i]), 0.1 * fabs(xv[i])) : fabs(want[i]));
         double q = err > 0 ? err / bound : 0;
         if (!(q <= worst)) at = i;
         worst = worse(worst, q);
       }
-      const char *name = k < 3 ? act_names[k] : "softmax";
+      const char *name = k < ACTIVATIONS ? act_names[k] : "softmax";
       if (!ok(st == DLRT_OK && worst <= 1.0, "%s: %s %s matches the host in double: worst "
-              "error %.1e %s", spec, name, k < 4 ? "2x300" : "3x5",
+              "error %.1e %s", spec, name, k < SOFTMAX2 ? "2x300" : "3x5",
               worst * 1e-5,
-              k == 2 ? "relative to max(|want|, |x| / 10)" : "relative"))
+              gelu ? "relative to max(|want|, |x| / 10)" : "relative"))
         diag("element %lld (x %.9g): got %.9g, want %.9g", (long long)at,
-             (k == 4 ? x2v : xv)[at], got[at], want[at]);
+             (k == SOFTMAX2 ? x2v : xv)[at], got[at], want[at]);
     }
   }
   dlrt_exec_destroy(e);
@@ -472,6 +483,7 @@ static void test_refusals(void) {
   dlrt_tensor_t *b = dlrt_input(g, "first_b", DLRT_F32, 2, s35);
   ok(dlrt_sub(g, a, b) == NULL, "sub 3x4 - 3x5 fails first");
   ok(dlrt_tanh(g, a) == NULL && dlrt_sigmoid(g, a) == NULL && dlrt_gelu(g, a) == NULL &&
+         dlrt_gelu_tanh(g, a) == NULL &&
          dlrt_softmax(g, a) == NULL && dlrt_mse(g, a, a) == NULL && dlrt_div(g, a, a) == NULL &&
          dlrt_dropout(g, a, 0.5f) == NULL && dlrt_avg_pool2d(g, NULL, 2, 2) == NULL,
      "after it every new builder returns NULL, valid inputs or not");

@@ -42,6 +42,14 @@ static dlrt_tensor_t *op_transpose_axes(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_
   (void)b, (void)ids;
   return dlrt_transpose_axes(g, a, 0, 2); /* 4 x 3 x 2 */
 }
+static dlrt_tensor_t *op_reshape_transposed(dlrt_graph_t *g, dlrt_tensor_t *a,
+                                            dlrt_tensor_t *b, dlrt_tensor_t *ids) {
+  (void)b, (void)ids;
+  /* A reshape of a strided view copies it dense first (a forward node of
+   * its own, whose gradient is dy's), as multi-head attention written with
+   * the older ops does: 2 x 4 x 3 -> 8 x 3. */
+  return dlrt_reshape(g, dlrt_transpose_axes(g, a, 1, 2), 2, (int64_t[]){8, 3});
+}
 static dlrt_tensor_t *op_slice_last(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b,
                                     dlrt_tensor_t *ids) {
   (void)b, (void)ids;
@@ -409,6 +417,7 @@ static const struct {
     {"batched matmul A B^T", op_bmm_nt},  {"batched matmul A^T B", op_bmm_tn},
     {"3-D times 2-D matmul", op_bmm_2d}, {"transpose of axes 0 and 2", op_transpose_axes},
     {"slice along the last axis", op_slice_last},
+    {"reshape of a transposed view", op_reshape_transposed},
     {"slices of transposed views", op_slice_transposed},
     {"batched matmul of transposed views", op_bmm_view}};
 

@@ -8,6 +8,7 @@
 
 #include "cpu_internal.h"
 #include "cpu_pool.h"
+#include "attention.h"
 #include "elementwise.h"
 #include "conv.h"
 #include "nn.h"

@@ -91,8 +91,29 @@ DLRT_API dlrt_tensor_t *dlrt_tanh(dlrt_graph_t *g, dlrt_tensor_t *x);
 DLRT_API dlrt_tensor_t *dlrt_sigmoid(dlrt_graph_t *g, dlrt_tensor_t *x);
 /* The exact GELU, x * Phi(x) (PyTorch's default, with erf). */
 DLRT_API dlrt_tensor_t *dlrt_gelu(dlrt_graph_t *g, dlrt_tensor_t *x);
+/* GELU's tanh form, GPT-2's (PyTorch's gelu(x, approximate="tanh")):
+ * 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))). */
+DLRT_API dlrt_tensor_t *dlrt_gelu_tanh(dlrt_graph_t *g, dlrt_tensor_t *x);
 /* Softmax over the last axis. */
 DLRT_API dlrt_tensor_t *dlrt_softmax(dlrt_graph_t *g, dlrt_tensor_t *x);
+/* Fused multi-head self-attention, as in GPT-2 between c_attn and c_proj.
+ * qkv is B x T x 3C: each position's queries, keys and values side by side
+ * along the last axis, head h's query in columns [h D, h D + D), its key in
+ * [C + h D, ...), its value in [2C + h D, ...), with D = C / heads (at most
+ * 1024; 3C must be a multiple of 3 x heads). The result is B x T x C, head
+ * h's softmax(q k^T / sqrt(D)) v in columns [h D, h D + D): the heads
+ * concatenated, ready for the output projection. causal 1 lets each query
+ * attend to the keys at its own position and before (a decoder), 0 to all T.
+ * Computed as FlashAttention does, forward and backward: tiles of keys with
+ * an online softmax, and in the backward pass the probabilities recomputed
+ * from qkv. Besides qkv and its output, the backward pass keeps only each
+ * row's logsumexp (B x heads x T floats); nothing of size T x T is ever
+ * stored, so the memory it plans grows with T, not T^2. In a graph computing
+ * in fp16 or bf16 (dlrt_graph_set_precision) it reads and writes that type
+ * and sums in fp32. Deterministic on every device (no atomics); devices
+ * differ only by their exp and log. */
+DLRT_API dlrt_tensor_t *dlrt_attention(dlrt_graph_t *g, dlrt_tensor_t *qkv, int heads,
+                                       int causal);
 /* Mean squared error of two tensors of one shape: a tensor of shape [1]. */
 DLRT_API dlrt_tensor_t *dlrt_mse(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b);
 /* Inverted dropout with drop probability p in [0, 1): in training runs each

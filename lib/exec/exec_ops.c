@@ -229,6 +229,52 @@ static int run_bias_grad(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *c) {
   return rc;
 }
 
+/* The sizes attention.h's kernels take after their arrays. */
+static void attention_sizes(dlrt__launcher *lb, const struct dlrt__attention_params *p,
+                            int64_t rows) {
+  dlrt__launch_i64(lb, p->batch), dlrt__launch_i64(lb, p->seq), dlrt__launch_i64(lb, p->heads);
+  dlrt__launch_i64(lb, p->head_dim), dlrt__launch_i64(lb, rows);
+  dlrt__launch_i64(lb, p->causal), dlrt__launch_f32(lb, p->scale);
+}
+
+/* Fused attention (kernels/attention.h), one work-group per tile of rows of
+ * each head of each sequence: the forward pass (o, lse from qkv) over tiles
+ * of queries; its gradient in two kernels, dQ over tiles of queries (which
+ * also writes D = rowsum(dO * o) into the node's workspace) and then dK, dV
+ * over tiles of keys, reading D. qkv, o, dO and dqkv share one storage
+ * type (the precision pass sees to it); lse and D are fp32. */
+static int run_attention(dlrt_exec_t *e, dlrt__node *n) {
+  const struct dlrt__attention_params *p = &n->attention;
+  int64_t rows = DLRT__ATTN_ROWS(p->head_dim);
+  int64_t groups = p->batch * p->heads * ((p->seq + rows - 1) / rows);
+  int fwd = n->op == DLRT__OP_ATTENTION;
+  dlrt_tensor_t *qkv = fwd ? n->in[0] : n->in[1], *o = fwd ? n->out[0] : n->in[2];
+  dlrt_tensor_t *lse = fwd ? n->out[1] : n->in[3];
+  dlrt_dtype dtype = qkv->dtype;
+  if (o->dtype != dtype || n->out[0]->dtype != dtype || (!fwd && n->in[0]->dtype != dtype))
+    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "graph: %s of %s mixes storage types (qkv "
+                           "%s, output %s)", dlrt__op_name(n->op), qkv->name,
+                           dlrt_dtype_name(dtype), dlrt_dtype_name(n->out[0]->dtype));
+  dlrt__launcher lb;
+  if (fwd) {
+    start(&lb, e, typed(DLRT__K_attention_f32, dtype), 0, groups);
+    arg(&lb, e, o), arg(&lb, e, lse), arg(&lb, e, qkv);
+    attention_sizes(&lb, p, rows);
+    return dlrt__launch_submit(e->stream, &lb);
+  }
+  dlrt_tensor_t *dqkv = n->out[0], *dsum = n->out[1], *dout = n->in[0];
+  start(&lb, e, typed(DLRT__K_attention_grad_q_f32, dtype), 0, groups);
+  arg(&lb, e, dqkv), arg(&lb, e, dsum), arg(&lb, e, dout), arg(&lb, e, qkv), arg(&lb, e, o);
+  arg(&lb, e, lse);
+  attention_sizes(&lb, p, rows);
+  int rc = dlrt__launch_submit(e->stream, &lb);
+  if (rc < 0) return rc;
+  start(&lb, e, typed(DLRT__K_attention_grad_kv_f32, dtype), 0, groups);
+  arg(&lb, e, dqkv), arg(&lb, e, dout), arg(&lb, e, qkv), arg(&lb, e, lse), arg(&lb, e, dsum);
+  attention_sizes(&lb, p, rows);
+  return dlrt__launch_submit(e->stream, &lb);
+}
+
 int dlrt__exec_run_node(dlrt_exec_t *e, dlrt__node *n) { return dlrt__exec_run_node_chunk(e, n, NULL); }
 
 int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *c) {
@@ -381,6 +427,9 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
                             dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, y), off(y), NULL, 0);
     return rc;
   }
+  case DLRT__OP_ATTENTION:
+  case DLRT__OP_ATTENTION_GRAD:
+    return run_attention(e, n);
   case DLRT__OP_SUB:
   case DLRT__OP_DIV:
     start(&lb, e, n->op == DLRT__OP_SUB ? DLRT__K_sub : DLRT__K_div, y->numel, 0);

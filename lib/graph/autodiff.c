@@ -162,6 +162,10 @@ static int backward_node(dlrt_graph_t *g, dlrt__node *n) {
     }
     return accumulate(g, a, d);
   }
+  case DLRT__OP_CONTIGUOUS:
+    /* The dense copy a reshape makes of a strided view: the same elements,
+     * so the same gradient (the view's own node then lays it out). */
+    return accumulate(g, a, dy);
   case DLRT__OP_PERMUTE: {
     dlrt_tensor_t *d = bnode(g, DLRT__OP_PERMUTE, 1, &dy, a->ndim, a->shape, a);
     if (d)
@@ -235,8 +239,9 @@ static int backward_node(dlrt_graph_t *g, dlrt__node *n) {
     return rc;
   }
   case DLRT__OP_ACT: {
-    /* tanh and sigmoid differentiate from their output, GELU from its input. */
-    dlrt_tensor_t *in[2] = {dy, n->act.kind == DLRT__ACT_GELU ? a : y};
+    /* tanh and sigmoid differentiate from their output, the GELUs from their input. */
+    int from_x = n->act.kind == DLRT__ACT_GELU || n->act.kind == DLRT__ACT_GELU_TANH;
+    dlrt_tensor_t *in[2] = {dy, from_x ? a : y};
     dlrt_tensor_t *d = bnode(g, DLRT__OP_ACT_GRAD, 2, in, a->ndim, a->shape, a);
     if (d) d->producer->act = n->act;
     return accumulate(g, a, d);
@@ -284,6 +289,17 @@ static int backward_node(dlrt_graph_t *g, dlrt__node *n) {
       if (rc == DLRT_OK) rc = accumulate(g, beta, db);
     }
     return rc;
+  }
+  case DLRT__OP_ATTENTION: {
+    /* FlashAttention's backward pass: the probabilities are recomputed
+     * from qkv and the saved logsumexp, and D = rowsum(dO * y) goes to a
+     * workspace of B x heads x T floats (the node's second output). */
+    dlrt_tensor_t *lse = n->out[1], *in[4] = {dy, a, y, lse};
+    dlrt_tensor_t *d = bnode(g, DLRT__OP_ATTENTION_GRAD, 4, in, a->ndim, a->shape, a);
+    if (!d || !dlrt__add_workspace(g, d->producer, lse->ndim, lse->shape, DLRT_F32))
+      return g->status;
+    d->producer->attention = n->attention;
+    return accumulate(g, a, d);
   }
   case DLRT__OP_CONCAT: {
     int64_t start = 0;

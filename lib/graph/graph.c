@@ -27,7 +27,8 @@ static const char *const op_names[DLRT__OP_COUNT_] = {
     [DLRT__OP_BN_RUNNING] = "bn_running", [DLRT__OP_CONCAT] = "concat", [DLRT__OP_SLICE] = "slice",
     [DLRT__OP_SLICE_GRAD] = "slice_grad", [DLRT__OP_AXIS_SUM] = "sum_axis", [DLRT__OP_AXIS_EXPAND] = "expand",
     [DLRT__OP_BCAST] = "broadcast_op", [DLRT__OP_BCAST_GRAD_B] = "broadcast_grad", [DLRT__OP_EMBED] = "embedding",
-    [DLRT__OP_EMBED_GRAD] = "embedding_grad", [DLRT__OP_CAST] = "cast", [DLRT__OP_CONTIGUOUS] = "contiguous"};
+    [DLRT__OP_EMBED_GRAD] = "embedding_grad", [DLRT__OP_CAST] = "cast", [DLRT__OP_CONTIGUOUS] = "contiguous",
+    [DLRT__OP_ATTENTION] = "attention", [DLRT__OP_ATTENTION_GRAD] = "attention_grad"};
 
 const char *dlrt__op_name(dlrt__op_kind op) {
   return op >= 0 && op < DLRT__OP_COUNT_ && op_names[op] ? op_names[op] : "unknown";
@@ -497,6 +498,10 @@ dlrt_tensor_t *dlrt_sigmoid(dlrt_graph_t *g, dlrt_tensor_t *x) {
 }
 dlrt_tensor_t *dlrt_gelu(dlrt_graph_t *g, dlrt_tensor_t *x) {
   return activation(g, x, DLRT__ACT_GELU);
+}
+
+dlrt_tensor_t *dlrt_gelu_tanh(dlrt_graph_t *g, dlrt_tensor_t *x) {
+  return activation(g, x, DLRT__ACT_GELU_TANH);
 }
 
 dlrt_tensor_t *dlrt_softmax(dlrt_graph_t *g, dlrt_tensor_t *x) {

@@ -57,9 +57,9 @@ typedef enum {
   DLRT__OP_SUB,
   DLRT__OP_DIV,
   DLRT__OP_DIV_GRAD_Z,  /* out = -in0 (dy) * in1 (x) / in2 (z)^2 */
-  DLRT__OP_ACT,         /* tanh, sigmoid or gelu [act] */
-  DLRT__OP_ACT_GRAD,    /* out = in0 (dy) * f'(in1): in1 is y for tanh/sigmoid, x for gelu
-                     [act] */
+  DLRT__OP_ACT,         /* tanh, sigmoid, gelu or gelu's tanh form [act] */
+  DLRT__OP_ACT_GRAD,    /* out = in0 (dy) * f'(in1): in1 is y for tanh/sigmoid, x for the
+                     gelus [act] */
   DLRT__OP_SOFTMAX,     /* rows of the last axis [rows] */
   DLRT__OP_SOFTMAX_GRAD, /* in0 dy, in1 y [rows] */
   DLRT__OP_AVGPOOL,     /* [pool] */
@@ -82,6 +82,10 @@ typedef enum {
   DLRT__OP_BCAST_GRAD_B, /* in: dy a b [bcast] */
   DLRT__OP_EMBED,       /* in0 ids (i32), in1 table [embed] */
   DLRT__OP_EMBED_GRAD,  /* in0 dy, in1 ids [embed] */
+  DLRT__OP_ATTENTION,   /* out0 o (B x T x C), out1 lse (B x heads x T, fp32) from in0 qkv
+                     (B x T x 3C) [attention] */
+  DLRT__OP_ATTENTION_GRAD, /* out0 dqkv, out1 the workspace D (B x heads x T, fp32); in: dO
+                        qkv o lse [attention, the forward's] */
   DLRT__OP_CAST,        /* out = in0 converted to out's dtype (mixed precision) */
   DLRT__OP_CONTIGUOUS,  /* out = in0's elements, dense (in0 a strided view) */
   DLRT__OP_SGD,         /* in0 param (updated), in1 velocity, in2 grad */
@@ -150,6 +154,7 @@ struct dlrt__node {
     struct dlrt__axis_params axis;
     struct dlrt__bcast_params bcast;
     struct dlrt__embed_params embed;
+    struct dlrt__attention_params attention;
     int64_t raw[NODE_MAX_P];
   };
   /* Matmul operands (bit j: input j) whose transpose flag dlrt__graph_layout

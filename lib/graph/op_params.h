@@ -83,7 +83,7 @@ struct dlrt__permute_params {
 };
 
 /* DLRT__OP_ACT, DLRT__OP_ACT_GRAD. The values are the kernels'. */
-enum { DLRT__ACT_TANH = 0, DLRT__ACT_SIGMOID = 1, DLRT__ACT_GELU = 2 };
+enum { DLRT__ACT_TANH = 0, DLRT__ACT_SIGMOID = 1, DLRT__ACT_GELU = 2, DLRT__ACT_GELU_TANH = 3 };
 struct dlrt__act_params {
   int64_t kind; /* DLRT__ACT_* */
 };
@@ -140,6 +140,14 @@ struct dlrt__bcast_params {
 /* DLRT__OP_EMBED, DLRT__OP_EMBED_GRAD: count ids into a vocab x dim table. */
 struct dlrt__embed_params {
   int64_t count, vocab, dim;
+};
+
+/* DLRT__OP_ATTENTION, DLRT__OP_ATTENTION_GRAD: qkv batch x seq x 3 heads head_dim. The
+ * kernels take them in this order, then the tile rows and the scale. */
+struct dlrt__attention_params {
+  int64_t batch, seq, heads, head_dim;
+  int64_t causal; /* 1: each query attends to the keys up to its own */
+  float scale;    /* of the scores: 1 / sqrt(head_dim) */
 };
 
 /* The most int64_t a node's parameters take (the convolution's twelve). */

@@ -5,8 +5,8 @@
  * - LOW: matmuls and convolutions take their floating
  *   operands in the compute type; parameters and inputs are cast to it
  *   (once per step each, by cast nodes placed before their first use).
- * - FOLLOW: ops with kernels in every storage type (typed.h and the
- *   elementwise ops) run in the type of their inputs: the widest one when
+ * - FOLLOW: ops with kernels in every storage type (typed.h, attention.h and
+ *   the elementwise ops) run in the type of their inputs: the widest one when
  *   they differ (a bias takes its input's type and its bias is cast).
  * - F32: everything else (losses, softmax, normalisation, activations other
  *   than ReLU, reductions) computes and stores fp32; 16-bit inputs are cast
@@ -43,6 +43,7 @@ static op_precision precision_of(dlrt__op_kind op) {
   case DLRT__OP_ADD:
   case DLRT__OP_MUL:
   case DLRT__OP_SCALE:
+  case DLRT__OP_ATTENTION: /* its statistics stay fp32 (retype_outputs) */
     return RUN_FOLLOW;
   default:
     return RUN_F32;
@@ -145,6 +146,7 @@ static int retype_outputs(rewrite *r, dlrt__node *n, dlrt_dtype dtype) {
   for (int j = 0; j < n->n_out; j++) {
     dlrt_tensor_t *t = n->out[j];
     if (!is_float(t->dtype) || t->dtype == dtype) continue;
+    if (n->op == DLRT__OP_ATTENTION && j > 0) continue; /* the logsumexp, fp32 in any type */
     if (!t->kept || t->owner != t) { /* a view keeps its storage's type */
       t->dtype = dtype;
       continue;

@@ -1,0 +1,389 @@
+/* attention.h — fused multi-head self-attention, forward and backward, in
+ * the portable dialect (FlashAttention's scheme, Dao et al. 2022; the
+ * backward pass as FlashAttention-2's, without atomics).
+ *
+ * qkv is B x T x 3C, the output of GPT-2's c_attn: row t holds the queries
+ * of every head, then the keys, then the values; head h's are the D = C /
+ * heads columns from h D in each third. o is B x T x C (head h in columns
+ * h D .. h D + D - 1), lse B x heads x T (fp32).
+ *
+ *   forward:  o_i = sum_j p_ij v_j,  p_ij = exp(s_ij - lse_i),
+ *             s_ij = scale q_i . k_j (keys j <= i only when causal),
+ *             lse_i = log sum_j exp(s_ij)
+ *   backward: D_i = dO_i . o_i;  ds_ij = p_ij (dO_i . v_j - D_i)
+ *             dq_i = scale sum_j ds_ij k_j,  dk_j = scale sum_i ds_ij q_i,
+ *             dv_j = sum_i p_ij dO_i
+ *
+ * Nothing of size T x T is ever stored: a work-group takes a tile of rows
+ * (queries, or keys in dK / dV) and walks the tiles of the other side
+ * through local memory, with an online softmax in the forward pass (a
+ * running row maximum and sum, the accumulator rescaled as the maximum
+ * grows) and the probabilities recomputed from q, k and lse in the
+ * backward pass. The forward pass saves only lse; the backward pass takes
+ * two kernels, one per tile of queries (dQ, and D into `dsum`, B x heads x
+ * T) and one per tile of keys (dK, dV, reading dsum): each output element
+ * is written by one work-item, so results are deterministic.
+ *
+ * Every tile in local memory holds at most DLRT__ATTN_TILE floats: rows x D
+ * (queries, keys, values, dO and the accumulators) or rows x rows (scores),
+ * rows = DLRT__ATTN_ROWS(D) (kernel_table.h), which the launch passes.
+ * Loads convert the storage type to fp32 and all arithmetic is fp32; o and
+ * dqkv are rounded once when stored. Each score, probability and sum adds
+ * its terms in the same order on every device (see dlrt__attn_mm), so the
+ * devices differ only by their exp and log. */
+#include "dialect.h"
+
+/* The tile size the OpenCL program is built with (it does not see
+ * kernel_table.h, whose DLRT__ATTN_TILE the host sizes launches with). */
+#define DLRT__ATTN_TILE_FLOATS 1024
+#ifndef DLRT__ATTN_TILE
+#define DLRT__ATTN_TILE DLRT__ATTN_TILE_FLOATS
+#elif DLRT__ATTN_TILE != DLRT__ATTN_TILE_FLOATS
+#error "kernels/attention.h: DLRT__ATTN_TILE of kernel_table.h differs from DLRT__ATTN_TILE_FLOATS"
+#endif
+/* The most rows of a tile (the per-row statistics' arrays). */
+#define DLRT__ATTN_ROWS_MAX 32
+
+#if defined(__OPENCL_VERSION__)
+#define DLRT__ATTN_LOCAL __local
+#else
+#define DLRT__ATTN_LOCAL
+#endif
+
+/* A phase's work of n elements shared by the group. GPUs: work-item lid
+ * takes every DLRT_WG-th element. The CPU runs a phase as a loop over the
+ * work-items: there work-item 0 takes them all, in order, which lets the
+ * loops below be vector loops. */
+#if defined(__OPENCL_VERSION__) || defined(__CUDACC__)
+#define DLRT__ATTN_GPU 1
+#define DLRT__ATTN_SHARE(e, lid, n) for (int e = (lid); e < (n); e += DLRT_WG)
+#else
+#define DLRT__ATTN_GPU 0
+#define DLRT__ATTN_SHARE(e, lid, n) for (int e = (lid) ? (n) : 0; e < (n); e++)
+#endif
+
+/* out (rows x cols, row stride ldo) = start + A B, A rows x depth with
+ * element (i, k) at a[i * a_row + k * a_col] (a_row = 1, a_col = ld: A is
+ * stored transposed), B depth x cols at b[k * ldb + j]. start is 0
+ * (mode 0), out (mode 1) or out * scale[i] (mode 2). Each element adds its
+ * depth terms in order k = 0, 1, ... onto its start: a GPU's work-item
+ * computes one element so, the CPU a row at a time as vector loops over
+ * j, with the same rounding. Called inside a phase by every work-item. */
+DLRT_INLINE void dlrt__attn_mm(DLRT__ATTN_LOCAL float *out, int ldo,
+                               DLRT__ATTN_LOCAL const float *a, int a_row, int a_col,
+                               DLRT__ATTN_LOCAL const float *b, int ldb, int rows, int cols,
+                               int depth, int mode, DLRT__ATTN_LOCAL const float *scale,
+                               int lid) {
+#if DLRT__ATTN_GPU
+  for (int e = lid; e < rows * cols; e += DLRT_WG) {
+    int i = e / cols, j = e - i * cols;
+    float acc = mode == 0 ? 0.0f : mode == 1 ? out[i * ldo + j] : out[i * ldo + j] * scale[i];
+    for (int k = 0; k < depth; k++) acc += a[i * a_row + k * a_col] * b[k * ldb + j];
+    out[i * ldo + j] = acc;
+  }
+#else
+  if (lid != 0) return;
+  for (int i = 0; i < rows; i++) {
+    float *o = out + i * ldo;
+    if (mode == 0)
+      for (int j = 0; j < cols; j++) o[j] = 0.0f;
+    else if (mode == 2)
+      for (int j = 0; j < cols; j++) o[j] *= scale[i];
+    for (int k = 0; k < depth; k++) {
+      float aik = a[i * a_row + k * a_col];
+      const float *bk = b + k * ldb;
+      for (int j = 0; j < cols; j++) o[j] += aik * bk[j];
+    }
+  }
+#endif
+}
+
+/* The online softmax over one tile of scores s (bq x bk, row stride ld):
+ * key j of row i counts when j <= i + diag (diag = the tile's first query
+ * minus its first key when causal; T otherwise). The row maximum m grows
+ * to cover the tile, the row sum l is rescaled by alpha = exp(m_old - m)
+ * (kept for the accumulator) and gains the tile's exp(s - m), which replace
+ * s (0 for masked keys). Tiles start on multiples of one row count, so a
+ * causal row always has key 0 of its tile or an earlier one: m is finite
+ * after the first tile. */
+DLRT_INLINE void dlrt__attn_softmax_tile(DLRT__ATTN_LOCAL float *s, int ld,
+                                         DLRT__ATTN_LOCAL float *m, DLRT__ATTN_LOCAL float *l,
+                                         DLRT__ATTN_LOCAL float *alpha, int bq, int bk,
+                                         DLRT_INDEX diag, int lid) {
+  DLRT__ATTN_SHARE(i, lid, bq) {
+    DLRT__ATTN_LOCAL float *row = s + i * ld;
+    int keys = i + diag + 1 < bk ? (int)(i + diag + 1) : bk;
+    float mx = m[i], sum = 0.0f;
+    for (int j = 0; j < keys; j++) mx = DLRT_FMAX(mx, row[j]);
+    for (int j = 0; j < keys; j++) {
+      float p = DLRT_EXP(row[j] - mx);
+      row[j] = p;
+      sum += p;
+    }
+    for (int j = keys; j < bk; j++) row[j] = 0.0f;
+    alpha[i] = DLRT_EXP(m[i] - mx); /* 0 on the first tile (m = -inf) */
+    l[i] = l[i] * alpha[i] + sum;
+    m[i] = mx;
+  }
+}
+
+/* The backward pass's tile: scores s into p = exp(s - lse_i) (0 for masked
+ * keys, as dlrt__attn_softmax_tile masks), and dp = dO_i . v_j into
+ * ds = p (dp - D_i). */
+DLRT_INLINE void dlrt__attn_grad_tile(DLRT__ATTN_LOCAL float *s, DLRT__ATTN_LOCAL float *dp,
+                                      int ld, DLRT__ATTN_LOCAL const float *lse,
+                                      DLRT__ATTN_LOCAL const float *dsum, int bq, int bk,
+                                      DLRT_INDEX diag, int lid) {
+  DLRT__ATTN_SHARE(e, lid, bq * bk) {
+    int i = e / bk, j = e - i * bk;
+    float p = j <= i + diag ? DLRT_EXP(s[i * ld + j] - lse[i]) : 0.0f;
+    s[i * ld + j] = p;
+    dp[i * ld + j] = p * (dp[i * ld + j] - dsum[i]);
+  }
+}
+
+/* Tile geometry shared by the three kernels: group `grp` of batch x heads x
+ * tiles is tile `first / rows` of head h of sequence b; `base` is element
+ * (b, 0, h D) of qkv and `obase` of o (row t at base + 3 C t, obase + C t). */
+#define DLRT__ATTN_GEOMETRY(grp)                                                              \
+  DLRT_INDEX bh = (grp) / tiles, b = bh / heads, h = bh - b * heads;                          \
+  DLRT_INDEX first = ((grp) - bh * tiles) * rows;                                             \
+  int n_first = seq - first < rows ? (int)(seq - first) : r;                                  \
+  DLRT_INDEX base = b * seq * 3 * c + h * head_dim, obase = b * seq * c + h * head_dim
+
+/* Loads rows x D of one third of qkv (part 0 queries, 1 keys, 2 values)
+ * from row t0 into the local tile x, times `mul`: row-major (x[j D + k])
+ * and, when xt is not NULL-like (transposed = 1), transposed into xt[k ld + j]. */
+#define DLRT__ATTN_LOAD(LD, x, row_major, xt, transposed, part, t0, n, mul)                   \
+  DLRT__ATTN_SHARE(e, lid, (n) * d) {                                                         \
+    int j = e / d, k = e - j * d;                                                             \
+    float v = LD(qkv, base + ((t0) + j) * 3 * c + (part) * c + k) * (mul);                    \
+    if (row_major) x[e] = v;                                                                  \
+    if (transposed) xt[k * r + j] = v;                                                        \
+  }
+
+/* DLRT__ATTN_KERNELS(SUFFIX, T, LD, ST): the kernels for storage type T.
+ * Arguments after the arrays: batch, seq (T), heads, head_dim (D), rows
+ * (DLRT__ATTN_ROWS(D)), causal (0 or 1), scale (1 / sqrt(D)). */
+#define DLRT__ATTN_KERNELS(SUF, T, LD, ST)                                                    \
+/* o and lse from qkv; one work-group per tile of queries. */                                 \
+DLRT_KERNEL(dlrt_k_attention_##SUF)(DLRT_RANGE DLRT_PTR(T, o), DLRT_PTR(float, lse),          \
+                                    DLRT_CPTR(T, qkv), DLRT_INDEX batch, DLRT_INDEX seq,      \
+                                    DLRT_INDEX heads, DLRT_INDEX head_dim, DLRT_INDEX rows,   \
+                                    DLRT_INDEX causal, float scale) {                         \
+  DLRT_BIND(T, o);                                                                            \
+  DLRT_BIND(float, lse);                                                                      \
+  DLRT_CBIND(T, qkv);                                                                         \
+  DLRT_LOCAL(float, q_t, DLRT__ATTN_TILE);   /* queries times scale, rows x D */              \
+  DLRT_LOCAL(float, kt_t, DLRT__ATTN_TILE);  /* keys, D x rows */                             \
+  DLRT_LOCAL(float, v_t, DLRT__ATTN_TILE);   /* values, rows x D */                           \
+  DLRT_LOCAL(float, acc_t, DLRT__ATTN_TILE); /* sum of p v, rows x D */                       \
+  DLRT_LOCAL(float, s_t, DLRT__ATTN_TILE);   /* scores, then p, rows x rows */                \
+  DLRT_LOCAL(float, m_t, DLRT__ATTN_ROWS_MAX);                                                \
+  DLRT_LOCAL(float, l_t, DLRT__ATTN_ROWS_MAX);                                                \
+  DLRT_LOCAL(float, alpha_t, DLRT__ATTN_ROWS_MAX);                                            \
+  int d = (int)head_dim, r = (int)rows;                                                       \
+  DLRT_INDEX c = heads * head_dim, tiles = (seq + rows - 1) / rows;                           \
+  DLRT_FOR_EACH_GROUP(grp, batch * heads * tiles) {                                           \
+    DLRT__ATTN_GEOMETRY(grp);                                                                 \
+    int bq = n_first;                                                                         \
+    DLRT_INDEX key_end = causal ? first + bq : seq;                                           \
+    DLRT_PHASE(lid) {                                                                         \
+      DLRT__ATTN_LOAD(LD, q_t, 1, q_t, 0, 0, first, bq, scale);                               \
+      DLRT__ATTN_SHARE(e, lid, bq * d) acc_t[e] = 0.0f;                                       \
+      DLRT__ATTN_SHARE(i, lid, bq) {                                                          \
+        m_t[i] = DLRT_MINUS_INF;                                                              \
+        l_t[i] = 0.0f;                                                                        \
+      }                                                                                       \
+    }                                                                                         \
+    DLRT_BARRIER();                                                                           \
+    for (DLRT_INDEX k0 = 0; k0 < key_end; k0 += rows) {                                       \
+      int bk = key_end - k0 < rows ? (int)(key_end - k0) : r;                                 \
+      DLRT_PHASE(lid) {                                                                       \
+        DLRT__ATTN_LOAD(LD, kt_t, 0, kt_t, 1, 1, k0, bk, 1.0f);                               \
+        DLRT__ATTN_LOAD(LD, v_t, 1, v_t, 0, 2, k0, bk, 1.0f);                                 \
+      }                                                                                       \
+      DLRT_BARRIER();                                                                         \
+      DLRT_PHASE(lid) { dlrt__attn_mm(s_t, r, q_t, d, 1, kt_t, r, bq, bk, d, 0, m_t, lid); }  \
+      DLRT_BARRIER();                                                                         \
+      DLRT_PHASE(lid) {                                                                       \
+        dlrt__attn_softmax_tile(s_t, r, m_t, l_t, alpha_t, bq, bk, causal ? first - k0 : seq, \
+                                lid);                                                         \
+      }                                                                                       \
+      DLRT_BARRIER();                                                                         \
+      DLRT_PHASE(lid) {                                                                       \
+        dlrt__attn_mm(acc_t, d, s_t, r, 1, v_t, d, bq, d, bk, 2, alpha_t, lid);               \
+      }                                                                                       \
+      DLRT_BARRIER();                                                                         \
+    }                                                                                         \
+    DLRT_PHASE(lid) {                                                                         \
+      DLRT__ATTN_SHARE(e, lid, bq * d) {                                                      \
+        int i = e / d, k = e - i * d;                                                         \
+        ST(o, obase + (first + i) * c + k, acc_t[e] / l_t[i]);                                \
+      }                                                                                       \
+      DLRT__ATTN_SHARE(i, lid, bq) lse[bh * seq + first + i] = m_t[i] + DLRT_LOG(l_t[i]);     \
+    }                                                                                         \
+    DLRT_BARRIER();                                                                           \
+  }                                                                                           \
+}                                                                                             \
+/* dq into dqkv's query columns, and dsum = D (B x heads x T) for          \
+ * attention_grad_kv; one work-group per tile of queries. */                                  \
+DLRT_KERNEL(dlrt_k_attention_grad_q_##SUF)(DLRT_RANGE DLRT_PTR(T, dqkv),                      \
+                                           DLRT_PTR(float, dsum), DLRT_CPTR(T, dout),         \
+                                           DLRT_CPTR(T, qkv), DLRT_CPTR(T, o),                \
+                                           DLRT_CPTR(float, lse), DLRT_INDEX batch,           \
+                                           DLRT_INDEX seq, DLRT_INDEX heads,                  \
+                                           DLRT_INDEX head_dim, DLRT_INDEX rows,              \
+                                           DLRT_INDEX causal, float scale) {                  \
+  DLRT_BIND(T, dqkv);                                                                         \
+  DLRT_BIND(float, dsum);                                                                     \
+  DLRT_CBIND(T, dout);                                                                        \
+  DLRT_CBIND(T, qkv);                                                                         \
+  DLRT_CBIND(T, o);                                                                           \
+  DLRT_CBIND(float, lse);                                                                     \
+  DLRT_LOCAL(float, q_t, DLRT__ATTN_TILE);   /* queries times scale, rows x D */              \
+  DLRT_LOCAL(float, do_t, DLRT__ATTN_TILE);  /* dO, rows x D */                               \
+  DLRT_LOCAL(float, dq_t, DLRT__ATTN_TILE);  /* sum of ds k, rows x D */                      \
+  DLRT_LOCAL(float, k_t, DLRT__ATTN_TILE);   /* keys, rows x D */                             \
+  DLRT_LOCAL(float, kt_t, DLRT__ATTN_TILE);  /* keys, D x rows */                             \
+  DLRT_LOCAL(float, vt_t, DLRT__ATTN_TILE);  /* values, D x rows */                           \
+  DLRT_LOCAL(float, s_t, DLRT__ATTN_TILE);   /* scores, then p, rows x rows */                \
+  DLRT_LOCAL(float, dp_t, DLRT__ATTN_TILE);  /* dO v, then ds, rows x rows */                 \
+  DLRT_LOCAL(float, lse_t, DLRT__ATTN_ROWS_MAX);                                              \
+  DLRT_LOCAL(float, dsum_t, DLRT__ATTN_ROWS_MAX);                                             \
+  int d = (int)head_dim, r = (int)rows;                                                       \
+  DLRT_INDEX c = heads * head_dim, tiles = (seq + rows - 1) / rows;                           \
+  DLRT_FOR_EACH_GROUP(grp, batch * heads * tiles) {                                           \
+    DLRT__ATTN_GEOMETRY(grp);                                                                 \
+    int bq = n_first;                                                                         \
+    DLRT_INDEX key_end = causal ? first + bq : seq;                                           \
+    DLRT_PHASE(lid) {                                                                         \
+      DLRT__ATTN_LOAD(LD, q_t, 1, q_t, 0, 0, first, bq, scale);                               \
+      DLRT__ATTN_SHARE(e, lid, bq * d) {                                                      \
+        int i = e / d, k = e - i * d;                                                         \
+        do_t[e] = LD(dout, obase + (first + i) * c + k);                                      \
+        dq_t[e] = 0.0f;                                                                       \
+      }                                                                                       \
+      DLRT__ATTN_SHARE(i, lid, bq) lse_t[i] = lse[bh * seq + first + i];                      \
+    }                                                                                         \
+    DLRT_BARRIER();                                                                           \
+    DLRT_PHASE(lid) {                                                                         \
+      DLRT__ATTN_SHARE(i, lid, bq) {                                                          \
+        float a = 0.0f;                                                                       \
+        for (int k = 0; k < d; k++) a += do_t[i * d + k] * LD(o, obase + (first + i) * c + k); \
+        dsum_t[i] = a;                                                                        \
+        dsum[bh * seq + first + i] = a;                                                       \
+      }                                                                                       \
+    }                                                                                         \
+    DLRT_BARRIER();                                                                           \
+    for (DLRT_INDEX k0 = 0; k0 < key_end; k0 += rows) {                                       \
+      int bk = key_end - k0 < rows ? (int)(key_end - k0) : r;                                 \
+      DLRT_PHASE(lid) {                                                                       \
+        DLRT__ATTN_LOAD(LD, k_t, 1, kt_t, 1, 1, k0, bk, 1.0f);                                \
+        DLRT__ATTN_LOAD(LD, vt_t, 0, vt_t, 1, 2, k0, bk, 1.0f);                               \
+      }                                                                                       \
+      DLRT_BARRIER();                                                                         \
+      DLRT_PHASE(lid) {                                                                       \
+        dlrt__attn_mm(s_t, r, q_t, d, 1, kt_t, r, bq, bk, d, 0, lse_t, lid);                  \
+        dlrt__attn_mm(dp_t, r, do_t, d, 1, vt_t, r, bq, bk, d, 0, lse_t, lid);                \
+      }                                                                                       \
+      DLRT_BARRIER();                                                                         \
+      DLRT_PHASE(lid) {                                                                       \
+        dlrt__attn_grad_tile(s_t, dp_t, r, lse_t, dsum_t, bq, bk, causal ? first - k0 : seq,  \
+                             lid);                                                            \
+      }                                                                                       \
+      DLRT_BARRIER();                                                                         \
+      DLRT_PHASE(lid) { dlrt__attn_mm(dq_t, d, dp_t, r, 1, k_t, d, bq, d, bk, 1, lse_t, lid); } \
+      DLRT_BARRIER();                                                                         \
+    }                                                                                         \
+    DLRT_PHASE(lid) {                                                                         \
+      DLRT__ATTN_SHARE(e, lid, bq * d) {                                                      \
+        int i = e / d, k = e - i * d;                                                         \
+        ST(dqkv, base + (first + i) * 3 * c + k, dq_t[e] * scale);                            \
+      }                                                                                       \
+    }                                                                                         \
+    DLRT_BARRIER();                                                                           \
+  }                                                                                           \
+}                                                                                             \
+/* dk and dv into dqkv's key and value columns, from dsum (attention_grad_q \
+ * wrote it first); one work-group per tile of keys. */                                       \
+DLRT_KERNEL(dlrt_k_attention_grad_kv_##SUF)(DLRT_RANGE DLRT_PTR(T, dqkv), DLRT_CPTR(T, dout), \
+                                            DLRT_CPTR(T, qkv), DLRT_CPTR(float, lse),         \
+                                            DLRT_CPTR(float, dsum), DLRT_INDEX batch,         \
+                                            DLRT_INDEX seq, DLRT_INDEX heads,                 \
+                                            DLRT_INDEX head_dim, DLRT_INDEX rows,             \
+                                            DLRT_INDEX causal, float scale) {                 \
+  DLRT_BIND(T, dqkv);                                                                         \
+  DLRT_CBIND(T, dout);                                                                        \
+  DLRT_CBIND(T, qkv);                                                                         \
+  DLRT_CBIND(float, lse);                                                                     \
+  DLRT_CBIND(float, dsum);                                                                    \
+  DLRT_LOCAL(float, kt_t, DLRT__ATTN_TILE);  /* keys, D x rows */                             \
+  DLRT_LOCAL(float, vt_t, DLRT__ATTN_TILE);  /* values, D x rows */                           \
+  DLRT_LOCAL(float, q_t, DLRT__ATTN_TILE);   /* queries times scale, rows x D */              \
+  DLRT_LOCAL(float, do_t, DLRT__ATTN_TILE);  /* dO, rows x D */                               \
+  DLRT_LOCAL(float, dk_t, DLRT__ATTN_TILE);  /* sum of ds q scale, rows x D */                \
+  DLRT_LOCAL(float, dv_t, DLRT__ATTN_TILE);  /* sum of p dO, rows x D */                      \
+  DLRT_LOCAL(float, s_t, DLRT__ATTN_TILE);   /* scores, then p, rows x rows */                \
+  DLRT_LOCAL(float, dp_t, DLRT__ATTN_TILE);  /* dO v, then ds, rows x rows */                 \
+  DLRT_LOCAL(float, lse_t, DLRT__ATTN_ROWS_MAX);                                              \
+  DLRT_LOCAL(float, dsum_t, DLRT__ATTN_ROWS_MAX);                                             \
+  int d = (int)head_dim, r = (int)rows;                                                       \
+  DLRT_INDEX c = heads * head_dim, tiles = (seq + rows - 1) / rows;                           \
+  DLRT_FOR_EACH_GROUP(grp, batch * heads * tiles) {                                           \
+    DLRT__ATTN_GEOMETRY(grp);                                                                 \
+    int bk = n_first;                                                                         \
+    DLRT_PHASE(lid) {                                                                         \
+      DLRT__ATTN_LOAD(LD, kt_t, 0, kt_t, 1, 1, first, bk, 1.0f);                              \
+      DLRT__ATTN_LOAD(LD, vt_t, 0, vt_t, 1, 2, first, bk, 1.0f);                              \
+      DLRT__ATTN_SHARE(e, lid, bk * d) {                                                      \
+        dk_t[e] = 0.0f;                                                                       \
+        dv_t[e] = 0.0f;                                                                       \
+      }                                                                                       \
+    }                                                                                         \
+    DLRT_BARRIER();                                                                           \
+    /* Causal: queries from this tile's first key on (tiles are aligned). */                  \
+    for (DLRT_INDEX q0 = causal ? first : 0; q0 < seq; q0 += rows) {                          \
+      int bq = seq - q0 < rows ? (int)(seq - q0) : r;                                         \
+      DLRT_PHASE(lid) {                                                                       \
+        DLRT__ATTN_LOAD(LD, q_t, 1, q_t, 0, 0, q0, bq, scale);                                \
+        DLRT__ATTN_SHARE(e, lid, bq * d) {                                                    \
+          int i = e / d, k = e - i * d;                                                       \
+          do_t[e] = LD(dout, obase + (q0 + i) * c + k);                                       \
+        }                                                                                     \
+        DLRT__ATTN_SHARE(i, lid, bq) {                                                        \
+          lse_t[i] = lse[bh * seq + q0 + i];                                                  \
+          dsum_t[i] = dsum[bh * seq + q0 + i];                                                \
+        }                                                                                     \
+      }                                                                                       \
+      DLRT_BARRIER();                                                                         \
+      DLRT_PHASE(lid) {                                                                       \
+        dlrt__attn_mm(s_t, r, q_t, d, 1, kt_t, r, bq, bk, d, 0, lse_t, lid);                  \
+        dlrt__attn_mm(dp_t, r, do_t, d, 1, vt_t, r, bq, bk, d, 0, lse_t, lid);                \
+      }                                                                                       \
+      DLRT_BARRIER();                                                                         \
+      DLRT_PHASE(lid) {                                                                       \
+        dlrt__attn_grad_tile(s_t, dp_t, r, lse_t, dsum_t, bq, bk, causal ? q0 - first : seq,  \
+                             lid);                                                            \
+      }                                                                                       \
+      DLRT_BARRIER();                                                                         \
+      /* dv += p^T dO, dk += ds^T (q scale): p and ds read transposed. */                     \
+      DLRT_PHASE(lid) {                                                                       \
+        dlrt__attn_mm(dv_t, d, s_t, 1, r, do_t, d, bk, d, bq, 1, lse_t, lid);                 \
+        dlrt__attn_mm(dk_t, d, dp_t, 1, r, q_t, d, bk, d, bq, 1, lse_t, lid);                 \
+      }                                                                                       \
+      DLRT_BARRIER();                                                                         \
+    }                                                                                         \
+    DLRT_PHASE(lid) {                                                                         \
+      DLRT__ATTN_SHARE(e, lid, bk * d) {                                                      \
+        int j = e / d, k = e - j * d;                                                         \
+        ST(dqkv, base + (first + j) * 3 * c + c + k, dk_t[e]);                                \
+        ST(dqkv, base + (first + j) * 3 * c + 2 * c + k, dv_t[e]);                            \
+      }                                                                                       \
+    }                                                                                         \
+    DLRT_BARRIER();                                                                           \
+  }                                                                                           \
+}
+DLRT__ATTN_KERNELS(f32, float, DLRT_LD_F32, DLRT_ST_F32)
+DLRT__ATTN_KERNELS(f16, DLRT_U16, DLRT_LD_F16, DLRT_ST_F16)
+DLRT__ATTN_KERNELS(bf16, DLRT_U16, DLRT_LD_BF16, DLRT_ST_BF16)
