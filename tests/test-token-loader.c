@@ -261,10 +261,22 @@ static void test_training(dlrt_device_t *dev, const char *name) {
   rc = dlrt_loader_create(dev, &d, &bad, &l);
   is_status(rc, DLRT_ERR_INVALID_ARG, "%s: flipping token windows is refused: %s", name,
             dlrt_last_error());
+
+  /* The device holds, per prefetch slot, a batch of inputs and one of
+   * labels, batch x T i32 each (what a planner counts for the loader). */
   bad = c;
   bad.image_type = DLRT_I32;
-  if (tap_check(dlrt_loader_create(dev, &d, &bad, &l), "%s: image_type DLRT_I32 is taken", name))
+  dlrt_mem_stats before, after;
+  dlrt_mem_stats_get(dev, &before);
+  if (tap_check(dlrt_loader_create(dev, &d, &bad, &l), "%s: image_type DLRT_I32 is taken",
+                name)) {
+    dlrt_mem_stats_get(dev, &after);
+    is_u64(after.requested.current - before.requested.current,
+           2 * 2 * BATCH * T * sizeof(int32_t),
+           "%s: prefetch 2: the device holds 2 x (inputs + labels) of %d x %d i32", name, BATCH,
+           T);
     dlrt_loader_destroy(l);
+  }
   dlrt_dataset_free(&d);
 }
 
