@@ -14,15 +14,21 @@
  * stream that the next copy into the slot waits for).
  *
  * Every sample's randomness is drawn from (seed, epoch, sample index) alone,
- * so the batches do not depend on the number of workers or on timing. */
+ * so the batches do not depend on the number of workers or on timing.
+ *
+ * A data set of token windows (dlrt_dataset_from_tokens) goes through the
+ * same ring: its samples are T + 1 tokens of the stream, at an offset drawn
+ * from (seed, epoch, index) when shuffling and at index x T otherwise, split
+ * into T i32 inputs (the slot's images) and the T next tokens (its labels). */
 #include "config.h"
 
-#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/dataset.h"
+#include "data/sample_rng.h"
 #include "dialect.h" /* the kernels' fp16 / bf16 rounding */
 #include "util/clock.h"
 #include "util/status.h"
@@ -33,8 +39,9 @@ typedef struct {
   slot_state state;
   int64_t batch;            /* batch index it holds or is being filled with */
   int chunks_left;          /* chunks of it not yet decoded */
-  void *host_images;        /* pinned: batch x C x H x W, in the config's image_type */
-  int32_t *host_labels;     /* pinned: batch */
+  void *host_images;        /* pinned: batch x C x H x W, in the config's image_type
+                               (token windows: batch x T i32) */
+  int32_t *host_labels;     /* pinned: batch (token windows: batch x T) */
   dlrt_buffer_t *images, *labels;
   dlrt_event_t *copied;     /* on the copy stream, after the copy to the device */
   dlrt_event_t *consumed;   /* on the consumer's stream, at release */
@@ -45,12 +52,17 @@ struct dlrt_loader {
   dlrt_device_t *dev;
   const dlrt_dataset *data;
   dlrt_loader_config cfg;
-  int64_t sample_floats;    /* C x H x W */
+  int64_t sample_floats;    /* C x H x W (token windows: T inputs) */
+  int64_t sample_labels;    /* labels per sample: 1 (token windows: T) */
+  size_t image_bytes;       /* of a batch of inputs, in the staging and on the device */
+  size_t label_bytes;       /* of a batch of labels */
+  int tokens;               /* the data set is token windows */
   int64_t shard;            /* samples of this rank per epoch */
   int64_t batches;          /* per epoch */
   int64_t chunk;            /* samples per unit of work */
   int chunks;               /* units per batch */
-  int64_t *order;           /* this epoch's shard: dataset indices, `shard` of them */
+  int64_t *order;           /* this epoch's shard: dataset indices, `shard` of them
+                               (NULL for token windows: sample_of computes them) */
   int epoch;
   int started;
 
@@ -77,91 +89,29 @@ struct dlrt_loader {
   dlrt_loader_stats stats;
 };
 
-static uint64_t mix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-/* A generator for one sample of one epoch. */
-typedef struct { uint64_t state; } sample_rng;
-
-static uint64_t rng_next(sample_rng *r) { return mix64(r->state++ * 0xd1342543de82ef95ull); }
-/* Uniform in [0, 1). */
-static double rng_unit(sample_rng *r) { return (double)(rng_next(r) >> 11) * 0x1.0p-53; }
-/* Uniform in [lo, hi]. */
-static int64_t rng_int(sample_rng *r, int64_t lo, int64_t hi) {
-  return lo + (int64_t)(rng_next(r) % (uint64_t)(hi - lo + 1));
-}
-
-static sample_rng sample_rng_make(uint64_t seed, int epoch, int64_t index) {
-  sample_rng r = {mix64(seed ^ mix64((uint64_t)epoch * 0x632be59bd9b4e019ull ^
-                                     mix64((uint64_t)index)))};
-  return r;
-}
-
 /* ---------------------------------------------------------------- samples */
 
-/* Decodes sample `index` of the data set into dst (C x H x W floats) with the
- * augmentation of (seed, epoch). */
-static void decode_sample(const dlrt_loader_t *l, int64_t index, float *dst) {
-  const dlrt_dataset *d = l->data;
-  const dlrt_augment *a = &l->cfg.aug;
-  int augment = l->cfg.augment;
-  int64_t C = d->channels, H = d->height, W = d->width, plane = H * W;
-  sample_rng rng = sample_rng_make(l->cfg.seed, l->epoch, index);
-  int64_t dy = 0, dx = 0;
-  int flip = 0;
-  if (augment && a->crop_padding > 0) {
-    dy = rng_int(&rng, -a->crop_padding, a->crop_padding);
-    dx = rng_int(&rng, -a->crop_padding, a->crop_padding);
-  }
-  if (augment && a->flip) flip = rng_unit(&rng) < 0.5;
-  float scale = d->image_dtype == DLRT_U8 ? 1.0f / 255.0f : 1.0f;
-  float mean = 0.0f, inv_std = 1.0f;
-  if (a->std > 0) mean = a->mean, inv_std = 1.0f / a->std; /* evaluation too */
-  const uint8_t *u8 = d->images + (size_t)(index * C * plane) * dlrt_dtype_size(d->image_dtype);
-  const float *f32 = (const float *)u8;
-  for (int64_t c = 0; c < C; c++) {
-    for (int64_t y = 0; y < H; y++) {
-      int64_t sy = y + dy;
-      float *row = dst + c * plane + y * W;
-      if (sy < 0 || sy >= H) {
-        for (int64_t x = 0; x < W; x++) row[x] = (0.0f - mean) * inv_std;
-        continue;
-      }
-      int64_t base = c * plane + sy * W;
-      for (int64_t x = 0; x < W; x++) {
-        int64_t sx = (flip ? W - 1 - x : x) + dx;
-        float v = 0.0f;
-        if (sx >= 0 && sx < W)
-          v = d->image_dtype == DLRT_U8 ? (float)u8[base + sx] * scale : f32[base + sx];
-        row[x] = (v - mean) * inv_std;
-      }
-    }
-  }
-  if (augment && a->erase_p > 0 && rng_unit(&rng) < a->erase_p) {
-    /* torchvision's RandomErasing: up to 10 tries at a box of 2-33% of the
-     * area with a log-uniform aspect ratio in [0.3, 3.3]. */
-    for (int attempt = 0; attempt < 10; attempt++) {
-      double area = (double)plane * (0.02 + rng_unit(&rng) * (0.33 - 0.02));
-      double ratio = exp(log(0.3) + rng_unit(&rng) * (log(3.3) - log(0.3)));
-      int64_t h = (int64_t)lround(sqrt(area * ratio)), w = (int64_t)lround(sqrt(area / ratio));
-      if (h < 1 || w < 1 || h >= H || w >= W) continue;
-      int64_t y0 = rng_int(&rng, 0, H - h), x0 = rng_int(&rng, 0, W - w);
-      for (int64_t c = 0; c < C; c++)
-        for (int64_t y = y0; y < y0 + h; y++)
-          memset(dst + c * plane + y * W + x0, 0, (size_t)w * sizeof *dst);
-      break;
-    }
-  }
+/* Dataset index of row `row` of batch `k` (rows past the shard wrap around
+ * to its start: padding). Token windows need no permutation (a shuffled
+ * window's offset is drawn from its index): rank r takes indices r, r +
+ * world, ..., as make_order's unshuffled order. */
+static int64_t sample_of(const dlrt_loader_t *l, int64_t k, int64_t row) {
+  int64_t at = (k * l->cfg.batch + row) % l->shard;
+  if (!l->order) return (at * l->cfg.world + l->cfg.rank) % l->data->count;
+  return l->order[at];
 }
 
-/* Dataset index of row `row` of batch `k` (rows past the shard wrap around
- * to its start: padding). */
-static int64_t sample_of(const dlrt_loader_t *l, int64_t k, int64_t row) {
-  return l->order[(k * l->cfg.batch + row) % l->shard];
+/* Rows [first, last) of batch k of token windows. */
+static int decode_token_rows(dlrt_loader_t *l, slot *s, int64_t k, int64_t first,
+                             int64_t last) {
+  int64_t T = l->data->width;
+  for (int64_t row = first; row < last; row++) {
+    int64_t offset = dlrt__window_offset(l->data, &l->cfg, l->epoch, sample_of(l, k, row));
+    int rc = dlrt__decode_window(l->data, offset, (int32_t *)s->host_images + row * T,
+                                 s->host_labels + row * T);
+    if (rc < 0) return rc;
+  }
+  return DLRT_OK;
 }
 
 /* Decodes rows of one chunk of batch k; a label outside the classes (a data
@@ -169,6 +119,7 @@ static int64_t sample_of(const dlrt_loader_t *l, int64_t k, int64_t row) {
 static int decode_chunk(dlrt_loader_t *l, slot *s, int64_t k, int chunk) {
   int64_t first = chunk * l->chunk, last = first + l->chunk, n = l->sample_floats;
   if (last > l->cfg.batch) last = l->cfg.batch;
+  if (l->tokens) return decode_token_rows(l, s, k, first, last);
   /* 16-bit images: each sample is decoded in fp32, then rounded. */
   dlrt_dtype type = l->cfg.image_type;
   float *row_f32 = NULL;
@@ -185,9 +136,9 @@ static int decode_chunk(dlrt_loader_t *l, slot *s, int64_t k, int chunk) {
       break;
     }
     if (!row_f32) {
-      decode_sample(l, index, (float *)s->host_images + row * n);
+      dlrt__decode_image(l->data, &l->cfg, l->epoch, index, (float *)s->host_images + row * n);
     } else {
-      decode_sample(l, index, row_f32);
+      dlrt__decode_image(l->data, &l->cfg, l->epoch, index, row_f32);
       uint16_t *dst = (uint16_t *)s->host_images + row * n;
       for (int64_t i = 0; i < n; i++)
         dst[i] = type == DLRT_F16 ? dlrt_float_to_half(row_f32[i]) : dlrt_float_to_bf16(row_f32[i]);
@@ -201,13 +152,11 @@ static int decode_chunk(dlrt_loader_t *l, slot *s, int64_t k, int chunk) {
 /* Queues the slot's copy to the device after the consumer's last read of
  * the slot's previous batch. */
 static int queue_copy(dlrt_loader_t *l, slot *s) {
-  size_t image_bytes = (size_t)(l->cfg.batch * l->sample_floats) * dlrt_dtype_size(l->cfg.image_type);
-  size_t label_bytes = (size_t)l->cfg.batch * sizeof(int32_t);
   pthread_mutex_lock(&l->copy_lock);
   int rc = DLRT_OK;
   if (s->consumed_recorded) rc = dlrt_stream_wait_event(l->copy, s->consumed);
-  if (rc == DLRT_OK) rc = dlrt_copy_h2d(s->images, 0, s->host_images, image_bytes, l->copy);
-  if (rc == DLRT_OK) rc = dlrt_copy_h2d(s->labels, 0, s->host_labels, label_bytes, l->copy);
+  if (rc == DLRT_OK) rc = dlrt_copy_h2d(s->images, 0, s->host_images, l->image_bytes, l->copy);
+  if (rc == DLRT_OK) rc = dlrt_copy_h2d(s->labels, 0, s->host_labels, l->label_bytes, l->copy);
   if (rc == DLRT_OK) rc = dlrt_event_record(s->copied, l->copy);
   s->copied_recorded = rc == DLRT_OK;
   pthread_mutex_unlock(&l->copy_lock);
@@ -333,17 +282,43 @@ void dlrt_loader_destroy(dlrt_loader_t *l) {
   free(l);
 }
 
+/* A data set of token windows as dlrt_dataset_from_tokens makes it, and a
+ * config that asks nothing of it that only images have. */
+static int check_tokens(const dlrt_dataset *d, const dlrt_loader_config *c) {
+  DLRT__CHECK_ARG(d->image_dtype == DLRT_I32 && d->channels == 1 && d->height == 1 &&
+                      d->width >= 1 && d->token_count >= d->width + 1 &&
+                      d->count <= (d->token_count - 1) / d->width && d->classes >= 1,
+                  "dlrt_loader_create: %s is not a data set of token windows as "
+                  "dlrt_dataset_from_tokens makes one (%lld tokens, %lld windows of %lld x "
+                  "%lld x %lld %s, vocabulary %d)", d->source, (long long)d->token_count,
+                  (long long)d->count, (long long)d->channels, (long long)d->height,
+                  (long long)d->width, dlrt_dtype_name(d->image_dtype), d->classes);
+  DLRT__CHECK_ARG(c->image_type == DLRT_F32 || c->image_type == DLRT_I32,
+                  "dlrt_loader_create: %s inputs asked of token windows, whose inputs are "
+                  "i32 token ids: give image_type DLRT_I32 (or leave it 0)",
+                  dlrt_dtype_name(c->image_type));
+  const dlrt_augment *a = &c->aug;
+  DLRT__CHECK_ARG(a->crop_padding == 0 && !a->flip && a->std == 0 && a->erase_p == 0,
+                  "dlrt_loader_create: augmentation (crop padding %d, flip %d, std %g, erase "
+                  "probability %g) is for images; token windows take none: leave aug zero",
+                  a->crop_padding, a->flip, a->std, a->erase_p);
+  return DLRT_OK;
+}
+
 static int check_config(const dlrt_dataset *d, const dlrt_loader_config *c) {
-  DLRT__CHECK_ARG(d && d->images && d->labels && d->count > 0,
+  DLRT__CHECK_ARG(d && (d->tokens || (d->images && d->labels)) && d->count > 0,
                   "dlrt_loader_create: the data set is NULL or empty");
-  DLRT__CHECK_ARG(d->image_dtype == DLRT_U8 || d->image_dtype == DLRT_F32,
-                  "dlrt_loader_create: images of %s; u8 or f32 expected",
-                  dlrt_dtype_name(d->image_dtype));
   DLRT__CHECK_ARG(c->batch >= 1, "dlrt_loader_create: batch %lld; give 1 or more",
                   (long long)c->batch);
-  DLRT__CHECK_ARG((c->image_type == DLRT_F32 || c->image_type == DLRT_F16 ||
-                   c->image_type == DLRT_BF16) &&
-                      !(c->host_only && c->image_type != DLRT_F32),
+  int rc = d->tokens ? check_tokens(d, c) : DLRT_OK;
+  if (rc < 0) return rc;
+  DLRT__CHECK_ARG(d->tokens || d->image_dtype == DLRT_U8 || d->image_dtype == DLRT_F32,
+                  "dlrt_loader_create: images of %s; u8 or f32 expected",
+                  dlrt_dtype_name(d->image_dtype));
+  DLRT__CHECK_ARG(d->tokens ||
+                      ((c->image_type == DLRT_F32 || c->image_type == DLRT_F16 ||
+                        c->image_type == DLRT_BF16) &&
+                       !(c->host_only && c->image_type != DLRT_F32)),
                   "dlrt_loader_create: images of %s%s; give f32, f16 or bf16 (host-only "
                   "loaders give f32)", dlrt_dtype_name(c->image_type),
                   c->host_only ? " from a host-only loader" : "");
@@ -367,25 +342,25 @@ static int check_config(const dlrt_dataset *d, const dlrt_loader_config *c) {
                   (long long)c->batch, (long long)d->channels, (long long)d->height,
                   (long long)d->width);
   const dlrt_augment *a = &c->aug;
-  DLRT__CHECK_ARG(a->crop_padding >= 0 && a->crop_padding < d->height &&
+  DLRT__CHECK_ARG(d->tokens || (a->crop_padding >= 0 && a->crop_padding < d->height &&
                       a->crop_padding < d->width && a->std >= 0 && a->erase_p >= 0 &&
-                      a->erase_p <= 1,
+                      a->erase_p <= 1),
                   "dlrt_loader_create: augmentation: crop padding %d (0 to below the image "
                   "side), std %g (>= 0), erase probability %g (0-1)", a->crop_padding,
                   a->std, a->erase_p);
   int64_t shard = d->count / c->world + (c->pad_last && d->count % c->world ? 1 : 0);
   if (shard < 1 || (!c->pad_last && shard < c->batch))
-    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "the data set (%s) has %lld samples, %lld "
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "the data set (%s) has %lld %s, %lld "
                            "per shard of %d: fewer than one batch of %lld (keep the last "
-                           "partial batch, or use a smaller batch)", d->source,
-                           (long long)d->count, (long long)shard, c->world,
-                           (long long)c->batch);
+                           "partial batch, or use a smaller batch%s)", d->source,
+                           (long long)d->count, d->tokens ? "windows" : "samples",
+                           (long long)shard, c->world, (long long)c->batch,
+                           d->tokens ? " or context" : "");
   return DLRT_OK;
 }
 
 static int alloc_slot(dlrt_loader_t *l, slot *s) {
-  size_t image_bytes = (size_t)(l->cfg.batch * l->sample_floats) * dlrt_dtype_size(l->cfg.image_type);
-  size_t label_bytes = (size_t)l->cfg.batch * sizeof(int32_t);
+  size_t image_bytes = l->image_bytes, label_bytes = l->label_bytes;
   int rc;
   void *hi = NULL, *hl = NULL;
   if ((rc = dlrt_host_alloc(l->dev, image_bytes, &hi)) < 0) return rc;
@@ -415,17 +390,25 @@ int dlrt_loader_create(dlrt_device_t *dev, const dlrt_dataset *d, const dlrt_loa
   l->dev = dev;
   l->data = d;
   l->cfg = *c;
+  l->tokens = d->tokens != NULL;
   l->sample_floats = d->channels * d->height * d->width;
+  l->sample_labels = l->tokens ? d->width : 1;
+  /* Token windows are i32 whatever the consumer's precision (check_tokens). */
+  if (l->tokens) l->cfg.image_type = DLRT_I32;
+  l->image_bytes = (size_t)(c->batch * l->sample_floats) * dlrt_dtype_size(l->cfg.image_type);
+  l->label_bytes = (size_t)(c->batch * l->sample_labels) * sizeof(int32_t);
   l->shard = d->count / c->world + (c->pad_last && d->count % c->world ? 1 : 0);
   l->batches = c->pad_last ? (l->shard + c->batch - 1) / c->batch : l->shard / c->batch;
   int split = c->workers > 1 ? c->workers : 1;
   l->chunk = (c->batch + split - 1) / split;
   l->chunks = (int)((c->batch + l->chunk - 1) / l->chunk);
   l->n_slots = c->prefetch > 0 ? c->prefetch : 1;
-  l->order = malloc((size_t)l->shard * sizeof *l->order);
+  /* Token windows: no order to keep (a pass over a large corpus has
+   * millions of windows). */
+  if (!l->tokens) l->order = malloc((size_t)l->shard * sizeof *l->order);
   l->slots = calloc((size_t)l->n_slots, sizeof *l->slots);
   l->threads = calloc((size_t)(c->workers > 0 ? c->workers : 1), sizeof *l->threads);
-  if (!l->order || !l->slots || !l->threads) {
+  if ((!l->tokens && !l->order) || !l->slots || !l->threads) {
     rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
     goto fail;
   }
@@ -460,9 +443,9 @@ static void make_order(dlrt_loader_t *l, int epoch) {
   if (all) {
     for (int64_t i = 0; i < n; i++) all[i] = i;
     if (c->shuffle) {
-      uint64_t state = mix64(c->seed ^ mix64((uint64_t)epoch + 0x5851f42d4c957f2dull));
+      uint64_t state = dlrt__mix64(c->seed ^ dlrt__mix64((uint64_t)epoch + 0x5851f42d4c957f2dull));
       for (int64_t i = n - 1; i > 0; i--) {
-        int64_t j = (int64_t)(mix64(state++) % (uint64_t)(i + 1));
+        int64_t j = (int64_t)(dlrt__mix64(state++) % (uint64_t)(i + 1));
         int64_t t = all[i];
         all[i] = all[j];
         all[j] = t;
@@ -496,7 +479,7 @@ int dlrt_loader_start(dlrt_loader_t *l, int epoch) {
   }
   for (int i = 0; i < l->n_slots; i++) l->slots[i].state = SLOT_FREE;
   l->epoch = epoch;
-  make_order(l, epoch);
+  if (l->order) make_order(l, epoch);
   l->next_batch = 0;
   l->next_unit = 0;
   l->wanted = 0;
@@ -561,6 +544,7 @@ int dlrt_loader_next(dlrt_loader_t *l, dlrt_batch *out) {
   out->images = s->images;
   out->labels = s->labels;
   out->host_images = l->cfg.image_type == DLRT_F32 ? s->host_images : NULL;
+  out->host_tokens = l->tokens ? s->host_images : NULL;
   out->image_type = l->cfg.image_type;
   out->host_labels = s->host_labels;
   out->ready = s->copied;

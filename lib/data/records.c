@@ -47,6 +47,9 @@ static size_t image_bytes(const dlrt_dataset *d) {
 /* ---------------------------------------------------------------- writing */
 
 int dlrt_dataset_save_records(const char *path, const dlrt_dataset *d) {
+  DLRT__CHECK_ARG(!d || !d->tokens,
+                  "dlrt_dataset_save_records: %s is token windows, not images: save the "
+                  "stream as a token file (dlrt_tokens_save, dlrecord tokens)", d->source);
   DLRT__CHECK_ARG(path && d && d->images && d->labels && d->count > 0,
                   "dlrt_dataset_save_records: path or data set is NULL or empty");
   DLRT__CHECK_ARG(d->image_dtype == DLRT_U8 || d->image_dtype == DLRT_F32,

@@ -17,19 +17,26 @@ extern "C" {
 /* Data sets: MNIST-family IDX files and dlrt record files                  */
 /* ------------------------------------------------------------------------ */
 
-/* Labelled images in host memory (or mapped from a record file). */
+/* Labelled images in host memory (or mapped from a record file), or the
+ * windows of a token stream (dlrt_dataset_from_tokens, below). */
 typedef struct {
-  int64_t count;        /* samples */
-  int64_t channels, height, width;
-  int classes;          /* 1 + the largest label (10 for the MNIST family) */
-  dlrt_dtype image_dtype; /* DLRT_U8 (pixels 0..255) or DLRT_F32 (used as they are) */
+  int64_t count;        /* samples (token windows: those of one pass) */
+  int64_t channels, height, width; /* token windows: 1, 1, the context T */
+  int classes;          /* 1 + the largest label (10 for the MNIST family; the
+                           vocabulary for token windows) */
+  dlrt_dtype image_dtype; /* DLRT_U8 (pixels 0..255) or DLRT_F32 (used as they
+                           are); DLRT_I32 for token windows */
   /* count x channels x height x width samples of image_dtype, row-major
-   * (bytes; cast to const float * for DLRT_F32). */
+   * (bytes; cast to const float * for DLRT_F32). NULL for token windows. */
   uint8_t *images;
-  int32_t *labels;      /* count, each in [0, classes) */
+  int32_t *labels;      /* count, each in [0, classes); NULL for token windows */
   char source[512];     /* the folder or files it came from, or "generated" */
   void *mapping;        /* private: the mapped record file, or NULL */
   size_t mapping_bytes;
+  /* Token windows only (else NULL and 0): the stream, borrowed from a
+   * dlrt_tokens that must outlive the data set, and its length. */
+  const uint16_t *tokens;
+  int64_t token_count;
 } dlrt_dataset;
 
 /* Folder Debian's dataset-fashion-mnist package installs. */
@@ -95,7 +102,8 @@ DLRT_API void dlrt_dataset_free(dlrt_dataset *d);
  *   64     count x channels x height x width images of the image dtype
  *   ...    count labels of the label dtype
  * and nothing after. Writing replaces the file atomically (see "Saving
- * files" below: only a regular file, or a link to one, is replaced). */
+ * files" below: only a regular file, or a link to one, is replaced). Token
+ * windows are refused: their stream is saved with dlrt_tokens_save. */
 DLRT_API int dlrt_dataset_save_records(const char *path, const dlrt_dataset *d);
 DLRT_API int dlrt_dataset_open_records(const char *path, int flags, dlrt_dataset *out);
 
@@ -130,6 +138,23 @@ DLRT_API int dlrt_tokens_split(const dlrt_tokens *all, int validation, dlrt_toke
  * "Saving files"); llm.c's int32 count allows at most 2^31 - 1 tokens. */
 DLRT_API int dlrt_tokens_save(const char *path, const dlrt_tokens *t);
 DLRT_API void dlrt_tokens_free(dlrt_tokens *t);
+/* A token stream as a data set of windows of `context` (T) tokens, for a
+ * language model to train through the loader (below) as images do. It
+ * borrows the stream (no copy): `tokens` must outlive it; dlrt_dataset_free
+ * releases nothing of the stream. Its fields: channels 1, height 1, width
+ * T, image_dtype DLRT_I32, classes the vocabulary, images and labels NULL,
+ * and count floor((n - 1) / T), the windows of one pass over n tokens.
+ * A loader of it hands out, for sample i of an epoch, the T + 1 tokens at an
+ * offset o: the inputs are tokens o .. o + T - 1 (i32, batch x T per batch)
+ * and the labels tokens o + 1 .. o + T, the next token of each (i32, batch
+ * x T: the label of position t of row b at b x T + t). With the loader's
+ * `shuffle` (training) o is drawn uniformly from [0, n - T - 1] by a hash of
+ * (seed, epoch, i) alone; without it (evaluation) o = i x T, the
+ * consecutive windows, the same on every pass. DLRT_ERR_INVALID_ARG when
+ * the stream has fewer than T + 1 tokens, or a token is not below the
+ * vocabulary (naming its position). */
+DLRT_API int dlrt_dataset_from_tokens(const dlrt_tokens *tokens, int64_t context,
+                                      dlrt_dataset *out);
 
 /* ------------------------------------------------------------------------ */
 /* Data pipeline: disk -> RAM -> workers -> pinned staging -> device         */
@@ -156,13 +181,15 @@ typedef struct {
                         buffers); 0: none, each batch is loaded and copied
                         when asked for */
   uint64_t seed;     /* shuffling and augmentation */
-  int shuffle;       /* a new order every epoch from (seed, epoch) */
+  int shuffle;       /* a new order every epoch from (seed, epoch); token
+                        windows: offsets drawn from (seed, epoch, index)
+                        instead of the consecutive windows */
   int pad_last;      /* 0: drop the last partial batch; 1: keep it, filled
                         up from the start of the epoch's order */
   int rank, world;   /* this shard: rank r of world (0 and 1 for all) */
   int augment;       /* 0: none of aug's random parts (crop, flip, erasing):
                         for evaluation; its normalisation still applies */
-  dlrt_augment aug;
+  dlrt_augment aug;  /* all zero for token windows (refused otherwise) */
   int host_only;     /* batches in pinned host memory only, no device copy
                         (images, labels and ready are NULL): for consumers
                         that take rows from the host (replicas, stages) */
@@ -170,19 +197,26 @@ typedef struct {
                         DLRT_F16 / DLRT_BF16 for a mixed-precision consumer:
                         rounded to nearest even after augmentation, which
                         halves the staging, the device buffers and the copies
-                        (not with host_only) */
+                        (not with host_only). Token windows: DLRT_I32 (or 0),
+                        whatever the consumer's precision */
 } dlrt_loader_config;
 
 typedef struct dlrt_loader dlrt_loader_t;
 
-/* One batch, on the device, ready once `ready` has passed. */
+/* One batch, on the device, ready once `ready` has passed. A batch of token
+ * windows (context T) holds the input tokens as its images (batch x T, i32)
+ * and the next tokens as its labels (batch x T, i32; row-major: the label
+ * of position t of row b at b x T + t). */
 typedef struct {
   dlrt_buffer_t *images;       /* batch x channels x height x width, in image_type */
-  dlrt_buffer_t *labels;       /* batch, i32 */
+  dlrt_buffer_t *labels;       /* batch (token windows: batch x T), i32 */
   const float *host_images;    /* the same in pinned host memory (f32 loaders; NULL
-                                  for 16-bit ones) */
-  dlrt_dtype image_type;       /* the loader's (dlrt_loader_config) */
+                                  for 16-bit ones and token windows) */
+  dlrt_dtype image_type;       /* the loader's (dlrt_loader_config); DLRT_I32 for
+                                  token windows */
   const int32_t *host_labels;  /* (valid until the batch is released) */
+  const int32_t *host_tokens;  /* token windows: the inputs in pinned host memory,
+                                  batch x T; NULL for images */
   dlrt_event_t *ready;         /* recorded after the copy to the device */
   int64_t count;               /* real samples; later rows repeat earlier ones */
   int64_t index;               /* batch number within the epoch */
@@ -197,8 +231,12 @@ typedef struct {
   double images_per_s;        /* loader throughput: images / worker time per worker */
 } dlrt_loader_stats;
 
-/* A loader of `data` (which must outlive it) onto `dev`. Uses its own copy
- * stream; the staging ring holds max(prefetch, 1) batches. */
+/* A loader of `data` (which must outlive it) onto `dev`: images, or token
+ * windows (dlrt_dataset_from_tokens) through the same workers, staging and
+ * copies. Uses its own copy stream; the staging ring holds max(prefetch, 1)
+ * batches, each of batch x C x H x W inputs of image_type and batch labels
+ * (token windows: batch x T i32 inputs and batch x T i32 labels), on the
+ * device as in pinned host memory. */
 DLRT_API int dlrt_loader_create(dlrt_device_t *dev, const dlrt_dataset *data,
                                 const dlrt_loader_config *config, dlrt_loader_t **out);
 /* Stops the workers (waiting for nothing the device still reads). */
