@@ -6,9 +6,11 @@ largest), every parameter's gradient (within 1e-3 of its largest value) and
 the losses of 10 AdamW steps (within 1e-4 relative). Prints TAP points.
 
 Usage: gpt_reference.py DUMP LABEL [--loose]
-  --loose: for fp16 / bf16 runs, against fp32 PyTorch (torch.autocast on the
-  CPU only knows bf16): logits within 3e-2 of the largest, gradients within
-  1e-1 of their largest, losses within 2e-2 relative.
+  --loose: for fp16 / bf16 runs, against fp32 PyTorch (the reference for
+  both: torch.autocast on the CPU knows bf16 only, and rounds elsewhere than
+  dlrt does): logits within 1e-2 of the largest, gradients within 3e-2 of
+  their largest, losses within 1e-2 relative (measured: fp16 3e-4, 8e-4,
+  1e-3; bf16 3e-3, 8e-3, 2.4e-3).
 """
 import json
 import math
@@ -78,7 +80,7 @@ def decayed(name):
 def main():
     dump, label = sys.argv[1], sys.argv[2]
     loose = "--loose" in sys.argv
-    tol_logits, tol_grad, tol_loss = (3e-2, 1e-1, 2e-2) if loose else (1e-4, 1e-3, 1e-4)
+    tol_logits, tol_grad, tol_loss = (1e-2, 3e-2, 1e-2) if loose else (1e-4, 1e-3, 1e-4)
     torch.manual_seed(0)
     torch.set_num_threads(2)
     d = load_safetensors(dump)

@@ -1,6 +1,6 @@
 /* windows.c — a token stream as a data set of windows of T tokens
  * (dlrt_dataset_from_tokens, data.h) and the windows the loader hands out:
- * at an offset drawn from (seed, epoch, index) when shuffling (training),
+ * at an offset drawn from (seed, epoch x count + index) when shuffling (training),
  * the consecutive ones otherwise (evaluation); T input tokens and the T
  * next tokens as labels. */
 #include "config.h"
@@ -50,7 +50,10 @@ int dlrt_dataset_from_tokens(const dlrt_tokens *t, int64_t context, dlrt_dataset
 int64_t dlrt__window_offset(const dlrt_dataset *d, const dlrt_loader_config *c, int epoch,
                             int64_t index) {
   if (!c->shuffle) return index * d->width;
-  dlrt__sample_rng rng = dlrt__sample_rng_make(c->seed, epoch, index);
+  /* From the sample's number in the whole run, epoch x count + index, so
+   * that a window depends on (seed, step, row) alone: how the steps are
+   * grouped into epochs (dltrain's rounds of --eval-every) changes nothing. */
+  dlrt__sample_rng rng = dlrt__sample_rng_make(c->seed, 0, (int64_t)epoch * d->count + index);
   return dlrt__rng_int(&rng, 0, d->token_count - d->width - 1);
 }
 

@@ -149,7 +149,10 @@ DLRT_API void dlrt_tokens_free(dlrt_tokens *t);
  * and the labels tokens o + 1 .. o + T, the next token of each (i32, batch
  * x T: the label of position t of row b at b x T + t). With the loader's
  * `shuffle` (training) o is drawn uniformly from [0, n - T - 1] by a hash of
- * (seed, epoch, i) alone; without it (evaluation) o = i x T, the
+ * (seed, epoch x count + i) alone: the sample's number in the whole run, so
+ * that with `count` set to a number of steps' windows (any count will do:
+ * the offsets are random) the window of row r of step s depends on (seed,
+ * s, r) alone, whatever the grouping of steps into epochs; without it (evaluation) o = i x T, the
  * consecutive windows, the same on every pass. DLRT_ERR_INVALID_ARG when
  * the stream has fewer than T + 1 tokens, or a token is not below the
  * vocabulary (naming its position). */
@@ -182,7 +185,7 @@ typedef struct {
                         when asked for */
   uint64_t seed;     /* shuffling and augmentation */
   int shuffle;       /* a new order every epoch from (seed, epoch); token
-                        windows: offsets drawn from (seed, epoch, index)
+                        windows: offsets drawn from (seed, epoch x count + index)
                         instead of the consecutive windows */
   int pad_last;      /* 0: drop the last partial batch; 1: keep it, filled
                         up from the start of the epoch's order */

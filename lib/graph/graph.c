@@ -292,7 +292,7 @@ dlrt_tensor_t *dlrt_param_set_decay(dlrt_graph_t *g, dlrt_tensor_t *p, int decay
   if (!g || g->status) return NULL;
   if (!p || p->kind != DLRT__TENSOR_PARAM)
     return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "dlrt_param_set_decay: %s is not a "
-                            "parameter", p && p->name ? p->name : "NULL");
+                            "parameter", p ? p->name : "NULL");
   if (g->backward_done)
     return dlrt__graph_fail(g, DLRT_ERR_STATE, "dlrt_param_set_decay(%s): after "
                             "dlrt_graph_optimize's inputs were fixed by dlrt_graph_backward",

@@ -93,6 +93,8 @@ static uint64_t model_hash(const dlrt_graph_t *g) {
 /* The labels, and up to 256 images spread over the set (hashing every
  * image of a set larger than memory would read it all). */
 static uint64_t data_hash(const dlrt_dataset *d) {
+  if (d->tokens) /* a token stream: the whole of it (2 bytes a token) */
+    return fnv(FNV_START, d->tokens, (size_t)d->token_count * sizeof *d->tokens);
   uint64_t h = fnv(FNV_START, d->labels, (size_t)d->count * sizeof *d->labels);
   size_t image = (size_t)(d->channels * d->height * d->width) * dlrt_dtype_size(d->image_dtype);
   int64_t samples = d->count < 256 ? d->count : 256;

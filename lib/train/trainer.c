@@ -291,7 +291,11 @@ float dlrt_lr_at(const dlrt_trainer_config *c, int64_t step) {
 }
 
 static int check_data(const dlrt_trainer_t *t, const dlrt_dataset *d) {
-  DLRT__CHECK_ARG(d && d->images && d->labels, "data set is NULL or empty");
+  DLRT__CHECK_ARG(d && ((d->images && d->labels) || d->tokens), "data set is NULL or empty");
+  if (t->lm != (d->tokens != NULL))
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s trains on %s, but the data set (%s) "
+                           "holds %s", t->model, t->lm ? "token windows" : "images", d->source,
+                           d->tokens ? "token windows" : "images");
   if (d->channels != t->channels || d->height != t->height || d->width != t->width)
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "the data set (%s) has %lld x %lld x %lld "
                            "images, the model was built for %lld x %lld x %lld", d->source,
@@ -316,7 +320,7 @@ static int loader_for(dlrt_trainer_t *t, const dlrt_dataset *d, int train, dlrt_
         .batch = t->batch, .workers = t->cfg.workers, .prefetch = t->cfg.prefetch,
         .seed = t->cfg.seed, .shuffle = train, .pad_last = !train,
         .rank = train ? t->cfg.rank : 0, .world = train && t->cfg.world > 0 ? t->cfg.world : 1,
-        .augment = train && t->cfg.augment, .aug = t->cfg.aug,
+        .augment = train && t->cfg.augment && !t->lm, .aug = t->lm ? (dlrt_augment){0} : t->cfg.aug,
         /* Replicas and stages copy their rows from the pinned batch. */
         .host_only = train && (t->n_reps || t->n_stages),
         /* In mixed precision the batches come in the compute type. */
