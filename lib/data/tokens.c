@@ -135,6 +135,11 @@ static int load_folder(const char *path, dlrt_tokens *out) {
   closedir(dir);
   if (rc == DLRT_OK && n) qsort(names, n, sizeof *names, by_name);
   out->vocab = 256;
+  /* The files read, by (device, inode): a second name of one (a link, such
+   * as Debian's fortunes' NAME.u8 -> NAME) is read once, at its first name. */
+  struct stat *seen = calloc(n ? n : 1, sizeof *seen);
+  size_t n_seen = 0;
+  if (!seen) rc = dlrt__set_error(DLRT_ERR_OOM, "%s: no host memory", path);
   for (size_t i = 0; rc == DLRT_OK && i < n; i++) {
     char file[4096];
     if (snprintf(file, sizeof file, "%s/%s", path, names[i]) >= (int)sizeof file) continue;
@@ -142,6 +147,11 @@ static int load_folder(const char *path, dlrt_tokens *out) {
     /* Only the top level's regular files: a FIFO or device is skipped, never
      * opened (it could block). */
     if (stat(file, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) continue;
+    int again = 0;
+    for (size_t k = 0; k < n_seen && !again; k++)
+      again = seen[k].st_dev == st.st_dev && seen[k].st_ino == st.st_ino;
+    if (again) continue;
+    seen[n_seen++] = st;
     int fd = dlrt__open_regular_fd(file, &st);
     if (fd < 0) continue;
     unsigned char *b = NULL;
@@ -154,6 +164,7 @@ static int load_folder(const char *path, dlrt_tokens *out) {
     }
     free(b);
   }
+  free(seen);
   for (size_t i = 0; i < n; i++) free(names[i]);
   free(names);
   if (rc == DLRT_OK && out->count == 0)

@@ -118,7 +118,8 @@ DLRT_API int dlrt_dataset_open_records(const char *path, int flags, dlrt_dataset
  *   - a folder: its top-level regular files in byte order of their names
  *     (hidden files, sub-folders, and files holding a NUL byte, which are not
  *     text, such as fortune's .dat indexes, are skipped), as byte tokens,
- *     one after another.
+ *     one after another; a file with two names (a hard or symbolic link,
+ *     such as fortunes' NAME.u8 -> NAME) is read once, at its first name.
  * A FIFO or device is refused at once, as every dlrt reader does. */
 #define DLRT_TOKENS_MAGIC 20240520
 #define DLRT_TOKENS_VERSION 1

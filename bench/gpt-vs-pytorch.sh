@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# gpt-vs-pytorch.sh — dltrain's GPT against the same GPT-2 in PyTorch
+# (bench/gpt_pytorch.py), side by side on the same token file, batch,
+# context, recipe and threads: training tokens/s, runs alternated, medians
+# and their ratio; with --quality, the validation loss after the same
+# number of steps (mean over the same fixed validation windows).
+#
+# Usage: bench/gpt-vs-pytorch.sh [--model gpt-mini|gpt2] [--runs N] [--steps S]
+#        [--quality] [--threads T]
+#   gpt-mini: batch 32, context 128 (the issue's speed bar: >= 2x);
+#   gpt2:     124M parameters, batch 4, context 64 (bar: >= 1.5x).
+#   --quality: gpt-mini, AdamW 1e-3, 1000 steps, evaluated on 20 batches
+#   at the end (bar: within 0.02 nats of PyTorch's).
+# Needs a build (DLTRAIN, DLRECORD: default ./tools/...), Debian's
+# python3-torch and fortunes (the corpus, made into a token file here).
+set -euo pipefail
+model=gpt-mini runs=3 steps= quality=0 threads=2
+while (($#)); do
+  case $1 in
+  --model) model=$2; shift 2 ;;
+  --runs) runs=$2; shift 2 ;;
+  --steps) steps=$2; shift 2 ;;
+  --threads) threads=$2; shift 2 ;;
+  --quality) quality=1; shift ;;
+  *) echo "usage: $0 [--model gpt-mini|gpt2] [--runs N] [--steps S] [--quality] [--threads T]" >&2
+     exit 2 ;;
+  esac
+done
+here=$(cd "$(dirname "$0")" && pwd)
+DLTRAIN=${DLTRAIN:-./tools/dltrain}
+DLRECORD=${DLRECORD:-./tools/dlrecord}
+PYTHON=${PYTHON:-/usr/bin/python3}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/gpt-vs-pytorch.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+"$DLRECORD" tokens /usr/share/games/fortunes "$tmp/corpus.bin" >&2
+
+case $model in
+gpt-mini) batch=32 context=128 sizes=(--layers 4 --heads 4 --embd 128 --context 128 --vocab 256)
+          dl_sizes=() ;;
+gpt2) batch=4 context=64 sizes=(--layers 12 --heads 12 --embd 768 --context 64 --vocab 50257)
+      dl_sizes=(--context 64) ;;
+*) echo "$0: --model gpt-mini or gpt2" >&2; exit 2 ;;
+esac
+if ((quality)); then
+  runs=1 steps=${steps:-1000} eval_batches=20
+else
+  steps=${steps:-$([[ $model == gpt2 ]] && echo 12 || echo 40)} eval_batches=1
+fi
+
+dl() {
+  "$DLTRAIN" --model "$model" "${dl_sizes[@]}" --data "$tmp/corpus.bin" \
+    --batch "$batch" --steps "$steps" --eval-every "$steps" --eval-batches "$eval_batches" \
+    --optimizer adamw --lr 1e-3 --threads "$threads" --device cpu --quiet --json 2>"$tmp/dl.err" |
+    tail -n 1
+}
+pt() {
+  "$PYTHON" "$here/gpt_pytorch.py" --data "$tmp/corpus.bin" "${sizes[@]}" --batch "$batch" \
+    --steps "$steps" --eval-batches "$eval_batches" --threads "$threads" --lr 1e-3 | tail -n 1
+}
+field() { "$PYTHON" -c "import json, sys; print(json.loads(sys.argv[1])['$1'])" "$2"; }
+
+dl_rates=() pt_rates=()
+for ((i = 0; i < runs; i++)); do
+  a=$(dl) || { cat "$tmp/dl.err" >&2; exit 1; }
+  b=$(pt)
+  dl_rates+=("$(field tokens_per_s "$a")") pt_rates+=("$(field tokens_per_s "$b")")
+  echo "run $((i + 1)): dlrt $(field tokens_per_s "$a") tokens/s, val loss $(field val_loss "$a");" \
+       "pytorch $(field tokens_per_s "$b") tokens/s, val loss $(field val_loss "$b")"
+done
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+m_dl=$(median "${dl_rates[@]}") m_pt=$(median "${pt_rates[@]}")
+echo "$model batch $batch context $context, $steps steps, $threads threads, $runs runs alternated:"
+echo "  dlrt    median $m_dl tokens/s"
+echo "  pytorch median $m_pt tokens/s ($("$PYTHON" -c 'import torch; print(torch.__version__)'))"
+awk -v a="$m_dl" -v b="$m_pt" 'BEGIN {printf "  ratio   %.2fx\n", a / b}'
+if ((quality)); then
+  echo "  val loss: dlrt $(field val_loss "$a"), pytorch $(field val_loss "$b")," \
+       "difference $("$PYTHON" -c "import json,sys; print(round(json.loads(sys.argv[1])['val_loss'] - json.loads(sys.argv[2])['val_loss'], 4))" "$a" "$b") nats"
+fi
