@@ -1,0 +1,109 @@
+#!/bin/sh
+# shellcheck disable=SC2086
+# test-dltrain-gpt.sh — TAP checks of dltrain on GPT models: a small GPT
+# trains by steps on a text file (byte tokens) and on an llm.c token file
+# made by dlrecord, its loss falls, each evaluation prints the validation
+# loss, perplexity and bits per byte, --json has tokens_per_s, val_loss,
+# val_bpb and steps; the planned peak matches the measured one; a run saved
+# at step 6 and resumed to step 12 ends where an unbroken run ends; OpenCL
+# trains it too; --plan --model gpt3-175b answers without allocating, in
+# under a second; bad sizes and GPT options on image models are usage
+# errors; a vocabulary too small for the data is an error naming --vocab.
+
+DLTRAIN=${DLTRAIN:-./tools/dltrain}
+DLRECORD=${DLRECORD:-./tools/dlrecord}
+unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
+
+TOOL=$DLTRAIN PLAN=13
+# shellcheck source=tests/tap.sh
+. "$(dirname "$0")/tap.sh"
+
+# A corpus of about 100 KB of English-like text, the same on every machine.
+python3 -c "
+import random
+r = random.Random(5)
+words = 'the of and to in is that it was for on are as with his they at be this from have or by one had not but what all were when we there can an your which their said if do will each about how up out them then she many some so these would other into has more her two like him see time could no make than first been its who now people my made over did down only way find use may water long little very after words called just where most know'.split()
+lines = []
+while sum(map(len, lines)) < 100000:
+    lines.append(' '.join(r.choice(words) for _ in range(r.randint(4, 14))).capitalize() + '.')
+open('$tmp/corpus.txt', 'w').write('\n'.join(lines) + '\n')
+"
+small="--model gpt-mini --layers 2 --heads 2 --embd 32 --context 32 --batch 8 --threads 2 --quiet"
+
+# 1-3: a text file as byte tokens: the loss falls, evaluations print.
+run $small --data "$tmp/corpus.txt" --steps 40 --eval-every 20 --eval-batches 4 --lr 3e-3 --json
+[ $rc -eq 0 ] && [ "$(grep -c "val loss .* perplexity .* bpb " "$tmp/err")" -eq 2 ]
+result "40 steps on a text file: an evaluation every 20 steps with loss, perplexity and bpb"
+last_json "$tmp/out" "
+import math
+assert d['steps'] == 40 and d['steps_run'] == 40 and d['context'] == 32, d
+assert d['tokens_per_s'] > 0 and d['val_bpb'] > 0, d
+assert abs(d['val_bpb'] - d['val_loss'] / math.log(2)) < 1e-5, d
+assert abs(d['val_perplexity'] - math.exp(d['val_loss'])) < 1e-3 * d['val_perplexity'], d
+assert d['val_loss'] < math.log(256) - 1.0, d  # below a uniform guess by a nat
+" 2>"$tmp/py.err"
+result "--json has steps, tokens_per_s, val_loss, val_perplexity and val_bpb; the loss fell"
+last_json "$tmp/out" "
+p, m = d['planned_peak_bytes'], d['peak_device_bytes']
+assert abs(p - m) <= 0.02 * m, (p, m)
+" 2>"$tmp/py.err"
+result "the planned peak is within 2% of the measured one"
+
+# 4: an llm.c token file made by dlrecord trains the same way (no bpb: not bytes).
+"$DLRECORD" tokens "$tmp/corpus.txt" "$tmp/corpus.bin" >/dev/null 2>&1
+run $small --data "$tmp/corpus.bin" --steps 10 --eval-every 10 --eval-batches 2 --json
+[ $rc -eq 0 ] && last_json "$tmp/out" "assert d['steps_run'] == 10 and d['val_loss'] > 0, d"
+result "an llm.c token file from dlrecord trains"
+
+# 5, 6: save at step 6, resume to 12: the same validation loss as 12 at once.
+run $small --data "$tmp/corpus.txt" --steps 12 --eval-every 6 --eval-batches 2 --json
+cp "$tmp/out" "$tmp/whole.json"
+run $small --data "$tmp/corpus.txt" --steps 6 --eval-every 6 --eval-batches 2 --save "$tmp/ck.st"
+[ $rc -eq 0 ] && [ -s "$tmp/ck.st" ]
+result "6 steps save a checkpoint"
+run $small --data "$tmp/corpus.txt" --steps 12 --eval-every 6 --eval-batches 2 --resume "$tmp/ck.st" --json
+[ $rc -eq 0 ] && grep -q "resumed .* after 6 steps" "$tmp/err" && python3 -c "
+import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
+assert b['steps_run'] == 6, b
+assert abs(a['val_loss'] - b['val_loss']) <= 1e-5 * a['val_loss'], (a['val_loss'], b['val_loss'])
+" "$tmp/whole.json" "$tmp/out"
+result "resumed at step 6 to 12: the validation loss of the unbroken run"
+
+# 7: on the OpenCL device.
+if has_opencl; then
+  run $small --data "$tmp/corpus.txt" --steps 6 --eval-every 6 --eval-batches 2 --device opencl:0
+  result "it trains on opencl:0"
+else
+  skip "it trains on opencl:0" "no OpenCL device"
+fi
+
+# 8, 9: the plan of GPT-3 175B, without data and in under a second.
+start=$(date +%s%N)
+run --plan --model gpt3-175b --batch 1 --precision bf16 --device-memory 40G --json
+end=$(date +%s%N)
+[ $rc -eq 0 ] && last_json "$tmp/out" "
+p = d['plan']
+assert 174e9 < p['params'] < 176e9, p['params']
+assert p['param_bytes'] >= 4 * p['params'] and p['optimizer_state_bytes'] >= 8 * p['params'], p
+assert d['max_batch']['plain'] == 0, d['max_batch']
+"
+result "--plan --model gpt3-175b: 175e9 parameters, states of 16 bytes each, no batch fits 40G"
+[ $rc -eq 0 ] && [ $(((end - start) / 1000000)) -lt 1000 ]
+result "and it answers in under a second ($(((end - start) / 1000000)) ms)"
+
+# 10-12: usage errors.
+run --model mlp --layers 3 --data generated
+[ $rc -eq 2 ] && grep -q "are for GPT models" "$tmp/err"
+result "--layers on an image model is a usage error"
+run --model gpt-mini --heads 3
+[ $rc -eq 2 ] && grep -q "multiple of the heads" "$tmp/err"
+result "--heads 3 with a width of 128 is a usage error naming the rule"
+run --model gpt-mini --data "$tmp/missing.txt"
+[ $rc -eq 1 ] && grep -q "missing.txt" "$tmp/err"
+result "a missing --data file exits 1 naming it"
+
+# 13: a vocabulary smaller than the data's tokens.
+run $small --data "$tmp/corpus.txt" --vocab 64 --steps 1
+[ $rc -eq 1 ] && grep -q -- "--vocab" "$tmp/err"
+result "--vocab 64 for byte tokens exits 1 saying which --vocab it needs"
