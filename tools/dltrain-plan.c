@@ -17,6 +17,40 @@ static const char *human(double bytes, char *buf, size_t n) {
   return buf;
 }
 
+/* A transformer's own lines: the activations of one block (the plans of
+ * one and two layers apart, exactly), and the peak plain and checkpointed
+ * (a block is the natural segment) in fp32 and in 16 bits, each against the
+ * device. */
+typedef struct {
+  uint64_t block;      /* activations one block keeps for the backward pass */
+  uint64_t peak[2][2]; /* [fp32, 16-bit][plain, checkpoint sqrt] */
+} gpt_plan;
+
+static int plan_gpt(const dlrt_trainer_config *cfg, const dlrt_dataset *d, gpt_plan *out) {
+  dlrt_memory_plan p;
+  uint64_t acts[2];
+  for (int layers = 1; layers <= 2; layers++) {
+    dlrt_trainer_config c = *cfg;
+    c.gpt.layers = layers;
+    c.checkpoint = 0;
+    int rc = dlrt_plan_memory(&c, d->channels, d->height, d->width, d->classes, &p);
+    if (rc < 0) return rc;
+    acts[layers - 1] = p.activation_peak;
+  }
+  out->block = acts[1] > acts[0] ? acts[1] - acts[0] : 0;
+  for (int ck = 0; ck < 2; ck++) {
+    for (int low = 0; low < 2; low++) {
+      dlrt_trainer_config c = *cfg;
+      c.precision = low ? DLRT_BF16 : DLRT_F32;
+      c.checkpoint = ck ? DLRT_CHECKPOINT_SQRT : 0;
+      int rc = dlrt_plan_memory(&c, d->channels, d->height, d->width, d->classes, &p);
+      if (rc < 0) return rc;
+      out->peak[low][ck] = p.peak;
+    }
+  }
+  return DLRT_OK;
+}
+
 /* --plan: the planner's breakdown for the batch asked for, the largest batch
  * that fits the device (or --device-memory), and the what-if table. */
 int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_dataset *d,
@@ -51,8 +85,12 @@ int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_datase
   double folk = (double)memory / (4.0 * (double)p.param_count);
   dlrt_what_if rows[8];
   int n_rows = 0;
-  if (o->what_if > 0 && (rc = dlrt_plan_what_if(o->what_if, memory, rows, &n_rows)) < 0)
+  /* A GPT's what-if is its own parameter count unless another is given. */
+  double what_if = o->what_if > 0 ? o->what_if : o->gpt_model ? (double)p.param_count : 0;
+  if (what_if > 0 && (rc = dlrt_plan_what_if(what_if, memory, rows, &n_rows)) < 0)
     return tool_fail("cannot plan", rc);
+  gpt_plan gp = {0};
+  if (o->gpt_model && (rc = plan_gpt(cfg, d, &gp)) < 0) return tool_fail("cannot plan", rc);
   if (o->json) {
     printf("{\"plan\": {\"model\": ");
     tool_json_string(stdout, o->model);
@@ -80,7 +118,13 @@ int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_datase
              "\"devices\": %.0f, \"fits_one_device\": %s}", i ? ", " : "", rows[i].strategy,
              rows[i].device_bytes, rows[i].host_bytes, rows[i].devices,
              rows[i].fits_one ? "true" : "false");
-    puts("]}");
+    if (o->gpt_model)
+      printf("], \"transformer\": {\"context\": %" PRId64 ", \"block_activation_bytes\": %"
+             PRIu64 ", \"peak_fp32\": %" PRIu64 ", \"peak_fp32_checkpointed\": %" PRIu64
+             ", \"peak_16bit\": %" PRIu64 ", \"peak_16bit_checkpointed\": %" PRIu64 "}}\n",
+             d->width, gp.block, gp.peak[0][0], gp.peak[0][1], gp.peak[1][0], gp.peak[1][1]);
+    else
+      puts("]}");
     return 0;
   }
   char a[32], b[32];
@@ -98,6 +142,16 @@ int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_datase
          p.evaluation_at_peak ? "; an evaluation's: two loaders" : "");
   printf("  %-20s %10.2f MiB  (the least --mem-limit with --offload optimizer)\n",
          "spilling can do", mib(p.spill_least));
+  if (o->gpt_model) {
+    printf("transformer, windows of %" PRId64 " tokens: each block keeps %.2f MiB of "
+           "activations for the backward pass (%s)\n", d->width, mib(gp.block),
+           cfg->precision == DLRT_F32 ? "fp32" : "16-bit compute");
+    const char *labels[2] = {"fp32", "fp16 or bf16"};
+    for (int low = 0; low < 2; low++)
+      printf("  peak in %-13s %12.2f MiB plain (%s), %12.2f MiB --checkpoint sqrt (%s)\n",
+             labels[low], mib(gp.peak[low][0]), gp.peak[low][0] <= memory ? "fits" : "too big",
+             mib(gp.peak[low][1]), gp.peak[low][1] <= memory ? "fits" : "too big");
+  }
   printf("largest batch that fits %s:\n", human((double)memory, a, sizeof a));
   printf("  %-34s %" PRId64 "\n", "plain", fit.batch);
   printf("  %-34s %" PRId64 " per micro-batch; --accum K makes K x that per update\n",
@@ -110,7 +164,7 @@ int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_datase
   if (n_rows) {
     printf("what-if: %.3g parameters on devices of %s; model states only (activations come\n"
            "on top), in GB of 10^9 bytes; devices: the fewest that hold it split between them\n",
-           o->what_if, human((double)memory, a, sizeof a));
+           what_if, human((double)memory, a, sizeof a));
     for (int i = 0; i < n_rows; i++) {
       snprintf(a, sizeof a, "%.1f GB", rows[i].device_bytes / 1e9);
       snprintf(b, sizeof b, "+ %.1f GB host", rows[i].host_bytes / 1e9);

@@ -313,6 +313,8 @@ typedef struct {
   int64_t param_count;
   uint64_t params, grads, optimizer_state;
   uint64_t activations;   /* intermediates live at the peak */
+  uint64_t activation_peak; /* the most intermediates live at any one time (the end
+                               of the forward pass, or a recomputed segment's) */
   uint64_t inputs;        /* the batch in the graph, and kept outputs (logits) */
   uint64_t accumulators;  /* gradient accumulation's running sums */
   uint64_t loader;        /* the loaders' device slots (prefetch x a batch each) */

@@ -80,7 +80,9 @@ static int defer_block_frees(dlrt__schedule *s) {
 enum { MEM_PARAM, MEM_STATE, MEM_INPUT, MEM_GRAD, MEM_ACT, MEM_KINDS };
 
 /* What each storage is, for the breakdown (kinds[id]): a parameter's
- * gradient is found by its owner (gradients may be views of summed storage). */
+ * gradient is found by its owner (gradients may be views of summed storage);
+ * a parameter's 16-bit copy (mixed precision's cast of it) counts with the
+ * parameters, not the activations: it grows with the model, not the batch. */
 static void mem_kinds(const dlrt_graph_t *g, char *kinds) {
   for (int i = 0; i < g->n_tensors; i++) {
     const dlrt_tensor_t *t = g->tensors[i];
@@ -93,6 +95,12 @@ static void mem_kinds(const dlrt_graph_t *g, char *kinds) {
     const dlrt_tensor_t *p = g->tensors[i];
     if (p->kind == DLRT__TENSOR_PARAM && p->grad && kinds[p->grad->owner->id] == MEM_ACT)
       kinds[p->grad->owner->id] = MEM_GRAD;
+  }
+  for (int i = 0; i < g->n_nodes; i++) {
+    const dlrt__node *n = g->nodes[i];
+    if (n->op == DLRT__OP_CAST && n->phase == DLRT__PHASE_FORWARD &&
+        n->in[0]->kind == DLRT__TENSOR_PARAM && n->out[0]->owner == n->out[0])
+      kinds[n->out[0]->id] = MEM_PARAM;
   }
 }
 /* Ops whose kernels read element i of their first input only to write
@@ -359,7 +367,7 @@ int dlrt__plan(dlrt_graph_t *g, dlrt__node_phase max_phase, int every, dlrt__sch
    * walked twice: as its first chunk, and as the later ones, which start
    * with the whole-batch storages the first made (made once, freed after
    * the last chunk) and allocate only their own. */
-  uint64_t live[MEM_KINDS] = {0}, top = 0;
+  uint64_t live[MEM_KINDS] = {0}, top = 0, act_top = 0;
   dlrt__memory_breakdown snap = {0};
   /* DLRT_PLAN_TRACE=1: each position of the schedule and the bytes live
    * after it, on stderr (where a peak comes from). */
@@ -405,6 +413,7 @@ int dlrt__plan(dlrt_graph_t *g, dlrt__node_phase max_phase, int every, dlrt__sch
               n->n_out ? n->out[0]->name : "(update)", (double)total / 1048576.0,
               chunk_pass == 1 ? " (first chunk)" : chunk_pass == 2 ? " (later chunks)" : "");
     }
+    if (live[MEM_ACT] > act_top) act_top = live[MEM_ACT];
     if (total > top || k < 0) {
       top = total;
       snap.params = live[MEM_PARAM], snap.state = live[MEM_STATE];
@@ -426,6 +435,7 @@ int dlrt__plan(dlrt_graph_t *g, dlrt__node_phase max_phase, int every, dlrt__sch
   }
   free(kinds);
   *peak = top;
+  snap.activation_peak = act_top;
   if (at_peak) *at_peak = snap;
 done:
   free(born);
@@ -446,7 +456,10 @@ int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt_offload_
   if (rc == DLRT_OK)
     rc = dlrt__plan(g, DLRT__PHASE_FORWARD, checkpoint_every, &forward, &forward_peak, &fw);
   int evaluation = forward_peak + beside_forward > train_peak;
+  uint64_t act_peak = out->activation_peak > fw.activation_peak ? out->activation_peak
+                                                                 : fw.activation_peak;
   if (rc == DLRT_OK && evaluation) *out = fw;
+  if (rc == DLRT_OK) out->activation_peak = act_peak;
   if (rc == DLRT_OK) out->peak = evaluation ? forward_peak : train_peak;
   if (rc == DLRT_OK) out->forward_at_peak = evaluation;
   if (rc == DLRT_OK) {

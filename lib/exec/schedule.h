@@ -59,6 +59,7 @@ typedef struct {
 typedef struct {
   uint64_t params, state, inputs; /* inputs: the batch and kept tensors */
   uint64_t grads, activations;    /* activations: every other intermediate */
+  uint64_t activation_peak;       /* the most activation bytes live at any one time */
   uint64_t peak;                  /* their sum: the planned peak */
   int forward_at_peak;            /* the peak is the forward schedule's (an
                                      evaluation's), not a training step's */

@@ -53,6 +53,7 @@ int dlrt_plan_memory(const dlrt_trainer_config *cfg, int64_t channels, int64_t h
     out->inputs = b.inputs;
     out->grads = b.grads;
     out->activations = b.activations;
+    out->activation_peak = b.activation_peak;
     /* Gradient accumulation keeps a running sum per parameter. */
     if (cfg->accum > 1) out->accumulators = b.params;
     out->evaluation_at_peak = b.forward_at_peak;
