@@ -29,8 +29,9 @@
  * rows = DLRT__ATTN_ROWS(D) (kernel_table.h), which the launch passes.
  * Loads convert the storage type to fp32 and all arithmetic is fp32; o and
  * dqkv are rounded once when stored. Each score, probability and sum adds
- * its terms in the same order on every device (see dlrt__attn_mm), so the
- * devices differ only by their exp and log. */
+ * its terms in the same order on every device (see dlrt__attn_mm) and exp
+ * is the kernels' own (dlrt__attn_exp), so the devices differ only by
+ * their log (one per row, for lse). */
 #include "dialect.h"
 
 /* The tile size the OpenCL program is built with (it does not see
@@ -53,9 +54,9 @@
 /* A phase's work of n elements shared by the group. GPUs: work-item lid
  * takes every DLRT_WG-th element. The CPU runs a phase as a loop over the
  * work-items: there work-item 0 takes them all, in order, which lets the
- * loops below be vector loops. */
-/* DLRT__ATTN_SHARE_2D: the same over the elements e = i * cols + k of a
- * rows x cols tile, with i and k (the CPU without a division per element). */
+ * loops below be vector loops. DLRT__ATTN_SHARE_2D: the same over the
+ * elements e = i * cols + k of a rows x cols tile, with i and k (on the
+ * CPU without a division per element). */
 #if defined(__OPENCL_VERSION__) || defined(__CUDACC__)
 #define DLRT__ATTN_GPU 1
 #define DLRT__ATTN_SHARE(e, lid, n) for (int e = (lid); e < (n); e += DLRT_WG)
@@ -74,9 +75,9 @@
  * and |r| <= ln 2 / 2 (ln 2 in two parts), e^r by a polynomial, 2^n put
  * into the exponent bits. Unlike libm's expf it vectorizes on the CPU
  * (where expf calls took a third of the kernels' time), and it rounds
- * alike on every device. Within 2 ulp of e^x for x in [-87.3, 88] (test-attention
- * checks it), 0 below (e^x < 2^-126 there: no subnormals) and for -inf,
- * NaN for NaN; the kernels' x are at most a few ulp above 0. */
+ * alike on every device. Within 2 ulp of e^x for x in [-87.3, 88]
+ * (test-attention checks it), 0 below (e^x < 2^-126 there: no subnormals)
+ * and for -inf, NaN for NaN; the kernels' x are at most a few ulp above 0. */
 DLRT_INLINE float dlrt__attn_exp(float x) {
   float xc = x < -87.3f ? -87.3f : x > 88.0f ? 88.0f : x;
   /* n = x log2(e) rounded to an integer: adding 1.5 x 2^23 rounds it so. */
@@ -240,9 +241,10 @@ DLRT_INLINE void dlrt__attn_grad_tile(DLRT__ATTN_LOCAL float *s, DLRT__ATTN_LOCA
   int n_first = seq - first < rows ? (int)(seq - first) : r;                                   \
   DLRT_INDEX base = b * seq * 3 * c + h * head_dim, obase = b * seq * c + h * head_dim
 
-/* Loads rows x D of one third of qkv (part 0 queries, 1 keys, 2 values)
- * from row t0 into the local tile x, times `mul`: row-major (x[j D + k])
- * and, when xt is not NULL-like (transposed = 1), transposed into xt[k ld + j]. */
+/* Loads n rows of one third of qkv (part 0 queries, 1 keys, 2 values) from
+ * row t0, times `mul`, into local tiles: x row-major (x[j D + k]) when
+ * row_major, xt transposed (xt[k rows + j]) when transposed. Inside a
+ * phase of the kernels below (it reads their lid, d, r, c, base, qkv). */
 #define DLRT__ATTN_LOAD(LD, x, row_major, xt, transposed, part, t0, n, mul)                    \
   DLRT__ATTN_SHARE_2D(e, j, k, lid, (n), d) {                                                  \
     float v = LD(qkv, base + ((t0) + j) * 3 * c + (part) * c + k) * (mul);                     \
