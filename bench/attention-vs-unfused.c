@@ -6,7 +6,7 @@
  * benchmark, not a test.
  *
  *   bench/attention-vs-unfused [--device SPEC] [--batch B] [--heads H] [--seq T]
- *                              [--head-dim D] [--reps R] [--not-causal]
+ *                              [--head-dim D] [--reps R] [--threads N] [--not-causal]
  *
  * Each graph is qkv (B x T x 3 H D, a parameter) -> attention -> sum(y * R)
  * and its backward pass, without an optimizer; one step is a training run
@@ -16,7 +16,8 @@
  * ratio of the medians (unfused / fused: above 1, fused is faster), both
  * planned peaks, and the largest difference between their gradients of qkv
  * (relative to its largest element). Defaults: cpu, B 4, H 4, T 256, D 32,
- * 21 steps each, causal.
+ * 21 steps each, causal, the cpu backend's threads as dlrt sets them (one
+ * per core; --threads: dlrt_set_cpu_threads).
  *
  * Exit status: 0 done and the gradients agree within 1e-4, 1 a failure,
  * 2 usage error.
@@ -109,19 +110,20 @@ int main(int argc, char **argv) {
       {"device", required_argument, NULL, 'd'}, {"batch", required_argument, NULL, 'b'},
       {"heads", required_argument, NULL, 'h'},  {"seq", required_argument, NULL, 't'},
       {"head-dim", required_argument, NULL, 'k'}, {"reps", required_argument, NULL, 'r'},
-      {"not-causal", no_argument, NULL, 'n'},   {"help", no_argument, NULL, 'H'},
+      {"threads", required_argument, NULL, 'j'}, {"not-causal", no_argument, NULL, 'n'},
+      {"help", no_argument, NULL, 'H'},
       {NULL, 0, NULL, 0}};
   const char *spec = "cpu";
-  long b = 4, h = 4, t = 256, d = 32, reps = 21;
+  long b = 4, h = 4, t = 256, d = 32, reps = 21, threads = 0;
   int causal = 1, opt;
   while ((opt = getopt_long(argc, argv, "", longs, NULL)) != -1) {
     long *dst = opt == 'b' ? &b : opt == 'h' ? &h : opt == 't' ? &t : opt == 'k' ? &d
-                : opt == 'r' ? &reps : NULL;
+                : opt == 'r' ? &reps : opt == 'j' ? &threads : NULL;
     if (opt == 'd') spec = optarg;
     else if (opt == 'n') causal = 0;
     else if (opt == 'H') {
       printf("usage: %s [--device SPEC] [--batch B] [--heads H] [--seq T] [--head-dim D] "
-             "[--reps R] [--not-causal]\n", argv[0]);
+             "[--reps R] [--threads N] [--not-causal]\n", argv[0]);
       return 0;
     } else if (!dst || parse(optarg, 1, opt == 'k' ? 1024 : 1 << 20, dst) < 0) {
       fprintf(stderr, "%s: bad option or value; see --help\n", argv[0]);
@@ -145,6 +147,7 @@ int main(int argc, char **argv) {
 
   dlrt_device_t *dev;
   setup s[2];
+  if (threads && dlrt_set_cpu_threads((int)threads) < 0) return fail("--threads");
   memset(s, 0, sizeof s);
   if (dlrt_device_open(spec, &dev) < 0) return fail(spec);
   for (int k = 0; k < 2; k++)
