@@ -29,8 +29,9 @@
  * rows = DLRT__ATTN_ROWS(D) (kernel_table.h), which the launch passes.
  * Loads convert the storage type to fp32 and all arithmetic is fp32; o and
  * dqkv are rounded once when stored. Each score, probability and sum adds
- * its terms in the same order on every device (see dlrt__attn_mm), so the
- * devices differ only by their exp and log. */
+ * its terms in the same order on every device (see dlrt__attn_mm) and exp
+ * is the kernels' own (dlrt__attn_exp), so the devices differ only by
+ * their log (one per row, for lse). */
 #include "dialect.h"
 
 /* The tile size the OpenCL program is built with (it does not see
@@ -53,13 +54,62 @@
 /* A phase's work of n elements shared by the group. GPUs: work-item lid
  * takes every DLRT_WG-th element. The CPU runs a phase as a loop over the
  * work-items: there work-item 0 takes them all, in order, which lets the
- * loops below be vector loops. */
+ * loops below be vector loops. DLRT__ATTN_SHARE_2D: the same over the
+ * elements e = i * cols + k of a rows x cols tile, with i and k (on the
+ * CPU without a division per element). */
 #if defined(__OPENCL_VERSION__) || defined(__CUDACC__)
 #define DLRT__ATTN_GPU 1
 #define DLRT__ATTN_SHARE(e, lid, n) for (int e = (lid); e < (n); e += DLRT_WG)
+#define DLRT__ATTN_SHARE_2D(e, i, k, lid, rows, cols)                                          \
+  for (int e = (lid), i = 0, k = 0;                                                            \
+       e < (rows) * (cols) && (i = e / (cols), k = e - i * (cols), 1); e += DLRT_WG)
 #else
 #define DLRT__ATTN_GPU 0
 #define DLRT__ATTN_SHARE(e, lid, n) for (int e = (lid) ? (n) : 0; e < (n); e++)
+#define DLRT__ATTN_SHARE_2D(e, i, k, lid, rows, cols)                                          \
+  for (int i = (lid) ? (rows) : 0; i < (rows); i++)                                            \
+    for (int k = 0, e = i * (cols); k < (cols); k++, e++)
+#endif
+
+/* e^x from arithmetic alone, Cephes' expf: x = n ln 2 + r with n an integer
+ * and |r| <= ln 2 / 2 (ln 2 in two parts), e^r by a polynomial, 2^n put
+ * into the exponent bits. Unlike libm's expf it vectorizes on the CPU
+ * (where expf calls took a third of the kernels' time), and it rounds
+ * alike on every device. Within 2 ulp of e^x for x in [-87.3, 88]
+ * (test-attention checks it), 0 below (e^x < 2^-126 there: no subnormals)
+ * and for -inf, NaN for NaN; the kernels' x are at most a few ulp above 0. */
+DLRT_INLINE float dlrt__attn_exp(float x) {
+  float xc = x < -87.3f ? -87.3f : x > 88.0f ? 88.0f : x;
+  /* n = x log2(e) rounded to an integer: adding 1.5 x 2^23 rounds it so. */
+  float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = (((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r +
+               4.1665795894e-2f) * r + 1.6666665459e-1f) * r + 5.0000001201e-1f) * (r * r) +
+            r + 1.0f;
+  float two_n = DLRT_AS_FLOAT((unsigned int)((int)n + 127) << 23);
+  return x < -87.3f ? 0.0f : p * two_n;
+}
+
+#if !DLRT__ATTN_GPU
+/* dlrt__attn_mm's rows [i0, i1) and columns [j0, j1) a row at a time (the
+ * CPU's edges of its register blocks), in the same order per element. */
+static inline void dlrt__attn_mm_rows(float *out, int ldo, const float *a, int a_row, int a_col,
+                                      const float *b, int ldb, int i0, int i1, int j0, int j1,
+                                      int depth, int mode, const float *scale) {
+  for (int i = i0; i < i1; i++) {
+    float *o = out + i * ldo;
+    if (mode == 0)
+      for (int j = j0; j < j1; j++) o[j] = 0.0f;
+    else if (mode == 2)
+      for (int j = j0; j < j1; j++) o[j] *= scale[i];
+    for (int k = 0; k < depth; k++) {
+      float aik = a[i * a_row + k * a_col];
+      const float *bk = b + k * ldb;
+      for (int j = j0; j < j1; j++) o[j] += aik * bk[j];
+    }
+  }
+}
 #endif
 
 /* out (rows x cols, row stride ldo) = start + A B, A rows x depth with
@@ -82,19 +132,44 @@ DLRT_INLINE void dlrt__attn_mm(DLRT__ATTN_LOCAL float *out, int ldo,
     out[i * ldo + j] = acc;
   }
 #else
+  /* Blocks of 4 rows x 8 columns summed in registers over the whole depth
+   * (GCC's vectors of 4 floats, whose arithmetic rounds as the scalar's;
+   * a vector of b serves 4 rows), the edges a row at a time. */
+  typedef float v4 __attribute__((vector_size(16)));
   if (lid != 0) return;
-  for (int i = 0; i < rows; i++) {
-    float *o = out + i * ldo;
-    if (mode == 0)
-      for (int j = 0; j < cols; j++) o[j] = 0.0f;
-    else if (mode == 2)
-      for (int j = 0; j < cols; j++) o[j] *= scale[i];
-    for (int k = 0; k < depth; k++) {
-      float aik = a[i * a_row + k * a_col];
-      const float *bk = b + k * ldb;
-      for (int j = 0; j < cols; j++) o[j] += aik * bk[j];
+  int i = 0;
+  for (; i + 4 <= rows; i += 4) {
+    int j = 0;
+    for (; j + 8 <= cols; j += 8) {
+      v4 c[4][2];
+      for (int u = 0; u < 4; u++) /* out * 1 is out, bit for bit */
+        for (int h = 0; h < 2; h++) {
+          if (mode == 0) {
+            c[u][h] = (v4){0.0f, 0.0f, 0.0f, 0.0f};
+          } else {
+            memcpy(&c[u][h], out + (i + u) * ldo + j + 4 * h, sizeof c[u][h]);
+            c[u][h] *= mode == 2 ? scale[i + u] : 1.0f;
+          }
+        }
+      for (int k = 0; k < depth; k++) {
+        v4 b0, b1;
+        memcpy(&b0, b + k * ldb + j, sizeof b0);
+        memcpy(&b1, b + k * ldb + j + 4, sizeof b1);
+        for (int u = 0; u < 4; u++) {
+          float aik = a[(i + u) * a_row + k * a_col];
+          c[u][0] += aik * b0;
+          c[u][1] += aik * b1;
+        }
+      }
+      for (int u = 0; u < 4; u++)
+        for (int h = 0; h < 2; h++)
+          memcpy(out + (i + u) * ldo + j + 4 * h, &c[u][h], sizeof c[u][h]);
     }
+    if (j < cols) dlrt__attn_mm_rows(out, ldo, a, a_row, a_col, b, ldb, i, i + 4, j, cols,
+                                     depth, mode, scale);
   }
+  if (i < rows)
+    dlrt__attn_mm_rows(out, ldo, a, a_row, a_col, b, ldb, i, rows, 0, cols, depth, mode, scale);
 #endif
 }
 
@@ -103,9 +178,11 @@ DLRT_INLINE void dlrt__attn_mm(DLRT__ATTN_LOCAL float *out, int ldo,
  * minus its first key when causal; T otherwise). The row maximum m grows
  * to cover the tile, the row sum l is rescaled by alpha = exp(m_old - m)
  * (kept for the accumulator) and gains the tile's exp(s - m), which replace
- * s (0 for masked keys). Tiles start on multiples of one row count, so a
- * causal row always has key 0 of its tile or an earlier one: m is finite
- * after the first tile. */
+ * s (0 for masked keys). The tile's sum adds four interleaved partial sums
+ * ((s0 + s1) + (s2 + s3)): an order every device follows, and a vector on
+ * the CPU. Tiles start on multiples of one row count, so a causal row
+ * always has key 0 of its tile or an earlier one: m is finite after the
+ * first tile. */
 DLRT_INLINE void dlrt__attn_softmax_tile(DLRT__ATTN_LOCAL float *s, int ld,
                                          DLRT__ATTN_LOCAL float *m, DLRT__ATTN_LOCAL float *l,
                                          DLRT__ATTN_LOCAL float *alpha, int bq, int bk,
@@ -113,276 +190,284 @@ DLRT_INLINE void dlrt__attn_softmax_tile(DLRT__ATTN_LOCAL float *s, int ld,
   DLRT__ATTN_SHARE(i, lid, bq) {
     DLRT__ATTN_LOCAL float *row = s + i * ld;
     int keys = i + diag + 1 < bk ? (int)(i + diag + 1) : bk;
-    float mx = m[i], sum = 0.0f;
-    for (int j = 0; j < keys; j++) mx = DLRT_FMAX(mx, row[j]);
-    for (int j = 0; j < keys; j++) {
-      float p = DLRT_EXP(row[j] - mx);
-      row[j] = p;
-      sum += p;
-    }
-    for (int j = keys; j < bk; j++) row[j] = 0.0f;
-    alpha[i] = DLRT_EXP(m[i] - mx); /* 0 on the first tile (m = -inf) */
-    l[i] = l[i] * alpha[i] + sum;
+    float mx = m[i], s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+    for (int j = 0; j < keys; j++) mx = row[j] > mx ? row[j] : mx; /* fmax's; inlines */
+    for (int j = 0; j < bk; j++) row[j] = j < keys ? dlrt__attn_exp(row[j] - mx) : 0.0f;
+    int j = 0;
+    for (; j + 4 <= keys; j += 4)
+      s0 += row[j], s1 += row[j + 1], s2 += row[j + 2], s3 += row[j + 3];
+    for (; j < keys; j++) s0 += row[j];
+    alpha[i] = dlrt__attn_exp(m[i] - mx); /* 0 on the first tile (m = -inf) */
+    l[i] = l[i] * alpha[i] + ((s0 + s1) + (s2 + s3));
     m[i] = mx;
   }
 }
 
 /* The backward pass's tile: scores s into p = exp(s - lse_i) (0 for masked
  * keys, as dlrt__attn_softmax_tile masks), and dp = dO_i . v_j into
- * ds = p (dp - D_i). */
+ * ds = p (dp - D_i). GPUs: an element per work-item; the CPU a row at a
+ * time (a vector loop). */
 DLRT_INLINE void dlrt__attn_grad_tile(DLRT__ATTN_LOCAL float *s, DLRT__ATTN_LOCAL float *dp,
                                       int ld, DLRT__ATTN_LOCAL const float *lse,
                                       DLRT__ATTN_LOCAL const float *dsum, int bq, int bk,
                                       DLRT_INDEX diag, int lid) {
-  DLRT__ATTN_SHARE(e, lid, bq * bk) {
+#if DLRT__ATTN_GPU
+  for (int e = lid; e < bq * bk; e += DLRT_WG) {
     int i = e / bk, j = e - i * bk;
-    float p = j <= i + diag ? DLRT_EXP(s[i * ld + j] - lse[i]) : 0.0f;
+    float p = j <= i + diag ? dlrt__attn_exp(s[i * ld + j] - lse[i]) : 0.0f;
     s[i * ld + j] = p;
     dp[i * ld + j] = p * (dp[i * ld + j] - dsum[i]);
   }
+#else
+  if (lid != 0) return;
+  for (int i = 0; i < bq; i++) {
+    float *si = s + i * ld, *dpi = dp + i * ld, lse_i = lse[i], dsum_i = dsum[i];
+    int keys = i + diag + 1 < bk ? (int)(i + diag + 1) : bk;
+    for (int j = 0; j < bk; j++) {
+      float p = j < keys ? dlrt__attn_exp(si[j] - lse_i) : 0.0f;
+      si[j] = p;
+      dpi[j] = p * (dpi[j] - dsum_i);
+    }
+  }
+#endif
 }
 
 /* Tile geometry shared by the three kernels: group `grp` of batch x heads x
  * tiles is tile `first / rows` of head h of sequence b; `base` is element
  * (b, 0, h D) of qkv and `obase` of o (row t at base + 3 C t, obase + C t). */
-#define DLRT__ATTN_GEOMETRY(grp)                                                              \
-  DLRT_INDEX bh = (grp) / tiles, b = bh / heads, h = bh - b * heads;                          \
-  DLRT_INDEX first = ((grp) - bh * tiles) * rows;                                             \
-  int n_first = seq - first < rows ? (int)(seq - first) : r;                                  \
+#define DLRT__ATTN_GEOMETRY(grp)                                                               \
+  DLRT_INDEX bh = (grp) / tiles, b = bh / heads, h = bh - b * heads;                           \
+  DLRT_INDEX first = ((grp) - bh * tiles) * rows;                                              \
+  int n_first = seq - first < rows ? (int)(seq - first) : r;                                   \
   DLRT_INDEX base = b * seq * 3 * c + h * head_dim, obase = b * seq * c + h * head_dim
 
-/* Loads rows x D of one third of qkv (part 0 queries, 1 keys, 2 values)
- * from row t0 into the local tile x, times `mul`: row-major (x[j D + k])
- * and, when xt is not NULL-like (transposed = 1), transposed into xt[k ld + j]. */
-#define DLRT__ATTN_LOAD(LD, x, row_major, xt, transposed, part, t0, n, mul)                   \
-  DLRT__ATTN_SHARE(e, lid, (n) * d) {                                                         \
-    int j = e / d, k = e - j * d;                                                             \
-    float v = LD(qkv, base + ((t0) + j) * 3 * c + (part) * c + k) * (mul);                    \
-    if (row_major) x[e] = v;                                                                  \
-    if (transposed) xt[k * r + j] = v;                                                        \
+/* Loads n rows of one third of qkv (part 0 queries, 1 keys, 2 values) from
+ * row t0, times `mul`, into local tiles: x row-major (x[j D + k]) when
+ * row_major, xt transposed (xt[k rows + j]) when transposed. Inside a
+ * phase of the kernels below (it reads their lid, d, r, c, base, qkv). */
+#define DLRT__ATTN_LOAD(LD, x, row_major, xt, transposed, part, t0, n, mul)                    \
+  DLRT__ATTN_SHARE_2D(e, j, k, lid, (n), d) {                                                  \
+    float v = LD(qkv, base + ((t0) + j) * 3 * c + (part) * c + k) * (mul);                     \
+    if (row_major) x[e] = v;                                                                   \
+    if (transposed) xt[k * r + j] = v;                                                         \
   }
 
 /* DLRT__ATTN_KERNELS(SUFFIX, T, LD, ST): the kernels for storage type T.
  * Arguments after the arrays: batch, seq (T), heads, head_dim (D), rows
  * (DLRT__ATTN_ROWS(D)), causal (0 or 1), scale (1 / sqrt(D)). */
-#define DLRT__ATTN_KERNELS(SUF, T, LD, ST)                                                    \
-/* o and lse from qkv; one work-group per tile of queries. */                                 \
-DLRT_KERNEL(dlrt_k_attention_##SUF)(DLRT_RANGE DLRT_PTR(T, o), DLRT_PTR(float, lse),          \
-                                    DLRT_CPTR(T, qkv), DLRT_INDEX batch, DLRT_INDEX seq,      \
-                                    DLRT_INDEX heads, DLRT_INDEX head_dim, DLRT_INDEX rows,   \
-                                    DLRT_INDEX causal, float scale) {                         \
-  DLRT_BIND(T, o);                                                                            \
-  DLRT_BIND(float, lse);                                                                      \
-  DLRT_CBIND(T, qkv);                                                                         \
-  DLRT_LOCAL(float, q_t, DLRT__ATTN_TILE);   /* queries times scale, rows x D */              \
-  DLRT_LOCAL(float, kt_t, DLRT__ATTN_TILE);  /* keys, D x rows */                             \
-  DLRT_LOCAL(float, v_t, DLRT__ATTN_TILE);   /* values, rows x D */                           \
-  DLRT_LOCAL(float, acc_t, DLRT__ATTN_TILE); /* sum of p v, rows x D */                       \
-  DLRT_LOCAL(float, s_t, DLRT__ATTN_TILE);   /* scores, then p, rows x rows */                \
-  DLRT_LOCAL(float, m_t, DLRT__ATTN_ROWS_MAX);                                                \
-  DLRT_LOCAL(float, l_t, DLRT__ATTN_ROWS_MAX);                                                \
-  DLRT_LOCAL(float, alpha_t, DLRT__ATTN_ROWS_MAX);                                            \
-  int d = (int)head_dim, r = (int)rows;                                                       \
-  DLRT_INDEX c = heads * head_dim, tiles = (seq + rows - 1) / rows;                           \
-  DLRT_FOR_EACH_GROUP(grp, batch * heads * tiles) {                                           \
-    DLRT__ATTN_GEOMETRY(grp);                                                                 \
-    int bq = n_first;                                                                         \
-    DLRT_INDEX key_end = causal ? first + bq : seq;                                           \
-    DLRT_PHASE(lid) {                                                                         \
-      DLRT__ATTN_LOAD(LD, q_t, 1, q_t, 0, 0, first, bq, scale);                               \
-      DLRT__ATTN_SHARE(e, lid, bq * d) acc_t[e] = 0.0f;                                       \
-      DLRT__ATTN_SHARE(i, lid, bq) {                                                          \
-        m_t[i] = DLRT_MINUS_INF;                                                              \
-        l_t[i] = 0.0f;                                                                        \
-      }                                                                                       \
-    }                                                                                         \
-    DLRT_BARRIER();                                                                           \
-    for (DLRT_INDEX k0 = 0; k0 < key_end; k0 += rows) {                                       \
-      int bk = key_end - k0 < rows ? (int)(key_end - k0) : r;                                 \
-      DLRT_PHASE(lid) {                                                                       \
-        DLRT__ATTN_LOAD(LD, kt_t, 0, kt_t, 1, 1, k0, bk, 1.0f);                               \
-        DLRT__ATTN_LOAD(LD, v_t, 1, v_t, 0, 2, k0, bk, 1.0f);                                 \
-      }                                                                                       \
-      DLRT_BARRIER();                                                                         \
-      DLRT_PHASE(lid) { dlrt__attn_mm(s_t, r, q_t, d, 1, kt_t, r, bq, bk, d, 0, m_t, lid); }  \
-      DLRT_BARRIER();                                                                         \
-      DLRT_PHASE(lid) {                                                                       \
-        dlrt__attn_softmax_tile(s_t, r, m_t, l_t, alpha_t, bq, bk, causal ? first - k0 : seq, \
-                                lid);                                                         \
-      }                                                                                       \
-      DLRT_BARRIER();                                                                         \
-      DLRT_PHASE(lid) {                                                                       \
-        dlrt__attn_mm(acc_t, d, s_t, r, 1, v_t, d, bq, d, bk, 2, alpha_t, lid);               \
-      }                                                                                       \
-      DLRT_BARRIER();                                                                         \
-    }                                                                                         \
-    DLRT_PHASE(lid) {                                                                         \
-      DLRT__ATTN_SHARE(e, lid, bq * d) {                                                      \
-        int i = e / d, k = e - i * d;                                                         \
-        ST(o, obase + (first + i) * c + k, acc_t[e] / l_t[i]);                                \
-      }                                                                                       \
-      DLRT__ATTN_SHARE(i, lid, bq) lse[bh * seq + first + i] = m_t[i] + DLRT_LOG(l_t[i]);     \
-    }                                                                                         \
-    DLRT_BARRIER();                                                                           \
-  }                                                                                           \
-}                                                                                             \
-/* dq into dqkv's query columns, and dsum = D (B x heads x T) for          \
- * attention_grad_kv; one work-group per tile of queries. */                                  \
-DLRT_KERNEL(dlrt_k_attention_grad_q_##SUF)(DLRT_RANGE DLRT_PTR(T, dqkv),                      \
-                                           DLRT_PTR(float, dsum), DLRT_CPTR(T, dout),         \
-                                           DLRT_CPTR(T, qkv), DLRT_CPTR(T, o),                \
-                                           DLRT_CPTR(float, lse), DLRT_INDEX batch,           \
-                                           DLRT_INDEX seq, DLRT_INDEX heads,                  \
-                                           DLRT_INDEX head_dim, DLRT_INDEX rows,              \
-                                           DLRT_INDEX causal, float scale) {                  \
-  DLRT_BIND(T, dqkv);                                                                         \
-  DLRT_BIND(float, dsum);                                                                     \
-  DLRT_CBIND(T, dout);                                                                        \
-  DLRT_CBIND(T, qkv);                                                                         \
-  DLRT_CBIND(T, o);                                                                           \
-  DLRT_CBIND(float, lse);                                                                     \
-  DLRT_LOCAL(float, q_t, DLRT__ATTN_TILE);   /* queries times scale, rows x D */              \
-  DLRT_LOCAL(float, do_t, DLRT__ATTN_TILE);  /* dO, rows x D */                               \
-  DLRT_LOCAL(float, dq_t, DLRT__ATTN_TILE);  /* sum of ds k, rows x D */                      \
-  DLRT_LOCAL(float, k_t, DLRT__ATTN_TILE);   /* keys, rows x D */                             \
-  DLRT_LOCAL(float, kt_t, DLRT__ATTN_TILE);  /* keys, D x rows */                             \
-  DLRT_LOCAL(float, vt_t, DLRT__ATTN_TILE);  /* values, D x rows */                           \
-  DLRT_LOCAL(float, s_t, DLRT__ATTN_TILE);   /* scores, then p, rows x rows */                \
-  DLRT_LOCAL(float, dp_t, DLRT__ATTN_TILE);  /* dO v, then ds, rows x rows */                 \
-  DLRT_LOCAL(float, lse_t, DLRT__ATTN_ROWS_MAX);                                              \
-  DLRT_LOCAL(float, dsum_t, DLRT__ATTN_ROWS_MAX);                                             \
-  int d = (int)head_dim, r = (int)rows;                                                       \
-  DLRT_INDEX c = heads * head_dim, tiles = (seq + rows - 1) / rows;                           \
-  DLRT_FOR_EACH_GROUP(grp, batch * heads * tiles) {                                           \
-    DLRT__ATTN_GEOMETRY(grp);                                                                 \
-    int bq = n_first;                                                                         \
-    DLRT_INDEX key_end = causal ? first + bq : seq;                                           \
-    DLRT_PHASE(lid) {                                                                         \
-      DLRT__ATTN_LOAD(LD, q_t, 1, q_t, 0, 0, first, bq, scale);                               \
-      DLRT__ATTN_SHARE(e, lid, bq * d) {                                                      \
-        int i = e / d, k = e - i * d;                                                         \
-        do_t[e] = LD(dout, obase + (first + i) * c + k);                                      \
-        dq_t[e] = 0.0f;                                                                       \
-      }                                                                                       \
-      DLRT__ATTN_SHARE(i, lid, bq) lse_t[i] = lse[bh * seq + first + i];                      \
-    }                                                                                         \
-    DLRT_BARRIER();                                                                           \
-    DLRT_PHASE(lid) {                                                                         \
-      DLRT__ATTN_SHARE(i, lid, bq) {                                                          \
-        float a = 0.0f;                                                                       \
+#define DLRT__ATTN_KERNELS(SUF, T, LD, ST)                                                     \
+/* o and lse from qkv; one work-group per tile of queries. */                                  \
+DLRT_KERNEL(dlrt_k_attention_##SUF)(DLRT_RANGE DLRT_PTR(T, o), DLRT_PTR(float, lse),           \
+                                    DLRT_CPTR(T, qkv), DLRT_INDEX batch, DLRT_INDEX seq,       \
+                                    DLRT_INDEX heads, DLRT_INDEX head_dim, DLRT_INDEX rows,    \
+                                    DLRT_INDEX causal, float scale) {                          \
+  DLRT_BIND(T, o);                                                                             \
+  DLRT_BIND(float, lse);                                                                       \
+  DLRT_CBIND(T, qkv);                                                                          \
+  DLRT_LOCAL(float, q_t, DLRT__ATTN_TILE);   /* queries times scale, rows x D */               \
+  DLRT_LOCAL(float, kt_t, DLRT__ATTN_TILE);  /* keys, D x rows */                              \
+  DLRT_LOCAL(float, v_t, DLRT__ATTN_TILE);   /* values, rows x D */                            \
+  DLRT_LOCAL(float, acc_t, DLRT__ATTN_TILE); /* sum of p v, rows x D */                        \
+  DLRT_LOCAL(float, s_t, DLRT__ATTN_TILE);   /* scores, then p, rows x rows */                 \
+  DLRT_LOCAL(float, m_t, DLRT__ATTN_ROWS_MAX);                                                 \
+  DLRT_LOCAL(float, l_t, DLRT__ATTN_ROWS_MAX);                                                 \
+  DLRT_LOCAL(float, alpha_t, DLRT__ATTN_ROWS_MAX);                                             \
+  int d = (int)head_dim, r = (int)rows;                                                        \
+  DLRT_INDEX c = heads * head_dim, tiles = (seq + rows - 1) / rows;                            \
+  DLRT_FOR_EACH_GROUP(grp, batch * heads * tiles) {                                            \
+    DLRT__ATTN_GEOMETRY(grp);                                                                  \
+    int bq = n_first;                                                                          \
+    DLRT_INDEX key_end = causal ? first + bq : seq;                                            \
+    DLRT_PHASE(lid) {                                                                          \
+      DLRT__ATTN_LOAD(LD, q_t, 1, q_t, 0, 0, first, bq, scale);                                \
+      DLRT__ATTN_SHARE(e, lid, bq * d) acc_t[e] = 0.0f;                                        \
+      DLRT__ATTN_SHARE(i, lid, bq) {                                                           \
+        m_t[i] = DLRT_MINUS_INF;                                                               \
+        l_t[i] = 0.0f;                                                                         \
+      }                                                                                        \
+    }                                                                                          \
+    DLRT_BARRIER();                                                                            \
+    for (DLRT_INDEX k0 = 0; k0 < key_end; k0 += rows) {                                        \
+      int bk = key_end - k0 < rows ? (int)(key_end - k0) : r;                                  \
+      DLRT_PHASE(lid) {                                                                        \
+        DLRT__ATTN_LOAD(LD, kt_t, 0, kt_t, 1, 1, k0, bk, 1.0f);                                \
+        DLRT__ATTN_LOAD(LD, v_t, 1, v_t, 0, 2, k0, bk, 1.0f);                                  \
+      }                                                                                        \
+      DLRT_BARRIER();                                                                          \
+      DLRT_PHASE(lid) { dlrt__attn_mm(s_t, r, q_t, d, 1, kt_t, r, bq, bk, d, 0, m_t, lid); }   \
+      DLRT_BARRIER();                                                                          \
+      DLRT_PHASE(lid) {                                                                        \
+        dlrt__attn_softmax_tile(s_t, r, m_t, l_t, alpha_t, bq, bk, causal ? first - k0 : seq,  \
+                                lid);                                                          \
+      }                                                                                        \
+      DLRT_BARRIER();                                                                          \
+      DLRT_PHASE(lid) {                                                                        \
+        dlrt__attn_mm(acc_t, d, s_t, r, 1, v_t, d, bq, d, bk, 2, alpha_t, lid);                \
+      }                                                                                        \
+      DLRT_BARRIER();                                                                          \
+    }                                                                                          \
+    DLRT_PHASE(lid) {                                                                          \
+      DLRT__ATTN_SHARE_2D(e, i, k, lid, bq, d) {                                               \
+        ST(o, obase + (first + i) * c + k, acc_t[e] / l_t[i]);                                 \
+      }                                                                                        \
+      DLRT__ATTN_SHARE(i, lid, bq) lse[bh * seq + first + i] = m_t[i] + DLRT_LOG(l_t[i]);      \
+    }                                                                                          \
+    DLRT_BARRIER();                                                                            \
+  }                                                                                            \
+}                                                                                              \
+/* dq into dqkv's query columns, and dsum = D (B x heads x T) for                              \
+ * attention_grad_kv; one work-group per tile of queries. */                                   \
+DLRT_KERNEL(dlrt_k_attention_grad_q_##SUF)(DLRT_RANGE DLRT_PTR(T, dqkv),                       \
+                                           DLRT_PTR(float, dsum), DLRT_CPTR(T, dout),          \
+                                           DLRT_CPTR(T, qkv), DLRT_CPTR(T, o),                 \
+                                           DLRT_CPTR(float, lse), DLRT_INDEX batch,            \
+                                           DLRT_INDEX seq, DLRT_INDEX heads,                   \
+                                           DLRT_INDEX head_dim, DLRT_INDEX rows,               \
+                                           DLRT_INDEX causal, float scale) {                   \
+  DLRT_BIND(T, dqkv);                                                                          \
+  DLRT_BIND(float, dsum);                                                                      \
+  DLRT_CBIND(T, dout);                                                                         \
+  DLRT_CBIND(T, qkv);                                                                          \
+  DLRT_CBIND(T, o);                                                                            \
+  DLRT_CBIND(float, lse);                                                                      \
+  DLRT_LOCAL(float, q_t, DLRT__ATTN_TILE);   /* queries times scale, rows x D */               \
+  DLRT_LOCAL(float, do_t, DLRT__ATTN_TILE);  /* dO, rows x D */                                \
+  DLRT_LOCAL(float, dq_t, DLRT__ATTN_TILE);  /* sum of ds k, rows x D */                       \
+  DLRT_LOCAL(float, k_t, DLRT__ATTN_TILE);   /* keys, rows x D */                              \
+  DLRT_LOCAL(float, kt_t, DLRT__ATTN_TILE);  /* keys, D x rows */                              \
+  DLRT_LOCAL(float, vt_t, DLRT__ATTN_TILE);  /* values, D x rows */                            \
+  DLRT_LOCAL(float, s_t, DLRT__ATTN_TILE);   /* scores, then p, rows x rows */                 \
+  DLRT_LOCAL(float, dp_t, DLRT__ATTN_TILE);  /* dO v, then ds, rows x rows */                  \
+  DLRT_LOCAL(float, lse_t, DLRT__ATTN_ROWS_MAX);                                               \
+  DLRT_LOCAL(float, dsum_t, DLRT__ATTN_ROWS_MAX);                                              \
+  int d = (int)head_dim, r = (int)rows;                                                        \
+  DLRT_INDEX c = heads * head_dim, tiles = (seq + rows - 1) / rows;                            \
+  DLRT_FOR_EACH_GROUP(grp, batch * heads * tiles) {                                            \
+    DLRT__ATTN_GEOMETRY(grp);                                                                  \
+    int bq = n_first;                                                                          \
+    DLRT_INDEX key_end = causal ? first + bq : seq;                                            \
+    DLRT_PHASE(lid) {                                                                          \
+      DLRT__ATTN_LOAD(LD, q_t, 1, q_t, 0, 0, first, bq, scale);                                \
+      DLRT__ATTN_SHARE_2D(e, i, k, lid, bq, d) {                                               \
+        do_t[e] = LD(dout, obase + (first + i) * c + k);                                       \
+        dq_t[e] = 0.0f;                                                                        \
+      }                                                                                        \
+      DLRT__ATTN_SHARE(i, lid, bq) lse_t[i] = lse[bh * seq + first + i];                       \
+    }                                                                                          \
+    DLRT_BARRIER();                                                                            \
+    DLRT_PHASE(lid) {                                                                          \
+      DLRT__ATTN_SHARE(i, lid, bq) {                                                           \
+        float a = 0.0f;                                                                        \
         for (int k = 0; k < d; k++) a += do_t[i * d + k] * LD(o, obase + (first + i) * c + k); \
-        dsum_t[i] = a;                                                                        \
-        dsum[bh * seq + first + i] = a;                                                       \
-      }                                                                                       \
-    }                                                                                         \
-    DLRT_BARRIER();                                                                           \
-    for (DLRT_INDEX k0 = 0; k0 < key_end; k0 += rows) {                                       \
-      int bk = key_end - k0 < rows ? (int)(key_end - k0) : r;                                 \
-      DLRT_PHASE(lid) {                                                                       \
-        DLRT__ATTN_LOAD(LD, k_t, 1, kt_t, 1, 1, k0, bk, 1.0f);                                \
-        DLRT__ATTN_LOAD(LD, vt_t, 0, vt_t, 1, 2, k0, bk, 1.0f);                               \
-      }                                                                                       \
-      DLRT_BARRIER();                                                                         \
-      DLRT_PHASE(lid) {                                                                       \
-        dlrt__attn_mm(s_t, r, q_t, d, 1, kt_t, r, bq, bk, d, 0, lse_t, lid);                  \
-        dlrt__attn_mm(dp_t, r, do_t, d, 1, vt_t, r, bq, bk, d, 0, lse_t, lid);                \
-      }                                                                                       \
-      DLRT_BARRIER();                                                                         \
-      DLRT_PHASE(lid) {                                                                       \
-        dlrt__attn_grad_tile(s_t, dp_t, r, lse_t, dsum_t, bq, bk, causal ? first - k0 : seq,  \
-                             lid);                                                            \
-      }                                                                                       \
-      DLRT_BARRIER();                                                                         \
+        dsum_t[i] = a;                                                                         \
+        dsum[bh * seq + first + i] = a;                                                        \
+      }                                                                                        \
+    }                                                                                          \
+    DLRT_BARRIER();                                                                            \
+    for (DLRT_INDEX k0 = 0; k0 < key_end; k0 += rows) {                                        \
+      int bk = key_end - k0 < rows ? (int)(key_end - k0) : r;                                  \
+      DLRT_PHASE(lid) {                                                                        \
+        DLRT__ATTN_LOAD(LD, k_t, 1, kt_t, 1, 1, k0, bk, 1.0f);                                 \
+        DLRT__ATTN_LOAD(LD, vt_t, 0, vt_t, 1, 2, k0, bk, 1.0f);                                \
+      }                                                                                        \
+      DLRT_BARRIER();                                                                          \
+      DLRT_PHASE(lid) {                                                                        \
+        dlrt__attn_mm(s_t, r, q_t, d, 1, kt_t, r, bq, bk, d, 0, lse_t, lid);                   \
+        dlrt__attn_mm(dp_t, r, do_t, d, 1, vt_t, r, bq, bk, d, 0, lse_t, lid);                 \
+      }                                                                                        \
+      DLRT_BARRIER();                                                                          \
+      DLRT_PHASE(lid) {                                                                        \
+        dlrt__attn_grad_tile(s_t, dp_t, r, lse_t, dsum_t, bq, bk, causal ? first - k0 : seq,   \
+                             lid);                                                             \
+      }                                                                                        \
+      DLRT_BARRIER();                                                                          \
       DLRT_PHASE(lid) { dlrt__attn_mm(dq_t, d, dp_t, r, 1, k_t, d, bq, d, bk, 1, lse_t, lid); } \
-      DLRT_BARRIER();                                                                         \
-    }                                                                                         \
-    DLRT_PHASE(lid) {                                                                         \
-      DLRT__ATTN_SHARE(e, lid, bq * d) {                                                      \
-        int i = e / d, k = e - i * d;                                                         \
-        ST(dqkv, base + (first + i) * 3 * c + k, dq_t[e] * scale);                            \
-      }                                                                                       \
-    }                                                                                         \
-    DLRT_BARRIER();                                                                           \
-  }                                                                                           \
-}                                                                                             \
-/* dk and dv into dqkv's key and value columns, from dsum (attention_grad_q \
- * wrote it first); one work-group per tile of keys. */                                       \
-DLRT_KERNEL(dlrt_k_attention_grad_kv_##SUF)(DLRT_RANGE DLRT_PTR(T, dqkv), DLRT_CPTR(T, dout), \
-                                            DLRT_CPTR(T, qkv), DLRT_CPTR(float, lse),         \
-                                            DLRT_CPTR(float, dsum), DLRT_INDEX batch,         \
-                                            DLRT_INDEX seq, DLRT_INDEX heads,                 \
-                                            DLRT_INDEX head_dim, DLRT_INDEX rows,             \
-                                            DLRT_INDEX causal, float scale) {                 \
-  DLRT_BIND(T, dqkv);                                                                         \
-  DLRT_CBIND(T, dout);                                                                        \
-  DLRT_CBIND(T, qkv);                                                                         \
-  DLRT_CBIND(float, lse);                                                                     \
-  DLRT_CBIND(float, dsum);                                                                    \
-  DLRT_LOCAL(float, kt_t, DLRT__ATTN_TILE);  /* keys, D x rows */                             \
-  DLRT_LOCAL(float, vt_t, DLRT__ATTN_TILE);  /* values, D x rows */                           \
-  DLRT_LOCAL(float, q_t, DLRT__ATTN_TILE);   /* queries times scale, rows x D */              \
-  DLRT_LOCAL(float, do_t, DLRT__ATTN_TILE);  /* dO, rows x D */                               \
-  DLRT_LOCAL(float, dk_t, DLRT__ATTN_TILE);  /* sum of ds q scale, rows x D */                \
-  DLRT_LOCAL(float, dv_t, DLRT__ATTN_TILE);  /* sum of p dO, rows x D */                      \
-  DLRT_LOCAL(float, s_t, DLRT__ATTN_TILE);   /* scores, then p, rows x rows */                \
-  DLRT_LOCAL(float, dp_t, DLRT__ATTN_TILE);  /* dO v, then ds, rows x rows */                 \
-  DLRT_LOCAL(float, lse_t, DLRT__ATTN_ROWS_MAX);                                              \
-  DLRT_LOCAL(float, dsum_t, DLRT__ATTN_ROWS_MAX);                                             \
-  int d = (int)head_dim, r = (int)rows;                                                       \
-  DLRT_INDEX c = heads * head_dim, tiles = (seq + rows - 1) / rows;                           \
-  DLRT_FOR_EACH_GROUP(grp, batch * heads * tiles) {                                           \
-    DLRT__ATTN_GEOMETRY(grp);                                                                 \
-    int bk = n_first;                                                                         \
-    DLRT_PHASE(lid) {                                                                         \
-      DLRT__ATTN_LOAD(LD, kt_t, 0, kt_t, 1, 1, first, bk, 1.0f);                              \
-      DLRT__ATTN_LOAD(LD, vt_t, 0, vt_t, 1, 2, first, bk, 1.0f);                              \
-      DLRT__ATTN_SHARE(e, lid, bk * d) {                                                      \
-        dk_t[e] = 0.0f;                                                                       \
-        dv_t[e] = 0.0f;                                                                       \
-      }                                                                                       \
-    }                                                                                         \
-    DLRT_BARRIER();                                                                           \
-    /* Causal: queries from this tile's first key on (tiles are aligned). */                  \
-    for (DLRT_INDEX q0 = causal ? first : 0; q0 < seq; q0 += rows) {                          \
-      int bq = seq - q0 < rows ? (int)(seq - q0) : r;                                         \
-      DLRT_PHASE(lid) {                                                                       \
-        DLRT__ATTN_LOAD(LD, q_t, 1, q_t, 0, 0, q0, bq, scale);                                \
-        DLRT__ATTN_SHARE(e, lid, bq * d) {                                                    \
-          int i = e / d, k = e - i * d;                                                       \
-          do_t[e] = LD(dout, obase + (q0 + i) * c + k);                                       \
-        }                                                                                     \
-        DLRT__ATTN_SHARE(i, lid, bq) {                                                        \
-          lse_t[i] = lse[bh * seq + q0 + i];                                                  \
-          dsum_t[i] = dsum[bh * seq + q0 + i];                                                \
-        }                                                                                     \
-      }                                                                                       \
-      DLRT_BARRIER();                                                                         \
-      DLRT_PHASE(lid) {                                                                       \
-        dlrt__attn_mm(s_t, r, q_t, d, 1, kt_t, r, bq, bk, d, 0, lse_t, lid);                  \
-        dlrt__attn_mm(dp_t, r, do_t, d, 1, vt_t, r, bq, bk, d, 0, lse_t, lid);                \
-      }                                                                                       \
-      DLRT_BARRIER();                                                                         \
-      DLRT_PHASE(lid) {                                                                       \
-        dlrt__attn_grad_tile(s_t, dp_t, r, lse_t, dsum_t, bq, bk, causal ? q0 - first : seq,  \
-                             lid);                                                            \
-      }                                                                                       \
-      DLRT_BARRIER();                                                                         \
-      /* dv += p^T dO, dk += ds^T (q scale): p and ds read transposed. */                     \
-      DLRT_PHASE(lid) {                                                                       \
-        dlrt__attn_mm(dv_t, d, s_t, 1, r, do_t, d, bk, d, bq, 1, lse_t, lid);                 \
-        dlrt__attn_mm(dk_t, d, dp_t, 1, r, q_t, d, bk, d, bq, 1, lse_t, lid);                 \
-      }                                                                                       \
-      DLRT_BARRIER();                                                                         \
-    }                                                                                         \
-    DLRT_PHASE(lid) {                                                                         \
-      DLRT__ATTN_SHARE(e, lid, bk * d) {                                                      \
-        int j = e / d, k = e - j * d;                                                         \
-        ST(dqkv, base + (first + j) * 3 * c + c + k, dk_t[e]);                                \
-        ST(dqkv, base + (first + j) * 3 * c + 2 * c + k, dv_t[e]);                            \
-      }                                                                                       \
-    }                                                                                         \
-    DLRT_BARRIER();                                                                           \
-  }                                                                                           \
+      DLRT_BARRIER();                                                                          \
+    }                                                                                          \
+    DLRT_PHASE(lid) {                                                                          \
+      DLRT__ATTN_SHARE_2D(e, i, k, lid, bq, d) {                                               \
+        ST(dqkv, base + (first + i) * 3 * c + k, dq_t[e] * scale);                             \
+      }                                                                                        \
+    }                                                                                          \
+    DLRT_BARRIER();                                                                            \
+  }                                                                                            \
+}                                                                                              \
+/* dk and dv into dqkv's key and value columns, from dsum (attention_grad_q                    \
+ * wrote it first); one work-group per tile of keys. */                                        \
+DLRT_KERNEL(dlrt_k_attention_grad_kv_##SUF)(DLRT_RANGE DLRT_PTR(T, dqkv), DLRT_CPTR(T, dout),  \
+                                            DLRT_CPTR(T, qkv), DLRT_CPTR(float, lse),          \
+                                            DLRT_CPTR(float, dsum), DLRT_INDEX batch,          \
+                                            DLRT_INDEX seq, DLRT_INDEX heads,                  \
+                                            DLRT_INDEX head_dim, DLRT_INDEX rows,              \
+                                            DLRT_INDEX causal, float scale) {                  \
+  DLRT_BIND(T, dqkv);                                                                          \
+  DLRT_CBIND(T, dout);                                                                         \
+  DLRT_CBIND(T, qkv);                                                                          \
+  DLRT_CBIND(float, lse);                                                                      \
+  DLRT_CBIND(float, dsum);                                                                     \
+  DLRT_LOCAL(float, kt_t, DLRT__ATTN_TILE);  /* keys, D x rows */                              \
+  DLRT_LOCAL(float, vt_t, DLRT__ATTN_TILE);  /* values, D x rows */                            \
+  DLRT_LOCAL(float, q_t, DLRT__ATTN_TILE);   /* queries times scale, rows x D */               \
+  DLRT_LOCAL(float, do_t, DLRT__ATTN_TILE);  /* dO, rows x D */                                \
+  DLRT_LOCAL(float, dk_t, DLRT__ATTN_TILE);  /* sum of ds q scale, rows x D */                 \
+  DLRT_LOCAL(float, dv_t, DLRT__ATTN_TILE);  /* sum of p dO, rows x D */                       \
+  DLRT_LOCAL(float, s_t, DLRT__ATTN_TILE);   /* scores, then p, rows x rows */                 \
+  DLRT_LOCAL(float, dp_t, DLRT__ATTN_TILE);  /* dO v, then ds, rows x rows */                  \
+  DLRT_LOCAL(float, lse_t, DLRT__ATTN_ROWS_MAX);                                               \
+  DLRT_LOCAL(float, dsum_t, DLRT__ATTN_ROWS_MAX);                                              \
+  int d = (int)head_dim, r = (int)rows;                                                        \
+  DLRT_INDEX c = heads * head_dim, tiles = (seq + rows - 1) / rows;                            \
+  DLRT_FOR_EACH_GROUP(grp, batch * heads * tiles) {                                            \
+    DLRT__ATTN_GEOMETRY(grp);                                                                  \
+    int bk = n_first;                                                                          \
+    DLRT_PHASE(lid) {                                                                          \
+      DLRT__ATTN_LOAD(LD, kt_t, 0, kt_t, 1, 1, first, bk, 1.0f);                               \
+      DLRT__ATTN_LOAD(LD, vt_t, 0, vt_t, 1, 2, first, bk, 1.0f);                               \
+      DLRT__ATTN_SHARE(e, lid, bk * d) {                                                       \
+        dk_t[e] = 0.0f;                                                                        \
+        dv_t[e] = 0.0f;                                                                        \
+      }                                                                                        \
+    }                                                                                          \
+    DLRT_BARRIER();                                                                            \
+    /* Causal: queries from this tile's first key on (tiles are aligned). */                   \
+    for (DLRT_INDEX q0 = causal ? first : 0; q0 < seq; q0 += rows) {                           \
+      int bq = seq - q0 < rows ? (int)(seq - q0) : r;                                          \
+      DLRT_PHASE(lid) {                                                                        \
+        DLRT__ATTN_LOAD(LD, q_t, 1, q_t, 0, 0, q0, bq, scale);                                 \
+        DLRT__ATTN_SHARE_2D(e, i, k, lid, bq, d) {                                             \
+          do_t[e] = LD(dout, obase + (q0 + i) * c + k);                                        \
+        }                                                                                      \
+        DLRT__ATTN_SHARE(i, lid, bq) {                                                         \
+          lse_t[i] = lse[bh * seq + q0 + i];                                                   \
+          dsum_t[i] = dsum[bh * seq + q0 + i];                                                 \
+        }                                                                                      \
+      }                                                                                        \
+      DLRT_BARRIER();                                                                          \
+      DLRT_PHASE(lid) {                                                                        \
+        dlrt__attn_mm(s_t, r, q_t, d, 1, kt_t, r, bq, bk, d, 0, lse_t, lid);                   \
+        dlrt__attn_mm(dp_t, r, do_t, d, 1, vt_t, r, bq, bk, d, 0, lse_t, lid);                 \
+      }                                                                                        \
+      DLRT_BARRIER();                                                                          \
+      DLRT_PHASE(lid) {                                                                        \
+        dlrt__attn_grad_tile(s_t, dp_t, r, lse_t, dsum_t, bq, bk, causal ? q0 - first : seq,   \
+                             lid);                                                             \
+      }                                                                                        \
+      DLRT_BARRIER();                                                                          \
+      /* dv += p^T dO, dk += ds^T (q scale): p and ds read transposed. */                      \
+      DLRT_PHASE(lid) {                                                                        \
+        dlrt__attn_mm(dv_t, d, s_t, 1, r, do_t, d, bk, d, bq, 1, lse_t, lid);                  \
+        dlrt__attn_mm(dk_t, d, dp_t, 1, r, q_t, d, bk, d, bq, 1, lse_t, lid);                  \
+      }                                                                                        \
+      DLRT_BARRIER();                                                                          \
+    }                                                                                          \
+    DLRT_PHASE(lid) {                                                                          \
+      DLRT__ATTN_SHARE_2D(e, j, k, lid, bk, d) {                                               \
+        ST(dqkv, base + (first + j) * 3 * c + c + k, dk_t[e]);                                 \
+        ST(dqkv, base + (first + j) * 3 * c + 2 * c + k, dv_t[e]);                             \
+      }                                                                                        \
+    }                                                                                          \
+    DLRT_BARRIER();                                                                            \
+  }                                                                                            \
 }
 DLRT__ATTN_KERNELS(f32, float, DLRT_LD_F32, DLRT_ST_F32)
 DLRT__ATTN_KERNELS(f16, DLRT_U16, DLRT_LD_F16, DLRT_ST_F16)

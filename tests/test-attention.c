@@ -18,7 +18,8 @@
  *   per batch is the same for T = 1024 as for T = 256 (within 10%, the
  *   issue's bar), and below one T x T matrix per head, while the unfused
  *   graph's (attention-unfused.c) grows with T^2.
- * Also the builder's refusals. GELU's tanh form is tested with the other
+ * Also the kernels' exp (dlrt__attn_exp, arithmetic alone) against double,
+ * and the builder's refusals. GELU's tanh form is tested with the other
  * activations in test-grad-ops.c.
  * Points: computed at run time (done_testing).
  */
@@ -28,6 +29,7 @@
 #include <string.h>
 
 #include "attention-unfused.h"
+#include "attention.h" /* the kernels as plain C: dlrt__attn_exp */
 #include "dlrt.h"
 #include "grad-check.h"
 #include "tap.h"
@@ -153,7 +155,8 @@ static void test_against_host(dlrt_device_t *dev, const attn_shape *s) {
   shape_name(s, name, sizeof name);
   int64_t c = s->heads * s->head_dim, w = width_of(s), rows = s->batch * s->seq;
   int64_t qkv_shape[3] = {s->batch, s->seq, w}, y_shape[3] = {s->batch, s->seq, c};
-  float *qv = malloc((size_t)(rows * w) * sizeof *qv), *rv = malloc((size_t)(rows * c) * sizeof *rv);
+  float *qv = malloc((size_t)(rows * w) * sizeof *qv);
+  float *rv = malloc((size_t)(rows * c) * sizeof *rv);
   float *y = malloc((size_t)(rows * c) * sizeof *y), *dq = malloc((size_t)(rows * w) * sizeof *dq);
   double *want_y = malloc((size_t)(rows * c) * sizeof *want_y);
   double *want_dq = malloc((size_t)(rows * w) * sizeof *want_dq);
@@ -205,7 +208,8 @@ static void test_unfused(dlrt_device_t *dev) {
   const char *spec = dlrt_device_spec(dev);
   int64_t c = s->heads * s->head_dim, w = width_of(s), rows = s->batch * s->seq, t = s->seq;
   int64_t qkv_shape[3] = {s->batch, t, w}, mask_shape[2] = {t, t};
-  float *qv = malloc((size_t)(rows * w) * sizeof *qv), *mask = malloc((size_t)(t * t) * sizeof *mask);
+  float *qv = malloc((size_t)(rows * w) * sizeof *qv);
+  float *mask = malloc((size_t)(t * t) * sizeof *mask);
   float *y = malloc((size_t)(rows * c) * sizeof *y);
   double *want = malloc((size_t)(rows * c) * sizeof *want);
   if (!qv || !mask || !y || !want) bail_out("out of host memory");
@@ -434,6 +438,40 @@ static void test_memory(dlrt_device_t *dev) {
      unfused_ratio, (unsigned long long)unfused_long, (unsigned long long)unfused_short);
 }
 
+/* ---------------------------------------------------------------- exp */
+
+/* dlrt__attn_exp against exp in double over [-87.3, 88], every 1021st
+ * float (by their bits, so each binade alike), within 2 ulp of the float
+ * nearest e^x (Cephes' polynomial is within 1 ulp); and its ends: 0 below
+ * -87.3 and at -inf, NaN for NaN. */
+static void test_exp(void) {
+  double worst = 0;
+  float at = 0;
+  int64_t checked = 0;
+  uint32_t lo, hi;
+  float bound = -87.3f, top = 88.0f;
+  memcpy(&lo, &bound, 4), memcpy(&hi, &top, 4);
+  for (int64_t k = 0;; k += 1021) {
+    /* The negative floats from -87.3 up to -0, then the positive to 88. */
+    uint32_t bits = k <= (int64_t)(lo & 0x7fffffffu) ? lo - (uint32_t)k
+                                                     : (uint32_t)(k - (lo & 0x7fffffffu));
+    if (!(bits & 0x80000000u) && bits > hi) break;
+    float x;
+    memcpy(&x, &bits, 4);
+    double want = exp((double)x);
+    float nearest = (float)want, got = dlrt__attn_exp(x);
+    double ulp = (double)nextafterf(nearest, INFINITY) - nearest;
+    double err = fabs(got - want) / ulp;
+    if (!(err <= worst)) worst = worse(worst, err), at = x;
+    checked++;
+  }
+  ok(worst <= 2.0, "the kernels' exp is within 2 ulp of e^x over [-87.3, 88] (%lld floats): "
+     "worst %.2f ulp at %.9g", (long long)checked, worst, at);
+  ok(dlrt__attn_exp(-INFINITY) == 0.0f && dlrt__attn_exp(-87.5f) == 0.0f &&
+         dlrt__attn_exp(0.0f) == 1.0f && isnan(dlrt__attn_exp(NAN)),
+     "exp(-inf) = exp(-87.5) = 0, exp(0) = 1, exp(NaN) is NaN");
+}
+
 /* ---------------------------------------------------------------- refusals */
 
 static void expect_refusal(dlrt_graph_t *g, dlrt_tensor_t *y, int status, const char *what,
@@ -497,6 +535,7 @@ static void run_device(dlrt_device_t *dev, const char *spec, void *ctx) {
 }
 
 int main(void) {
+  test_exp();
   test_refusals();
   tap_for_each_device(run_device, NULL);
   dlrt_shutdown();
