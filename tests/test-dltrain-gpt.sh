@@ -8,13 +8,14 @@
 # at step 6 and resumed to step 12 ends where an unbroken run ends; OpenCL
 # trains it too; --plan --model gpt3-175b answers without allocating, in
 # under a second; bad sizes and GPT options on image models are usage
-# errors; a vocabulary too small for the data is an error naming --vocab.
+# errors; a vocabulary too small for the data is an error naming --vocab; a
+# model file takes GELU's tanh form (gelu_tanh).
 
 DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLRECORD=${DLRECORD:-./tools/dlrecord}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=13
+TOOL=$DLTRAIN PLAN=14
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
@@ -107,3 +108,8 @@ result "a missing --data file exits 1 naming it"
 run $small --data "$tmp/corpus.txt" --vocab 64 --steps 1
 [ $rc -eq 1 ] && grep -q -- "--vocab" "$tmp/err"
 result "--vocab 64 for byte tokens exits 1 saying which --vocab it needs"
+
+# 14: GELU's tanh form in a model file.
+printf 'linear 32\ngelu_tanh\n' >"$tmp/tanh.model"
+run --model "$tmp/tanh.model" --data generated --limit 256 --batch 64 --device cpu --quiet
+result "a model file's gelu_tanh layer trains"

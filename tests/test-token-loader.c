@@ -277,6 +277,25 @@ static void test_training(dlrt_device_t *dev, const char *name) {
            T);
     dlrt_loader_destroy(l);
   }
+
+  /* Training draws offsets at random: an epoch may hold more windows than
+   * one pass (dltrain's rounds of --eval-every steps do); an evaluation,
+   * which reads the consecutive windows, may not. */
+  dlrt_dataset many = d;
+  many.count = 3 * d.count + 5;
+  if (tap_check(dlrt_loader_create(dev, &many, &c, &l),
+                "%s: a training loader of %lld windows, more than the pass's %lld", name,
+                (long long)many.count, (long long)d.count)) {
+    int64_t batches = dlrt_loader_batches(l);
+    is_int((int)batches, (int)(many.count / BATCH), "%s: its epoch has %lld batches", name,
+           (long long)(many.count / BATCH));
+    dlrt_loader_destroy(l);
+  }
+  dlrt_loader_config in_order = c;
+  in_order.shuffle = 0;
+  rc = dlrt_loader_create(dev, &many, &in_order, &l);
+  is_status(rc, DLRT_ERR_INVALID_ARG, "%s: an evaluation of more windows than there are is "
+            "refused: %s", name, dlrt_last_error());
   dlrt_dataset_free(&d);
 }
 

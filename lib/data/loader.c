@@ -286,13 +286,21 @@ void dlrt_loader_destroy(dlrt_loader_t *l) {
  * config that asks nothing of it that only images have. */
 static int check_tokens(const dlrt_dataset *d, const dlrt_loader_config *c) {
   DLRT__CHECK_ARG(d->image_dtype == DLRT_I32 && d->channels == 1 && d->height == 1 &&
-                      d->width >= 1 && d->token_count >= d->width + 1 &&
-                      d->count <= (d->token_count - 1) / d->width && d->classes >= 1,
+                      d->width >= 1 && d->token_count >= d->width + 1 && d->count >= 1 &&
+                      d->classes >= 1,
                   "dlrt_loader_create: %s is not a data set of token windows as "
                   "dlrt_dataset_from_tokens makes one (%lld tokens, %lld windows of %lld x "
                   "%lld x %lld %s, vocabulary %d)", d->source, (long long)d->token_count,
                   (long long)d->count, (long long)d->channels, (long long)d->height,
                   (long long)d->width, dlrt_dtype_name(d->image_dtype), d->classes);
+  /* Evaluation reads the consecutive windows: there are (n - 1) / T of them.
+   * Training draws its offsets at random: an epoch may hold any number. */
+  if (!c->shuffle && d->count > (d->token_count - 1) / d->width)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "dlrt_loader_create: %s has %lld consecutive "
+                           "windows of %lld tokens, not the %lld an evaluation in order asks "
+                           "for: lower the data set's count", d->source,
+                           (long long)((d->token_count - 1) / d->width), (long long)d->width,
+                           (long long)d->count);
   DLRT__CHECK_ARG(c->image_type == DLRT_F32 || c->image_type == DLRT_I32,
                   "dlrt_loader_create: %s inputs asked of token windows, whose inputs are "
                   "i32 token ids: give image_type DLRT_I32 (or leave it 0)",

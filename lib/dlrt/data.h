@@ -20,7 +20,8 @@ extern "C" {
 /* Labelled images in host memory (or mapped from a record file), or the
  * windows of a token stream (dlrt_dataset_from_tokens, below). */
 typedef struct {
-  int64_t count;        /* samples (token windows: those of one pass) */
+  int64_t count;        /* samples (token windows: those of one pass; for training,
+                           whose offsets are random, any number: an epoch's windows) */
   int64_t channels, height, width; /* token windows: 1, 1, the context T */
   int classes;          /* 1 + the largest label (10 for the MNIST family; the
                            vocabulary for token windows) */

@@ -27,7 +27,7 @@ extern "C" {
  *     maxpool K [stride=S]        (stride defaults to K)
  *     avgpool K [stride=S]
  *     linear OUT                  (flattens its input when needed)
- *     relu | tanh | sigmoid | gelu
+ *     relu | tanh | sigmoid | gelu | gelu_tanh   (GELU exact, or its tanh form)
  *     dropout P                   (drop probability in [0, 1))
  *     batchnorm                   (per channel or feature; momentum 0.1, eps 1e-5)
  *     flatten

@@ -130,7 +130,7 @@ static int conv2d(builder *b, long out, long k, long stride, long pad, long dil)
 /* The layer kinds, for messages. */
 static const char *const known_layers[] = {"conv2d", "maxpool", "avgpool", "linear",
                                            "batchnorm", "relu",    "tanh",    "sigmoid",
-                                           "gelu",   "dropout", "flatten"};
+                                           "gelu",   "gelu_tanh", "dropout", "flatten"};
 
 /* One layer line: "conv2d 32 3 pad=1" (lower case, without its comment). */
 static int layer_body(builder *b, char *text) {
@@ -186,6 +186,8 @@ static int layer_body(builder *b, char *text) {
     b->x = dlrt_sigmoid(b->g, b->x);
   } else if (strcmp(kind, "gelu") == 0 && n_pos == 0) {
     b->x = dlrt_gelu(b->g, b->x);
+  } else if (strcmp(kind, "gelu_tanh") == 0 && n_pos == 0) {
+    b->x = dlrt_gelu_tanh(b->g, b->x);
   } else if (strcmp(kind, "batchnorm") == 0 && n_pos == 0) {
     int64_t shape[DLRT_MAX_DIMS];
     int nd = dlrt_tensor_shape(b->x, shape);
@@ -214,7 +216,7 @@ static int layer_body(builder *b, char *text) {
       if (strcmp(kind, known_layers[i]) == 0)
         return fail(b, "wrong arguments for %s (see the model format in README)", kind);
     return fail(b, "unknown layer \"%s\" (known: conv2d, maxpool, avgpool, linear, batchnorm, "
-                "relu, tanh, sigmoid, gelu, dropout, flatten)", kind);
+                "relu, tanh, sigmoid, gelu, gelu_tanh, dropout, flatten)", kind);
   }
   b->last_linear_out = -1;
   if (rc == DLRT_OK && !b->x) rc = dlrt_graph_status(b->g);
