@@ -89,7 +89,8 @@
 #       the check would count as failures (exit 1 when there is one)
 # Options: --out DIR (default $OUT, else ./gpu-check-out), --debs DIR (default
 # .debs), --tarball FILE, --budget SECONDS, --jobs N, --keep (keep the scratch
-# folder). Exit status: 0 when no row is FAIL or NOT-RUN, 1 otherwise, 2 usage.
+# folder, with env.sh: `. env.sh; cd build` to run a phase's command again).
+# Exit status: 0 when no row is FAIL or NOT-RUN, 1 otherwise, 2 usage.
 set -uo pipefail
 
 self=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
@@ -451,6 +452,10 @@ export LD_LIBRARY_PATH=$ld${GC_ORIG_LD_LIBRARY_PATH:+:$GC_ORIG_LD_LIBRARY_PATH}
 export OCL_ICD_VENDORS=$GC_WORK/icd
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-2}
 
+# What the phases run with, to run one of their commands again by hand in a
+# scratch folder kept with --keep: `. env.sh; cd build; make check TESTS=...`.
+export -p | grep -E '^declare -x (GC_[A-Z_]+|PATH|CPATH|LIBRARY_PATH|CPPFLAGS|LDFLAGS|LD_LIBRARY_PATH|PKG_CONFIG_PATH|OCL_ICD_VENDORS|OPENBLAS_NUM_THREADS)=' \
+  >"$GC_WORK/env.sh"
 note "gpu-check ($mode): scratch $GC_WORK, report $out, budget $total_budget s, -j$jobs"
 
 if [[ $mode == rehearse ]]; then
