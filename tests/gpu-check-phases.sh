@@ -485,9 +485,13 @@ sanitize() {
       'not supported|unsupported' "$GC_REPORT/$tool-dlinfo.log" | cut -c1-160)"
     return
   fi
-  # Each program its share of the phase's time, so that one slow program
-  # does not hide the others' results.
-  local p bad=() summary=() share=$((GC_CAP / ${#progs[@]}))
+  # dlinfo itself is checked too (its free-memory queries, every device).
+  local p bad=() summary=("dlinfo: $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' \
+    "$GC_REPORT/$tool-dlinfo.log" | sed -E 's/.*(ERROR|RACECHECK) SUMMARY: //')")
+  ((rc != 0)) && bad+=("dlinfo (exit $rc)")
+  # Each program its share of the phase's time left, so that one slow
+  # program does not hide the others' results.
+  local share=$(((GC_CAP - 10 - SECONDS) / ${#progs[@]}))
   ((share < 15)) && share=15
   for p in "${progs[@]}"; do
     DLRT_BACKEND=cuda DLRT_TEST_REQUIRE=cuda timeout -k 5 "$share" ./libtool --mode=execute \
@@ -496,8 +500,8 @@ sanitize() {
     if ((rc == 124 || rc == 137)); then
       summary+=("$p: timed out after $share s")
     else
-      summary+=("$p: $(grep -m1 'ERROR SUMMARY' "$GC_REPORT/$tool-$p.log" |
-        sed 's/.*ERROR SUMMARY: //')")
+      summary+=("$p: $(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$GC_REPORT/$tool-$p.log" |
+        sed -E 's/.*(ERROR|RACECHECK) SUMMARY: //')")
     fi
     ((rc != 0)) && bad+=("$p (exit $rc)")
   done
