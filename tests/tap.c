@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,6 +20,9 @@
 #include "dlrt.h"
 
 static int planned = -1; /* -1: no plan() call; done_testing() prints it */
+/* The backend of the device tap_for_each_device is running a test on, when
+ * DLRT_TEST_REQUIRE names it; else NULL. */
+static const char *current_required;
 static int points;       /* points printed so far */
 static int failures;
 static int header_printed;
@@ -226,7 +230,10 @@ int tap_check_op_at(const char *file, int line, int status, const char *fmt, ...
   va_start(ap, fmt);
   vsnprintf(what, sizeof what, fmt, ap);
   va_end(ap);
-  if (status == DLRT_ERR_UNSUPPORTED)
+  if (status == DLRT_ERR_UNSUPPORTED && current_required)
+    tap_ok(file, line, 0, "%s: unsupported on %s, a backend DLRT_TEST_REQUIRE=%s requires: %s",
+           what, current_required, getenv("DLRT_TEST_REQUIRE"), dlrt_last_error());
+  else if (status == DLRT_ERR_UNSUPPORTED)
     skip(1, "%s: unsupported: %s", what, dlrt_last_error());
   else
     tap_check_at(file, line, status, "%s", what);
@@ -327,14 +334,66 @@ static const struct {
 } known_backends[] = {{"cpu", NULL}, {"opencl", "--with-opencl"}, {"cuda", "--with-cuda"}};
 #define N_KNOWN_BACKENDS ((int)(sizeof known_backends / sizeof known_backends[0]))
 
+/* The next name of a comma-separated list at *p (blanks around it dropped):
+ * 1 with *name and *len set and *p moved past it, 0 at the end. */
+static int next_list_name(const char **p, const char **name, size_t *len) {
+  while (**p == ' ' || **p == ',') (*p)++;
+  if (!**p) return 0;
+  size_t n = strcspn(*p, ",");
+  *name = *p;
+  *len = n;
+  while (*len > 0 && (*name)[*len - 1] == ' ') (*len)--;
+  *p += n;
+  return 1;
+}
+
+static int same_name(const char *name, size_t len, const char *backend) {
+  return backend && len == strlen(backend) && strncasecmp(name, backend, len) == 0;
+}
+
+/* Whether $DLRT_TEST_REQUIRE (backends, comma-separated, any case) names
+ * `backend`. */
+static int backend_required(const char *backend) {
+  const char *p = getenv("DLRT_TEST_REQUIRE"), *name;
+  size_t len;
+  while (p && next_list_name(&p, &name, &len))
+    if (same_name(name, len, backend)) return 1;
+  return 0;
+}
+
+/* A name in $DLRT_TEST_REQUIRE that is no backend of dlrt (a typo) must not
+ * pass as "nothing required": one failed point per such name. */
+static void check_required_names(void) {
+  const char *list = getenv("DLRT_TEST_REQUIRE"), *p = list, *name;
+  size_t len;
+  while (p && next_list_name(&p, &name, &len)) {
+    int known = 0;
+    for (int k = 0; k < N_KNOWN_BACKENDS; k++)
+      known |= same_name(name, len, known_backends[k].name);
+    for (int b = 0; b < dlrt_backend_count(); b++)
+      known |= same_name(name, len, dlrt_backend_name(b));
+    if (!known)
+      ok(0, "DLRT_TEST_REQUIRE=%s: %.*s is not a backend of dlrt (cpu, opencl, cuda)", list,
+         (int)len, name);
+  }
+}
+
 /* Runs fn on each device of one backend, or prints the SKIP point that says
- * why there is none; returns the devices fn ran on. */
+ * why there is none (a failed point instead when $DLRT_TEST_REQUIRE names the
+ * backend: a GPU check must not pass on the CPU alone); returns the devices
+ * fn ran on. */
 static int for_each_backend_device(const char *name, const char *configure, tap_device_fn *fn,
                                    void *ctx) {
+  int required = backend_required(name);
   int n = dlrt_backend_device_count(name);
   if (n == DLRT_ERR_NOT_FOUND) {
-    skip(1, "no %s device: the %s backend is not built%s%s%s", name, name,
+    if (required)
+      ok(0, "no %s device, which DLRT_TEST_REQUIRE=%s requires: the %s backend is not "
+         "built%s%s%s", name, getenv("DLRT_TEST_REQUIRE"), name,
          configure ? " (configure " : "", configure ? configure : "", configure ? ")" : "");
+    else
+      skip(1, "no %s device: the %s backend is not built%s%s%s", name, name,
+           configure ? " (configure " : "", configure ? configure : "", configure ? ")" : "");
     return 0;
   }
   if (n < 0) {
@@ -345,9 +404,15 @@ static int for_each_backend_device(const char *name, const char *configure, tap_
     /* The public API cannot tell a missing driver from a driver that found no
      * device (dlinfo says the same), so the reason names both. */
     const char *only = getenv("DLRT_BACKEND");
-    skip(1, "no %s device: the %s backend is built but found no driver, platform or "
-         "device%s%s%s", name, name, only && *only ? " (or DLRT_BACKEND=" : "",
-         only && *only ? only : "", only && *only ? " leaves it out)" : "");
+    char reason[512];
+    snprintf(reason, sizeof reason, "the %s backend is built but found no driver, platform "
+             "or device%s%s%s", name, only && *only ? " (or DLRT_BACKEND=" : "",
+             only && *only ? only : "", only && *only ? " leaves it out)" : "");
+    if (required)
+      ok(0, "no %s device, which DLRT_TEST_REQUIRE=%s requires: %s", name,
+         getenv("DLRT_TEST_REQUIRE"), reason);
+    else
+      skip(1, "no %s device: %s", name, reason);
     return 0;
   }
   int ran = 0;
@@ -364,7 +429,9 @@ static int for_each_backend_device(const char *name, const char *configure, tap_
     if (!tap_check(rc, "%s opens: %s (%s)", spec, rc == DLRT_OK ? props.name : "?",
                    rc == DLRT_OK && props.driver[0] ? props.driver : "driver unknown"))
       continue;
+    current_required = required ? name : NULL;
     fn(dev, dlrt_device_spec(dev), ctx);
+    current_required = NULL;
     ran++;
   }
   return ran;
@@ -372,6 +439,7 @@ static int for_each_backend_device(const char *name, const char *configure, tap_
 
 int tap_for_each_device(tap_device_fn *fn, void *ctx) {
   int ran = 0;
+  check_required_names();
   for (int k = 0; k < N_KNOWN_BACKENDS; k++)
     ran += for_each_backend_device(known_backends[k].name, known_backends[k].configure, fn, ctx);
   /* A backend added to the library later still runs the tests, after these. */

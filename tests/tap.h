@@ -74,8 +74,9 @@ _Noreturn void bail_out(const char *fmt, ...) TAP_PRINTF(1, 2);
 #define tap_check(status, ...) tap_check_at(__FILE__, __LINE__, (status), __VA_ARGS__)
 /* For a compute call a device may lack. DLRT_OK: no point, returns 1 (the
  * caller then checks the result). DLRT_ERR_UNSUPPORTED: one SKIP point giving
- * the library's reason, returns 0 — a missing kernel is never a pass. Any other
- * status: one failed point, returns 0. */
+ * the library's reason, returns 0 — a missing kernel is never a pass (a failed
+ * point on a device of a backend $DLRT_TEST_REQUIRE names, inside
+ * tap_for_each_device). Any other status: one failed point, returns 0. */
 #define tap_check_op(status, ...)                                                      \
   tap_check_op_at(__FILE__, __LINE__, (status), __VA_ARGS__)
 
@@ -119,7 +120,15 @@ dlrt_buffer_t *upload_buffer(dlrt_device_t *dev, const void *host, size_t bytes)
  * build, or compiled but it found no device (no driver, platform or device,
  * or $DLRT_BACKEND leaves it out). So a test's point count is (1 + its points
  * per device) x devices + backends without one, and tests end with
- * done_testing(). Returns the number of devices fn ran on. */
+ * done_testing(). Returns the number of devices fn ran on.
+ *
+ * $DLRT_TEST_REQUIRE=cuda (backends, comma-separated, any case) turns those
+ * SKIPs into failed points for the backends it names: a check on a GPU
+ * machine (tests/gpu-check.sh) must not pass with the GPU's backend unbuilt,
+ * its driver not found or its devices left out. While fn runs on a device of
+ * such a backend, tap_check_op's DLRT_ERR_UNSUPPORTED is a failed point too
+ * (a kernel that backend lacks). A name there that is no backend of dlrt
+ * fails a point, so a typo cannot require nothing. */
 typedef void tap_device_fn(dlrt_device_t *dev, const char *spec, void *ctx);
 int tap_for_each_device(tap_device_fn *fn, void *ctx);
 /* 1 when dev is a device of the cpu backend (the first one visited). */
