@@ -670,9 +670,12 @@ phase_dltrain() {
 
 phase_gpt() {
   cd "$GC_BUILD" || return 1
-  local m
+  local m help
+  # Read once: `dltrain --help | grep -q` fails under pipefail when grep
+  # stops reading before dltrain has written everything (SIGPIPE).
+  help=$(./tools/dltrain --help 2>&1)
   for m in gpt-mini gpt2; do
-    if ! ./tools/dltrain --help 2>&1 | grep -q -- "$m"; then
+    if ! grep -q -- "|$m|" <<<"$help"; then
       row "dltrain $m" NOT-BUILT "" "dltrain has no --model $m yet (issue 19); this hook runs" \
         "it on cuda:0 and the cpu once it does"
       continue
