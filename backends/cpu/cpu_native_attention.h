@@ -29,46 +29,57 @@
 
 static inline int64_t att_round(int64_t n) { return (n + VL - 1) / VL * VL; }
 
+/* att_mm's block: MM_R rows x 2 registers of columns in registers. */
+#define MM_R 4
+
+/* R rows x NC registers of c at once (R <= MM_R, NC <= 2), see att_mm. */
+static inline __attribute__((always_inline)) void att_block(float *c, int64_t ldc, const float *a,
+                                                            int64_t a_row, int64_t a_col,
+                                                            const float *b, int64_t ldb,
+                                                            int64_t depth, int accumulate,
+                                                            const int R, const int NC) {
+  vf acc[MM_R][2];
+  UNROLL for (int r = 0; r < R; r++)
+    UNROLL for (int s = 0; s < NC; s++)
+      acc[r][s] = accumulate ? vf_load(c + r * ldc + s * VL) : vf_splat(0.0f);
+  for (int64_t k = 0; k < depth; k++) {
+    vf bv[2];
+    UNROLL for (int s = 0; s < NC; s++) bv[s] = vf_load(b + k * ldb + s * VL);
+    UNROLL for (int r = 0; r < R; r++) {
+      float ar = a[r * a_row + k * a_col];
+      UNROLL for (int s = 0; s < NC; s++) acc[r][s] += ar * bv[s];
+    }
+  }
+  UNROLL for (int r = 0; r < R; r++)
+    UNROLL for (int s = 0; s < NC; s++) vf_store(c + r * ldc + s * VL, acc[r][s]);
+}
+
 /* c (rows x cols, row stride ldc) = (accumulate ? c : 0) + A B, with
  * A(i, k) = a[i a_row + k a_col] (k < depth) and B(k, j) = b[k ldb + j];
- * cols is a multiple of VL, b readable that far. Each element adds its
- * depth terms in order k = 0, 1, ... (an FMA each): 4 rows x 16 columns
- * at a time in registers. */
+ * cols is a multiple of 16 (and of VL), b readable that far. Each element
+ * adds its depth terms in order k = 0, 1, ... (an FMA each), whichever
+ * block of registers holds it: the same bits for every VL. */
 static void att_mm(float *c, int64_t ldc, const float *a, int64_t a_row, int64_t a_col,
                    const float *b, int64_t ldb, int64_t rows, int64_t cols, int64_t depth,
                    int accumulate) {
   int64_t i = 0;
-  for (; i + 4 <= rows; i += 4) {
-    const float *a0 = a + i * a_row, *a1 = a0 + a_row, *a2 = a1 + a_row, *a3 = a2 + a_row;
-    for (int64_t j = 0; j < cols; j += VL) {
-      float *c0 = c + i * ldc + j;
-      vf s0 = vf_splat(0.0f), s1 = s0, s2 = s0, s3 = s0;
-      if (accumulate) {
-        s0 = vf_load(c0), s1 = vf_load(c0 + ldc);
-        s2 = vf_load(c0 + 2 * ldc), s3 = vf_load(c0 + 3 * ldc);
-      }
-      const float *bk = b + j;
-      for (int64_t k = 0; k < depth; k++, bk += ldb) {
-        vf bv = vf_load(bk);
-        int64_t ak = k * a_col;
-        s0 += a0[ak] * bv;
-        s1 += a1[ak] * bv;
-        s2 += a2[ak] * bv;
-        s3 += a3[ak] * bv;
-      }
-      vf_store(c0, s0), vf_store(c0 + ldc, s1);
-      vf_store(c0 + 2 * ldc, s2), vf_store(c0 + 3 * ldc, s3);
-    }
+  for (; i + MM_R <= rows; i += MM_R) {
+    int64_t j = 0;
+    for (; j + 2 * VL <= cols; j += 2 * VL)
+      att_block(c + i * ldc + j, ldc, a + i * a_row, a_row, a_col, b + j, ldb, depth,
+                accumulate, MM_R, 2);
+    for (; j < cols; j += VL)
+      att_block(c + i * ldc + j, ldc, a + i * a_row, a_row, a_col, b + j, ldb, depth,
+                accumulate, MM_R, 1);
   }
   for (; i < rows; i++) {
-    const float *ai = a + i * a_row;
-    for (int64_t j = 0; j < cols; j += VL) {
-      float *ci = c + i * ldc + j;
-      vf s = accumulate ? vf_load(ci) : vf_splat(0.0f);
-      const float *bk = b + j;
-      for (int64_t k = 0; k < depth; k++, bk += ldb) s += ai[k * a_col] * vf_load(bk);
-      vf_store(ci, s);
-    }
+    int64_t j = 0;
+    for (; j + 2 * VL <= cols; j += 2 * VL)
+      att_block(c + i * ldc + j, ldc, a + i * a_row, a_row, a_col, b + j, ldb, depth,
+                accumulate, 1, 2);
+    for (; j < cols; j += VL)
+      att_block(c + i * ldc + j, ldc, a + i * a_row, a_row, a_col, b + j, ldb, depth,
+                accumulate, 1, 1);
   }
 }
 
@@ -216,23 +227,24 @@ static void att_forward_part(void *ctx, int64_t lo, int64_t hi, int part) {
           float *si = s + i * ATT_KB;
           int64_t n = att_keys(j, i0 + i, k0, kb);
           vf mx = vf_splat(m[i]);
-          int64_t c = 0;
-          for (; c + VL <= n; c += VL) mx = vf_max(mx, vf_load(si + c));
-          if (c < n) mx = vf_max(mx, vf_load_part(si + c, n - c, -__builtin_inff()));
-          float mi = n ? vf_hmax(mx) : m[i];
-          vf sum = vf_splat(0.0f);
-          for (c = 0; c < kb16; c += VL) {
-            vf p = vf_exp(vf_load(si + c) - mi);
-            vi idx = (vi){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15} + (int32_t)c;
-            p = vf_select(idx < (int32_t)n, p, vf_splat(0.0f));
-            sum += p;
-            vf_store(si + c, p);
+          for (int64_t c = 0; c < n; c += VL) {
+            vf sv = vf_load_n(si + c, n - c < VL ? n - c : VL, -__builtin_inff());
+            mx = vf_max(sv, mx);
           }
+          float lanes[VL];
+          vf_store(lanes, mx);
+          float mi = n ? rl_max(lanes, VL) : m[i];
+          for (int64_t c = 0; c < kb16; c += VL) {
+            vf p = vf_exp(vf_load(si + c) - mi);
+            vf_store(si + c, vf_select(vi_iota() + (int32_t)c < (int32_t)n, p, vf_splat(0.0f)));
+          }
+          float sum = RL_ROW_SUM(kb16, RL_AT(si, 0.0f));
           alpha[i] = n ? expf(m[i] - mi) : 1.0f; /* 0 on the first block (m = -inf) */
-          l[i] = l[i] * alpha[i] + vf_sum(sum);
+          l[i] = l[i] * alpha[i] + sum;
           m[i] = mi;
           if (k0 > 0)
-            for (c = 0; c < dp; c += VL) vf_store(o + i * dp + c, vf_load(o + i * dp + c) * alpha[i]);
+            for (int64_t c = 0; c < dp; c += VL)
+              vf_store(o + i * dp + c, vf_load(o + i * dp + c) * alpha[i]);
         }
         att_mm(o, dp, s, ATT_KB, 1, v + k0 * dp, dp, bq, dp, kb, 1);
       }
@@ -276,9 +288,8 @@ static void att_grad_q_part(void *ctx, int64_t lo, int64_t hi, int part) {
         /* D_i = dO_i . o_i */
         att_load(j->o, j->type, att_at(j, bh, i0 + i, -1), d, 1.0f, row);
         for (int64_t c = d; c < dp; c++) row[c] = 0.0f;
-        vf acc = vf_splat(0.0f);
-        for (int64_t c = 0; c < dp; c += VL) acc += vf_load(dout + i * dp + c) * vf_load(row + c);
-        dsum[i] = vf_sum(acc);
+        const float *doi = dout + i * dp;
+        dsum[i] = RL_ROW_SUM(dp, RL_AT(doi, 0.0f) * RL_AT(row, 0.0f));
         j->dsum_out[bh * T + i0 + i] = dsum[i];
         lse[i] = j->lse[bh * T + i0 + i];
       }
@@ -291,7 +302,7 @@ static void att_grad_q_part(void *ctx, int64_t lo, int64_t hi, int part) {
           int64_t n = att_keys(j, i0 + i, k0, kb);
           float *si = s + i * ATT_KB, *di = dpm + i * ATT_KB;
           for (int64_t c = 0; c < kb16; c += VL) {
-            vi idx = (vi){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15} + (int32_t)c;
+            vi idx = vi_iota() + (int32_t)c;
             vf p = vf_select(idx < (int32_t)n, vf_exp(vf_load(si + c) - lse[i]), vf_splat(0.0f));
             vf_store(si + c, p);
             vf_store(di + c, p * (vf_load(di + c) - dsum[i]));
@@ -345,7 +356,7 @@ static void att_grad_kv_part(void *ctx, int64_t lo, int64_t hi, int part) {
           int64_t n = att_keys(j, q0 + i, k0, bk);
           float *si = s + i * ldk, *di = dpm + i * ldk;
           for (int64_t c = 0; c < ldk; c += VL) {
-            vi idx = (vi){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15} + (int32_t)c;
+            vi idx = vi_iota() + (int32_t)c;
             vf p = vf_select(idx < (int32_t)n, vf_exp(vf_load(si + c) - lse[q0 + i]),
                              vf_splat(0.0f));
             vf_store(si + c, p);

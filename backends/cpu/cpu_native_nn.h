@@ -34,12 +34,8 @@ typedef struct {
                                                                      : (count),             \
                n = end_ - i < VL ? end_ - i : VL;                                           \
        i < end_; i += VL, n = end_ - i < VL ? end_ - i : VL)
-#define EW_LOAD(p, i, n) ((n) == VL ? vf_load((p) + (i)) : vf_load_part((p) + (i), (n), 0.0f))
-#define EW_STORE(p, i, n, v)                                                                \
-  do {                                                                                      \
-    if ((n) == VL) vf_store((p) + (i), (v));                                                \
-    else vf_store_part((p) + (i), (v), (n));                                                \
-  } while (0)
+#define EW_LOAD(p, i, n) vf_load_n((p) + (i), (n), 0.0f)
+#define EW_STORE(p, i, n, v) vf_store_n((p) + (i), (v), (n))
 
 /* activation: kind 0 tanh, 1 sigmoid, 3 GELU's tanh form (2, the exact
  * GELU, runs the dialect's loop). */
@@ -164,13 +160,12 @@ static void sum_cols_part(void *ctx, int64_t lo, int64_t hi, int part) {
     float acc[COL_BLOCK] = {0};
     const float *x = j->x + c0;
     if (n == COL_BLOCK) {
-      vf a0 = vf_splat(0.0f), a1 = a0, a2 = a0, a3 = a0;
-      for (int64_t r = 0; r < j->rows; r++, x += j->cols) {
-        a0 += vf_load(x), a1 += vf_load(x + VL);
-        a2 += vf_load(x + 2 * VL), a3 += vf_load(x + 3 * VL);
-      }
-      vf_store(acc, a0), vf_store(acc + VL, a1);
-      vf_store(acc + 2 * VL, a2), vf_store(acc + 3 * VL, a3);
+      enum { NV = COL_BLOCK / VL };
+      vf av[NV];
+      UNROLL for (int s = 0; s < NV; s++) av[s] = vf_splat(0.0f);
+      for (int64_t r = 0; r < j->rows; r++, x += j->cols)
+        UNROLL for (int s = 0; s < NV; s++) av[s] += vf_load(x + s * VL);
+      memcpy(acc, av, sizeof acc);
     } else {
       for (int64_t r = 0; r < j->rows; r++, x += j->cols)
         for (int64_t c = 0; c < n; c++) acc[c] += x[c];
@@ -198,24 +193,18 @@ typedef struct {
   float smoothing, grad_scale;
 } softmax_job;
 
-/* The row's maximum and the log of its sum of exp(x - max). */
-static float row_lse(const float *x, int64_t cols, float *max_out) {
+/* The row's maximum (in *max_out) and its sum of exp(x - max). */
+static float row_exp_sum(const float *x, int64_t cols, float *max_out) {
   vf mx = vf_splat(-__builtin_inff());
-  int64_t c = 0;
-  for (; c + VL <= cols; c += VL) {
-    vf v = vf_load(x + c);
-    mx = vf_select(v > mx, v, mx);
+  for (int64_t c = 0; c < cols; c += VL) {
+    vf v = vf_load_n(x + c, cols - c < VL ? cols - c : VL, -__builtin_inff());
+    mx = vf_max(v, mx);
   }
-  if (c < cols) {
-    vf v = vf_load_part(x + c, cols - c, -__builtin_inff());
-    mx = vf_select(v > mx, v, mx);
-  }
-  float m = vf_hmax(mx);
-  vf s = vf_splat(0.0f);
-  for (c = 0; c + VL <= cols; c += VL) s += vf_exp(vf_load(x + c) - m);
-  if (c < cols) s += vf_exp(vf_load_part(x + c, cols - c, -__builtin_inff()) - m);
+  float lanes[VL];
+  vf_store(lanes, mx);
+  float m = rl_max(lanes, VL);
   *max_out = m;
-  return vf_sum(s);
+  return RL_ROW_SUM(cols, vf_exp(RL_AT(x, -__builtin_inff()) - m));
 }
 
 /* loss[r] = lse - sum q z, dz = (softmax(z) - q) grad_scale, q = (1 - eps)
@@ -224,25 +213,21 @@ static void xent_part(void *ctx, int64_t lo, int64_t hi, int part) {
   const softmax_job *j = ctx;
   int64_t cols = j->cols;
   float off = j->smoothing / (float)cols, hit = 1.0f - j->smoothing;
-  vi iota;
-  for (int l = 0; l < VL; l++) iota[l] = l;
   (void)part;
   for (int64_t r = lo; r < hi; r++) {
     const float *z = j->x + r * cols;
     float *dz = j->dz + r * cols;
-    float m, sum = row_lse(z, cols, &m);
+    float m, sum = row_exp_sum(z, cols, &m);
     float lse = m + logf(sum);
     int label = j->labels[r];
-    vf az = vf_splat(0.0f);
+#define Q_AT(at) (off + vf_select(vi_iota() + (int32_t)(at) == label, vf_splat(hit), vf_splat(0.0f)))
+    float qz = RL_ROW_SUM(cols, Q_AT(at_) * RL_AT(z, 0.0f));
     for (int64_t c = 0; c < cols; c += VL) {
       int64_t n = cols - c < VL ? cols - c : VL;
-      vf zv = EW_LOAD(z, c, n);
-      vi at = iota + (int32_t)c;
-      vf q = off + vf_select(at == label, vf_splat(hit), vf_splat(0.0f));
-      az += q * zv;
-      EW_STORE(dz, c, n, (vf_exp(zv - lse) - q) * j->grad_scale);
+      vf_store_n(dz + c, (vf_exp(vf_load_n(z + c, n, 0.0f) - lse) - Q_AT(c)) * j->grad_scale, n);
     }
-    j->loss[r] = lse - vf_sum(az);
+#undef Q_AT
+    j->loss[r] = lse - qz;
   }
 }
 
@@ -253,10 +238,10 @@ static void softmax_part(void *ctx, int64_t lo, int64_t hi, int part) {
   for (int64_t r = lo; r < hi; r++) {
     const float *x = j->x + r * cols;
     float *y = j->y + r * cols;
-    float m, sum = row_lse(x, cols, &m);
+    float m, sum = row_exp_sum(x, cols, &m);
     for (int64_t c = 0; c < cols; c += VL) {
       int64_t n = cols - c < VL ? cols - c : VL;
-      EW_STORE(y, c, n, vf_exp(EW_LOAD(x, c, n) - m) / sum);
+      vf_store_n(y + c, vf_exp(vf_load_n(x + c, n, 0.0f) - m) / sum, n);
     }
   }
 }
@@ -269,15 +254,10 @@ static void softmax_grad_part(void *ctx, int64_t lo, int64_t hi, int part) {
   for (int64_t r = lo; r < hi; r++) {
     const float *y = j->x + r * cols, *dy = j->dy + r * cols;
     float *dx = j->y + r * cols;
-    vf s = vf_splat(0.0f);
+    float dot = RL_ROW_SUM(cols, RL_AT(dy, 0.0f) * RL_AT(y, 0.0f));
     for (int64_t c = 0; c < cols; c += VL) {
       int64_t n = cols - c < VL ? cols - c : VL;
-      s += EW_LOAD(dy, c, n) * EW_LOAD(y, c, n);
-    }
-    float dot = vf_sum(s);
-    for (int64_t c = 0; c < cols; c += VL) {
-      int64_t n = cols - c < VL ? cols - c : VL;
-      EW_STORE(dx, c, n, EW_LOAD(y, c, n) * (EW_LOAD(dy, c, n) - dot));
+      vf_store_n(dx + c, vf_load_n(y + c, n, 0.0f) * (vf_load_n(dy + c, n, 0.0f) - dot), n);
     }
   }
 }

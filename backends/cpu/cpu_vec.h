@@ -1,10 +1,13 @@
-/* cpu_vec.h — 16-lane float vectors for the native kernels (GCC's vector
- * extensions), and exp and tanh on them (internal; see cpu_native.h).
+/* cpu_vec.h — float vectors for the native kernels (GCC's vector
+ * extensions), sums across lanes in a fixed order, and exp and tanh on
+ * vectors (internal; see cpu_native.h).
  *
  * Included by each instruction set's file after its target pragma: a vf is
- * then four SSE registers, two AVX2 ones or one AVX-512 one, and each lane
- * computes the same operations in the same order on all of them. Sums
- * across lanes (vf_sum) add in one fixed tree.
+ * one register of the target, VL floats (16 AVX-512, 8 AVX2, 4 SSE2).
+ * Elementwise work gives the same bits whatever VL is. Sums along a row
+ * keep RL = 16 partial sums, lane l taking the columns l mod 16 (VN
+ * registers of VL lanes each), added at the end in one fixed tree
+ * (rl_sum): so they too give the same bits for every VL.
  *
  * Accuracy, measured against double over every third float of the range:
  * vf_exp within 1.01 ulp on [-87, 88] (subnormal results below, 0 under
@@ -16,9 +19,39 @@
 #include <stdint.h>
 #include <string.h>
 
+#if defined(__AVX512F__)
 #define VL 16
+#elif defined(__AVX__)
+#define VL 8
+#else
+#define VL 4
+#endif
+#define RL 16        /* partial sums of a row, on every target */
+#define VN (RL / VL) /* registers holding them */
 typedef float vf __attribute__((vector_size(VL * sizeof(float))));
 typedef int32_t vi __attribute__((vector_size(VL * sizeof(int32_t))));
+
+/* Unrolls the loop after it (over the VN registers of RL lanes) fully, so
+ * that its vectors live in registers. */
+#define UNROLL _Pragma("GCC unroll 4")
+
+/* The RL partial sums acc[0 .. VN - 1] added in one tree: lane l and l + 8,
+ * then l + 4, ... */
+static inline float rl_sum(const vf *acc) {
+  float t[RL];
+  memcpy(t, acc, sizeof t);
+  for (int w = RL / 2; w > 0; w /= 2)
+    for (int l = 0; l < w; l++) t[l] += t[l + w];
+  return t[0];
+}
+
+/* The largest of n >= 1 floats (exact in any order; NaN are skipped unless
+ * all are). */
+static inline float rl_max(const float *t, int64_t n) {
+  float m = t[0];
+  for (int64_t i = 1; i < n; i++) m = t[i] > m || m != m ? t[i] : m;
+  return m;
+}
 
 /* The helpers are statement-expression macros, not functions: a function
  * taking or returning a 64-byte vector makes GCC note an ABI change in
@@ -60,24 +93,44 @@ typedef int32_t vi __attribute__((vector_size(VL * sizeof(int32_t))));
 #define vf_abs(x) ((vf)((vi)(x) & 0x7fffffff))
 #define vf_sign(x) ((vi)(x) & INT32_MIN)
 
-/* The sum and the maximum of the lanes, in one fixed order (a tree: lane l
- * and l + 8, then l + 4, ...). */
-#define vf_sum(v)                                                              \
+/* The first n of VL values from p (n <= VL), the other lanes `fill`. */
+#define vf_load_n(p, n, fill) ((n) == VL ? vf_load(p) : vf_load_part((p), (n), (fill)))
+#define vf_store_n(p, v, n)                                                    \
   ({                                                                           \
-    float t_[VL];                                                              \
-    vf_store(t_, (v));                                                         \
-    for (int w_ = VL / 2; w_ > 0; w_ /= 2)                                     \
-      for (int l_ = 0; l_ < w_; l_++) t_[l_] += t_[l_ + w_];                   \
-    t_[0];                                                                     \
+    if ((n) == VL) vf_store((p), (v));                                         \
+    else vf_store_part((p), (v), (n));                                         \
   })
-#define vf_hmax(v)                                                             \
+/* 0, 1, ..., VL - 1. */
+#define vi_iota()                                                              \
   ({                                                                           \
-    float t_[VL];                                                              \
-    vf_store(t_, (v));                                                         \
-    for (int w_ = VL / 2; w_ > 0; w_ /= 2)                                     \
-      for (int l_ = 0; l_ < w_; l_++) t_[l_] = t_[l_] > t_[l_ + w_] ? t_[l_] : t_[l_ + w_]; \
-    t_[0];                                                                     \
+    vi io_;                                                                    \
+    for (int l_ = 0; l_ < VL; l_++) io_[l_] = l_;                              \
+    io_;                                                                       \
   })
+
+/* The sum of EXPR over the columns [0, n) of a row in RL partial sums,
+ * added by rl_sum: the same bits for every VL. EXPR is a vector of the VL
+ * columns from at_; RL_AT(q, fill) loads them from the row q (lanes past n
+ * `fill`, which must make EXPR 0 there). */
+#define RL_ROW_SUM(n, EXPR)                                                    \
+  ({                                                                           \
+    vf acc_[VN];                                                               \
+    UNROLL for (int s_ = 0; s_ < VN; s_++) acc_[s_] = vf_splat(0.0f);          \
+    int64_t c_ = 0;                                                            \
+    for (; c_ + RL <= (n); c_ += RL)                                           \
+      UNROLL for (int s_ = 0; s_ < VN; s_++) {                                 \
+        const int64_t at_ = c_ + s_ * VL, m_ = VL;                             \
+        acc_[s_] += (EXPR);                                                    \
+      }                                                                        \
+    if (c_ < (n))                                                              \
+      UNROLL for (int s_ = 0; s_ < VN; s_++) {                                 \
+        const int64_t at_ = c_ + s_ * VL;                                      \
+        const int64_t m_ = (n) - at_ < 0 ? 0 : (n) - at_ > VL ? VL : (n) - at_; \
+        acc_[s_] += (EXPR);                                                    \
+      }                                                                        \
+    rl_sum(acc_);                                                              \
+  })
+#define RL_AT(q, fill) vf_load_n((q) + at_, m_, (fill))
 
 /* e^x: x = n ln2 + r with |r| <= ln2 / 2 (ln2 in two parts, Cody and
  * Waite), e^r by Cephes' expf polynomial, times 2^n as two powers of two
