@@ -99,11 +99,16 @@ typedef struct {
   float *scratch;
 } att_job;
 
-/* n values of a typed array from element `at`, times mul, into dst. */
-static void att_load(const void *base, int type, int64_t at, int64_t n, float mul, float *dst) {
+/* n values of a typed array from element `at`, times mul, into dst. Inlined:
+ * rows are short (D), so a call per row would cost more than the row. */
+static inline __attribute__((always_inline)) void att_load(const void *base, int type,
+                                                           int64_t at, int64_t n, float mul,
+                                                           float *dst) {
   if (type == DLRT_F32) {
     const float *p = (const float *)base + at;
-    for (int64_t i = 0; i < n; i++) dst[i] = p[i] * mul;
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL) vf_store(dst + i, vf_load(p + i) * mul);
+    for (; i < n; i++) dst[i] = p[i] * mul;
   } else if (type == DLRT_F16) {
     const uint16_t *p = (const uint16_t *)base + at;
     for (int64_t i = 0; i < n; i++) dst[i] = dlrt_half_to_float(p[i]) * mul;
@@ -114,10 +119,14 @@ static void att_load(const void *base, int type, int64_t at, int64_t n, float mu
 }
 
 /* n floats times mul into a typed array from element `at` (rounded once). */
-static void att_store(void *base, int type, int64_t at, int64_t n, const float *src, float mul) {
+static inline __attribute__((always_inline)) void att_store(void *base, int type, int64_t at,
+                                                            int64_t n, const float *src,
+                                                            float mul) {
   if (type == DLRT_F32) {
     float *p = (float *)base + at;
-    for (int64_t i = 0; i < n; i++) p[i] = src[i] * mul;
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL) vf_store(p + i, vf_load(src + i) * mul);
+    for (; i < n; i++) p[i] = src[i] * mul;
   } else if (type == DLRT_F16) {
     uint16_t *p = (uint16_t *)base + at;
     for (int64_t i = 0; i < n; i++) p[i] = dlrt_float_to_half(src[i] * mul);
@@ -128,34 +137,38 @@ static void att_store(void *base, int type, int64_t at, int64_t n, const float *
 }
 
 /* Element (b, t, part third, head h, column 0) of qkv (or of o and dout,
- * part -1: B x T x C). */
-static int64_t att_at(const att_job *j, int64_t bh, int64_t t, int part) {
+ * part -1: B x T x C) is att_at(bh, part) + t att_stride(part). */
+static inline int64_t att_at(const att_job *j, int64_t bh, int part) {
   int64_t b = bh / j->heads, h = bh - b * j->heads;
-  return part < 0 ? (b * j->seq + t) * j->c + h * j->d
-                  : (b * j->seq + t) * 3 * j->c + part * j->c + h * j->d;
+  return part < 0 ? b * j->seq * j->c + h * j->d : b * j->seq * 3 * j->c + part * j->c + h * j->d;
+}
+static inline int64_t att_stride(const att_job *j, int part) {
+  return part < 0 ? j->c : 3 * j->c;
 }
 
 /* Rows t0 .. t0 + n - 1 of head bh's third `part` of qkv (-1: of `src`, B
  * x T x C) times mul, into dst (n x dp, padding columns 0). */
 static void att_rows(const att_job *j, const void *src, int64_t bh, int part, int64_t t0,
                      int64_t n, float mul, float *dst) {
-  for (int64_t t = 0; t < n; t++) {
+  int64_t at = att_at(j, bh, part) + t0 * att_stride(j, part), stride = att_stride(j, part);
+  for (int64_t t = 0; t < n; t++, at += stride) {
     float *row = dst + t * j->dp;
-    att_load(src, j->type, att_at(j, bh, t0 + t, part), j->d, mul, row);
+    att_load(src, j->type, at, j->d, mul, row);
     for (int64_t k = j->d; k < j->dp; k++) row[k] = 0.0f;
   }
 }
 
-/* The same rows transposed: dst[k ld + t] (D x ld), columns n .. ld - 1
- * zero; `row` is dp floats of room. */
+/* The same rows of qkv transposed: dst[k ld + t] (D x ld), columns n .. ld
+ * - 1 zero; `row` is dp floats of room. */
 static void att_cols(const att_job *j, int64_t bh, int part, int64_t t0, int64_t n,
                      int64_t ld, float *row, float *dst) {
-  for (int64_t t = 0; t < n; t++) {
-    att_load(j->qkv, j->type, att_at(j, bh, t0 + t, part), j->d, 1.0f, row);
-    for (int64_t k = 0; k < j->d; k++) dst[k * ld + t] = row[k];
+  int64_t at = att_at(j, bh, part) + t0 * att_stride(j, part), stride = att_stride(j, part);
+  int64_t d = j->d;
+  for (int64_t t = 0; t < n; t++, at += stride) {
+    att_load(j->qkv, j->type, at, d, 1.0f, row);
+    for (int64_t k = 0; k < d; k++) dst[k * ld + t] = row[k];
   }
-  for (int64_t k = 0; k < j->d; k++)
-    for (int64_t t = n; t < ld; t++) dst[k * ld + t] = 0.0f;
+  for (int64_t k = 0; k < d; k++) memset(dst + k * ld + n, 0, (size_t)(ld - n) * sizeof *dst);
 }
 
 /* Keys of query row `q` (global) counted in a block of n keys from k0:
@@ -249,7 +262,8 @@ static void att_forward_part(void *ctx, int64_t lo, int64_t hi, int part) {
         att_mm(o, dp, s, ATT_KB, 1, v + k0 * dp, dp, bq, dp, kb, 1);
       }
       for (int64_t i = 0; i < bq; i++) {
-        att_store(j->out, j->type, att_at(j, bh, i0 + i, -1), d, o + i * dp, 1.0f / l[i]);
+        att_store(j->out, j->type, att_at(j, bh, -1) + (i0 + i) * j->c, d, o + i * dp,
+                  1.0f / l[i]);
         j->lse_out[bh * T + i0 + i] = m[i] + logf(l[i]);
       }
     }
@@ -286,7 +300,7 @@ static void att_grad_q_part(void *ctx, int64_t lo, int64_t hi, int part) {
       att_rows(j, j->dout, bh, -1, i0, bq, 1.0f, dout);
       for (int64_t i = 0; i < bq; i++) {
         /* D_i = dO_i . o_i */
-        att_load(j->o, j->type, att_at(j, bh, i0 + i, -1), d, 1.0f, row);
+        att_load(j->o, j->type, att_at(j, bh, -1) + (i0 + i) * j->c, d, 1.0f, row);
         for (int64_t c = d; c < dp; c++) row[c] = 0.0f;
         const float *doi = dout + i * dp;
         dsum[i] = RL_ROW_SUM(dp, RL_AT(doi, 0.0f) * RL_AT(row, 0.0f));
@@ -311,7 +325,8 @@ static void att_grad_q_part(void *ctx, int64_t lo, int64_t hi, int part) {
         att_mm(dq, dp, dpm, ATT_KB, 1, k + k0 * dp, dp, bq, dp, kb, 1);
       }
       for (int64_t i = 0; i < bq; i++)
-        att_store(j->out, j->type, att_at(j, bh, i0 + i, 0), d, dq + i * dp, j->scale);
+        att_store(j->out, j->type, att_at(j, bh, 0) + (i0 + i) * 3 * j->c, d, dq + i * dp,
+                  j->scale);
     }
   }
 }
@@ -368,8 +383,9 @@ static void att_grad_kv_part(void *ctx, int64_t lo, int64_t hi, int part) {
         att_mm(dk, dp, dpm, 1, ldk, q + q0 * dp, dp, bk, dp, bq, 1);
       }
       for (int64_t t = 0; t < bk; t++) {
-        att_store(j->out, j->type, att_at(j, bh, k0 + t, 1), d, dk + t * dp, 1.0f);
-        att_store(j->out, j->type, att_at(j, bh, k0 + t, 2), d, dv + t * dp, 1.0f);
+        int64_t at = att_at(j, bh, 1) + (k0 + t) * 3 * j->c;
+        att_store(j->out, j->type, at, d, dk + t * dp, 1.0f);
+        att_store(j->out, j->type, at + j->c, d, dv + t * dp, 1.0f);
       }
     }
   }
