@@ -1,26 +1,31 @@
 /*
  * test-cpu-native.c — the CPU backend's native kernels (backends/cpu/cpu_native.h)
- * against the portable dialect's kernels they replace (the headers of kernels/, compiled here as
- * plain C), on the same inputs, for every instruction set this CPU runs (generic,
- * avx2, avx512): layer and batch norm and their gradients, the activations and their
- * gradients, broadcast ops, column sums, softmax, softmax + cross-entropy, and fused
- * attention forward and backward in f32, f16 and bf16, at shapes with tails (columns
- * not a multiple of 16, T not a multiple of the blocks, T past one block of keys, head
+ * against the portable dialect's kernels they replace (the headers of kernels/,
+ * compiled here as plain C), on the same inputs, for every instruction set this CPU
+ * runs (generic, avx2, avx512): layer and batch norm and their gradients, the
+ * activations and their gradients, broadcast ops, column sums, softmax, softmax +
+ * cross-entropy, the Adam update, the embedding's gradient, and fused attention
+ * forward and backward in f32, f16 and bf16, at shapes with tails (columns not a
+ * multiple of 16, T not a multiple of the blocks, T past one block of keys, head
  * sizes 8 to 130).
  *
- * Error measure: max |native - dialect| / max |dialect| over each output (normalised,
- * as test-backend-ops); for the GELUs per element against max(|dialect|, |x| / 10),
- * as test-grad-ops bounds them (1 + tanh(u) cancels for negative x). Bounds: 1e-6
- * for the elementwise kernels (both round a few times; the native exp and tanh are
- * within 1.33 ulp, libm's within 1), 2e-6 for norms and softmaxes (sums in another
- * order: about sqrt(cols) eps), 1e-5 for attention (T terms per output, as
- * test-attention bounds it against double), 4e-3 / 2e-2 for f16 / bf16 attention
- * (one rounding of the output, 2^-11 and 2^-8, on top). The broadcast ops and
- * sum_cols with beta 0 compute the same operations in the same order: exactly equal.
+ * Error measure: max |native - dialect| / max(max |dialect|, the scale of the terms
+ * an output sums) over each output (normalised, as test-backend-ops); the
+ * activations per element, against |dialect|, for the GELUs max(|dialect|, |x| / 10)
+ * (as test-grad-ops: 1 + tanh(u) cancels for x < 0), for the gradients max(|dialect|,
+ * |dy|). Bounds, derived: sums of k terms in two orders differ by up to 2 (2 sqrt(k)
+ * + 2) 2^-24 of the sum of their |terms| (sum_bound; test-backend-ops derives the
+ * one-sided bound), plus a few roundings; 1e-6 for the activations (the native exp
+ * and tanh are within 1.33 ulp, libm's within 1, then a few roundings); 1e-5 for
+ * attention (T terms per output, as test-attention bounds it against double), and
+ * 4e-3 / 2e-2 for f16 / bf16 attention (one rounding of the output, 2^-11 and 2^-8,
+ * on top). The broadcast ops, sum_cols with beta 0, adam_update and embedding_grad
+ * compute the same operations in the same order: exactly equal (adam must be: see
+ * cpu_native_optim.h).
  *
- * Then determinism: the outputs are the same bits for 1 and 3 threads, and the
- * avx2 and avx512 builds give the same bits (both contract into FMAs; sums keep 16
- * lanes on both).
+ * Then determinism: the outputs are the same bits for 1 and 3 threads, and the avx2
+ * and avx512 builds give the same bits (both contract into FMAs; sums keep 16 lanes
+ * on both).
  *
  * Built from the backend's own sources (its symbols are hidden in libdlrt): see
  * Makefile.am. Points: computed at run time (done_testing).
@@ -37,6 +42,7 @@
 #include "attention.h"
 #include "nn.h"
 #include "norm.h"
+#include "optim.h"
 #include "shape.h"
 #include "tap.h"
 #include "typed.h"
@@ -346,6 +352,59 @@ static void family_softmax(const cpu_native_isa *isa, result *r) {
   }
 }
 
+/* ---------------------------------------------------------------- adam, embedding_grad */
+
+/* Both exactly: adam must equal the dialect's kernel, which the spilling executor runs on
+ * the host, bit for bit; embedding_grad adds in the same order. */
+static void family_adam_embedding(const cpu_native_isa *isa, result *r) {
+  static const int64_t counts[] = {1, 15, 16, 1000, 70001};
+  for (size_t s = 0; s < sizeof counts / sizeof *counts; s++)
+    for (int decoupled = 0; decoupled < 2; decoupled++) {
+      int64_t n = counts[s];
+      rng_state = 31 + (uint32_t)s;
+      float *p = randoms((size_t)n, -1, 1), *m = randoms((size_t)n, -0.1f, 0.1f);
+      float *v = randoms((size_t)n, 0, 0.01f), *g = randoms((size_t)n, -1, 1);
+      float *p0 = malloc((size_t)n * 4 + 64), *m0 = malloc((size_t)n * 4 + 64), *v0 = malloc((size_t)n * 4 + 64);
+      memcpy(p0, p, (size_t)n * 4), memcpy(m0, m, (size_t)n * 4), memcpy(v0, v, (size_t)n * 4);
+      float hp[8] = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1e-3f / (1 - 0.9f * 0.9f),
+                     sqrtf(1 - 0.999f * 0.999f), 0.5f};
+      args x = {0};
+      arg_buf(&x, p), arg_buf(&x, m), arg_buf(&x, v), arg_buf(&x, g), arg_i64(&x, n);
+      for (int i = 0; i < 8; i++) arg_f32(&x, hp[i]);
+      arg_i64(&x, decoupled);
+      run(isa, DLRT__K_adam_update, &x);
+      dlrt_k_adam_update(0, n, p0, m0, v0, g, n, hp[0], hp[1], hp[2], hp[3], hp[4], hp[5], hp[6],
+                         hp[7], decoupled);
+      char what[64];
+      snprintf(what, sizeof what, "adam%s, %lld values", decoupled ? "w" : "", (long long)n);
+      compare(r, what, p, p0, (size_t)n, 0, 1e-300);
+      compare(r, what, m, m0, (size_t)n, 0, 1e-300);
+      compare(r, what, v, v0, (size_t)n, 0, 1e-300);
+      keep(r, p, (size_t)n * 4), keep(r, m, (size_t)n * 4), keep(r, v, (size_t)n * 4);
+      free(p), free(m), free(v), free(g), free(p0), free(m0), free(v0);
+    }
+  static const int64_t shapes[][3] = {{1, 1, 1}, {37, 5, 13}, {300, 200, 64}, {129, 1000, 48}};
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+    int64_t count = shapes[s][0], vocab = shapes[s][1], dim = shapes[s][2];
+    rng_state = 71 + (uint32_t)s;
+    float *dy = randoms((size_t)(count * dim), -1, 1);
+    float *t = randoms((size_t)(vocab * dim), 5, 6), *t0 = zeros((size_t)(vocab * dim));
+    int *ids = malloc((size_t)count * sizeof *ids);
+    for (int64_t k = 0; k < count; k++) ids[k] = (int)((k * 7 + k * k) % (vocab + 2)) - 1;
+    args x = {0};
+    arg_buf(&x, t), arg_buf(&x, dy), arg_buf(&x, ids), arg_i64(&x, count), arg_i64(&x, vocab);
+    arg_i64(&x, dim);
+    run(isa, DLRT__K_embedding_grad, &x);
+    dlrt_k_embedding_grad(0, vocab, t0, dy, ids, count, vocab, dim);
+    char what[96];
+    snprintf(what, sizeof what, "embedding_grad %lld ids (some outside), vocabulary %lld, dim %lld",
+             (long long)count, (long long)vocab, (long long)dim);
+    compare(r, what, t, t0, (size_t)(vocab * dim), 0, 1e-300);
+    keep(r, t, (size_t)(vocab * dim) * 4);
+    free(dy), free(t), free(t0), free(ids);
+  }
+}
+
 /* ---------------------------------------------------------------- attention */
 
 typedef struct {
@@ -475,6 +534,7 @@ static const family families[] = {
     {"activation, activation_grad (tanh, sigmoid, gelu, gelu_tanh)", family_activation},
     {"bcast, bcast_grad_b, sum_cols_f32", family_bcast_sums},
     {"softmax, softmax_grad, softmax_xent", family_softmax},
+    {"adam_update, embedding_grad", family_adam_embedding},
     {"attention f32 (forward, grad_q, grad_kv)", family_attention_f32},
     {"attention f16", family_attention_f16},
     {"attention bf16", family_attention_bf16},

@@ -26,6 +26,7 @@
 #include "cpu_native_norm.h"
 #include "cpu_native_nn.h"
 #include "cpu_native_attention.h"
+#include "cpu_native_optim.h"
 
 const cpu_native_isa CPU_NATIVE_TABLE = {
     .name = CPU_NATIVE_NAME,
@@ -41,6 +42,8 @@ const cpu_native_isa CPU_NATIVE_TABLE = {
         [DLRT__K_softmax_xent] = native_softmax_xent,
         [DLRT__K_softmax] = native_softmax,
         [DLRT__K_softmax_grad] = native_softmax_grad,
+        [DLRT__K_embedding_grad] = native_embedding_grad,
+        [DLRT__K_adam_update] = native_adam_update,
         [DLRT__K_attention_f32] = native_attention_f32,
         [DLRT__K_attention_f16] = native_attention_f16,
         [DLRT__K_attention_bf16] = native_attention_bf16,

@@ -285,3 +285,44 @@ static int native_softmax_grad(const dlrt__arg *a) {
   cpu_native_parallel(j.rows, cpu_native_parts(j.rows, 2 * j.cols), softmax_grad_part, &j);
   return DLRT_OK;
 }
+
+/* ---- embedding_grad: dtable[v, :] = the sum of dy[k, :] over k with
+ * ids[k] == v, k ascending (the dialect's order: the same bits). A task is
+ * a block of EMB_ROWS rows of the table: it zeroes them, then adds the rows
+ * of dy whose id falls in the block, in order, so that nobody scans the
+ * ids once per row of a large vocabulary. ---- */
+
+#define EMB_ROWS 64
+
+typedef struct {
+  float *dtable;
+  const float *dy;
+  const int *ids;
+  int64_t count, vocab, dim;
+} embed_job;
+
+static void embedding_grad_part(void *ctx, int64_t lo, int64_t hi, int part) {
+  const embed_job *j = ctx;
+  int64_t v0 = lo * EMB_ROWS, v1 = hi * EMB_ROWS < j->vocab ? hi * EMB_ROWS : j->vocab;
+  int64_t dim = j->dim;
+  (void)part;
+  memset(j->dtable + v0 * dim, 0, (size_t)((v1 - v0) * dim) * sizeof(float));
+  for (int64_t k = 0; k < j->count; k++) {
+    int64_t id = j->ids[k];
+    if (id < v0 || id >= v1) continue;
+    float *row = j->dtable + id * dim;
+    const float *src = j->dy + k * dim;
+    int64_t d = 0;
+    for (; d + VL <= dim; d += VL) vf_store(row + d, vf_load(row + d) + vf_load(src + d));
+    for (; d < dim; d++) row[d] += src[d];
+  }
+}
+
+/* Arguments: dtable, dy, ids, count, vocab, dim. */
+static int native_embedding_grad(const dlrt__arg *a) {
+  embed_job j = {NA_BUF(0, float), NA_BUF(1, float), NA_BUF(2, int), a[3].i, a[4].i, a[5].i};
+  int64_t tasks = (j.vocab + EMB_ROWS - 1) / EMB_ROWS;
+  cpu_native_parallel(tasks, cpu_native_parts(tasks, EMB_ROWS * j.dim + j.count), embedding_grad_part,
+                      &j);
+  return DLRT_OK;
+}
