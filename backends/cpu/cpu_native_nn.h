@@ -13,18 +13,23 @@ typedef struct {
   int64_t count, m, op, kind;
 } ew_job;
 
-/* GELU's tanh form and its derivative (kernels/nn.h's DLRT__GELU_*). */
+/* GELU's tanh form and its derivative (kernels/nn.h's DLRT__GELU_*), as
+ * x sigma(2u): 0.5 (1 + tanh u) = sigma(2u) = 1 / (1 + e), e = exp(-2u).
+ * One exp and one division, and no cancellation where the tanh form has
+ * one (x < 0: 1 + tanh u, 1 - tanh^2 u). The derivative, sigma(2u) + 2 x
+ * sigma(2u) (1 - sigma(2u)) u'(x), takes 1 - sigma(2u) as e sigma(2u)
+ * where e <= 1 (sigma near 1) and as it is elsewhere. */
+#define GELU_E(v) vf_exp(-2.0f * DLRT__GELU_K * ((v) + DLRT__GELU_A * (v) * (v) * (v)))
 #define GELU_TANH(v)                                                                        \
   ({                                                                                        \
     vf gv_ = (v);                                                                           \
-    0.5f * gv_ * (1.0f + vf_tanh(DLRT__GELU_K * (gv_ + DLRT__GELU_A * gv_ * gv_ * gv_)));   \
+    gv_ / (1.0f + GELU_E(gv_));                                                             \
   })
 #define GELU_TANH_GRAD(v)                                                                   \
   ({                                                                                        \
-    vf dv_ = (v);                                                                           \
-    vf gth_ = vf_tanh(DLRT__GELU_K * (dv_ + DLRT__GELU_A * dv_ * dv_ * dv_));                \
-    0.5f * (1.0f + gth_) + 0.5f * dv_ * (1.0f - gth_ * gth_) * DLRT__GELU_K *                  \
-                              (1.0f + 3.0f * DLRT__GELU_A * dv_ * dv_);                     \
+    vf dv_ = (v), de_ = GELU_E(dv_), ds_ = 1.0f / (1.0f + de_);                             \
+    vf rest_ = vf_select(de_ > 1.0f, 1.0f - ds_, de_ * ds_);                                \
+    ds_ + 2.0f * dv_ * ds_ * rest_ * DLRT__GELU_K * (1.0f + 3.0f * DLRT__GELU_A * dv_ * dv_); \
   })
 
 /* Elements [lo, hi) of tasks [t0, t1) of EW_BLOCK; `n` at a time, the
