@@ -256,9 +256,7 @@ static void att_forward_part(void *ctx, int64_t lo, int64_t hi, int part) {
             vf sv = vf_load_n(si + c, n - c < VL ? n - c : VL, -__builtin_inff());
             mx = vf_max(sv, mx);
           }
-          float lanes[VL];
-          vf_store(lanes, mx);
-          float mi = n ? rl_max(lanes, VL) : m[i];
+          float mi = n ? vf_hmax_lanes(&mx) : m[i];
           for (int64_t c = 0; c < kb16; c += VL) {
             vf p = vf_exp(vf_load(si + c) - mi);
             vf_store(si + c, vf_select(vi_iota() + (int32_t)c < (int32_t)n, p, vf_splat(0.0f)));

@@ -205,9 +205,7 @@ static float row_exp_sum(const float *x, int64_t cols, float *max_out) {
     vf v = vf_load_n(x + c, cols - c < VL ? cols - c : VL, -__builtin_inff());
     mx = vf_max(v, mx);
   }
-  float lanes[VL];
-  vf_store(lanes, mx);
-  float m = rl_max(lanes, VL);
+  float m = vf_hmax_lanes(&mx);
   *max_out = m;
   return RL_ROW_SUM(cols, vf_exp(RL_AT(x, -__builtin_inff()) - m));
 }

@@ -35,22 +35,39 @@ typedef int32_t vi __attribute__((vector_size(VL * sizeof(int32_t))));
  * that its vectors live in registers. */
 #define UNROLL _Pragma("GCC unroll 4")
 
+/* Lane l + w of v in lane l (w < VL, a power of two; the upper lanes wrap
+ * around and are not used). */
+#if VL == 16
+#define VF_DOWN(v, w)                                                          \
+  __builtin_shuffle((v), ((vi){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15} + (w)) & 15)
+#elif VL == 8
+#define VF_DOWN(v, w) __builtin_shuffle((v), ((vi){0, 1, 2, 3, 4, 5, 6, 7} + (w)) & 7)
+#else
+#define VF_DOWN(v, w) __builtin_shuffle((v), ((vi){0, 1, 2, 3} + (w)) & 3)
+#endif
+
 /* The RL partial sums acc[0 .. VN - 1] added in one tree: lane l and l + 8,
- * then l + 4, ... */
+ * then l + 4, ... (registers first while a step spans them, then within
+ * one): the same additions, so the same bits, for every VL. */
 static inline float rl_sum(const vf *acc) {
-  float t[RL];
+  vf t[VN];
   memcpy(t, acc, sizeof t);
-  for (int w = RL / 2; w > 0; w /= 2)
-    for (int l = 0; l < w; l++) t[l] += t[l + w];
-  return t[0];
+  for (int n = VN; n > 1; n /= 2)
+    for (int s = 0; s < n / 2; s++) t[s] = t[s] + t[s + n / 2];
+  vf v = t[0];
+  for (int w = VL / 2; w > 0; w /= 2) v = v + VF_DOWN(v, w);
+  return v[0];
 }
 
-/* The largest of n >= 1 floats (exact in any order; NaN are skipped unless
- * all are). */
-static inline float rl_max(const float *t, int64_t n) {
-  float m = t[0];
-  for (int64_t i = 1; i < n; i++) m = t[i] > m || m != m ? t[i] : m;
-  return m;
+/* The largest lane of *in (exact in any order; where lanes are NaN, which
+ * one comes out is not specified). */
+static inline float vf_hmax_lanes(const vf *in) {
+  vf v = *in;
+  for (int w = VL / 2; w > 0; w /= 2) {
+    vf d = VF_DOWN(v, w);
+    v = (vf)(((vi)d & (d > v)) | ((vi)v & ~(d > v)));
+  }
+  return v[0];
 }
 
 /* The helpers are statement-expression macros, not functions: a function
