@@ -17,10 +17,11 @@
  * cpu_native_avx2.c, cpu_native_avx512.c, all from the same source); the
  * best one the CPU runs is chosen on first use, or the one DLRT_CPU_ISA
  * names (generic, avx2, avx512; one the CPU lacks falls back to the best).
- * Every lane of a 16-lane vector computes the same operations in the same
- * order whatever the register width, and a*b+c is contracted into an FMA
- * (the avx2 and avx512 builds both have it): those two give the same bits.
- * The generic build has no FMA and differs from them by rounding.
+ * Every lane computes the same operations in the same order whatever the
+ * register width, sums along rows keep 16 lanes on every target, and the
+ * FMAs the kernels ask for (vf_fma) are FMAs on both the avx2 and the avx512
+ * build: those two give the same bits. The generic build has no FMA (a
+ * multiply and an add) and differs from them by rounding.
  *
  * Determinism: each output element is computed by one task, whose order of
  * operations depends on the shape only; tasks are split over threads in

@@ -47,7 +47,7 @@ static inline __attribute__((always_inline)) void att_block(float *c, int64_t ld
     UNROLL for (int s = 0; s < NC; s++) bv[s] = vf_load(b + k * ldb + s * VL);
     UNROLL for (int r = 0; r < R; r++) {
       float ar = a[r * a_row + k * a_col];
-      UNROLL for (int s = 0; s < NC; s++) acc[r][s] += ar * bv[s];
+      UNROLL for (int s = 0; s < NC; s++) acc[r][s] = vf_fma(vf_splat(ar), bv[s], acc[r][s]);
     }
   }
   UNROLL for (int r = 0; r < R; r++)

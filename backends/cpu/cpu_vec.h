@@ -18,6 +18,9 @@
 
 #include <stdint.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #if defined(__AVX512F__)
 #define VL 16
@@ -30,6 +33,16 @@
 #define VN (RL / VL) /* registers holding them */
 typedef float vf __attribute__((vector_size(VL * sizeof(float))));
 typedef int32_t vi __attribute__((vector_size(VL * sizeof(int32_t))));
+
+/* a * b + c rounded once where the target has FMA (avx2, avx512), else
+ * rounded twice (generic). The kernels' files contract nothing else. */
+#if defined(__AVX512F__)
+#define vf_fma(a, b, c) ((vf)_mm512_fmadd_ps((__m512)(a), (__m512)(b), (__m512)(c)))
+#elif defined(__FMA__) && VL == 8
+#define vf_fma(a, b, c) ((vf)_mm256_fmadd_ps((__m256)(a), (__m256)(b), (__m256)(c)))
+#else
+#define vf_fma(a, b, c) ((a) * (b) + (c))
+#endif
 
 /* Unrolls the loop after it (over the VN registers of RL lanes) fully, so
  * that its vectors live in registers. */
@@ -85,7 +98,9 @@ static inline float vf_hmax_lanes(const vf *in) {
     vf vs_ = (v);                                                              \
     (void)memcpy((p), &vs_, sizeof vs_);                                       \
   })
-#define vf_splat(x) ((vf){0} + (float)(x))
+/* x in every lane: x + -0 is x for every x (-0 too), so the addition folds
+ * away, where + 0 would stay (it turns -0 into 0). */
+#define vf_splat(x) ((float)(x) + -(vf){0})
 
 /* n < VL values from p, the other lanes `fill`; and the first n lanes of v
  * stored (the tails of rows). */
@@ -160,18 +175,18 @@ static inline float vf_hmax_lanes(const vf *in) {
     vi under_ = x_ < -103.97208404541015625f;                                  \
     vf xc_ = vf_select(over_, vf_splat(88.72283935546875f),                    \
                        vf_select(under_, vf_splat(-103.97208404541015625f), x_)); \
-    vf t_ = xc_ * 1.44269504088896341f + magic_;                               \
+    vf t_ = vf_fma(xc_, vf_splat(1.44269504088896341f), magic_);                \
     vi n_ = (vi)t_ - (vi)magic_;                                               \
     vf fn_ = t_ - magic_;                                                      \
-    vf r_ = xc_ - fn_ * 0.693359375f;                                          \
-    r_ = r_ - fn_ * -2.12194440e-4f;                                           \
+    vf r_ = vf_fma(fn_, vf_splat(-0.693359375f), xc_);                         \
+    r_ = vf_fma(fn_, vf_splat(2.12194440e-4f), r_);                            \
     vf p_ = vf_splat(1.9875691500e-4f);                                        \
-    p_ = p_ * r_ + 1.3981999507e-3f;                                           \
-    p_ = p_ * r_ + 8.3334519073e-3f;                                           \
-    p_ = p_ * r_ + 4.1665795894e-2f;                                           \
-    p_ = p_ * r_ + 1.6666665459e-1f;                                           \
-    p_ = p_ * r_ + 5.0000001201e-1f;                                           \
-    vf y_ = p_ * (r_ * r_) + r_ + 1.0f;                                        \
+    p_ = vf_fma(p_, r_, vf_splat(1.3981999507e-3f));                           \
+    p_ = vf_fma(p_, r_, vf_splat(8.3334519073e-3f));                           \
+    p_ = vf_fma(p_, r_, vf_splat(4.1665795894e-2f));                           \
+    p_ = vf_fma(p_, r_, vf_splat(1.6666665459e-1f));                           \
+    p_ = vf_fma(p_, r_, vf_splat(5.0000001201e-1f));                           \
+    vf y_ = vf_fma(p_, r_ * r_, r_) + 1.0f;                                    \
     vi n1_ = n_ >> 1, n2_ = n_ - n1_;                                          \
     y_ = y_ * (vf)((n1_ + 127) << 23) * (vf)((n2_ + 127) << 23);               \
     y_ = vf_select(over_, vf_splat(__builtin_inff()), y_);                     \
@@ -185,11 +200,11 @@ static inline float vf_hmax_lanes(const vf *in) {
   ({                                                                           \
     vf tx_ = (x), ax_ = vf_abs(tx_), z_ = tx_ * tx_;                           \
     vf q_ = vf_splat(-5.70498872745e-3f);                                      \
-    q_ = q_ * z_ + 2.06390887954e-2f;                                          \
-    q_ = q_ * z_ - 5.37397155531e-2f;                                          \
-    q_ = q_ * z_ + 1.33314422036e-1f;                                          \
-    q_ = q_ * z_ - 3.33332819422e-1f;                                          \
-    vf small_ = q_ * z_ * ax_ + ax_;                                           \
+    q_ = vf_fma(q_, z_, vf_splat(2.06390887954e-2f));                          \
+    q_ = vf_fma(q_, z_, vf_splat(-5.37397155531e-2f));                         \
+    q_ = vf_fma(q_, z_, vf_splat(1.33314422036e-1f));                          \
+    q_ = vf_fma(q_, z_, vf_splat(-3.33332819422e-1f));                         \
+    vf small_ = vf_fma(q_ * z_, ax_, ax_);                                     \
     vf large_ = 1.0f - 2.0f / (vf_exp(ax_ + ax_) + 1.0f);                      \
     vf th_ = vf_select(ax_ < 0.625f, small_, large_);                          \
     vf_select(tx_ != tx_, tx_, (vf)((vi)th_ | vf_sign(tx_)));                  \
