@@ -170,17 +170,35 @@ static void att_rows(const att_job *j, const void *src, int64_t bh, int part, in
 }
 
 /* The same rows of qkv transposed: dst[k ld + t] (D x ld), columns n .. ld
- * - 1 zero; `row` is dp floats of room. */
+ * - 1 zero (ld >= n rounded up to VL); `rows` is VL x dp floats of room. A
+ * block of VL rows at a time, transposed in registers. */
 static void att_cols(const att_job *j, int64_t bh, int part, int64_t t0, int64_t n,
-                     int64_t ld, float *row, float *dst) {
-  int64_t at = att_at(j, bh, part) + t0 * att_stride(j, part), stride = att_stride(j, part);
-  int64_t d = j->d;
-  for (int64_t t = 0; t < n; t++, at += stride) {
-    if (t + ATT_AHEAD < n) att_prefetch(j, j->qkv, at + ATT_AHEAD * stride, d);
-    att_load(j->qkv, j->type, at, d, 1.0f, row);
-    for (int64_t k = 0; k < d; k++) dst[k * ld + t] = row[k];
+                     int64_t ld, float *rows, float *dst) {
+  int64_t stride = att_stride(j, part), at = att_at(j, bh, part) + t0 * stride;
+  int64_t d = j->d, dp = j->dp;
+  for (int64_t tb = 0; tb < n; tb += VL) {
+    int64_t nt = n - tb < VL ? n - tb : VL;
+    for (int64_t i = 0; i < VL; i++) {
+      float *row = rows + i * dp;
+      if (i >= nt) {
+        memset(row, 0, (size_t)dp * sizeof *row);
+        continue;
+      }
+      int64_t src = at + (tb + i) * stride;
+      if (tb + i + ATT_AHEAD < n) att_prefetch(j, j->qkv, src + ATT_AHEAD * stride, d);
+      att_load(j->qkv, j->type, src, d, 1.0f, row);
+      for (int64_t k = d; k < dp; k++) row[k] = 0.0f;
+    }
+    for (int64_t k0 = 0; k0 < d; k0 += VL) {
+      vf r[VL];
+      for (int i = 0; i < VL; i++) r[i] = vf_load(rows + i * dp + k0);
+      vf_transpose(r);
+      for (int64_t k = 0; k < VL && k0 + k < d; k++) vf_store(dst + (k0 + k) * ld + tb, r[k]);
+    }
   }
-  for (int64_t k = 0; k < d; k++) memset(dst + k * ld + n, 0, (size_t)(ld - n) * sizeof *dst);
+  int64_t done = (n + VL - 1) / VL * VL;
+  for (int64_t k = 0; k < d; k++)
+    memset(dst + k * ld + done, 0, (size_t)(ld - done) * sizeof *dst);
 }
 
 /* Keys of query row `q` (global) counted in a block of n keys from k0:
@@ -231,7 +249,7 @@ static void att_forward_part(void *ctx, int64_t lo, int64_t hi, int part) {
   float *o = q + ATT_QB * dp;                          /* sum of p v, QB x dp */
   float *s = o + ATT_QB * dp;                          /* scores, then p, QB x KB */
   float *m = s + ATT_QB * ATT_KB, *l = m + ATT_QB, *alpha = l + ATT_QB;
-  float *row = alpha + ATT_QB;                         /* dp */
+  float *row = alpha + ATT_QB;                         /* VL x dp */
   for (int64_t task = lo; task < hi; task++) {
     int64_t bh = task / j->chunks, b0, b1;
     att_task_blocks(j, task, &b0, &b1);
@@ -294,7 +312,7 @@ static void att_grad_q_part(void *ctx, int64_t lo, int64_t hi, int part) {
   float *s = dq + ATT_QB * dp;                         /* scores, then p, QB x KB */
   float *dpm = s + ATT_QB * ATT_KB;                    /* dO v, then ds, QB x KB */
   float *lse = dpm + ATT_QB * ATT_KB, *dsum = lse + ATT_QB;
-  float *row = dsum + ATT_QB;                          /* dp */
+  float *row = dsum + ATT_QB;                          /* VL x dp */
   for (int64_t task = lo; task < hi; task++) {
     int64_t bh = task / j->chunks, b0, b1;
     att_task_blocks(j, task, &b0, &b1);
@@ -355,7 +373,7 @@ static void att_grad_kv_part(void *ctx, int64_t lo, int64_t hi, int part) {
   float *s = vt + d * ldk;                            /* scores, then p, QBK x ldk */
   float *dpm = s + ATT_QBK * ldk;                     /* dO v, then ds, QBK x ldk */
   float *dk = dpm + ATT_QBK * ldk, *dv = dk + ATT_KBK * dp; /* KBK x dp each */
-  float *row = dv + ATT_KBK * dp;                     /* dp */
+  float *row = dv + ATT_KBK * dp;                     /* VL x dp */
   for (int64_t task = lo; task < hi; task++) {
     int64_t bh = task / j->chunks, b0, b1;
     att_task_blocks(j, task, &b0, &b1);
@@ -425,16 +443,16 @@ static int att_run(att_job *j, int64_t block, cpu_native_part_fn fn, size_t (*sc
 
 static size_t att_forward_scratch(att_job *j) {
   return (size_t)(j->d * j->tp + j->tp * j->dp + 2 * ATT_QB * j->dp + ATT_QB * ATT_KB +
-                  3 * ATT_QB + j->dp);
+                  3 * ATT_QB + VL * j->dp);
 }
 static size_t att_grad_q_scratch(att_job *j) {
   return (size_t)(2 * j->d * j->tp + j->tp * j->dp + 3 * ATT_QB * j->dp +
-                  2 * ATT_QB * ATT_KB + 2 * ATT_QB + j->dp);
+                  2 * ATT_QB * ATT_KB + 2 * ATT_QB + VL * j->dp);
 }
 static size_t att_grad_kv_scratch(att_job *j) {
   int64_t ldk = att_round(ATT_KBK);
   return (size_t)(2 * j->tp * j->dp + 2 * j->tp + 2 * j->d * ldk + 2 * ATT_QBK * ldk +
-                  2 * ATT_KBK * j->dp + j->dp);
+                  2 * ATT_KBK * j->dp + VL * j->dp);
 }
 
 /* Arguments (kernel_table.h): attention o, lse, qkv, sizes;

@@ -48,16 +48,35 @@ typedef int32_t vi __attribute__((vector_size(VL * sizeof(int32_t))));
  * that its vectors live in registers. */
 #define UNROLL _Pragma("GCC unroll 4")
 
+/* 0, 1, ..., VL - 1. */
+#if VL == 16
+#define VI_IOTA ((vi){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
+#elif VL == 8
+#define VI_IOTA ((vi){0, 1, 2, 3, 4, 5, 6, 7})
+#else
+#define VI_IOTA ((vi){0, 1, 2, 3})
+#endif
+
 /* Lane l + w of v in lane l (w < VL, a power of two; the upper lanes wrap
  * around and are not used). */
-#if VL == 16
-#define VF_DOWN(v, w)                                                          \
-  __builtin_shuffle((v), ((vi){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15} + (w)) & 15)
-#elif VL == 8
-#define VF_DOWN(v, w) __builtin_shuffle((v), ((vi){0, 1, 2, 3, 4, 5, 6, 7} + (w)) & 7)
-#else
-#define VF_DOWN(v, w) __builtin_shuffle((v), ((vi){0, 1, 2, 3} + (w)) & 3)
-#endif
+#define VF_DOWN(v, w) __builtin_shuffle((v), (VI_IOTA + (w)) & (VL - 1))
+
+/* Transposes the VL x VL block r[0 .. VL - 1] (lane l of r[i] becomes lane
+ * i of r[l]): log2(VL) stages, each swapping the off-diagonal w x w blocks
+ * of every 2w x 2w block with two-source shuffles. */
+static inline void vf_transpose(vf *r) {
+  UNROLL for (int w = VL / 2; w > 0; w /= 2) {
+    vi upper = (VI_IOTA & w) != 0;
+    vi lo = (upper & (VI_IOTA + (VL - w))) | (~upper & VI_IOTA);
+    vi hi = (upper & (VI_IOTA + VL)) | (~upper & (VI_IOTA + w));
+    _Pragma("GCC unroll 16") for (int i = 0; i < VL; i++) {
+      if (i & w) continue;
+      vf a = r[i], b = r[i + w];
+      r[i] = __builtin_shuffle(a, b, lo);
+      r[i + w] = __builtin_shuffle(a, b, hi);
+    }
+  }
+}
 
 /* The RL partial sums acc[0 .. VN - 1] added in one tree: lane l and l + 8,
  * then l + 4, ... (registers first while a step spans them, then within
@@ -132,13 +151,7 @@ static inline float vf_hmax_lanes(const vf *in) {
     if ((n) == VL) vf_store((p), (v));                                         \
     else vf_store_part((p), (v), (n));                                         \
   })
-/* 0, 1, ..., VL - 1. */
-#define vi_iota()                                                              \
-  ({                                                                           \
-    vi io_;                                                                    \
-    for (int l_ = 0; l_ < VL; l_++) io_[l_] = l_;                              \
-    io_;                                                                       \
-  })
+#define vi_iota() VI_IOTA
 
 /* The sum of EXPR over the columns [0, n) of a row in RL partial sums,
  * added by rl_sum: the same bits for every VL. EXPR is a vector of the VL
