@@ -74,8 +74,12 @@ typedef struct {
 static void arg_buf(args *x, void *p) {
   x->a[x->n++] = (dlrt__arg){.kind = DLRT__ARG_BUFFER, .mem = {p, p}, .elem_size = 4};
 }
-static void arg_i64(args *x, int64_t v) { x->a[x->n++] = (dlrt__arg){.kind = DLRT__ARG_I64, .i = v}; }
-static void arg_f32(args *x, float v) { x->a[x->n++] = (dlrt__arg){.kind = DLRT__ARG_F32, .f = v}; }
+static void arg_i64(args *x, int64_t v) {
+  x->a[x->n++] = (dlrt__arg){.kind = DLRT__ARG_I64, .i = v};
+}
+static void arg_f32(args *x, float v) {
+  x->a[x->n++] = (dlrt__arg){.kind = DLRT__ARG_F32, .f = v};
+}
 
 /* The outputs of one family of cases on one instruction set, concatenated
  * (compared across thread counts and instruction sets), and the worst error
@@ -262,7 +266,8 @@ static void family_bcast_sums(const cpu_native_isa *isa, result *r) {
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
     int64_t rows = shapes[s][0], m = shapes[s][1], n = rows * m;
     rng_state = 99 + (uint32_t)s;
-    float *a = randoms((size_t)n, -2, 2), *b = randoms((size_t)m, 0.5f, 2), *dy = randoms((size_t)n, -1, 1);
+    float *a = randoms((size_t)n, -2, 2), *b = randoms((size_t)m, 0.5f, 2);
+    float *dy = randoms((size_t)n, -1, 1);
     float *y = zeros((size_t)n), *y0 = zeros((size_t)n);
     char what[96];
     for (int op = 0; op < 4; op++) {
@@ -312,7 +317,8 @@ static void family_softmax(const cpu_native_isa *isa, result *r) {
     int64_t rows = shapes[s][0], cols = shapes[s][1], n = rows * cols;
     rng_state = 7 + (uint32_t)s;
     float *z = randoms((size_t)n, -8, 8), *dy = randoms((size_t)n, -1, 1);
-    float *y = zeros((size_t)n), *y0 = zeros((size_t)n), *dx = zeros((size_t)n), *dx0 = zeros((size_t)n);
+    float *y = zeros((size_t)n), *y0 = zeros((size_t)n);
+    float *dx = zeros((size_t)n), *dx0 = zeros((size_t)n);
     float *loss = zeros((size_t)rows), *loss0 = zeros((size_t)rows);
     int *labels = malloc((size_t)rows * sizeof *labels);
     for (int64_t i = 0; i < rows; i++) labels[i] = (int)((i * 7919) % cols);
@@ -364,7 +370,7 @@ static void family_adam_embedding(const cpu_native_isa *isa, result *r) {
       rng_state = 31 + (uint32_t)s;
       float *p = randoms((size_t)n, -1, 1), *m = randoms((size_t)n, -0.1f, 0.1f);
       float *v = randoms((size_t)n, 0, 0.01f), *g = randoms((size_t)n, -1, 1);
-      float *p0 = malloc((size_t)n * 4 + 64), *m0 = malloc((size_t)n * 4 + 64), *v0 = malloc((size_t)n * 4 + 64);
+      float *p0 = zeros((size_t)n), *m0 = zeros((size_t)n), *v0 = zeros((size_t)n);
       memcpy(p0, p, (size_t)n * 4), memcpy(m0, m, (size_t)n * 4), memcpy(v0, v, (size_t)n * 4);
       float hp[8] = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, 1e-3f / (1 - 0.9f * 0.9f),
                      sqrtf(1 - 0.999f * 0.999f), 0.5f};

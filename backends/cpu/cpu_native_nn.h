@@ -223,7 +223,8 @@ static void xent_part(void *ctx, int64_t lo, int64_t hi, int part) {
     float m, sum = row_exp_sum(z, cols, &m);
     float lse = m + logf(sum);
     int label = j->labels[r];
-#define Q_AT(at) (off + vf_select(vi_iota() + (int32_t)(at) == label, vf_splat(hit), vf_splat(0.0f)))
+#define Q_AT(at)                                                                            \
+  (off + vf_select(vi_iota() + (int32_t)(at) == label, vf_splat(hit), vf_splat(0.0f)))
     float qz = RL_ROW_SUM(cols, Q_AT(at_) * RL_AT(z, 0.0f));
     for (int64_t c = 0; c < cols; c += VL) {
       int64_t n = cols - c < VL ? cols - c : VL;
@@ -325,7 +326,7 @@ static void embedding_grad_part(void *ctx, int64_t lo, int64_t hi, int part) {
 static int native_embedding_grad(const dlrt__arg *a) {
   embed_job j = {NA_BUF(0, float), NA_BUF(1, float), NA_BUF(2, int), a[3].i, a[4].i, a[5].i};
   int64_t tasks = (j.vocab + EMB_ROWS - 1) / EMB_ROWS;
-  cpu_native_parallel(tasks, cpu_native_parts(tasks, EMB_ROWS * j.dim + j.count), embedding_grad_part,
-                      &j);
+  cpu_native_parallel(tasks, cpu_native_parts(tasks, EMB_ROWS * j.dim + j.count),
+                      embedding_grad_part, &j);
   return DLRT_OK;
 }
