@@ -1,12 +1,15 @@
 /* cpu_kernels.c — the kernels of kernels/ compiled as plain C, and their
  * launch on a CPU stream: item kernels split their index range, group kernels
- * their work-groups, over the backend's thread pool (cpu_pool.c). */
+ * their work-groups, over the backend's thread pool (cpu_pool.c). Where the
+ * backend has a native version of a kernel (cpu_native.h), that runs in its
+ * place, with the same arguments. */
 #include "config.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu_internal.h"
+#include "cpu_native.h"
 #include "cpu_pool.h"
 #include "attention.h"
 #include "elementwise.h"
@@ -91,10 +94,26 @@ static int run_kernel(void *payload) {
   return DLRT_OK;
 }
 
+typedef struct {
+  cpu_native_fn fn;
+  dlrt__arg args[DLRT__MAX_ARGS];
+} native_command;
+
+static int run_native(void *payload) {
+  const native_command *c = payload;
+  return c->fn(c->args);
+}
+
 int cpu_launch(void *stream, const dlrt__launch *l) {
   kernel_command c;
   if (l->kernel < 0 || l->kernel >= DLRT__K_COUNT || !kernels[l->kernel])
     return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "cpu: no kernel %d", l->kernel);
+  cpu_native_fn native = cpu_native_selected()->fn[l->kernel];
+  if (native) {
+    native_command n = {.fn = native};
+    memcpy(n.args, l->args, sizeof n.args);
+    return cpu_stream_enqueue(stream, run_native, &n, sizeof n);
+  }
   c.fn = kernels[l->kernel];
   c.items = l->items;
   c.groups = l->groups;
