@@ -105,10 +105,11 @@ int dltrain_lm_train(const options *o, dlrt_trainer_t *t, dlrt_dataset d[2], int
   out->val_loss = NAN;
   while (step < o->steps) {
     int64_t round = step / o->eval_every, in_round = step % o->eval_every;
-    int64_t todo = o->eval_every - in_round;
-    if (todo > o->steps - step) todo = o->steps - step;
+    int64_t round_steps = o->eval_every - in_round; /* to the next evaluation */
+    if (round_steps > o->steps - step) round_steps = o->steps - step;
     lm_progress p = {log, tty, step, o->steps, d[0].width, dev, step};
-    rc = dlrt_trainer_epoch_steps(t, &d[0], (int)round, todo, o->quiet ? NULL : on_progress,
+    rc = dlrt_trainer_epoch_steps(t, &d[0], (int)round, round_steps,
+                                  o->quiet ? NULL : on_progress,
                                   &p, &out->last);
     if (tty) fputs("\r\033[K", log);
     if (rc < 0) return tool_fail("training failed", rc);
