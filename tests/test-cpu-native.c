@@ -557,6 +557,10 @@ int main(void) {
   ok(cpu_native_selected() != NULL, "the kernels in use: %s (DLRT_CPU_ISA %s)",
      cpu_native_selected()->name, getenv("DLRT_CPU_ISA") ? getenv("DLRT_CPU_ISA") : "unset");
   ok(cpu_native_by_name("sse9") == NULL, "an unknown instruction set is not chosen");
+  const cpu_native_isa *dialect = cpu_native_by_name("dialect");
+  int none = dialect != NULL;
+  for (int k = 0; none && k < DLRT__K_COUNT; k++) none = dialect->fn[k] == NULL;
+  ok(none, "\"dialect\" names a table without native kernels (the dialect's run)");
   for (size_t f = 0; f < sizeof families / sizeof *families; f++) {
     result per_isa[3] = {{0}};
     for (int i = 0; i < 3; i++) {

@@ -80,8 +80,9 @@ static int cpu_device_props(void *ctx, int index, dlrt_device_props *p) {
   (void)index;
   snprintf(p->name, sizeof p->name, "%s", id->name);
   snprintf(p->vendor, sizeof p->vendor, "%s", id->vendor);
-  snprintf(p->driver, sizeof p->driver, "%s, %s native kernels", cpu_blas_version(),
-           cpu_native_selected()->name);
+  const cpu_native_isa *isa = cpu_native_selected();
+  snprintf(p->driver, sizeof p->driver, "%s, %s kernels", cpu_blas_version(),
+           strcmp(isa->name, "dialect") == 0 ? "the dialect's" : isa->name);
   p->kind = DLRT_DEVICE_CPU;
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   p->total_memory = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;

@@ -13,8 +13,11 @@
  * a worker costs some microseconds. */
 #define NATIVE_GRAIN 32768
 
+/* No native kernel: the dialect's run (DLRT_CPU_ISA=dialect, to compare). */
+static const cpu_native_isa cpu_native_dialect = {.name = "dialect"};
+
 static int isa_supported(const cpu_native_isa *isa) {
-  if (isa == &cpu_native_generic) return 1;
+  if (isa == &cpu_native_generic || isa == &cpu_native_dialect) return 1;
 #if CPU_NATIVE_X86
   __builtin_cpu_init();
   int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -34,6 +37,7 @@ static const cpu_native_isa *const isas[] = {
     &cpu_native_generic};
 
 const cpu_native_isa *cpu_native_by_name(const char *name) {
+  if (strcmp(name, cpu_native_dialect.name) == 0) return &cpu_native_dialect;
   for (size_t i = 0; i < sizeof isas / sizeof *isas; i++)
     if (strcmp(isas[i]->name, name) == 0) return isa_supported(isas[i]) ? isas[i] : NULL;
   return NULL;

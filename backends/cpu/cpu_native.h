@@ -16,7 +16,8 @@
  * The kernels are compiled once per instruction set (cpu_native_generic.c,
  * cpu_native_avx2.c, cpu_native_avx512.c, all from the same source); the
  * best one the CPU runs is chosen on first use, or the one DLRT_CPU_ISA
- * names (generic, avx2, avx512; one the CPU lacks falls back to the best).
+ * names (generic, avx2, avx512; one the CPU lacks falls back to the best;
+ * "dialect" runs none of them, the dialect's kernels instead).
  * Every lane computes the same operations in the same order whatever the
  * register width, sums along rows keep 16 lanes on every target, and the
  * FMAs the kernels ask for (vf_fma) are FMAs on both the avx2 and the avx512
@@ -54,7 +55,8 @@ extern const cpu_native_isa cpu_native_avx2, cpu_native_avx512;
 
 /* The instruction set's kernels in use (chosen on the first call). */
 const cpu_native_isa *cpu_native_selected(void);
-/* The kernels of instruction set `name` if this CPU runs them, else NULL. */
+/* The kernels of instruction set `name` if this CPU runs them, else NULL
+ * ("dialect": a table without kernels). */
 const cpu_native_isa *cpu_native_by_name(const char *name);
 
 /* A contiguous run [lo, hi) of a kernel's tasks, run as part `part` of the
