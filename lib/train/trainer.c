@@ -374,9 +374,6 @@ int dlrt_trainer_epoch_steps(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch
                              int64_t max_steps, dlrt_progress_fn progress, void *user,
                              dlrt_epoch_stats *out) {
   DLRT__CHECK_ARG(t && out && max_steps >= 0, "trainer or out is NULL, or max_steps < 0");
-  if (t->lm && (t->n_reps || t->n_stages))
-    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "%s: data and pipeline parallelism do not "
-                           "take GPT models yet; train on one device", t->model);
   int rc = check_data(t, d);
   dlrt_loader_t *l = NULL;
   if (rc == DLRT_OK) rc = loader_for(t, d, 1, &l);
@@ -421,7 +418,9 @@ int dlrt_trainer_epoch_steps(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch
         /* Data or pipeline parallel: the replicas or the first stage take
          * their rows from the pinned batch. */
         float loss = 0;
-        rc = t->n_reps ? dlrt__dp_step(t, b.host_images, b.host_labels, lr, &loss, &correct)
+        rc = t->n_reps ? dlrt__dp_step(t, t->lm ? (const void *)b.host_tokens
+                                                 : (const void *)b.host_images,
+                                       b.host_labels, lr, &loss, &correct)
                        : dlrt__pipeline_step(t, b.host_images, b.host_labels, lr, &loss,
                                              &correct);
         int rc2 = dlrt_loader_release(l, &b, NULL);
