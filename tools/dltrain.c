@@ -116,6 +116,7 @@ static const char *checkpoint_name(int every) {
   if (every == 0) return "none";
   if (every == DLRT_CHECKPOINT_SQRT) return "sqrt";
   if (every == DLRT_CHECKPOINT_AUTO) return "auto";
+  if (every == DLRT_CHECKPOINT_MARKS) return "blocks";
   snprintf(text, sizeof text, "every:%d", every);
   return text;
 }

@@ -225,10 +225,11 @@ int dlrt_trainer_create(dlrt_device_t *dev, const dlrt_trainer_config *cfg, int6
                   (long long)cfg->total_steps, cfg->clip_norm);
   DLRT__CHECK_ARG(cfg->batch >= 1 && height >= 1 && width >= 1 && classes >= 2 &&
                       cfg->channels >= 0 && cfg->accum >= 0 &&
-                      cfg->checkpoint >= DLRT_CHECKPOINT_AUTO,
-                  "dlrt_trainer_create: batch %lld, image %lld x %lld x %lld, %d classes",
-                  (long long)cfg->batch, (long long)cfg->channels, (long long)height,
-                  (long long)width, classes);
+                      (cfg->checkpoint >= DLRT_CHECKPOINT_AUTO ||
+                       cfg->checkpoint == DLRT_CHECKPOINT_MARKS),
+                  "dlrt_trainer_create: batch %lld, image %lld x %lld x %lld, %d classes, "
+                  "checkpointing %d", (long long)cfg->batch, (long long)cfg->channels,
+                  (long long)height, (long long)width, classes, cfg->checkpoint);
   dlrt_trainer_t *t = calloc(1, sizeof *t);
   if (!t) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   t->dev = dev;
