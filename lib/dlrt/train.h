@@ -71,6 +71,14 @@ DLRT_API int64_t dlrt_gpt_params(const dlrt_gpt_config *cfg);
  * *logits. */
 DLRT_API int dlrt_gpt_build(dlrt_graph_t *g, const dlrt_gpt_config *cfg, dlrt_tensor_t *tokens,
                             dlrt_tensor_t **logits);
+/* The same model with its head fused into the loss: the mean cross-entropy
+ * of the next tokens `targets` ((batch T), I32) in *loss, through
+ * dlrt_linear_cross_entropy, so the (batch T) x vocab logits are never
+ * stored (what the trainer builds). The same parameters, names and values
+ * as dlrt_gpt_build's. */
+DLRT_API int dlrt_gpt_build_loss(dlrt_graph_t *g, const dlrt_gpt_config *cfg,
+                                 dlrt_tensor_t *tokens, dlrt_tensor_t *targets, float smoothing,
+                                 dlrt_tensor_t **loss);
 
 typedef struct dlrt_trainer dlrt_trainer_t;
 

@@ -275,6 +275,58 @@ static int run_attention(dlrt_exec_t *e, dlrt__node *n) {
   return dlrt__launch_submit(e->stream, &lb);
 }
 
+/* The fused linear + cross-entropy (lib/graph/linear_xent.c), a chunk of R
+ * rows at a time through the workspace (per-row losses [N], then the
+ * chunk's logits z and their gradient dz, R x V each):
+ *   z = x_c w^T; per-row losses and dz = (softmax(z) - q) s (the softmax
+ *   cross-entropy kernel, s = loss scale / N); in a training run also
+ *   dx_c = dz w and dw (+)= dz^T x_c;
+ * then the mean loss. No N x V tensor is ever stored; the gradients come
+ * out of the forward pass, as the fused cross-entropy's d logits do. */
+static int run_linear_xent(dlrt_exec_t *e, dlrt__node *n) {
+  const struct dlrt__linear_xent_params *p = &n->linear_xent;
+  dlrt_tensor_t *x = n->in[0], *w = n->in[1], *labels = n->in[2];
+  dlrt_tensor_t *loss = n->out[0], *dx = n->out[1], *dw = n->out[2], *ws = n->out[3];
+  dlrt_buffer_t *wsb = dlrt__exec_buf(e, ws);
+  size_t f = sizeof(float), losses_at = off(ws), z_at = losses_at + (size_t)p->rows * f;
+  size_t dz_at = z_at + (size_t)(p->chunk * p->classes) * f;
+  int train = e->mode != DLRT_RUN_FORWARD, rc = DLRT_OK;
+  for (int64_t r0 = 0; r0 < p->rows && rc == DLRT_OK; r0 += p->chunk) {
+    int64_t r = p->rows - r0 < p->chunk ? p->rows - r0 : p->chunk;
+    size_t x_at = off(x) + (size_t)(r0 * p->width) * f;
+    dlrt_gemm_desc d = dlrt_gemm_desc_make(DLRT_F32, 0, 1, r, p->classes, p->width, 1.0f, 0.0f);
+    if ((rc = dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, x), x_at, dlrt__exec_buf(e, w), off(w),
+                        wsb, z_at)) < 0)
+      break;
+    dlrt__launcher lb;
+    start(&lb, e, DLRT__K_softmax_xent, 0, r);
+    dlrt__launch_buffer_arg(&lb, wsb, z_at, f);
+    dlrt__launch_buffer_arg(&lb, dlrt__exec_buf(e, labels),
+                            off(labels) + (size_t)r0 * sizeof(int32_t), sizeof(int32_t));
+    dlrt__launch_buffer_arg(&lb, wsb, losses_at + (size_t)r0 * f, f);
+    dlrt__launch_buffer_arg(&lb, wsb, dz_at, f);
+    dlrt__launch_i64(&lb, r), dlrt__launch_i64(&lb, p->classes);
+    dlrt__launch_f32(&lb, p->smoothing);
+    dlrt__launch_f32(&lb, e->grads.loss_scale / (float)p->rows);
+    if ((rc = dlrt__launch_submit(e->stream, &lb)) < 0 || !train) continue;
+    d = dlrt_gemm_desc_make(DLRT_F32, 0, 0, r, p->width, p->classes, 1.0f, 0.0f);
+    if ((rc = dlrt_gemm(e->stream, &d, wsb, dz_at, dlrt__exec_buf(e, w), off(w),
+                        dlrt__exec_buf(e, dx), off(dx) + (size_t)(r0 * p->width) * f)) < 0)
+      break;
+    d = dlrt_gemm_desc_make(DLRT_F32, 1, 0, p->classes, p->width, r, 1.0f, r0 ? 1.0f : 0.0f);
+    rc = dlrt_gemm(e->stream, &d, wsb, dz_at, dlrt__exec_buf(e, x), x_at,
+                   dlrt__exec_buf(e, dw), off(dw));
+  }
+  if (rc == DLRT_OK)
+    rc = dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, p->rows, dlrt__exec_buf(e, loss),
+                     off(loss), wsb, losses_at);
+  if (rc == DLRT_OK)
+    rc = dlrt_elementwise(e->stream, DLRT_EW_SCALE, DLRT_F32, 1, 1.0f / (float)p->rows,
+                          dlrt__exec_buf(e, loss), off(loss), dlrt__exec_buf(e, loss), off(loss),
+                          NULL, 0);
+  return rc;
+}
+
 int dlrt__exec_run_node(dlrt_exec_t *e, dlrt__node *n) { return dlrt__exec_run_node_chunk(e, n, NULL); }
 
 int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *c) {
@@ -427,6 +479,7 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
                             dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, y), off(y), NULL, 0);
     return rc;
   }
+  case DLRT__OP_LINEAR_XENT: return run_linear_xent(e, n);
   case DLRT__OP_ATTENTION:
   case DLRT__OP_ATTENTION_GRAD:
     return run_attention(e, n);

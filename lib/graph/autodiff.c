@@ -385,8 +385,9 @@ static int backward_node(dlrt_graph_t *g, dlrt__node *n) {
       dy->dtype = DLRT_F32;
     return accumulate(g, a, dy);
   case DLRT__OP_XENT:
-    return dlrt__graph_fail(g, DLRT_ERR_UNSUPPORTED, "cross_entropy can only be the loss "
-                            "passed to dlrt_graph_backward"), g->status;
+  case DLRT__OP_LINEAR_XENT:
+    return dlrt__graph_fail(g, DLRT_ERR_UNSUPPORTED, "%s can only be the loss passed to "
+                            "dlrt_graph_backward", dlrt__op_name(n->op)), g->status;
   default:
     return dlrt__graph_fail(g, DLRT_ERR_UNSUPPORTED, "no gradient for %s",
                             dlrt__op_name(n->op)), g->status;
@@ -410,12 +411,17 @@ int dlrt_graph_backward(dlrt_graph_t *g, dlrt_tensor_t *loss) {
   g->backward_done = 1;
   g->loss = dlrt_keep(g, loss);
   int forward_nodes = g->n_nodes;
-  /* Seed: d loss / d loss = 1. The fused cross-entropy already computed the
-   * gradient of its mean loss with respect to the logits. */
+  /* Seed: d loss / d loss = 1. The fused cross-entropies already computed
+   * the gradient of their mean loss: with respect to the logits, or to the
+   * linear head's input and weight. */
   dlrt__node *root = loss->producer;
+  int fused = root->op == DLRT__OP_XENT || root->op == DLRT__OP_LINEAR_XENT;
   if (root->op == DLRT__OP_XENT) {
     rc = accumulate(g, root->in[0], root->out[2]);
     if (rc) return rc;
+  } else if (root->op == DLRT__OP_LINEAR_XENT) {
+    if (root->in[0]->needs_grad && (rc = accumulate(g, root->in[0], root->out[1]))) return rc;
+    if (root->in[1]->needs_grad && (rc = accumulate(g, root->in[1], root->out[2]))) return rc;
   } else {
     dlrt_tensor_t *one = dlrt__node1(g, DLRT__OP_FILL, DLRT__PHASE_BACKWARD, 0, NULL, 1, loss->shape, "dloss");
     if (!one) return g->status;
@@ -425,7 +431,7 @@ int dlrt_graph_backward(dlrt_graph_t *g, dlrt_tensor_t *loss) {
   }
   for (int i = forward_nodes - 1; i >= 0; i--) {
     dlrt__node *n = g->nodes[i];
-    if (n == root && root->op == DLRT__OP_XENT) continue;
+    if (n == root && fused) continue;
     if (n->n_out == 0 || !n->out[0]->grad || !n->out[0]->needs_grad) continue;
     rc = backward_node(g, n);
     if (rc) return rc;

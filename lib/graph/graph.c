@@ -18,7 +18,7 @@ static const char *const op_names[DLRT__OP_COUNT_] = {
     [DLRT__OP_SUM] = "sum",             [DLRT__OP_BROADCAST] = "broadcast", [DLRT__OP_SUM_COLS] = "sum_cols",
     [DLRT__OP_SUM_CHANNELS] = "sum_channels", [DLRT__OP_CONV] = "conv", [DLRT__OP_CONV_GRAD_W] = "conv_grad_w",
     [DLRT__OP_CONV_GRAD_X] = "conv_grad_x", [DLRT__OP_MAXPOOL] = "max_pool",   [DLRT__OP_MAXPOOL_GRAD] = "max_pool_grad",
-    [DLRT__OP_XENT] = "cross_entropy",  [DLRT__OP_VIEW] = "view",          [DLRT__OP_PERMUTE] = "permute",          [DLRT__OP_SGD] = "sgd",
+    [DLRT__OP_XENT] = "cross_entropy", [DLRT__OP_LINEAR_XENT] = "linear_cross_entropy",  [DLRT__OP_VIEW] = "view",          [DLRT__OP_PERMUTE] = "permute",          [DLRT__OP_SGD] = "sgd",
     [DLRT__OP_ADAM] = "adam",           [DLRT__OP_SUB] = "sub",            [DLRT__OP_DIV] = "div",
     [DLRT__OP_DIV_GRAD_Z] = "div_grad", [DLRT__OP_ACT] = "activation",     [DLRT__OP_ACT_GRAD] = "activation_grad",
     [DLRT__OP_SOFTMAX] = "softmax",     [DLRT__OP_SOFTMAX_GRAD] = "softmax_grad", [DLRT__OP_AVGPOOL] = "avg_pool",

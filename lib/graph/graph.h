@@ -51,6 +51,11 @@ typedef enum {
                       masked by the sign bit (k <= 11) or in2, the pooled output */
   DLRT__OP_XENT,        /* out0 = mean loss [1], out1 = loss per row, out2 = d logits;
                      in0 logits, in1 labels [xent] */
+  DLRT__OP_LINEAR_XENT, /* out0 mean loss [1] of the logits in0 x in1^T against in2
+                     labels, computed a chunk of rows at a time; out1 d x (N x C),
+                     out2 d w (V x C), both fp32, made in the same pass; out3 the
+                     workspace: per-row losses, a chunk's logits and their
+                     gradient [linear_xent] */
   DLRT__OP_VIEW,        /* out shares in0's storage with another shape: a reshape, or
                      two axes transposed (their strides swapped) [view] */
   DLRT__OP_PERMUTE,     /* out[b, a, p] = in0[a, b, p] (CNHW <-> NCHW) [permute] */
@@ -94,7 +99,7 @@ typedef enum {
 } dlrt__op_kind;
 
 #define NODE_MAX_IN 6
-#define NODE_MAX_OUT 3
+#define NODE_MAX_OUT 4
 
 typedef struct dlrt__node dlrt__node;
 
@@ -144,6 +149,7 @@ struct dlrt__node {
     struct dlrt__conv_params conv;
     struct dlrt__pool_params pool;
     struct dlrt__xent_params xent;
+    struct dlrt__linear_xent_params linear_xent;
     struct dlrt__view_params view;
     struct dlrt__permute_params permute;
     struct dlrt__act_params act;

@@ -70,6 +70,13 @@ struct dlrt__xent_params {
   float smoothing;
 };
 
+/* DLRT__OP_LINEAR_XENT: rows x width inputs, classes x width weights, the
+ * logits made `chunk` rows at a time. */
+struct dlrt__linear_xent_params {
+  int64_t rows, classes, width, chunk;
+  float smoothing;
+};
+
 /* DLRT__OP_VIEW: a reshape, or axes axis0 and axis1 transposed (their strides
  * swapped). */
 struct dlrt__view_params {

@@ -161,10 +161,10 @@ static dlrt_tensor_t *block(gpt_builder *b, dlrt_tensor_t *x, int i, int64_t bat
   return dlrt_add(b->g, x, m);
 }
 
-int dlrt_gpt_build(dlrt_graph_t *g, const dlrt_gpt_config *c, dlrt_tensor_t *tokens,
-                   dlrt_tensor_t **logits) {
-  DLRT__CHECK_ARG(g && c && tokens && logits, "dlrt_gpt_build: an argument is NULL");
-  *logits = NULL;
+/* Everything up to the head: the final LayerNorm's output x ((B*T) x C) and
+ * the token embedding wte (V x C), which the head reads transposed. */
+static int build_trunk(dlrt_graph_t *g, const dlrt_gpt_config *c, dlrt_tensor_t *tokens,
+                       dlrt_tensor_t **out, dlrt_tensor_t **table) {
   int rc = dlrt_gpt_check(c);
   if (rc < 0) return rc;
   int64_t shape[DLRT_MAX_DIMS];
@@ -190,9 +190,33 @@ int dlrt_gpt_build(dlrt_graph_t *g, const dlrt_gpt_config *c, dlrt_tensor_t *tok
     x = dlrt_checkpoint_mark(g, block(&b, x, i, batch, T));
     if ((rc = dlrt_graph_status(g)) < 0) return rc;
   }
-  x = layer_norm(&b, x, "transformer.ln_f");
+  *out = layer_norm(&b, x, "transformer.ln_f");
+  *table = wte;
+  return dlrt_graph_status(g);
+}
+
+int dlrt_gpt_build(dlrt_graph_t *g, const dlrt_gpt_config *c, dlrt_tensor_t *tokens,
+                   dlrt_tensor_t **logits) {
+  DLRT__CHECK_ARG(g && c && tokens && logits, "dlrt_gpt_build: an argument is NULL");
+  *logits = NULL;
+  dlrt_tensor_t *x, *wte;
+  int rc = build_trunk(g, c, tokens, &x, &wte);
+  if (rc < 0) return rc;
   /* The LM head is the token embedding, transposed: (B*T) x V. */
   *logits = dlrt_matmul(g, x, wte, 0, 1);
+  return dlrt_graph_status(g);
+}
+
+int dlrt_gpt_build_loss(dlrt_graph_t *g, const dlrt_gpt_config *c, dlrt_tensor_t *tokens,
+                        dlrt_tensor_t *targets, float smoothing, dlrt_tensor_t **loss) {
+  DLRT__CHECK_ARG(g && c && tokens && targets && loss,
+                  "dlrt_gpt_build_loss: an argument is NULL");
+  *loss = NULL;
+  dlrt_tensor_t *x, *wte;
+  int rc = build_trunk(g, c, tokens, &x, &wte);
+  if (rc < 0) return rc;
+  /* The head and the loss in one op: the (B*T) x V logits are never stored. */
+  *loss = dlrt_linear_cross_entropy(g, x, wte, targets, smoothing);
   return dlrt_graph_status(g);
 }
 

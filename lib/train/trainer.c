@@ -53,11 +53,13 @@ int dlrt__build_classifier(dlrt_graph_t *g, const dlrt_trainer_config *cfg, int6
     *images = dlrt_input(g, "tokens", DLRT_I32, 2, token_shape);
     *labels = dlrt_input(g, "targets", DLRT_I32, 1, target_shape);
     if ((rc = dlrt_graph_status(g)) < 0) return rc;
-    if ((rc = dlrt_gpt_build(g, &gpt, *images, logits)) < 0) return rc;
-    /* The logits (B*T x V: 196 MiB for gpt2 at batch 4, context 256) are
-     * not kept: the trainer reads only the loss, so they are freed once the
-     * cross-entropy has its gradient instead of living to the step's end. */
-    *loss = dlrt_keep(g, dlrt_cross_entropy(g, *logits, *labels, cfg->label_smoothing));
+    /* The head fused into the loss: the trainer reads only the loss, and the
+     * B*T x V logits (196 MiB for gpt2 at batch 4, context 256) are never
+     * stored. */
+    *logits = NULL;
+    if ((rc = dlrt_gpt_build_loss(g, &gpt, *images, *labels, cfg->label_smoothing, loss)) < 0)
+      return rc;
+    *loss = dlrt_keep(g, *loss);
     if ((rc = dlrt_graph_status(g)) < 0) return rc;
     if ((rc = dlrt_graph_backward(g, *loss)) < 0) return rc;
     return dlrt_graph_optimize(g, &cfg->opt);
