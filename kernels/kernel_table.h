@@ -121,6 +121,8 @@
     I64, I64)                                                                             \
   X(embedding, BUF(float), BUF(const int), BUF(const float), I64, I64, I64)               \
   X(embedding_grad, BUF(float), BUF(const float), BUF(const int), I64, I64, I64)        \
+  X(embedding_grad_acc, BUF(float), BUF(const float), BUF(const float), BUF(const int),  \
+    I64, I64, I64)                                                                        \
   /* attention.h */                                                                       \
   DLRT__TYPED(X, attention) DLRT__TYPED(X, attention_grad_q) DLRT__TYPED(X, attention_grad_kv)
 

@@ -105,3 +105,23 @@ DLRT_KERNEL(dlrt_k_embedding_grad)(DLRT_RANGE DLRT_PTR(float, dtable), DLRT_CPTR
         for (DLRT_INDEX d = 0; d < dim; d++) dtable[v * dim + d] += dy[k * dim + d];
   }
 }
+
+/* The same added to the gradient so far: dtable[v, :] = base[v, :] + the sum
+ * of dy[k, :] over k with ids[k] == v (a tied embedding's second use).
+ * Each element of base is read before the same element of dtable is
+ * written, so dtable may be base itself (in place). */
+DLRT_KERNEL(dlrt_k_embedding_grad_acc)(DLRT_RANGE DLRT_PTR(float, dtable),
+                                       DLRT_CPTR(float, base), DLRT_CPTR(float, dy),
+                                       DLRT_CPTR(int, ids), DLRT_INDEX count, DLRT_INDEX vocab,
+                                       DLRT_INDEX dim) {
+  DLRT_BIND(float, dtable);
+  DLRT_CBIND(float, base);
+  DLRT_CBIND(float, dy);
+  DLRT_CBIND(int, ids);
+  DLRT_FOR_EACH(v, vocab) {
+    for (DLRT_INDEX d = 0; d < dim; d++) dtable[v * dim + d] = base[v * dim + d];
+    for (DLRT_INDEX k = 0; k < count; k++)
+      if (ids[k] == v)
+        for (DLRT_INDEX d = 0; d < dim; d++) dtable[v * dim + d] += dy[k * dim + d];
+  }
+}

@@ -407,6 +407,27 @@ static void family_adam_embedding(const cpu_native_isa *isa, result *r) {
              (long long)count, (long long)vocab, (long long)dim);
     compare(r, what, t, t0, (size_t)(vocab * dim), 0, 1e-300);
     keep(r, t, (size_t)(vocab * dim) * 4);
+    /* Added to a gradient so far (a tied table), in place and not. */
+    float *base = randoms((size_t)(vocab * dim), -2, 2), *acc = zeros((size_t)(vocab * dim));
+    float *acc0 = zeros((size_t)(vocab * dim)), *same = malloc((size_t)(vocab * dim) * 4);
+    memcpy(same, base, (size_t)(vocab * dim) * 4);
+    args y = {0};
+    arg_buf(&y, acc), arg_buf(&y, base), arg_buf(&y, dy), arg_buf(&y, ids), arg_i64(&y, count);
+    arg_i64(&y, vocab), arg_i64(&y, dim);
+    run(isa, DLRT__K_embedding_grad_acc, &y);
+    args z = {0};
+    arg_buf(&z, same), arg_buf(&z, same), arg_buf(&z, dy), arg_buf(&z, ids), arg_i64(&z, count);
+    arg_i64(&z, vocab), arg_i64(&z, dim);
+    run(isa, DLRT__K_embedding_grad_acc, &z);
+    dlrt_k_embedding_grad_acc(0, vocab, acc0, base, dy, ids, count, vocab, dim);
+    snprintf(what, sizeof what, "embedding_grad_acc, vocabulary %lld, dim %lld", (long long)vocab,
+             (long long)dim);
+    compare(r, what, acc, acc0, (size_t)(vocab * dim), 0, 1e-300);
+    snprintf(what, sizeof what, "embedding_grad_acc in place, vocabulary %lld, dim %lld",
+             (long long)vocab, (long long)dim);
+    compare(r, what, same, acc0, (size_t)(vocab * dim), 0, 1e-300);
+    keep(r, acc, (size_t)(vocab * dim) * 4);
+    free(base), free(acc), free(acc0), free(same);
     free(dy), free(t), free(t0), free(ids);
   }
 }
@@ -540,7 +561,7 @@ static const family families[] = {
     {"activation, activation_grad (tanh, sigmoid, gelu, gelu_tanh)", family_activation},
     {"bcast, bcast_grad_b, sum_cols_f32", family_bcast_sums},
     {"softmax, softmax_grad, softmax_xent", family_softmax},
-    {"adam_update, embedding_grad", family_adam_embedding},
+    {"adam_update, embedding_grad, embedding_grad_acc", family_adam_embedding},
     {"attention f32 (forward, grad_q, grad_kv)", family_attention_f32},
     {"attention f16", family_attention_f16},
     {"attention bf16", family_attention_bf16},

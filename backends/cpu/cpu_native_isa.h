@@ -44,6 +44,7 @@ const cpu_native_isa CPU_NATIVE_TABLE = {
         [DLRT__K_softmax] = native_softmax,
         [DLRT__K_softmax_grad] = native_softmax_grad,
         [DLRT__K_embedding_grad] = native_embedding_grad,
+        [DLRT__K_embedding_grad_acc] = native_embedding_grad_acc,
         [DLRT__K_adam_update] = native_adam_update,
         [DLRT__K_attention_f32] = native_attention_f32,
         [DLRT__K_attention_f16] = native_attention_f16,

@@ -300,6 +300,7 @@ static int native_softmax_grad(const dlrt__arg *a) {
 
 typedef struct {
   float *dtable;
+  const float *base; /* embedding_grad_acc: the gradient so far; NULL: zeros */
   const float *dy;
   const int *ids;
   int64_t count, vocab, dim;
@@ -310,7 +311,11 @@ static void embedding_grad_part(void *ctx, int64_t lo, int64_t hi, int part) {
   int64_t v0 = lo * EMB_ROWS, v1 = hi * EMB_ROWS < j->vocab ? hi * EMB_ROWS : j->vocab;
   int64_t dim = j->dim;
   (void)part;
-  memset(j->dtable + v0 * dim, 0, (size_t)((v1 - v0) * dim) * sizeof(float));
+  size_t bytes = (size_t)((v1 - v0) * dim) * sizeof(float);
+  if (!j->base)
+    memset(j->dtable + v0 * dim, 0, bytes);
+  else if (j->base != j->dtable) /* in place: the rows are already there */
+    memcpy(j->dtable + v0 * dim, j->base + v0 * dim, bytes);
   for (int64_t k = 0; k < j->count; k++) {
     int64_t id = j->ids[k];
     if (id < v0 || id >= v1) continue;
@@ -322,11 +327,23 @@ static void embedding_grad_part(void *ctx, int64_t lo, int64_t hi, int part) {
   }
 }
 
+static int embedding_grad_run(embed_job *j) {
+  int64_t tasks = (j->vocab + EMB_ROWS - 1) / EMB_ROWS;
+  cpu_native_parallel(tasks, cpu_native_parts(tasks, EMB_ROWS * j->dim + j->count),
+                      embedding_grad_part, j);
+  return DLRT_OK;
+}
+
 /* Arguments: dtable, dy, ids, count, vocab, dim. */
 static int native_embedding_grad(const dlrt__arg *a) {
-  embed_job j = {NA_BUF(0, float), NA_BUF(1, float), NA_BUF(2, int), a[3].i, a[4].i, a[5].i};
-  int64_t tasks = (j.vocab + EMB_ROWS - 1) / EMB_ROWS;
-  cpu_native_parallel(tasks, cpu_native_parts(tasks, EMB_ROWS * j.dim + j.count),
-                      embedding_grad_part, &j);
-  return DLRT_OK;
+  embed_job j = {NA_BUF(0, float), NULL, NA_BUF(1, float), NA_BUF(2, int), a[3].i, a[4].i,
+                 a[5].i};
+  return embedding_grad_run(&j);
+}
+
+/* Arguments: dtable, base, dy, ids, count, vocab, dim. */
+static int native_embedding_grad_acc(const dlrt__arg *a) {
+  embed_job j = {NA_BUF(0, float), NA_BUF(1, float), NA_BUF(2, float), NA_BUF(3, int), a[4].i,
+                 a[5].i, a[6].i};
+  return embedding_grad_run(&j);
 }

@@ -643,6 +643,14 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
     dlrt__launch_i64(&lb, p->count), dlrt__launch_i64(&lb, p->vocab), dlrt__launch_i64(&lb, p->dim);
     break;
   }
+  case DLRT__OP_EMBED_GRAD_ACC: {
+    const struct dlrt__embed_params *p = &n->embed;
+    start(&lb, e, DLRT__K_embedding_grad_acc, p->vocab, 0);
+    lb.launch.item_cost = p->count * p->dim;
+    arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b), arg(&lb, e, n->in[2]);
+    dlrt__launch_i64(&lb, p->count), dlrt__launch_i64(&lb, p->vocab), dlrt__launch_i64(&lb, p->dim);
+    break;
+  }
   case DLRT__OP_SGD: {
     const dlrt_optimizer *o = &e->g->opt;
     start(&lb, e, DLRT__K_sgd_update, a->numel, 0);

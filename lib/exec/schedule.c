@@ -111,6 +111,7 @@ static int elementwise_op(dlrt__op_kind op) {
   case DLRT__OP_SUB: case DLRT__OP_DIV: case DLRT__OP_BIAS_ROWS: case DLRT__OP_BIAS_CHANNELS:
   case DLRT__OP_ACT: case DLRT__OP_DROPOUT: case DLRT__OP_BCAST:
   case DLRT__OP_RELU_GRAD: /* dx[i] from dy[i] (its first input) and x[i] */
+  case DLRT__OP_EMBED_GRAD_ACC: /* row v from the gradient so far's row v, read first */
     return 1;
   default:
     return 0;

@@ -337,6 +337,20 @@ static int backward_node(dlrt_graph_t *g, dlrt__node *n) {
     return accumulate(g, a, d);
   }
   case DLRT__OP_EMBED: {
+    if (!b->needs_grad) return DLRT_OK;
+    dlrt_tensor_t *so_far = b->grad;
+    if (so_far && so_far->dtype == DLRT_F32 && dy->dtype == DLRT_F32 && so_far->owner == so_far) {
+      /* A tied table (a language model's head read it too): the scatter
+       * adds into the gradient so far, in place, instead of a second
+       * vocabulary x width tensor summed with it. */
+      dlrt_tensor_t *in[3] = {so_far, dy, a};
+      dlrt_tensor_t *d = bnode(g, DLRT__OP_EMBED_GRAD_ACC, 3, in, b->ndim, b->shape, b);
+      if (!d) return g->status;
+      d->producer->embed = n->embed;
+      d->cnhw = b->cnhw;
+      b->grad = d;
+      return DLRT_OK;
+    }
     dlrt_tensor_t *in[2] = {dy, a};
     dlrt_tensor_t *d = bnode(g, DLRT__OP_EMBED_GRAD, 2, in, b->ndim, b->shape, b);
     if (d) d->producer->embed = n->embed;

@@ -87,6 +87,8 @@ typedef enum {
   DLRT__OP_BCAST_GRAD_B, /* in: dy a b [bcast] */
   DLRT__OP_EMBED,       /* in0 ids (i32), in1 table [embed] */
   DLRT__OP_EMBED_GRAD,  /* in0 dy, in1 ids [embed] */
+  DLRT__OP_EMBED_GRAD_ACC, /* out = in0 (the table's gradient so far) + the scatter of in1
+                        dy by in2 ids, in place where in0 ends here [embed] */
   DLRT__OP_ATTENTION,   /* out0 o (B x T x C), out1 lse (B x heads x T, fp32) from in0 qkv
                      (B x T x 3C) [attention] */
   DLRT__OP_ATTENTION_GRAD, /* out0 dqkv, out1 the workspace D (B x heads x T, fp32); in: dO
