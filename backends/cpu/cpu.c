@@ -256,4 +256,5 @@ const dlrt_backend_iface dlrt__backend_cpu = {
     .memset = cpu_memset,
     .gemm = cpu_gemm,
     .launch = cpu_launch,
+    .host_launch = cpu_host_launch,
 };

@@ -15,5 +15,6 @@ int cpu_gemm(void *stream, const dlrt_gemm_desc *d, dlrt_mem a, size_t a_off, dl
 void cpu_set_threads(int threads);
 /* Queues a kernel of kernels/ on the stream (cpu_kernels.c). */
 int cpu_launch(void *stream, const dlrt__launch *launch);
+int cpu_host_launch(const dlrt__launch *launch);
 
 #endif

@@ -104,6 +104,17 @@ static int run_native(void *payload) {
   return c->fn(c->args);
 }
 
+int cpu_host_launch(const dlrt__launch *l) {
+  if (l->kernel < 0 || l->kernel >= DLRT__K_COUNT || !kernels[l->kernel])
+    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "cpu: no kernel %d", l->kernel);
+  cpu_native_fn native = cpu_native_selected()->fn[l->kernel];
+  if (native) return native(l->args);
+  kernel_command c = {.fn = kernels[l->kernel], .items = l->items, .groups = l->groups,
+                      .item_cost = l->item_cost};
+  memcpy(c.args, l->args, sizeof c.args);
+  return run_kernel(&c);
+}
+
 int cpu_launch(void *stream, const dlrt__launch *l) {
   kernel_command c;
   if (l->kernel < 0 || l->kernel >= DLRT__K_COUNT || !kernels[l->kernel])

@@ -124,6 +124,11 @@ typedef struct dlrt_backend_iface {
    * (NCCL on CUDA). DLRT_ERR_UNSUPPORTED when the library is missing. */
   int (*allreduce_sum_f32)(void *const *streams, const dlrt_mem *mems, const size_t *offsets,
                            int64_t count, int n);
+  /* optional (the cpu backend): runs a kernel at once, on the calling
+   * thread and the backend's pool, over host memory (each buffer argument's
+   * mem.host), as a launch on one of its streams would: the host-side
+   * optimizer of offloaded state (dlrt__host_launch). */
+  int (*host_launch)(const dlrt__launch *launch);
 } dlrt_backend_iface;
 
 /* The compiled-in backends (each defined in backends/<name>/). */

@@ -58,7 +58,7 @@ static const char *kind_name(int kind) {
 
 /* The launch against its kernel's entry in the kernel table: a wrong count
  * or kind of argument would compute garbage, not fail, in the backend. */
-static int check_args(const dlrt__launcher *lb) {
+int dlrt__launch_check_args(const dlrt__launcher *lb) {
   const dlrt__launch *l = &lb->launch;
   if (l->kernel < 0 || l->kernel >= DLRT__K_COUNT)
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s: no kernel %d in kernels/kernel_table.h",
@@ -80,7 +80,7 @@ int dlrt__launch_submit(dlrt_stream_t *stream, dlrt__launcher *lb) {
   if (!lb->dev->be->launch)
     return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "%s: the %s backend has no kernels in this "
                            "build", lb->call, lb->dev->be->name);
-  int rc = check_args(lb);
+  int rc = dlrt__launch_check_args(lb);
   if (rc < 0) return rc;
   const dlrt__launch *l = &lb->launch;
   if (l->items < 0 || l->groups < 0)

@@ -30,5 +30,17 @@ void dlrt__launch_i64(dlrt__launcher *lb, int64_t i);
  * launch of zero items and zero groups does nothing and returns DLRT_OK
  * without reaching the backend. */
 int dlrt__launch_submit(dlrt_stream_t *stream, dlrt__launcher *lb);
+/* The argument checks of dlrt__launch_submit: count and kinds against the
+ * kernel's entry in the table. */
+int dlrt__launch_check_args(const dlrt__launcher *lb);
+
+/* A launch over host memory, run at once by the cpu backend (on the calling
+ * thread and its pool: dlrt_set_cpu_threads), with its kernels (native
+ * where it has them): the same bits as the launch on a cpu stream. Start
+ * it with dlrt__host_launch_start, give host pointers with
+ * dlrt__host_launch_ptr and scalars as for a device launch. */
+void dlrt__host_launch_start(dlrt__launcher *lb, int kernel, int64_t items, const char *call);
+void dlrt__host_launch_ptr(dlrt__launcher *lb, const void *ptr, size_t esize);
+int dlrt__host_launch(dlrt__launcher *lb);
 
 #endif

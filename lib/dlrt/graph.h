@@ -248,6 +248,20 @@ typedef struct {
  * (0.9, 0.999), eps 1e-8; AdamW the same with weight decay 0.01. */
 DLRT_API dlrt_optimizer dlrt_optimizer_defaults(dlrt_optimizer_kind kind);
 DLRT_API const char *dlrt_optimizer_name(dlrt_optimizer_kind kind);
+/* One update of `count` parameters in host memory: what an executor runs
+ * for optimizer state offloaded to the host (DLRT_OFFLOAD_OPTIMIZER, as
+ * ZeRO-Offload's CPU Adam), usable on its own. Adam and AdamW: state0 and
+ * state1 are the first and second moments; SGD: state0 is the velocity
+ * (state1 unused, may be NULL). `step` counts the updates made before this
+ * one (Adam's bias correction; SGD's velocity starts as the gradient), the
+ * learning rate is opt->lr, decay 0 leaves this parameter out of the
+ * weight decay, and grad_scale multiplies the gradient first (1 / the loss
+ * scale, or 1 / micro-batches). It runs the CPU backend's kernel,
+ * vectorized for this CPU (AVX2, AVX-512) on its threads
+ * (dlrt_set_cpu_threads): the same bits as the update on the cpu device. */
+DLRT_API int dlrt_host_optimizer_update(const dlrt_optimizer *opt, int64_t step, float *param,
+                                        float *state0, float *state1, const float *grad,
+                                        int64_t count, int decay, float grad_scale);
 /* Appends one fused update per parameter (after dlrt_graph_backward). */
 DLRT_API int dlrt_graph_optimize(dlrt_graph_t *g, const dlrt_optimizer *opt);
 

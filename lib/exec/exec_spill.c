@@ -59,9 +59,10 @@ static int seen_before(const dlrt__node *n, int j) {
 }
 
 /* Optimizer state on the host (ZeRO-Offload): the update runs there, on
- * host copies of the parameter, its state and its gradient, with the same
- * kernel the CPU backend runs (so the same bits); the device's parameter
- * copy is dropped and fetched again when the forward pass needs it. */
+ * host copies of the parameter, its state and its gradient, through the CPU
+ * backend's kernel and threads (dlrt_host_optimizer_update: the same bits
+ * as on the cpu device); the device's parameter copy is dropped and fetched
+ * again when the forward pass needs it. */
 static int host_update(dlrt_exec_t *e, dlrt__node *n) {
   dlrt__mpool *p = e->spill.pool;
   const dlrt_optimizer *o = &e->g->opt;
@@ -73,23 +74,16 @@ static int host_update(dlrt_exec_t *e, dlrt__node *n) {
     rc = dlrt__mpool_host_view(p, n->in[1 + i]->owner->id, 1, &state[i]);
   if (rc == DLRT_OK) rc = dlrt_stream_synchronize(e->stream);
   if (rc < 0) return rc;
-  int64_t count = n->in[0]->numel;
-  float decay = n->in[0]->no_decay ? 0 : o->weight_decay;
-  if (n->op == DLRT__OP_SGD) {
-    dlrt_k_sgd_update(0, count, param, state[0], grad, count, e->lr, o->momentum,
-                      decay, e->grads.grad_scale, o->nesterov, e->steps == 0);
-  } else {
-    float step_size, bias2;
-    dlrt__adam_factors(e, &step_size, &bias2);
-    dlrt_k_adam_update(0, count, param, state[0], state[1], grad, count, e->lr, o->beta1,
-                       o->beta2, o->eps, decay, step_size, bias2, e->grads.grad_scale,
-                       o->kind == DLRT_OPT_ADAMW);
-  }
-  rc = dlrt__mpool_host_view_end(p, n->in[states + 1]->owner->id, 0);
-  if (rc == DLRT_OK) rc = dlrt__mpool_host_view_end(p, n->in[0]->owner->id, 1);
-  for (int i = 0; i < states && rc == DLRT_OK; i++)
-    rc = dlrt__mpool_host_view_end(p, n->in[1 + i]->owner->id, 1);
-  return rc;
+  dlrt_optimizer now = *o;
+  now.lr = e->lr;
+  rc = dlrt_host_optimizer_update(&now, e->steps, param, state[0], state[1], grad,
+                                  n->in[0]->numel, !n->in[0]->no_decay, e->grads.grad_scale);
+  /* The views end whatever the update said (their pins are released). */
+  int rc2 = dlrt__mpool_host_view_end(p, n->in[states + 1]->owner->id, 0);
+  if (rc2 == DLRT_OK) rc2 = dlrt__mpool_host_view_end(p, n->in[0]->owner->id, 1);
+  for (int i = 0; i < states && rc2 == DLRT_OK; i++)
+    rc2 = dlrt__mpool_host_view_end(p, n->in[1 + i]->owner->id, 1);
+  return rc < 0 ? rc : rc2;
 }
 
 int dlrt__spill_begin_node(dlrt_exec_t *e, const dlrt__schedule *s, int k, int *done) {
