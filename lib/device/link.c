@@ -420,6 +420,8 @@ void dlrt__link_close(dlrt_device_t *dev) {
 int dlrt_link_get(dlrt_device_t *dev, dlrt_link_info *out) {
   DLRT__CHECK_ARG(dev && out, "dlrt_link_get: device or out is NULL");
   memset(out, 0, sizeof *out);
+  int rc = dlrt__device_ensure_open(dev); /* DLRT_LINK's model comes with the opening */
+  if (rc < 0) return rc;
   struct dlrt__link *link = link_of(dev);
   if (!link) return DLRT_OK;
   pthread_mutex_lock(&link->lock);

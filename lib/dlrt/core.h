@@ -399,8 +399,9 @@ DLRT_API int dlrt_link_parse(const char *text, dlrt_link_spec *out);
  * that cannot hold its streams until a modelled time. */
 DLRT_API int dlrt_link_set(dlrt_device_t *dev, const char *spec);
 
-/* The device's model and what went over it since it was set. Index 0 of
- * the arrays is host to device, 1 device to host. */
+/* The device's model and what went over it since it was set (opening the
+ * device first, as any use of it does, so that DLRT_LINK's is there). Index 0
+ * of the arrays is host to device, 1 device to host. */
 typedef struct {
   int active;              /* 0: no model (the rest is zero) */
   char spec[64];           /* as given */
