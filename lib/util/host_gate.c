@@ -9,6 +9,7 @@
 #include <sys/prctl.h>
 #endif
 
+#include "util/clock.h"
 #include "util/host_gate.h"
 #include "util/status.h"
 
@@ -65,7 +66,7 @@ void dlrt__host_gate_wait(dlrt__host_gate *g) {
   while (!g->open) pthread_cond_wait(&g->opened, &g->lock);
   double at = g->at;
   unref_locked(g);
-  if (at > 0) sleep_until(at);
+  if (at > 0 && at > dlrt__now_s()) sleep_until(at);
 }
 
 void dlrt__host_gate_drop(dlrt__host_gate *g) {
