@@ -3,7 +3,6 @@
  * thread that opens each modelled copy's gate at its end (link.h). */
 #include "config.h"
 
-#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -70,15 +69,6 @@ static void timer_init_cond(void) {
   pthread_condattr_destroy(&attr);
 }
 
-static struct timespec monotonic_at(double s) {
-  struct timespec ts;
-  ts.tv_sec = (time_t)s;
-  ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
-  if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-  if (ts.tv_nsec < 0) ts.tv_nsec = 0;
-  return ts;
-}
-
 /* Opens each gate when its copy's modelled end comes. */
 static void *timer_main(void *unused) {
   (void)unused;
@@ -110,7 +100,7 @@ static void *timer_main(void *unused) {
     }
     if (timer.stop) break;
     if (timer.head) {
-      struct timespec at = monotonic_at(timer.head->end);
+      struct timespec at = dlrt__timespec_at(timer.head->end);
       pthread_cond_timedwait(&timer.wake, &timer.lock, &at);
     } else {
       pthread_cond_wait(&timer.wake, &timer.lock);
@@ -246,10 +236,7 @@ double dlrt__link_between(dlrt_device_t *src, dlrt_device_t *dst, uint64_t bytes
 }
 
 void dlrt__link_sleep_until(double end) {
-  if (end <= 0) return;
-  struct timespec at = monotonic_at(end);
-  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, NULL) == EINTR) {
-  }
+  if (end > 0) dlrt__sleep_until_s(end);
 }
 
 /* ---------------------------------------------------------------- the GEMM rate */

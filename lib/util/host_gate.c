@@ -1,13 +1,8 @@
 /* host_gate.c — a reference-counted gate on a mutex and a condition. */
 #include "config.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <time.h>
-#ifdef __linux__
-#include <sys/prctl.h>
-#endif
 
 #include "util/clock.h"
 #include "util/host_gate.h"
@@ -42,31 +37,12 @@ static void unref_locked(dlrt__host_gate *g) {
   }
 }
 
-/* Sleeps until `when` on CLOCK_MONOTONIC. Linux lets an ordinary thread's
- * timer end up to 50 us late; the waiting threads ask for 1 us, once. */
-static void sleep_until(double when) {
-#ifdef PR_SET_TIMERSLACK
-  static _Thread_local int slack_set;
-  if (!slack_set) {
-    prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
-    slack_set = 1;
-  }
-#endif
-  struct timespec at;
-  at.tv_sec = (time_t)when;
-  at.tv_nsec = (long)((when - (double)at.tv_sec) * 1e9);
-  if (at.tv_nsec >= 1000000000L) at.tv_sec++, at.tv_nsec -= 1000000000L;
-  if (at.tv_nsec < 0) at.tv_nsec = 0;
-  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, NULL) == EINTR) {
-  }
-}
-
 void dlrt__host_gate_wait(dlrt__host_gate *g) {
   pthread_mutex_lock(&g->lock);
   while (!g->open) pthread_cond_wait(&g->opened, &g->lock);
   double at = g->at;
   unref_locked(g);
-  if (at > 0 && at > dlrt__now_s()) sleep_until(at);
+  if (at > 0) dlrt__sleep_until_s(at);
 }
 
 void dlrt__host_gate_drop(dlrt__host_gate *g) {
