@@ -102,6 +102,7 @@ for dev in m["devices"]:
         need(dev, k, text)
     need(dev, "total_memory_bytes", int)
     need(dev, "compute_units", int)
+    need(dev, "link", dict, True)
 for s in d["skipped"]:
     need(s, "suite", text); need(s, "device", text, True); need(s, "reason", text)
 fields = {"suite": (text, False), "device": (text, False), "case": (text, False),
@@ -112,7 +113,7 @@ fields = {"suite": (text, False), "device": (text, False), "case": (text, False)
           "vendor_max": (num, True), "vendor_ms": (num, True), "vendor_timing": (text, True),
           "ratio": (num, True), "check_error": (num, True), "copy_fraction": (num, True),
           "images_per_s": (num, True), "planned_peak_bytes": (num, True),
-          "measured_peak_bytes": (num, True), "note": (text, False)}
+          "measured_peak_bytes": (num, True), "model": (num, True), "note": (text, False)}
 assert d["results"], "no results"
 for r in d["results"]:
     assert list(r) == list(fields), "fields or their order differ: %r" % list(r)

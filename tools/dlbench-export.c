@@ -47,6 +47,7 @@ static const field FIELDS[] = {
     {"images_per_s", T_DOUBLE, offsetof(bench_row, images_per_s), 0},
     {"planned_peak_bytes", T_DOUBLE, offsetof(bench_row, planned_peak), 0},
     {"measured_peak_bytes", T_DOUBLE, offsetof(bench_row, measured_peak), 0},
+    {"model", T_DOUBLE, offsetof(bench_row, model), 0},
     {"note", T_ARRAY, offsetof(bench_row, note), 1},
 };
 enum { N_FIELDS = sizeof FIELDS / sizeof *FIELDS };
@@ -121,7 +122,28 @@ static void json_machine(FILE *out, const bench_machine *m) {
     tool_json_strings(out, keys, vals, sizeof keys / sizeof *keys);
     fputs("\"total_memory_bytes\": ", out);
     json_number(out, (double)p->total_memory);
-    fprintf(out, ", \"compute_units\": %d}", p->compute_units);
+    fprintf(out, ", \"compute_units\": %d, \"link\": ", p->compute_units);
+    /* The host link model: null without one. */
+    const dlrt_link_info *l = m->links ? &m->links[i] : NULL;
+    if (!l || !l->active) {
+      fputs("null}", out);
+      continue;
+    }
+    fputs("{\"spec\": ", out);
+    tool_json_string(out, l->spec);
+    fputs(", \"preset\": ", out);
+    json_text_or_null(out, l->preset ? l->preset->name : NULL);
+    fputs(", \"bytes_per_s\": ", out);
+    json_number(out, l->bytes_per_s);
+    fputs(", \"latency_s\": ", out);
+    json_number(out, l->latency_s);
+    fputs(", \"device_flops\": ", out);
+    json_number(out, l->preset ? l->device_flops : NAN);
+    fputs(", \"flop_per_byte\": ", out);
+    json_number(out, l->preset ? l->preset->flop_per_byte : NAN);
+    fputs(", \"text\": ", out);
+    tool_json_string(out, m->link_text[i]);
+    fputs("}}", out);
   }
   fputs("]},\n", out);
 }

@@ -50,6 +50,14 @@ void dlbench_usage(FILE *out) {
         "      --csv FILE|-     write the results as CSV, one row per case\n"
         "      --report FILE    write an HTML report with SVG charts (no scripts, no\n"
         "                       network)\n"
+        "      --link SPEC      put a host link model on every device measured (as\n"
+        "                       DLRT_LINK): a rate with an optional latency, 12GB/s or\n"
+        "                       12GB/s:10us, or a preset that keeps a GPU's ratio of\n"
+        "                       compute to link bandwidth (h200-pcie5, h100-pcie5,\n"
+        "                       a100-pcie4, l40s-pcie4, gh200-c2c, mi300x-pcie5; see\n"
+        "                       README); copies between host and device then take the\n"
+        "                       model's time, the copy table shows it (MODEL), and its\n"
+        "                       sizes stop where a copy would pass 50 ms\n"
         "      --quiet          no progress lines on stderr\n"
         "  -h, --help           show this help and exit\n"
         "  -V, --version        show the dlrt version and exit\n\n"
@@ -63,7 +71,7 @@ void dlbench_usage(FILE *out) {
         "compare A.json B.json prints, for each (suite, device, case) in both files,\n"
         "the two medians and the ratio B/A.\n\n"
         "Environment: OPENBLAS_NUM_THREADS (both sides on the CPU use the same\n"
-        "OpenBLAS), DLRT_BACKEND, DLRT_MEM_LIMIT (see dlinfo --help).\n"
+        "OpenBLAS), DLRT_BACKEND, DLRT_MEM_LIMIT, DLRT_LINK (see dlinfo --help).\n"
         "Exit status: 0 success, 1 a dlrt call failed, 2 usage error or unknown device.\n",
         out);
 }
@@ -93,6 +101,15 @@ static int add_specs(dlbench_options *o, const char *list) {
     ok = tool_usage_error(o->error, "--device needs a spec (cpu, opencl:N, cuda:N, auto)");
   free(copy);
   return ok;
+}
+
+/* --link SPEC: checked here (no device needed), set on the devices later. */
+static int parse_link(dlbench_options *o, const char *spec) {
+  dlrt_link_spec parsed;
+  if (dlrt_link_parse(spec, &parsed) != DLRT_OK)
+    return tool_usage_error(o->error, "--link: %s", dlrt_last_error());
+  o->link = spec;
+  return 1;
 }
 
 /* The suites of the table (and "all") by name. */
@@ -138,7 +155,7 @@ static int parse_operands(dlbench_options *o, const suite_list *suites, int argc
 
 int dlbench_parse_options(int argc, char *const argv[], const char *const suite_names[],
                           int n_suites, dlbench_options *o) {
-  enum { OPT_JSON = 256, OPT_CSV, OPT_REPORT, OPT_QUIET };
+  enum { OPT_JSON = 256, OPT_CSV, OPT_REPORT, OPT_QUIET, OPT_LINK };
   static const char shortopts[] = ":d:qr:t:w:f:hV";
   static const struct option longopts[] = {
       {"device", required_argument, NULL, 'd'},  {"quick", no_argument, NULL, 'q'},
@@ -146,7 +163,8 @@ int dlbench_parse_options(int argc, char *const argv[], const char *const suite_
       {"warmup", required_argument, NULL, 'w'},  {"filter", required_argument, NULL, 'f'},
       {"json", required_argument, NULL, OPT_JSON}, {"csv", required_argument, NULL, OPT_CSV},
       {"report", required_argument, NULL, OPT_REPORT},
-      {"quiet", no_argument, NULL, OPT_QUIET},   {"help", no_argument, NULL, 'h'},
+      {"quiet", no_argument, NULL, OPT_QUIET},   {"link", required_argument, NULL, OPT_LINK},
+      {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},       {NULL, 0, NULL, 0}};
   static const tool_range seconds = {0, 3600, 0, 0};
   memset(o, 0, sizeof *o);
@@ -177,6 +195,7 @@ int dlbench_parse_options(int argc, char *const argv[], const char *const suite_
     case OPT_CSV: o->csv = optarg; break;
     case OPT_REPORT: o->report = optarg; break;
     case OPT_QUIET: o->bench.quiet = 1; break;
+    case OPT_LINK: ok = parse_link(o, optarg); break;
     case 'h': answer = TOOL_HELP; break;
     case 'V': answer = TOOL_VERSION; break;
     default: ok = 0, tool_getopt_error(c, args, shortopts, longopts, o->error); break;

@@ -34,7 +34,7 @@ bench_row *bench_row_new(bench_results *res, const char *suite, const char *devi
   double *absent[] = {&r->bytes, &r->median, &r->min, &r->max, &r->ms, &r->vendor_median,
                       &r->vendor_min, &r->vendor_max, &r->vendor_ms, &r->ratio,
                       &r->check_error, &r->copy_fraction, &r->images_per_s,
-                      &r->planned_peak, &r->measured_peak};
+                      &r->planned_peak, &r->measured_peak, &r->model};
   for (size_t i = 0; i < sizeof absent / sizeof *absent; i++)
     *absent[i] = NAN;
   return r;
@@ -63,9 +63,13 @@ void bench_results_free(bench_results *res) {
   free(res->rows);
   free(res->skips);
   free(res->machine.devices);
+  free(res->machine.links);
+  free(res->machine.link_text);
   res->rows = NULL;
   res->skips = NULL;
   res->machine.devices = NULL;
+  res->machine.links = NULL;
+  res->machine.link_text = NULL;
 }
 
 /* ---------------------------------------------------------------- table */
@@ -124,11 +128,13 @@ static void c_planned(const bench_row *r, char *o) { bench_figure(r->planned_pea
 static void c_measured(const bench_row *r, char *o) {
   bench_figure(r->measured_peak / 1048576.0, o, CELL);
 }
+static void c_model(const bench_row *r, char *o) { bench_figure(r->model, o, CELL); }
 static void c_note(const bench_row *r, char *o) { snprintf(o, CELL, "%s", r->note); }
 
 static const column COLUMNS[] = {
     {"DEVICE", 0, c_device},      {"CASE", 0, c_case},          {"MEDIAN", 1, c_median},
-    {"MIN", 1, c_min},            {"MAX", 1, c_max},            {"MS", 1, c_ms},
+    {"MIN", 1, c_min},            {"MAX", 1, c_max},            {"MODEL", 1, c_model},
+    {"MS", 1, c_ms},
     {"RUNS", 1, c_reps},          {"TIMING", 0, c_timing},      {"VENDOR", 0, c_vendor},
     {"VENDOR-MEDIAN", 1, c_vmedian}, {"RATIO", 1, c_ratio},     {"CHECK", 1, c_check},
     {"OF-COPY", 1, c_fraction},   {"IMAGES/S", 1, c_images},    {"PEAK-PLAN-MiB", 1, c_planned},
@@ -208,6 +214,9 @@ int bench_write_table(FILE *out, const bench_results *res) {
   for (int i = 0; i < m->n_devices; i++)
     fprintf(out, "device   %-9s %s [%s, %s]\n", m->devices[i].spec, m->devices[i].name,
             m->devices[i].backend, *m->devices[i].driver ? m->devices[i].driver : "driver ?");
+  for (int i = 0; m->links && i < m->n_devices; i++)
+    if (m->links[i].active)
+      fprintf(out, "link     %-9s %s\n", m->devices[i].spec, m->link_text[i]);
   char method[200];
   method_text(&res->options, method, sizeof method);
   fprintf(out, "method   %s\n", method);

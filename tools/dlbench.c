@@ -286,6 +286,29 @@ static int read_device_props(dlrt_device_t **devs, int n, bench_machine *m) {
   return 0;
 }
 
+/* --link on every device, then each device's model (DLRT_LINK's where no
+ * --link) into the machine's description. */
+static int read_links(const dlbench_options *o, dlrt_device_t **devs, int n, bench_machine *m) {
+  m->links = calloc((size_t)n + 1, sizeof *m->links);
+  m->link_text = calloc((size_t)n + 1, sizeof *m->link_text);
+  if (!m->links || !m->link_text) {
+    fputs("dlbench: out of host memory\n", stderr);
+    return STATUS_FAIL;
+  }
+  for (int i = 0; i < n; i++) {
+    int rc = o->link ? dlrt_link_set(devs[i], o->link) : DLRT_OK;
+    if (rc == DLRT_OK) rc = dlrt_link_get(devs[i], &m->links[i]);
+    if (rc == DLRT_OK && dlrt_link_describe(devs[i], m->link_text[i], sizeof *m->link_text) < 0)
+      rc = DLRT_ERR_INVALID_ARG;
+    if (rc != DLRT_OK) {
+      fprintf(stderr, "dlbench: --link %s on %s: %s\n", o->link ? o->link : "(DLRT_LINK)",
+              dlrt_device_spec(devs[i]), dlrt_last_error());
+      return STATUS_FAIL;
+    }
+  }
+  return 0;
+}
+
 /* ---------------------------------------------------------------- running */
 
 /* Every chosen suite on every device, suite by suite. */
@@ -416,7 +439,8 @@ int main(int argc, char **argv) {
     goto done;
   }
   if ((status = open_devices(&o, &devs, &n)) != 0 ||
-      (status = read_device_props(devs, n, &res.machine)) != 0)
+      (status = read_device_props(devs, n, &res.machine)) != 0 ||
+      (status = read_links(&o, devs, n, &res.machine)) != 0)
     goto done;
   read_machine(&res.machine);
   res.options = o.bench;

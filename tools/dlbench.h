@@ -47,6 +47,7 @@ typedef struct {
   int n_specs;
   int suites[BENCH_MAX_SUITES]; /* 1: run bench_suites[i] */
   const char *json, *csv, *report;
+  const char *link;             /* --link SPEC for every device measured (NULL: none) */
   const char *compare[2];       /* dlbench compare A B */
   char error[TOOL_ERROR_MAX];   /* why the command line is wrong ("" when it is not) */
 } dlbench_options;
@@ -86,6 +87,7 @@ typedef struct {
   double copy_fraction; /* ops: GB/s over the device's d2d copy GB/s */
   double images_per_s;  /* train */
   double planned_peak, measured_peak; /* train: bytes */
+  double model;    /* copy on a device with a link model: the GB/s it gives the case */
   char note[256];  /* why a vendor figure is absent, and similar */
 } bench_row;
 
@@ -103,6 +105,10 @@ typedef struct {
   char created[32];      /* UTC, ISO 8601 */
   dlrt_device_props *devices;
   int n_devices;
+  /* Each device's host link model (--link, DLRT_LINK), beside devices[i];
+   * link_text "none" without one (dlrt_link_describe). */
+  dlrt_link_info *links;
+  char (*link_text)[256];
 } bench_machine;
 
 typedef struct {

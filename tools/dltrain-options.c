@@ -102,6 +102,14 @@ void dltrain_usage(FILE *out) {
         "                             (default none: only when the budget needs room)\n"
         "      --spill-prefetch N     nodes to look ahead for copies back (default 4;\n"
         "                             0: fetch when needed)\n"
+        "      --link SPEC            a host link model on the device(s), as DLRT_LINK:\n"
+        "                             a rate with an optional latency (12GB/s or\n"
+        "                             12GB/s:10us) or a preset keeping a GPU's ratio of\n"
+        "                             compute to link bandwidth (h200-pcie5, h100-pcie5,\n"
+        "                             a100-pcie4, l40s-pcie4, gh200-c2c, mi300x-pcie5; see\n"
+        "                             README): copies between host and device memory,\n"
+        "                             --mem-limit's spills among them, take its time;\n"
+        "                             the results stay the same bit for bit\n"
         "      --trace FILE           write a Chrome trace of the run (kernels, spill\n"
         "                             copies, device memory): open it in\n"
         "                             https://ui.perfetto.dev; slows the run down\n"
@@ -154,7 +162,8 @@ void dltrain_usage(FILE *out) {
         "decay or schedule too high, a corrupt checkpoint) stops, naming the update and\n"
         "the likely cause, and saves nothing more; an fp16 update the loss scaler skips\n"
         "is no divergence unless 8 in a row have a loss of inf or NaN.\n"
-        "Environment: DLRT_DEVICE, DLRT_BACKEND, DLRT_MEM_LIMIT (see dlinfo --help);\n"
+        "Environment: DLRT_DEVICE, DLRT_BACKEND, DLRT_MEM_LIMIT, DLRT_LINK (see dlinfo\n"
+        "--help);\n"
         "DLRT_TRACE=FILE (as --trace); DLRT_SPILL_DIR (the spill file's folder).\n"
         "Exit status: 0 success, 1 a dlrt call failed or training diverged, 2 usage error\n"
         "or a device spec that opens nothing.\n",
@@ -319,6 +328,15 @@ static int parse_precision(const char *text, dlrt_dtype *out, char *err) {
   return 1;
 }
 
+/* --link SPEC, checked here (no device needed). */
+static int parse_link(const char *text, options *o) {
+  dlrt_link_spec spec;
+  if (dlrt_link_parse(text, &spec) != DLRT_OK)
+    return tool_usage_error(o->error, "--link: %s", dlrt_last_error());
+  o->link = text;
+  return 1;
+}
+
 static int parse_offload(const char *text, dlrt_offload_policy *out, char *err) {
   static const char *const names[] = {"none", "activations", "optimizer", "all"};
   for (int k = 0; k < 4; k++)
@@ -366,7 +384,7 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
          OPT_HOST_LIMIT, OPT_OFFLOAD, OPT_SPILL_PREFETCH, OPT_TRACE, OPT_DEVICES, OPT_PIPELINE,
          OPT_MICRO, OPT_PRECISION, OPT_LOSS_SCALE, OPT_STEPS, OPT_EVAL_EVERY,
          OPT_EVAL_BATCHES, OPT_LAYERS, OPT_HEADS, OPT_EMBD, OPT_CONTEXT, OPT_VOCAB,
-         OPT_DROPOUT };
+         OPT_DROPOUT, OPT_LINK };
   static const char shortopts[] = ":m:d:e:b:jqhV";
   static const struct option longopts[] = {
       {"model", required_argument, NULL, 'm'},   {"data", required_argument, NULL, OPT_DATA},
@@ -402,6 +420,7 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
       {"offload", required_argument, NULL, OPT_OFFLOAD},
       {"spill-prefetch", required_argument, NULL, OPT_SPILL_PREFETCH},
       {"trace", required_argument, NULL, OPT_TRACE},
+      {"link", required_argument, NULL, OPT_LINK},
       {"devices", required_argument, NULL, OPT_DEVICES},
       {"pipeline", required_argument, NULL, OPT_PIPELINE},
       {"micro-batches", required_argument, NULL, OPT_MICRO},
@@ -526,6 +545,7 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
     case OPT_PLAN: o->plan = 1; break;
     case OPT_MEM_LIMIT: o->mem_limit = optarg; break;
     case OPT_TRACE: o->trace = optarg; break;
+    case OPT_LINK: ok = parse_link(optarg, o); break;
     case OPT_DEVICES: o->devices = optarg; break;
     case OPT_PIPELINE: o->pipeline = optarg; break;
     case OPT_MICRO:
@@ -586,5 +606,9 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
   if (!isnan(lr)) o->opt.lr = lr;
   if (!isnan(momentum)) o->opt.momentum = momentum;
   if (!isnan(decay)) o->opt.weight_decay = decay;
+  /* The devices take the model as they open, whichever the run uses
+   * (--device, --devices, --pipeline): dltrain parses before dlrt_init. */
+  if (o->link && setenv("DLRT_LINK", o->link, 1) != 0)
+    return tool_usage_error(err, "--link: cannot set DLRT_LINK"), STATUS_USAGE;
   return 0;
 }

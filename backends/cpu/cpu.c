@@ -9,6 +9,7 @@
 #include "cpu_internal.h"
 #include "cpu_native.h"
 #include "cpu_pool.h"
+#include "util/host_gate.h"
 #include "util/status.h"
 
 /* Segments are page-aligned: the allocator carves 512-byte-aligned blocks out
@@ -225,6 +226,45 @@ static int cpu_memset(void *s, dlrt_mem dst, size_t off, int value, size_t bytes
   return cpu_stream_enqueue(s, run_memset, &c, sizeof c);
 }
 
+/* ---------------------------------------------------------------- link gates */
+
+/* The link model's notice and gate (backend.h): commands on the stream's
+ * worker, which waits at a shut gate; other streams have their own. */
+typedef struct {
+  void (*fn)(void *arg);
+  void *arg;
+} notify_command;
+
+static int run_notify(void *payload) {
+  notify_command *c = payload;
+  c->fn(c->arg);
+  return DLRT_OK;
+}
+
+static int cpu_stream_notify(void *s, void (*fn)(void *arg), void *arg) {
+  notify_command c = {fn, arg};
+  return cpu_stream_enqueue(s, run_notify, &c, sizeof c);
+}
+
+static int cpu_gate_create(void *dev, void **out) {
+  (void)dev;
+  return dlrt__host_gate_create((dlrt__host_gate **)out);
+}
+
+static int run_gate_wait(void *payload) {
+  dlrt__host_gate_wait(*(dlrt__host_gate **)payload);
+  return DLRT_OK;
+}
+
+static int cpu_stream_wait_gate(void *s, void *gate) {
+  int rc = cpu_stream_enqueue(s, run_gate_wait, &gate, sizeof gate);
+  if (rc < 0) dlrt__host_gate_drop(gate);
+  return rc;
+}
+
+static void cpu_gate_open(void *gate) { dlrt__host_gate_open(gate); }
+static void cpu_gate_open_at(void *gate, double when) { dlrt__host_gate_open_at(gate, when); }
+
 const dlrt_backend_iface dlrt__backend_cpu = {
     .api_version = DLRT_BACKEND_API_VERSION,
     .name = "cpu",
@@ -254,6 +294,11 @@ const dlrt_backend_iface dlrt__backend_cpu = {
     .copy_d2d = cpu_copy_d2d,
     .copy_peer = NULL,
     .memset = cpu_memset,
+    .stream_notify = cpu_stream_notify,
+    .gate_create = cpu_gate_create,
+    .stream_wait_gate = cpu_stream_wait_gate,
+    .gate_open = cpu_gate_open,
+    .gate_open_at = cpu_gate_open_at,
     .gemm = cpu_gemm,
     .launch = cpu_launch,
     .host_launch = cpu_host_launch,

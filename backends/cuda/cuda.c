@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "util/host_gate.h"
 #include "util/status.h"
 
 typedef struct {
@@ -412,6 +413,47 @@ static int cuda_memset(void *ps, dlrt_mem dst, size_t off, int value, size_t byt
   return DLRT_OK;
 }
 
+/* ---------------------------------------------------------------- link gates */
+
+/* The link model's notice and gate (backend.h) as host functions on the
+ * stream. The gate's blocks until it opens; CUDA runs a process's host
+ * functions on one thread of its own, so while one stream waits at a gate
+ * another stream's notice is late: on CUDA the two directions' engines do
+ * not overlap, and a modelled link there is for trying a slower one than
+ * the real link, whose own time comes on top. */
+static int cuda_stream_notify(void *ps, void (*fn)(void *arg), void *arg) {
+  cuda_stream *s = ps;
+  CUDA_ENTER(s->dev);
+  CUDA_TRY(s->dev, cudaLaunchHostFunc(s->stream, fn, arg));
+  return DLRT_OK;
+}
+
+static int cuda_gate_create(void *dev, void **out) {
+  (void)dev;
+  return dlrt__host_gate_create((dlrt__host_gate **)out);
+}
+
+static void CUDART_CB run_gate_wait(void *gate) { dlrt__host_gate_wait(gate); }
+
+static int cuda_stream_wait_gate(void *ps, void *gate) {
+  cuda_stream *s = ps;
+  int rc = cuda_check_live(s->dev);
+  if (rc < 0) {
+    dlrt__host_gate_drop(gate);
+    return rc;
+  }
+  cudaError_t err = cudaSetDevice(s->dev->ordinal);
+  if (err == cudaSuccess) err = cudaLaunchHostFunc(s->stream, run_gate_wait, gate);
+  if (err != cudaSuccess) {
+    dlrt__host_gate_drop(gate);
+    return cuda_fail(s->dev, "cudaLaunchHostFunc", err);
+  }
+  return DLRT_OK;
+}
+
+static void cuda_gate_open(void *gate) { dlrt__host_gate_open(gate); }
+static void cuda_gate_open_at(void *gate, double when) { dlrt__host_gate_open_at(gate, when); }
+
 const dlrt_backend_iface dlrt__backend_cuda = {
     .api_version = DLRT_BACKEND_API_VERSION,
     .name = "cuda",
@@ -442,6 +484,11 @@ const dlrt_backend_iface dlrt__backend_cuda = {
     .copy_d2d = cuda_copy_d2d,
     .copy_peer = cuda_copy_peer,
     .memset = cuda_memset,
+    .stream_notify = cuda_stream_notify,
+    .gate_create = cuda_gate_create,
+    .stream_wait_gate = cuda_stream_wait_gate,
+    .gate_open = cuda_gate_open,
+    .gate_open_at = cuda_gate_open_at,
     .gemm = cuda_gemm,
     .launch = cuda_launch,
 #ifdef DLRT_HAVE_NCCL

@@ -419,6 +419,70 @@ static int ocl_memset(void *ps, dlrt_mem dst, size_t off, int value, size_t byte
   return err == CL_SUCCESS ? DLRT_OK : ocl_fail(s->dev, "clEnqueueFillBuffer", err);
 }
 
+/* ---------------------------------------------------------------- link gates */
+
+/* The link model's notice and gate (backend.h): a marker whose completion
+ * calls back (on the OpenCL runtime's thread), and a user event that a
+ * barrier holds the queue at. */
+typedef struct {
+  void (*fn)(void *arg);
+  void *arg;
+} ocl_notice;
+
+static void CL_CALLBACK notice_reached(cl_event ev, cl_int status, void *p) {
+  /* status < 0: a command before it failed, which the stream reports; the
+   * notice is given all the same, so that its gate opens. */
+  (void)status;
+  ocl_notice *n = p;
+  n->fn(n->arg);
+  free(n);
+  clReleaseEvent(ev);
+}
+
+static int ocl_stream_notify(void *ps, void (*fn)(void *arg), void *arg) {
+  ocl_stream *s = ps;
+  ocl_notice *n = malloc(sizeof *n);
+  if (!n) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  *n = (ocl_notice){fn, arg};
+  cl_event ev;
+  cl_int err = clEnqueueMarkerWithWaitList(s->queue, 0, NULL, &ev);
+  if (err != CL_SUCCESS) {
+    free(n);
+    return ocl_fail(s->dev, "clEnqueueMarkerWithWaitList", err);
+  }
+  if ((err = clSetEventCallback(ev, CL_COMPLETE, notice_reached, n)) != CL_SUCCESS) {
+    clReleaseEvent(ev);
+    free(n);
+    return ocl_fail(s->dev, "clSetEventCallback", err);
+  }
+  clFlush(s->queue); /* submitted, so that it is reached without a flush of ours */
+  return DLRT_OK;
+}
+
+static int ocl_gate_create(void *p, void **out) {
+  ocl_device *dev = p;
+  cl_int err;
+  cl_event ev = clCreateUserEvent(dev->context, &err);
+  if (!ev) return ocl_fail(dev, "clCreateUserEvent", err);
+  clRetainEvent(ev); /* the wait's reference beside the opener's */
+  *out = ev;
+  return DLRT_OK;
+}
+
+static int ocl_stream_wait_gate(void *ps, void *gate) {
+  ocl_stream *s = ps;
+  cl_event ev = gate;
+  cl_int err = clEnqueueBarrierWithWaitList(s->queue, 1, &ev, NULL);
+  if (err == CL_SUCCESS) clFlush(s->queue);
+  clReleaseEvent(ev); /* the queued barrier holds its own */
+  return err == CL_SUCCESS ? DLRT_OK : ocl_fail(s->dev, "clEnqueueBarrierWithWaitList", err);
+}
+
+static void ocl_gate_open(void *gate) {
+  clSetUserEventStatus(gate, CL_COMPLETE);
+  clReleaseEvent(gate);
+}
+
 const dlrt_backend_iface dlrt__backend_opencl = {
     .api_version = DLRT_BACKEND_API_VERSION,
     .name = "opencl",
@@ -448,6 +512,10 @@ const dlrt_backend_iface dlrt__backend_opencl = {
     .copy_d2d = ocl_copy_d2d,
     .copy_peer = NULL,
     .memset = ocl_memset,
+    .stream_notify = ocl_stream_notify,
+    .gate_create = ocl_gate_create,
+    .stream_wait_gate = ocl_stream_wait_gate,
+    .gate_open = ocl_gate_open,
     .gemm = ocl_gemm,
     .launch = ocl_launch,
 };

@@ -114,6 +114,27 @@ typedef struct dlrt_backend_iface {
                    void *src_dev, dlrt_mem src, size_t src_off, size_t bytes);
   int (*memset)(void *stream, dlrt_mem dst, size_t off, int value, size_t bytes);
 
+  /* optional (all four or none): holds for the link model (lib/device/link.c),
+   * which times copies on the host and keeps a stream from going past one
+   * before its modelled end.
+   * stream_notify: fn(arg) runs on some host thread once the stream's earlier
+   * work is done; fn returns at once and calls no backend function.
+   * gate_create: a gate, shut. stream_wait_gate: the stream's later work waits
+   * until the gate opens. lib/device calls both stream_wait_gate and gate_open
+   * exactly once per gate, in either order, gate_open from any thread; the
+   * backend frees the gate once it is open and its wait has passed (a wait
+   * that fails to queue counts as passed). */
+  int (*stream_notify)(void *stream, void (*fn)(void *arg), void *arg);
+  int (*gate_create)(void *dev, void **gate);
+  int (*stream_wait_gate)(void *stream, void *gate);
+  void (*gate_open)(void *gate);
+  /* optional, in place of gate_open: opens the gate at `when` (seconds on
+   * CLOCK_MONOTONIC, lib/util/clock.h), the waiter waiting for the time
+   * itself; lib/device then calls it from the notice's fn, so it takes no
+   * driver call and does not block. Without it a timer thread of lib/device
+   * calls gate_open at the time. */
+  void (*gate_open_at)(void *gate, double when);
+
   /* Compute (optional). Arguments are validated by lib/device beforehand. */
   int (*gemm)(void *stream, const dlrt_gemm_desc *desc, dlrt_mem a, size_t a_off,
               dlrt_mem b, size_t b_off, dlrt_mem c, size_t c_off);

@@ -1,10 +1,13 @@
 /* copy.c — copies host<->device, device<->device (same device, same backend,
- * across backends through pinned bounce buffers) and memset. */
+ * across backends through pinned bounce buffers) and memset. A copy between
+ * host and device memory on a device with a link model takes the model's
+ * time (link.h); one within a device's memory, and memset, do not. */
 #include "config.h"
 
 #include <stdint.h>
 #include <string.h>
 
+#include "device/link.h"
 #include "device/registry.h"
 #include "util/status.h"
 
@@ -51,8 +54,10 @@ int dlrt_copy_h2d(dlrt_buffer_t *dst, size_t dst_offset, const void *src, size_t
   DLRT__CHECK_ARG(src || bytes == 0, "dlrt_copy_h2d: source is NULL");
   if ((rc = stream_for(dst_sp->dev, stream, &s, "dlrt_copy_h2d")) < 0) return rc;
   if (bytes == 0) return DLRT_OK;
+  void *gate;
+  if ((rc = dlrt__link_begin(s, DLRT__LINK_H2D, bytes, &gate)) < 0) return rc;
   rc = dst_sp->dev->be->copy_h2d(s->ctx, dst_sp->mem, dst_sp->offset + dst_offset, src, bytes);
-  return finish(s, stream == NULL, rc);
+  return finish(s, stream == NULL, dlrt__link_end(s, gate, rc));
 }
 
 int dlrt_copy_d2h(void *dst, dlrt_buffer_t *src, size_t src_offset, size_t bytes,
@@ -64,8 +69,10 @@ int dlrt_copy_d2h(void *dst, dlrt_buffer_t *src, size_t src_offset, size_t bytes
   DLRT__CHECK_ARG(dst || bytes == 0, "dlrt_copy_d2h: destination is NULL");
   if ((rc = stream_for(src_sp->dev, stream, &s, "dlrt_copy_d2h")) < 0) return rc;
   if (bytes == 0) return DLRT_OK;
+  void *gate;
+  if ((rc = dlrt__link_begin(s, DLRT__LINK_D2H, bytes, &gate)) < 0) return rc;
   rc = src_sp->dev->be->copy_d2h(s->ctx, dst, src_sp->mem, src_sp->offset + src_offset, bytes);
-  return finish(s, stream == NULL, rc);
+  return finish(s, stream == NULL, dlrt__link_end(s, gate, rc));
 }
 
 /* Rows between host memory (`pitch` apart) and a buffer (packed), either
@@ -84,6 +91,10 @@ static int copy_rows(int to_device, dlrt_buffer_t *buf, size_t offset, void *hos
   const dlrt_backend_iface *be = buf_sp->dev->be;
   size_t at = buf_sp->offset + offset;
   char *h = host;
+  void *gate; /* the rows are one copy on the link */
+  if ((rc = dlrt__link_begin(s, to_device ? DLRT__LINK_H2D : DLRT__LINK_D2H, width * rows,
+                             &gate)) < 0)
+    return rc;
   if (to_device && be->copy_h2d_rows) {
     rc = be->copy_h2d_rows(s->ctx, buf_sp->mem, at, h, pitch, width, rows);
   } else if (!to_device && be->copy_d2h_rows) {
@@ -93,7 +104,7 @@ static int copy_rows(int to_device, dlrt_buffer_t *buf, size_t offset, void *hos
       rc = to_device ? be->copy_h2d(s->ctx, buf_sp->mem, at + r * width, h + r * pitch, width)
                      : be->copy_d2h(s->ctx, h + r * pitch, buf_sp->mem, at + r * width, width);
   }
-  return finish(s, stream == NULL, rc);
+  return finish(s, stream == NULL, dlrt__link_end(s, gate, rc));
 }
 
 int dlrt_copy_h2d_rows(dlrt_buffer_t *dst, size_t dst_offset, const void *src, size_t pitch,
@@ -157,6 +168,9 @@ out:
   return rc;
 }
 
+static int copy_between(dlrt_buffer_t *dst, size_t dst_offset, dlrt_buffer_t *src,
+                        size_t src_offset, size_t bytes, dlrt_stream_t *s);
+
 int dlrt_copy_d2d(dlrt_buffer_t *dst, size_t dst_offset, dlrt_buffer_t *src,
                   size_t src_offset, size_t bytes, dlrt_stream_t *stream) {
   const dlrt__span *dst_sp = dlrt__span_of(dst);
@@ -176,11 +190,26 @@ int dlrt_copy_d2d(dlrt_buffer_t *dst, size_t dst_offset, dlrt_buffer_t *src,
                           src_sp->offset + src_offset, bytes);
     return finish(s, stream == NULL, rc);
   }
-  /* Order the copy after work queued so far on the given stream, then use
-   * each device's own stream for its side. */
+  /* Order the copy after work queued so far on the given stream; then it
+   * takes its time on both devices' links (where they have models), which
+   * the host waits out with the copy itself. */
+  if ((rc = s->dev->be->stream_synchronize(s->ctx)) < 0) return rc;
+  double end = dlrt__link_between(sd, dd, bytes);
+  rc = copy_between(dst, dst_offset, src, src_offset, bytes, s);
+  if (rc == DLRT_OK) dlrt__link_sleep_until(end);
+  return rc;
+}
+
+/* dlrt_copy_d2d between two devices, after the work queued on `s`: each
+ * device's own stream for its side. The host waits for it. */
+static int copy_between(dlrt_buffer_t *dst, size_t dst_offset, dlrt_buffer_t *src,
+                        size_t src_offset, size_t bytes, dlrt_stream_t *s) {
+  const dlrt__span *dst_sp = dlrt__span_of(dst);
+  const dlrt__span *src_sp = dlrt__span_of(src);
+  dlrt_device_t *sd = src_sp->dev, *dd = dst_sp->dev;
   dlrt_stream_t *src_s = s->dev == sd ? s : sd->default_stream;
   dlrt_stream_t *dst_s = s->dev == dd ? s : dd->default_stream;
-  if ((rc = s->dev->be->stream_synchronize(s->ctx)) < 0) return rc;
+  int rc;
   if (sd->be == dd->be && sd->be->copy_peer) {
     /* The peer copy runs on s, one device's stream: the other device's
      * stream may still be writing the source or reading the destination,

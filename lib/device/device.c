@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device/link.h"
 #include "device/registry.h"
 #include "util/status.h"
 
@@ -25,9 +26,19 @@ int dlrt__device_ensure_open(dlrt_device_t *dev) {
   }
   dev->ctx = ctx; /* published below, once the default stream exists */
   if ((rc = stream_new(dev, 1, &dev->default_stream)) < 0) goto fail;
+  /* DLRT_LINK's model, before anyone can queue a copy (a preset measures
+   * its GEMM on the default stream). */
+  if ((rc = dlrt__link_open_env(dev)) < 0) goto fail;
   __atomic_store_n(&dev->open, 1, __ATOMIC_RELEASE);
   goto out;
 fail:
+  if (dev->default_stream) {
+    dev->be->stream_destroy(dev->default_stream->ctx);
+    free(dev->default_stream);
+    dev->default_stream = NULL;
+    dev->streams = NULL;
+  }
+  dlrt__link_close(dev);
   dev->be->device_close(ctx);
   dev->ctx = NULL;
 out:
@@ -48,6 +59,7 @@ void dlrt__device_close(dlrt_device_t *dev) {
     dev->be->stream_destroy(s->ctx);
     free(s);
   }
+  dlrt__link_close(dev);
   dev->be->device_close(dev->ctx);
   dev->ctx = NULL;
   dev->default_stream = NULL;

@@ -71,6 +71,9 @@ struct dlrt_device {
   uint64_t initial_limit;     /* from DLRT_MEM_LIMIT: a budget for the layer above */
   const dlrt__device_hooks *hooks; /* the attached layer's, with its state: */
   void *attached;                  /* set (release) once, cleared at close */
+  /* The host link model (link.c): made (release) on the first dlrt_link_set
+   * or DLRT_LINK, kept until close, so a copy reads it without a lock. */
+  struct dlrt__link *link;
 };
 
 /* Opens the backend device on first use (its context and default stream). */

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "device/link_model.h"
 #include "device/registry.h"
 #include "util/status.h"
 
@@ -110,6 +111,7 @@ static int init_locked(void) {
   int total = 0, rc, enabled[N_COMPILED];
   const char *limit_text = getenv("DLRT_MEM_LIMIT");
   if ((rc = parse_backend_env(enabled)) < 0) return rc;
+  if ((rc = dlrt__link_check_env()) < 0) return rc;
   const char *backend_env = getenv("DLRT_BACKEND");
   snprintf(reg.backend_env, sizeof reg.backend_env, "%s", backend_env ? backend_env : "");
   for (int i = 0; i < N_COMPILED; i++) {

@@ -335,6 +335,96 @@ DLRT_API int dlrt_memset(dlrt_buffer_t *dst, size_t offset, int value,
                          size_t bytes, dlrt_stream_t *stream);
 
 /* ------------------------------------------------------------------------ */
+/* The host link model                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* A device may carry a model of the link between host memory and its own:
+ * then every copy between the two (dlrt_copy_h2d, _d2h, their _rows forms,
+ * and each side of a dlrt_copy_d2d between two devices) takes the time the
+ * model gives, bytes / rate + latency, on a copy engine of its own, one per
+ * direction per device, as a GPU's DMA engines do: a copy starts when its
+ * stream reaches it and its direction's engine is free, so copies in one
+ * direction queue behind each other, the two directions overlap, and compute
+ * on other streams goes on. Work queued on the copy's stream after it (and
+ * events recorded there) waits until the copy's modelled end. The data and
+ * the results are the same bit for bit; only time changes. A copy never ends
+ * before the backend's own copy does. Copies within one device's memory
+ * (dlrt_copy_d2d on one device) and dlrt_memset are not on the link.
+ * Pinned and pageable host memory are modelled alike.
+ *
+ * A spec is "none" (no model), an absolute rate per direction with an
+ * optional latency per copy ("12GB/s", "12GB/s:10us"; B/s with a decimal
+ * K, M, G or T prefix, or a binary Ki, Mi, Gi, Ti; latency in ns, us, ms or
+ * s), or a preset named after a GPU and its host link ("h200-pcie5",
+ * optionally with ":LATENCY" replacing the preset's). A preset keeps that
+ * GPU's ratio of compute to link bandwidth: the link's rate is this
+ * device's GEMM rate (measured once per device and process, about a second
+ * at most) divided by the preset's FLOP per byte, so a CPU or PoCL device
+ * trains with the balance of the named machine. DLRT_LINK=SPEC sets it for
+ * every device when it opens (a bad spec fails dlrt_init, as a bad
+ * DLRT_MEM_LIMIT does). */
+
+/* A named target machine: published figures, and what the model uses. */
+typedef struct {
+  const char *name;        /* "h200-pcie5" */
+  const char *about;       /* "NVIDIA H200 SXM on PCIe 5.0 x16" */
+  double peak_flops;       /* published dense bf16 tensor rate, FLOP/s */
+  double flops;            /* what the ratio uses: 80% of the peak, what large
+                              GEMMs reach */
+  double link_peak_bytes_per_s; /* published link rate per direction, B/s */
+  double bytes_per_s;      /* achievable per direction: what the ratio uses */
+  double latency_s;        /* per copy */
+  double flop_per_byte;    /* flops / bytes_per_s */
+} dlrt_link_preset;
+
+/* The presets, by index [0, dlrt_link_preset_count()); NULL past the end. */
+DLRT_API int dlrt_link_preset_count(void);
+DLRT_API const dlrt_link_preset *dlrt_link_preset_get(int index);
+
+typedef struct {
+  int none;                        /* "none": no model */
+  const dlrt_link_preset *preset;  /* a preset, or NULL for an absolute rate */
+  double bytes_per_s;              /* absolute: the rate; preset: 0 (per device) */
+  double latency_s;                /* per copy (a preset's unless given) */
+} dlrt_link_spec;
+
+/* Reads a spec without a device. DLRT_ERR_INVALID_ARG naming the fault: an
+ * unknown preset (the message lists them), a missing or unknown unit, a
+ * rate that is not above zero, a negative latency. */
+DLRT_API int dlrt_link_parse(const char *text, dlrt_link_spec *out);
+
+/* Puts the model of `spec` on the device (NULL, "" or "none": takes it off).
+ * Waits for the device's queued work first. For a preset, measures the
+ * device's GEMM rate the first time. DLRT_ERR_UNSUPPORTED for a backend
+ * that cannot hold its streams until a modelled time. */
+DLRT_API int dlrt_link_set(dlrt_device_t *dev, const char *spec);
+
+/* The device's model and what went over it since it was set (opening the
+ * device first, as any use of it does, so that DLRT_LINK's is there). Index 0
+ * of the arrays is host to device, 1 device to host. */
+typedef struct {
+  int active;              /* 0: no model (the rest is zero) */
+  char spec[64];           /* as given */
+  const dlrt_link_preset *preset; /* or NULL */
+  double bytes_per_s;      /* the modelled rate per direction */
+  double latency_s;
+  double device_flops;     /* presets: the device's measured GEMM rate, FLOP/s (0 else) */
+  char flops_how[64];      /* how it was measured: "fp32 GEMM 1024^3, best of 3" */
+  uint64_t copies[2];      /* copies on each engine */
+  uint64_t bytes[2];
+  double busy_s[2];        /* the sum of their modelled durations */
+  double queued_s[2];      /* the time they waited behind earlier copies */
+} dlrt_link_info;
+
+DLRT_API int dlrt_link_get(dlrt_device_t *dev, dlrt_link_info *out);
+/* Seconds the device's model gives a copy of `bytes` (0 without a model). */
+DLRT_API double dlrt_link_seconds(dlrt_device_t *dev, uint64_t bytes);
+/* One line: "12 GB/s + 10 us per copy" or "h200-pcie5: 6.9 MB/s + 10 us
+ * (14391 FLOP/B of 99.2 GFLOP/s measured)", or "none". The length it needs,
+ * or <0. */
+DLRT_API int dlrt_link_describe(dlrt_device_t *dev, char *buf, size_t size);
+
+/* ------------------------------------------------------------------------ */
 /* Compute                                                                   */
 /* ------------------------------------------------------------------------ */
 

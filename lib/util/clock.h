@@ -4,8 +4,17 @@
 #ifndef DLRT_UTIL_CLOCK_H
 #define DLRT_UTIL_CLOCK_H
 
+#include <time.h>
+
 double dlrt__now_s(void);
 double dlrt__now_ms(void);
 double dlrt__now_us(void);
+
+/* A time in dlrt__now_s's seconds as a timespec (for CLOCK_MONOTONIC waits). */
+struct timespec dlrt__timespec_at(double s);
+/* Sleeps until `when` (dlrt__now_s's seconds); at once when it has passed.
+ * The first call on a thread asks Linux for 1 us of timer slack instead of
+ * the 50 us an ordinary thread's timers may end late by. */
+void dlrt__sleep_until_s(double when);
 
 #endif
