@@ -100,7 +100,8 @@ int main(int argc, char **argv) {
   double median = steps % 2 ? ms[steps / 2] : 0.5 * (ms[steps / 2 - 1] + ms[steps / 2]);
   printf("{\"impl\": \"dlrt\", \"params\": %lld, \"tensors\": %d, \"threads\": %ld, "
          "\"median_ms\": %.3f, \"updates_per_s\": %.4g, \"check\": %.9g}\n",
-         (long long)total, n, threads, median, (double)total / (median * 1e-3), (double)p[total / 2]);
+         (long long)total, n, threads, median, (double)total / (median * 1e-3),
+         (double)p[total / 2]);
   free(p), free(g), free(m), free(v), free(ms);
   dlrt_shutdown();
   return 0;

@@ -101,7 +101,8 @@ static void compare(dlrt_device_t *dev, const char *spec, float smoothing) {
     ok(eval_loss == loss[1], "%s, smoothing %g: a forward-only run gives the same loss (%.7f)",
        spec, smoothing, eval_loss);
     dlrt_exec_info ip, ifu;
-    if (dlrt_exec_info_get(plain.e, &ip) == DLRT_OK && dlrt_exec_info_get(fused.e, &ifu) == DLRT_OK)
+    if (dlrt_exec_info_get(plain.e, &ip) == DLRT_OK &&
+        dlrt_exec_info_get(fused.e, &ifu) == DLRT_OK)
       ok(ifu.planned_peak_bytes + (uint64_t)N * V * 4 <= ip.planned_peak_bytes,
          "%s, smoothing %g: planned peak %.2f MiB, at least the N x V logits (%.2f MiB) under "
          "the plain %.2f MiB", spec, smoothing, (double)ifu.planned_peak_bytes / 1048576.0,
@@ -163,8 +164,10 @@ int main(void) {
   w_host = malloc(sizeof(float) * V * C);
   if (!x_host || !w_host) bail_out("no memory");
   uint32_t s = 2024;
-  for (int i = 0; i < N * C; i++) s = s * 1664525u + 1013904223u, x_host[i] = (float)(s >> 8) / 8388608.0f - 1.0f;
-  for (int i = 0; i < V * C; i++) s = s * 1664525u + 1013904223u, w_host[i] = (float)(s >> 8) / 8388608.0f - 1.0f;
+  for (int i = 0; i < N * C; i++)
+    s = s * 1664525u + 1013904223u, x_host[i] = (float)(s >> 8) / 8388608.0f - 1.0f;
+  for (int i = 0; i < V * C; i++)
+    s = s * 1664525u + 1013904223u, w_host[i] = (float)(s >> 8) / 8388608.0f - 1.0f;
   for (int i = 0; i < N; i++) labels_host[i] = (int32_t)((i * 7919) % V);
   if (dlrt_init() < 0) bail_out("%s", dlrt_last_error());
 

@@ -87,14 +87,18 @@ typedef struct {
 static void on_progress(void *user, int64_t step, int64_t steps, const dlrt_epoch_stats *s) {
   lm_progress *p = user;
   (void)steps;
+  /* The device memory in use now and at most so far: under a budget the
+   * spiller may have moved most of it off by the end of a step. */
   dlrt_mem_stats mem;
-  double mib = dlrt_mem_stats_get(p->dev, &mem) == DLRT_OK
-                   ? (double)mem.allocated.current / (1024.0 * 1024.0) : 0;
+  int have = dlrt_mem_stats_get(p->dev, &mem) == DLRT_OK;
+  double mib = have ? (double)mem.allocated.current / (1024.0 * 1024.0) : 0;
+  double peak_mib = have ? (double)mem.allocated.peak / (1024.0 * 1024.0) : 0;
   int64_t at = p->first + step;
   if (!p->tty && at - p->shown < p->total / 20 && at != p->total) return;
   p->shown = at;
-  fprintf(p->out, "%sstep %" PRId64 "/%" PRId64 " loss %.4f %.0f tok/s mem %.1f MiB%s",
-          p->tty ? "\r\033[K" : "", at, p->total, s->loss, s->tokens_per_s, mib,
+  fprintf(p->out,
+          "%sstep %" PRId64 "/%" PRId64 " loss %.4f %.0f tok/s mem %.1f MiB (peak %.1f)%s",
+          p->tty ? "\r\033[K" : "", at, p->total, s->loss, s->tokens_per_s, mib, peak_mib,
           p->tty ? "" : "\n");
   fflush(p->out);
 }
