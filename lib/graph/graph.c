@@ -28,7 +28,8 @@ static const char *const op_names[DLRT__OP_COUNT_] = {
     [DLRT__OP_SLICE_GRAD] = "slice_grad", [DLRT__OP_AXIS_SUM] = "sum_axis", [DLRT__OP_AXIS_EXPAND] = "expand",
     [DLRT__OP_BCAST] = "broadcast_op", [DLRT__OP_BCAST_GRAD_B] = "broadcast_grad", [DLRT__OP_EMBED] = "embedding",
     [DLRT__OP_EMBED_GRAD] = "embedding_grad", [DLRT__OP_CAST] = "cast", [DLRT__OP_CONTIGUOUS] = "contiguous",
-    [DLRT__OP_ATTENTION] = "attention", [DLRT__OP_ATTENTION_GRAD] = "attention_grad"};
+    [DLRT__OP_ATTENTION] = "attention", [DLRT__OP_ATTENTION_GRAD] = "attention_grad",
+    [DLRT__OP_ATTENTION_DECODE] = "attention_decode"};
 
 const char *dlrt__op_name(dlrt__op_kind op) {
   return op >= 0 && op < DLRT__OP_COUNT_ && op_names[op] ? op_names[op] : "unknown";

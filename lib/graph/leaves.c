@@ -1,5 +1,6 @@
 /* leaves.c — the graph's leaves: inputs the caller writes, trained
- * parameters, and the kept tensors that survive a run. */
+ * parameters, state that runs keep (key / value caches), and the kept
+ * tensors that survive a run. */
 #include "config.h"
 
 #include <math.h>
@@ -20,6 +21,22 @@ dlrt_tensor_t *dlrt_input(dlrt_graph_t *g, const char *name, dlrt_dtype dtype, i
   if (!shape && ndim) return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "input: shape is NULL");
   dlrt_tensor_t *t = dlrt__tensor_new(g, name, dtype, ndim, shape, DLRT__TENSOR_INPUT);
   if (t) t->kept = 1;
+  return t;
+}
+
+dlrt_tensor_t *dlrt_state(dlrt_graph_t *g, const char *name, dlrt_dtype dtype, int ndim,
+                          const int64_t *shape) {
+  if (!g || g->status) return NULL;
+  /* fp32 only: the ops that write state (dlrt_attention_decode) store
+   * fp32, whatever the graph's compute type. */
+  if (dtype != DLRT_F32)
+    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "state %s: dtype %s (state is f32)",
+                            name ? name : "", dlrt_dtype_name(dtype));
+  if (!shape && ndim) return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "state: shape is NULL");
+  dlrt_tensor_t *t = dlrt__tensor_new(g, name, dtype, ndim, shape, DLRT__TENSOR_CACHE);
+  if (!t) return NULL;
+  t->init = DLRT_INIT_ZEROS; /* the executor zeroes it once, when it is made */
+  t->kept = 1;
   return t;
 }
 
