@@ -71,6 +71,21 @@ DLRT_API int64_t dlrt_gpt_params(const dlrt_gpt_config *cfg);
  * *logits. */
 DLRT_API int dlrt_gpt_build(dlrt_graph_t *g, const dlrt_gpt_config *cfg, dlrt_tensor_t *tokens,
                             dlrt_tensor_t **logits);
+/* The same model for sampling, one new token per sequence and run:
+ * `tokens` (batch x 1, I32) at positions `pos` (batch, I32, each from 0 to
+ * context - 1), both inputs written before each run, give the next token's
+ * logits (batch x vocab) in *logits. The parameters are dlrt_gpt_build's
+ * (names, shapes), so a checkpoint loads into it (dlrt_exec_import); each
+ * block keeps key and value caches, "transformer.h.N.attn.k_cache" and
+ * ".v_cache" (dlrt_state, batch x context x embd each), which a run fills
+ * at its positions (dlrt_attention_decode): run positions 0, 1, 2, ... of a
+ * sequence in order, and each run attends to the keys and values the
+ * earlier ones left instead of recomputing them. Position t's logits equal
+ * row t of dlrt_gpt_build's over the same tokens (to fp32 rounding).
+ * Forward runs only; no dropout. */
+DLRT_API int dlrt_gpt_build_decode(dlrt_graph_t *g, const dlrt_gpt_config *cfg,
+                                   dlrt_tensor_t *tokens, dlrt_tensor_t *pos,
+                                   dlrt_tensor_t **logits);
 
 typedef struct dlrt_trainer dlrt_trainer_t;
 
