@@ -3,18 +3,22 @@
 # (bench/gpt_pytorch.py), side by side on the same token file, batch,
 # context, recipe and threads: training tokens/s, runs alternated, medians
 # and their ratio; with --quality, the validation loss after the same
-# number of steps (mean over the same fixed validation windows).
+# number of steps (mean over the same fixed validation windows). Both sides
+# train on the same windows: gpt_pytorch.py draws dltrain's offsets for the
+# same --seed (its --windows dlrt), so they differ only in their initial
+# draws.
 #
 # Usage: bench/gpt-vs-pytorch.sh [--model gpt-mini|gpt2] [--runs N] [--steps S]
-#        [--quality] [--threads T]
+#        [--quality] [--seeds N] [--threads T]
 #   gpt-mini: batch 32, context 128 (the issue's speed bar: >= 2x);
 #   gpt2:     124M parameters, batch 4, context 64 (bar: >= 1.5x).
 #   --quality: gpt-mini, AdamW 1e-3, 1000 steps, evaluated on 20 batches
-#   at the end (bar: within 0.02 nats of PyTorch's).
+#   at the end (bar: within 0.02 nats of PyTorch's); --seeds N (default 1)
+#   repeats it for seeds 1..N on both sides and compares the means.
 # Needs a build (DLTRAIN, DLRECORD: default ./tools/...), Debian's
 # python3-torch and fortunes (the corpus, made into a token file here).
 set -euo pipefail
-model=gpt-mini runs=3 steps= quality=0 threads=2
+model=gpt-mini runs=3 steps= quality=0 threads=2 seeds=1
 while (($#)); do
   case $1 in
   --model) model=$2; shift 2 ;;
@@ -22,7 +26,9 @@ while (($#)); do
   --steps) steps=$2; shift 2 ;;
   --threads) threads=$2; shift 2 ;;
   --quality) quality=1; shift ;;
-  *) echo "usage: $0 [--model gpt-mini|gpt2] [--runs N] [--steps S] [--quality] [--threads T]" >&2
+  --seeds) seeds=$2; shift 2 ;;
+  *) echo "usage: $0 [--model gpt-mini|gpt2] [--runs N] [--steps S] [--quality] [--seeds N]" \
+          "[--threads T]" >&2
      exit 2 ;;
   esac
 done
@@ -42,7 +48,7 @@ gpt2) batch=4 context=64 sizes=(--layers 12 --heads 12 --embd 768 --context 64 -
 *) echo "$0: --model gpt-mini or gpt2" >&2; exit 2 ;;
 esac
 if ((quality)); then
-  runs=1 steps=${steps:-1000} eval_batches=20
+  runs=$seeds steps=${steps:-1000} eval_batches=20
 else
   steps=${steps:-$([[ $model == gpt2 ]] && echo 12 || echo 40)} eval_batches=1
 fi
@@ -50,22 +56,26 @@ fi
 dl() {
   "$DLTRAIN" --model "$model" "${dl_sizes[@]}" --data "$tmp/corpus.bin" \
     --batch "$batch" --steps "$steps" --eval-every "$steps" --eval-batches "$eval_batches" \
-    --optimizer adamw --lr 1e-3 --threads "$threads" --device cpu --quiet --json 2>"$tmp/dl.err" |
+    --optimizer adamw --lr 1e-3 --threads "$threads" --device cpu --seed "$seed" --quiet --json \
+    2>"$tmp/dl.err" |
     tail -n 1
 }
 pt() {
   "$PYTHON" "$here/gpt_pytorch.py" --data "$tmp/corpus.bin" "${sizes[@]}" --batch "$batch" \
-    --steps "$steps" --eval-batches "$eval_batches" --threads "$threads" --lr 1e-3 | tail -n 1
+    --steps "$steps" --eval-batches "$eval_batches" --threads "$threads" --lr 1e-3 \
+    --seed "$seed" --windows dlrt | tail -n 1
 }
 field() { "$PYTHON" -c "import json, sys; print(json.loads(sys.argv[1])['$1'])" "$2"; }
 
-dl_rates=() pt_rates=()
+dl_rates=() pt_rates=() dl_losses=() pt_losses=()
 for ((i = 0; i < runs; i++)); do
+  seed=$((quality ? i + 1 : 1)) # speed: the same run again; quality: seeds 1..N
   a=$(dl) || { cat "$tmp/dl.err" >&2; exit 1; }
   b=$(pt)
   dl_rates+=("$(field tokens_per_s "$a")") pt_rates+=("$(field tokens_per_s "$b")")
+  dl_losses+=("$(field val_loss "$a")") pt_losses+=("$(field val_loss "$b")")
   echo "run $((i + 1)): dlrt $(field tokens_per_s "$a") tokens/s, val loss $(field val_loss "$a");" \
-       "pytorch $(field tokens_per_s "$b") tokens/s, val loss $(field val_loss "$b")"
+       "pytorch $(field tokens_per_s "$b") tokens/s, val loss $(field val_loss "$b") (seed $seed)"
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 m_dl=$(median "${dl_rates[@]}") m_pt=$(median "${pt_rates[@]}")
@@ -74,6 +84,8 @@ echo "  dlrt    median $m_dl tokens/s"
 echo "  pytorch median $m_pt tokens/s ($("$PYTHON" -c 'import torch; print(torch.__version__)'))"
 awk -v a="$m_dl" -v b="$m_pt" 'BEGIN {printf "  ratio   %.2fx\n", a / b}'
 if ((quality)); then
-  echo "  val loss: dlrt $(field val_loss "$a"), pytorch $(field val_loss "$b")," \
-       "difference $("$PYTHON" -c "import json,sys; print(round(json.loads(sys.argv[1])['val_loss'] - json.loads(sys.argv[2])['val_loss'], 4))" "$a" "$b") nats"
+  mean() { printf '%s\n' "$@" | awk '{s += $1} END {printf "%.4f", s / NR}'; }
+  m_a=$(mean "${dl_losses[@]}") m_b=$(mean "${pt_losses[@]}")
+  echo "  val loss over seeds 1..$runs: dlrt mean $m_a, pytorch mean $m_b," \
+       "difference $(awk -v a="$m_a" -v b="$m_b" 'BEGIN {printf "%.4f", a - b}') nats"
 fi

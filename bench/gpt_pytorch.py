@@ -5,13 +5,18 @@ on an llm.c token file (written by `dlrecord tokens`) split as dlrt splits
 it (the last tenth for validation), with the same recipe: AdamW, weight
 decay on the blocks' matrices only, windows of T + 1 tokens at random
 offsets, evaluation on the first K x batch consecutive validation windows.
+With --windows dlrt (the default) the training windows are dltrain's own:
+the offsets lib/data/windows.c draws from (seed, round, index), computed
+here with the same SplitMix64 (lib/data/sample_rng.h), so both sides see
+the same data and differ only in their initial draws; --windows torch
+draws them with torch.randint instead.
 Prints one JSON line like dltrain's --json: tokens_per_s (steady state: the
 first tenth of the steps left out), val_loss, val_bpb, steps.
 
 Usage: gpt_pytorch.py --data FILE.bin [--layers 4 --heads 4 --embd 128
        --context 128 --vocab 256] [--batch 32] [--steps N] [--lr 1e-3]
        [--weight-decay 0.01] [--eval-every N] [--eval-batches K]
-       [--threads 2] [--seed 1]
+       [--threads 2] [--seed 1] [--windows dlrt|torch] [--window-seed S]
 """
 import argparse
 import json
@@ -80,6 +85,26 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(B * T, -1), targets.reshape(-1))
 
 
+M64 = (1 << 64) - 1
+
+
+def mix64(z):
+    """SplitMix64's finaliser, as dlrt__mix64."""
+    z = (z + 0x9E3779B97F4A7C15) & M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+def dlrt_window_offset(seed, epoch, count, index, n, T):
+    """dlrt__window_offset of a shuffled window: the first draw of the sample
+    generator of (seed, 0, epoch x count + index), uniform in [0, n - T - 1];
+    dltrain's training epoch is a round of --eval-every steps, count = its
+    samples."""
+    state = mix64(seed ^ mix64(0 ^ mix64((epoch * count + index) & M64)))
+    return mix64((state * 0xD1342543DE82EF95) & M64) % (n - T)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--data", required=True)
@@ -89,7 +114,11 @@ def main():
         p.add_argument("--" + name.replace("_", "-"), type=int, default=v)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--weight-decay", type=float, default=0.01)
+    p.add_argument("--windows", choices=("dlrt", "torch"), default="dlrt")
+    p.add_argument("--window-seed", type=int, default=None,
+                   help="dltrain's --seed for --windows dlrt (default: --seed)")
     a = p.parse_args()
+    window_seed = a.seed if a.window_seed is None else a.window_seed
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     tokens = load_tokens(a.data)
@@ -123,7 +152,14 @@ def main():
     for step in range(a.steps):
         if step == warm:
             warm_start = time.perf_counter()
-        off = torch.randint(0, len(train) - T - 1, (B,), generator=gen)
+        if a.windows == "dlrt":
+            # dltrain's rounds end at each evaluation: round = epoch, and the
+            # row's index counts from the round's first step.
+            every = a.eval_every or a.steps
+            off = [dlrt_window_offset(window_seed, step // every, every * B,
+                                      (step % every) * B + r, len(train), T) for r in range(B)]
+        else:
+            off = torch.randint(0, len(train) - T - 1, (B,), generator=gen)
         x = torch.stack([train[o : o + T] for o in off])
         y = torch.stack([train[o + 1 : o + T + 1] for o in off])
         loss = model(x, y)

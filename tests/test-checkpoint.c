@@ -12,6 +12,10 @@
  * two convolutions in one segment (not chunked, still exact), and segments
  * of every length. The cnn's planned peak must fall with sqrt segments
  * (test-plan.sh checks the measured peak at batch 256, where the bar is).
+ * A small GPT checkpointed by its blocks (DLRT_CHECKPOINT_MARKS: the
+ * segments end at the residual stream dlrt_gpt_build marks) trains as the
+ * plain run does, bit for bit, with a lower planned peak; a graph without
+ * marks refuses that setting.
  * Points: computed at run time (done_testing).
  */
 #include <stdint.h>
@@ -146,6 +150,84 @@ static const model_case cases[] = {
      "maxpool 2\n", 48, 16, 7},
 };
 
+/* A GPT of 3 blocks on windows of 16 tokens: the plain run against one
+ * checkpointed with `every` (DLRT_CHECKPOINT_MARKS: a segment per block). */
+static void check_gpt(dlrt_device_t *dev, const char *spec, int every, const char *what) {
+  enum { B = 3, T = 16, V = 64 };
+  static const dlrt_gpt_config cfg = {.layers = 3, .heads = 2, .embd = 32, .context = T,
+                                      .vocab = V};
+  dlrt_graph_t *g = NULL;
+  dlrt_exec_t *e[2] = {NULL, NULL};
+  dlrt_tensor_t *tokens = NULL, *targets = NULL, *logits = NULL, *loss = NULL;
+  dlrt_host_tensor *p[2] = {NULL, NULL};
+  int n[2] = {0, 0};
+  float losses[2][STEPS];
+  int64_t ts[2] = {B, T}, ls[1] = {B * T};
+  int rc = dlrt_graph_create(&g);
+  if (rc == DLRT_OK) {
+    tokens = dlrt_input(g, "tokens", DLRT_I32, 2, ts);
+    targets = dlrt_input(g, "targets", DLRT_I32, 1, ls);
+    rc = dlrt_gpt_build(g, &cfg, tokens, &logits);
+  }
+  if (rc == DLRT_OK) {
+    loss = dlrt_keep(g, dlrt_cross_entropy(g, logits, targets, 0.0f));
+    dlrt_optimizer adamw = dlrt_optimizer_defaults(DLRT_OPT_ADAMW);
+    if ((rc = dlrt_graph_backward(g, loss)) == DLRT_OK) rc = dlrt_graph_optimize(g, &adamw);
+  }
+  for (int k = 0; k < 2 && rc == DLRT_OK; k++) rc = dlrt_exec_create(g, dev, 11, &e[k]);
+  if (rc == DLRT_OK) rc = dlrt_exec_set_checkpointing(e[1], every);
+  int32_t x[B * T], y[B * T];
+  for (int k = 0; k < 2 && rc == DLRT_OK; k++) {
+    for (int s = 0; s < STEPS && rc == DLRT_OK; s++) {
+      for (int i = 0; i < B * T; i++) x[i] = (i * 13 + s * 5) % V, y[i] = (i * 7 + s + 1) % V;
+      if ((rc = dlrt_exec_write(e[k], tokens, x, sizeof x)) < 0 ||
+          (rc = dlrt_exec_write(e[k], targets, y, sizeof y)) < 0 ||
+          (rc = dlrt_exec_run(e[k], DLRT_RUN_TRAIN)) < 0)
+        break;
+      rc = dlrt_exec_read(e[k], loss, &losses[k][s], sizeof losses[k][s]);
+    }
+    if (rc == DLRT_OK) rc = dlrt_exec_export(e[k], 1, &p[k], &n[k]);
+  }
+  if (tap_check(rc, "%s, gpt, %s: builds and trains", spec, what)) {
+    is_mem(losses[1], losses[0], sizeof losses[0], "%s, gpt, %s: the losses of %d steps equal "
+           "the plain run's bit for bit", spec, what, STEPS);
+    int same = n[0] == n[1] && n[0] > 0;
+    for (int i = 0; same && i < n[0]; i++)
+      same = p[0][i].bytes == p[1][i].bytes && memcmp(p[0][i].data, p[1][i].data,
+                                                      p[0][i].bytes) == 0;
+    ok(same, "%s, gpt, %s: the %d parameters and optimizer states equal bit for bit", spec,
+       what, n[0]);
+    dlrt_exec_info ia, ib;
+    if (tap_check(dlrt_exec_info_get(e[0], &ia), "info") &&
+        tap_check(dlrt_exec_info_get(e[1], &ib), "info"))
+      ok(ib.planned_peak_bytes < ia.planned_peak_bytes, "%s, gpt, %s: planned peak %.3f MiB, "
+         "under the plain %.3f MiB", spec, what, (double)ib.planned_peak_bytes / 1048576.0,
+         (double)ia.planned_peak_bytes / 1048576.0);
+  }
+  dlrt_safetensors_free(p[0], n[0], NULL);
+  dlrt_safetensors_free(p[1], n[1], NULL);
+  dlrt_exec_destroy(e[0]);
+  dlrt_exec_destroy(e[1]);
+  dlrt_graph_destroy(g);
+}
+
+/* A graph without marks refuses DLRT_CHECKPOINT_MARKS, saying what to do. */
+static void check_no_marks(dlrt_device_t *dev, const char *spec, const char *dir) {
+  model_case mc = {"no marks", "cnn", 8, 28, 0};
+  model m = {0};
+  dlrt_exec_t *e = NULL;
+  int rc = build(&mc, dir, &m);
+  if (rc == DLRT_OK) rc = dlrt_exec_create(m.g, dev, 7, &e);
+  if (tap_check(rc, "%s, cnn: builds", spec)) {
+    is_status(dlrt_exec_set_checkpointing(e, DLRT_CHECKPOINT_MARKS), DLRT_ERR_INVALID_ARG,
+              "%s, cnn: DLRT_CHECKPOINT_MARKS without marks is refused", spec);
+    ok(strstr(dlrt_last_error(), "dlrt_checkpoint_mark") != NULL, "and says why: %s",
+       dlrt_last_error());
+  }
+  dlrt_exec_destroy(e);
+  dlrt_graph_destroy(m.g);
+}
+
 /* ctx: the temporary folder the model files go to. */
 static void run_device(dlrt_device_t *dev, const char *spec, void *ctx) {
   const char *dir = ctx;
@@ -158,6 +240,9 @@ static void run_device(dlrt_device_t *dev, const char *spec, void *ctx) {
     model_case mc = {what, "cnn", 40, 28, every};
     check_case(dev, spec, &mc, dir);
   }
+  check_gpt(dev, spec, DLRT_CHECKPOINT_MARKS, "a segment per block");
+  check_gpt(dev, spec, DLRT_CHECKPOINT_SQRT, "sqrt segments");
+  check_no_marks(dev, spec, dir);
 }
 
 int main(void) {

@@ -9,13 +9,14 @@
 # trains it too; --plan --model gpt3-175b answers without allocating (its
 # time is printed, not judged); bad sizes and GPT options on image models
 # are usage errors; a vocabulary too small for the data is an error naming --vocab; a
-# model file takes GELU's tanh form (gelu_tanh).
+# model file takes GELU's tanh form (gelu_tanh); data parallel over two
+# devices trains as one device does; --pipeline is refused with a message.
 
 DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLRECORD=${DLRECORD:-./tools/dlrecord}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=14
+TOOL=$DLTRAIN PLAN=16
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
@@ -120,3 +121,22 @@ result "--vocab 64 for byte tokens exits 1 saying which --vocab it needs"
 printf 'linear 32\ngelu_tanh\n' >"$tmp/tanh.model"
 run --model "$tmp/tanh.model" --data generated --limit 256 --batch 64 --device cpu --quiet
 result "a model file's gelu_tanh layer trains"
+
+# 15: data parallel over the CPU twice: the rows of each step split between
+# the replicas, the gradients combined by rows: one device's validation loss.
+run $small --data "$tmp/corpus.txt" --steps 6 --eval-every 6 --eval-batches 2 --device cpu --json
+cp "$tmp/out" "$tmp/one.json"
+run $small --data "$tmp/corpus.txt" --steps 6 --eval-every 6 --eval-batches 2 --devices cpu,cpu \
+  --json
+[ $rc -eq 0 ] && python3 -c "
+import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
+assert len(b['devices']) == 2 and sum(x['rows'] for x in b['devices']) == 8, b['devices']
+assert abs(a['val_loss'] - b['val_loss']) <= 1e-5 * a['val_loss'], (a['val_loss'], b['val_loss'])
+" "$tmp/one.json" "$tmp/out"
+result "--devices cpu,cpu trains a GPT as one device does (validation loss within 1e-5)"
+
+# 16
+run $small --data "$tmp/corpus.txt" --steps 2 --pipeline cpu,cpu
+[ $rc -ne 0 ] && grep -q "pipeline parallelism does not take GPT models" "$tmp/err"
+result "--pipeline with a GPT exits $rc saying it is not supported yet"

@@ -6,12 +6,13 @@
 # resumes in one process; a rank that fails stops the job with its message;
 # a rank that leaves makes the other stop after DLRT_MPI_TIMEOUT instead of
 # hanging; ranks started with different options (a seed, a learning rate,
-# a data limit) stop at once with a message naming the rank and the field.
+# a data limit) stop at once with a message naming the rank and the field;
+# a GPT trains across two ranks as in one process with twice the batch.
 
 DLTRAIN=${DLTRAIN:-./tools/dltrain}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=8
+TOOL=$DLTRAIN PLAN=9
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
@@ -20,7 +21,7 @@ why=""
 [ -z "$why" ] && ! command -v mpirun >/dev/null 2>&1 && why="no mpirun (openmpi-bin)"
 [ -z "$why" ] && [ $have_python = no ] && why="python3 not found"
 if [ -n "$why" ]; then
-  for i in 1 2 3 4 5 6 7 8; do skip "test $i" "$why"; done
+  for i in 1 2 3 4 5 6 7 8 9; do skip "test $i" "$why"; done
   exit 0
 fi
 # Under --enable-sanitizers: Open MPI's components leak at MPI_Finalize
@@ -104,3 +105,18 @@ differ "--lr 0.5" "learning rate (--lr) is 0.5, rank 0's 0.01"
 result "a rank with another --lr stops the job at once (exit $rc)"
 differ "--limit 640" "training samples (--data, --limit) is 640, rank 0's 1280"
 result "a rank with other data (--limit) stops the job at once (exit $rc)"
+
+# 9: a GPT across two ranks: rank r takes windows r, r + 2, ... of each
+# step, so two ranks of --batch 4 see the windows of one process's --batch 8.
+awk 'BEGIN { for (i = 0; i < 4000; i++) printf "%d bottles of beer on the wall\n", i % 97 }' \
+  >"$tmp/corpus.txt"
+gpt="--model gpt-mini --layers 1 --heads 2 --embd 32 --context 16 --data $tmp/corpus.txt"
+gpt="$gpt --steps 6 --eval-every 6 --eval-batches 2 --threads 1 --device cpu --json --quiet"
+"$DLTRAIN" $gpt --batch 8 >"$tmp/gpt-one.json" 2>"$tmp/err" &&
+  $mpi "$DLTRAIN" $gpt --batch 4 >"$tmp/gpt-two.json" 2>>"$tmp/err" &&
+  python3 -c "import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:])
+assert a['steps_run'] == b['steps_run'] == 6, (a['steps_run'], b['steps_run'])
+assert abs(a['val_loss'] - b['val_loss']) <= 1e-5 * abs(a['val_loss']), (a['val_loss'], b['val_loss'])" \
+    "$tmp/gpt-one.json" "$tmp/gpt-two.json"
+result "a GPT on two ranks of --batch 4 trains as one process of --batch 8 (val loss within 1e-5)"

@@ -20,7 +20,7 @@
 /* The streams behind the two datasets (which point into them). */
 static dlrt_tokens streams[3];
 
-int dltrain_lm_load(const options *o, dlrt_dataset d[2]) {
+int dltrain_lm_load(const options *o, int world, dlrt_dataset d[2]) {
   dlrt_gpt_config gpt;
   dlrt_gpt_preset(o->model, &gpt);
   dlrt_gpt_override(&gpt, &o->gpt);
@@ -55,13 +55,16 @@ int dltrain_lm_load(const options *o, dlrt_dataset d[2]) {
     return tool_fail("cannot train on these tokens", rc);
   if ((rc = dlrt_dataset_from_tokens(&streams[2], context, &d[1])) < 0)
     return tool_fail("cannot validate on these tokens (the last tenth of --data)", rc);
-  /* A training "epoch" is one round of --eval-every updates: windows are
-   * drawn at random offsets, so any count is as good as another. The
-   * validation windows are the first --eval-batches batches of it. */
+  /* A training "epoch" is one round of --eval-every updates of every rank
+   * (each takes its share of a step's windows): windows are drawn at random
+   * offsets, so any count is as good as another. The validation windows
+   * are the first --eval-batches batches of a whole step (batch x ranks)
+   * of it, which each rank evaluates: the same set for any number of
+   * ranks. */
   d[0].classes = d[1].classes = streams[0].vocab;
-  int64_t per_round = o->eval_every * o->batch * (o->accum > 1 ? o->accum : 1);
+  int64_t per_round = o->eval_every * o->batch * (o->accum > 1 ? o->accum : 1) * world;
   d[0].count = per_round;
-  int64_t val = o->eval_batches * o->batch;
+  int64_t val = o->eval_batches * o->batch * world;
   if (d[1].count > val) d[1].count = val;
   return 0;
 }

@@ -80,10 +80,11 @@ void dltrain_usage(FILE *out) {
         "                             regular file or a link to one (a link is followed)\n"
         "      --resume FILE          continue from a checkpoint up to --epochs in all\n"
         "                             (its metadata is checked: a bad value is refused)\n"
-        "      --checkpoint none|sqrt|every:N|auto\n"
+        "      --checkpoint none|sqrt|blocks|every:N|auto\n"
         "                             gradient checkpointing: recompute activations in\n"
         "                             the backward pass, in segments of ceil(sqrt(n))\n"
-        "                             or N forward nodes, or the longest segments that\n"
+        "                             or N forward nodes, a GPT's blocks (each from the\n"
+        "                             residual stream), or the longest segments that\n"
         "                             fit the device (default none); segments of\n"
         "                             conv/relu/maxpool run a chunk of images at a time\n"
         "      --mem-limit SIZE       device memory budget of the run (512M, 2G, or 25%\n"
@@ -134,7 +135,8 @@ void dltrain_usage(FILE *out) {
         "      --steps N              updates in all, counting resumed ones (default 1000)\n"
         "      --eval-every N         evaluate (validation loss, perplexity and, for byte\n"
         "                             tokens, bits per byte) every N steps (default 250)\n"
-        "      --eval-batches K       validation batches per evaluation (default 20)\n"
+        "      --eval-batches K       validation batches per evaluation (default 20;\n"
+        "                             under mpirun, batches of --batch x ranks)\n"
         "                             a GPT's batch defaults to 32 windows\n"
         "      --limit N              use only the first N training and N/6 test images\n"
         "                             (quick runs and tests)\n"
@@ -240,7 +242,7 @@ static int parse_loss_scale(const char *text, options *o) {
 
 /* none | sqrt | auto | every:N */
 static int parse_checkpoint(const char *text, options *o) {
-  static const char *const names[] = {"none", "sqrt", "every:N", "auto"};
+  static const char *const names[] = {"none", "sqrt", "blocks", "every:N", "auto"};
   char buf[64], *f[2];
   long long every;
   if (strcmp(text, "none") == 0)
@@ -249,11 +251,13 @@ static int parse_checkpoint(const char *text, options *o) {
     o->checkpoint = DLRT_CHECKPOINT_SQRT;
   else if (strcmp(text, "auto") == 0)
     o->checkpoint = DLRT_CHECKPOINT_AUTO;
+  else if (strcmp(text, "blocks") == 0)
+    o->checkpoint = DLRT_CHECKPOINT_MARKS;
   else if (tool_split(text, ':', buf, sizeof buf, f, 2) == 2 && strcmp(f[0], "every") == 0) {
     if (!tool_parse_int("--checkpoint every:N", f[1], 1, 1000000, &every, o->error)) return 0;
     o->checkpoint = (int)every;
   } else {
-    return tool_unknown_word(o->error, "checkpointing", text, names, 4);
+    return tool_unknown_word(o->error, "checkpointing", text, names, 5);
   }
   return 1;
 }

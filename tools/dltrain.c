@@ -32,10 +32,10 @@ enum { GEN_TRAIN = 60000, GEN_TEST = 10000, GEN_CLASSES = 10 };
 /* Loads the training (d[0]) and test (d[1]) splits --data names. A missing
  * Fashion-MNIST package falls back to generated data; a folder named
  * explicitly must load. *generated says which was used. */
-static int load_data(const options *o, dlrt_dataset d[2], int *generated) {
+static int load_data(const options *o, int world, dlrt_dataset d[2], int *generated) {
   int rc;
   *generated = 0;
-  if (o->gpt_model) return dltrain_lm_load(o, d);
+  if (o->gpt_model) return dltrain_lm_load(o, world, d);
   *generated = strcmp(o->data, "generated") == 0;
   if (!*generated) {
     int flags = o->mmap ? DLRT_DATASET_MMAP : 0;
@@ -116,6 +116,7 @@ static const char *checkpoint_name(int every) {
   if (every == 0) return "none";
   if (every == DLRT_CHECKPOINT_SQRT) return "sqrt";
   if (every == DLRT_CHECKPOINT_AUTO) return "auto";
+  if (every == DLRT_CHECKPOINT_MARKS) return "blocks";
   snprintf(text, sizeof text, "every:%d", every);
   return text;
 }
@@ -403,7 +404,7 @@ int main(int argc, char **argv) {
     status = STATUS_USAGE;
     goto done;
   }
-  if ((status = load_data(&o, data, &generated)) != 0)
+  if ((status = load_data(&o, world, data, &generated)) != 0)
     goto done;
   dlrt_trainer_config cfg = {.model = o.model, .batch = o.batch, .opt = o.opt,
                              .seed = o.seed, .label_smoothing = o.label_smoothing,
@@ -600,8 +601,9 @@ int main(int argc, char **argv) {
   if (spilled && r.epochs_run > 0 && r.last.slice_images)
     fprintf(log, "; convolution blocks in slices of %" PRId64 " images\n", r.last.slice_images);
   if (world > 1)
-    fprintf(log, "mpi      %d ranks, %" PRId64 " images per rank per step (%" PRId64
-            " per update)\n", world, o.batch, o.batch * world);
+    fprintf(log, "mpi      %d ranks, %" PRId64 " %s per rank per step (%" PRId64
+            " per update)\n", world, o.batch, o.gpt_model ? "windows" : "images",
+            o.batch * world);
   if (o.json && rank == 0) {
     r.device = dlrt_device_spec(dev);
     r.device_name = props.name;

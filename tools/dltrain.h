@@ -66,7 +66,7 @@ typedef struct {
 } lm_results;
 /* The training and validation windows of --data (default Debian's
  * fortunes), split 9:1; 0 or an exit status after saying why. */
-int dltrain_lm_load(const options *o, dlrt_dataset d[2]);
+int dltrain_lm_load(const options *o, int world, dlrt_dataset d[2]);
 void dltrain_lm_free(void);
 /* 1 when the tokens are bytes of text (vocabulary 256). */
 int dltrain_lm_byte_tokens(void);

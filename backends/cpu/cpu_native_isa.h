@@ -41,9 +41,7 @@ const cpu_native_isa CPU_NATIVE_TABLE = {
         [DLRT__K_bcast] = native_bcast,
         [DLRT__K_bcast_grad_b] = native_bcast_grad_b,
         [DLRT__K_sum_cols_f32] = native_sum_cols_f32,
-        /* Not native_softmax_xent yet: with it, test-accum's Adam run of 4
-         * micro-batches of 64 strays 1.7e-4 from the batch of 256 (the
-         * dialect's: 1.8e-7); until that is understood the dialect's runs. */
+        [DLRT__K_softmax_xent] = native_softmax_xent,
         [DLRT__K_softmax] = native_softmax,
         [DLRT__K_softmax_grad] = native_softmax_grad,
         [DLRT__K_embedding_grad] = native_embedding_grad,

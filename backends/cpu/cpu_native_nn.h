@@ -268,7 +268,7 @@ static void softmax_grad_part(void *ctx, int64_t lo, int64_t hi, int part) {
 
 /* Arguments: softmax_xent z, labels, loss, dz, rows, classes, smoothing,
  * grad_scale; softmax y, x, rows, cols; softmax_grad dx, dy, y, rows, cols. */
-static int __attribute__((unused)) native_softmax_xent(const dlrt__arg *a) {
+static int native_softmax_xent(const dlrt__arg *a) {
   softmax_job j = {.x = NA_BUF(0, float), .labels = NA_BUF(1, int), .loss = NA_BUF(2, float),
                    .dz = NA_BUF(3, float), .rows = a[4].i, .cols = a[5].i,
                    .smoothing = a[6].f, .grad_scale = a[7].f};

@@ -79,6 +79,11 @@ DLRT_API dlrt_tensor_t *dlrt_param_set_decay(dlrt_graph_t *g, dlrt_tensor_t *p, 
 /* Keeps a tensor's value after a run so that dlrt_exec_read can return it
  * (other intermediates are freed after their last use). Returns t. */
 DLRT_API dlrt_tensor_t *dlrt_keep(dlrt_graph_t *g, dlrt_tensor_t *t);
+/* Marks t, made by an op of the forward pass, as the end of a checkpoint
+ * segment for DLRT_CHECKPOINT_MARKS (dlrt_exec_set_checkpointing): the
+ * natural cut of a transformer is each block's output, the residual stream
+ * (dlrt_gpt_build marks them). Other settings ignore the marks. Returns t. */
+DLRT_API dlrt_tensor_t *dlrt_checkpoint_mark(dlrt_graph_t *g, dlrt_tensor_t *t);
 
 /* y = x W^T + b: x is N x in, W is out x in (PyTorch's layout), b is out or NULL. */
 DLRT_API dlrt_tensor_t *dlrt_linear(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
@@ -309,6 +314,11 @@ DLRT_API int dlrt_exec_set_accumulation(dlrt_exec_t *e, int steps);
  * segments of ceil(sqrt(forward nodes)). The gradients are the same bit for
  * bit. */
 #define DLRT_CHECKPOINT_SQRT (-1)
+/* Segments that end at the tensors marked with dlrt_checkpoint_mark (and
+ * nowhere else but at max-pools): a transformer's blocks, each recomputed
+ * from the residual stream it started from. DLRT_ERR_INVALID_ARG for a
+ * graph with no marks. */
+#define DLRT_CHECKPOINT_MARKS (-3)
 DLRT_API int dlrt_exec_set_checkpointing(dlrt_exec_t *e, int every);
 /* Unified-memory emulation: the executor's storages (parameters, optimizer
  * state, activations, gradients) live on the device while its budget lasts

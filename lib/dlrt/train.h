@@ -124,7 +124,8 @@ typedef struct {
   int rank, world;
   int accum;             /* micro-batches of `batch` per update (0 or 1: none) */
   /* Gradient checkpointing: 0 none, N forward nodes per segment,
-   * DLRT_CHECKPOINT_SQRT, or DLRT_CHECKPOINT_AUTO: the longest segments
+   * DLRT_CHECKPOINT_SQRT, DLRT_CHECKPOINT_MARKS (a GPT's blocks, each a
+   * segment), or DLRT_CHECKPOINT_AUTO: the longest segments
    * (least recompute) whose planned peak fits 80% of the device's budget
    * (dlrt_mem_get_limit, else its memory; the rest is slack for the
    * allocator's segments). */

@@ -227,9 +227,14 @@ int dlrt__exec_replan(dlrt_exec_t *e, int every) {
 }
 
 int dlrt_exec_set_checkpointing(dlrt_exec_t *e, int every) {
-  DLRT__CHECK_ARG(e && (every >= 0 || every == DLRT_CHECKPOINT_SQRT),
+  DLRT__CHECK_ARG(e && (every >= 0 || every == DLRT_CHECKPOINT_SQRT ||
+                        every == DLRT_CHECKPOINT_MARKS),
                   "dlrt_exec_set_checkpointing: executor is NULL or segment length %d (give 0, "
-                  "N > 0 or DLRT_CHECKPOINT_SQRT)", every);
+                  "N > 0, DLRT_CHECKPOINT_SQRT or DLRT_CHECKPOINT_MARKS)", every);
+  if (every == DLRT_CHECKPOINT_MARKS && dlrt__checkpoint_marks(e->g) == 0)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "dlrt_exec_set_checkpointing: the graph marks "
+                           "no segment ends (dlrt_checkpoint_mark; a GPT's blocks are marked): "
+                           "checkpoint in segments of N nodes or DLRT_CHECKPOINT_SQRT instead");
   if (!e->spill.pool) return dlrt__exec_replan(e, dlrt__checkpoint_segment(e->g, every));
   /* Spilling: the pool sizes a chunked block's storages from the schedule,
    * so it starts again on the new one. */

@@ -136,15 +136,25 @@ static int continues_block(dlrt__op_kind op) {
   return op == DLRT__OP_BIAS_CHANNELS || op == DLRT__OP_RELU || op == DLRT__OP_MAXPOOL;
 }
 
+/* Whether node n makes a tensor marked by dlrt_checkpoint_mark. */
+static int ends_at_mark(const dlrt__node *n) {
+  for (int j = 0; j < n->n_out; j++)
+    if (n->out[j]->segment_end) return 1;
+  return 0;
+}
+
 int dlrt__checkpoint_segments(const dlrt_graph_t *g, const int *fwd, int n_fwd, int every,
                               int *seg) {
-  int segment = 0, len = 0;
+  int segment = 0, len = 0, at_marks = every == DLRT__SEGMENTS_AT_MARKS;
   for (int f = 0; f < n_fwd; f++) {
     seg[f] = segment;
-    int pool = g->nodes[fwd[f]]->op == DLRT__OP_MAXPOOL;
-    int long_enough = ++len >= every &&
-                      (f + 1 == n_fwd || !continues_block(g->nodes[fwd[f + 1]]->op));
-    if (pool || long_enough) segment++, len = 0;
+    const dlrt__node *n = g->nodes[fwd[f]];
+    int pool = n->op == DLRT__OP_MAXPOOL;
+    len++;
+    int cut = at_marks ? ends_at_mark(n)
+                       : len >= every &&
+                             (f + 1 == n_fwd || !continues_block(g->nodes[fwd[f + 1]]->op));
+    if (pool || cut) segment++, len = 0;
   }
   return len ? segment + 1 : segment;
 }
@@ -479,7 +489,15 @@ static int forward_nodes(const dlrt_graph_t *g) {
   return n;
 }
 
+int dlrt__checkpoint_marks(const dlrt_graph_t *g) {
+  int marks = 0;
+  for (int i = 0; i < g->n_nodes; i++)
+    marks += g->nodes[i]->phase == DLRT__PHASE_FORWARD && ends_at_mark(g->nodes[i]);
+  return marks;
+}
+
 int dlrt__checkpoint_segment(const dlrt_graph_t *g, int every) {
+  if (every == DLRT_CHECKPOINT_MARKS) return DLRT__SEGMENTS_AT_MARKS;
   if (every == DLRT_CHECKPOINT_SQRT) {
     int n = forward_nodes(g), len = (int)ceil(sqrt((double)n));
     return len > 0 ? len : 1;

@@ -4,6 +4,8 @@
 #ifndef DLRT_EXEC_SCHEDULE_H
 #define DLRT_EXEC_SCHEDULE_H
 
+#include <limits.h>
+
 #include "graph/graph.h"
 #include "mem/caching_allocator.h" /* dlrt__alloc_block_bytes */
 
@@ -93,15 +95,25 @@ void dlrt__schedule_free(dlrt__schedule *s);
 int dlrt__find_chunk_blocks(const dlrt_graph_t *g, dlrt__schedule *s, int every);
 /* Runs each block in chunks as planned again (spilling may run fewer). */
 void dlrt__reset_chunks(dlrt__schedule *s);
+/* The segment length that means "cut at the marks only"
+ * (DLRT_CHECKPOINT_MARKS): longer than any graph, so no length cut. */
+#define DLRT__SEGMENTS_AT_MARKS INT_MAX
+
 /* The checkpoint segments of the forward nodes fwd[0..n_fwd) (graph node
  * indices, in order) for segments of `every` nodes: seg[f] is node f's.
  * A segment also ends at each max-pool, which closes a convolution block
  * (one that can run in chunks of images: chunk.c), and is not cut by
- * length just before a bias, ReLU or max-pool. Returns how many. */
+ * length just before a bias, ReLU or max-pool. With every =
+ * DLRT__SEGMENTS_AT_MARKS a segment ends at each node that makes a tensor
+ * marked by dlrt_checkpoint_mark (and at max-pools) instead. Returns how
+ * many. */
 int dlrt__checkpoint_segments(const dlrt_graph_t *g, const int *fwd, int n_fwd, int every,
                               int *seg);
-/* Forward nodes per segment for a checkpointing setting (0, N or
- * DLRT_CHECKPOINT_SQRT: ceil(sqrt(forward nodes))). */
+/* Forward nodes per segment for a checkpointing setting (0, N,
+ * DLRT_CHECKPOINT_SQRT: ceil(sqrt(forward nodes)), or
+ * DLRT_CHECKPOINT_MARKS: DLRT__SEGMENTS_AT_MARKS). */
 int dlrt__checkpoint_segment(const dlrt_graph_t *g, int every);
+/* Forward nodes that make a tensor marked by dlrt_checkpoint_mark. */
+int dlrt__checkpoint_marks(const dlrt_graph_t *g);
 
 #endif

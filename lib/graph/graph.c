@@ -236,6 +236,18 @@ dlrt_tensor_t *dlrt__add_workspace(dlrt_graph_t *g, dlrt__node *n, int ndim, con
   return ws;
 }
 
+/* ---------------------------------------------------------------- marks */
+
+dlrt_tensor_t *dlrt_checkpoint_mark(dlrt_graph_t *g, dlrt_tensor_t *t) {
+  if (!g || g->status || !t) return NULL;
+  if (!t->producer || t->producer->phase != DLRT__PHASE_FORWARD)
+    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "dlrt_checkpoint_mark: %s is not made by "
+                            "an op of the forward pass (an input, a parameter or a gradient "
+                            "ends no segment)", t->name);
+  t->segment_end = 1;
+  return t;
+}
+
 /* ---------------------------------------------------------------- ops */
 
 /* Common entry checks: graph usable, forward building still open, inputs set. */

@@ -129,6 +129,7 @@ struct dlrt_tensor {
   dlrt_tensor_t *grad;  /* after backward */
   int kept;             /* survives runs (readable afterwards) */
   int buffer;           /* state that checkpoints always hold (running statistics) */
+  int segment_end;      /* DLRT_CHECKPOINT_MARKS: a segment ends at its producer */
   int needs_grad;       /* depends on a parameter */
   int cnhw;             /* a 4-D image stored C x N x H x W (convolution stacks);
                            its shape stays N x C x H x W */

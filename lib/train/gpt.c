@@ -206,9 +206,11 @@ int dlrt_gpt_build(dlrt_graph_t *g, const dlrt_gpt_config *c, dlrt_tensor_t *tok
   /* Token rows plus the first T position rows, broadcast over the batch. */
   dlrt_tensor_t *x = dlrt_add(g, dlrt_embedding(g, tokens, wte), dlrt_slice(g, wpe, 0, 0, T));
   int64_t flat[2] = {batch * T, C};
-  x = dropout(&b, dlrt_reshape(g, x, 2, flat));
+  /* The embeddings and each block's output, the residual stream, end the
+   * segments of --checkpoint blocks (DLRT_CHECKPOINT_MARKS). */
+  x = dlrt_checkpoint_mark(g, dropout(&b, dlrt_reshape(g, x, 2, flat)));
   for (int i = 0; i < c->layers; i++) {
-    x = block(&b, x, i, batch, T);
+    x = dlrt_checkpoint_mark(g, block(&b, x, i, batch, T));
     if ((rc = dlrt_graph_status(g)) < 0) return rc;
   }
   x = layer_norm(&b, x, "transformer.ln_f");

@@ -60,7 +60,8 @@ static int replica_build(dlrt_trainer_t *t, dlrt__replica *r, int64_t batch,
   if (rc == DLRT_OK && !t->device_reduce)
     rc = dlrt__exec_stream_gradients(r->e, DLRT_GRADIENT_BUCKET);
   if (rc == DLRT_OK) rc = dlrt_exec_import(r->e, state, n_state);
-  if (rc == DLRT_OK && !(r->host_logits = malloc((size_t)(batch * t->classes) * sizeof(float))))
+  if (rc == DLRT_OK &&
+      !(r->host_logits = malloc((size_t)(t->lm ? 1 : batch * t->classes) * sizeof(float))))
     rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   return rc;
 }
@@ -200,9 +201,11 @@ static int rebalance(dlrt_trainer_t *t) {
  * result does not depend on timing); every replica applies the same
  * update. While probing, the replicas run one after the other and are
  * timed; then they run side by side. */
-int dlrt__dp_step(dlrt_trainer_t *t, const float *images, const int32_t *labels, float lr,
-                   float *loss, int64_t *correct) {
-  int64_t pixels = t->channels * t->height * t->width;
+int dlrt__dp_step(dlrt_trainer_t *t, const void *inputs, const int32_t *labels, float lr,
+                  float *loss, int64_t *correct) {
+  /* Per row: C x H x W pixels and a label, or a window of T tokens and
+   * their T next tokens. */
+  int64_t pixels = t->channels * t->height * t->width, labels_per_row = t->lm ? t->width : 1;
   int probing = t->probe_steps > 0;
   int rc = DLRT_OK;
   double t0 = 0;
@@ -210,10 +213,14 @@ int dlrt__dp_step(dlrt_trainer_t *t, const float *images, const int32_t *labels,
     dlrt__replica *r = &t->reps[i];
     if (probing) t0 = dlrt__now_s();
     if ((rc = dlrt_exec_set_lr(r->e, lr)) < 0 ||
-        (rc = dlrt__exec_write_f32(r->e, r->images, images + r->offset * pixels,
-                                   r->batch * pixels)) < 0 ||
-        (rc = dlrt_exec_write(r->e, r->labels, labels + r->offset,
-                              (size_t)r->batch * sizeof(int32_t))) < 0 ||
+        (rc = t->lm ? dlrt_exec_write(r->e, r->images,
+                                      (const int32_t *)inputs + r->offset * pixels,
+                                      (size_t)(r->batch * pixels) * sizeof(int32_t))
+                    : dlrt__exec_write_f32(r->e, r->images,
+                                           (const float *)inputs + r->offset * pixels,
+                                           r->batch * pixels)) < 0 ||
+        (rc = dlrt_exec_write(r->e, r->labels, labels + r->offset * labels_per_row,
+                              (size_t)(r->batch * labels_per_row) * sizeof(int32_t))) < 0 ||
         (rc = dlrt_exec_run(r->e, DLRT_RUN_GRADIENTS)) < 0)
       break;
     if (probing && (rc = dlrt_stream_synchronize(dlrt_exec_stream(r->e))) == DLRT_OK)
@@ -260,12 +267,13 @@ int dlrt__dp_step(dlrt_trainer_t *t, const float *images, const int32_t *labels,
     dlrt__replica *r = &t->reps[i];
     float l = 0;
     if ((rc = dlrt_exec_read(r->e, r->loss, &l, sizeof l)) < 0 ||
-        (rc = dlrt_exec_read(r->e, r->logits, r->host_logits,
-                             (size_t)(r->batch * t->classes) * sizeof(float))) < 0)
+        (!t->lm && (rc = dlrt_exec_read(r->e, r->logits, r->host_logits,
+                                        (size_t)(r->batch * t->classes) * sizeof(float))) < 0))
       break;
+    /* Each row's loss is a mean over its positions: rows weigh alike. */
     float w = (float)r->batch / (float)t->batch;
     *loss += w * l;
-    for (int64_t j = 0; j < r->batch; j++) {
+    for (int64_t j = 0; !t->lm && j < r->batch; j++) {
       const float *row = r->host_logits + j * t->classes;
       int64_t best = 0;
       for (int64_t c = 1; c < t->classes; c++)
@@ -350,12 +358,14 @@ int dlrt_trainer_set_allreduce_device(dlrt_trainer_t *t, dlrt_allreduce_start_fn
 static int start_tail(dlrt_trainer_t *t, float *loss, float inv, float tail[2], void **request,
                       int *started) {
   int rc;
+  /* A language model counts no correct predictions (its logits, B x T x
+   * vocabulary, stay on the device). */
   if ((rc = dlrt_exec_read(t->e, t->loss, loss, sizeof *loss)) < 0 ||
-      (rc = dlrt_exec_read(t->e, t->logits, t->host_logits,
-                           (size_t)(t->batch * t->classes) * sizeof(float))) < 0)
+      (!t->lm && (rc = dlrt_exec_read(t->e, t->logits, t->host_logits,
+                                      (size_t)(t->batch * t->classes) * sizeof(float))) < 0))
     return rc;
   tail[0] = *loss * inv;
-  tail[1] = (float)dlrt__count_correct(t, t->batch);
+  tail[1] = t->lm ? 0.0f : (float)dlrt__count_correct(t, t->batch);
   rc = t->allreduce_start(t->allreduce_user, tail, 2, request);
   *started = rc == DLRT_OK;
   return rc;
@@ -555,6 +565,10 @@ int dlrt_trainer_set_pipeline(dlrt_trainer_t *t, dlrt_device_t *const *devs, int
                       t->cfg.checkpoint == 0 && t->cfg.clip_norm == 0,
                   "dlrt_trainer_set_pipeline: not with accumulation, spilling, --devices, MPI, "
                   "checkpointing or clipping in this version");
+  if (t->lm)
+    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "%s: pipeline parallelism does not take GPT "
+                           "models yet (their blocks are not cut into stages); train on one "
+                           "device, or data parallel with --devices", t->model);
   if (t->batch % micro)
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "a batch of %lld does not split into %d "
                            "micro-batches", (long long)t->batch, micro);

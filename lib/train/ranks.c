@@ -172,7 +172,7 @@ static void describe(int field, uint64_t v, char *out, size_t size) {
 
 int dlrt_trainer_check_ranks(dlrt_trainer_t *t, const dlrt_dataset *train,
                              dlrt_allgather_fn gather, void *user) {
-  DLRT__CHECK_ARG(t && train && train->labels && train->images && gather,
+  DLRT__CHECK_ARG(t && train && (train->tokens || (train->labels && train->images)) && gather,
                   "dlrt_trainer_check_ranks: trainer, data set or gather is NULL");
   int world = t->cfg.world > 1 ? t->cfg.world : 1;
   uint64_t mine[N_FIELDS];

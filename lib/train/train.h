@@ -86,9 +86,10 @@ int dlrt__model_stage(dlrt_graph_t *g, const char *spec, const int64_t input_sha
 
 /* parallel.c */
 void dlrt__replica_free(dlrt__replica *r);
-/* One data-parallel step over the replicas on a batch's pinned rows; *loss
- * and *correct for the whole batch. */
-int dlrt__dp_step(dlrt_trainer_t *t, const float *images, const int32_t *labels, float lr,
+/* One data-parallel step over the replicas on a batch's pinned rows
+ * (`inputs`: f32 images, or a language model's i32 token windows, B x T,
+ * with B x T labels); *loss and *correct for the whole batch. */
+int dlrt__dp_step(dlrt_trainer_t *t, const void *inputs, const int32_t *labels, float lr,
                   float *loss, int64_t *correct);
 /* One step across processes after this one's DLRT_RUN_GRADIENTS run: *loss
  * and *correct in, global out. */
