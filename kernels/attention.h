@@ -472,3 +472,80 @@ DLRT_KERNEL(dlrt_k_attention_grad_kv_##SUF)(DLRT_RANGE DLRT_PTR(T, dqkv), DLRT_C
 DLRT__ATTN_KERNELS(f32, float, DLRT_LD_F32, DLRT_ST_F32)
 DLRT__ATTN_KERNELS(f16, DLRT_U16, DLRT_LD_F16, DLRT_ST_F16)
 DLRT__ATTN_KERNELS(bf16, DLRT_U16, DLRT_LD_BF16, DLRT_ST_BF16)
+
+/* One new token per sequence over key / value caches (dlrt_attention_decode;
+ * sampling). qkv is B x 1 x 3C as above; the caches kc, vc are B x
+ * capacity x C (row t: position t's keys, resp. values, of every head, head
+ * h in columns h D ..); pos (B) is each sequence's position p, read here so
+ * that one launch serves every position. One work-group per head of each
+ * sequence writes the token's key and value into row p of the caches and
+ * attends the query over rows 0 .. p: the forward kernel's tiles of `rows`
+ * keys from key 0, its online softmax and its products, with one query row,
+ * so each output element sums its terms in the training kernel's order for
+ * row p, bit for bit (the masked keys it adds there are zeros). The row p
+ * is read from qkv, not from the cache the group is writing (no global
+ * fence between them). A p outside [0, capacity) writes nothing and gives
+ * zeros. Work O(p D) per head. fp32 only. */
+DLRT_KERNEL(dlrt_k_attention_decode)(DLRT_RANGE DLRT_PTR(float, o), DLRT_PTR(float, kc),
+                                     DLRT_PTR(float, vc), DLRT_CPTR(float, qkv),
+                                     DLRT_CPTR(int, pos), DLRT_INDEX batch,
+                                     DLRT_INDEX capacity, DLRT_INDEX heads,
+                                     DLRT_INDEX head_dim, DLRT_INDEX rows, float scale) {
+  DLRT_BIND(float, o);
+  DLRT_BIND(float, kc);
+  DLRT_BIND(float, vc);
+  DLRT_CBIND(float, qkv);
+  DLRT_CBIND(int, pos);
+  DLRT_LOCAL(float, q_t, DLRT__ATTN_TILE);   /* the query times scale, 1 x D */
+  DLRT_LOCAL(float, kt_t, DLRT__ATTN_TILE);  /* keys, D x rows */
+  DLRT_LOCAL(float, v_t, DLRT__ATTN_TILE);   /* values, rows x D */
+  DLRT_LOCAL(float, acc_t, DLRT__ATTN_TILE); /* sum of p v, 1 x D */
+  DLRT_LOCAL(float, s_t, DLRT__ATTN_ROWS_MAX); /* scores, then p, 1 x rows */
+  DLRT_LOCAL(float, m_t, 1);
+  DLRT_LOCAL(float, l_t, 1);
+  DLRT_LOCAL(float, alpha_t, 1);
+  int d = (int)head_dim, r = (int)rows;
+  DLRT_INDEX c = heads * head_dim;
+  DLRT_FOR_EACH_GROUP(grp, batch * heads) {
+    DLRT_INDEX b = grp / heads, h = grp - b * heads, p = pos[b];
+    DLRT_INDEX keys = p >= 0 && p < capacity ? p + 1 : 0;
+    /* This token's query of head h in qkv; head h's column 0 of cache row 0. */
+    DLRT_INDEX qbase = b * 3 * c + h * head_dim, cbase = b * capacity * c + h * head_dim;
+    DLRT_PHASE(lid) {
+      DLRT__ATTN_SHARE(k, lid, d) {
+        q_t[k] = qkv[qbase + k] * scale;
+        acc_t[k] = 0.0f;
+        if (keys) {
+          kc[cbase + p * c + k] = qkv[qbase + c + k];
+          vc[cbase + p * c + k] = qkv[qbase + 2 * c + k];
+        }
+      }
+      if (lid == 0) {
+        m_t[0] = DLRT_MINUS_INF;
+        l_t[0] = 0.0f;
+      }
+    }
+    DLRT_BARRIER();
+    for (DLRT_INDEX k0 = 0; k0 < keys; k0 += rows) {
+      int bk = keys - k0 < rows ? (int)(keys - k0) : r;
+      DLRT_PHASE(lid) {
+        DLRT__ATTN_SHARE_2D(e, j, k, lid, bk, d) {
+          DLRT_INDEX t = k0 + j, at = cbase + t * c + k;
+          kt_t[k * r + j] = t == p ? qkv[qbase + c + k] : kc[at];
+          v_t[e] = t == p ? qkv[qbase + 2 * c + k] : vc[at];
+        }
+      }
+      DLRT_BARRIER();
+      DLRT_PHASE(lid) { dlrt__attn_mm(s_t, r, q_t, d, 1, kt_t, r, 1, bk, d, 0, m_t, lid); }
+      DLRT_BARRIER();
+      DLRT_PHASE(lid) { dlrt__attn_softmax_tile(s_t, r, m_t, l_t, alpha_t, 1, bk, bk, lid); }
+      DLRT_BARRIER();
+      DLRT_PHASE(lid) { dlrt__attn_mm(acc_t, d, s_t, r, 1, v_t, d, 1, d, bk, 2, alpha_t, lid); }
+      DLRT_BARRIER();
+    }
+    DLRT_PHASE(lid) {
+      DLRT__ATTN_SHARE(k, lid, d) o[b * c + h * head_dim + k] = keys ? acc_t[k] / l_t[0] : 0.0f;
+    }
+    DLRT_BARRIER();
+  }
+}

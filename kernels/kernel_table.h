@@ -124,7 +124,10 @@
   X(embedding_grad_acc, BUF(float), BUF(const float), BUF(const float), BUF(const int),  \
     I64, I64, I64)                                                                        \
   /* attention.h */                                                                       \
-  DLRT__TYPED(X, attention) DLRT__TYPED(X, attention_grad_q) DLRT__TYPED(X, attention_grad_kv)
+  DLRT__TYPED(X, attention) DLRT__TYPED(X, attention_grad_q) DLRT__TYPED(X, attention_grad_kv) \
+  /* o, kc, vc, qkv, pos, batch, capacity, heads, head_dim, rows, scale */                \
+  X(attention_decode, BUF(float), BUF(float), BUF(float), BUF(const float),              \
+    BUF(const int), I64, I64, I64, I64, I64, F32)
 
 /* typed.h: the kernels, then each one's arguments for element type T. */
 #define DLRT__TYPED_TABLE(X)                                                              \

@@ -7,7 +7,7 @@
  * cross-entropy, the Adam update, the embedding's gradient, and fused attention
  * forward and backward in f32, f16 and bf16, at shapes with tails (columns not a
  * multiple of 16, T not a multiple of the blocks, T past one block of keys, head
- * sizes 8 to 130).
+ * sizes 8 to 130), and sampling's attention_decode.
  *
  * Error measure: max |native - dialect| / max(max |dialect|, the scale of the terms
  * an output sums) over each output (normalised, as test-backend-ops); the
@@ -549,6 +549,50 @@ static void family_attention_bf16(const cpu_native_isa *isa, result *r) {
   family_attention(isa, r, DLRT_BF16);
 }
 
+/* attention_decode (sampling): one query per sequence over caches that
+ * start random (rows before each position are read, the position's row is
+ * written from qkv), positions with tails of the dialect's tiles and one
+ * outside the cache (zeros, nothing written); the caches must come out the
+ * same bits, o within the attention's bound. */
+static void family_attention_decode(const cpu_native_isa *isa, result *r) {
+  static const struct {
+    int64_t batch, capacity, heads, d;
+    int32_t pos[3];
+  } cases[] = {{1, 1, 1, 8, {0}},         {3, 40, 3, 24, {0, 37, 40}},
+               {2, 200, 2, 64, {199, 70}}, {1, 50, 2, 130, {44}}};
+  for (size_t s = 0; s < sizeof cases / sizeof *cases; s++) {
+    int64_t b_n = cases[s].batch, cap = cases[s].capacity, heads = cases[s].heads;
+    int64_t d = cases[s].d, c = heads * d, rows = DLRT__ATTN_ROWS(d);
+    size_t nqkv = (size_t)(b_n * 3 * c), no = (size_t)(b_n * c), ncache = (size_t)(b_n * cap * c);
+    float scale = 1.0f / sqrtf((float)d);
+    rng_state = 77 + (uint32_t)s;
+    float *qkv = randoms(nqkv, -2, 2), *kc = randoms(ncache, -2, 2), *vc = randoms(ncache, -2, 2);
+    float *kc0 = malloc(ncache * sizeof *kc0), *vc0 = malloc(ncache * sizeof *vc0);
+    float *o = zeros(no), *o0 = zeros(no);
+    if (!kc0 || !vc0) bail_out("out of memory");
+    memcpy(kc0, kc, ncache * sizeof *kc), memcpy(vc0, vc, ncache * sizeof *vc);
+    char what[128];
+    snprintf(what, sizeof what, "attention_decode B%lld capacity %lld heads %lld D %lld",
+             (long long)b_n, (long long)cap, (long long)heads, (long long)d);
+    args a = {0};
+    arg_buf(&a, o), arg_buf(&a, kc), arg_buf(&a, vc), arg_buf(&a, qkv);
+    arg_buf(&a, (void *)cases[s].pos);
+    arg_i64(&a, b_n), arg_i64(&a, cap), arg_i64(&a, heads), arg_i64(&a, d), arg_i64(&a, rows);
+    arg_f32(&a, scale);
+    int rc = run(isa, DLRT__K_attention_decode, &a);
+    dlrt_k_attention_decode(0, b_n * heads, o0, kc0, vc0, qkv, cases[s].pos, b_n, cap, heads, d,
+                            rows, scale);
+    if (rc != DLRT_OK || memcmp(kc, kc0, ncache * sizeof *kc) != 0 ||
+        memcmp(vc, vc0, ncache * sizeof *vc) != 0) {
+      r->worst = INFINITY;
+      snprintf(r->where, sizeof r->where, "%s: status %d, or the caches differ", what, rc);
+    }
+    compare(r, what, o, o0, no, 0, 1e-5);
+    keep(r, o, no * 4), keep(r, kc, ncache * 4), keep(r, vc, ncache * 4);
+    free(qkv), free(kc), free(vc), free(kc0), free(vc0), free(o), free(o0);
+  }
+}
+
 /* ---------------------------------------------------------------- driver */
 
 typedef struct {
@@ -565,6 +609,7 @@ static const family families[] = {
     {"attention f32 (forward, grad_q, grad_kv)", family_attention_f32},
     {"attention f16", family_attention_f16},
     {"attention bf16", family_attention_bf16},
+    {"attention_decode", family_attention_decode},
 };
 
 int main(void) {

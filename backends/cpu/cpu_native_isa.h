@@ -27,6 +27,7 @@
 #include "cpu_native_norm.h"
 #include "cpu_native_nn.h"
 #include "cpu_native_attention.h"
+#include "cpu_native_decode.h"
 #include "cpu_native_optim.h"
 
 const cpu_native_isa CPU_NATIVE_TABLE = {
@@ -55,4 +56,5 @@ const cpu_native_isa CPU_NATIVE_TABLE = {
         [DLRT__K_attention_grad_kv_f32] = native_attention_grad_kv_f32,
         [DLRT__K_attention_grad_kv_f16] = native_attention_grad_kv_f16,
         [DLRT__K_attention_grad_kv_bf16] = native_attention_grad_kv_bf16,
+        [DLRT__K_attention_decode] = native_attention_decode,
     }};

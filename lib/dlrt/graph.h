@@ -57,6 +57,14 @@ DLRT_API int dlrt_graph_status(dlrt_graph_t *g);
  * called first; ops take it as already cast). */
 DLRT_API dlrt_tensor_t *dlrt_input(dlrt_graph_t *g, const char *name, dlrt_dtype dtype,
                                    int ndim, const int64_t *shape);
+/* State the forward pass keeps from one run to the next (fp32): the key
+ * and value caches of dlrt_attention_decode. The executor allocates it
+ * once, zeroed, on its device; the ops that take it write it in place in
+ * every run. It is not trained, not a parameter and not in checkpoints
+ * (dlrt_exec_export leaves it out); dlrt_exec_read and dlrt_exec_write
+ * reach it like an input. */
+DLRT_API dlrt_tensor_t *dlrt_state(dlrt_graph_t *g, const char *name, dlrt_dtype dtype,
+                                   int ndim, const int64_t *shape);
 /* A trained parameter (fp32). fan_in / fan_out feed the initialiser. */
 DLRT_API dlrt_tensor_t *dlrt_param(dlrt_graph_t *g, const char *name, int ndim,
                                    const int64_t *shape, dlrt_init_kind init, int64_t fan_in,
@@ -119,6 +127,24 @@ DLRT_API dlrt_tensor_t *dlrt_softmax(dlrt_graph_t *g, dlrt_tensor_t *x);
  * differ only by their exp and log. */
 DLRT_API dlrt_tensor_t *dlrt_attention(dlrt_graph_t *g, dlrt_tensor_t *qkv, int heads,
                                        int causal);
+/* One step of causal self-attention with a key / value cache, for sampling
+ * one token at a time (a decoder's inference). qkv is B x 1 x 3C, the
+ * c_attn output of each sequence's new token, laid out as dlrt_attention's;
+ * k_cache and v_cache are dlrt_state tensors of B x capacity x C (position
+ * t's keys, resp. values, of every head in row t); pos is an I32 input of B
+ * elements, each sequence's position, read on the device at run time, so
+ * one graph serves every position. The op writes the token's key and
+ * value into row pos[b] of the caches, then attends its query over rows 0
+ * .. pos[b]: the result, B x 1 x C, equals row pos[b] of dlrt_attention(
+ * causal) over the sequence's qkv rows 0 .. pos[b] (to fp32 rounding: the
+ * dialect's kernels sum in the same order, bit for bit), at a cost that
+ * grows with pos[b], not with capacity. Feed the positions in order from 0
+ * (a row is read only after a run wrote it). A pos[b] outside [0,
+ * capacity) writes nothing and gives zeros. fp32 only (in a 16-bit graph
+ * qkv is cast up); no gradient. */
+DLRT_API dlrt_tensor_t *dlrt_attention_decode(dlrt_graph_t *g, dlrt_tensor_t *qkv,
+                                              dlrt_tensor_t *k_cache, dlrt_tensor_t *v_cache,
+                                              dlrt_tensor_t *pos, int heads);
 /* Mean squared error of two tensors of one shape: a tensor of shape [1]. */
 DLRT_API dlrt_tensor_t *dlrt_mse(dlrt_graph_t *g, dlrt_tensor_t *a, dlrt_tensor_t *b);
 /* Inverted dropout with drop probability p in [0, 1): in training runs each

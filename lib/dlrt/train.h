@@ -79,6 +79,21 @@ DLRT_API int dlrt_gpt_build(dlrt_graph_t *g, const dlrt_gpt_config *cfg, dlrt_te
 DLRT_API int dlrt_gpt_build_loss(dlrt_graph_t *g, const dlrt_gpt_config *cfg,
                                  dlrt_tensor_t *tokens, dlrt_tensor_t *targets, float smoothing,
                                  dlrt_tensor_t **loss);
+/* The same model for sampling, one new token per sequence and run:
+ * `tokens` (batch x 1, I32) at positions `pos` (batch, I32, each from 0 to
+ * context - 1), both inputs written before each run, give the next token's
+ * logits (batch x vocab) in *logits. The parameters are dlrt_gpt_build's
+ * (names, shapes), so a checkpoint loads into it (dlrt_exec_import); each
+ * block keeps key and value caches, "transformer.h.N.attn.k_cache" and
+ * ".v_cache" (dlrt_state, batch x context x embd each), which a run fills
+ * at its positions (dlrt_attention_decode): run positions 0, 1, 2, ... of a
+ * sequence in order, and each run attends to the keys and values the
+ * earlier ones left instead of recomputing them. Position t's logits equal
+ * row t of dlrt_gpt_build's over the same tokens (to fp32 rounding).
+ * Forward runs only; no dropout. */
+DLRT_API int dlrt_gpt_build_decode(dlrt_graph_t *g, const dlrt_gpt_config *cfg,
+                                   dlrt_tensor_t *tokens, dlrt_tensor_t *pos,
+                                   dlrt_tensor_t **logits);
 
 typedef struct dlrt_trainer dlrt_trainer_t;
 
@@ -210,7 +225,8 @@ DLRT_API int dlrt_trainer_evaluate(dlrt_trainer_t *t, const dlrt_dataset *data,
                                    dlrt_epoch_stats *out);
 /* Checkpoint: parameters, optimizer state, optimizer.step (I32) and, in the
  * metadata, format "dlrt-checkpoint-1", model, optimizer, lr, batch, seed,
- * input, `epochs_done` (>= 0) and, with loss scaling, loss_scale and
+ * input, `epochs_done` (>= 0), for a GPT its sizes (gpt_layers, gpt_heads,
+ * gpt_embd, gpt_context, gpt_vocab) and, with loss scaling, loss_scale and
  * loss_scale_clean_steps, in safetensors (replaced atomically, with the
  * CRC-32s of data and header: see dlrt_safetensors_save). A trainer whose
  * parameters or optimizer state hold NaN or inf (training diverged) is not
@@ -220,13 +236,29 @@ DLRT_API int dlrt_trainer_save(dlrt_trainer_t *t, const char *path, int epochs_d
 /* Restores a checkpoint of the same model; *epochs_done says where to go on.
  * Nothing in the file is trusted, and nothing changes unless all of it
  * passes: epochs_done and loss_scale_clean_steps must be integers from 0 to
- * INT_MAX, batch >= 1, seed from 0 to UINT64_MAX, lr finite and >= 0,
+ * INT_MAX, batch >= 1, seed from 0 to UINT64_MAX, lr finite and >= 0, a
+ * GPT's sizes within dlrt_gpt_check's bounds (and its heads the model's),
  * loss_scale from FLT_MIN to FLT_MAX (its reciprocal finite too),
  * optimizer.step one I32 >= 0, and every fp32 tensor finite; a value out
  * of range or not a number fails with DLRT_ERR_IO naming the file, the key,
  * the value and the range expected. Checkpoints of dlrt before the header
  * CRC-32 load, their metadata checked by these ranges only. */
 DLRT_API int dlrt_trainer_load(dlrt_trainer_t *t, const char *path, int *epochs_done);
+/* A GPT's checkpoint (dlrt_trainer_save of a GPT model) for sampling: its
+ * sizes in *cfg and all its tensors in *tensors (*n of them, to
+ * dlrt_exec_import into dlrt_gpt_build_decode's graph; free them with
+ * dlrt_host_tensors_free). The sizes come from the tensors' shapes
+ * (layers, embd, context, vocab) and the metadata (gpt_layers, gpt_heads,
+ * gpt_embd, gpt_context, gpt_vocab, which dlrt_trainer_save writes for
+ * GPT models and which must agree with the shapes); a checkpoint saved
+ * before those keys takes the heads of its preset ("model") when its sizes
+ * are the preset's, and fails otherwise. Errors name the file: not a dlrt
+ * checkpoint, not a GPT (no transformer.wte.weight), metadata out of range
+ * or disagreeing with the tensors, or a tensor that is not finite
+ * (DLRT_ERR_INVALID_ARG or DLRT_ERR_IO; a missing or corrupt file as
+ * dlrt_safetensors_load says). */
+DLRT_API int dlrt_gpt_checkpoint_load(const char *path, dlrt_gpt_config *cfg,
+                                      dlrt_host_tensor **tensors, int *n);
 DLRT_API int dlrt_trainer_info(dlrt_trainer_t *t, dlrt_exec_info *out);
 /* The loss scale of the executor that makes the updates (scale 1 when off). */
 DLRT_API int dlrt_trainer_loss_scale(dlrt_trainer_t *t, dlrt_loss_scale_state *out);

@@ -161,7 +161,9 @@ int dlrt__exec_materialize(dlrt_exec_t *e) {
     dlrt_tensor_t *t = g->tensors[i];
     if (t->owner != t || !dlrt__persistent(t)) continue;
     size_t bytes = dlrt__tensor_bytes(t);
-    int init = t->kind == DLRT__TENSOR_PARAM || t->kind == DLRT__TENSOR_STATE;
+    /* Parameters and optimizer state from their initialisers, caches zeroed. */
+    int init = t->kind == DLRT__TENSOR_PARAM || t->kind == DLRT__TENSOR_STATE ||
+               t->kind == DLRT__TENSOR_CACHE;
     if (e->spill.pool) {
       void *view;
       if (!init) continue; /* made on the device when first used */

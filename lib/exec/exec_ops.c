@@ -327,6 +327,22 @@ static int run_linear_xent(dlrt_exec_t *e, dlrt__node *n) {
   return rc;
 }
 
+/* One token per sequence over its key / value caches (kernels/attention.h:
+ * attention_decode), one work-group per head of each sequence; the kernel
+ * reads the positions (in3) on the device. in1, in2 are the caches, which
+ * it writes. */
+static int run_attention_decode(dlrt_exec_t *e, dlrt__node *n) {
+  const struct dlrt__decode_params *p = &n->decode;
+  dlrt__launcher lb;
+  start(&lb, e, DLRT__K_attention_decode, 0, p->batch * p->heads);
+  arg(&lb, e, n->out[0]), arg(&lb, e, n->in[1]), arg(&lb, e, n->in[2]);
+  arg(&lb, e, n->in[0]), arg(&lb, e, n->in[3]);
+  dlrt__launch_i64(&lb, p->batch), dlrt__launch_i64(&lb, p->capacity);
+  dlrt__launch_i64(&lb, p->heads), dlrt__launch_i64(&lb, p->head_dim);
+  dlrt__launch_i64(&lb, DLRT__ATTN_ROWS(p->head_dim)), dlrt__launch_f32(&lb, p->scale);
+  return dlrt__launch_submit(e->stream, &lb);
+}
+
 int dlrt__exec_run_node(dlrt_exec_t *e, dlrt__node *n) { return dlrt__exec_run_node_chunk(e, n, NULL); }
 
 int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *c) {
@@ -483,6 +499,8 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
   case DLRT__OP_ATTENTION:
   case DLRT__OP_ATTENTION_GRAD:
     return run_attention(e, n);
+  case DLRT__OP_ATTENTION_DECODE:
+    return run_attention_decode(e, n);
   case DLRT__OP_SUB:
   case DLRT__OP_DIV:
     start(&lb, e, n->op == DLRT__OP_SUB ? DLRT__K_sub : DLRT__K_div, y->numel, 0);

@@ -23,9 +23,11 @@
 #include "util/status.h"
 
 /* Nodes that write storages they take as inputs: the updates (parameters
- * and optimizer state) and batch-norm's running statistics. */
+ * and optimizer state), batch-norm's running statistics and the key / value
+ * caches of attention_decode. */
 static int writes_inputs(const dlrt__node *n) {
-  return n->phase == DLRT__PHASE_UPDATE || n->op == DLRT__OP_BN_RUNNING;
+  return n->phase == DLRT__PHASE_UPDATE || n->op == DLRT__OP_BN_RUNNING ||
+         n->op == DLRT__OP_ATTENTION_DECODE;
 }
 
 /* The clock value of the next use after position k for touch j of node k:

@@ -1,5 +1,6 @@
-/* attention.c — the fused multi-head self-attention builder (the kernels
- * are kernels/attention.h; autodiff.c appends its backward node). */
+/* attention.c — the fused multi-head self-attention builders: training's
+ * (autodiff.c appends its backward node) and sampling's one token at a
+ * time over key / value caches. The kernels are kernels/attention.h. */
 #include "config.h"
 
 #include <math.h>
@@ -50,6 +51,60 @@ dlrt_tensor_t *dlrt_attention(dlrt_graph_t *g, dlrt_tensor_t *qkv, int heads, in
   lse->producer = n;
   n->attention = (struct dlrt__attention_params){
       .batch = batch, .seq = seq, .heads = heads, .head_dim = head_dim, .causal = causal,
+      .scale = (float)(1.0 / sqrt((double)head_dim))};
+  return y;
+}
+
+/* A key or value cache of dlrt_attention_decode: a state tensor of its
+ * own storage, fp32, batch x capacity x c. */
+static int is_cache(const dlrt_tensor_t *t, int64_t batch, int64_t c) {
+  return t->kind == DLRT__TENSOR_CACHE && t->owner == t && t->dtype == DLRT_F32 &&
+         t->ndim == 3 && t->shape[0] == batch && t->shape[1] >= 1 && t->shape[2] == c;
+}
+
+dlrt_tensor_t *dlrt_attention_decode(dlrt_graph_t *g, dlrt_tensor_t *qkv, dlrt_tensor_t *k_cache,
+                                     dlrt_tensor_t *v_cache, dlrt_tensor_t *pos, int heads) {
+  dlrt_tensor_t *in[4] = {qkv, k_cache, v_cache, pos};
+  if (!dlrt__graph_begin(g, "attention_decode", 4, in) ||
+      !dlrt__is_f32(g, "attention_decode", qkv))
+    return NULL;
+  if (qkv->ndim != 3 || qkv->shape[1] != 1)
+    return dlrt__shape_error(g, "attention_decode", "qkv must be B x 1 x 3C: each sequence's "
+                             "new token's queries, keys and values side by side", qkv, NULL);
+  if (heads < 1)
+    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "attention_decode: %d heads (give 1 or "
+                            "more)", heads);
+  int64_t batch = qkv->shape[0], width = qkv->shape[2];
+  if (width < 3 * (int64_t)heads || width % (3 * (int64_t)heads) != 0) {
+    char what[160];
+    snprintf(what, sizeof what, "the last axis, %lld, is not 3 x %d heads x a head size",
+             (long long)width, heads);
+    return dlrt__shape_error(g, "attention_decode", what, qkv, NULL);
+  }
+  int64_t head_dim = width / 3 / heads, c = width / 3;
+  if (head_dim > DLRT__ATTN_TILE)
+    return dlrt__graph_fail(g, DLRT_ERR_UNSUPPORTED, "attention_decode: a head of %lld (C "
+                            "%lld / %d heads); heads of up to %d are supported (use more "
+                            "heads)", (long long)head_dim, (long long)c, heads,
+                            DLRT__ATTN_TILE);
+  for (int i = 1; i <= 2; i++)
+    if (!is_cache(in[i], batch, c))
+      return dlrt__shape_error(g, "attention_decode", i == 1 ? "the key cache must be a "
+                               "dlrt_state tensor of B x capacity x C (fp32)" : "the value "
+                               "cache must be a dlrt_state tensor of B x capacity x C (fp32)",
+                               in[i], qkv);
+  if (k_cache == v_cache || k_cache->shape[1] != v_cache->shape[1])
+    return dlrt__shape_error(g, "attention_decode", "the key and value caches must be two "
+                             "state tensors of one shape", k_cache, v_cache);
+  if (pos->dtype != DLRT_I32 || pos->ndim != 1 || pos->shape[0] != batch)
+    return dlrt__shape_error(g, "attention_decode", "pos must be an I32 tensor of B elements "
+                             "(each sequence's position)", pos, qkv);
+  int64_t shape[3] = {batch, 1, c};
+  dlrt_tensor_t *y = dlrt__node1(g, DLRT__OP_ATTENTION_DECODE, DLRT__PHASE_FORWARD, 4, in, 3,
+                                 shape, NULL);
+  if (!y) return NULL;
+  y->producer->decode = (struct dlrt__decode_params){
+      .batch = batch, .capacity = k_cache->shape[1], .heads = heads, .head_dim = head_dim,
       .scale = (float)(1.0 / sqrt((double)head_dim))};
   return y;
 }

@@ -13,6 +13,10 @@ typedef enum {
   DLRT__TENSOR_INPUT,        /* written by the caller */
   DLRT__TENSOR_PARAM,        /* trained; lives as long as the executor */
   DLRT__TENSOR_STATE,        /* optimizer state (momentum, moments) */
+  /* State the forward pass keeps across runs (dlrt_state: key / value
+   * caches): zero when the executor is made, written in place by the ops
+   * that take it, never trained nor exported for checkpoints. */
+  DLRT__TENSOR_CACHE,
 } dlrt__tensor_kind;
 
 typedef enum {
@@ -93,6 +97,10 @@ typedef enum {
                      (B x T x 3C) [attention] */
   DLRT__OP_ATTENTION_GRAD, /* out0 dqkv, out1 the workspace D (B x heads x T, fp32); in: dO
                         qkv o lse [attention, the forward's] */
+  DLRT__OP_ATTENTION_DECODE, /* out0 o (B x 1 x C) from in0 qkv (B x 1 x 3C) of the token at
+                        position in3[b] (I32, B), which first writes its key and value
+                        into in1, in2 (the caches, B x capacity x C, updated in place);
+                        the query attends to positions 0 .. in3[b] [decode] */
   DLRT__OP_CAST,        /* out = in0 converted to out's dtype (mixed precision) */
   DLRT__OP_CONTIGUOUS,  /* out = in0's elements, dense (in0 a strided view) */
   DLRT__OP_SGD,         /* in0 param (updated), in1 velocity, in2 grad */
@@ -164,6 +172,7 @@ struct dlrt__node {
     struct dlrt__bcast_params bcast;
     struct dlrt__embed_params embed;
     struct dlrt__attention_params attention;
+    struct dlrt__decode_params decode;
     int64_t raw[NODE_MAX_P];
   };
   /* Matmul operands (bit j: input j) whose transpose flag dlrt__graph_layout

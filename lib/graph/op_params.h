@@ -157,6 +157,14 @@ struct dlrt__attention_params {
   float scale;    /* of the scores: 1 / sqrt(head_dim) */
 };
 
+/* DLRT__OP_ATTENTION_DECODE: qkv batch x 1 x 3 heads head_dim; the caches
+ * batch x capacity x heads head_dim. The kernel takes them in this order,
+ * then the tile rows and the scale. */
+struct dlrt__decode_params {
+  int64_t batch, capacity, heads, head_dim;
+  float scale; /* of the scores: 1 / sqrt(head_dim) */
+};
+
 /* The most int64_t a node's parameters take (the convolution's twelve). */
 #define NODE_MAX_P 12
 

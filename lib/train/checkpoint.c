@@ -24,6 +24,16 @@
 
 #define CHECKPOINT_FORMAT "dlrt-checkpoint-1"
 
+/* A GPT's sizes in its checkpoint's metadata (written since dlgen; older
+ * checkpoints have none), with the ranges dlrt_gpt_check allows. */
+enum { GPT_KEYS = 5 };
+static const struct {
+  const char *key;
+  int64_t min, max;
+} gpt_keys[GPT_KEYS] = {{"gpt_layers", 1, 1000},      {"gpt_heads", 1, 1 << 20},
+                        {"gpt_embd", 1, 1 << 20},     {"gpt_context", 1, 1 << 20},
+                        {"gpt_vocab", 2, 1 << 24}};
+
 /* The first NaN or infinite element of an fp32 tensor in tensors[0..n):
  * 1 with *which and *at (its tensor and element), 0 when all are finite. */
 static int first_non_finite(const dlrt_host_tensor *tensors, int n, int *which, size_t *at,
@@ -75,11 +85,30 @@ int dlrt_trainer_save(dlrt_trainer_t *t, const char *path, int epochs_done) {
   char scale[32], clean[32];
   snprintf(scale, sizeof scale, "%.9g", ls.scale);
   snprintf(clean, sizeof clean, "%lld", (long long)ls.clean_steps);
-  const char *meta[] = {"format", CHECKPOINT_FORMAT, "model", t->model, "optimizer",
+  /* A GPT's sizes (the preset's, overridden), which its tensors do not all
+   * tell (the heads): what dlgen builds its decode graph from. */
+  dlrt_gpt_config gpt;
+  char sizes[GPT_KEYS][24];
+  const char *gpt_meta[2 * GPT_KEYS + 1] = {NULL};
+  if (dlrt__gpt_model(&t->cfg, &gpt)) {
+    int64_t values[GPT_KEYS] = {gpt.layers, gpt.heads, gpt.embd, gpt.context, gpt.vocab};
+    for (int i = 0; i < GPT_KEYS; i++) {
+      snprintf(sizes[i], sizeof sizes[i], "%lld", (long long)values[i]);
+      gpt_meta[2 * i] = gpt_keys[i].key;
+      gpt_meta[2 * i + 1] = sizes[i];
+    }
+  }
+  const char *head[] = {"format", CHECKPOINT_FORMAT, "model", t->model, "optimizer",
                         dlrt_optimizer_name(t->cfg.opt.kind), "lr", lr, "batch", batch,
-                        "seed", seed, "input", shape, "epochs_done", epochs,
-                        ls.scaler.enabled ? "loss_scale" : NULL, scale,
-                        "loss_scale_clean_steps", clean, NULL};
+                        "seed", seed, "input", shape, "epochs_done", epochs};
+  const char *tail[] = {"loss_scale", scale, "loss_scale_clean_steps", clean};
+  const char *meta[sizeof head / sizeof *head + 2 * GPT_KEYS + sizeof tail / sizeof *tail + 1];
+  int k = 0;
+  for (size_t i = 0; i < sizeof head / sizeof *head; i++) meta[k++] = head[i];
+  for (int i = 0; gpt_meta[i]; i++) meta[k++] = gpt_meta[i];
+  for (size_t i = 0; ls.scaler.enabled && i < sizeof tail / sizeof *tail; i++)
+    meta[k++] = tail[i];
+  meta[k] = NULL;
   rc = dlrt_safetensors_save(path, tensors, n, meta);
   dlrt_host_tensors_free(tensors, n);
   return rc;
@@ -92,6 +121,7 @@ typedef struct {
   int64_t epochs_done;
   double loss_scale; /* 0: none saved */
   int64_t clean_steps;
+  int64_t gpt[GPT_KEYS]; /* a GPT's sizes in gpt_keys' order; 0: not saved */
 } saved_state;
 
 static int bad_value(const char *path, const char *key, const char *value, const char *want) {
@@ -162,6 +192,10 @@ static int read_metadata(const char *path, char **meta, saved_state *out) {
       rc = parse_u64(path, key, value, &seed);
     } else if (strcmp(key, "lr") == 0) {
       rc = parse_real(path, key, value, 0, FLT_MAX, "a finite number >= 0", &real);
+    } else if (strncmp(key, "gpt_", 4) == 0) {
+      for (int k = 0; k < GPT_KEYS; k++)
+        if (strcmp(key, gpt_keys[k].key) == 0)
+          rc = parse_int(path, key, value, gpt_keys[k].min, gpt_keys[k].max, &out->gpt[k]);
     } else if (strcmp(key, "loss_scale") == 0) {
       /* Both the scale and its reciprocal (what unscales the gradients)
        * must be finite fp32 numbers. */
@@ -205,6 +239,13 @@ int dlrt_trainer_load(dlrt_trainer_t *t, const char *path, int *epochs_done) {
   size_t at;
   float bad;
   rc = read_metadata(path, meta, &saved);
+  dlrt_gpt_config gpt;
+  /* The heads change no tensor's shape: only the metadata tells them apart. */
+  if (rc == DLRT_OK && dlrt__gpt_model(&t->cfg, &gpt) && saved.gpt[1] &&
+      saved.gpt[1] != gpt.heads)
+    rc = dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s: the checkpoint's GPT has %lld heads, the "
+                         "model %lld: resume with --heads %lld", path, (long long)saved.gpt[1],
+                         (long long)gpt.heads, (long long)saved.gpt[1]);
   if (rc == DLRT_OK && first_non_finite(tensors, n, &which, &at, &bad))
     rc = dlrt__set_error(DLRT_ERR_IO, "%s: %s holds %s (element %zu): the checkpoint is "
                          "damaged or was saved by a run that diverged; resume from an earlier "
@@ -225,5 +266,93 @@ int dlrt_trainer_load(dlrt_trainer_t *t, const char *path, int *epochs_done) {
   }
   if (rc == DLRT_OK && epochs_done) *epochs_done = (int)saved.epochs_done;
   dlrt_safetensors_free(tensors, n, meta);
+  return rc;
+}
+
+/* ------------------------------------------------------------- a GPT for sampling */
+
+static const dlrt_host_tensor *find_tensor(const dlrt_host_tensor *tensors, int n,
+                                           const char *name) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(tensors[i].name, name) == 0) return &tensors[i];
+  return NULL;
+}
+
+static const char *meta_value(char **meta, const char *key) {
+  for (int i = 0; meta && meta[i]; i += 2)
+    if (strcmp(meta[i], key) == 0) return meta[i + 1];
+  return NULL;
+}
+
+/* The sizes from the tensors' shapes (all but the heads), then the heads
+ * and a check of the rest from the metadata; checkpoints before the sizes
+ * were saved take the heads of their preset when its sizes are theirs. */
+static int gpt_sizes(const char *path, char **meta, const saved_state *saved,
+                     const dlrt_host_tensor *tensors, int n, dlrt_gpt_config *cfg) {
+  const char *model = meta_value(meta, "model");
+  const dlrt_host_tensor *wte = find_tensor(tensors, n, "transformer.wte.weight");
+  const dlrt_host_tensor *wpe = find_tensor(tensors, n, "transformer.wpe.weight");
+  if (!wte || !wpe)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s is a checkpoint of model \"%.60s\", "
+                           "not of a GPT (it has no transformer.%s.weight): train one with "
+                           "dltrain --model gpt-mini --save FILE", path, model ? model : "?",
+                           wte ? "wpe" : "wte");
+  if (wte->ndim != 2 || wpe->ndim != 2 || wpe->shape[1] != wte->shape[1])
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s: transformer.wte.weight and "
+                           "transformer.wpe.weight are not vocabulary x width and context x "
+                           "width: the file is damaged or not a GPT-2", path);
+  memset(cfg, 0, sizeof *cfg);
+  cfg->vocab = wte->shape[0], cfg->embd = wte->shape[1], cfg->context = wpe->shape[0];
+  for (char name[64];; cfg->layers++) {
+    snprintf(name, sizeof name, "transformer.h.%lld.ln_1.weight", (long long)cfg->layers);
+    if (!find_tensor(tensors, n, name)) break;
+  }
+  int64_t shapes[GPT_KEYS] = {cfg->layers, 0, cfg->embd, cfg->context, cfg->vocab};
+  for (int k = 0; k < GPT_KEYS; k++)
+    if (saved->gpt[k] && k != 1 && saved->gpt[k] != shapes[k])
+      return dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s: its metadata says %s %lld, its "
+                             "tensors %lld: the file is damaged or was edited", path,
+                             gpt_keys[k].key, (long long)saved->gpt[k], (long long)shapes[k]);
+  cfg->heads = saved->gpt[1];
+  dlrt_gpt_config preset;
+  if (!cfg->heads && model && dlrt_gpt_preset(model, &preset) == DLRT_OK &&
+      preset.layers == cfg->layers && preset.embd == cfg->embd &&
+      preset.context == cfg->context && preset.vocab == cfg->vocab)
+    cfg->heads = preset.heads;
+  if (!cfg->heads)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s: a GPT (\"%.60s\", %lld layers, width "
+                           "%lld) whose heads the checkpoint does not record (saved by a dlrt "
+                           "before gpt_heads, with sizes of its own): save it again with this "
+                           "dltrain (--resume FILE --save FILE)", path, model ? model : "?",
+                           (long long)cfg->layers, (long long)cfg->embd);
+  int rc = dlrt_gpt_check(cfg);
+  if (rc < 0) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", dlrt_last_error());
+    return dlrt__set_error(rc, "%s: %s", path, msg);
+  }
+  return DLRT_OK;
+}
+
+int dlrt_gpt_checkpoint_load(const char *path, dlrt_gpt_config *cfg, dlrt_host_tensor **tensors,
+                             int *n) {
+  DLRT__CHECK_ARG(path && cfg && tensors && n, "dlrt_gpt_checkpoint_load: an argument is NULL");
+  *tensors = NULL, *n = 0;
+  dlrt_host_tensor *all = NULL;
+  char **meta = NULL;
+  int count = 0, which;
+  size_t at;
+  float bad;
+  saved_state saved;
+  int rc = dlrt_safetensors_load(path, &all, &count, &meta);
+  if (rc < 0) return rc;
+  rc = read_metadata(path, meta, &saved);
+  if (rc == DLRT_OK) rc = gpt_sizes(path, meta, &saved, all, count, cfg);
+  if (rc == DLRT_OK && first_non_finite(all, count, &which, &at, &bad))
+    rc = dlrt__set_error(DLRT_ERR_IO, "%s: %s holds %s (element %zu): the checkpoint is "
+                         "damaged or was saved by a run that diverged", path, all[which].name,
+                         non_finite_name(bad), at);
+  dlrt_safetensors_free(rc == DLRT_OK ? NULL : all, count, meta);
+  if (rc == DLRT_OK) *tensors = all, *n = count;
   return rc;
 }

@@ -8,7 +8,12 @@
  * are in x out, "transformer.h.0.attn.c_attn.weight" ...), so a checkpoint
  * loads into transformers.GPT2LMHeadModel with load_state_dict. Shapes:
  * B batch, T context, C width, V vocabulary; activations are kept 2-D,
- * (B*T) x C, except around the attention, which takes B x T x 3C. */
+ * (B*T) x C, except around the attention, which takes B x T x 3C.
+ *
+ * The decode graph (dlrt_gpt_build_decode) is the same model for one new
+ * token per sequence: the same parameters, and in each block key and value
+ * caches (dlrt_state) that dlrt_attention_decode fills a position per run,
+ * so a token costs O(position) in attention and nothing is recomputed. */
 #include "config.h"
 
 #include <math.h>
@@ -96,6 +101,8 @@ typedef struct {
   dlrt_graph_t *g;
   const dlrt_gpt_config *c;
   float proj_std; /* residual projections: 0.02 / sqrt(2 N) */
+  /* The decode graph's positions (B, I32); NULL: the training graph. */
+  dlrt_tensor_t *pos;
 } gpt_builder;
 
 static dlrt_tensor_t *param(gpt_builder *b, const char *name, int64_t rows, int64_t cols,
@@ -129,11 +136,26 @@ static dlrt_tensor_t *layer_norm(gpt_builder *b, dlrt_tensor_t *x, const char *p
   return dlrt_layer_norm(b->g, x, gamma, beta, 1e-5f);
 }
 
+/* Dropout passes values through when sampling: none in the decode graph. */
 static dlrt_tensor_t *dropout(gpt_builder *b, dlrt_tensor_t *x) {
-  return b->c->dropout > 0 ? dlrt_dropout(b->g, x, b->c->dropout) : x;
+  return b->c->dropout > 0 && !b->pos ? dlrt_dropout(b->g, x, b->c->dropout) : x;
 }
 
-/* One block on the residual stream x ((B*T) x C). */
+/* The decode graph's attention for block `prefix`: the new token's qkv (B x
+ * 1 x 3C) over the block's key and value caches (B x context x C each,
+ * "PREFIX.attn.k_cache", "PREFIX.attn.v_cache"). */
+static dlrt_tensor_t *decode_attention(gpt_builder *b, dlrt_tensor_t *qkv, const char *prefix,
+                                       int64_t batch) {
+  int64_t shape[3] = {batch, b->c->context, b->c->embd};
+  char name[64];
+  snprintf(name, sizeof name, "%s.attn.k_cache", prefix);
+  dlrt_tensor_t *k_cache = dlrt_state(b->g, name, DLRT_F32, 3, shape);
+  snprintf(name, sizeof name, "%s.attn.v_cache", prefix);
+  dlrt_tensor_t *v_cache = dlrt_state(b->g, name, DLRT_F32, 3, shape);
+  return dlrt_attention_decode(b->g, qkv, k_cache, v_cache, b->pos, (int)b->c->heads);
+}
+
+/* One block on the residual stream x ((B*T) x C; T = 1 when decoding). */
 static dlrt_tensor_t *block(gpt_builder *b, dlrt_tensor_t *x, int i, int64_t batch,
                             int64_t T) {
   const int64_t C = b->c->embd;
@@ -145,8 +167,9 @@ static dlrt_tensor_t *block(gpt_builder *b, dlrt_tensor_t *x, int i, int64_t bat
   snprintf(name, sizeof name, "%s.attn.c_attn", p);
   dlrt_tensor_t *qkv = conv1d(b, h, name, C, 3 * C, 0.02f);
   int64_t qkv_shape[3] = {batch, T, 3 * C}, flat[2] = {batch * T, C};
-  dlrt_tensor_t *a = dlrt_attention(b->g, dlrt_reshape(b->g, qkv, 3, qkv_shape),
-                                    (int)b->c->heads, 1);
+  qkv = dlrt_reshape(b->g, qkv, 3, qkv_shape);
+  dlrt_tensor_t *a = b->pos ? decode_attention(b, qkv, p, batch)
+                            : dlrt_attention(b->g, qkv, (int)b->c->heads, 1);
   a = dlrt_reshape(b->g, a, 2, flat);
   snprintf(name, sizeof name, "%s.attn.c_proj", p);
   a = dropout(b, conv1d(b, a, name, C, C, b->proj_std));
@@ -217,6 +240,42 @@ int dlrt_gpt_build_loss(dlrt_graph_t *g, const dlrt_gpt_config *c, dlrt_tensor_t
   if (rc < 0) return rc;
   /* The head and the loss in one op: the (B*T) x V logits are never stored. */
   *loss = dlrt_linear_cross_entropy(g, x, wte, targets, smoothing);
+  return dlrt_graph_status(g);
+}
+
+int dlrt_gpt_build_decode(dlrt_graph_t *g, const dlrt_gpt_config *c, dlrt_tensor_t *tokens,
+                          dlrt_tensor_t *pos, dlrt_tensor_t **logits) {
+  DLRT__CHECK_ARG(g && c && tokens && pos && logits, "dlrt_gpt_build_decode: an argument is "
+                  "NULL");
+  *logits = NULL;
+  int rc = dlrt_gpt_check(c);
+  if (rc < 0) return rc;
+  int64_t shape[DLRT_MAX_DIMS];
+  if (dlrt_tensor_shape(tokens, shape) != 2 || shape[1] != 1 ||
+      dlrt_tensor_dtype(tokens) != DLRT_I32)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "dlrt_gpt_build_decode: the tokens must be "
+                           "a batch x 1 tensor of I32 (one new token per sequence)");
+  int64_t batch = shape[0], C = c->embd;
+  if (dlrt_tensor_shape(pos, shape) != 1 || shape[0] != batch ||
+      dlrt_tensor_dtype(pos) != DLRT_I32)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "dlrt_gpt_build_decode: the positions must "
+                           "be an I32 tensor of %lld elements (one per sequence)",
+                           (long long)batch);
+  gpt_builder b = {.g = g, .c = c, .proj_std = 0.02f / sqrtf(2.0f * (float)c->layers),
+                   .pos = pos};
+  /* The training graph's parameters, made in its order with its names. */
+  dlrt_tensor_t *wte = param(&b, "transformer.wte.weight", c->vocab, C, 0.02f, 0);
+  dlrt_tensor_t *wpe = param(&b, "transformer.wpe.weight", c->context, C, 0.02f, 0);
+  /* Each token's row plus its position's row (B x C). */
+  int64_t flat[2] = {batch, C};
+  dlrt_tensor_t *x = dlrt_add(g, dlrt_reshape(g, dlrt_embedding(g, tokens, wte), 2, flat),
+                              dlrt_embedding(g, pos, wpe));
+  for (int i = 0; i < c->layers; i++) {
+    x = block(&b, x, i, batch, 1);
+    if ((rc = dlrt_graph_status(g)) < 0) return rc;
+  }
+  x = layer_norm(&b, x, "transformer.ln_f");
+  *logits = dlrt_matmul(g, x, wte, 0, 1); /* B x V */
   return dlrt_graph_status(g);
 }
 
