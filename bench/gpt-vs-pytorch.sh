@@ -9,16 +9,19 @@
 # draws.
 #
 # Usage: bench/gpt-vs-pytorch.sh [--model gpt-mini|gpt2] [--runs N] [--steps S]
-#        [--quality] [--seeds N] [--threads T]
+#        [--quality] [--seeds N] [--clip-norm X] [--threads T]
 #   gpt-mini: batch 32, context 128 (the issue's speed bar: >= 2x);
 #   gpt2:     124M parameters, batch 4, context 64 (bar: >= 1.5x).
 #   --quality: gpt-mini, AdamW 1e-3, 1000 steps, evaluated on 20 batches
 #   at the end (bar: within 0.02 nats of PyTorch's); --seeds N (default 1)
-#   repeats it for seeds 1..N on both sides and compares the means.
+#   repeats it for seeds 1..N on both sides and compares the means;
+#   --clip-norm X clips the gradients' global norm on both sides (GPT
+#   recipes' 1.0; without it a late loss spike on either side can decide
+#   the comparison).
 # Needs a build (DLTRAIN, DLRECORD: default ./tools/...), Debian's
 # python3-torch and fortunes (the corpus, made into a token file here).
 set -euo pipefail
-model=gpt-mini runs=3 steps= quality=0 threads=2 seeds=1
+model=gpt-mini runs=3 steps= quality=0 threads=2 seeds=1 clip=0
 while (($#)); do
   case $1 in
   --model) model=$2; shift 2 ;;
@@ -27,7 +30,8 @@ while (($#)); do
   --threads) threads=$2; shift 2 ;;
   --quality) quality=1; shift ;;
   --seeds) seeds=$2; shift 2 ;;
-  *) echo "usage: $0 [--model gpt-mini|gpt2] [--runs N] [--steps S] [--quality] [--seeds N]" \
+  --clip-norm) clip=$2; shift 2 ;;
+  *) echo "usage: $0 [--model gpt-mini|gpt2] [--runs N] [--steps S] [--quality] [--seeds N] [--clip-norm X]" \
           "[--threads T]" >&2
      exit 2 ;;
   esac
@@ -57,13 +61,14 @@ dl() {
   "$DLTRAIN" --model "$model" "${dl_sizes[@]}" --data "$tmp/corpus.bin" \
     --batch "$batch" --steps "$steps" --eval-every "$steps" --eval-batches "$eval_batches" \
     --optimizer adamw --lr 1e-3 --threads "$threads" --device cpu --seed "$seed" --quiet --json \
+    $([[ $clip != 0 ]] && echo --clip-norm "$clip") \
     2>"$tmp/dl.err" |
     tail -n 1
 }
 pt() {
   "$PYTHON" "$here/gpt_pytorch.py" --data "$tmp/corpus.bin" "${sizes[@]}" --batch "$batch" \
     --steps "$steps" --eval-batches "$eval_batches" --threads "$threads" --lr 1e-3 \
-    --seed "$seed" --windows dlrt | tail -n 1
+    --seed "$seed" --windows dlrt --clip-norm "$clip" | tail -n 1
 }
 field() { "$PYTHON" -c "import json, sys; print(json.loads(sys.argv[1])['$1'])" "$2"; }
 

@@ -17,6 +17,7 @@ Usage: gpt_pytorch.py --data FILE.bin [--layers 4 --heads 4 --embd 128
        --context 128 --vocab 256] [--batch 32] [--steps N] [--lr 1e-3]
        [--weight-decay 0.01] [--eval-every N] [--eval-batches K]
        [--threads 2] [--seed 1] [--windows dlrt|torch] [--window-seed S]
+       [--clip-norm X]
 """
 import argparse
 import json
@@ -114,6 +115,8 @@ def main():
         p.add_argument("--" + name.replace("_", "-"), type=int, default=v)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--weight-decay", type=float, default=0.01)
+    p.add_argument("--clip-norm", type=float, default=0.0,
+                   help="clip the gradients' global L2 norm (dltrain's --clip-norm; 0: off)")
     p.add_argument("--windows", choices=("dlrt", "torch"), default="dlrt")
     p.add_argument("--window-seed", type=int, default=None,
                    help="dltrain's --seed for --windows dlrt (default: --seed)")
@@ -165,6 +168,8 @@ def main():
         loss = model(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        if a.clip_norm > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip_norm)
         opt.step()
         if a.eval_every and (step + 1) % a.eval_every == 0:
             t0 = time.perf_counter()
