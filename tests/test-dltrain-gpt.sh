@@ -10,13 +10,14 @@
 # time is printed, not judged); bad sizes and GPT options on image models
 # are usage errors; a vocabulary too small for the data is an error naming --vocab; a
 # model file takes GELU's tanh form (gelu_tanh); data parallel over two
-# devices trains as one device does; --pipeline is refused with a message.
+# devices trains as one device does; --pipeline is refused with a message;
+# --steps 0 --save writes the initial parameters, which resume.
 
 DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLRECORD=${DLRECORD:-./tools/dlrecord}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=16
+TOOL=$DLTRAIN PLAN=17
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
@@ -140,3 +141,16 @@ result "--devices cpu,cpu trains a GPT as one device does (validation loss withi
 run $small --data "$tmp/corpus.txt" --steps 2 --pipeline cpu,cpu
 [ $rc -ne 0 ] && grep -q "pipeline parallelism does not take GPT models" "$tmp/err"
 result "--pipeline with a GPT exits $rc saying it is not supported yet"
+
+# 17: --steps 0 evaluates and saves the initial parameters; a run resumed from
+# them ends where a run from scratch ends.
+run $small --data "$tmp/corpus.txt" --steps 0 --save "$tmp/init.st"
+[ $rc -eq 0 ] && [ -s "$tmp/init.st" ] && grep -q "saved .* at step 0" "$tmp/out" &&
+  run $small --data "$tmp/corpus.txt" --steps 12 --eval-every 6 --eval-batches 2 \
+    --resume "$tmp/init.st" --json && python3 -c "
+import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
+assert b['steps_run'] == 12, b
+assert abs(a['val_loss'] - b['val_loss']) <= 1e-5 * a['val_loss'], (a['val_loss'], b['val_loss'])
+" "$tmp/whole.json" "$tmp/out"
+result "--steps 0 --save writes the initial parameters; resumed from them, 12 steps end as 12 do"

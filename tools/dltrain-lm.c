@@ -143,6 +143,12 @@ int dltrain_lm_train(const options *o, dlrt_trainer_t *t, dlrt_dataset d[2], int
     out->val_bpb = bytes ? out->eval.loss / ln2 : NAN;
     fprintf(log, "nothing to train (%d of %" PRId64 " steps done); val loss %.4f perplexity "
             "%.2f\n", start, o->steps, out->eval.loss, exp(out->eval.loss));
+    /* --steps 0 --save: the initial parameters, say for dlgen or a reference. */
+    if (o->save && rank == 0 && start == 0) {
+      if ((rc = dlrt_trainer_save(t, o->save, 0)) < 0)
+        return tool_fail("cannot save the checkpoint", rc);
+      fprintf(log, "saved    %s at step 0 (the initial parameters)\n", o->save);
+    }
   } else if (o->save) {
     fprintf(log, "saved    %s after step %" PRId64 "\n", o->save, step);
   }

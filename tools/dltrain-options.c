@@ -140,7 +140,8 @@ void dltrain_usage(FILE *out) {
         "                             the preset's sizes replaced (embd: the width, a\n"
         "                             multiple of heads; context: the window, T)\n"
         "      --dropout P            on the embeddings and residual branches (default 0)\n"
-        "      --steps N              updates in all, counting resumed ones (default 1000)\n"
+        "      --steps N              updates in all, counting resumed ones (default 1000;\n"
+        "                             0: evaluate the initial parameters, --save them)\n"
         "      --eval-every N         evaluate (validation loss, perplexity and, for byte\n"
         "                             tokens, bits per byte) every N steps (default 250)\n"
         "      --eval-batches K       validation batches per evaluation (default 20;\n"
@@ -469,7 +470,8 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
       o->batch_given = 1;
       break;
     case OPT_STEPS:
-      if ((ok = tool_parse_int("--steps", optarg, 0, INT64_MAX / 2, &v, err))) o->steps = v;
+      if ((ok = tool_parse_int("--steps", optarg, 0, INT64_MAX / 2, &v, err)))
+        o->steps = v, o->steps_given = 1;
       break;
     case OPT_EVAL_EVERY:
       if ((ok = tool_parse_int("--eval-every", optarg, 1, INT64_MAX / 2, &v, err)))
@@ -587,12 +589,13 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
   dlrt_gpt_config preset;
   o->gpt_model = dlrt_gpt_preset(o->model, &preset) == DLRT_OK;
   if (o->gpt_model && !o->batch_given) o->batch = 32;
-  if (o->gpt_model && !o->steps) o->steps = 1000;
-  if (o->gpt_model && !o->eval_every) o->eval_every = o->steps < 250 ? o->steps : 250;
+  if (o->gpt_model && !o->steps_given) o->steps = 1000;
+  if (o->gpt_model && !o->eval_every)
+    o->eval_every = o->steps < 1 ? 1 : o->steps < 250 ? o->steps : 250;
   if (o->gpt_model && !o->eval_batches) o->eval_batches = 20;
   if (ok && !o->gpt_model &&
       (o->gpt.layers || o->gpt.heads || o->gpt.embd || o->gpt.context || o->gpt.vocab ||
-       o->gpt.dropout || o->steps || o->eval_every || o->eval_batches))
+       o->gpt.dropout || o->steps_given || o->eval_every || o->eval_batches))
     ok = tool_usage_error(err, "--layers, --heads, --embd, --context, --vocab, --dropout, "
                           "--steps, --eval-every and --eval-batches are for GPT models "
                           "(--model gpt-mini, gpt2, ...), not %s", o->model);

@@ -41,6 +41,7 @@ typedef struct {
   int gpt_model;            /* --model is a GPT preset */
   int64_t steps, eval_every, eval_batches;
   int batch_given;          /* --batch was given (a GPT's default batch is 32) */
+  int steps_given;          /* --steps was given (0 is a count then: no training) */
   int data_given;           /* --data was given */
   char error[TOOL_ERROR_MAX]; /* why the command line is wrong ("" when it is not) */
 } options;
