@@ -44,7 +44,8 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/dlgen-positions.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 if [ -z "$checkpoint" ]; then
   checkpoint=$tmp/$model.safetensors
-  echo "making a $model checkpoint (dltrain --model $model --steps 0 --save: the initial parameters) ..."
+  echo "making a $model checkpoint of its initial parameters" \
+       "(dltrain --model $model --steps 0 --save) ..."
   "$DLTRAIN" --model "$model" --steps 0 --eval-every 1 --eval-batches 1 --batch 1 \
     --threads "$threads" --device "$device" --quiet --save "$checkpoint" >"$tmp/train.log" 2>&1 ||
     { cat "$tmp/train.log" >&2; exit 1; }
