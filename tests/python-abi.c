@@ -22,9 +22,12 @@ static void field(const char *name, size_t offset) {
   first_field = 0;
 }
 
+/* NAME(T) is the name T stands for (a bare #type would give "T"). */
+#define NAME_(x) #x
+#define NAME(x) NAME_(x)
 #define STRUCT(type, FIELDS)                                                                  \
   do {                                                                                        \
-    open_struct(#type, sizeof(type));                                                         \
+    open_struct(NAME(type), sizeof(type));                                                         \
     FIELDS                                                                                    \
     fputs("}}", stdout);                                                                      \
   } while (0)

@@ -34,7 +34,7 @@ class CopyWarning(UserWarning):
 def dtype_name(dtype):
     """"f32", "f16", "bf16", "i32" or "u8" for any of their spellings
     (numpy and torch dtypes included)."""
-    text = str(dtype).replace("torch.", "")
+    text = dtype.__name__ if isinstance(dtype, type) else str(dtype).replace("torch.", "")
     text = _ALIASES.get(text, text)
     if text not in DTYPES:
         raise ValueError("dtype %r: dlrt holds f32, f16, bf16, i32 and u8" % (dtype,))

@@ -98,7 +98,9 @@ class Trainer:
 
         def progress(_user, step, steps, so_far):
             s = _stats(so_far.contents)
-            s.update(extra, kind="progress", step=step, steps=steps)
+            # A GPT's rounds count their steps from the run's first.
+            s.update(extra, kind="progress", step=extra.get("first_step", 0) + step,
+                     steps=steps)
             events.put(s)
 
         callback = PROGRESS_FN(progress)  # alive until the thread has ended
