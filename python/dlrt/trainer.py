@@ -152,7 +152,7 @@ class Trainer:
             extra = {"epoch": self.done + 1}
             yield from self._epoch(self.done, remaining or 0, extra)
             s = extra.pop("stats")
-            s.update(extra, kind="epoch")
+            s.update(extra, kind="epoch", step=s["steps"])
             self.done += 1
             self.epoch_losses.append(s["loss"])
             if remaining is not None:

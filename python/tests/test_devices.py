@@ -30,8 +30,9 @@ def test_memory_stats_follow_allocations(cpu):
     before = cpu.memory_stats()
     t = dlrt.empty((1024, 1024), "f32", device=cpu)  # 4 MiB
     during = cpu.memory_stats()
-    assert during["allocated_bytes.all.current"] >= before["allocated_bytes.all.current"] + 4 << 20
-    assert during["requested_bytes.all.current"] == before["requested_bytes.all.current"] + (4 << 20)
+    mib4 = 4 << 20
+    assert during["allocated_bytes.all.current"] >= before["allocated_bytes.all.current"] + mib4
+    assert during["requested_bytes.all.current"] == before["requested_bytes.all.current"] + mib4
     assert during["reserved_bytes.all.current"] >= during["allocated_bytes.all.current"]
     assert during["allocation.all.allocated"] == before["allocation.all.allocated"] + 1
     del t

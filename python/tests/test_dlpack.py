@@ -138,10 +138,14 @@ def _strides(m, values):
     m.dl_tensor.strides = m._keep
 
 
+def _dtype(m, code, bits):
+    m.dl_tensor.dtype.code, m.dl_tensor.dtype.bits = code, bits
+
+
 BAD = {
-    "float64": lambda m: setattr(m.dl_tensor.dtype, "bits", 64),
-    "int64": lambda m: (setattr(m.dl_tensor.dtype, "code", 0), setattr(m.dl_tensor.dtype, "bits", 64)),
-    "bool": lambda m: (setattr(m.dl_tensor.dtype, "code", 6), setattr(m.dl_tensor.dtype, "bits", 8)),
+    "float64": lambda m: _dtype(m, 2, 64),
+    "int64": lambda m: _dtype(m, 0, 64),
+    "bool": lambda m: _dtype(m, 6, 8),
     "complex": lambda m: setattr(m.dl_tensor.dtype, "code", 5),
     "two lanes": lambda m: setattr(m.dl_tensor.dtype, "lanes", 2),
     "transposed strides": lambda m: _strides(m, [1, 4]),
