@@ -290,3 +290,21 @@ def test_read_only_tensors():
         u.__dlpack__()
     again = u.__dlpack__(max_version=(1, 0))  # held: its tensor lives as long
     assert managed_of(again)[0].flags & D.FLAG_READ_ONLY
+
+
+REFUSED = {
+    "a transposed torch tensor": lambda: torch.arange(12.0).reshape(3, 4).t(),
+    "a sliced torch tensor": lambda: torch.arange(12.0)[::3],
+    "torch float64": lambda: torch.zeros(3, dtype=torch.float64),
+    "torch complex": lambda: torch.zeros(3, dtype=torch.complex64),
+    "torch int64": lambda: torch.zeros(3, dtype=torch.int64),
+    "a sliced numpy array": lambda: np.arange(12, dtype=np.float32).reshape(3, 4)[:, 1:],
+    "numpy complex": lambda: np.zeros(3, dtype=np.complex64),
+    "an empty numpy array": lambda: np.zeros((0, 3), dtype=np.float32),
+}
+
+
+@pytest.mark.parametrize("what", sorted(REFUSED))
+def test_real_producers_refused(what):
+    with pytest.raises(BufferError):
+        dlrt.from_dlpack(REFUSED[what]())
