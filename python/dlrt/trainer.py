@@ -133,9 +133,11 @@ class Trainer:
         """Trains, yielding dicts as it goes: kind "progress" (the epoch's
         running figures every ~5%) and, after each epoch, kind "epoch" with
         the epoch's figures and, with evaluate, its test loss and accuracy.
-        A GPT trains by steps (default its `steps` option, counting a loaded
-        checkpoint's) in rounds of eval_every, each ending with kind "eval":
-        val_loss, val_perplexity, val_bpb (bits per byte, byte tokens only)."""
+        fit(steps=N) trains N more updates (a classifier: whole epochs, then
+        part of the next, whose rest is not resumed). A GPT trains by steps
+        (default: up to its `steps` option, counting a loaded checkpoint's)
+        in rounds of eval_every, each ending with kind "eval": val_loss,
+        val_perplexity, val_bpb (bits per byte, byte tokens only)."""
         if self.is_gpt:
             if epochs is not None:
                 raise ValueError("a GPT trains by steps: fit(steps=N)")
