@@ -208,6 +208,20 @@ DLRT_API dlrt_device_t *dlrt_buffer_device(const dlrt_buffer_t *buf);
  * that use the buffer before reading or writing it from the host. */
 DLRT_API void *dlrt_buffer_host_ptr(const dlrt_buffer_t *buf);
 
+/* One more handle on the same memory: each dlrt_buffer_free drops one, and
+ * the last returns the memory (what a DLPack export holds while another
+ * framework uses the buffer). */
+DLRT_API int dlrt_buffer_retain(dlrt_buffer_t *buf);
+/* A buffer of the cpu device over `bytes` (> 0) of caller-owned host memory
+ * at `ptr`, never freed by dlrt: dlrt_buffer_free releases the handle only,
+ * and the memory must outlive it. How a NumPy array or a PyTorch CPU tensor
+ * is used in place (dlrt_dlpack_export's converse). The allocator's
+ * statistics and budget do not count it. DLRT_ERR_UNSUPPORTED on devices of
+ * other backends: their memory is not the host's (wrap it on cpu, then
+ * dlrt_copy_d2d). */
+DLRT_API int dlrt_buffer_wrap_host(dlrt_device_t *dev, void *ptr, size_t bytes,
+                                   dlrt_buffer_t **out);
+
 /* Device budget for the caching allocator, in bytes (0 = the device's memory).
  * DLRT_MEM_LIMIT=256M (K, M, G, T suffixes; or a percentage "50%") sets it for
  * every device at start. Lowering it below what is reserved releases cache. */
@@ -517,6 +531,41 @@ DLRT_API int dlrt_reduce(dlrt_stream_t *stream, dlrt_reduce_op op, dlrt_dtype dt
 DLRT_API int dlrt_transpose(dlrt_stream_t *stream, dlrt_dtype dtype, int64_t batch,
                             int64_t rows, int64_t cols, dlrt_buffer_t *y, size_t y_offset,
                             dlrt_buffer_t *x, size_t x_offset);
+
+/* ------------------------------------------------------------------------ */
+/* DLPack: buffers shared with other frameworks (github.com/dmlc/dlpack)      */
+/* ------------------------------------------------------------------------ */
+
+/* DLPack's device of `dev`: type 1 (kDLCPU, id 0), 2 (kDLCUDA, id its index)
+ * or 4 (kDLOpenCL). */
+DLRT_API int dlrt_dlpack_device(dlrt_device_t *dev, int32_t *type, int32_t *id);
+/* A DLPack tensor of `ndim` dimensions `shape` of `dtype`, compact and
+ * row-major (strides given), over the buffer from byte `offset`: with
+ * `versioned` a DLManagedTensorVersioned of version 1.0 carrying `flags`
+ * (DLPack's: 1 read-only, 2 copied), else a legacy DLManagedTensor (flags
+ * 0), as dlpack.h defines them, in *out. It holds a reference to the buffer
+ * (dlrt_buffer_retain) until its deleter runs, from any thread. data is the
+ * host pointer on cpu, the device address on cuda; on OpenCL the cl_mem,
+ * with the offset in byte_offset. Synchronize the buffer's streams before
+ * handing it over. */
+DLRT_API int dlrt_dlpack_export(dlrt_buffer_t *buf, size_t offset, dlrt_dtype dtype, int ndim,
+                                const int64_t *shape, int versioned, uint64_t flags,
+                                void **out);
+/* For Python bindings. The capsule names, "dltensor" (versioned 0) and
+ * "dltensor_versioned" (1), static strings that outlive any capsule. */
+DLRT_API const char *dlrt_dlpack_capsule_name(int versioned);
+/* A PyCapsule destructor for capsules of those names holding a DLPack
+ * tensor: a capsule a consumer did not rename (to "used_dltensor...") was
+ * never consumed, and its tensor's deleter runs, as the DLPack Python
+ * specification asks of a producer. Written in C so that it runs no Python
+ * code: a consumer that refuses a tensor drops the capsule while its own
+ * exception is pending, which a Python destructor would replace. It calls
+ * only the two functions given once by dlrt_dlpack_capsule_calls
+ * (PyCapsule_IsValid and PyCapsule_GetPointer); before that it does
+ * nothing. */
+DLRT_API void dlrt_dlpack_capsule_destructor(void *capsule);
+DLRT_API int dlrt_dlpack_capsule_calls(int (*is_valid)(void *capsule, const char *name),
+                                       void *(*get_pointer)(void *capsule, const char *name));
 
 #ifdef __cplusplus
 }

@@ -11,8 +11,10 @@
 
 struct dlrt_buffer {
   dlrt__span span;        /* first: lib/device's view (dlrt__span_of) */
-  dlrt__allocator *alloc; /* the pool the block came from */
+  dlrt__allocator *alloc; /* the pool the block came from; NULL: caller-owned memory
+                             (dlrt_buffer_wrap_host), never freed by dlrt */
   dlrt__block *block;
+  int refs;               /* handles: dlrt_buffer_free drops one (dlrt_buffer_retain) */
 };
 
 /* What lib/mem keeps per device (attached to it through lib/device's hooks

@@ -128,14 +128,23 @@ int dlrt__buffer_alloc_ex(dlrt_device_t *dev, size_t bytes, dlrt_stream_t *strea
   buf->span.dev = dev;
   buf->span.size = bytes;
   buf->alloc = md->alloc;
+  buf->refs = 1;
   *out = buf;
   return DLRT_OK;
 }
 
+/* The last reference returns the block to the cache; a wrapped buffer's
+ * memory is its owner's, and only the handle goes. */
 void dlrt_buffer_free(dlrt_buffer_t *buf) {
-  if (!buf) return;
-  dlrt__allocator_free(buf->alloc, buf->block);
+  if (!buf || __atomic_sub_fetch(&buf->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
+  if (buf->alloc) dlrt__allocator_free(buf->alloc, buf->block);
   free(buf);
+}
+
+int dlrt_buffer_retain(dlrt_buffer_t *buf) {
+  DLRT__CHECK_ARG(buf, "buffer is NULL");
+  __atomic_add_fetch(&buf->refs, 1, __ATOMIC_ACQ_REL);
+  return DLRT_OK;
 }
 
 int dlrt_buffer_record_stream(dlrt_buffer_t *buf, dlrt_stream_t *stream) {
@@ -143,6 +152,8 @@ int dlrt_buffer_record_stream(dlrt_buffer_t *buf, dlrt_stream_t *stream) {
   if (stream->dev != buf->span.dev)
     return dlrt__set_error(DLRT_ERR_WRONG_DEVICE, "buffer of %s used on a stream of %s",
                            buf->span.dev->spec, stream->dev->spec);
+  /* Caller-owned memory: its owner orders its reuse, not the allocator. */
+  if (!buf->alloc) return DLRT_OK;
   return dlrt__allocator_record_stream(buf->alloc, buf->block, stream);
 }
 

@@ -1,0 +1,144 @@
+"""dlrt.plan: the memory planner, as `dltrain --plan --json` reports it.
+
+The figures come from the library's planner calls (dlrt_plan_memory,
+dlrt_plan_max_batch, dlrt_plan_what_if), combined as tools/dltrain-plan.c
+combines them, so the dict equals that command's JSON for the same options
+(python/tests/test_plan.py checks it against the tool).
+"""
+
+import ctypes
+
+from . import _config as C
+from . import _structs as S
+from . import data as _data
+from ._lib import lib, text
+from .device import device as _open_device, parse_size
+from .errors import check
+
+
+def gpt_presets():
+    """The GPT presets' names ("gpt-mini", "gpt2", ..., "gpt3-175b")."""
+    out, i = [], 0
+    while True:
+        name = lib.dlrt_gpt_preset_name(i)
+        if not name:
+            return out
+        out.append(text(name))
+        i += 1
+
+
+def parameter_count(value):
+    """175e9, "175B", "7B", "350M", "1.5T" as a number of parameters."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    s = str(value)
+    unit = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}.get(s[-1:], 1)
+    count = float(s[:-1] if unit != 1 else s) * unit
+    if not 1 <= count <= 1e18:
+        raise ValueError("what_if needs from 1 to 1e18 parameters, not %r" % (value,))
+    return count
+
+
+def _plan(cfg, d, out):
+    check(lib.dlrt_plan_memory(ctypes.byref(cfg), d.channels, d.height, d.width, d.classes,
+                               ctypes.byref(out)))
+    return out
+
+
+def _max_batch(cfg, d, memory, **changes):
+    c = S.TrainerConfig.from_buffer_copy(cfg)
+    for key, value in changes.items():
+        if key == "policy":
+            c.spill.policy = value
+        else:
+            setattr(c, key, value)
+    out = S.MemoryPlan()
+    check(lib.dlrt_plan_max_batch(ctypes.byref(c), d.channels, d.height, d.width, d.classes,
+                                  memory, ctypes.byref(out)))
+    return out.batch
+
+
+def _transformer(cfg, d):
+    """The activations one block keeps (the plans of one and two layers
+    apart) and the peaks, plain and checkpointed, in fp32 and in 16 bits."""
+    acts = []
+    for layers in (1, 2):
+        c = S.TrainerConfig.from_buffer_copy(cfg)
+        c.gpt.layers, c.checkpoint = layers, 0
+        acts.append(_plan(c, d, S.MemoryPlan()).activation_peak)
+    peaks = {}
+    for ck in (0, 1):
+        for low in (0, 1):
+            c = S.TrainerConfig.from_buffer_copy(cfg)
+            c.precision = 2 if low else 0  # DLRT_BF16 : DLRT_F32
+            c.checkpoint = C.CHECKPOINT_SQRT if ck else 0
+            peaks[low, ck] = _plan(c, d, S.MemoryPlan()).peak
+    return {"context": d.width, "block_activation_bytes": max(acts[1] - acts[0], 0),
+            "peak_fp32": peaks[0, 0], "peak_fp32_checkpointed": peaks[0, 1],
+            "peak_16bit": peaks[1, 0], "peak_16bit_checkpointed": peaks[1, 1]}
+
+
+def plan(model="mlp", batch=None, precision="fp32", device_memory=None, device=None,
+         what_if=None, **options):
+    """What a training run needs at its peak, the largest batch each strategy
+    fits, the what-if table (and a transformer's own lines): the dict of
+    `dltrain --plan --json` with the same options, keyed as it is.
+
+    device_memory: the device size to plan for ("40G", bytes); default the
+    device's budget, else its memory. what_if: a parameter count (175e9,
+    "7B"); a GPT's own count by default. The other options are dltrain's
+    (data, accum, optimizer, checkpoint, layers, context, ...)."""
+    o = C.options(dict(options, model=model, batch=batch, precision=precision, device=device))
+    dev = _open_device(o["device"])
+    props = dev.properties()
+    limit = dev.memory_limit
+    memory = (parse_size(device_memory) if device_memory is not None
+              else limit or props["total_memory"])
+    if memory <= 0:
+        raise ValueError("device_memory needs a size such as 40G or 512M")
+    if o["gpt_model"]:
+        gpt = o["gpt_resolved"]
+        splits = (_data.plan_windows(gpt, o["batch"]) if o["data"] is None else
+                  _data.tokens(o["data"], gpt.context, o["batch"], o["eval_every"],
+                               o["eval_batches"], o["accum"]))
+    else:
+        splits = _data.images(o["data"], o["seed"], o["limit"], o["mmap"])
+    d = splits.train
+    cfg = C.trainer_config(o, d, props["total_memory"])
+    p = _plan(cfg, d, S.MemoryPlan())
+    plain = dict(accum=1)
+    fits = {
+        "plain": _max_batch(cfg, d, memory, **plain),
+        "accumulation": _max_batch(cfg, d, memory, accum=2),  # any K > 1: the same sums
+        "checkpoint_sqrt": _max_batch(cfg, d, memory, checkpoint=C.CHECKPOINT_SQRT, **plain),
+        "offload": _max_batch(cfg, d, memory, policy=C.OFFLOAD["optimizer"], **plain),
+        "mixed_precision": _max_batch(cfg, d, memory, precision=1, **plain),  # bf16: the same
+    }
+    count = (parameter_count(what_if) if what_if is not None
+             else float(p.param_count) if o["gpt_model"] else 0)
+    rows = []
+    if count > 0:
+        table, n = (S.WhatIf * 8)(), ctypes.c_int()
+        check(lib.dlrt_plan_what_if(count, memory, table, ctypes.byref(n)))
+        rows = [{"strategy": text(r.strategy), "device_bytes": int(format(r.device_bytes, ".0f")),
+                 "host_bytes": int(format(r.host_bytes, ".0f")),
+                 "devices": int(format(r.devices, ".0f")), "fits_one_device": bool(r.fits_one)}
+                for r in table[:n.value]]
+    out = {
+        "plan": {"model": o["model"], "device": dev.spec, "device_memory": memory,
+                 "batch": p.batch, "accum": int(o["accum"]), "params": p.param_count,
+                 "param_bytes": p.params, "grad_bytes": p.grads,
+                 "optimizer_state_bytes": p.optimizer_state, "activation_bytes": p.activations,
+                 "input_bytes": p.inputs, "accumulator_bytes": p.accumulators,
+                 "loader_bytes": p.loader, "planned_peak_bytes": p.peak,
+                 "peak_is_evaluation": bool(p.evaluation_at_peak)},
+        "max_batch": fits,
+        "precision": C.PRECISION_NAMES[cfg.precision],
+        "spill_least_bytes": p.spill_least,
+        # dltrain prints it with %.0f: the same rounding here.
+        "folk_rule_batch": int(format(memory / (4.0 * p.param_count), ".0f")),
+        "what_if": rows,
+    }
+    if o["gpt_model"]:
+        out["transformer"] = _transformer(cfg, d)
+    return out

@@ -1,0 +1,45 @@
+"""dlrt.plan against dltrain --plan --json: the same dict for the same options."""
+
+import pytest
+
+import dlrt
+
+CASES = [
+    # (dlrt.plan's options, dltrain's)
+    (dict(model="gpt3-175b", batch=1, precision="bf16", device_memory="40G"),
+     ["--model", "gpt3-175b", "--batch", "1", "--precision", "bf16", "--device-memory", "40G"]),
+    (dict(model="gpt2", batch=4, context=256, checkpoint="blocks", device_memory="24G"),
+     ["--model", "gpt2", "--batch", "4", "--context", "256", "--checkpoint", "blocks",
+      "--device-memory", "24G"]),
+    (dict(model="mlp", data="generated", batch=128, device_memory="1G", what_if="7B"),
+     ["--model", "mlp", "--data", "generated", "--batch", "128", "--device-memory", "1G",
+      "--what-if", "7B"]),
+    (dict(model="cnn", data="generated", accum=4, precision="fp16", optimizer="sgd",
+          device="cpu"),
+     ["--model", "cnn", "--data", "generated", "--accum", "4", "--precision", "fp16",
+      "--optimizer", "sgd", "--device", "cpu"]),
+]
+
+
+@pytest.mark.parametrize("mine,theirs", CASES, ids=[c[0]["model"] for c in CASES])
+def test_plan_equals_dltrain(dltrain, mine, theirs):
+    assert dlrt.plan(**mine) == dltrain("--plan", "--json", *theirs)
+
+
+def test_plan_of_gpt3_175b():
+    p = dlrt.plan(model="gpt3-175b", batch=1, precision="bf16", device_memory="40G")
+    assert p["plan"]["params"] == 174604259328 and p["precision"] == "bf16"
+    assert p["max_batch"]["plain"] == 0  # 2.5 TiB at the peak: nothing fits 40 GB
+    rows = {r["strategy"]: r for r in p["what_if"]}
+    assert rows["fp16 weights alone (inference)"]["devices"] == 9
+    assert p["transformer"]["context"] == 2048
+
+
+def test_plan_errors():
+    with pytest.raises(dlrt.InvalidArgument, match="heads"):
+        dlrt.plan(model="gpt2", heads=5)  # 768 is no multiple of 5
+    with pytest.raises(ValueError):
+        dlrt.plan(model="mlp", device_memory="lots")
+    with pytest.raises(TypeError, match="unknown option"):
+        dlrt.plan(model="mlp", bacth=3)
+    assert "gpt3-175b" in dlrt.gpt_presets() and "gpt-mini" in dlrt.gpt_presets()
