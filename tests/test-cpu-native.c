@@ -159,19 +159,19 @@ static void family_norm(const cpu_native_isa *isa, result *r) {
       arg_buf(&a, y), arg_buf(&a, mean), arg_buf(&a, rstd), arg_buf(&a, x), arg_buf(&a, gamma);
       arg_buf(&a, beta), arg_i64(&a, rows), arg_i64(&a, cols), arg_f32(&a, 1e-5f);
       arg_i64(&a, per_row);
-      run(isa, DLRT__K_norm_rows, &a);
-      dlrt_k_norm_rows(0, rows, y0, mean0, rstd0, x, gamma, beta, rows, cols, 1e-5f, per_row);
+      run(isa, DLRT__K_norm_rows_f32, &a);
+      dlrt_k_norm_rows_f32(0, rows, y0, mean0, rstd0, x, gamma, beta, rows, cols, 1e-5f, per_row);
       /* The gradients from the dialect's statistics: both see the same inputs. */
       args g = {0};
       arg_buf(&g, dx), arg_buf(&g, dy), arg_buf(&g, x), arg_buf(&g, mean0), arg_buf(&g, rstd0);
       arg_buf(&g, gamma), arg_i64(&g, rows), arg_i64(&g, cols), arg_i64(&g, per_row);
-      run(isa, DLRT__K_norm_rows_grad, &g);
-      dlrt_k_norm_rows_grad(0, rows, dx0, dy, x, mean0, rstd0, gamma, rows, cols, per_row);
+      run(isa, DLRT__K_norm_rows_grad_f32, &g);
+      dlrt_k_norm_rows_grad_f32(0, rows, dx0, dy, x, mean0, rstd0, gamma, rows, cols, per_row);
       args f = {0};
       arg_buf(&f, dg), arg_buf(&f, db), arg_buf(&f, dy), arg_buf(&f, x), arg_buf(&f, mean0);
       arg_buf(&f, rstd0), arg_i64(&f, rows), arg_i64(&f, cols), arg_i64(&f, per_row);
-      run(isa, DLRT__K_norm_affine_grad, &f);
-      dlrt_k_norm_affine_grad(0, k, dg0, db0, dy, x, mean0, rstd0, rows, cols, per_row);
+      run(isa, DLRT__K_norm_affine_grad_f32, &f);
+      dlrt_k_norm_affine_grad_f32(0, k, dg0, db0, dy, x, mean0, rstd0, rows, cols, per_row);
       /* Scales: the mean sums x, the gradient of x sums rstd dy gamma (and its
        * products with xhat, |xhat| <= sqrt(cols)), dgamma and dbeta sum dy xhat and
        * dy over the other axis. The statistics' errors carry into y and dx. */
@@ -222,16 +222,16 @@ static void family_activation(const cpu_native_isa *isa, result *r) {
       float *in = x;
       float *out_x = zeros((size_t)n);
       if (grad && kind < 2) {
-        dlrt_k_activation(0, n, out_x, x, n, kind);
+        dlrt_k_activation_f32(0, n, out_x, x, n, kind);
         in = out_x;
       }
       args a = {0};
       arg_buf(&a, y);
       if (grad) arg_buf(&a, dy);
       arg_buf(&a, in), arg_i64(&a, n), arg_i64(&a, kind);
-      run(isa, grad ? DLRT__K_activation_grad : DLRT__K_activation, &a);
-      if (grad) dlrt_k_activation_grad(0, n, y0, dy, in, n, kind);
-      else dlrt_k_activation(0, n, y0, in, n, kind);
+      run(isa, grad ? DLRT__K_activation_grad_f32 : DLRT__K_activation_f32, &a);
+      if (grad) dlrt_k_activation_grad_f32(0, n, y0, dy, in, n, kind);
+      else dlrt_k_activation_f32(0, n, y0, in, n, kind);
       /* Per element, against |want| (plus the smallest normal, for outputs that
        * underflow); for the GELUs max(|want|, |x| / 10) (they cancel for x < 0); for the
        * gradients max(|want|, |dy|): f' is a difference of terms of size about 1 (1 - y^2,
@@ -274,8 +274,8 @@ static void family_bcast_sums(const cpu_native_isa *isa, result *r) {
       args x = {0};
       arg_buf(&x, y), arg_buf(&x, a), arg_buf(&x, b), arg_i64(&x, n), arg_i64(&x, m);
       arg_i64(&x, op);
-      run(isa, DLRT__K_bcast, &x);
-      dlrt_k_bcast(0, n, y0, a, b, n, m, op);
+      run(isa, DLRT__K_bcast_f32, &x);
+      dlrt_k_bcast_f32(0, n, y0, a, b, n, m, op);
       snprintf(what, sizeof what, "bcast op %d, %lld x %lld", op, (long long)rows, (long long)m);
       compare(r, what, y, y0, (size_t)n, 0, 1e-300); /* exact */
       keep(r, y, (size_t)n * sizeof *y);
@@ -283,8 +283,8 @@ static void family_bcast_sums(const cpu_native_isa *isa, result *r) {
       args g = {0};
       arg_buf(&g, y), arg_buf(&g, dy), arg_buf(&g, a), arg_buf(&g, b), arg_i64(&g, n);
       arg_i64(&g, m), arg_i64(&g, op);
-      run(isa, DLRT__K_bcast_grad_b, &g);
-      dlrt_k_bcast_grad_b(0, n, y0, dy, a, b, n, m, op);
+      run(isa, DLRT__K_bcast_grad_b_f32, &g);
+      dlrt_k_bcast_grad_b_f32(0, n, y0, dy, a, b, n, m, op);
       snprintf(what, sizeof what, "bcast_grad_b op %d, %lld x %lld", op, (long long)rows,
                (long long)m);
       compare(r, what, y, y0, (size_t)n, 0, 1e-300);

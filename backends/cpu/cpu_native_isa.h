@@ -32,13 +32,13 @@
 const cpu_native_isa CPU_NATIVE_TABLE = {
     .name = CPU_NATIVE_NAME,
     .fn = {
-        [DLRT__K_norm_rows] = native_norm_rows,
-        [DLRT__K_norm_rows_grad] = native_norm_rows_grad,
-        [DLRT__K_norm_affine_grad] = native_norm_affine_grad,
-        [DLRT__K_activation] = native_activation,
-        [DLRT__K_activation_grad] = native_activation_grad,
-        [DLRT__K_bcast] = native_bcast,
-        [DLRT__K_bcast_grad_b] = native_bcast_grad_b,
+        [DLRT__K_norm_rows_f32] = native_norm_rows,
+        [DLRT__K_norm_rows_grad_f32] = native_norm_rows_grad,
+        [DLRT__K_norm_affine_grad_f32] = native_norm_affine_grad,
+        [DLRT__K_activation_f32] = native_activation,
+        [DLRT__K_activation_grad_f32] = native_activation_grad,
+        [DLRT__K_bcast_f32] = native_bcast,
+        [DLRT__K_bcast_grad_b_f32] = native_bcast_grad_b,
         [DLRT__K_sum_cols_f32] = native_sum_cols_f32,
         /* Not native_softmax_xent yet: with it, test-accum's Adam run of 4
          * micro-batches of 64 strays 1.7e-4 from the batch of 256 (the

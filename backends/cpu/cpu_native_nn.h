@@ -49,7 +49,7 @@ static void activation_part(void *ctx, int64_t lo, int64_t hi, int part) {
   (void)part;
   if (j->kind == 2) {
     int64_t end = hi * EW_BLOCK < j->count ? hi * EW_BLOCK : j->count;
-    dlrt_k_activation(lo * EW_BLOCK, end, j->y, j->x, j->count, j->kind);
+    dlrt_k_activation_f32(lo * EW_BLOCK, end, j->y, j->x, j->count, j->kind);
     return;
   }
   EW_RANGE(lo, hi, j->count, i, n) {
@@ -68,7 +68,7 @@ static void activation_grad_part(void *ctx, int64_t lo, int64_t hi, int part) {
   (void)part;
   if (j->kind == 2) {
     int64_t end = hi * EW_BLOCK < j->count ? hi * EW_BLOCK : j->count;
-    dlrt_k_activation_grad(lo * EW_BLOCK, end, j->y, j->dy, j->x, j->count, j->kind);
+    dlrt_k_activation_grad_f32(lo * EW_BLOCK, end, j->y, j->dy, j->x, j->count, j->kind);
     return;
   }
   EW_RANGE(lo, hi, j->count, i, n) {
