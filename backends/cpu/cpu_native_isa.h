@@ -19,6 +19,7 @@
 #include "cpu_pool.h"
 #include "cpu_vec.h"
 #include "nn.h" /* the exact GELU's kernels (kind 2 runs them), GELU's constants, dialect.h */
+#include "cpu_vec16.h"
 #include "util/status.h"
 
 /* Argument k of a launch as an array of T. */
@@ -32,14 +33,18 @@
 const cpu_native_isa CPU_NATIVE_TABLE = {
     .name = CPU_NATIVE_NAME,
     .fn = {
-        [DLRT__K_norm_rows_f32] = native_norm_rows,
-        [DLRT__K_norm_rows_grad_f32] = native_norm_rows_grad,
-        [DLRT__K_norm_affine_grad_f32] = native_norm_affine_grad,
-        [DLRT__K_activation_f32] = native_activation,
-        [DLRT__K_activation_grad_f32] = native_activation_grad,
-        [DLRT__K_bcast_f32] = native_bcast,
-        [DLRT__K_bcast_grad_b_f32] = native_bcast_grad_b,
-        [DLRT__K_sum_cols_f32] = native_sum_cols_f32,
+#define NATIVE_NORM(name, SUF) [DLRT__K_##name##_##SUF] = native_##name##_##SUF,
+#define NATIVE_NORMS(SUF)                                                                   \
+  NATIVE_NORM(norm_rows, SUF) NATIVE_NORM(norm_rows_grad, SUF) NATIVE_NORM(norm_affine_grad, SUF)
+        NATIVE_NORMS(f32) NATIVE_NORMS(f16) NATIVE_NORMS(bf16) NATIVE_NORMS(f16_f32)
+        NATIVE_NORMS(bf16_f32)
+#define NATIVE_EW(SUF)                                                                      \
+  NATIVE_NORM(activation, SUF) NATIVE_NORM(activation_grad, SUF) NATIVE_NORM(bcast, SUF)    \
+  NATIVE_NORM(bcast_grad_b, SUF) NATIVE_NORM(sum_cols, SUF)
+        NATIVE_EW(f32) NATIVE_EW(f16) NATIVE_EW(bf16)
+#undef NATIVE_EW
+#undef NATIVE_NORMS
+#undef NATIVE_NORM
         /* Not native_softmax_xent yet: with it, test-accum's Adam run of 4
          * micro-batches of 64 strays 1.7e-4 from the batch of 256 (the
          * dialect's: 1.8e-7); until that is understood the dialect's runs. */
