@@ -599,8 +599,8 @@ static void typed_norm(const cpu_native_isa *isa, result *r, int tx, int ty) {
       float *mean_t = zeros(rows), *rstd_t = zeros(rows), *dg = zeros(k), *db = zeros(k);
       float *dg_t = zeros(k), *db_t = zeros(k);
       char what[96];
-      snprintf(what, sizeof what, "%s %lld x %lld, x %s, y %s", per_row ? "batch norm" : "layer norm",
-               (long long)rows, (long long)cols, names[tx], names[ty]);
+      snprintf(what, sizeof what, "%s %lld x %lld, x %s, y %s",
+               per_row ? "batch norm" : "layer norm", (long long)rows, (long long)cols, names[tx], names[ty]);
       for (int typed = 0; typed < 2; typed++) {
         args a = {0}, g = {0}, f = {0};
         arg_buf(&a, typed ? yt : y), arg_buf(&a, typed ? mean_t : mean);
