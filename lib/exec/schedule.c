@@ -46,9 +46,10 @@ uint64_t dlrt__schedule_bytes(const dlrt__schedule *s, const dlrt_tensor_t *t) {
   return b->chunk < own ? bytes / (uint64_t)own * (uint64_t)b->chunk : bytes;
 }
 
-/* The same as the allocator's block holds it. */
+/* The same as the allocator's block holds it: the executor allocates each
+ * intermediate exactly (resident.c), its granules and no more. */
 static uint64_t planned_granules(const dlrt__schedule *s, const dlrt_tensor_t *t) {
-  return dlrt__alloc_block_bytes(dlrt__schedule_bytes(s, t));
+  return dlrt__alloc_rounded(dlrt__schedule_bytes(s, t));
 }
 
 /* Inside a chunked block, storages of the whole batch whose life ends
