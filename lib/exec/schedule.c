@@ -80,10 +80,30 @@ static int defer_block_frees(dlrt__schedule *s) {
 
 enum { MEM_PARAM, MEM_STATE, MEM_INPUT, MEM_GRAD, MEM_ACT, MEM_KINDS };
 
+/* Marks t's storage a parameter's gradient, and what autodiff summed into
+ * it (accumulate: the add nodes of its contributions, a 16-bit
+ * contribution's cast, a dense copy of a view): a tied weight's gradient
+ * from its second use (GPT-2's token embedding: the LM head's and the
+ * embedding's, V x C each) is a gradient while it waits to be summed, not an
+ * activation. */
+static void mark_gradient(const dlrt_graph_t *g, char *kinds, const dlrt_tensor_t *t) {
+  for (int depth = 0; t && depth < g->n_tensors; depth++) {
+    t = t->owner;
+    if (kinds[t->id] != MEM_ACT) return;
+    kinds[t->id] = MEM_GRAD;
+    const dlrt__node *n = t->producer;
+    if (!n || n->phase != DLRT__PHASE_BACKWARD) return;
+    if (n->op == DLRT__OP_ADD) mark_gradient(g, kinds, n->in[1]); /* a contribution */
+    if (n->op != DLRT__OP_ADD && n->op != DLRT__OP_CAST && n->op != DLRT__OP_CONTIGUOUS) return;
+    t = n->in[0]; /* the running sum, or what was cast or copied */
+  }
+}
+
 /* What each storage is, for the breakdown (kinds[id]): a parameter's
- * gradient is found by its owner (gradients may be views of summed storage);
- * a parameter's 16-bit copy (mixed precision's cast of it) counts with the
- * parameters, not the activations: it grows with the model, not the batch. */
+ * gradient is found by its owner (gradients may be views of summed storage),
+ * with what sums into it (mark_gradient); a parameter's 16-bit copy (mixed
+ * precision's cast of it) counts with the parameters, not the activations:
+ * it grows with the model, not the batch. */
 static void mem_kinds(const dlrt_graph_t *g, char *kinds) {
   for (int i = 0; i < g->n_tensors; i++) {
     const dlrt_tensor_t *t = g->tensors[i];
@@ -94,8 +114,7 @@ static void mem_kinds(const dlrt_graph_t *g, char *kinds) {
   }
   for (int i = 0; i < g->n_tensors; i++) {
     const dlrt_tensor_t *p = g->tensors[i];
-    if (p->kind == DLRT__TENSOR_PARAM && p->grad && kinds[p->grad->owner->id] == MEM_ACT)
-      kinds[p->grad->owner->id] = MEM_GRAD;
+    if (p->kind == DLRT__TENSOR_PARAM && p->grad) mark_gradient(g, kinds, p->grad);
   }
   for (int i = 0; i < g->n_nodes; i++) {
     const dlrt__node *n = g->nodes[i];
