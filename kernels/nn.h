@@ -16,7 +16,10 @@
  * (grad_scale = 1 / rows for a mean over the batch). z and dz have storage
  * type T, the losses are fp32 and so is the arithmetic (torch.autocast's
  * rule: cross-entropy computes in fp32); NAME is dlrt_k_softmax_xent for
- * f32, dlrt_k_softmax_xent_f16 and _bf16 for 16-bit logits. */
+ * f32, dlrt_k_softmax_xent_f16 and _bf16 for 16-bit logits. dz may be z
+ * itself (the executor writes the gradient over logits it no longer needs):
+ * each element is read, after the row's statistics, by the work-item that
+ * then writes it; a native version must keep that order. */
 #define DLRT__XENT_KERNEL(NAME, T, LD, ST)                                                    \
 DLRT_KERNEL(NAME)(DLRT_RANGE DLRT_CPTR(T, z), DLRT_CPTR(int, labels), DLRT_PTR(float, loss),  \
                   DLRT_PTR(T, dz), DLRT_INDEX rows, DLRT_INDEX classes, float smoothing,      \

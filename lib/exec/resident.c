@@ -18,7 +18,7 @@
 static int alloc_outputs(dlrt_exec_t *e, const dlrt__schedule *s, int k, const dlrt__chunk *c) {
   dlrt__node *n = e->g->nodes[s->order[k]];
   int rc = DLRT_OK;
-  if (s->inplace[k] >= 0) e->bufs[n->out[0]->id] = e->bufs[s->inplace[k]];
+  if (s->inplace[k] >= 0) e->bufs[n->out[dlrt__inplace_output(n)]->id] = e->bufs[s->inplace[k]];
   for (int j = 0; j < n->n_out && rc == DLRT_OK; j++) {
     dlrt_tensor_t *t = n->out[j];
     if (t->owner != t || e->bufs[t->id]) continue;

@@ -140,8 +140,9 @@ static int elementwise_op(dlrt__op_kind op) {
 /* In place may be legal: the first input is an intermediate storage of the
  * output's size, not a view (the plan checks that its life ends here). */
 static int takes_over(const dlrt__node *n) {
-  if (!elementwise_op(n->op) || n->n_out != 1 || n->n_in < 1) return 0;
-  const dlrt_tensor_t *out = n->out[0], *in = n->in[0];
+  if (!(elementwise_op(n->op) && n->n_out == 1) && n->op != DLRT__OP_XENT) return 0;
+  if (n->n_in < 1) return 0;
+  const dlrt_tensor_t *out = n->out[dlrt__inplace_output(n)], *in = n->in[0];
   /* Another input viewing in0's storage elsewhere would be overwritten
    * while it is read (the same tensor read at the same index is not). */
   for (int j = 1; j < n->n_in; j++)
@@ -415,7 +416,7 @@ int dlrt__plan(dlrt_graph_t *g, dlrt__node_phase max_phase, int every, dlrt__sch
         if (t->owner != t || dlrt__persistent(t)) continue;
         if (chunk_pass == 2 && !s->local[t->id]) continue; /* made by the first chunk */
         uint64_t bytes = planned_granules(s, t);
-        if (j == 0 && s->inplace[k] >= 0) {
+        if (j == dlrt__inplace_output(n) && s->inplace[k] >= 0) {
           /* Taken over in place: the bytes change kind (a gradient summed
            * over an activation), not amount. */
           live[(int)kinds[s->inplace[k]]] -= bytes;
