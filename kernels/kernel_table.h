@@ -53,7 +53,8 @@
   X(cast_f16_##T, BUF(DLRT_U16), BUF(const C), I64)                                       \
   X(cast_bf16_##T, BUF(DLRT_U16), BUF(const C), I64)
 
-/* A kernel in the three storage types (typed.h, attention.h), dlrt_k_<name>_f32 with
+/* A kernel in the three storage types (typed.h, attention.h, nn.h's activations and
+ * dropout, shape.h's broadcasts), dlrt_k_<name>_f32 with
  * T = float, then _f16 and _bf16 with T = DLRT_U16, its arguments
  * DLRT__ARGS_<name>(T). The id of name's kernel for dtype d is
  * DLRT__K_<name>_f32 + d. */
@@ -79,6 +80,11 @@
   /* nn.h: z, labels, loss, dz, rows, classes, smoothing, grad_scale */                   \
   X(softmax_xent, BUF(const float), BUF(const int), BUF(float), BUF(float), I64, I64,     \
     F32, F32)                                                                             \
+  /* the same for 16-bit logits (their dz too): softmax_xent_f16, softmax_xent_bf16 */     \
+  X(softmax_xent_f16, BUF(const DLRT_U16), BUF(const int), BUF(float), BUF(DLRT_U16), I64, \
+    I64, F32, F32)                                                                        \
+  X(softmax_xent_bf16, BUF(const DLRT_U16), BUF(const int), BUF(float), BUF(DLRT_U16),    \
+    I64, I64, F32, F32)                                                                   \
   /* optim.h: p, v, grad, count, lr, momentum, weight_decay, grad_scale, nesterov,        \
    * first */                                                                             \
   X(sgd_update, BUF(float), BUF(float), BUF(const float), I64, F32, F32, F32, F32, I64,   \
@@ -92,22 +98,17 @@
   X(sub, BUF(float), BUF(const float), BUF(const float), I64)                             \
   X(div, BUF(float), BUF(const float), BUF(const float), I64)                             \
   X(div_grad_z, BUF(float), BUF(const float), BUF(const float), BUF(const float), I64)    \
-  X(activation, BUF(float), BUF(const float), I64, I64)                                   \
-  X(activation_grad, BUF(float), BUF(const float), BUF(const float), I64, I64)            \
+  DLRT__TYPED(X, activation) DLRT__TYPED(X, activation_grad)                              \
   X(softmax, BUF(float), BUF(const float), I64, I64)                                      \
   X(softmax_grad, BUF(float), BUF(const float), BUF(const float), I64, I64)               \
   /* conv.h: y, x, planes, h, w, k, stride, oh, ow */                                     \
   X(avgpool, BUF(float), BUF(const float), I64, I64, I64, I64, I64, I64, I64)             \
   X(avgpool_grad, BUF(float), BUF(const float), I64, I64, I64, I64, I64, I64, I64)        \
   /* nn.h: y, x, count, seed, threshold, scale */                                         \
-  X(dropout, BUF(float), BUF(const float), I64, I64, I64, F32)                            \
+  DLRT__TYPED(X, dropout)                                                                 \
   /* norm.h */                                                                            \
-  X(norm_rows, BUF(float), BUF(float), BUF(float), BUF(const float), BUF(const float),    \
-    BUF(const float), I64, I64, F32, I64)                                                 \
-  X(norm_rows_grad, BUF(float), BUF(const float), BUF(const float), BUF(const float),     \
-    BUF(const float), BUF(const float), I64, I64, I64)                                    \
-  X(norm_affine_grad, BUF(float), BUF(float), BUF(const float), BUF(const float),         \
-    BUF(const float), BUF(const float), I64, I64, I64)                                    \
+  DLRT__NORM_TYPED(X, norm_rows) DLRT__NORM_TYPED(X, norm_rows_grad)                      \
+  DLRT__NORM_TYPED(X, norm_affine_grad)                                                   \
   X(norm_rows_eval, BUF(float), BUF(const float), BUF(const float), BUF(const float),     \
     BUF(const float), BUF(const float), I64, I64, F32)                                    \
   X(bn_running, BUF(float), BUF(float), BUF(const float), BUF(const float), I64, I64,     \
@@ -116,9 +117,7 @@
   X(axis_copy, BUF(float), BUF(const float), I64, I64, I64, I64, I64, I64, I64)           \
   X(axis_sum, BUF(float), BUF(const float), I64, I64, I64, F32)                           \
   X(axis_expand, BUF(float), BUF(const float), I64, I64, I64, F32)                        \
-  X(bcast, BUF(float), BUF(const float), BUF(const float), I64, I64, I64)                 \
-  X(bcast_grad_b, BUF(float), BUF(const float), BUF(const float), BUF(const float), I64,  \
-    I64, I64)                                                                             \
+  DLRT__TYPED(X, bcast) DLRT__TYPED(X, bcast_grad_b)                                      \
   X(embedding, BUF(float), BUF(const int), BUF(const float), I64, I64, I64)               \
   X(embedding_grad, BUF(float), BUF(const float), BUF(const int), I64, I64, I64)        \
   X(embedding_grad_acc, BUF(float), BUF(const float), BUF(const float), BUF(const int),  \
@@ -160,6 +159,38 @@
 #define DLRT__ARGS_sum_planes(T) BUF(float), BUF(const T), I64, I64
 /* s, parts, channels, n, accumulate */
 #define DLRT__ARGS_sum_parts(T) BUF(T), BUF(const float), I64, I64, I64
+
+/* nn.h: y, x, count, kind; dx, dy, t (x or y), count, kind */
+#define DLRT__ARGS_activation(T) BUF(T), BUF(const T), I64, I64
+#define DLRT__ARGS_activation_grad(T) BUF(T), BUF(const T), BUF(const T), I64, I64
+/* nn.h: y, x, count, seed, threshold, scale */
+#define DLRT__ARGS_dropout(T) BUF(T), BUF(const T), I64, I64, I64, F32
+/* shape.h: y, a, b, count, m, op; t, dy, a, b, count, m, op */
+#define DLRT__ARGS_bcast(T) BUF(T), BUF(const T), BUF(const T), I64, I64, I64
+#define DLRT__ARGS_bcast_grad_b(T) BUF(T), BUF(const T), BUF(const T), BUF(const T), I64, I64, I64
+
+/* A norm.h rows kernel for x (and dx) of type TX and y (and dy) of type TY:
+ * name_f32, name_f16, name_bf16 (TX = TY), then name_f16_f32 and name_bf16_f32
+ * (TX = float). The id for storage types (x, y) is DLRT__K_<name>_f32 + y when
+ * x = y, + 2 + y when x is f32 (lib/exec/exec_ops.c: norm_kernel). */
+#define DLRT__NORM_TYPED(X, name)                                                         \
+  DLRT__TYPED_1(X, name##_f32, DLRT__ARGS_##name(float, float))                           \
+  DLRT__TYPED_1(X, name##_f16, DLRT__ARGS_##name(DLRT_U16, DLRT_U16))                     \
+  DLRT__TYPED_1(X, name##_bf16, DLRT__ARGS_##name(DLRT_U16, DLRT_U16))                    \
+  DLRT__TYPED_1(X, name##_f16_f32, DLRT__ARGS_##name(float, DLRT_U16))                    \
+  DLRT__TYPED_1(X, name##_bf16_f32, DLRT__ARGS_##name(float, DLRT_U16))
+/* y, mean, rstd, x, gamma, beta, rows, cols, eps, per_row */
+#define DLRT__ARGS_norm_rows(TX, TY)                                                      \
+  BUF(TY), BUF(float), BUF(float), BUF(const TX), BUF(const float), BUF(const float), I64, \
+      I64, F32, I64
+/* dx, dy, x, mean, rstd, gamma, rows, cols, per_row */
+#define DLRT__ARGS_norm_rows_grad(TX, TY)                                                 \
+  BUF(TX), BUF(const TY), BUF(const TX), BUF(const float), BUF(const float),              \
+      BUF(const float), I64, I64, I64
+/* dgamma, dbeta, dy, x, mean, rstd, rows, cols, per_row */
+#define DLRT__ARGS_norm_affine_grad(TX, TY)                                               \
+  BUF(float), BUF(float), BUF(const TY), BUF(const TX), BUF(const float),                 \
+      BUF(const float), I64, I64, I64
 
 /* attention.h: o, lse, qkv; dqkv, dsum, dout, qkv, o, lse; dqkv, dout, qkv, lse, dsum;
  * then batch, seq, heads, head_dim, rows, causal, scale. */

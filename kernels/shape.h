@@ -1,6 +1,7 @@
 /* shape.h — axis kernels (slices, concatenation, sums over an axis), trailing-shape
  * broadcasting, and embeddings
- * (portable dialect, fp32; every output element written by one work-item,
+ * (portable dialect, fp32 but broadcasting, which is in every storage type;
+ * every output element written by one work-item,
  * so results are deterministic on every device). */
 #include "dialect.h"
 
@@ -48,33 +49,38 @@ DLRT_KERNEL(dlrt_k_axis_expand)(DLRT_RANGE DLRT_PTR(float, y), DLRT_CPTR(float, 
   }
 }
 
-/* y[i] = a[i] (op) b[i % m]: b broadcast over a's leading dimensions;
- * op 0 add, 1 sub, 2 mul, 3 div. */
-DLRT_KERNEL(dlrt_k_bcast)(DLRT_RANGE DLRT_PTR(float, y), DLRT_CPTR(float, a),
-                          DLRT_CPTR(float, b), DLRT_INDEX count, DLRT_INDEX m, DLRT_INDEX op) {
-  DLRT_BIND(float, y);
-  DLRT_CBIND(float, a);
-  DLRT_CBIND(float, b);
-  DLRT_FOR_EACH(i, count) {
-    float u = a[i], v = b[i % m];
-    y[i] = op == 0 ? u + v : op == 1 ? u - v : op == 2 ? u * v : u / v;
-  }
+/* Broadcasting in every storage type (dlrt_k_bcast_<type>, bcast_grad_b;
+ * arithmetic fp32, one rounding when stored). */
+#define DLRT__BCAST_KERNELS(SUF, T, LD, ST)                                                   \
+/* y[i] = a[i] (op) b[i % m]: b broadcast over a's leading dimensions;                        \
+ * op 0 add, 1 sub, 2 mul, 3 div. */                                                          \
+DLRT_KERNEL(dlrt_k_bcast_##SUF)(DLRT_RANGE DLRT_PTR(T, y), DLRT_CPTR(T, a), DLRT_CPTR(T, b),  \
+                                DLRT_INDEX count, DLRT_INDEX m, DLRT_INDEX op) {              \
+  DLRT_BIND(T, y);                                                                            \
+  DLRT_CBIND(T, a);                                                                           \
+  DLRT_CBIND(T, b);                                                                           \
+  DLRT_FOR_EACH(i, count) {                                                                   \
+    float u = LD(a, i), v = LD(b, i % m);                                                     \
+    ST(y, i, op == 0 ? u + v : op == 1 ? u - v : op == 2 ? u * v : u / v);                    \
+  }                                                                                           \
+}                                                                                             \
+/* The per-element part of the gradient for the broadcast operand of mul                      \
+ * (dy * a) and div (-dy * a / b^2); the caller sums it over the rows. */                     \
+DLRT_KERNEL(dlrt_k_bcast_grad_b_##SUF)(DLRT_RANGE DLRT_PTR(T, t), DLRT_CPTR(T, dy),           \
+                                       DLRT_CPTR(T, a), DLRT_CPTR(T, b), DLRT_INDEX count,    \
+                                       DLRT_INDEX m, DLRT_INDEX op) {                         \
+  DLRT_BIND(T, t);                                                                            \
+  DLRT_CBIND(T, dy);                                                                          \
+  DLRT_CBIND(T, a);                                                                           \
+  DLRT_CBIND(T, b);                                                                           \
+  DLRT_FOR_EACH(i, count) {                                                                   \
+    float v = LD(b, i % m);                                                                   \
+    ST(t, i, op == 2 ? LD(dy, i) * LD(a, i) : -LD(dy, i) * LD(a, i) / (v * v));               \
+  }                                                                                           \
 }
-
-/* The per-element part of the gradient for the broadcast operand of mul
- * (dy * a) and div (-dy * a / b^2); the caller sums it over the rows. */
-DLRT_KERNEL(dlrt_k_bcast_grad_b)(DLRT_RANGE DLRT_PTR(float, t), DLRT_CPTR(float, dy),
-                                 DLRT_CPTR(float, a), DLRT_CPTR(float, b), DLRT_INDEX count,
-                                 DLRT_INDEX m, DLRT_INDEX op) {
-  DLRT_BIND(float, t);
-  DLRT_CBIND(float, dy);
-  DLRT_CBIND(float, a);
-  DLRT_CBIND(float, b);
-  DLRT_FOR_EACH(i, count) {
-    float v = b[i % m];
-    t[i] = op == 2 ? dy[i] * a[i] : -dy[i] * a[i] / (v * v);
-  }
-}
+DLRT__BCAST_KERNELS(f32, float, DLRT_LD_F32, DLRT_ST_F32)
+DLRT__BCAST_KERNELS(f16, DLRT_U16, DLRT_LD_F16, DLRT_ST_F16)
+DLRT__BCAST_KERNELS(bf16, DLRT_U16, DLRT_LD_BF16, DLRT_ST_BF16)
 
 /* y[k, :] = table[ids[k], :] (zeros for an id outside [0, vocab)). */
 DLRT_KERNEL(dlrt_k_embedding)(DLRT_RANGE DLRT_PTR(float, y), DLRT_CPTR(int, ids),

@@ -99,7 +99,8 @@ int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_datase
     printf(", \"device_memory\": %" PRIu64 ", \"batch\": %" PRId64 ", \"accum\": %d, "
            "\"params\": %" PRId64 ", \"param_bytes\": %" PRIu64 ", \"grad_bytes\": %" PRIu64
            ", \"optimizer_state_bytes\": %" PRIu64 ", \"activation_bytes\": %" PRIu64
-           ", \"input_bytes\": %" PRIu64 ", \"accumulator_bytes\": %" PRIu64
+           ", \"activation_peak_bytes\": %" PRIu64 ", \"input_bytes\": %" PRIu64
+           ", \"accumulator_bytes\": %" PRIu64
            ", \"loader_bytes\": %" PRIu64 ", \"planned_peak_bytes\": %" PRIu64
            ", \"peak_is_evaluation\": %s}, "
            "\"max_batch\": {\"plain\": %" PRId64 ", \"accumulation\": %" PRId64
@@ -108,7 +109,7 @@ int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_datase
            "\"spill_least_bytes\": %" PRIu64 ", "
            "\"folk_rule_batch\": %.0f, \"what_if\": [",
            memory, p.batch, o->accum, p.param_count, p.params, p.grads, p.optimizer_state,
-           p.activations, p.inputs, p.accumulators, p.loader, p.peak,
+           p.activations, p.activation_peak, p.inputs, p.accumulators, p.loader, p.peak,
            p.evaluation_at_peak ? "true" : "false", fit.batch, fit_accum.batch,
            fit_ckpt.batch, fit_spill.batch, fit_mixed.batch,
            cfg->precision == DLRT_F16 ? "fp16" : cfg->precision == DLRT_BF16 ? "bf16" : "fp32",
@@ -140,6 +141,8 @@ int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_datase
     printf("  %-20s %10.2f MiB\n", names[i], mib(vals[i]));
   printf("  %-20s %10.2f MiB  (%" PRId64 " parameters%s)\n", "peak", mib(p.peak), p.param_count,
          p.evaluation_at_peak ? "; an evaluation's: two loaders" : "");
+  printf("  %-20s %10.2f MiB  (the most intermediates live at once, at the peak or not)\n",
+         "activation peak", mib(p.activation_peak));
   printf("  %-20s %10.2f MiB  (the least --mem-limit with --offload optimizer)\n",
          "spilling can do", mib(p.spill_least));
   if (o->gpt_model) {

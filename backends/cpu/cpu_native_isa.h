@@ -19,6 +19,7 @@
 #include "cpu_pool.h"
 #include "cpu_vec.h"
 #include "nn.h" /* the exact GELU's kernels (kind 2 runs them), GELU's constants, dialect.h */
+#include "cpu_vec16.h"
 #include "util/status.h"
 
 /* Argument k of a launch as an array of T. */
@@ -33,14 +34,18 @@
 const cpu_native_isa CPU_NATIVE_TABLE = {
     .name = CPU_NATIVE_NAME,
     .fn = {
-        [DLRT__K_norm_rows] = native_norm_rows,
-        [DLRT__K_norm_rows_grad] = native_norm_rows_grad,
-        [DLRT__K_norm_affine_grad] = native_norm_affine_grad,
-        [DLRT__K_activation] = native_activation,
-        [DLRT__K_activation_grad] = native_activation_grad,
-        [DLRT__K_bcast] = native_bcast,
-        [DLRT__K_bcast_grad_b] = native_bcast_grad_b,
-        [DLRT__K_sum_cols_f32] = native_sum_cols_f32,
+#define NATIVE_NORM(name, SUF) [DLRT__K_##name##_##SUF] = native_##name##_##SUF,
+#define NATIVE_NORMS(SUF)                                                                   \
+  NATIVE_NORM(norm_rows, SUF) NATIVE_NORM(norm_rows_grad, SUF) NATIVE_NORM(norm_affine_grad, SUF)
+        NATIVE_NORMS(f32) NATIVE_NORMS(f16) NATIVE_NORMS(bf16) NATIVE_NORMS(f16_f32)
+        NATIVE_NORMS(bf16_f32)
+#define NATIVE_EW(SUF)                                                                      \
+  NATIVE_NORM(activation, SUF) NATIVE_NORM(activation_grad, SUF) NATIVE_NORM(bcast, SUF)    \
+  NATIVE_NORM(bcast_grad_b, SUF) NATIVE_NORM(sum_cols, SUF)
+        NATIVE_EW(f32) NATIVE_EW(f16) NATIVE_EW(bf16)
+#undef NATIVE_EW
+#undef NATIVE_NORMS
+#undef NATIVE_NORM
         [DLRT__K_softmax_xent] = native_softmax_xent,
         [DLRT__K_softmax] = native_softmax,
         [DLRT__K_softmax_grad] = native_softmax_grad,

@@ -1,15 +1,18 @@
 /* cpu_native_nn.h — activations and their gradients, column sums, broadcast
- * ops, softmax and softmax + cross-entropy, for a CPU (the native versions
- * of kernels/nn.h's, typed.h's sum_cols_f32 and shape.h's bcast kernels,
- * which define what they compute). A template: each instruction set's file
+ * ops (those three in every storage type: f32, f16, bf16), softmax and
+ * softmax + cross-entropy (fp32), for a CPU (the native versions of
+ * kernels/nn.h's, typed.h's sum_cols and shape.h's bcast kernels, which
+ * define what they compute). A template: each instruction set's file
  * includes it after its target pragma (cpu_native_isa.h). */
 
 /* Elements per task of the elementwise kernels. */
 #define EW_BLOCK 4096
 
+/* The elementwise kernels' arrays are of one storage type (the instance's
+ * T: cpu_vec16.h loads and stores it); the arithmetic is fp32. */
 typedef struct {
-  float *y;
-  const float *x, *dy, *b;
+  void *y;
+  const void *x, *dy, *b;
   int64_t count, m, op, kind;
 } ew_job;
 
@@ -39,154 +42,176 @@ typedef struct {
                                                                      : (count),             \
                n = end_ - i < VL ? end_ - i : VL;                                           \
        i < end_; i += VL, n = end_ - i < VL ? end_ - i : VL)
-#define EW_LOAD(p, i, n) vf_load_n((p) + (i), (n), 0.0f)
-#define EW_STORE(p, i, n, v) vf_store_n((p) + (i), (v), (n))
+#define EW_LOAD(p, T, i, n) vt_load_n((p), T, (i), (n), 0.0f)
+#define EW_STORE(p, T, i, n, v) vt_store_n((p), T, (i), (v), (n))
 
 /* activation: kind 0 tanh, 1 sigmoid, 3 GELU's tanh form (2, the exact
  * GELU, runs the dialect's loop). */
-static void activation_part(void *ctx, int64_t lo, int64_t hi, int part) {
-  const ew_job *j = ctx;
-  (void)part;
-  if (j->kind == 2) {
-    int64_t end = hi * EW_BLOCK < j->count ? hi * EW_BLOCK : j->count;
-    dlrt_k_activation(lo * EW_BLOCK, end, j->y, j->x, j->count, j->kind);
-    return;
-  }
+static inline __attribute__((always_inline)) void activation_run(const ew_job *j, int64_t lo,
+                                                                 int64_t hi, int T) {
   EW_RANGE(lo, hi, j->count, i, n) {
-    vf v = EW_LOAD(j->x, i, n), y;
+    vf v = EW_LOAD(j->x, T, i, n), y;
     if (j->kind == 0) y = vf_tanh(v);
     else if (j->kind == 1) y = 1.0f / (1.0f + vf_exp(-v));
     else y = GELU_TANH(v);
-    EW_STORE(j->y, i, n, y);
+    EW_STORE(j->y, T, i, n, y);
   }
 }
 
 /* activation_grad: dx = dy f'; tanh and sigmoid from their output, the
  * GELUs from their input (`t`, here x). */
-static void activation_grad_part(void *ctx, int64_t lo, int64_t hi, int part) {
-  const ew_job *j = ctx;
-  (void)part;
-  if (j->kind == 2) {
-    int64_t end = hi * EW_BLOCK < j->count ? hi * EW_BLOCK : j->count;
-    dlrt_k_activation_grad(lo * EW_BLOCK, end, j->y, j->dy, j->x, j->count, j->kind);
-    return;
-  }
+static inline __attribute__((always_inline)) void activation_grad_run(const ew_job *j,
+                                                                      int64_t lo, int64_t hi,
+                                                                      int T) {
   EW_RANGE(lo, hi, j->count, i, n) {
-    vf v = EW_LOAD(j->x, i, n), d;
+    vf v = EW_LOAD(j->x, T, i, n), d;
     if (j->kind == 0) d = 1.0f - v * v;
     else if (j->kind == 1) d = v * (1.0f - v);
     else d = GELU_TANH_GRAD(v);
-    EW_STORE(j->y, i, n, EW_LOAD(j->dy, i, n) * d);
+    EW_STORE(j->y, T, i, n, EW_LOAD(j->dy, T, i, n) * d);
   }
-}
-
-/* Arguments: activation y, x, count, kind; activation_grad dx, dy, t,
- * count, kind. */
-static int native_activation(const dlrt__arg *a) {
-  ew_job j = {.y = NA_BUF(0, float), .x = NA_BUF(1, float), .count = a[2].i, .kind = a[3].i};
-  int64_t tasks = (j.count + EW_BLOCK - 1) / EW_BLOCK;
-  cpu_native_parallel(tasks, cpu_native_parts(tasks, 8 * EW_BLOCK), activation_part, &j);
-  return DLRT_OK;
-}
-
-static int native_activation_grad(const dlrt__arg *a) {
-  ew_job j = {.y = NA_BUF(0, float), .dy = NA_BUF(1, float), .x = NA_BUF(2, float),
-              .count = a[3].i, .kind = a[4].i};
-  int64_t tasks = (j.count + EW_BLOCK - 1) / EW_BLOCK;
-  cpu_native_parallel(tasks, cpu_native_parts(tasks, 8 * EW_BLOCK), activation_grad_part, &j);
-  return DLRT_OK;
 }
 
 /* ---- broadcast ops: y[i] = a[i] (op) b[i % m], a row of m at a time. ---- */
 
 /* One row (n <= m values from column 0) of bcast (grad 0) or bcast_grad_b. */
-static void bcast_row(const ew_job *j, int64_t at, int64_t n, int grad) {
-  float *y = j->y + at;
-  const float *u = j->x + at, *b = j->b, *dy = grad ? j->dy + at : NULL;
+static inline __attribute__((always_inline)) void bcast_row(const ew_job *j, int64_t at,
+                                                            int64_t n, int grad, int T) {
+  const void *u = j->x, *b = j->b, *dy = j->dy;
+  void *y = j->y;
   int64_t c = 0;
   for (; c + VL <= n; c += VL) {
-    vf x = vf_load(u + c), v = vf_load(b + c), r;
-    if (grad) r = j->op == 2 ? vf_load(dy + c) * x : -vf_load(dy + c) * x / (v * v);
+    vf x = vt_load(u, T, at + c), v = vt_load(b, T, c), r;
+    if (grad) r = j->op == 2 ? vt_load(dy, T, at + c) * x : -vt_load(dy, T, at + c) * x / (v * v);
     else r = j->op == 0 ? x + v : j->op == 1 ? x - v : j->op == 2 ? x * v : x / v;
-    vf_store(y + c, r);
+    vt_store(y, T, at + c, r);
   }
   for (; c < n; c++) {
-    float x = u[c], v = b[c];
-    if (grad) y[c] = j->op == 2 ? dy[c] * x : -dy[c] * x / (v * v);
-    else y[c] = j->op == 0 ? x + v : j->op == 1 ? x - v : j->op == 2 ? x * v : x / v;
+    float x = vt_get(u, T, at + c), v = vt_get(b, T, c), r;
+    if (grad) r = j->op == 2 ? vt_get(dy, T, at + c) * x : -vt_get(dy, T, at + c) * x / (v * v);
+    else r = j->op == 0 ? x + v : j->op == 1 ? x - v : j->op == 2 ? x * v : x / v;
+    vt_put(y, T, at + c, r);
   }
 }
 
-static void bcast_part(void *ctx, int64_t lo, int64_t hi, int part) {
-  const ew_job *j = ctx;
-  (void)part;
+static inline __attribute__((always_inline)) void bcast_run(const ew_job *j, int64_t lo,
+                                                            int64_t hi, int T) {
   for (int64_t r = lo; r < hi; r++) {
     int64_t at = r * j->m, n = j->count - at < j->m ? j->count - at : j->m;
-    bcast_row(j, at, n, j->kind);
+    bcast_row(j, at, n, (int)j->kind, T);
   }
 }
 
-/* Arguments: bcast y, a, b, count, m, op; bcast_grad_b t, dy, a, b, count,
- * m, op (kind 1 marks the gradient). */
-static int native_bcast(const dlrt__arg *a) {
-  ew_job j = {.y = NA_BUF(0, float), .x = NA_BUF(1, float), .b = NA_BUF(2, float),
-              .count = a[3].i, .m = a[4].i, .op = a[5].i, .kind = 0};
-  if (j.m < 1) return DLRT_OK;
-  int64_t rows = (j.count + j.m - 1) / j.m;
-  cpu_native_parallel(rows, cpu_native_parts(rows, j.m), bcast_part, &j);
-  return DLRT_OK;
-}
-
-static int native_bcast_grad_b(const dlrt__arg *a) {
-  ew_job j = {.y = NA_BUF(0, float), .dy = NA_BUF(1, float), .x = NA_BUF(2, float),
-              .b = NA_BUF(3, float), .count = a[4].i, .m = a[5].i, .op = a[6].i, .kind = 1};
-  if (j.m < 1) return DLRT_OK;
-  int64_t rows = (j.count + j.m - 1) / j.m;
-  cpu_native_parallel(rows, cpu_native_parts(rows, j.m), bcast_part, &j);
-  return DLRT_OK;
-}
-
-/* ---- sum_cols_f32: s[c] = sum over rows of x[r, c] (+ beta s[c]), each
+/* ---- sum_cols: s[c] = sum over rows of x[r, c] (+ beta s[c]), each
  * column's rows added in order (as the dialect's kernel: the same bits),
  * COL_BLOCK columns a task. ---- */
 
 typedef struct {
-  float *s;
-  const float *x;
+  void *s;
+  const void *x;
   int64_t rows, cols;
   float beta;
 } sum_cols_job;
 
-static void sum_cols_part(void *ctx, int64_t lo, int64_t hi, int part) {
-  const sum_cols_job *j = ctx;
-  (void)part;
+static inline __attribute__((always_inline)) void sum_cols_run(const sum_cols_job *j,
+                                                               int64_t lo, int64_t hi, int T) {
   for (int64_t t = lo; t < hi; t++) {
     int64_t c0 = t * COL_BLOCK, n = j->cols - c0 < COL_BLOCK ? j->cols - c0 : COL_BLOCK;
     float acc[COL_BLOCK] = {0};
-    const float *x = j->x + c0;
     if (n == COL_BLOCK) {
       enum { NV = COL_BLOCK / VL };
       vf av[NV];
       UNROLL for (int s = 0; s < NV; s++) av[s] = vf_splat(0.0f);
-      for (int64_t r = 0; r < j->rows; r++, x += j->cols)
-        UNROLL for (int s = 0; s < NV; s++) av[s] += vf_load(x + s * VL);
+      for (int64_t r = 0, at = c0; r < j->rows; r++, at += j->cols)
+        UNROLL for (int s = 0; s < NV; s++) av[s] += vt_load(j->x, T, at + s * VL);
       memcpy(acc, av, sizeof acc);
     } else {
-      for (int64_t r = 0; r < j->rows; r++, x += j->cols)
-        for (int64_t c = 0; c < n; c++) acc[c] += x[c];
+      for (int64_t r = 0, at = c0; r < j->rows; r++, at += j->cols)
+        for (int64_t c = 0; c < n; c++) acc[c] += vt_get(j->x, T, at + c);
     }
-    float *s = j->s + c0;
-    for (int64_t c = 0; c < n; c++) s[c] = j->beta != 0.0f ? j->beta * s[c] + acc[c] : acc[c];
+    for (int64_t c = 0; c < n; c++)
+      vt_put(j->s, T, c0 + c,
+             j->beta != 0.0f ? j->beta * vt_get(j->s, T, c0 + c) + acc[c] : acc[c]);
   }
 }
 
-/* Arguments: s, x, rows, cols, beta. */
-static int native_sum_cols_f32(const dlrt__arg *a) {
-  sum_cols_job j = {NA_BUF(0, float), NA_BUF(1, float), a[2].i, a[3].i, a[4].f};
-  int64_t tasks = (j.cols + COL_BLOCK - 1) / COL_BLOCK;
-  cpu_native_parallel(tasks, cpu_native_parts(tasks, j.rows * COL_BLOCK), sum_cols_part, &j);
-  return DLRT_OK;
-}
+/* Arguments: activation y, x, count, kind; activation_grad dx, dy, t,
+ * count, kind; bcast y, a, b, count, m, op; bcast_grad_b t, dy, a, b,
+ * count, m, op (kind 1 marks the gradient); sum_cols s, x, rows, cols,
+ * beta. EW_TYPED(SUF, T) makes native_<kernel>_SUF of each for storage
+ * type T; the exact GELU (kind 2) runs the dialect's kernel of that type. */
+#define EW_TYPED(SUF, T)                                                                    \
+  static void activation_part_##SUF(void *ctx, int64_t lo, int64_t hi, int part) {          \
+    const ew_job *j = ctx;                                                                  \
+    (void)part;                                                                             \
+    if (j->kind == 2) {                                                                     \
+      int64_t end = hi * EW_BLOCK < j->count ? hi * EW_BLOCK : j->count;                    \
+      dlrt_k_activation_##SUF(lo * EW_BLOCK, end, j->y, j->x, j->count, j->kind);           \
+      return;                                                                               \
+    }                                                                                       \
+    activation_run(j, lo, hi, T);                                                           \
+  }                                                                                         \
+  static void activation_grad_part_##SUF(void *ctx, int64_t lo, int64_t hi, int part) {     \
+    const ew_job *j = ctx;                                                                  \
+    (void)part;                                                                             \
+    if (j->kind == 2) {                                                                     \
+      int64_t end = hi * EW_BLOCK < j->count ? hi * EW_BLOCK : j->count;                    \
+      dlrt_k_activation_grad_##SUF(lo * EW_BLOCK, end, j->y, j->dy, j->x, j->count,         \
+                                   j->kind);                                                \
+      return;                                                                               \
+    }                                                                                       \
+    activation_grad_run(j, lo, hi, T);                                                      \
+  }                                                                                         \
+  static int native_activation_##SUF(const dlrt__arg *a) {                                  \
+    ew_job j = {.y = NA_BUF(0, void), .x = NA_BUF(1, void), .count = a[2].i, .kind = a[3].i}; \
+    int64_t tasks = (j.count + EW_BLOCK - 1) / EW_BLOCK;                                    \
+    cpu_native_parallel(tasks, cpu_native_parts(tasks, 8 * EW_BLOCK), activation_part_##SUF, \
+                        &j);                                                                \
+    return DLRT_OK;                                                                         \
+  }                                                                                         \
+  static int native_activation_grad_##SUF(const dlrt__arg *a) {                             \
+    ew_job j = {.y = NA_BUF(0, void), .dy = NA_BUF(1, void), .x = NA_BUF(2, void),          \
+                .count = a[3].i, .kind = a[4].i};                                           \
+    int64_t tasks = (j.count + EW_BLOCK - 1) / EW_BLOCK;                                    \
+    cpu_native_parallel(tasks, cpu_native_parts(tasks, 8 * EW_BLOCK),                       \
+                        activation_grad_part_##SUF, &j);                                    \
+    return DLRT_OK;                                                                         \
+  }                                                                                         \
+  static void bcast_part_##SUF(void *ctx, int64_t lo, int64_t hi, int part) {               \
+    (void)part;                                                                             \
+    bcast_run(ctx, lo, hi, T);                                                              \
+  }                                                                                         \
+  static int native_bcast_##SUF(const dlrt__arg *a) {                                       \
+    ew_job j = {.y = NA_BUF(0, void), .x = NA_BUF(1, void), .b = NA_BUF(2, void),           \
+                .count = a[3].i, .m = a[4].i, .op = a[5].i, .kind = 0};                     \
+    if (j.m < 1) return DLRT_OK;                                                            \
+    int64_t rows = (j.count + j.m - 1) / j.m;                                               \
+    cpu_native_parallel(rows, cpu_native_parts(rows, j.m), bcast_part_##SUF, &j);           \
+    return DLRT_OK;                                                                         \
+  }                                                                                         \
+  static int native_bcast_grad_b_##SUF(const dlrt__arg *a) {                                \
+    ew_job j = {.y = NA_BUF(0, void), .dy = NA_BUF(1, void), .x = NA_BUF(2, void),          \
+                .b = NA_BUF(3, void), .count = a[4].i, .m = a[5].i, .op = a[6].i,           \
+                .kind = 1};                                                                 \
+    if (j.m < 1) return DLRT_OK;                                                            \
+    int64_t rows = (j.count + j.m - 1) / j.m;                                               \
+    cpu_native_parallel(rows, cpu_native_parts(rows, j.m), bcast_part_##SUF, &j);           \
+    return DLRT_OK;                                                                         \
+  }                                                                                         \
+  static void sum_cols_part_##SUF(void *ctx, int64_t lo, int64_t hi, int part) {            \
+    (void)part;                                                                             \
+    sum_cols_run(ctx, lo, hi, T);                                                           \
+  }                                                                                         \
+  static int native_sum_cols_##SUF(const dlrt__arg *a) {                                    \
+    sum_cols_job j = {NA_BUF(0, void), NA_BUF(1, void), a[2].i, a[3].i, a[4].f};            \
+    int64_t tasks = (j.cols + COL_BLOCK - 1) / COL_BLOCK;                                   \
+    cpu_native_parallel(tasks, cpu_native_parts(tasks, j.rows * COL_BLOCK),                 \
+                        sum_cols_part_##SUF, &j);                                           \
+    return DLRT_OK;                                                                         \
+  }
+EW_TYPED(f32, DLRT_F32)
+EW_TYPED(f16, DLRT_F16)
+EW_TYPED(bf16, DLRT_BF16)
 
 /* ---- softmax and softmax + cross-entropy over rows, a row a task. ---- */
 

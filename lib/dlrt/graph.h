@@ -206,12 +206,12 @@ DLRT_API dlrt_tensor_t *dlrt_cross_entropy(dlrt_graph_t *g, dlrt_tensor_t *logit
  * language model's head, tied to its embedding) against I32 labels (N),
  * with label smoothing in [0, 1): a tensor of shape [1]. The N x classes
  * logits are never stored: they are made a chunk of rows at a time (at
- * most 4M logits; the workspace holds a chunk's logits and their
- * gradient), and in a training run each chunk's gradient goes at once into
+ * most 4M logits; a workspace holds a chunk's logits, then their gradient
+ * over them), and in a training run each chunk's gradient goes at once into
  * d x (N x C) and d w (classes x C), which the backward pass then takes as
- * theirs. For GPT-2 at batch 4, context 1024 that is 147 MiB of d w in
- * place of 785 MiB of logits and as much of their gradient, for the same
- * GEMMs (forward-only runs skip the gradient's two). fp32 (in mixed
+ * theirs. For GPT-2 at batch 4, context 1024 that is 147 MiB of d w and
+ * 16 MiB of workspace in place of 785 MiB of logits, for the same GEMMs
+ * (forward-only runs skip the gradient's two). fp32 (in mixed
  * precision x is cast to it). Like dlrt_cross_entropy it must be the loss
  * given to dlrt_graph_backward. */
 DLRT_API dlrt_tensor_t *dlrt_linear_cross_entropy(dlrt_graph_t *g, dlrt_tensor_t *x,

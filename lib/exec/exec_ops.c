@@ -78,6 +78,43 @@ static int run_gather(dlrt_exec_t *e, const dlrt_tensor_t *y, const dlrt_tensor_
  * (DLRT__K_<name>_f32); the others follow in dlrt_dtype order. */
 static int typed(int f32_kernel, dlrt_dtype dtype) { return f32_kernel + (int)dtype; }
 
+/* A norm.h rows kernel for x (and dx) of type x and y (and dy) of type y
+ * (kernel_table.h: DLRT__NORM_TYPED): both one type, or x fp32 and y 16-bit;
+ * -1 for any other pair. */
+static int norm_kernel(int f32_kernel, dlrt_dtype x, dlrt_dtype y) {
+  if (x == y) return f32_kernel + (int)y;
+  return x == DLRT_F32 && y != DLRT_F32 ? f32_kernel + 2 + (int)y : -1;
+}
+
+/* Refuses node n unless its first `count` floating operands (inputs, then
+ * outputs) share a storage type: the typed kernels take one. */
+static int one_type(const dlrt__node *n, int count, dlrt_dtype *type) {
+  const dlrt_tensor_t *first = n->n_out ? n->out[0] : n->in[0];
+  for (int j = 0; j < n->n_in + n->n_out && j < count; j++) {
+    const dlrt_tensor_t *t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
+    if (t->dtype != first->dtype)
+      return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "graph: %s of %s mixes storage types (%s "
+                             "and %s); the precision pass gives its operands one type",
+                             dlrt__op_name(n->op), first->name, dlrt_dtype_name(first->dtype),
+                             dlrt_dtype_name(t->dtype));
+  }
+  *type = first->dtype;
+  return DLRT_OK;
+}
+
+/* The norm.h kernel of node n reading x and y (or dy) of these types, or an
+ * error naming them. */
+static int norm_kernel_of(const dlrt__node *n, int f32_kernel, const dlrt_tensor_t *x,
+                          const dlrt_tensor_t *y, int *kernel) {
+  *kernel = norm_kernel(f32_kernel, x->dtype, y->dtype);
+  if (*kernel < 0)
+    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "graph: %s of %s reads %s and writes %s; "
+                           "normalisation takes one type, or fp32 in and 16 bits out",
+                           dlrt__op_name(n->op), x->name, dlrt_dtype_name(x->dtype),
+                           dlrt_dtype_name(y->dtype));
+  return DLRT_OK;
+}
+
 /* A and B share one type (the graph's precision pass sees to it), and C
  * too but for a 16-bit weight's gradient, which autodiff makes fp32 (the
  * cast back to its fp32 parameter saved); 16-bit types accumulate in fp32. */
@@ -276,21 +313,26 @@ static int run_attention(dlrt_exec_t *e, dlrt__node *n) {
 }
 
 /* The fused linear + cross-entropy (lib/graph/linear_xent.c), a chunk of R
- * rows at a time through the workspace (per-row losses [N], then the
- * chunk's logits z and their gradient dz, R x V each):
- *   z = x_c w^T; per-row losses and dz = (softmax(z) - q) s (the softmax
- *   cross-entropy kernel, s = loss scale / N); in a training run also
+ * rows at a time through the workspace (per-row losses [N], N ones, then
+ * the chunk's logits z, R x V):
+ *   z = x_c w^T; per-row losses and dz = (softmax(z) - q) s over z (the
+ *   softmax cross-entropy kernel reads each logit before it writes its
+ *   gradient there; s = loss scale / N); in a training run also
  *   dx_c = dz w and dw (+)= dz^T x_c;
- * then the mean loss. No N x V tensor is ever stored; the gradients come
- * out of the forward pass, as the fused cross-entropy's d logits do. */
+ * then the mean loss as a GEMM of the losses and the ones (dlrt_reduce
+ * would take scratch memory the plan does not count). No N x V tensor is
+ * ever stored; the gradients come out of the forward pass, as the fused
+ * cross-entropy's d logits do. */
 static int run_linear_xent(dlrt_exec_t *e, dlrt__node *n) {
   const struct dlrt__linear_xent_params *p = &n->linear_xent;
   dlrt_tensor_t *x = n->in[0], *w = n->in[1], *labels = n->in[2];
   dlrt_tensor_t *loss = n->out[0], *dx = n->out[1], *dw = n->out[2], *ws = n->out[3];
   dlrt_buffer_t *wsb = dlrt__exec_buf(e, ws);
-  size_t f = sizeof(float), losses_at = off(ws), z_at = losses_at + (size_t)p->rows * f;
-  size_t dz_at = z_at + (size_t)(p->chunk * p->classes) * f;
-  int train = e->mode != DLRT_RUN_FORWARD, rc = DLRT_OK;
+  size_t f = sizeof(float), losses_at = off(ws), ones_at = losses_at + (size_t)p->rows * f;
+  size_t z_at = ones_at + (size_t)p->rows * f, dz_at = z_at;
+  int train = e->mode != DLRT_RUN_FORWARD;
+  int rc = dlrt_elementwise(e->stream, DLRT_EW_FILL, DLRT_F32, p->rows, 1.0f, wsb, ones_at, NULL,
+                            0, NULL, 0);
   for (int64_t r0 = 0; r0 < p->rows && rc == DLRT_OK; r0 += p->chunk) {
     int64_t r = p->rows - r0 < p->chunk ? p->rows - r0 : p->chunk;
     size_t x_at = off(x) + (size_t)(r0 * p->width) * f;
@@ -317,13 +359,13 @@ static int run_linear_xent(dlrt_exec_t *e, dlrt__node *n) {
     rc = dlrt_gemm(e->stream, &d, wsb, dz_at, dlrt__exec_buf(e, x), x_at,
                    dlrt__exec_buf(e, dw), off(dw));
   }
-  if (rc == DLRT_OK)
-    rc = dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, p->rows, dlrt__exec_buf(e, loss),
-                     off(loss), wsb, losses_at);
-  if (rc == DLRT_OK)
-    rc = dlrt_elementwise(e->stream, DLRT_EW_SCALE, DLRT_F32, 1, 1.0f / (float)p->rows,
-                          dlrt__exec_buf(e, loss), off(loss), dlrt__exec_buf(e, loss), off(loss),
-                          NULL, 0);
+  if (rc == DLRT_OK) {
+    /* loss = (1 / N) losses^T ones: 1 x N times N x 1. */
+    dlrt_gemm_desc d = dlrt_gemm_desc_make(DLRT_F32, 0, 0, 1, 1, p->rows,
+                                           1.0f / (float)p->rows, 0.0f);
+    rc = dlrt_gemm(e->stream, &d, wsb, losses_at, wsb, ones_at, dlrt__exec_buf(e, loss),
+                   off(loss));
+  }
   return rc;
 }
 
@@ -480,7 +522,14 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
   case DLRT__OP_XENT: {
     /* Per-row losses and d logits in one pass, then the mean. */
     const struct dlrt__xent_params *p = &n->xent;
-    start(&lb, e, DLRT__K_softmax_xent, 0, p->rows);
+    /* 16-bit logits (mixed precision) come with a dz of their type. */
+    if (n->out[2]->dtype != a->dtype)
+      return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "graph: cross_entropy of %s (%s) writes its "
+                             "gradient in %s; it takes the logits' type", a->name,
+                             dlrt_dtype_name(a->dtype), dlrt_dtype_name(n->out[2]->dtype));
+    start(&lb, e, a->dtype == DLRT_F16    ? DLRT__K_softmax_xent_f16
+                  : a->dtype == DLRT_BF16 ? DLRT__K_softmax_xent_bf16
+                                          : DLRT__K_softmax_xent, 0, p->rows);
     arg(&lb, e, a), arg(&lb, e, b), arg(&lb, e, n->out[1]), arg(&lb, e, n->out[2]);
     dlrt__launch_i64(&lb, p->rows), dlrt__launch_i64(&lb, p->classes);
     /* d logits of the mean loss, times the loss scale (mixed precision). */
@@ -513,15 +562,21 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
     dlrt__launch_i64(&lb, y->numel);
     break;
   case DLRT__OP_ACT:
-    start(&lb, e, DLRT__K_activation, y->numel, 0);
-    arg(&lb, e, y), arg(&lb, e, a);
-    dlrt__launch_i64(&lb, y->numel), dlrt__launch_i64(&lb, n->act.kind);
-    break;
-  case DLRT__OP_ACT_GRAD:
-    start(&lb, e, DLRT__K_activation_grad, y->numel, 0);
+  case DLRT__OP_ACT_GRAD: {
+    dlrt_dtype type;
+    int rc = one_type(n, n->n_in + 1, &type);
+    if (rc < 0) return rc;
+    if (n->op == DLRT__OP_ACT) {
+      start(&lb, e, typed(DLRT__K_activation_f32, type), y->numel, 0);
+      arg(&lb, e, y), arg(&lb, e, a);
+      dlrt__launch_i64(&lb, y->numel), dlrt__launch_i64(&lb, n->act.kind);
+      break;
+    }
+    start(&lb, e, typed(DLRT__K_activation_grad_f32, type), y->numel, 0);
     arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
     dlrt__launch_i64(&lb, y->numel), dlrt__launch_i64(&lb, n->act.kind);
     break;
+  }
   case DLRT__OP_SOFTMAX:
   case DLRT__OP_SOFTMAX_GRAD:
     start(&lb, e, n->op == DLRT__OP_SOFTMAX ? DLRT__K_softmax : DLRT__K_softmax_grad, 0, n->rows.rows);
@@ -543,12 +598,15 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
   case DLRT__OP_DROPOUT: {
     /* Evaluation passes values through; training draws a mask per step. */
     const struct dlrt__dropout_params *p = &n->dropout;
+    dlrt_dtype type;
+    int rc = one_type(n, 2, &type);
+    if (rc < 0) return rc;
     if (e->mode == DLRT_RUN_FORWARD || p->prob == 0.0f)
-      return dlrt_elementwise(e->stream, DLRT_EW_SCALE, DLRT_F32, y->numel, 1.0f,
+      return dlrt_elementwise(e->stream, DLRT_EW_SCALE, type, y->numel, 1.0f,
                               dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, a), off(a), NULL, 0);
     uint64_t seed = e->seed ^ ((uint64_t)e->steps * 0x9e3779b97f4a7c15ULL) ^
                     ((uint64_t)p->salt * 0xbf58476d1ce4e5b9ULL);
-    start(&lb, e, DLRT__K_dropout, y->numel, 0);
+    start(&lb, e, typed(DLRT__K_dropout_f32, type), y->numel, 0);
     arg(&lb, e, y), arg(&lb, e, a);
     dlrt__launch_i64(&lb, y->numel), dlrt__launch_i64(&lb, (int64_t)(seed & INT64_MAX));
     dlrt__launch_i64(&lb, (int64_t)((double)p->prob * 4294967296.0));
@@ -567,7 +625,9 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
       dlrt__launch_f32(&lb, p->eps);
       break;
     }
-    start(&lb, e, DLRT__K_norm_rows, 0, p->rows);
+    int kernel, rc = norm_kernel_of(n, DLRT__K_norm_rows_f32, a, y, &kernel);
+    if (rc < 0) return rc;
+    start(&lb, e, kernel, 0, p->rows);
     arg(&lb, e, y), arg(&lb, e, n->out[1]), arg(&lb, e, n->out[2]), arg(&lb, e, a);
     arg(&lb, e, b), arg(&lb, e, n->in[2]);
     dlrt__launch_i64(&lb, p->rows), dlrt__launch_i64(&lb, p->cols), dlrt__launch_f32(&lb, p->eps);
@@ -576,7 +636,14 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
   }
   case DLRT__OP_NORM_GRAD: {
     const struct dlrt__norm_params *p = &n->norm;
-    start(&lb, e, DLRT__K_norm_rows_grad, 0, p->rows);
+    /* dx, dy, x: dx and x of x's type, dy of y's. */
+    int kernel, rc = norm_kernel_of(n, DLRT__K_norm_rows_grad_f32, n->in[1], a, &kernel);
+    if (rc == DLRT_OK && y->dtype != n->in[1]->dtype)
+      rc = dlrt__set_error(DLRT_ERR_UNSUPPORTED, "graph: %s writes %s for an input of %s",
+                           dlrt__op_name(n->op), dlrt_dtype_name(y->dtype),
+                           dlrt_dtype_name(n->in[1]->dtype));
+    if (rc < 0) return rc;
+    start(&lb, e, kernel, 0, p->rows);
     arg(&lb, e, y);
     for (int i = 0; i < 5; i++) arg(&lb, e, n->in[i]);
     dlrt__launch_i64(&lb, p->rows), dlrt__launch_i64(&lb, p->cols);
@@ -585,7 +652,10 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
   }
   case DLRT__OP_NORM_AFFINE_GRAD: {
     const struct dlrt__norm_params *p = &n->norm;
-    start(&lb, e, DLRT__K_norm_affine_grad, p->per_row ? p->rows : p->cols, 0);
+    /* dy, x: x of its own type, dy of the normalised output's. */
+    int kernel, rc = norm_kernel_of(n, DLRT__K_norm_affine_grad_f32, n->in[1], a, &kernel);
+    if (rc < 0) return rc;
+    start(&lb, e, kernel, p->per_row ? p->rows : p->cols, 0);
     lb.launch.item_cost = p->per_row ? p->cols : p->rows;
     arg(&lb, e, y), arg(&lb, e, n->out[1]);
     for (int i = 0; i < 4; i++) arg(&lb, e, n->in[i]);
@@ -645,7 +715,11 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
   case DLRT__OP_BCAST:
   case DLRT__OP_BCAST_GRAD_B: {
     const struct dlrt__bcast_params *p = &n->bcast;
-    start(&lb, e, n->op == DLRT__OP_BCAST ? DLRT__K_bcast : DLRT__K_bcast_grad_b, p->count, 0);
+    dlrt_dtype type;
+    int rc = one_type(n, n->n_in + 1, &type);
+    if (rc < 0) return rc;
+    int kernel = n->op == DLRT__OP_BCAST ? DLRT__K_bcast_f32 : DLRT__K_bcast_grad_b_f32;
+    start(&lb, e, typed(kernel, type), p->count, 0);
     arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
     if (n->op == DLRT__OP_BCAST_GRAD_B) arg(&lb, e, n->in[2]);
     dlrt__launch_i64(&lb, p->count), dlrt__launch_i64(&lb, p->m), dlrt__launch_i64(&lb, p->op);

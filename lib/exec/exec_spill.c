@@ -101,10 +101,12 @@ int dlrt__spill_begin_node(dlrt_exec_t *e, const dlrt__schedule *s, int k, int *
   int taken = s->inplace[k];
   for (int j = 0; j < n->n_in && rc == DLRT_OK; j++)
     if (!seen_before(n, j)) rc = dlrt__mpool_acquire(e->spill.pool, n->in[j]->owner->id, write);
-  if (rc == DLRT_OK && taken >= 0) rc = dlrt__mpool_take_over(e->spill.pool, n->out[0]->id, taken);
+  int into = dlrt__inplace_output(n);
+  if (rc == DLRT_OK && taken >= 0)
+    rc = dlrt__mpool_take_over(e->spill.pool, n->out[into]->id, taken);
   for (int j = 0; j < n->n_out && rc == DLRT_OK; j++) {
     const dlrt_tensor_t *t = n->out[j];
-    if (t->owner != t || (j == 0 && taken >= 0) || seen_before(n, n->n_in + j)) continue;
+    if (t->owner != t || (j == into && taken >= 0) || seen_before(n, n->n_in + j)) continue;
     rc = dlrt__mpool_acquire(e->spill.pool, t->id, 1);
   }
   return rc;
@@ -296,11 +298,12 @@ int dlrt__spill_slices(dlrt_exec_t *e, int out, int64_t b0, int64_t nb) {
 
 int dlrt__spill_chunk_outputs(dlrt_exec_t *e, const dlrt__schedule *s, int k) {
   dlrt__node *n = e->g->nodes[s->order[k]];
-  int rc = DLRT_OK, taken = s->inplace[k];
-  if (taken >= 0) rc = dlrt__mpool_take_over(e->spill.pool, n->out[0]->id, taken);
+  int rc = DLRT_OK, taken = s->inplace[k], into = dlrt__inplace_output(n);
+  if (taken >= 0) rc = dlrt__mpool_take_over(e->spill.pool, n->out[into]->id, taken);
   for (int j = 0; j < n->n_out && rc == DLRT_OK; j++) {
     const dlrt_tensor_t *t = n->out[j];
-    if (t->owner != t || !s->local[t->id] || (j == 0 && taken >= 0) || e->bufs[t->id]) continue;
+    if (t->owner != t || !s->local[t->id] || (j == into && taken >= 0) || e->bufs[t->id])
+      continue;
     rc = dlrt__mpool_acquire(e->spill.pool, t->id, 1); /* locked until discarded */
   }
   return rc;
@@ -355,7 +358,8 @@ static uint64_t node_need(const dlrt__node *n, int in_place, dlrt_offload_policy
   uint64_t need = 0;
   for (int j = 0; j < n->n_in + n->n_out; j++) {
     const dlrt_tensor_t *t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
-    if (seen_before(n, j) || (in_place && j == n->n_in)) continue; /* in place: no new bytes */
+    if (seen_before(n, j) || (in_place && j == n->n_in + dlrt__inplace_output(n)))
+      continue; /* in place: no new bytes */
     need += dlrt__alloc_rounded(dlrt__tensor_bytes(t->owner));
   }
   return need;
@@ -395,7 +399,9 @@ static uint64_t block_need(const dlrt_graph_t *g, const dlrt__schedule *plans, i
     }
     for (int j = 0; j < n->n_out; j++) {
       const dlrt_tensor_t *t = n->out[j];
-      if (t->owner != t || !s->local[t->id] || (j == 0 && s->inplace[k] >= 0)) continue;
+      if (t->owner != t || !s->local[t->id] ||
+          (j == dlrt__inplace_output(n) && s->inplace[k] >= 0))
+        continue;
       own += dlrt__alloc_rounded(pool_bytes(plans, n_plans, t));
     }
     if (own > own_most) own_most = own;

@@ -6,21 +6,25 @@
 #include "config.h"
 
 #include "exec/residency.h"
+#include "mem/buffer.h"
 
 /* Allocates the outputs of position k that have no storage yet (c: in a
  * chunked block, where a chunk's own hold its images only). An output
  * taking over its first input's storage gets that buffer (the input still
- * reads it during this node; it is handed over once the node is queued). */
+ * reads it during this node; it is handed over once the node is queued).
+ * Each block holds just its request's granules (an exact allocation): a
+ * cached block larger by up to a MiB, which the allocator would hand out
+ * whole, gives its rest back, so a step holds what its plan counts. */
 static int alloc_outputs(dlrt_exec_t *e, const dlrt__schedule *s, int k, const dlrt__chunk *c) {
   dlrt__node *n = e->g->nodes[s->order[k]];
   int rc = DLRT_OK;
-  if (s->inplace[k] >= 0) e->bufs[n->out[0]->id] = e->bufs[s->inplace[k]];
+  if (s->inplace[k] >= 0) e->bufs[n->out[dlrt__inplace_output(n)]->id] = e->bufs[s->inplace[k]];
   for (int j = 0; j < n->n_out && rc == DLRT_OK; j++) {
     dlrt_tensor_t *t = n->out[j];
     if (t->owner != t || e->bufs[t->id]) continue;
     size_t bytes = dlrt__tensor_bytes(t);
     if (c && s->local[t->id] == 1) bytes = bytes / (size_t)c->n * (size_t)c->nb;
-    rc = dlrt_buffer_alloc(e->dev, bytes ? bytes : 4, e->stream, &e->bufs[t->id]);
+    rc = dlrt__buffer_alloc_ex(e->dev, bytes ? bytes : 4, e->stream, 1, &e->bufs[t->id]);
   }
   return rc;
 }

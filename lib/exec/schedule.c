@@ -46,9 +46,10 @@ uint64_t dlrt__schedule_bytes(const dlrt__schedule *s, const dlrt_tensor_t *t) {
   return b->chunk < own ? bytes / (uint64_t)own * (uint64_t)b->chunk : bytes;
 }
 
-/* The same as the allocator's block holds it. */
+/* The same as the allocator's block holds it: the executor allocates each
+ * intermediate exactly (resident.c), its granules and no more. */
 static uint64_t planned_granules(const dlrt__schedule *s, const dlrt_tensor_t *t) {
-  return dlrt__alloc_block_bytes(dlrt__schedule_bytes(s, t));
+  return dlrt__alloc_rounded(dlrt__schedule_bytes(s, t));
 }
 
 /* Inside a chunked block, storages of the whole batch whose life ends
@@ -79,10 +80,30 @@ static int defer_block_frees(dlrt__schedule *s) {
 
 enum { MEM_PARAM, MEM_STATE, MEM_INPUT, MEM_GRAD, MEM_ACT, MEM_KINDS };
 
+/* Marks t's storage a parameter's gradient, and what autodiff summed into
+ * it (accumulate: the add nodes of its contributions, a 16-bit
+ * contribution's cast, a dense copy of a view): a tied weight's gradient
+ * from its second use (GPT-2's token embedding: the LM head's and the
+ * embedding's, V x C each) is a gradient while it waits to be summed, not an
+ * activation. */
+static void mark_gradient(const dlrt_graph_t *g, char *kinds, const dlrt_tensor_t *t) {
+  for (int depth = 0; t && depth < g->n_tensors; depth++) {
+    t = t->owner;
+    if (kinds[t->id] != MEM_ACT) return;
+    kinds[t->id] = MEM_GRAD;
+    const dlrt__node *n = t->producer;
+    if (!n || n->phase != DLRT__PHASE_BACKWARD) return;
+    if (n->op == DLRT__OP_ADD) mark_gradient(g, kinds, n->in[1]); /* a contribution */
+    if (n->op != DLRT__OP_ADD && n->op != DLRT__OP_CAST && n->op != DLRT__OP_CONTIGUOUS) return;
+    t = n->in[0]; /* the running sum, or what was cast or copied */
+  }
+}
+
 /* What each storage is, for the breakdown (kinds[id]): a parameter's
- * gradient is found by its owner (gradients may be views of summed storage);
- * a parameter's 16-bit copy (mixed precision's cast of it) counts with the
- * parameters, not the activations: it grows with the model, not the batch. */
+ * gradient is found by its owner (gradients may be views of summed storage),
+ * with what sums into it (mark_gradient); a parameter's 16-bit copy (mixed
+ * precision's cast of it) counts with the parameters, not the activations:
+ * it grows with the model, not the batch. */
 static void mem_kinds(const dlrt_graph_t *g, char *kinds) {
   for (int i = 0; i < g->n_tensors; i++) {
     const dlrt_tensor_t *t = g->tensors[i];
@@ -93,8 +114,7 @@ static void mem_kinds(const dlrt_graph_t *g, char *kinds) {
   }
   for (int i = 0; i < g->n_tensors; i++) {
     const dlrt_tensor_t *p = g->tensors[i];
-    if (p->kind == DLRT__TENSOR_PARAM && p->grad && kinds[p->grad->owner->id] == MEM_ACT)
-      kinds[p->grad->owner->id] = MEM_GRAD;
+    if (p->kind == DLRT__TENSOR_PARAM && p->grad) mark_gradient(g, kinds, p->grad);
   }
   for (int i = 0; i < g->n_nodes; i++) {
     const dlrt__node *n = g->nodes[i];
@@ -121,8 +141,9 @@ static int elementwise_op(dlrt__op_kind op) {
 /* In place may be legal: the first input is an intermediate storage of the
  * output's size, not a view (the plan checks that its life ends here). */
 static int takes_over(const dlrt__node *n) {
-  if (!elementwise_op(n->op) || n->n_out != 1 || n->n_in < 1) return 0;
-  const dlrt_tensor_t *out = n->out[0], *in = n->in[0];
+  if (!(elementwise_op(n->op) && n->n_out == 1) && n->op != DLRT__OP_XENT) return 0;
+  if (n->n_in < 1) return 0;
+  const dlrt_tensor_t *out = n->out[dlrt__inplace_output(n)], *in = n->in[0];
   /* Another input viewing in0's storage elsewhere would be overwritten
    * while it is read (the same tensor read at the same index is not). */
   for (int j = 1; j < n->n_in; j++)
@@ -406,7 +427,7 @@ int dlrt__plan(dlrt_graph_t *g, dlrt__node_phase max_phase, int every, dlrt__sch
         if (t->owner != t || dlrt__persistent(t)) continue;
         if (chunk_pass == 2 && !s->local[t->id]) continue; /* made by the first chunk */
         uint64_t bytes = planned_granules(s, t);
-        if (j == 0 && s->inplace[k] >= 0) {
+        if (j == dlrt__inplace_output(n) && s->inplace[k] >= 0) {
           /* Taken over in place: the bytes change kind (a gradient summed
            * over an activation), not amount. */
           live[(int)kinds[s->inplace[k]]] -= bytes;

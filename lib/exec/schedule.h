@@ -23,8 +23,8 @@ typedef struct {
   int n;
   /* frees[i]: storages (tensor ids) whose last use is order[i], -1 ended. */
   int **frees;
-  /* inplace[i]: the input (tensor id) whose storage order[i]'s output takes
-   * over, or -1. */
+  /* inplace[i]: the input (tensor id) whose storage order[i]'s output
+   * (dlrt__inplace_output) takes over, or -1. */
   int *inplace;
   /* For spilling: next[i][j], the next position that touches the storage of
    * order[i]'s input j (j < n_in) or output j - n_in, -1 if none in this
@@ -44,6 +44,14 @@ typedef struct {
   int *block_of;
   char *local;
 } dlrt__schedule;
+
+/* The output of node n that takes over its first input's storage when the
+ * schedule runs it in place (inplace[i] >= 0): the elementwise ops' one, or
+ * the fused cross-entropy's gradient of the logits, which its kernels write
+ * over the logits element by element once the row's statistics are known. */
+static inline int dlrt__inplace_output(const dlrt__node *n) {
+  return n->op == DLRT__OP_XENT ? 2 : 0;
+}
 
 /* Planning (exec.c, schedule.c): the two schedules and what they hold. */
 typedef struct {

@@ -7,9 +7,9 @@
 #include "graph/graph.h"
 #include "util/status.h"
 
-/* Logits per chunk at most: 4M floats, 16 MiB (the workspace holds a chunk's
- * logits and their gradient). Whole rows: a vocabulary above it runs a row
- * at a time. */
+/* Logits per chunk at most: 4M floats, 16 MiB (the workspace holds a
+ * chunk's logits, then their gradient over them). Whole rows: a vocabulary
+ * above it runs a row at a time. */
 #define CHUNK_LOGITS ((int64_t)1 << 22)
 
 dlrt_tensor_t *dlrt_linear_cross_entropy(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
@@ -31,7 +31,8 @@ dlrt_tensor_t *dlrt_linear_cross_entropy(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt
   int64_t chunk = CHUNK_LOGITS / classes;
   if (chunk < 1) chunk = 1;
   if (chunk > rows) chunk = rows;
-  int64_t one = 1, work = rows + 2 * chunk * classes;
+  /* Per-row losses, N ones (the mean as a GEMM), a chunk's logits. */
+  int64_t one = 1, work = 2 * rows + chunk * classes;
   dlrt_tensor_t *loss = dlrt__node1(g, DLRT__OP_LINEAR_XENT, DLRT__PHASE_FORWARD, 3, in, 1,
                                     &one, "loss");
   if (!loss) return NULL;

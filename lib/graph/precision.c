@@ -1,15 +1,23 @@
 /* precision.c — mixed precision as a rewrite of the forward pass, before
  * autodiff sees it (torch.autocast's rule, decided once for a static graph).
  *
- * Every forward op falls in one of three classes:
+ * Every forward op falls in one of four classes:
  * - LOW: matmuls and convolutions take their floating
  *   operands in the compute type; parameters and inputs are cast to it
  *   (once per step each, by cast nodes placed before their first use).
- * - FOLLOW: ops with kernels in every storage type (typed.h, attention.h and
- *   the elementwise ops) run in the type of their inputs: the widest one when
- *   they differ (a bias takes its input's type and its bias is cast).
- * - F32: everything else (losses, softmax, normalisation, activations other
- *   than ReLU, reductions) computes and stores fp32; 16-bit inputs are cast
+ * - FOLLOW: ops with kernels in every storage type (typed.h, attention.h,
+ *   the elementwise ops, the activations, dropout, broadcasting and the
+ *   fused cross-entropy) run in the type of their inputs: the widest one
+ *   when they differ (a bias or broadcast operand takes its input's type and
+ *   is cast). Statistics stay fp32: attention's logsumexp, the losses (the
+ *   cross-entropy's gradient takes the logits' type, its arithmetic is fp32).
+ * - NORM: layer norm reads its input in its own type (the fp32 residual
+ *   stream, or 16 bits) and writes the compute type when everything that
+ *   reads its output is a LOW op (which would cast it there: so no fp32
+ *   copy is made, nor kept for the backward pass), else its input's type;
+ *   scale, shift, mean and rstd stay fp32, and so is the arithmetic.
+ * - F32: everything else (softmax, batch norm, reductions, losses other
+ *   than the fused one) computes and stores fp32; 16-bit inputs are cast
  *   up first.
  * Autodiff then differentiates the rewritten graph: each gradient has its
  * tensor's type, and a cast's gradient is the cast back, so parameter
@@ -26,13 +34,15 @@
 #include "graph/graph.h"
 #include "util/status.h"
 
-typedef enum { RUN_F32, RUN_LOW, RUN_FOLLOW } op_precision;
+typedef enum { RUN_F32, RUN_LOW, RUN_FOLLOW, RUN_NORM } op_precision;
 
-static op_precision precision_of(dlrt__op_kind op) {
-  switch (op) {
+static op_precision precision_of(const dlrt__node *n) {
+  switch (n->op) {
   case DLRT__OP_BMM:
   case DLRT__OP_CONV:
     return RUN_LOW;
+  case DLRT__OP_NORM:
+    return n->norm.batch_norm ? RUN_F32 : RUN_NORM;
   case DLRT__OP_VIEW:
   case DLRT__OP_PERMUTE:
   case DLRT__OP_CONTIGUOUS:
@@ -44,6 +54,10 @@ static op_precision precision_of(dlrt__op_kind op) {
   case DLRT__OP_MUL:
   case DLRT__OP_SCALE:
   case DLRT__OP_ATTENTION: /* its statistics stay fp32 (retype_outputs) */
+  case DLRT__OP_ACT:
+  case DLRT__OP_DROPOUT:
+  case DLRT__OP_BCAST:
+  case DLRT__OP_XENT: /* the losses stay fp32 (retype_outputs) */
     return RUN_FOLLOW;
   default:
     return RUN_F32;
@@ -51,6 +65,53 @@ static op_precision precision_of(dlrt__op_kind op) {
 }
 
 static int is_float(dlrt_dtype t) { return t == DLRT_F32 || t == DLRT_F16 || t == DLRT_BF16; }
+
+/* The inputs that decide a FOLLOW node's type (the others are cast to it):
+ * all, or the first alone where the second is a bias or a broadcast operand
+ * (or the loss's labels, not floating). */
+static int deciding_inputs(const dlrt__node *n) {
+  switch (n->op) {
+  case DLRT__OP_BIAS_ROWS:
+  case DLRT__OP_BIAS_CHANNELS:
+  case DLRT__OP_BCAST:
+  case DLRT__OP_XENT:
+    return 1;
+  default:
+    return n->n_in;
+  }
+}
+
+/* Whether output j of node n takes the type n runs in: statistics do not
+ * (attention's logsumexp, norm's mean and rstd, the cross-entropy's losses;
+ * its gradient of the logits does). */
+static int typed_output(const dlrt__node *n, int j) {
+  switch (n->op) {
+  case DLRT__OP_ATTENTION:
+  case DLRT__OP_NORM:
+    return j == 0;
+  case DLRT__OP_XENT:
+    return j == 2;
+  default:
+    return 1;
+  }
+}
+
+/* Whether every forward node after position `from` of g that reads t's
+ * storage (through views, the way a reshape hands it on) is a LOW op. */
+static int read_by_low_only(const dlrt_graph_t *g, const dlrt_tensor_t *t, int from) {
+  int readers = 0;
+  for (int i = from + 1; i < g->n_nodes; i++) {
+    const dlrt__node *n = g->nodes[i];
+    if (n->phase != DLRT__PHASE_FORWARD) continue;
+    for (int j = 0; j < n->n_in; j++) {
+      if (n->in[j]->owner != t->owner) continue;
+      readers++;
+      if (n->op == DLRT__OP_VIEW) break; /* its readers are counted as t's */
+      if (precision_of(n) != RUN_LOW || n->in[j]->kept) return 0;
+    }
+  }
+  return readers > 0 && !t->kept;
+}
 
 int dlrt_graph_set_precision(dlrt_graph_t *g, dlrt_dtype compute) {
   DLRT__CHECK_ARG(g, "dlrt_graph_set_precision: graph is NULL");
@@ -146,7 +207,7 @@ static int retype_outputs(rewrite *r, dlrt__node *n, dlrt_dtype dtype) {
   for (int j = 0; j < n->n_out; j++) {
     dlrt_tensor_t *t = n->out[j];
     if (!is_float(t->dtype) || t->dtype == dtype) continue;
-    if (n->op == DLRT__OP_ATTENTION && j > 0) continue; /* the logsumexp, fp32 in any type */
+    if (!typed_output(n, j)) continue; /* statistics, fp32 in any type */
     if (!t->kept || t->owner != t) { /* a view keeps its storage's type */
       t->dtype = dtype;
       continue;
@@ -187,13 +248,13 @@ int dlrt__graph_apply_precision(dlrt_graph_t *g) {
   int rc = r.low && r.wide && r.twin ? 0 : (dlrt__graph_fail(g, DLRT_ERR_OOM, "out of host memory"), -1);
   for (int i = 0; i < g->n_nodes && rc == 0; i++) {
     dlrt__node *n = g->nodes[i];
-    op_precision kind = precision_of(n->op);
+    op_precision kind = precision_of(n);
     dlrt_dtype want = DLRT_F32;
     if (kind == RUN_LOW) {
       want = low;
-    } else if (kind == RUN_FOLLOW) {
-      /* The widest floating input; a bias follows its input alone. */
-      int inputs = n->op == DLRT__OP_BIAS_ROWS || n->op == DLRT__OP_BIAS_CHANNELS ? 1 : n->n_in;
+    } else if (kind == RUN_FOLLOW || kind == RUN_NORM) {
+      /* The widest deciding input (a norm's x alone: gamma and beta stay fp32). */
+      int inputs = kind == RUN_NORM ? 1 : deciding_inputs(n);
       want = low;
       for (int j = 0; j < inputs; j++)
         if (n->in[j]->dtype == DLRT_F32 && !(n->in[j]->id < r.n_known && r.twin[n->in[j]->id]))
@@ -201,12 +262,14 @@ int dlrt__graph_apply_precision(dlrt_graph_t *g) {
     }
     int view = n->op == DLRT__OP_VIEW || n->op == DLRT__OP_SLICE;
     for (int j = 0; j < n->n_in && rc == 0; j++) {
-      if (view) break; /* shares its input's storage, and type */
+      if (view || (kind == RUN_NORM && j > 0)) break; /* shares its input's storage, and type */
       dlrt_tensor_t *x = as_type(&r, n->in[j], want);
       if (!x) rc = -1;
       else n->in[j] = x;
     }
     if (view) want = n->in[0]->dtype;
+    /* A layer norm whose output only matmuls read writes it in their type. */
+    if (kind == RUN_NORM && read_by_low_only(g, n->out[0], i)) want = low;
     if (rc == 0) rc = push(&r, n);
     if (rc == 0) rc = retype_outputs(&r, n, want);
   }
