@@ -94,8 +94,12 @@ static void mark_gradient(const dlrt_graph_t *g, char *kinds, const dlrt_tensor_
     const dlrt__node *n = t->producer;
     if (!n || n->phase != DLRT__PHASE_BACKWARD) return;
     if (n->op == DLRT__OP_ADD) mark_gradient(g, kinds, n->in[1]); /* a contribution */
-    if (n->op != DLRT__OP_ADD && n->op != DLRT__OP_CAST && n->op != DLRT__OP_CONTIGUOUS) return;
-    t = n->in[0]; /* the running sum, or what was cast or copied */
+    if (n->op != DLRT__OP_ADD && n->op != DLRT__OP_CAST && n->op != DLRT__OP_CONTIGUOUS &&
+        n->op != DLRT__OP_EMBED_GRAD_ACC)
+      return;
+    /* The running sum (an embedding's scatter adds into it: the fused LM
+     * head's d w, made in the forward pass), or what was cast or copied. */
+    t = n->in[0];
   }
 }
 

@@ -129,7 +129,7 @@ def plan(model="mlp", batch=None, precision="fp32", device_memory=None, device=N
                  "batch": p.batch, "accum": int(o["accum"]), "params": p.param_count,
                  "param_bytes": p.params, "grad_bytes": p.grads,
                  "optimizer_state_bytes": p.optimizer_state, "activation_bytes": p.activations,
-                 "input_bytes": p.inputs, "accumulator_bytes": p.accumulators,
+                 "activation_peak_bytes": p.activation_peak, "input_bytes": p.inputs, "accumulator_bytes": p.accumulators,
                  "loader_bytes": p.loader, "planned_peak_bytes": p.peak,
                  "peak_is_evaluation": bool(p.evaluation_at_peak)},
         "max_batch": fits,
