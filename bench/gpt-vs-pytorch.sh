@@ -31,7 +31,8 @@ while (($#)); do
   --quality) quality=1; shift ;;
   --seeds) seeds=$2; shift 2 ;;
   --clip-norm) clip=$2; shift 2 ;;
-  *) echo "usage: $0 [--model gpt-mini|gpt2] [--runs N] [--steps S] [--quality] [--seeds N] [--clip-norm X]" \
+  *) echo "usage: $0 [--model gpt-mini|gpt2] [--runs N] [--steps S] [--quality] [--seeds N]" \
+          "[--clip-norm X]" \
           "[--threads T]" >&2
      exit 2 ;;
   esac
