@@ -666,7 +666,8 @@ static void typed_norm(const cpu_native_isa *isa, result *r, int tx, int ty) {
       float *dg_t = zeros(k), *db_t = zeros(k);
       char what[96];
       snprintf(what, sizeof what, "%s %lld x %lld, x %s, y %s",
-               per_row ? "batch norm" : "layer norm", (long long)rows, (long long)cols, names[tx], names[ty]);
+               per_row ? "batch norm" : "layer norm", (long long)rows, (long long)cols, names[tx],
+               names[ty]);
       for (int typed = 0; typed < 2; typed++) {
         args a = {0}, g = {0}, f = {0};
         arg_buf(&a, typed ? yt : y), arg_buf(&a, typed ? mean_t : mean);
@@ -793,15 +794,15 @@ typedef struct {
 } family;
 
 static const family families[] = {
-    {"norm_rows, norm_rows_grad, norm_affine_grad", family_norm},
-    {"activation, activation_grad (tanh, sigmoid, gelu, gelu_tanh)", family_activation},
-    {"bcast, bcast_grad_b, sum_cols_f32", family_bcast_sums},
-    {"softmax, softmax_grad, softmax_xent", family_softmax},
-    {"adam_update, embedding_grad, embedding_grad_acc", family_adam_embedding},
-    {"attention f32 (forward, grad_q, grad_kv)", family_attention_f32},
-    {"attention f16", family_attention_f16},
-    {"attention bf16", family_attention_bf16},
-    {"attention_decode", family_attention_decode},
+    {"norm_rows, norm_rows_grad, norm_affine_grad", family_norm, NULL},
+    {"activation, activation_grad (tanh, sigmoid, gelu, gelu_tanh)", family_activation, NULL},
+    {"bcast, bcast_grad_b, sum_cols_f32", family_bcast_sums, NULL},
+    {"softmax, softmax_grad, softmax_xent", family_softmax, NULL},
+    {"adam_update, embedding_grad, embedding_grad_acc", family_adam_embedding, NULL},
+    {"attention f32 (forward, grad_q, grad_kv)", family_attention_f32, NULL},
+    {"attention f16", family_attention_f16, NULL},
+    {"attention bf16", family_attention_bf16, NULL},
+    {"attention_decode", family_attention_decode, NULL},
     {"norms, activations, broadcast ops and column sums in f16 and bf16", family_typed,
      "the native f32 kernels' floats rounded once, bit for bit"},
 };
