@@ -9,7 +9,7 @@
 # draws.
 #
 # Usage: bench/gpt-vs-pytorch.sh [--model gpt-mini|gpt2] [--runs N] [--steps S]
-#        [--quality] [--seeds N] [--clip-norm X] [--threads T]
+#        [--quality] [--seeds N] [--clip-norm X] [--same-init] [--threads T]
 #   gpt-mini: batch 32, context 128 (the issue's speed bar: >= 2x);
 #   gpt2:     124M parameters, batch 4, context 64 (bar: >= 1.5x).
 #   --quality: gpt-mini, AdamW 1e-3, 1000 steps, evaluated on 20 batches
@@ -17,11 +17,13 @@
 #   repeats it for seeds 1..N on both sides and compares the means;
 #   --clip-norm X clips the gradients' global norm on both sides (GPT
 #   recipes' 1.0; without it a late loss spike on either side can decide
-#   the comparison).
+#   the comparison); --same-init starts PyTorch from dltrain's initial
+#   parameters (`dltrain --steps 0 --save`, read by gpt_pytorch.py --init),
+#   so that the two differ in nothing but their arithmetic.
 # Needs a build (DLTRAIN, DLRECORD: default ./tools/...), Debian's
 # python3-torch and fortunes (the corpus, made into a token file here).
 set -euo pipefail
-model=gpt-mini runs=3 steps= quality=0 threads=2 seeds=1 clip=0
+model=gpt-mini runs=3 steps= quality=0 threads=2 seeds=1 clip=0 same_init=0
 while (($#)); do
   case $1 in
   --model) model=$2; shift 2 ;;
@@ -31,8 +33,9 @@ while (($#)); do
   --quality) quality=1; shift ;;
   --seeds) seeds=$2; shift 2 ;;
   --clip-norm) clip=$2; shift 2 ;;
+  --same-init) same_init=1; shift ;;
   *) echo "usage: $0 [--model gpt-mini|gpt2] [--runs N] [--steps S] [--quality] [--seeds N]" \
-          "[--clip-norm X]" \
+          "[--clip-norm X] [--same-init]" \
           "[--threads T]" >&2
      exit 2 ;;
   esac
@@ -69,13 +72,20 @@ dl() {
 pt() {
   "$PYTHON" "$here/gpt_pytorch.py" --data "$tmp/corpus.bin" "${sizes[@]}" --batch "$batch" \
     --steps "$steps" --eval-batches "$eval_batches" --threads "$threads" --lr 1e-3 \
-    --seed "$seed" --windows dlrt --clip-norm "$clip" | tail -n 1
+    --seed "$seed" --windows dlrt --clip-norm "$clip" \
+    $( ((same_init)) && echo --init "$tmp/init-$seed.safetensors") | tail -n 1
 }
 field() { "$PYTHON" -c "import json, sys; print(json.loads(sys.argv[1])['$1'])" "$2"; }
 
 dl_rates=() pt_rates=() dl_losses=() pt_losses=()
 for ((i = 0; i < runs; i++)); do
   seed=$((quality ? i + 1 : 1)) # speed: the same run again; quality: seeds 1..N
+  if ((same_init)); then # dltrain's initial parameters for this seed
+    "$DLTRAIN" --model "$model" "${dl_sizes[@]}" --data "$tmp/corpus.bin" --batch "$batch" \
+      --steps 0 --eval-batches 1 --seed "$seed" --device cpu --quiet \
+      --save "$tmp/init-$seed.safetensors" >/dev/null 2>"$tmp/dl.err" ||
+      { cat "$tmp/dl.err" >&2; exit 1; }
+  fi
   a=$(dl) || { cat "$tmp/dl.err" >&2; exit 1; }
   b=$(pt)
   dl_rates+=("$(field tokens_per_s "$a")") pt_rates+=("$(field tokens_per_s "$b")")

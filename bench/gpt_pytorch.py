@@ -17,7 +17,12 @@ Usage: gpt_pytorch.py --data FILE.bin [--layers 4 --heads 4 --embd 128
        --context 128 --vocab 256] [--batch 32] [--steps N] [--lr 1e-3]
        [--weight-decay 0.01] [--eval-every N] [--eval-batches K]
        [--threads 2] [--seed 1] [--windows dlrt|torch] [--window-seed S]
-       [--clip-norm X]
+       [--clip-norm X] [--init CHECKPOINT]
+
+--init starts from the parameters of a dltrain checkpoint (safetensors under
+Hugging Face's GPT-2 names, Conv1D weights in x out): `dltrain --steps 0
+--save` writes the initial ones, so both sides can start from the same
+draws as well as train on the same windows.
 """
 import argparse
 import json
@@ -106,6 +111,43 @@ def dlrt_window_offset(seed, epoch, count, index, n, T):
     return mix64((state * 0xD1342543DE82EF95) & M64) % (n - T)
 
 
+def load_dlrt_params(model, path):
+    """Copies a dltrain checkpoint's parameters into `model` (its Linear
+    weights are out x in, the checkpoint's Conv1D ones in x out)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    (size,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8 : 8 + size])
+    data = raw[8 + size :]
+
+    def tensor(name):
+        info = header[name]
+        if info["dtype"] != "F32":
+            raise SystemExit(f"{path}: {name} is {info['dtype']}, not F32")
+        begin, end = info["data_offsets"]
+        return torch.frombuffer(bytearray(data[begin:end]), dtype=torch.float32).reshape(
+            info["shape"])
+
+    ours = {"wte.weight": "transformer.wte.weight", "wpe.weight": "transformer.wpe.weight",
+            "ln_f.weight": "transformer.ln_f.weight", "ln_f.bias": "transformer.ln_f.bias"}
+    for i in range(len(model.h)):
+        h = f"transformer.h.{i}."
+        for mine, theirs in (("ln_1", "ln_1"), ("ln_2", "ln_2"), ("c_attn", "attn.c_attn"),
+                             ("c_proj", "attn.c_proj"), ("c_fc", "mlp.c_fc"),
+                             ("mlp_proj", "mlp.c_proj")):
+            for kind in ("weight", "bias"):
+                ours[f"h.{i}.{mine}.{kind}"] = h + theirs + "." + kind
+    with torch.no_grad():
+        for name, q in model.named_parameters():
+            t = tensor(ours[name])
+            if q.dim() == 2 and not name.startswith(("wte", "wpe")):
+                t = t.t()  # Conv1D (in x out) -> Linear (out x in)
+            if tuple(t.shape) != tuple(q.shape):
+                raise SystemExit(f"{path}: {ours[name]} is {tuple(t.shape)}, the model's "
+                                 f"{name} {tuple(q.shape)}")
+            q.copy_(t)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--data", required=True)
@@ -118,6 +160,7 @@ def main():
     p.add_argument("--clip-norm", type=float, default=0.0,
                    help="clip the gradients' global L2 norm (dltrain's --clip-norm; 0: off)")
     p.add_argument("--windows", choices=("dlrt", "torch"), default="dlrt")
+    p.add_argument("--init", help="start from a dltrain checkpoint's parameters")
     p.add_argument("--window-seed", type=int, default=None,
                    help="dltrain's --seed for --windows dlrt (default: --seed)")
     a = p.parse_args()
@@ -129,6 +172,8 @@ def main():
     train, val = tokens[:split], tokens[split:]
     T, B = a.context, a.batch
     model = GPT(a.layers, a.heads, a.embd, a.context, a.vocab)
+    if a.init:
+        load_dlrt_params(model, a.init)
     decay = [q for n, q in model.named_parameters() if n.startswith("h.") and n.endswith("weight") and "ln_" not in n]
     rest = [q for n, q in model.named_parameters() if not (n.startswith("h.") and n.endswith("weight") and "ln_" not in n)]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
