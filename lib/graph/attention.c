@@ -10,30 +10,42 @@
 #include "kernel_table.h" /* DLRT__ATTN_TILE: the largest head the kernels take */
 #include "util/status.h"
 
+/* The head size of qkv's last axis, 3 x heads x head size (at most the
+ * kernels' tile), or 0 after failing the graph naming `op`. */
+static int64_t qkv_head_dim(dlrt_graph_t *g, const char *op, dlrt_tensor_t *qkv, int heads) {
+  if (heads < 1)
+    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "%s: %d heads (give 1 or more)", op,
+                            heads),
+           0;
+  int64_t width = qkv->shape[2];
+  if (width < 3 * (int64_t)heads || width % (3 * (int64_t)heads) != 0) {
+    char what[160];
+    snprintf(what, sizeof what, "the last axis, %lld, is not 3 x %d heads x a head size",
+             (long long)width, heads);
+    return dlrt__shape_error(g, op, what, qkv, NULL), 0;
+  }
+  int64_t head_dim = width / 3 / heads;
+  if (head_dim > DLRT__ATTN_TILE)
+    return dlrt__graph_fail(g, DLRT_ERR_UNSUPPORTED, "%s: a head of %lld (C %lld / %d heads); "
+                            "heads of up to %d are supported (use more heads)", op,
+                            (long long)head_dim, (long long)(width / 3), heads,
+                            DLRT__ATTN_TILE),
+           0;
+  return head_dim;
+}
+
 dlrt_tensor_t *dlrt_attention(dlrt_graph_t *g, dlrt_tensor_t *qkv, int heads, int causal) {
   if (!dlrt__graph_begin(g, "attention", 1, &qkv) || !dlrt__is_f32(g, "attention", qkv))
     return NULL;
   if (qkv->ndim != 3)
     return dlrt__shape_error(g, "attention", "qkv must be B x T x 3C: the queries, keys and "
                              "values of each position side by side", qkv, NULL);
-  if (heads < 1)
-    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "attention: %d heads (give 1 or more)",
-                            heads);
+  int64_t head_dim = qkv_head_dim(g, "attention", qkv, heads);
+  if (!head_dim) return NULL;
   if (causal != 0 && causal != 1)
     return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "attention: causal is %d (give 1 to "
                             "mask the keys after each query, 0 to attend to all)", causal);
-  int64_t batch = qkv->shape[0], seq = qkv->shape[1], width = qkv->shape[2];
-  if (width < 3 * (int64_t)heads || width % (3 * (int64_t)heads) != 0) {
-    char what[160];
-    snprintf(what, sizeof what, "the last axis, %lld, is not 3 x %d heads x a head size",
-             (long long)width, heads);
-    return dlrt__shape_error(g, "attention", what, qkv, NULL);
-  }
-  int64_t head_dim = width / 3 / heads, c = width / 3;
-  if (head_dim > DLRT__ATTN_TILE)
-    return dlrt__graph_fail(g, DLRT_ERR_UNSUPPORTED, "attention: a head of %lld (C %lld / %d "
-                            "heads); heads of up to %d are supported (use more heads)",
-                            (long long)head_dim, (long long)c, heads, DLRT__ATTN_TILE);
+  int64_t batch = qkv->shape[0], seq = qkv->shape[1], c = qkv->shape[2] / 3;
   int64_t shape[3] = {batch, seq, c}, lse_shape[3] = {batch, heads, seq};
   dlrt_tensor_t *y = dlrt__node1(g, DLRT__OP_ATTENTION, DLRT__PHASE_FORWARD, 1, &qkv, 3, shape,
                                  NULL);
@@ -71,22 +83,9 @@ dlrt_tensor_t *dlrt_attention_decode(dlrt_graph_t *g, dlrt_tensor_t *qkv, dlrt_t
   if (qkv->ndim != 3 || qkv->shape[1] != 1)
     return dlrt__shape_error(g, "attention_decode", "qkv must be B x 1 x 3C: each sequence's "
                              "new token's queries, keys and values side by side", qkv, NULL);
-  if (heads < 1)
-    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "attention_decode: %d heads (give 1 or "
-                            "more)", heads);
-  int64_t batch = qkv->shape[0], width = qkv->shape[2];
-  if (width < 3 * (int64_t)heads || width % (3 * (int64_t)heads) != 0) {
-    char what[160];
-    snprintf(what, sizeof what, "the last axis, %lld, is not 3 x %d heads x a head size",
-             (long long)width, heads);
-    return dlrt__shape_error(g, "attention_decode", what, qkv, NULL);
-  }
-  int64_t head_dim = width / 3 / heads, c = width / 3;
-  if (head_dim > DLRT__ATTN_TILE)
-    return dlrt__graph_fail(g, DLRT_ERR_UNSUPPORTED, "attention_decode: a head of %lld (C "
-                            "%lld / %d heads); heads of up to %d are supported (use more "
-                            "heads)", (long long)head_dim, (long long)c, heads,
-                            DLRT__ATTN_TILE);
+  int64_t head_dim = qkv_head_dim(g, "attention_decode", qkv, heads);
+  if (!head_dim) return NULL;
+  int64_t batch = qkv->shape[0], c = qkv->shape[2] / 3;
   for (int i = 1; i <= 2; i++)
     if (!is_cache(in[i], batch, c))
       return dlrt__shape_error(g, "attention_decode", i == 1 ? "the key cache must be a "
