@@ -434,8 +434,8 @@ int dlrt_graph_backward(dlrt_graph_t *g, dlrt_tensor_t *loss) {
     rc = accumulate(g, root->in[0], root->out[2]);
     if (rc) return rc;
   } else if (root->op == DLRT__OP_LINEAR_XENT) {
-    if (root->in[0]->needs_grad && (rc = accumulate(g, root->in[0], root->out[1]))) return rc;
-    if (root->in[1]->needs_grad && (rc = accumulate(g, root->in[1], root->out[2]))) return rc;
+    if ((rc = accumulate(g, root->in[0], root->out[1]))) return rc; /* both skip what */
+    if ((rc = accumulate(g, root->in[1], root->out[2]))) return rc; /* needs no gradient */
   } else {
     dlrt_tensor_t *one = dlrt__node1(g, DLRT__OP_FILL, DLRT__PHASE_BACKWARD, 0, NULL, 1, loss->shape, "dloss");
     if (!one) return g->status;
