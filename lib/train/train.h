@@ -111,6 +111,11 @@ int dlrt__dp_sync_main(dlrt_trainer_t *t);
 int dlrt__pipeline_step(dlrt_trainer_t *t, const float *images, const int32_t *labels, float lr,
                         float *loss, int64_t *correct);
 void dlrt__pipeline_free(dlrt_trainer_t *t);
+/* The main executor takes the stages' parameters; nothing without stages. */
+int dlrt__pipeline_sync_main(dlrt_trainer_t *t);
+/* parallel.c: the training loader is made again at the next epoch (whether it
+ * copies batches to the device depends on replicas and stages). */
+void dlrt__drop_train_loader(dlrt_trainer_t *t);
 
 /* diverge.c: a run that diverges stops with DLRT_ERR_DIVERGED and a message
  * naming the update and the likely cause. The learning rate of update

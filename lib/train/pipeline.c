@@ -1,0 +1,256 @@
+/* pipeline.c — pipeline parallelism: the model's layers cut into one stage
+ * per device, each batch going through in micro-batches on the GPipe
+ * schedule (dlrt_trainer_set_pipeline). */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/exec.h"
+#include "mem/buffer.h"
+#include "train/train.h"
+#include "util/clock.h"
+#include "util/status.h"
+
+static void stage_free(struct stage *s) {
+  dlrt_exec_destroy(s->e);
+  dlrt_graph_destroy(s->g);
+  memset(s, 0, sizeof *s);
+}
+
+void dlrt__pipeline_free(dlrt_trainer_t *t) {
+  for (int i = 0; i < t->n_stages; i++) stage_free(&t->stages[i]);
+  free(t->stages);
+  free(t->acts);
+  free(t->act_at);
+  free(t->act_numel);
+  free(t->upstream);
+  t->stages = NULL;
+  t->acts = t->upstream = NULL;
+  t->act_at = t->act_numel = NULL;
+  t->n_stages = 0;
+}
+
+/* Parameters of layers [first, last) and whether they end in a matrix (a
+ * cut there passes an N x F activation; image layouts stay inside a stage). */
+static int probe_layers(const dlrt_trainer_t *t, int first, int last, int64_t *params,
+                        int *flat) {
+  dlrt_graph_t *g;
+  int rc = dlrt_graph_create(&g);
+  if (rc < 0) return rc;
+  int64_t shape[4] = {1, t->channels, t->height, t->width}, out[DLRT_MAX_DIMS];
+  dlrt_tensor_t *x, *y;
+  rc = dlrt__model_stage(g, t->model, shape, t->classes, first, last, &x, &y);
+  *params = 0;
+  if (rc == DLRT_OK) {
+    for (int i = 0; i < g->n_tensors; i++)
+      if (g->tensors[i]->kind == DLRT__TENSOR_PARAM) *params += g->tensors[i]->numel;
+    *flat = dlrt_tensor_shape(y, out) == 2;
+  }
+  dlrt_graph_destroy(g);
+  return rc;
+}
+
+/* Builds stage s over layers [first, last) for micro-batches of `rows`, on
+ * the main executor's parameters and state. */
+static int stage_build(dlrt_trainer_t *t, struct stage *st, int last_stage, int64_t rows,
+                       const dlrt_host_tensor *state, int n_state) {
+  int64_t shape[4] = {rows, t->channels, t->height, t->width}, ys[DLRT_MAX_DIMS];
+  int rc = dlrt_graph_create(&st->g);
+  if (rc == DLRT_OK)
+    rc = dlrt__model_stage(st->g, t->model, shape, t->classes, st->first, st->last, &st->x,
+                           &st->y);
+  if (rc == DLRT_OK && last_stage) {
+    int64_t ls[1] = {rows};
+    st->labels = dlrt_input(st->g, "labels", DLRT_I32, 1, ls);
+    st->y = dlrt_keep(st->g, st->y);
+    st->loss = dlrt_cross_entropy(st->g, st->y, st->labels, t->cfg.label_smoothing);
+  } else if (rc == DLRT_OK) {
+    /* The stage's loss is <y, upstream>: its gradient is the gradient the
+     * next stage passes back. */
+    int nd = dlrt_tensor_shape(st->y, ys);
+    st->upstream = dlrt_input(st->g, "upstream", DLRT_F32, nd, ys);
+    st->y = dlrt_keep(st->g, st->y);
+    st->loss = dlrt_sum(st->g, dlrt_mul(st->g, st->y, st->upstream));
+  }
+  st->loss = st->loss ? dlrt_keep(st->g, st->loss) : NULL;
+  if (rc == DLRT_OK) rc = dlrt_graph_status(st->g);
+  if (rc == DLRT_OK) rc = dlrt_graph_backward(st->g, st->loss);
+  if (rc == DLRT_OK && st->first > 0) st->dx = dlrt_keep(st->g, dlrt_grad(st->g, st->x));
+  if (rc == DLRT_OK) rc = dlrt_graph_optimize(st->g, &t->cfg.opt);
+  if (rc == DLRT_OK) rc = dlrt_exec_create(st->g, st->dev, t->cfg.seed, &st->e);
+  if (rc == DLRT_OK) rc = dlrt_exec_import(st->e, state, n_state);
+  return rc;
+}
+
+int dlrt_trainer_set_pipeline(dlrt_trainer_t *t, dlrt_device_t *const *devs, int n, int micro) {
+  DLRT__CHECK_ARG(t && devs && n >= 2 && n <= 16 && micro >= 1,
+                  "dlrt_trainer_set_pipeline: trainer or devices is NULL, %d stages (2 to 16) "
+                  "or %d micro-batches", n, micro);
+  DLRT__CHECK_ARG(t->accum == 1 && !t->spilling && !t->n_reps && !dlrt__across_processes(t) &&
+                      t->cfg.checkpoint == 0 && t->cfg.clip_norm == 0,
+                  "dlrt_trainer_set_pipeline: not with accumulation, spilling, --devices, MPI, "
+                  "checkpointing or clipping in this version");
+  if (t->lm)
+    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "%s: pipeline parallelism does not take GPT "
+                           "models yet (their blocks are not cut into stages); train on one "
+                           "device, or data parallel with --devices", t->model);
+  if (t->batch % micro)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "a batch of %lld does not split into %d "
+                           "micro-batches", (long long)t->batch, micro);
+  int layers, rc = dlrt__model_layer_count(t->model, &layers);
+  if (rc < 0) return rc;
+  /* Cuts where an activation is a matrix, chosen to balance parameters. */
+  int64_t total;
+  int flat;
+  if ((rc = probe_layers(t, 0, layers, &total, &flat)) < 0) return rc;
+  int cuts[16], n_cuts = 0;
+  for (int s = 1; s < n; s++) {
+    int64_t target = total * s / n, best_gap = -1;
+    int best = -1;
+    for (int c = (n_cuts ? cuts[n_cuts - 1] : 0) + 1; c < layers; c++) {
+      int64_t before;
+      if ((rc = probe_layers(t, 0, c, &before, &flat)) < 0) return rc;
+      int64_t gap = before > target ? before - target : target - before;
+      if (flat && (best < 0 || gap < best_gap)) best = c, best_gap = gap;
+    }
+    if (best < 0)
+      return dlrt__set_error(DLRT_ERR_INVALID_ARG, "model %s: no place to cut it into %d "
+                             "stages (stages meet where an activation is N x F: after a "
+                             "flatten or linear layer)", t->model, n);
+    cuts[n_cuts++] = best;
+  }
+  dlrt__pipeline_free(t);
+  dlrt__drop_train_loader(t);
+  t->stages = calloc((size_t)n, sizeof *t->stages);
+  t->act_at = calloc((size_t)n, sizeof *t->act_at);
+  t->act_numel = calloc((size_t)n, sizeof *t->act_numel);
+  if (!t->stages || !t->act_at || !t->act_numel)
+    return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  t->n_stages = n;
+  t->micro = micro;
+  dlrt_host_tensor *state;
+  int n_state;
+  if ((rc = dlrt_exec_export(t->e, 1, &state, &n_state)) < 0) return rc;
+  int64_t rows = t->batch / micro, at = 0, widest = 0;
+  for (int s = 0; s < n && rc == DLRT_OK; s++) {
+    struct stage *st = &t->stages[s];
+    st->dev = devs[s];
+    st->first = s ? cuts[s - 1] : 0;
+    st->last = s < n - 1 ? cuts[s] : layers;
+    rc = stage_build(t, st, s == n - 1, rows, state, n_state);
+    if (rc == DLRT_OK) {
+      int64_t xs[DLRT_MAX_DIMS], numel = 1;
+      int nd = dlrt_tensor_shape(st->x, xs);
+      for (int d = 0; d < nd; d++) numel *= xs[d];
+      t->act_numel[s] = numel;
+      t->act_at[s] = at;
+      at += numel * micro;
+      if (numel > widest) widest = numel;
+    }
+  }
+  dlrt_host_tensors_free(state, n_state);
+  if (rc == DLRT_OK) {
+    t->acts = malloc((size_t)at * sizeof(float));
+    t->upstream = malloc((size_t)widest * sizeof(float));
+    if (!t->acts || !t->upstream) rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  }
+  if (rc < 0) dlrt__pipeline_free(t);
+  return rc;
+}
+
+int dlrt_trainer_stages(const dlrt_trainer_t *t, int *first, int *last, int *n) {
+  DLRT__CHECK_ARG(t && n, "dlrt_trainer_stages: trainer or n is NULL");
+  *n = t->n_stages;
+  for (int s = 0; s < t->n_stages; s++) {
+    if (first) first[s] = t->stages[s].first;
+    if (last) last[s] = t->stages[s].last;
+  }
+  return DLRT_OK;
+}
+
+/* GPipe: every micro-batch forward through the stages (their inputs kept on
+ * the host), then backward through them in reverse, each stage recomputing
+ * its forward (as GPipe does) and summing its gradients over the
+ * micro-batches; then one update per stage from their mean. */
+int dlrt__pipeline_step(dlrt_trainer_t *t, const float *images, const int32_t *labels, float lr,
+                        float *loss, int64_t *correct) {
+  int S = t->n_stages, M = t->micro, rc = DLRT_OK;
+  int64_t rows = t->batch / M;
+  float *act = t->acts;
+  memcpy(act + t->act_at[0], images, (size_t)(t->act_numel[0] * M) * sizeof(float));
+  for (int m = 0; m < M && rc == DLRT_OK; m++)
+    for (int s = 0; s < S - 1 && rc == DLRT_OK; s++) {
+      struct stage *st = &t->stages[s];
+      float *in = act + t->act_at[s] + m * t->act_numel[s];
+      float *out = act + t->act_at[s + 1] + m * t->act_numel[s + 1];
+      if ((rc = dlrt_exec_write(st->e, st->x, in, (size_t)t->act_numel[s] * sizeof(float))) ==
+              DLRT_OK &&
+          (rc = dlrt_exec_run(st->e, DLRT_RUN_FORWARD)) == DLRT_OK)
+        rc = dlrt_exec_read(st->e, st->y, out, (size_t)t->act_numel[s + 1] * sizeof(float));
+    }
+  *loss = 0;
+  for (int m = 0; m < M && rc == DLRT_OK; m++) {
+    for (int s = S - 1; s >= 0 && rc == DLRT_OK; s--) {
+      struct stage *st = &t->stages[s];
+      float *in = act + t->act_at[s] + m * t->act_numel[s];
+      if ((rc = dlrt_exec_set_lr(st->e, lr)) < 0 ||
+          (rc = dlrt_exec_write(st->e, st->x, in, (size_t)t->act_numel[s] * sizeof(float))) < 0)
+        break;
+      if (s == S - 1)
+        rc = dlrt_exec_write(st->e, st->labels, labels + m * rows,
+                             (size_t)rows * sizeof(int32_t));
+      else
+        rc = dlrt_exec_write(st->e, st->upstream, t->upstream,
+                             (size_t)t->act_numel[s + 1] * sizeof(float));
+      if (rc == DLRT_OK) rc = dlrt_exec_run(st->e, DLRT_RUN_GRADIENTS);
+      if (rc == DLRT_OK && s == S - 1) {
+        float l = 0;
+        rc = dlrt_exec_read(st->e, st->loss, &l, sizeof l);
+        if (rc == DLRT_OK)
+          rc = dlrt_exec_read(st->e, st->y, t->host_logits,
+                              (size_t)(rows * t->classes) * sizeof(float));
+        *loss += l / (float)M;
+        for (int64_t j = 0; j < rows && rc == DLRT_OK; j++) {
+          const float *row = t->host_logits + j * t->classes;
+          int64_t best = 0;
+          for (int64_t c = 1; c < t->classes; c++)
+            if (row[c] > row[best]) best = c;
+          *correct += best == labels[m * rows + j];
+        }
+      }
+      if (rc == DLRT_OK && s > 0)
+        rc = dlrt_exec_read(st->e, st->dx, t->upstream, (size_t)t->act_numel[s] * sizeof(float));
+    }
+  }
+  for (int s = 0; s < S && rc == DLRT_OK; s++) rc = dlrt_exec_apply_gradients(t->stages[s].e);
+  return rc;
+}
+
+/* The main executor takes the stages' parameters (for evaluation and
+ * checkpoints). */
+int dlrt__pipeline_sync_main(dlrt_trainer_t *t) {
+  if (!t->n_stages) return DLRT_OK;
+  /* Each stage holds its layers' parameters and state: all of them together
+   * are the model's. */
+  dlrt_host_tensor *all = NULL;
+  int n_all = 0, rc = DLRT_OK;
+  for (int s = 0; s < t->n_stages && rc == DLRT_OK; s++) {
+    dlrt_host_tensor *part;
+    int n;
+    if ((rc = dlrt_exec_export(t->stages[s].e, 1, &part, &n)) < 0) break;
+    dlrt_host_tensor *grown = realloc(all, (size_t)(n_all + n) * sizeof *all);
+    if (!grown) {
+      dlrt_host_tensors_free(part, n);
+      rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+      break;
+    }
+    all = grown;
+    memcpy(all + n_all, part, (size_t)n * sizeof *all);
+    n_all += n;
+    free(part); /* the tensors' data now belong to `all` */
+  }
+  if (rc == DLRT_OK) rc = dlrt_exec_import(t->e, all, n_all);
+  dlrt_host_tensors_free(all, n_all);
+  return rc;
+}
