@@ -563,7 +563,10 @@ int main(int argc, char **argv) {
         "cannot train across the MPI ranks");
   /* Every rank must train the same: all see the same verdict, so they stop
    * together (rank 0 says why) instead of training apart. */
-  if (world > 1 && (rc = dlrt_trainer_check_ranks(trainer, &data[0], mpi_allgather, &job)) < 0) {
+  /* (Not yet for tensor parallel ranks: dlrt_trainer_check_ranks gathers
+   * config.world fingerprints, and theirs is 1, the data's world.) */
+  if (world > 1 && !tp_ranks &&
+      (rc = dlrt_trainer_check_ranks(trainer, &data[0], mpi_allgather, &job)) < 0) {
     status = rank == 0 ? tool_fail("the MPI ranks disagree", rc) : STATUS_FAIL;
     ranks_agree_to_stop = 1;
     goto done;
@@ -659,7 +662,10 @@ int main(int argc, char **argv) {
 
   lm_results lm = {0};
   if (o.gpt_model) {
-    if ((status = dltrain_lm_train(&o, trainer, data, done, log, tty, dev, rank, &lm)) != 0)
+    /* Tensor parallel ranks all take part in saving (the shards are
+     * gathered); rank 0 writes. */
+    if ((status = dltrain_lm_train(&o, trainer, data, done, log, tty, dev, tp_ranks ? 0 : rank,
+                                   &lm)) != 0)
       goto done;
     r.lm = &lm;
     r.last = lm.last;

@@ -286,6 +286,9 @@ DLRT_API int dlrt_trainer_load(dlrt_trainer_t *t, const char *path, int *epochs_
  * dlrt_safetensors_load says). */
 DLRT_API int dlrt_gpt_checkpoint_load(const char *path, dlrt_gpt_config *cfg,
                                       dlrt_host_tensor **tensors, int *n);
+/* The plan and figures of the trainer's executor (tensor parallel: the whole
+ * model's parameter and state bytes, the largest peer's planned and measured
+ * peaks). */
 DLRT_API int dlrt_trainer_info(dlrt_trainer_t *t, dlrt_exec_info *out);
 /* The loss scale of the executor that makes the updates (scale 1 when off). */
 DLRT_API int dlrt_trainer_loss_scale(dlrt_trainer_t *t, dlrt_loss_scale_state *out);
@@ -384,7 +387,9 @@ DLRT_API int dlrt_trainer_set_tensor_parallel(dlrt_trainer_t *t, dlrt_device_t *
  * trainer's device (every rank calls it, with the same weights): the
  * peers' sums go through `fn` (an MPI_Allreduce of MPI_SUM or MPI_MAX on
  * MPI_FLOAT, say; tag -1 marks the sums that gather a checkpoint's
- * tensors). Every rank must train on the same batches (config.world 1). */
+ * tensors). Every rank must train on the same batches (config.world 1),
+ * and every rank calls dlrt_trainer_save (the shards are gathered through
+ * `fn`; rank 0 writes the file, the others return 0). */
 DLRT_API int dlrt_trainer_set_tensor_parallel_ranks(dlrt_trainer_t *t, int rank, int ranks,
                                                     const double *weights,
                                                     dlrt_collective_fn fn, void *user);

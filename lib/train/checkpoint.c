@@ -72,6 +72,10 @@ int dlrt_trainer_save(dlrt_trainer_t *t, const char *path, int epochs_done) {
     dlrt_host_tensors_free(tensors, n);
     return rc;
   }
+  if (t->tp && dlrt__tp_rank(t) > 0) { /* tensor parallel ranks: rank 0 writes the file */
+    dlrt_host_tensors_free(tensors, n);
+    return DLRT_OK;
+  }
   char epochs[32], seed[32], batch[32], lr[32], shape[64];
   snprintf(epochs, sizeof epochs, "%d", epochs_done);
   snprintf(seed, sizeof seed, "%" PRIu64, t->cfg.seed);

@@ -118,25 +118,35 @@ static void group_break(tp_group *g, const char *why) {
 
 /* ------------------------------------------------------------ the split */
 
-/* Heads in proportion to the weights (each peer at least one; largest
- * remainders first, then the earlier peer). */
+/* Heads in proportion to the weights: each peer's share of them rounded
+ * down (at least one), the rest to the largest remainders (the earlier
+ * peer first), a head taken back from the peer with most where the
+ * minimum of one overshot. */
 static void split_heads(int heads, int n, const double *weights, int *out) {
-  double sum = 0, want[DLRT_TP_MAX];
+  double sum = 0, left[DLRT_TP_MAX];
   for (int i = 0; i < n; i++) sum += weights ? weights[i] : 1.0;
   int given = 0;
   for (int i = 0; i < n; i++) {
-    want[i] = (double)(heads - n) * (weights ? weights[i] : 1.0) / sum;
-    out[i] = 1 + (int)floor(want[i]);
-    want[i] -= floor(want[i]);
+    double want = (double)heads * (weights ? weights[i] : 1.0) / sum;
+    out[i] = (int)floor(want);
+    left[i] = want - floor(want);
+    if (out[i] < 1) out[i] = 1, left[i] = -1;
     given += out[i];
   }
   while (given < heads) {
     int best = 0;
     for (int i = 1; i < n; i++)
-      if (want[i] > want[best]) best = i;
+      if (left[i] > left[best]) best = i;
     out[best]++;
-    want[best] = -1;
+    left[best] = -1;
     given++;
+  }
+  while (given > heads) {
+    int most = 0;
+    for (int i = 1; i < n; i++)
+      if (out[i] > out[most]) most = i;
+    out[most]--;
+    given--;
   }
 }
 
@@ -577,5 +587,21 @@ int dlrt__tp_import(dlrt_trainer_t *t, const dlrt_host_tensor *tensors, int n) {
     dlrt_host_tensors_free(mine, n);
   }
   if (rc == DLRT_OK) t->e->steps = tp->peers[0].e->steps;
+  return rc;
+}
+
+int dlrt__tp_rank(const dlrt_trainer_t *t) { return t->tp->ranks ? t->tp->rank : 0; }
+
+int dlrt__tp_info(dlrt_trainer_t *t, dlrt_exec_info *out) {
+  int rc = dlrt_exec_info_get(t->e, out); /* the whole model's parameters and state */
+  out->planned_peak_bytes = out->measured_peak_bytes = 0;
+  for (int i = 0; i < t->tp->n && rc == DLRT_OK; i++) {
+    dlrt_exec_info peer;
+    if ((rc = dlrt_exec_info_get(t->tp->peers[i].e, &peer)) < 0) break;
+    if (peer.planned_peak_bytes > out->planned_peak_bytes)
+      out->planned_peak_bytes = peer.planned_peak_bytes;
+    if (peer.measured_peak_bytes > out->measured_peak_bytes)
+      out->measured_peak_bytes = peer.measured_peak_bytes;
+  }
   return rc;
 }

@@ -133,6 +133,11 @@ int dlrt__tp_evaluate(dlrt_trainer_t *t, const int32_t *tokens, const int32_t *t
                       float *loss);
 int dlrt__tp_export(dlrt_trainer_t *t, dlrt_host_tensor **tensors, int *n);
 int dlrt__tp_import(dlrt_trainer_t *t, const dlrt_host_tensor *tensors, int n);
+/* This process's rank among tensor parallel ranks (0 in one process). */
+int dlrt__tp_rank(const dlrt_trainer_t *t);
+/* dlrt_trainer_info: the whole model's parameter and state bytes, the
+ * largest peer's planned and measured peaks. */
+int dlrt__tp_info(dlrt_trainer_t *t, dlrt_exec_info *out);
 
 /* diverge.c: a run that diverges stops with DLRT_ERR_DIVERGED and a message
  * naming the update and the likely cause. The learning rate of update

@@ -579,6 +579,7 @@ int dlrt_trainer_loss_scale(dlrt_trainer_t *t, dlrt_loss_scale_state *out) {
 
 int dlrt_trainer_info(dlrt_trainer_t *t, dlrt_exec_info *out) {
   DLRT__CHECK_ARG(t, "trainer is NULL");
+  if (t->tp) return dlrt__tp_info(t, out);
   int rc = dlrt_exec_info_get(t->e, out);
   if (rc < 0) return rc;
   /* The training loader's device buffers (images and labels per slot, in
