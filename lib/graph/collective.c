@@ -66,7 +66,9 @@ dlrt_tensor_t *dlrt_linear_cross_entropy_shard(dlrt_graph_t *g, dlrt_tensor_t *x
     return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "%s: label smoothing %g is outside "
                             "[0, 1)", op, smoothing);
   int64_t rows = x->shape[0], width = x->shape[1], classes = w->shape[0];
-  int64_t chunk = CHUNK_LOGITS / classes;
+  /* Chunks of the whole vocabulary's size: every peer, whatever its share,
+   * cuts the rows alike, so their collectives pair up. */
+  int64_t chunk = CHUNK_LOGITS / vocab;
   if (chunk < 1) chunk = 1;
   if (chunk > rows) chunk = rows;
   /* Per-row losses, N ones (the mean as a GEMM), a chunk's four row
