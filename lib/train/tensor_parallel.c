@@ -556,10 +556,16 @@ int dlrt__tp_export(dlrt_trainer_t *t, dlrt_host_tensor **out, int *n_out) {
     }
     int64_t rows, cols;
     rows_cols(w, &rows, &cols);
-    for (int i = 0; i < tp->n; i++) {
+    for (int i = 0; i < tp->n && rc == DLRT_OK; i++) {
+      if (strcmp(mine[i][k].name, h->name) != 0) {
+        rc = dlrt__set_error(DLRT_ERR_STATE, "tensor parallel: peer %d lists %s where peer 0 "
+                             "lists %s: their graphs differ", i, mine[i][k].name, h->name);
+        break;
+      }
       piece_of(h->name, &tp->gpt, &tp->peers[i].shard, h->ndim, &p);
       copy_piece(w->data, rows, cols, mine[i][k].data, &p, 0);
     }
+    if (rc < 0) break;
     /* Across processes: each holds its piece, zeros elsewhere; the sum over
      * the ranks is the whole tensor. */
     if (tp->fn && (rc = tp->fn(tp->user, w->data, (int64_t)(w->bytes / sizeof(float)),
@@ -569,7 +575,7 @@ int dlrt__tp_export(dlrt_trainer_t *t, dlrt_host_tensor **out, int *n_out) {
   for (int i = 0; i < tp->n; i++)
     if (mine[i]) dlrt_host_tensors_free(mine[i], n_mine);
   if (rc < 0) {
-    if (whole) dlrt_host_tensors_free(whole, k + 1 < n_mine ? k + 1 : n_mine);
+    if (whole) dlrt_host_tensors_free(whole, n_mine); /* the rest are zeros */
     return rc;
   }
   *out = whole;
