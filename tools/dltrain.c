@@ -529,7 +529,14 @@ int main(int argc, char **argv) {
                       o.device_memory ? "--device-memory" : limit ? "the budget" : props.name);
     goto done;
   }
-  TRY(dlrt_trainer_create(dev, &cfg, data[0].height, data[0].width, data[0].classes,
+  /* Tensor parallel: the whole model is made (and resumed) in host memory,
+   * then cut into the shards, so no device need hold it all at once. */
+  dlrt_device_t *whole_on = dev;
+  if ((n_tp > 0 || tp_ranks) && dlrt_device_open("cpu", &whole_on) != DLRT_OK) {
+    dlrt_clear_error();
+    whole_on = dev;
+  }
+  TRY(dlrt_trainer_create(whole_on, &cfg, data[0].height, data[0].width, data[0].classes,
                           &trainer), "cannot build the model");
   if (o.resume)
     TRY(dlrt_trainer_load(trainer, o.resume, &done), "cannot resume");
@@ -572,7 +579,8 @@ int main(int argc, char **argv) {
     goto done;
   }
   if (tp_ranks)
-    TRY(dlrt_trainer_set_tensor_parallel_ranks(trainer, rank, world, NULL, mpi_collective, &job),
+    TRY(dlrt_trainer_set_tensor_parallel_ranks(trainer, dev, rank, world, NULL, mpi_collective,
+                                               &job),
         "cannot split the model over the MPI ranks (--tensor-parallel)");
 #endif
   TRY(dlrt_trainer_info(trainer, &r.info), "cannot read the trainer's figures");

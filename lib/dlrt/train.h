@@ -377,20 +377,24 @@ DLRT_API int dlrt_trainer_set_pipeline(dlrt_trainer_t *t, dlrt_device_t *const *
  * parameters move into the shards: evaluation runs on the peers and
  * checkpoints gather whole tensors (dlrt_trainer_save writes the same file
  * as one device; dlrt_trainer_load cuts one into the shards). Call after
- * dlrt_trainer_load when resuming. GPT models only, without --devices,
+ * dlrt_trainer_load when resuming. The trainer's device holds the whole
+ * model until then: make the trainer on the host's CPU device for a model
+ * larger than one accelerator (its initial values do not depend on the
+ * device). GPT models only, without --devices,
  * --pipeline, accumulation, spilling, checkpointing, clipping or fp16 loss
  * scaling (DLRT_ERR_UNSUPPORTED naming it). */
 #define DLRT_TP_MAX 64
 DLRT_API int dlrt_trainer_set_tensor_parallel(dlrt_trainer_t *t, dlrt_device_t *const *devs,
                                               int n, const double *weights);
-/* The same across `ranks` processes, each holding shard `rank` on the
- * trainer's device (every rank calls it, with the same weights): the
+/* The same across `ranks` processes, each holding shard `rank` on `dev`
+ * (NULL: the trainer's device; every rank calls it, with the same weights): the
  * peers' sums go through `fn` (an MPI_Allreduce of MPI_SUM or MPI_MAX on
  * MPI_FLOAT, say; tag -1 marks the sums that gather a checkpoint's
  * tensors). Every rank must train on the same batches (config.world 1),
  * and every rank calls dlrt_trainer_save (the shards are gathered through
  * `fn`; rank 0 writes the file, the others return 0). */
-DLRT_API int dlrt_trainer_set_tensor_parallel_ranks(dlrt_trainer_t *t, int rank, int ranks,
+DLRT_API int dlrt_trainer_set_tensor_parallel_ranks(dlrt_trainer_t *t, dlrt_device_t *dev,
+                                                    int rank, int ranks,
                                                     const double *weights,
                                                     dlrt_collective_fn fn, void *user);
 /* One peer of this process: its device, rank, shard and executor's bytes. */

@@ -412,16 +412,16 @@ int dlrt_trainer_set_tensor_parallel(dlrt_trainer_t *t, dlrt_device_t *const *de
   return tp_setup(t, devs, n, 0, 0, weights, NULL, NULL);
 }
 
-int dlrt_trainer_set_tensor_parallel_ranks(dlrt_trainer_t *t, int rank, int ranks,
-                                           const double *weights, dlrt_collective_fn fn,
-                                           void *user) {
+int dlrt_trainer_set_tensor_parallel_ranks(dlrt_trainer_t *t, dlrt_device_t *dev, int rank,
+                                           int ranks, const double *weights,
+                                           dlrt_collective_fn fn, void *user) {
   DLRT__CHECK_ARG(t && fn && ranks >= 2 && ranks <= DLRT_TP_MAX && rank >= 0 && rank < ranks,
                   "dlrt_trainer_set_tensor_parallel_ranks: trainer or collective is NULL, or "
                   "rank %d of %d (2 to %d ranks)", rank, ranks, DLRT_TP_MAX);
   if (t->tp)
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_tensor_parallel_ranks: already "
                            "split");
-  return tp_setup(t, &t->dev, 1, rank, ranks, weights, fn, user);
+  return tp_setup(t, dev ? &dev : &t->dev, 1, rank, ranks, weights, fn, user);
 }
 
 int dlrt_trainer_tensor_parallel(const dlrt_trainer_t *t, dlrt_tp_peer_info *out, int max,
