@@ -126,7 +126,12 @@
   DLRT__TYPED(X, attention) DLRT__TYPED(X, attention_grad_q) DLRT__TYPED(X, attention_grad_kv) \
   /* o, kc, vc, qkv, pos, batch, capacity, heads, head_dim, rows, scale */                \
   X(attention_decode, BUF(float), BUF(float), BUF(float), BUF(const float),              \
-    BUF(const int), I64, I64, I64, I64, I64, F32)
+    BUF(const int), I64, I64, I64, I64, I64, F32)                                         \
+  /* nn.h, the vocabulary-parallel cross-entropy: z, labels, stats, rows, classes, first; \
+   * dz, z, labels, lse, rows, classes, first, vocab, smoothing, grad_scale */            \
+  X(xent_shard_stats, BUF(const float), BUF(const int), BUF(float), I64, I64, I64)        \
+  X(xent_shard_grad, BUF(float), BUF(const float), BUF(const int), BUF(const float), I64, \
+    I64, I64, I64, F32, F32)
 
 /* typed.h: the kernels, then each one's arguments for element type T. */
 #define DLRT__TYPED_TABLE(X)                                                              \

@@ -67,6 +67,64 @@ DLRT__XENT_KERNEL(dlrt_k_softmax_xent, float, DLRT_LD_F32, DLRT_ST_F32)
 DLRT__XENT_KERNEL(dlrt_k_softmax_xent_f16, DLRT_U16, DLRT_LD_F16, DLRT_ST_F16)
 DLRT__XENT_KERNEL(dlrt_k_softmax_xent_bf16, DLRT_U16, DLRT_LD_BF16, DLRT_ST_BF16)
 
+/* The cross-entropy over a vocabulary shard (tensor parallelism; lib/exec's
+ * fused head over a shard): z holds this shard's logits, rows x classes,
+ * which are ids [first, first + classes) of the vocabulary. Per row r (a
+ * work-group each), stats[4r .. 4r + 3] = the row's maximum m, the sum of
+ * exp(z - m), the target's logit (0 when another shard holds the label)
+ * and the sum of the logits: what the peers combine instead of the logits. */
+DLRT_KERNEL(dlrt_k_xent_shard_stats)(DLRT_RANGE DLRT_CPTR(float, z), DLRT_CPTR(int, labels),
+                                     DLRT_PTR(float, stats), DLRT_INDEX rows,
+                                     DLRT_INDEX classes, DLRT_INDEX first) {
+  DLRT_CBIND(float, z);
+  DLRT_CBIND(int, labels);
+  DLRT_BIND(float, stats);
+  DLRT_LOCAL(float, red, DLRT_WG);
+  DLRT_LOCAL(float, row_max, 1);
+  DLRT_FOR_EACH_GROUP(r, rows) {
+    DLRT_GROUP_FOLD(red, DLRT_MINUS_INF, DLRT_FMAX, c, classes, z[r * classes + c]);
+    DLRT_PHASE(lid) {
+      if (lid == 0) row_max[0] = red[0];
+    }
+    DLRT_BARRIER();
+    DLRT_GROUP_FOLD(red, 0.0f, DLRT_ADD, c, classes, DLRT_EXP(z[r * classes + c] - row_max[0]));
+    DLRT_PHASE(lid) {
+      if (lid == 0) stats[4 * r + 1] = red[0];
+    }
+    DLRT_BARRIER();
+    DLRT_GROUP_FOLD(red, 0.0f, DLRT_ADD, c, classes, z[r * classes + c]);
+    DLRT_PHASE(lid) {
+      if (lid == 0) {
+        DLRT_INDEX t = (DLRT_INDEX)labels[r] - first;
+        stats[4 * r] = row_max[0];
+        stats[4 * r + 2] = t >= 0 && t < classes ? z[r * classes + t] : 0.0f;
+        stats[4 * r + 3] = red[0];
+      }
+    }
+    DLRT_BARRIER();
+  }
+}
+
+/* Its gradient, given each row's logsumexp over the whole vocabulary of
+ * `vocab` (lse, rows): dz = (exp(z - lse) - q) grad_scale, q the smoothed
+ * target (smoothing / vocab, plus 1 - smoothing at the label). dz may be z
+ * itself: each element is read by the work-item that then writes it. */
+DLRT_KERNEL(dlrt_k_xent_shard_grad)(DLRT_RANGE DLRT_PTR(float, dz), DLRT_CPTR(float, z),
+                                    DLRT_CPTR(int, labels), DLRT_CPTR(float, lse),
+                                    DLRT_INDEX rows, DLRT_INDEX classes, DLRT_INDEX first,
+                                    DLRT_INDEX vocab, float smoothing, float grad_scale) {
+  DLRT_BIND(float, dz);
+  DLRT_CBIND(float, z);
+  DLRT_CBIND(int, labels);
+  DLRT_CBIND(float, lse);
+  DLRT_FOR_EACH(i, rows * classes) {
+    DLRT_INDEX r = i / classes, c = i % classes;
+    float q = smoothing / (float)vocab +
+              (c + first == (DLRT_INDEX)labels[r] ? 1.0f - smoothing : 0.0f);
+    dz[i] = (DLRT_EXP(z[i] - lse[r]) - q) * grad_scale;
+  }
+}
+
 /* y[i] = alpha * x[0]: spreads a scalar (the gradient of a sum) over y. */
 DLRT_KERNEL(dlrt_k_broadcast_scalar)(DLRT_RANGE DLRT_PTR(float, y), DLRT_CPTR(float, x),
                                      float alpha, DLRT_INDEX count) {

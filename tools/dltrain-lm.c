@@ -127,6 +127,10 @@ int dltrain_lm_train(const options *o, dlrt_trainer_t *t, dlrt_dataset d[2], int
       return tool_fail("evaluation failed", rc);
     out->val_loss = out->eval.loss;
     out->val_bpb = bytes ? out->eval.loss / ln2 : NAN;
+    if (out->rounds < LM_ROUNDS_MAX) {
+      out->round_loss[out->rounds] = out->last.loss;
+      out->round_val_loss[out->rounds++] = out->eval.loss;
+    }
     fprintf(log, "step %" PRId64 "/%" PRId64 "  train loss %.4f  %.0f tokens/s  %.1f s  "
             "|  val loss %.4f perplexity %.2f", step, o->steps, out->last.loss,
             out->last.tokens_per_s, out->last.seconds, out->eval.loss, exp(out->eval.loss));

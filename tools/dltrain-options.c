@@ -42,6 +42,15 @@ void dltrain_usage(FILE *out) {
         "                             each batch split between them in proportion to\n"
         "                             their measured speed, gradients combined, one\n"
         "                             update everywhere\n"
+        "      --tensor-parallel A[@W],B[@W],...|N\n"
+        "                             tensor parallel (GPT models, Megatron-style): each\n"
+        "                             block's attention heads and MLP, and the\n"
+        "                             vocabulary, split over these devices (any\n"
+        "                             backends; heads in proportion to the weights W,\n"
+        "                             default even), each training its shard on the\n"
+        "                             whole batch; N: over the N ranks of mpirun -np N,\n"
+        "                             one shard each on its --device. Checkpoints hold\n"
+        "                             whole tensors (resume on any split)\n"
         "  -e, --epochs N             epochs in all, counting resumed ones (default 1)\n"
         "  -b, --batch N              images per step (default 64)\n"
         "      --precision fp32|fp16|bf16\n"
@@ -357,6 +366,26 @@ static int check_combinations(options *o, int momentum_given, dlrt_optimizer_kin
     return tool_usage_error(err, "--pipeline goes without --precision in this version");
   if (o->devices && o->pipeline)
     return tool_usage_error(err, "give --devices or --pipeline, not both");
+  if (o->tensor_parallel) {
+    int ranks = o->tensor_parallel[0] >= '0' && o->tensor_parallel[0] <= '9';
+    if (!o->gpt_model)
+      return tool_usage_error(err, "--tensor-parallel splits GPT models (--model gpt-mini, "
+                              "gpt2, ...); for %s use --devices or --pipeline", o->model);
+    if (o->devices || o->pipeline)
+      return tool_usage_error(err, "--tensor-parallel goes without --devices and --pipeline "
+                              "in this version");
+    if (o->device && !ranks)
+      return tool_usage_error(err, "give --device or --tensor-parallel A,B,... (its devices), "
+                              "not both");
+    if (o->plan)
+      return tool_usage_error(err, "--plan does not plan --tensor-parallel yet: plan the "
+                              "model on one device");
+    if (o->mem_limit || o->accum > 1 || o->checkpoint || o->clip_norm > 0 ||
+        o->precision == DLRT_F16)
+      return tool_usage_error(err, "--tensor-parallel goes without --mem-limit, --accum, "
+                              "--checkpoint, --clip-norm and --precision fp16 in this version "
+                              "(fp32 and bf16 work)");
+  }
   if (o->pipeline && (o->mem_limit || o->accum > 1 || o->checkpoint || o->clip_norm > 0))
     return tool_usage_error(err, "--pipeline goes without --mem-limit, --accum, --checkpoint "
                             "and --clip-norm in this version");
@@ -385,7 +414,7 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
          OPT_HOST_LIMIT, OPT_OFFLOAD, OPT_SPILL_PREFETCH, OPT_TRACE, OPT_DEVICES, OPT_PIPELINE,
          OPT_MICRO, OPT_PRECISION, OPT_LOSS_SCALE, OPT_STEPS, OPT_EVAL_EVERY,
          OPT_EVAL_BATCHES, OPT_LAYERS, OPT_HEADS, OPT_EMBD, OPT_CONTEXT, OPT_VOCAB,
-         OPT_DROPOUT, OPT_LINK };
+         OPT_DROPOUT, OPT_LINK, OPT_TENSOR_PARALLEL };
   static const char shortopts[] = ":m:d:e:b:jqhV";
   static const struct option longopts[] = {
       {"model", required_argument, NULL, 'm'},   {"data", required_argument, NULL, OPT_DATA},
@@ -424,6 +453,7 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
       {"link", required_argument, NULL, OPT_LINK},
       {"devices", required_argument, NULL, OPT_DEVICES},
       {"pipeline", required_argument, NULL, OPT_PIPELINE},
+      {"tensor-parallel", required_argument, NULL, OPT_TENSOR_PARALLEL},
       {"micro-batches", required_argument, NULL, OPT_MICRO},
       {"precision", required_argument, NULL, OPT_PRECISION},
       {"loss-scale", required_argument, NULL, OPT_LOSS_SCALE},
@@ -550,6 +580,7 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
     case OPT_LINK: ok = parse_link(optarg, o); break;
     case OPT_DEVICES: o->devices = optarg; break;
     case OPT_PIPELINE: o->pipeline = optarg; break;
+    case OPT_TENSOR_PARALLEL: o->tensor_parallel = optarg; break;
     case OPT_MICRO:
       if ((ok = tool_parse_int("--micro-batches", optarg, 1, 1 << 20, &v, err))) o->micro = (int)v;
       break;

@@ -6,6 +6,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -137,6 +138,9 @@ typedef struct {
   dlrt_device_t *const *devices;
   int n_devices;
   int64_t rows[64];
+  /* --tensor-parallel: this process's peers (their shards and bytes). */
+  dlrt_tp_peer_info tp[DLRT_TP_MAX];
+  int n_tp, tp_ranks;
 } results;
 
 static void print_json(const options *o, const results *r) {
@@ -204,7 +208,30 @@ static void print_json(const options *o, const results *r) {
     printf("\"rows\": %" PRId64 ", \"peak_device_bytes\": %" PRIu64 "}", r->rows[i],
            mem.allocated.peak);
   }
+  /* Tensor parallel: each peer's shard and bytes beside the whole model's
+   * (the trainer's plan of one device). */
+  fputs("], \"tensor_parallel\": [", stdout);
+  for (int i = 0; i < r->n_tp; i++) {
+    const dlrt_tp_peer_info *p = &r->tp[i];
+    printf("%s{\"device\": \"%s\", \"rank\": %d, \"head_first\": %d, \"heads\": %d, "
+           "\"vocab_first\": %" PRId64 ", \"vocab\": %" PRId64 ", \"param_bytes\": %" PRIu64
+           ", \"state_bytes\": %" PRIu64 ", \"planned_peak_bytes\": %" PRIu64 "}",
+           i ? ", " : "", p->device, p->rank, p->head_first, p->heads, p->vocab_first,
+           p->vocab, p->param_bytes, p->state_bytes, p->planned_peak_bytes);
+  }
+  printf("], \"tensor_parallel_ranks\": %d, \"param_bytes\": %" PRIu64
+         ", \"state_bytes\": %" PRIu64, r->tp_ranks, r->info.param_bytes, r->info.state_bytes);
   if (r->lm) {
+    fputs(", \"round_losses\": [", stdout);
+    for (int i = 0; i < r->lm->rounds; i++) {
+      fputs(i ? ", " : "", stdout);
+      json_number(r->lm->round_loss[i]);
+    }
+    fputs("], \"round_val_losses\": [", stdout);
+    for (int i = 0; i < r->lm->rounds; i++) {
+      fputs(i ? ", " : "", stdout);
+      json_number(r->lm->round_val_loss[i]);
+    }
     printf("], \"steps\": %" PRId64 ", \"steps_run\": %" PRId64 ", \"tokens_per_s\": ",
            o->steps, r->lm->steps_run);
     json_number(r->lm->steps_run ? r->lm->last.tokens_per_s : NAN);
@@ -217,7 +244,7 @@ static void print_json(const options *o, const results *r) {
     printf(", \"context\": %" PRId64, r->train->width);
     fputs(", \"seconds\": ", stdout);
   } else {
-    fputs("], \"seconds\": ", stdout);
+    fputs(", \"seconds\": ", stdout);
   }
   printf("%.3f}\n", r->seconds);
 }
@@ -279,6 +306,23 @@ static int mpi_allreduce_wait(void *user, void *request) {
 #endif
 
 #ifdef DLRT_HAVE_MPI
+/* Tensor parallelism's collective across the ranks (one shard each): the
+ * sum or maximum of `count` floats, in place, polled as the gradient
+ * all-reduce's waits are (a rank that stopped ends the job with a message). */
+static int mpi_collective(void *user, float *values, int64_t count, dlrt_collective_op op,
+                          int64_t tag) {
+  mpi_job *job = user;
+  (void)tag; /* MPI orders the collectives itself */
+  MPI_Request *req = malloc(sizeof *req); /* freed by the wait */
+  if (!req || MPI_Iallreduce(MPI_IN_PLACE, values, (int)count, MPI_FLOAT,
+                             op == DLRT_COLLECTIVE_MAX ? MPI_MAX : MPI_SUM, MPI_COMM_WORLD,
+                             req) != MPI_SUCCESS) {
+    fprintf(stderr, "dltrain: rank %d: the tensor-parallel all-reduce failed\n", job->rank);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  return mpi_allreduce_wait(user, req);
+}
+
 /* The all-gather of dlrt_trainer_check_ranks. */
 static int mpi_allgather(void *user, const void *mine, void *all, size_t bytes) {
   mpi_job *job = user;
@@ -345,6 +389,13 @@ int main(int argc, char **argv) {
       MPI_Finalize();
       return STATUS_USAGE;
     }
+    if (world > 1 && o.tensor_parallel && !isdigit((unsigned char)o.tensor_parallel[0])) {
+      if (rank == 0) fprintf(stderr, "dltrain: --tensor-parallel %s is for one process; "
+                             "under mpirun give --tensor-parallel %d (a shard per rank, each "
+                             "on its --device)\n", o.tensor_parallel, world);
+      MPI_Finalize();
+      return STATUS_USAGE;
+    }
   }
 #endif
   /* Under mpirun only rank 0 reports and saves; every rank trains. */
@@ -379,6 +430,53 @@ int main(int argc, char **argv) {
     }
     o.device = dlrt_device_spec(replicas[0]);
   }
+  /* --tensor-parallel: DEV[@WEIGHT],... in this process, or N ranks. */
+  dlrt_device_t *tp_devs[DLRT_TP_MAX];
+  double tp_weights[DLRT_TP_MAX];
+  int n_tp = 0, tp_ranks = 0, tp_weighted = 0;
+  if (o.tensor_parallel && isdigit((unsigned char)o.tensor_parallel[0])) {
+    char *end;
+    long n = strtol(o.tensor_parallel, &end, 10);
+    if (*end || n < 2 || n != world) {
+      if (rank == 0)
+        fprintf(stderr, "dltrain: --tensor-parallel %s: a number is the MPI ranks to split "
+                "over, all of them (%s%d here); in one process give the devices, such as "
+                "--tensor-parallel cpu,opencl:0\n", o.tensor_parallel,
+                world > 1 ? "" : "run under mpirun -np N: ", world);
+      status = STATUS_USAGE;
+      goto done;
+    }
+    tp_ranks = (int)n;
+  } else if (o.tensor_parallel) {
+    char list[512];
+    snprintf(list, sizeof list, "%s", o.tensor_parallel);
+    for (char *save = NULL, *spec = strtok_r(list, ",", &save); spec;
+         spec = strtok_r(NULL, ",", &save)) {
+      char *at = strchr(spec, '@'), *end = NULL;
+      if (at) *at = '\0';
+      double w = at ? strtod(at + 1, &end) : 1.0;
+      if (n_tp == DLRT_TP_MAX || (at && (*end || !(w > 0) || !isfinite(w)))) {
+        fprintf(stderr, "dltrain: --tensor-parallel: %s\n", n_tp == DLRT_TP_MAX
+                ? "at most 64 devices" : "a weight must be a positive number (cpu@1,opencl:0@3)");
+        status = STATUS_USAGE;
+        goto done;
+      }
+      if ((rc = dlrt_device_open(spec, &tp_devs[n_tp])) != DLRT_OK) {
+        tool_fail(NULL, rc), fputs("dltrain: run dlinfo to list devices\n", stderr);
+        status = STATUS_USAGE;
+        goto done;
+      }
+      tp_weighted |= at != NULL;
+      tp_weights[n_tp++] = w;
+    }
+    if (n_tp < 2) {
+      fputs("dltrain: --tensor-parallel needs two devices or more, such as cpu,opencl:0 "
+            "(or a number of MPI ranks)\n", stderr);
+      status = STATUS_USAGE;
+      goto done;
+    }
+    o.device = dlrt_device_spec(tp_devs[0]);
+  }
   if (o.trace) TRY(dlrt_trace_start(o.trace), "cannot trace");
   if ((rc = dlrt_device_open(o.device, &dev)) != DLRT_OK) {
     tool_fail(NULL, rc);
@@ -404,7 +502,10 @@ int main(int argc, char **argv) {
     status = STATUS_USAGE;
     goto done;
   }
-  if ((status = load_data(&o, world, data, &generated)) != 0)
+  /* Tensor parallel ranks train one model on the same batches: data as one
+   * process. */
+  int data_world = tp_ranks ? 1 : world;
+  if ((status = load_data(&o, data_world, data, &generated)) != 0)
     goto done;
   dlrt_trainer_config cfg = {.model = o.model, .batch = o.batch, .opt = o.opt,
                              .seed = o.seed, .label_smoothing = o.label_smoothing,
@@ -413,7 +514,7 @@ int main(int argc, char **argv) {
                              .total_steps = (int64_t)o.epochs *
                                             (data[0].count / o.batch / o.accum),
                              .accum = o.accum, .checkpoint = o.checkpoint,
-                             .rank = rank, .world = world,
+                             .rank = tp_ranks ? 0 : rank, .world = data_world,
                              .spill = o.spill,
                              .clip_norm = o.clip_norm, .channels = data[0].channels,
                              .workers = o.workers, .prefetch = o.prefetch,
@@ -428,13 +529,24 @@ int main(int argc, char **argv) {
                       o.device_memory ? "--device-memory" : limit ? "the budget" : props.name);
     goto done;
   }
-  TRY(dlrt_trainer_create(dev, &cfg, data[0].height, data[0].width, data[0].classes,
+  /* Tensor parallel: the whole model is made (and resumed) in host memory,
+   * then cut into the shards, so no device need hold it all at once. */
+  dlrt_device_t *whole_on = dev;
+  if ((n_tp > 0 || tp_ranks) && dlrt_device_open("cpu", &whole_on) != DLRT_OK) {
+    dlrt_clear_error();
+    whole_on = dev;
+  }
+  TRY(dlrt_trainer_create(whole_on, &cfg, data[0].height, data[0].width, data[0].classes,
                           &trainer), "cannot build the model");
   if (o.resume)
     TRY(dlrt_trainer_load(trainer, o.resume, &done), "cannot resume");
   if (n_replicas > 0 && o.devices)
     TRY(dlrt_trainer_set_devices(trainer, replicas, n_replicas, NULL),
         "cannot spread the model over --devices");
+  if (n_tp > 0)
+    TRY(dlrt_trainer_set_tensor_parallel(trainer, tp_devs, n_tp,
+                                         tp_weighted ? tp_weights : NULL),
+        "cannot split the model over --tensor-parallel");
   if (n_replicas > 0 && o.pipeline) {
     TRY(dlrt_trainer_set_pipeline(trainer, replicas, n_replicas, o.micro),
         "cannot cut the model into --pipeline stages");
@@ -447,7 +559,9 @@ int main(int argc, char **argv) {
     fprintf(log, "; %d micro-batches of %" PRId64 "\n", o.micro, o.batch / o.micro);
   }
 #ifdef DLRT_HAVE_MPI
-  if (world > 1 && mpi_cuda_aware() && strcmp(props.backend, "cuda") == 0)
+  if (world > 1 && tp_ranks) {
+    /* One model split over the ranks: no data parallel all-reduce. */
+  } else if (world > 1 && mpi_cuda_aware() && strcmp(props.backend, "cuda") == 0)
     /* CUDA-aware MPI: the gradients go from device memory, not the host. */
     TRY(dlrt_trainer_set_allreduce_device(trainer, mpi_allreduce_start, mpi_allreduce_wait, &job),
         "cannot train across the MPI ranks");
@@ -456,11 +570,18 @@ int main(int argc, char **argv) {
         "cannot train across the MPI ranks");
   /* Every rank must train the same: all see the same verdict, so they stop
    * together (rank 0 says why) instead of training apart. */
-  if (world > 1 && (rc = dlrt_trainer_check_ranks(trainer, &data[0], mpi_allgather, &job)) < 0) {
+  /* (Not yet for tensor parallel ranks: dlrt_trainer_check_ranks gathers
+   * config.world fingerprints, and theirs is 1, the data's world.) */
+  if (world > 1 && !tp_ranks &&
+      (rc = dlrt_trainer_check_ranks(trainer, &data[0], mpi_allgather, &job)) < 0) {
     status = rank == 0 ? tool_fail("the MPI ranks disagree", rc) : STATUS_FAIL;
     ranks_agree_to_stop = 1;
     goto done;
   }
+  if (tp_ranks)
+    TRY(dlrt_trainer_set_tensor_parallel_ranks(trainer, dev, rank, world, NULL, mpi_collective,
+                                               &job),
+        "cannot split the model over the MPI ranks (--tensor-parallel)");
 #endif
   TRY(dlrt_trainer_info(trainer, &r.info), "cannot read the trainer's figures");
   if (!(losses = calloc((size_t)o.epochs + 1, sizeof *losses))) {
@@ -471,6 +592,23 @@ int main(int argc, char **argv) {
 
   /* Say what was chosen, defaults included. */
   const char *env = getenv("DLRT_DEVICE");
+  if ((rc = dlrt_trainer_tensor_parallel(trainer, r.tp, DLRT_TP_MAX, &r.n_tp)) < 0) {
+    status = tool_fail("cannot read the tensor-parallel split", rc);
+    goto done;
+  }
+  r.tp_ranks = tp_ranks;
+  if (r.n_tp > 0) {
+    fputs("tensor parallel", log);
+    for (int i = 0; i < r.n_tp; i++) {
+      const dlrt_tp_peer_info *p = &r.tp[i];
+      fprintf(log, "%s %s%s heads %d-%d, vocabulary %" PRId64 "-%" PRId64 " (%.1f KiB of "
+              "parameters)", i ? "," : "", p->device, tp_ranks ? " of this rank" : "",
+              p->head_first, p->head_first + p->heads - 1, p->vocab_first,
+              p->vocab_first + p->vocab - 1, (double)p->param_bytes / 1024.0);
+    }
+    if (tp_ranks) fprintf(log, "; rank %d of %d", rank, tp_ranks);
+    fputc('\n', log);
+  }
   if (n_replicas > 0 && o.devices) {
     /* Devices that are CPUs share the host's cores (the cpu backend, PoCL):
      * data parallelism between them only divides those cores. */
@@ -532,7 +670,10 @@ int main(int argc, char **argv) {
 
   lm_results lm = {0};
   if (o.gpt_model) {
-    if ((status = dltrain_lm_train(&o, trainer, data, done, log, tty, dev, rank, &lm)) != 0)
+    /* Tensor parallel ranks all take part in saving (the shards are
+     * gathered); rank 0 writes. */
+    if ((status = dltrain_lm_train(&o, trainer, data, done, log, tty, dev, tp_ranks ? 0 : rank,
+                                   &lm)) != 0)
       goto done;
     r.lm = &lm;
     r.last = lm.last;
@@ -600,15 +741,18 @@ int main(int argc, char **argv) {
             (double)r.last.disk_written_bytes / 1048576.0, r.last.slice_images ? "" : "\n");
   if (spilled && r.epochs_run > 0 && r.last.slice_images)
     fprintf(log, "; convolution blocks in slices of %" PRId64 " images\n", r.last.slice_images);
-  if (world > 1)
+  if (world > 1 && tp_ranks)
+    fprintf(log, "mpi      %d ranks, one shard of the model each, on the same %" PRId64
+            " windows per step\n", world, o.batch);
+  else if (world > 1)
     fprintf(log, "mpi      %d ranks, %" PRId64 " %s per rank per step (%" PRId64
             " per update)\n", world, o.batch, o.gpt_model ? "windows" : "images",
             o.batch * world);
   if (o.json && rank == 0) {
     r.device = dlrt_device_spec(dev);
     r.device_name = props.name;
-    r.devices = n_replicas > 0 ? replicas : &dev;
-    r.n_devices = n_replicas > 0 ? n_replicas : 1;
+    r.devices = n_tp > 0 ? tp_devs : n_replicas > 0 ? replicas : &dev;
+    r.n_devices = n_tp > 0 ? n_tp : n_replicas > 0 ? n_replicas : 1;
     int n_split = 0;
     dlrt_trainer_split(trainer, r.rows, &n_split);
     for (int i = 0; i < r.n_devices; i++)

@@ -27,6 +27,7 @@ typedef struct {
   const char *link;         /* --link SPEC (set as DLRT_LINK for every device) */
   const char *devices;      /* --devices A,B,... (data parallel) */
   const char *pipeline;     /* --pipeline A,B,... (pipeline parallel) */
+  const char *tensor_parallel; /* --tensor-parallel A,B,... or N (MPI ranks) */
   int micro;                /* --micro-batches */
   dlrt_spill_config spill;
   uint64_t device_memory;   /* --device-memory (0: the device's) */
@@ -65,6 +66,11 @@ typedef struct {
   int64_t steps_run;           /* by this invocation */
   int64_t skipped_steps;
   double val_loss, val_bpb;    /* NaN: none (bpb: byte tokens only) */
+  /* Each round's (--eval-every steps') mean train loss and validation loss,
+   * for --json (the first LM_ROUNDS_MAX). */
+#define LM_ROUNDS_MAX 4096
+  float round_loss[LM_ROUNDS_MAX], round_val_loss[LM_ROUNDS_MAX];
+  int rounds;
 } lm_results;
 /* The training and validation windows of --data (default Debian's
  * fortunes), split 9:1; 0 or an exit status after saying why. */

@@ -218,6 +218,36 @@ DLRT_API dlrt_tensor_t *dlrt_linear_cross_entropy(dlrt_graph_t *g, dlrt_tensor_t
                                                   dlrt_tensor_t *w, dlrt_tensor_t *labels,
                                                   float smoothing);
 
+/* Tensor parallelism (Megatron-LM): a group of peers (devices in one process,
+ * or processes) each runs its own graph over its shard of the parameters, and
+ * these ops combine their partial results mid-graph through the executor's
+ * collective (dlrt_exec_set_collective). Every peer's graph must make the
+ * same collectives in the same order (a tag numbers them; the collective
+ * may check it). Without a collective an executor is a group of one. fp32
+ * (in mixed precision the inputs are cast up).
+ *
+ * dlrt_tp_copy is Megatron's f: the identity (a copy of x) whose gradient is
+ * summed over the peers; it goes before a column-parallel linear (each peer
+ * reads the whole x and makes its columns; their gradients with respect to x
+ * are partial). dlrt_tp_reduce is its conjugate g: the sum of x over the
+ * peers, whose gradient is the identity; it goes after a row-parallel
+ * linear (each peer's product over its rows is a partial sum). */
+DLRT_API dlrt_tensor_t *dlrt_tp_copy(dlrt_graph_t *g, dlrt_tensor_t *x);
+DLRT_API dlrt_tensor_t *dlrt_tp_reduce(dlrt_graph_t *g, dlrt_tensor_t *x);
+/* dlrt_linear_cross_entropy over a vocabulary split between the peers: w is
+ * this peer's rows [first, first + classes) of a head of `vocab` rows, the
+ * labels the whole vocabulary's ids. Each peer makes its own logits x w^T a
+ * chunk of rows at a time; each row's maximum, sum of exponentials, target
+ * logit (and, with smoothing, sum of logits) are combined over the peers,
+ * never the logits themselves, so every peer gets the same mean loss over the
+ * whole vocabulary, its own d w, and its part of d x (put x through
+ * dlrt_tp_copy first: the gradient of x is then summed). Must be the loss
+ * given to dlrt_graph_backward. */
+DLRT_API dlrt_tensor_t *dlrt_linear_cross_entropy_shard(dlrt_graph_t *g, dlrt_tensor_t *x,
+                                                        dlrt_tensor_t *w, dlrt_tensor_t *labels,
+                                                        int64_t first, int64_t vocab,
+                                                        float smoothing);
+
 /* Shape of a tensor: returns ndim (or <0) and fills shape[0..ndim). */
 DLRT_API int dlrt_tensor_shape(const dlrt_tensor_t *t, int64_t shape[DLRT_MAX_DIMS]);
 DLRT_API int64_t dlrt_tensor_numel(const dlrt_tensor_t *t);
@@ -425,6 +455,17 @@ DLRT_API int dlrt_exec_gradients_write(dlrt_exec_t *e, const float *src, int64_t
 DLRT_API int dlrt_exec_apply_gradients(dlrt_exec_t *e);
 /* Learning rate for the next updates (schedules call this every step). */
 DLRT_API int dlrt_exec_set_lr(dlrt_exec_t *e, float lr);
+/* The collective of a tensor-parallel group (dlrt_tp_copy, dlrt_tp_reduce):
+ * `fn` replaces `count` fp32 values in host memory (pinned where the device
+ * has it) in place by their sum (DLRT_COLLECTIVE_SUM) or maximum
+ * (DLRT_COLLECTIVE_MAX) over the group's peers, each peer in turn passing
+ * the same tag; it returns 0, or a negative dlrt status with the reason set,
+ * which fails the run. The executor calls it from the thread running the
+ * graph, its stream waited for. NULL: a group of one (values unchanged). */
+typedef enum { DLRT_COLLECTIVE_SUM = 0, DLRT_COLLECTIVE_MAX = 1 } dlrt_collective_op;
+typedef int (*dlrt_collective_fn)(void *user, float *values, int64_t count,
+                                  dlrt_collective_op op, int64_t tag);
+DLRT_API int dlrt_exec_set_collective(dlrt_exec_t *e, dlrt_collective_fn fn, void *user);
 /* Clips the gradients of each training run to a global L2 norm of at most
  * `max_norm` before the updates (torch.nn.utils.clip_grad_norm_); 0: off.
  * Costs one device-to-host read of the norm per step. */

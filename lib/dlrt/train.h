@@ -79,6 +79,33 @@ DLRT_API int dlrt_gpt_build(dlrt_graph_t *g, const dlrt_gpt_config *cfg, dlrt_te
 DLRT_API int dlrt_gpt_build_loss(dlrt_graph_t *g, const dlrt_gpt_config *cfg,
                                  dlrt_tensor_t *tokens, dlrt_tensor_t *targets, float smoothing,
                                  dlrt_tensor_t **loss);
+
+/* One peer's shard of a GPT under tensor parallelism (Megatron-LM): its
+ * attention heads [head_first, head_first + heads) with their columns of
+ * c_attn (q, k and v alike) and rows of attn.c_proj, and the MLP's 4C / H
+ * columns of c_fc and rows of mlp.c_proj per head; and, when vocab > 0, its
+ * rows [vocab_first, vocab_first + vocab) of the token embedding and the
+ * tied LM head (vocab 0: the whole table on every peer). LayerNorms,
+ * position embeddings and the row-parallel biases are whole on every peer. */
+typedef struct {
+  int head_first, heads;
+  int64_t vocab_first, vocab;
+} dlrt_gpt_shard;
+/* Whether `shard` is one of cfg's (DLRT_ERR_INVALID_ARG naming the bound). */
+DLRT_API int dlrt_gpt_shard_check(const dlrt_gpt_config *cfg, const dlrt_gpt_shard *shard);
+/* dlrt_gpt_build_loss for one peer of a tensor-parallel group: the shard's
+ * parameters under the whole model's names, each block with a dlrt_tp_copy
+ * before its column-parallel linears and a dlrt_tp_reduce after its
+ * row-parallel ones; split by vocabulary, the lookup of the token embedding
+ * is summed over the peers (tokens are then the ids minus vocab_first: the
+ * other rows' ids embed as zeros) and the loss is
+ * dlrt_linear_cross_entropy_shard (targets stay the vocabulary's ids). Run
+ * by every peer with dlrt_exec_set_collective, the loss is the whole
+ * model's. */
+DLRT_API int dlrt_gpt_build_loss_shard(dlrt_graph_t *g, const dlrt_gpt_config *cfg,
+                                       const dlrt_gpt_shard *shard, dlrt_tensor_t *tokens,
+                                       dlrt_tensor_t *targets, float smoothing,
+                                       dlrt_tensor_t **loss);
 /* The same model for sampling, one new token per sequence and run:
  * `tokens` (batch x 1, I32) at positions `pos` (batch, I32, each from 0 to
  * context - 1), both inputs written before each run, give the next token's
@@ -279,6 +306,9 @@ DLRT_API int dlrt_trainer_load(dlrt_trainer_t *t, const char *path, int *epochs_
  * dlrt_safetensors_load says). */
 DLRT_API int dlrt_gpt_checkpoint_load(const char *path, dlrt_gpt_config *cfg,
                                       dlrt_host_tensor **tensors, int *n);
+/* The plan and figures of the trainer's executor (tensor parallel: the whole
+ * model's parameter and state bytes, the largest peer's planned and measured
+ * peaks). */
 DLRT_API int dlrt_trainer_info(dlrt_trainer_t *t, dlrt_exec_info *out);
 /* The loss scale of the executor that makes the updates (scale 1 when off). */
 DLRT_API int dlrt_trainer_loss_scale(dlrt_trainer_t *t, dlrt_loss_scale_state *out);
@@ -355,6 +385,50 @@ DLRT_API int dlrt_trainer_check_ranks(dlrt_trainer_t *t, const dlrt_dataset *tra
  * checkpointing or clipping in this version. */
 DLRT_API int dlrt_trainer_set_pipeline(dlrt_trainer_t *t, dlrt_device_t *const *devs, int n,
                                        int micro);
+/* Tensor parallelism for GPT models (Megatron-LM): the model's blocks split
+ * over n devices of any backends in this process (2 to DLRT_TP_MAX), each
+ * holding its shard (dlrt_gpt_shard: attention heads in proportion to
+ * `weights`, NULL for even shares, at least one each, the MLP's columns
+ * and rows with them, and as many rows of the vocabulary) and training it
+ * on the whole batch; one thread per device runs its graph, and the peers'
+ * partial sums meet through host buffers (pinned where the device has
+ * them) in device order, so every peer gets the same bits. Equals one
+ * device (to fp32 rounding: sums in another order). The trainer's whole
+ * parameters move into the shards: evaluation runs on the peers and
+ * checkpoints gather whole tensors (dlrt_trainer_save writes the same file
+ * as one device; dlrt_trainer_load cuts one into the shards). Call after
+ * dlrt_trainer_load when resuming. The trainer's device holds the whole
+ * model until then: make the trainer on the host's CPU device for a model
+ * larger than one accelerator (its initial values do not depend on the
+ * device). GPT models only, without --devices,
+ * --pipeline, accumulation, spilling, checkpointing, clipping or fp16 loss
+ * scaling (DLRT_ERR_UNSUPPORTED naming it). */
+#define DLRT_TP_MAX 64
+DLRT_API int dlrt_trainer_set_tensor_parallel(dlrt_trainer_t *t, dlrt_device_t *const *devs,
+                                              int n, const double *weights);
+/* The same across `ranks` processes, each holding shard `rank` on `dev`
+ * (NULL: the trainer's device; every rank calls it, with the same weights): the
+ * peers' sums go through `fn` (an MPI_Allreduce of MPI_SUM or MPI_MAX on
+ * MPI_FLOAT, say; tag -1 marks the sums that gather a checkpoint's
+ * tensors). Every rank must train on the same batches (config.world 1),
+ * and every rank calls dlrt_trainer_save (the shards are gathered through
+ * `fn`; rank 0 writes the file, the others return 0). */
+DLRT_API int dlrt_trainer_set_tensor_parallel_ranks(dlrt_trainer_t *t, dlrt_device_t *dev,
+                                                    int rank, int ranks,
+                                                    const double *weights,
+                                                    dlrt_collective_fn fn, void *user);
+/* One peer of this process: its device, rank, shard and executor's bytes. */
+typedef struct {
+  const char *device;
+  int rank;
+  int head_first, heads;
+  int64_t vocab_first, vocab;
+  uint64_t param_bytes, state_bytes, planned_peak_bytes;
+} dlrt_tp_peer_info;
+/* The peers of this process (*n; 0 without tensor parallelism), the first
+ * `max` of them in out. */
+DLRT_API int dlrt_trainer_tensor_parallel(const dlrt_trainer_t *t, dlrt_tp_peer_info *out,
+                                          int max, int *n);
 /* The layers [first[s], last[s]) of each stage s (*n stages; 0: none). */
 DLRT_API int dlrt_trainer_stages(const dlrt_trainer_t *t, int *first, int *last, int *n);
 /* The rows of each batch each device takes now (*n devices). */

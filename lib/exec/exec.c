@@ -82,6 +82,7 @@ void dlrt_exec_destroy(dlrt_exec_t *e) {
   if (e->prof.on) print_profile(e);
   if (e->stream) dlrt_stream_synchronize(e->stream);
   dlrt__exec_buckets_free(e);
+  dlrt__exec_collective_free(e);
   dlrt__mpool_destroy(e->spill.pool); /* host and disk copies; bufs[] are freed below */
   free(e->spill.windows), free(e->spill.block_local), free(e->spill.slices);
   if (e->bufs) {

@@ -26,6 +26,15 @@ typedef struct {
   int64_t op_calls[DLRT__OP_COUNT_];
 } dlrt__exec_profile;
 
+/* Tensor parallelism's collective (exec_collective.c): the caller's
+ * function and its host buffer (pinned from the device's pool). */
+typedef struct {
+  dlrt_collective_fn fn; /* NULL: a group of one */
+  void *user;
+  float *host;
+  size_t host_bytes;
+} dlrt__exec_collective;
+
 struct dlrt_exec {
   /* The run (exec.c): what every part reads. */
   dlrt_graph_t *g;
@@ -40,6 +49,7 @@ struct dlrt_exec {
   dlrt__exec_grads grads;
   dlrt__exec_spill spill;
   dlrt__exec_profile prof;
+  dlrt__exec_collective coll;
 };
 
 /* Adam's bias corrections for the coming update (step t = steps + 1), as
@@ -77,6 +87,13 @@ static inline void dlrt__adam_factors(const struct dlrt_exec *e, float *step_siz
   *bias2 = (float)sqrt(1.0 - pow(o->beta2, t));
 }
 
+
+/* exec_collective.c: tensor parallelism's nodes (DLRT__OP_TP_COPY,
+ * DLRT__OP_ALLREDUCE; DLRT__OP_LINEAR_XENT_SHARD), each waiting for the
+ * stream; and the release of the collective's host buffer. */
+int dlrt__exec_run_collective(dlrt_exec_t *e, dlrt__node *n);
+int dlrt__exec_run_xent_shard(dlrt_exec_t *e, dlrt__node *n);
+void dlrt__exec_collective_free(dlrt_exec_t *e);
 
 /* Queues what node `n` computes on the executor's stream (exec_ops.c). */
 int dlrt__exec_run_node(dlrt_exec_t *e, dlrt__node *n);

@@ -545,6 +545,9 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
     return rc;
   }
   case DLRT__OP_LINEAR_XENT: return run_linear_xent(e, n);
+  case DLRT__OP_LINEAR_XENT_SHARD: return dlrt__exec_run_xent_shard(e, n);
+  case DLRT__OP_TP_COPY:
+  case DLRT__OP_ALLREDUCE: return dlrt__exec_run_collective(e, n);
   case DLRT__OP_ATTENTION:
   case DLRT__OP_ATTENTION_GRAD:
     return run_attention(e, n);

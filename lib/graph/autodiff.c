@@ -398,8 +398,18 @@ static int backward_node(dlrt_graph_t *g, dlrt__node *n) {
         (dy->producer->op == DLRT__OP_BMM || dy->producer->op == DLRT__OP_CONV_GRAD_W))
       dy->dtype = DLRT_F32;
     return accumulate(g, a, dy);
+  case DLRT__OP_TP_COPY: {
+    /* Megatron's f: each peer's gradient of x is partial (its columns of
+     * the linear after it); their sum is the gradient. */
+    char name[64];
+    snprintf(name, sizeof name, "d%.40s.allreduce%d", a->name, g->n_tensors);
+    return accumulate(g, a, dlrt__allreduce_node(g, dy, DLRT__PHASE_BACKWARD, name));
+  }
+  case DLRT__OP_ALLREDUCE:
+    return accumulate(g, a, dy); /* g: every peer's output is the sum, so is its gradient */
   case DLRT__OP_XENT:
   case DLRT__OP_LINEAR_XENT:
+  case DLRT__OP_LINEAR_XENT_SHARD:
     return dlrt__graph_fail(g, DLRT_ERR_UNSUPPORTED, "%s can only be the loss passed to "
                             "dlrt_graph_backward", dlrt__op_name(n->op)), g->status;
   default:
@@ -429,11 +439,12 @@ int dlrt_graph_backward(dlrt_graph_t *g, dlrt_tensor_t *loss) {
    * the gradient of their mean loss: with respect to the logits, or to the
    * linear head's input and weight. */
   dlrt__node *root = loss->producer;
-  int fused = root->op == DLRT__OP_XENT || root->op == DLRT__OP_LINEAR_XENT;
+  int fused = root->op == DLRT__OP_XENT || root->op == DLRT__OP_LINEAR_XENT ||
+              root->op == DLRT__OP_LINEAR_XENT_SHARD;
   if (root->op == DLRT__OP_XENT) {
     rc = accumulate(g, root->in[0], root->out[2]);
     if (rc) return rc;
-  } else if (root->op == DLRT__OP_LINEAR_XENT) {
+  } else if (root->op == DLRT__OP_LINEAR_XENT || root->op == DLRT__OP_LINEAR_XENT_SHARD) {
     if ((rc = accumulate(g, root->in[0], root->out[1]))) return rc; /* both skip what */
     if ((rc = accumulate(g, root->in[1], root->out[2]))) return rc; /* needs no gradient */
   } else {

@@ -30,7 +30,8 @@ static const char *const op_names[DLRT__OP_COUNT_] = {
     [DLRT__OP_EMBED_GRAD] = "embedding_grad",
     [DLRT__OP_EMBED_GRAD_ACC] = "embedding_grad_acc", [DLRT__OP_CAST] = "cast", [DLRT__OP_CONTIGUOUS] = "contiguous",
     [DLRT__OP_ATTENTION] = "attention", [DLRT__OP_ATTENTION_GRAD] = "attention_grad",
-    [DLRT__OP_ATTENTION_DECODE] = "attention_decode"};
+    [DLRT__OP_ATTENTION_DECODE] = "attention_decode", [DLRT__OP_TP_COPY] = "tp_copy",
+    [DLRT__OP_ALLREDUCE] = "allreduce", [DLRT__OP_LINEAR_XENT_SHARD] = "linear_cross_entropy_shard"};
 
 const char *dlrt__op_name(dlrt__op_kind op) {
   return op >= 0 && op < DLRT__OP_COUNT_ && op_names[op] ? op_names[op] : "unknown";

@@ -105,6 +105,15 @@ typedef enum {
   DLRT__OP_CONTIGUOUS,  /* out = in0's elements, dense (in0 a strided view) */
   DLRT__OP_SGD,         /* in0 param (updated), in1 velocity, in2 grad */
   DLRT__OP_ADAM,        /* in0 param, in1 m, in2 v, in3 grad */
+  /* Tensor parallelism (collective.c; Megatron-LM's conjugate f and g): */
+  DLRT__OP_TP_COPY,     /* f: out = in0 (a copy), whose gradient is summed over the peers */
+  DLRT__OP_ALLREDUCE,   /* g: out = the sum (or max) of in0 over the peers, through the
+                     executor's collective (fp32) [collective] */
+  DLRT__OP_LINEAR_XENT_SHARD, /* the fused linear cross-entropy over a vocabulary shard: in0 x
+                     (N x C), in1 w (the shard's V_s x C rows), in2 labels (N, global
+                     ids); out0 the mean loss over the whole vocabulary (its row
+                     statistics summed over the peers), out1 d x (this shard's part),
+                     out2 d w, out3 the workspace [linear_xent_shard] */
   DLRT__OP_COUNT_
 } dlrt__op_kind;
 
@@ -173,6 +182,8 @@ struct dlrt__node {
     struct dlrt__embed_params embed;
     struct dlrt__attention_params attention;
     struct dlrt__decode_params decode;
+    struct dlrt__collective_params collective;
+    struct dlrt__linear_xent_shard_params linear_xent_shard;
     int64_t raw[NODE_MAX_P];
   };
   /* Matmul operands (bit j: input j) whose transpose flag dlrt__graph_layout
@@ -266,6 +277,10 @@ int64_t dlrt__conv_chunk(int64_t ckk, int64_t ohw, int64_t n);
  * bits. */
 #define DLRT_CONV_PIECE DLRT_CONV_WORKSPACE
 int64_t dlrt__conv_weight_piece(int64_t o, int64_t ckk, int64_t ohw, int64_t chunk);
+/* The sum of x over the tensor-parallel peers (a DLRT__OP_ALLREDUCE node
+ * of the given phase, with the graph's next tag; collective.c). */
+dlrt_tensor_t *dlrt__allreduce_node(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt__node_phase phase,
+                                    const char *name);
 /* Appends a scratch output to node n (an intermediate that lives during the
  * node only, so the plan counts it). */
 dlrt_tensor_t *dlrt__add_workspace(dlrt_graph_t *g, dlrt__node *n, int ndim, const int64_t *shape,

@@ -165,6 +165,24 @@ struct dlrt__decode_params {
   float scale; /* of the scores: 1 / sqrt(head_dim) */
 };
 
+/* DLRT__OP_ALLREDUCE: `count` fp32 values combined (op: DLRT_COLLECTIVE_SUM or
+ * _MAX) over the peers of a tensor-parallel group. tag: the collective's place
+ * among the graph's (forward and backward in the order they run; the fused
+ * shard loss takes tags tag and tag + 1): each peer's graph has the same ones. */
+struct dlrt__collective_params {
+  int64_t count, op, tag;
+};
+
+/* DLRT__OP_LINEAR_XENT_SHARD: rows x width inputs, this shard's classes x
+ * width weights, which are rows [first, first + classes) of the whole
+ * vocabulary of `vocab`; the logits made `chunk` rows at a time; tag as
+ * the collective's (each chunk combines its maxima as tag, its sums as
+ * tag + 1). */
+struct dlrt__linear_xent_shard_params {
+  int64_t rows, classes, width, chunk, first, vocab, tag;
+  float smoothing;
+};
+
 /* The most int64_t a node's parameters take (the convolution's twelve). */
 #define NODE_MAX_P 12
 

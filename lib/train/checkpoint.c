@@ -58,7 +58,8 @@ int dlrt_trainer_save(dlrt_trainer_t *t, const char *path, int epochs_done) {
                   "epochs run, from 0", epochs_done);
   dlrt_host_tensor *tensors;
   int n;
-  int rc = dlrt_exec_export(t->e, 1, &tensors, &n);
+  /* Tensor parallel: the shards gathered into whole tensors. */
+  int rc = t->tp ? dlrt__tp_export(t, &tensors, &n) : dlrt_exec_export(t->e, 1, &tensors, &n);
   if (rc < 0) return rc;
   int which;
   size_t at;
@@ -70,6 +71,10 @@ int dlrt_trainer_save(dlrt_trainer_t *t, const char *path, int epochs_done) {
                          tensors[which].name, non_finite_name(bad), at);
     dlrt_host_tensors_free(tensors, n);
     return rc;
+  }
+  if (t->tp && dlrt__tp_rank(t) > 0) { /* tensor parallel ranks: rank 0 writes the file */
+    dlrt_host_tensors_free(tensors, n);
+    return DLRT_OK;
   }
   char epochs[32], seed[32], batch[32], lr[32], shape[64];
   snprintf(epochs, sizeof epochs, "%d", epochs_done);
@@ -213,7 +218,9 @@ static int read_metadata(const char *path, char **meta, saved_state *out) {
 
 static int import_all(dlrt_trainer_t *t, const char *path, const dlrt_host_tensor *tensors,
                       int n) {
-  int rc = dlrt_exec_import(t->e, tensors, n);
+  /* Tensor parallel: cut into the shards (the trainer's executor holds no
+   * storage then). */
+  int rc = t->tp ? dlrt__tp_import(t, tensors, n) : dlrt_exec_import(t->e, tensors, n);
   for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++)
     rc = dlrt_exec_import(t->reps[i].e, tensors, n); /* every replica the same */
   for (int i = 0; i < t->n_stages && rc == DLRT_OK; i++)

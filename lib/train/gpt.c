@@ -103,6 +103,8 @@ typedef struct {
   float proj_std; /* residual projections: 0.02 / sqrt(2 N) */
   /* The decode graph's positions (B, I32); NULL: the training graph. */
   dlrt_tensor_t *pos;
+  /* Tensor parallelism: this peer's shard (NULL: the whole model). */
+  const dlrt_gpt_shard *shard;
 } gpt_builder;
 
 static dlrt_tensor_t *param(gpt_builder *b, const char *name, int64_t rows, int64_t cols,
@@ -125,6 +127,19 @@ static dlrt_tensor_t *conv1d(gpt_builder *b, dlrt_tensor_t *x, const char *prefi
   snprintf(name, sizeof name, "%s.bias", prefix);
   dlrt_tensor_t *bias = param(b, name, out, 0, 0, 0);
   return dlrt_add(b->g, dlrt_matmul(b->g, x, w, 0, 0), bias);
+}
+
+/* Megatron's row-parallel linear: x (N x in_s, this peer's rows of the
+ * input) times its rows of the weight (in_s x out), summed over the peers
+ * (g), then the whole bias, which every peer holds. */
+static dlrt_tensor_t *conv1d_rows(gpt_builder *b, dlrt_tensor_t *x, const char *prefix,
+                                  int64_t in_s, int64_t out, float std) {
+  char name[64];
+  snprintf(name, sizeof name, "%s.weight", prefix);
+  dlrt_tensor_t *w = param(b, name, in_s, out, std, 1);
+  snprintf(name, sizeof name, "%s.bias", prefix);
+  dlrt_tensor_t *bias = param(b, name, out, 0, 0, 0);
+  return dlrt_add(b->g, dlrt_tp_reduce(b->g, dlrt_matmul(b->g, x, w, 0, 0)), bias);
 }
 
 static dlrt_tensor_t *layer_norm(gpt_builder *b, dlrt_tensor_t *x, const char *prefix) {
@@ -159,34 +174,46 @@ static dlrt_tensor_t *decode_attention(gpt_builder *b, dlrt_tensor_t *qkv, const
 static dlrt_tensor_t *block(gpt_builder *b, dlrt_tensor_t *x, int i, int64_t batch,
                             int64_t T) {
   const int64_t C = b->c->embd;
+  /* Under tensor parallelism (Megatron-LM) this peer's heads, Cs = heads x
+   * head size of the attention's width and 4 Cs of the MLP's: c_attn and
+   * c_fc are column-parallel (each peer's columns, after f), the c_projs
+   * row-parallel (each peer's rows, then g): one sum over the peers per
+   * sublayer forward and one backward. */
+  const dlrt_gpt_shard *s = b->shard;
+  int heads = s ? s->heads : (int)b->c->heads;
+  int64_t Cs = s ? C / b->c->heads * s->heads : C;
   char p[48], name[64];
   snprintf(p, sizeof p, "transformer.h.%d", i);
 
   snprintf(name, sizeof name, "%s.ln_1", p);
   dlrt_tensor_t *h = layer_norm(b, x, name);
+  if (s) h = dlrt_tp_copy(b->g, h);
   snprintf(name, sizeof name, "%s.attn.c_attn", p);
-  dlrt_tensor_t *qkv = conv1d(b, h, name, C, 3 * C, 0.02f);
-  int64_t qkv_shape[3] = {batch, T, 3 * C}, flat[2] = {batch * T, C};
+  dlrt_tensor_t *qkv = conv1d(b, h, name, C, 3 * Cs, 0.02f);
+  int64_t qkv_shape[3] = {batch, T, 3 * Cs}, flat[2] = {batch * T, Cs};
   qkv = dlrt_reshape(b->g, qkv, 3, qkv_shape);
   dlrt_tensor_t *a = b->pos ? decode_attention(b, qkv, p, batch)
-                            : dlrt_attention(b->g, qkv, (int)b->c->heads, 1);
+                            : dlrt_attention(b->g, qkv, heads, 1);
   a = dlrt_reshape(b->g, a, 2, flat);
   snprintf(name, sizeof name, "%s.attn.c_proj", p);
-  a = dropout(b, conv1d(b, a, name, C, C, b->proj_std));
-  x = dlrt_add(b->g, x, a);
+  a = s ? conv1d_rows(b, a, name, Cs, C, b->proj_std) : conv1d(b, a, name, C, C, b->proj_std);
+  x = dlrt_add(b->g, x, dropout(b, a));
 
   snprintf(name, sizeof name, "%s.ln_2", p);
   h = layer_norm(b, x, name);
+  if (s) h = dlrt_tp_copy(b->g, h);
   snprintf(name, sizeof name, "%s.mlp.c_fc", p);
-  dlrt_tensor_t *m = dlrt_gelu_tanh(b->g, conv1d(b, h, name, C, 4 * C, 0.02f));
+  dlrt_tensor_t *m = dlrt_gelu_tanh(b->g, conv1d(b, h, name, C, 4 * Cs, 0.02f));
   snprintf(name, sizeof name, "%s.mlp.c_proj", p);
-  m = dropout(b, conv1d(b, m, name, 4 * C, C, b->proj_std));
-  return dlrt_add(b->g, x, m);
+  m = s ? conv1d_rows(b, m, name, 4 * Cs, C, b->proj_std)
+        : conv1d(b, m, name, 4 * C, C, b->proj_std);
+  return dlrt_add(b->g, x, dropout(b, m));
 }
 
 /* Everything up to the head: the final LayerNorm's output x ((B*T) x C) and
  * the token embedding wte (V x C), which the head reads transposed. */
-static int build_trunk(dlrt_graph_t *g, const dlrt_gpt_config *c, dlrt_tensor_t *tokens,
+static int build_trunk(dlrt_graph_t *g, const dlrt_gpt_config *c,
+                       const dlrt_gpt_shard *shard, dlrt_tensor_t *tokens,
                        dlrt_tensor_t **out, dlrt_tensor_t **table) {
   int rc = dlrt_gpt_check(c);
   if (rc < 0) return rc;
@@ -199,12 +226,19 @@ static int build_trunk(dlrt_graph_t *g, const dlrt_gpt_config *c, dlrt_tensor_t 
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "dlrt_gpt_build: windows of %lld tokens "
                            "for a model of context %lld: use --context %lld or shorter "
                            "windows", (long long)T, (long long)c->context, (long long)T);
-  gpt_builder b = {.g = g, .c = c, .proj_std = 0.02f / sqrtf(2.0f * (float)c->layers)};
-
-  dlrt_tensor_t *wte = param(&b, "transformer.wte.weight", c->vocab, C, 0.02f, 0);
+  gpt_builder b = {.g = g, .c = c, .proj_std = 0.02f / sqrtf(2.0f * (float)c->layers),
+                   .shard = shard};
+  /* Split by vocabulary: this peer's rows of the table, whose lookups
+   * (the tokens come shifted by vocab_first: other rows' ids fall outside
+   * and embed as zeros) are summed over the peers. */
+  int by_vocab = shard && shard->vocab > 0;
+  dlrt_tensor_t *wte = param(&b, "transformer.wte.weight", by_vocab ? shard->vocab : c->vocab,
+                             C, 0.02f, 0);
   dlrt_tensor_t *wpe = param(&b, "transformer.wpe.weight", c->context, C, 0.02f, 0);
+  dlrt_tensor_t *tok = dlrt_embedding(g, tokens, wte);
+  if (by_vocab) tok = dlrt_tp_reduce(g, tok);
   /* Token rows plus the first T position rows, broadcast over the batch. */
-  dlrt_tensor_t *x = dlrt_add(g, dlrt_embedding(g, tokens, wte), dlrt_slice(g, wpe, 0, 0, T));
+  dlrt_tensor_t *x = dlrt_add(g, tok, dlrt_slice(g, wpe, 0, 0, T));
   int64_t flat[2] = {batch * T, C};
   /* The embeddings and each block's output, the residual stream, end the
    * segments of --checkpoint blocks (DLRT_CHECKPOINT_MARKS). */
@@ -223,7 +257,7 @@ int dlrt_gpt_build(dlrt_graph_t *g, const dlrt_gpt_config *c, dlrt_tensor_t *tok
   DLRT__CHECK_ARG(g && c && tokens && logits, "dlrt_gpt_build: an argument is NULL");
   *logits = NULL;
   dlrt_tensor_t *x, *wte;
-  int rc = build_trunk(g, c, tokens, &x, &wte);
+  int rc = build_trunk(g, c, NULL, tokens, &x, &wte);
   if (rc < 0) return rc;
   /* The LM head is the token embedding, transposed: (B*T) x V. */
   *logits = dlrt_matmul(g, x, wte, 0, 1);
@@ -236,10 +270,45 @@ int dlrt_gpt_build_loss(dlrt_graph_t *g, const dlrt_gpt_config *c, dlrt_tensor_t
                   "dlrt_gpt_build_loss: an argument is NULL");
   *loss = NULL;
   dlrt_tensor_t *x, *wte;
-  int rc = build_trunk(g, c, tokens, &x, &wte);
+  int rc = build_trunk(g, c, NULL, tokens, &x, &wte);
   if (rc < 0) return rc;
   /* The head and the loss in one op: the (B*T) x V logits are never stored. */
   *loss = dlrt_linear_cross_entropy(g, x, wte, targets, smoothing);
+  return dlrt_graph_status(g);
+}
+
+int dlrt_gpt_shard_check(const dlrt_gpt_config *c, const dlrt_gpt_shard *s) {
+  int rc = dlrt_gpt_check(c);
+  if (rc < 0) return rc;
+  DLRT__CHECK_ARG(s, "dlrt_gpt_shard_check: shard is NULL");
+  if (s->heads < 1 || s->head_first < 0 || s->head_first + s->heads > c->heads)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "a GPT shard of heads %d .. %d: the model "
+                           "has %lld heads, and each shard needs at least one",
+                           s->head_first, s->head_first + s->heads - 1, (long long)c->heads);
+  if (s->vocab < 0 || s->vocab_first < 0 || s->vocab_first + s->vocab > c->vocab)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "a GPT shard of vocabulary rows %lld .. %lld: "
+                           "the model has %lld", (long long)s->vocab_first,
+                           (long long)(s->vocab_first + s->vocab), (long long)c->vocab);
+  return DLRT_OK;
+}
+
+int dlrt_gpt_build_loss_shard(dlrt_graph_t *g, const dlrt_gpt_config *c,
+                              const dlrt_gpt_shard *shard, dlrt_tensor_t *tokens,
+                              dlrt_tensor_t *targets, float smoothing, dlrt_tensor_t **loss) {
+  DLRT__CHECK_ARG(g && c && shard && tokens && targets && loss,
+                  "dlrt_gpt_build_loss_shard: an argument is NULL");
+  *loss = NULL;
+  int rc = dlrt_gpt_shard_check(c, shard);
+  if (rc < 0) return rc;
+  dlrt_tensor_t *x, *wte;
+  if ((rc = build_trunk(g, c, shard, tokens, &x, &wte)) < 0) return rc;
+  /* Split by vocabulary, each peer makes its logits and the row statistics
+   * are combined (x through f: each peer's d x is partial); else every
+   * peer makes the whole head alike. */
+  *loss = shard->vocab > 0
+              ? dlrt_linear_cross_entropy_shard(g, dlrt_tp_copy(g, x), wte, targets,
+                                                shard->vocab_first, c->vocab, smoothing)
+              : dlrt_linear_cross_entropy(g, x, wte, targets, smoothing);
   return dlrt_graph_status(g);
 }
 

@@ -53,6 +53,9 @@ struct dlrt_trainer {
   int64_t *act_at;          /* offset of stage s, micro-batch m: act_at[s] + m * act_numel[s] */
   int64_t *act_numel;
   float *upstream;          /* the gradient passed back between stages */
+  /* Tensor parallelism (tensor_parallel.c): a GPT's shards on several
+   * devices or processes; NULL without. */
+  struct dlrt__tp *tp;
 };
 
 struct stage {
@@ -117,6 +120,25 @@ int dlrt__pipeline_sync_main(dlrt_trainer_t *t);
 /* parallel.c: the training loader is made again at the next epoch (whether it
  * copies batches to the device depends on replicas and stages). */
 void dlrt__drop_train_loader(dlrt_trainer_t *t);
+
+/* tensor_parallel.c: tensor parallelism's peers, each on the whole batch
+ * (tokens B x T, targets B T). A training step (*loss the batch's mean);
+ * an evaluation batch's forward pass; the whole model's tensors gathered
+ * from the shards (under the model's names and shapes, as dlrt_exec_export
+ * lists them) and cut back into them. */
+typedef struct dlrt__tp dlrt__tp;
+void dlrt__tp_free(dlrt_trainer_t *t);
+int dlrt__tp_step(dlrt_trainer_t *t, const int32_t *tokens, const int32_t *targets, float lr,
+                  float *loss);
+int dlrt__tp_evaluate(dlrt_trainer_t *t, const int32_t *tokens, const int32_t *targets,
+                      float *loss);
+int dlrt__tp_export(dlrt_trainer_t *t, dlrt_host_tensor **tensors, int *n);
+int dlrt__tp_import(dlrt_trainer_t *t, const dlrt_host_tensor *tensors, int n);
+/* This process's rank among tensor parallel ranks (0 in one process). */
+int dlrt__tp_rank(const dlrt_trainer_t *t);
+/* dlrt_trainer_info: the whole model's parameter and state bytes, the
+ * largest peer's planned and measured peaks. */
+int dlrt__tp_info(dlrt_trainer_t *t, dlrt_exec_info *out);
 
 /* diverge.c: a run that diverges stops with DLRT_ERR_DIVERGED and a message
  * naming the update and the likely cause. The learning rate of update

@@ -18,6 +18,7 @@ void dlrt_trainer_destroy(dlrt_trainer_t *t) {
   if (!t) return;
   for (int i = 0; i < t->n_reps; i++) dlrt__replica_free(&t->reps[i]);
   dlrt__pipeline_free(t);
+  dlrt__tp_free(t);
   free(t->reps);
   free(t->grads);
   free(t->requests);
@@ -326,8 +327,9 @@ static int loader_for(dlrt_trainer_t *t, const dlrt_dataset *d, int train, dlrt_
         .seed = t->cfg.seed, .shuffle = train, .pad_last = !train,
         .rank = train ? t->cfg.rank : 0, .world = train && t->cfg.world > 0 ? t->cfg.world : 1,
         .augment = train && t->cfg.augment && !t->lm, .aug = t->lm ? (dlrt_augment){0} : t->cfg.aug,
-        /* Replicas and stages copy their rows from the pinned batch. */
-        .host_only = train && (t->n_reps || t->n_stages),
+        /* Replicas and stages copy their rows from the pinned batch, tensor
+         * parallel peers the whole batch (evaluating too). */
+        .host_only = (train && (t->n_reps || t->n_stages)) || t->tp,
         /* In mixed precision the batches come in the compute type. */
         .image_type = dlrt__loader_image_type(&t->cfg, train && (t->n_reps || t->n_stages))};
     int rc = dlrt_loader_create(t->dev, d, &c, slot);
@@ -450,6 +452,14 @@ int dlrt_trainer_epoch_from(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
       if (rc == 0)
         rc = dlrt__set_error(DLRT_ERR_STATE, "the loader ended the epoch after %lld batches",
                              (long long)micro);
+      if (rc > 0 && t->tp) { /* tensor parallel: every peer takes the whole batch */
+        float loss = 0;
+        rc = dlrt__tp_step(t, b.host_tokens, b.host_labels, lr, &loss);
+        int rc2 = dlrt_loader_release(l, &b, NULL);
+        if (rc == DLRT_OK) rc = rc2;
+        update_loss += loss;
+        continue;
+      }
       if (rc > 0 && (t->n_reps || t->n_stages)) {
         /* Data or pipeline parallel: the replicas or the first stage take
          * their rows from the pinned batch. */
@@ -543,6 +553,16 @@ int dlrt_trainer_evaluate(dlrt_trainer_t *t, const dlrt_dataset *d, dlrt_epoch_s
     dlrt_batch b;
     if ((rc = dlrt_loader_next(l, &b)) <= 0) break;
     int64_t count = b.count;
+    if (t->tp) { /* tensor parallel: the peers' forward passes */
+      float loss = 0;
+      rc = dlrt__tp_evaluate(t, b.host_tokens, b.host_labels, &loss);
+      int rc2 = dlrt_loader_release(l, &b, NULL);
+      if (rc < 0 || (rc = rc2) < 0) break;
+      loss_sum += (double)loss * (double)count;
+      out->images += count;
+      out->steps++;
+      continue;
+    }
     if (t->lm) {
       /* The loss on the device, a mean over the batch's positions; the
        * rows of a padded last batch repeat earlier windows, so that batch
@@ -594,13 +614,14 @@ int dlrt_trainer_loss_scale(dlrt_trainer_t *t, dlrt_loss_scale_state *out) {
 
 int dlrt_trainer_info(dlrt_trainer_t *t, dlrt_exec_info *out) {
   DLRT__CHECK_ARG(t, "trainer is NULL");
+  if (t->tp) return dlrt__tp_info(t, out);
   int rc = dlrt_exec_info_get(t->e, out);
   if (rc < 0) return rc;
   /* The training loader's device buffers (images and labels per slot, in
    * the allocator's blocks) count in the measured peak: plan them too. An
    * evaluation's loader lives beside them during its forward passes, whose
    * peak can come near a training step's (the cnn's at batch 256 does). */
-  if (t->train_loader && !t->n_reps && !t->n_stages) {
+  if (t->train_loader && !t->n_reps && !t->n_stages && !t->tp) {
     uint64_t loader =
         dlrt__loader_device_bytes(&t->cfg, t->batch, t->channels * t->height * t->width);
     const dlrt__exec_plan *p = &t->e->plan;
