@@ -42,6 +42,11 @@ void dltrain_usage(FILE *out) {
         "                             each batch split between them in proportion to\n"
         "                             their measured speed, gradients combined, one\n"
         "                             update everywhere\n"
+        "      --zero 1|2|3           ZeRO: shard the replicas' model states (of --devices,\n"
+        "                             or of the ranks under mpirun): 1 the optimizer\n"
+        "                             state, 2 the gradients too, 3 the parameters too\n"
+        "                             (gathered for each pass); each replica updates its\n"
+        "                             range; the split stays even (default 0: off)\n"
         "  -e, --epochs N             epochs in all, counting resumed ones (default 1)\n"
         "  -b, --batch N              images per step (default 64)\n"
         "      --precision fp32|fp16|bf16\n"
@@ -360,6 +365,14 @@ static int check_combinations(options *o, int momentum_given, dlrt_optimizer_kin
   if (o->pipeline && (o->mem_limit || o->accum > 1 || o->checkpoint || o->clip_norm > 0))
     return tool_usage_error(err, "--pipeline goes without --mem-limit, --accum, --checkpoint "
                             "and --clip-norm in this version");
+  if (o->zero && o->pipeline)
+    return tool_usage_error(err, "--zero shards data-parallel replicas (--devices, or the "
+                            "ranks under mpirun), not --pipeline stages");
+  if (o->zero && o->precision == DLRT_F16)
+    return tool_usage_error(err, "--zero goes without --precision fp16 (loss scaling) in this "
+                            "version: use bf16");
+  if (o->zero && (o->mem_limit || o->accum > 1))
+    return tool_usage_error(err, "--zero goes without --mem-limit and --accum in this version");
   if (o->devices && (o->mem_limit || o->accum > 1 || o->checkpoint))
     return tool_usage_error(err, "--devices goes without --mem-limit, --accum and --checkpoint "
                             "in this version");
@@ -382,7 +395,7 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
          OPT_LIMIT, OPT_SCHEDULE, OPT_WARMUP, OPT_CLIP, OPT_WORKERS, OPT_PREFETCH,
          OPT_AUGMENT, OPT_CROP_PAD, OPT_FLIP, OPT_ERASE, OPT_NORMALIZE, OPT_MMAP, OPT_ACCUM,
          OPT_PLAN, OPT_DEVICE_MEMORY, OPT_WHAT_IF, OPT_CHECKPOINT, OPT_MEM_LIMIT,
-         OPT_HOST_LIMIT, OPT_OFFLOAD, OPT_SPILL_PREFETCH, OPT_TRACE, OPT_DEVICES, OPT_PIPELINE,
+         OPT_HOST_LIMIT, OPT_OFFLOAD, OPT_SPILL_PREFETCH, OPT_TRACE, OPT_DEVICES, OPT_PIPELINE, OPT_ZERO,
          OPT_MICRO, OPT_PRECISION, OPT_LOSS_SCALE, OPT_STEPS, OPT_EVAL_EVERY,
          OPT_EVAL_BATCHES, OPT_LAYERS, OPT_HEADS, OPT_EMBD, OPT_CONTEXT, OPT_VOCAB,
          OPT_DROPOUT, OPT_LINK };
@@ -423,6 +436,7 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
       {"trace", required_argument, NULL, OPT_TRACE},
       {"link", required_argument, NULL, OPT_LINK},
       {"devices", required_argument, NULL, OPT_DEVICES},
+      {"zero", required_argument, NULL, OPT_ZERO},
       {"pipeline", required_argument, NULL, OPT_PIPELINE},
       {"micro-batches", required_argument, NULL, OPT_MICRO},
       {"precision", required_argument, NULL, OPT_PRECISION},
@@ -549,6 +563,9 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
     case OPT_TRACE: o->trace = optarg; break;
     case OPT_LINK: ok = parse_link(optarg, o); break;
     case OPT_DEVICES: o->devices = optarg; break;
+    case OPT_ZERO:
+      if ((ok = tool_parse_int("--zero", optarg, 0, 3, &v, err))) o->zero = (int)v;
+      break;
     case OPT_PIPELINE: o->pipeline = optarg; break;
     case OPT_MICRO:
       if ((ok = tool_parse_int("--micro-batches", optarg, 1, 1 << 20, &v, err))) o->micro = (int)v;

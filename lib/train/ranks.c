@@ -107,7 +107,7 @@ static uint64_t data_hash(const dlrt_dataset *d) {
 
 static int params_hash(dlrt_trainer_t *t, uint64_t *out) {
   dlrt_host_tensor *tensors;
-  int n, rc = dlrt_exec_export(t->e, 0, &tensors, &n);
+  int n, rc = dlrt__trainer_export(t, 0, &tensors, &n);
   if (rc < 0) return rc;
   uint64_t h = FNV_START;
   for (int i = 0; i < n; i++) {

@@ -52,6 +52,8 @@ struct dlrt_trainer {
   int64_t *act_at;          /* offset of stage s, micro-batch m: act_at[s] + m * act_numel[s] */
   int64_t *act_numel;
   float *upstream;          /* the gradient passed back between stages */
+  /* ZeRO sharding of the replicas' model states (zero.c), or NULL. */
+  struct dlrt__zero *zero;
 };
 
 struct stage {
@@ -116,6 +118,26 @@ int dlrt__pipeline_sync_main(dlrt_trainer_t *t);
 /* parallel.c: the training loader is made again at the next epoch (whether it
  * copies batches to the device depends on replicas and stages). */
 void dlrt__drop_train_loader(dlrt_trainer_t *t);
+
+/* zero.c: ZeRO sharding (dlrt_trainer_set_zero). The update after the
+ * gradients of a step: `grads` (host, bucket order, the mean over the
+ * replicas in at least each of this process's ranges; in stage 1 every
+ * element) go to their owners, which update their ranges; the parameters
+ * are all-gathered. */
+int dlrt__zero_update(dlrt_trainer_t *t, const float *grads);
+/* The ZeRO stage (0: none). */
+int dlrt__zero_stage(const dlrt_trainer_t *t);
+/* Across processes, stage >= 2: starts the reduce of bucket b's ranges to
+ * their owners (requests from *started on; *started counts them). */
+int dlrt__zero_reduce_bucket(dlrt_trainer_t *t, float *bucket, int64_t from, int64_t count,
+                             void **requests, int *started);
+/* The main executor takes what the replicas hold (batch-norm statistics,
+ * the parameters) and the optimizer state is gathered for checkpoints. */
+int dlrt__zero_sync_main(dlrt_trainer_t *t);
+/* The trainer's tensors as dlrt_exec_export gives them, whole, for
+ * checkpoints and the ranks' fingerprint (with or without sharding). */
+int dlrt__trainer_export(dlrt_trainer_t *t, int with_state, dlrt_host_tensor **tensors, int *n);
+void dlrt__zero_free(dlrt_trainer_t *t);
 
 /* diverge.c: a run that diverges stops with DLRT_ERR_DIVERGED and a message
  * naming the update and the likely cause. The learning rate of update
