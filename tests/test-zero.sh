@@ -15,12 +15,12 @@ DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=22
+TOOL=$DLTRAIN PLAN=23
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
 if [ $have_python = no ]; then
-  for i in $(seq 1 22); do skip "test $i" "python3 not found"; done
+  for i in $(seq 1 23); do skip "test $i" "python3 not found"; done
   exit 0
 fi
 
@@ -132,12 +132,12 @@ for z in 1 3; do
   result "gpt-mini under --zero $z: the validation loss of plain data parallel, its share held"
 done
 
-# 13-17: across two MPI ranks.
+# 13-18: across two MPI ranks.
 why=""
 "$DLTRAIN" --version | grep -q "with MPI" || why="dltrain was built without MPI"
 [ -z "$why" ] && ! command -v mpirun >/dev/null 2>&1 && why="no mpirun (openmpi-bin)"
 if [ -n "$why" ]; then
-  for i in 13 14 15 16 17; do skip "mpirun test $i" "$why"; done
+  for i in 13 14 15 16 17 18; do skip "mpirun test $i" "$why"; done
 else
   # Open MPI's components leak at MPI_Finalize (see test-mpi.sh).
   LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}detect_leaks=0"
@@ -161,9 +161,23 @@ else
     val "$tmp/gpt-mpi.json" "$tmp/out" && val "$tmp/gpt.json" "$tmp/out" &&
     holds "$tmp/gpt-mpi.json" "$tmp/out" 3
   result "gpt-mini on two ranks under --zero 3: the validation loss of one process, its share held"
+  # Ranks sharded differently would run different collectives: they stop.
+  cat >"$tmp/differ.sh" <<'SH'
+#!/bin/sh
+if [ "${OMPI_COMM_WORLD_RANK:-0}" = 1 ]; then exec "$@" --zero 2; fi
+exec "$@"
+SH
+  chmod +x "$tmp/differ.sh"
+  timeout 120 $mpi "$tmp/differ.sh" "$DLTRAIN" --data generated --limit 640 --threads 1 \
+    --device cpu --quiet >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  [ $rc -ne 0 ] && [ $rc -ne 124 ] && ! grep -q "^epoch" "$tmp/out" &&
+    grep -q "rank 1 does not train what rank 0 trains: its ZeRO stage (--zero) is 2, rank 0's 0" \
+      "$tmp/err"
+  result "a rank with another --zero stops the job at once (exit $rc), naming rank and field"
 fi
 
-# 18-22: bad combinations.
+# 19-23: bad combinations.
 usage() {
   run "$@"
   [ $rc -eq 2 ] && grep -q -e "--zero" "$tmp/err"

@@ -316,7 +316,8 @@ typedef int (*dlrt_allgather_fn)(void *user, const void *mine, void *all, size_t
  * and shapes, batch, optimizer and its settings, seed, schedule, clipping,
  * accumulation, checkpointing, precision, loss scaling, augmentation, the
  * training data's size, shape, labels and a sample of its images, the
- * optimizer step and the parameters) is gathered from every rank through
+ * optimizer step, the ZeRO stage of dlrt_trainer_set_zero, called before, and
+ * the parameters) is gathered from every rank through
  * `gather` and compared with rank 0's. Every rank then returns the same
  * verdict: DLRT_OK, or DLRT_ERR_INVALID_ARG naming the first rank and field
  * that differ ("rank 1 ... its seed (--seed) is 2, rank 0's 1"), so all can

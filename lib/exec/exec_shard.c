@@ -22,10 +22,17 @@ static void free_lists(int **lists, int n) {
 }
 
 void dlrt__exec_shard_free(dlrt_exec_t *e) {
+  if (e->shard.copy) dlrt_stream_synchronize(e->shard.copy);
   for (int m = 0; m < 2; m++) {
     free_lists(e->shard.fetch[m], e->shard.n_pos[m]);
     free_lists(e->shard.release[m], e->shard.n_pos[m]);
+    free(e->shard.next_fetch[m]);
   }
+  for (int i = 0; e->shard.ready && i < e->g->n_tensors; i++) dlrt_event_destroy(e->shard.ready[i]);
+  free(e->shard.ready);
+  free(e->shard.prefetched);
+  dlrt_event_destroy(e->shard.queued);
+  dlrt_stream_destroy(e->shard.copy);
   memset(&e->shard, 0, sizeof e->shard);
 }
 
@@ -93,6 +100,14 @@ static int plan_lists(dlrt_exec_t *e, int m) {
     }
   }
   free(last), free(phase), free(count_f), free(count_r);
+  /* Where each position's prefetch goes: the next position with a fetch. */
+  int *next = rc == DLRT_OK ? malloc((size_t)(n ? n : 1) * sizeof *next) : NULL;
+  if (rc == DLRT_OK && !next) rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  for (int k = n - 1, at = -1; next && k >= 0; k--) {
+    next[k] = at;
+    if (fetch[k][0] >= 0) at = k;
+  }
+  e->shard.next_fetch[m] = next;
   e->shard.fetch[m] = fetch;
   e->shard.release[m] = release;
   e->shard.n_pos[m] = fetch && release ? n : 0;
@@ -141,6 +156,13 @@ int dlrt__exec_set_shard(dlrt_exec_t *e, int stage, dlrt__param_fetch_fn fetch, 
   if (stage < 3) return DLRT_OK;
   int rc = DLRT_OK;
   for (int m = 0; m < 2 && rc == DLRT_OK; m++) rc = plan_lists(e, m);
+  if (rc == DLRT_OK) rc = dlrt_stream_create(e->dev, &e->shard.copy);
+  if (rc == DLRT_OK) rc = dlrt_event_create(e->dev, &e->shard.queued);
+  if (rc == DLRT_OK && (!(e->shard.ready = calloc((size_t)g->n_tensors, sizeof(dlrt_event_t *))) ||
+                        !(e->shard.prefetched = calloc((size_t)g->n_tensors, 1))))
+    rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++)
+    if (streamed(g, i)) rc = dlrt_event_create(e->dev, &e->shard.ready[i]);
   if (rc < 0) {
     dlrt__exec_shard_free(e);
     return rc;
@@ -154,17 +176,51 @@ int dlrt__exec_set_shard(dlrt_exec_t *e, int stage, dlrt__param_fetch_fn fetch, 
   return DLRT_OK;
 }
 
+static int fetch_failed(const dlrt_tensor_t *p, int rc) {
+  return dlrt__set_error(rc, "gathering parameter %s: %s", p->name, dlrt_last_error());
+}
+
+/* The prefetch of position j's parameters that are not resident now, on
+ * the copy stream (see dlrt__exec_shard). */
+static int prefetch(dlrt_exec_t *e, int mode, int j) {
+  int rc = DLRT_OK, waited = 0;
+  for (const int *id = e->shard.fetch[mode][j]; *id >= 0 && rc == DLRT_OK; id++) {
+    const dlrt_tensor_t *p = e->g->tensors[*id];
+    if (e->bufs[*id]) continue; /* in use until its run ends: fetched at j itself */
+    if ((rc = dlrt_buffer_alloc(e->dev, dlrt__tensor_bytes(p), e->stream, &e->bufs[*id])) < 0)
+      break;
+    if (!waited && ((rc = dlrt_event_record(e->shard.queued, e->stream)) < 0 ||
+                    (rc = dlrt_stream_wait_event(e->shard.copy, e->shard.queued)) < 0))
+      break;
+    waited = 1;
+    if ((rc = dlrt_buffer_record_stream(e->bufs[*id], e->shard.copy)) < 0 ||
+        (rc = e->shard.fetch_fn(e->shard.fetch_user, e, *id, e->bufs[*id], e->shard.copy)) < 0)
+      return fetch_failed(p, rc);
+    if ((rc = dlrt_event_record(e->shard.ready[*id], e->shard.copy)) < 0) break;
+    e->shard.prefetched[*id] = 1;
+  }
+  return rc;
+}
+
 int dlrt__exec_shard_before(dlrt_exec_t *e, int mode, int k) {
   if (e->shard.stage < 3 || k >= e->shard.n_pos[mode]) return DLRT_OK;
   int rc = DLRT_OK;
   for (const int *id = e->shard.fetch[mode][k]; *id >= 0 && rc == DLRT_OK; id++) {
     const dlrt_tensor_t *p = e->g->tensors[*id];
+    if (e->shard.prefetched[*id]) { /* on its way: the node waits for the copy */
+      e->shard.prefetched[*id] = 0;
+      rc = dlrt_stream_wait_event(e->stream, e->shard.ready[*id]);
+      continue;
+    }
     if (!e->bufs[*id] &&
         (rc = dlrt_buffer_alloc(e->dev, dlrt__tensor_bytes(p), e->stream, &e->bufs[*id])) < 0)
       break;
-    if ((rc = e->shard.fetch_fn(e->shard.fetch_user, e, *id, e->bufs[*id])) < 0)
-      rc = dlrt__set_error(rc, "gathering parameter %s: %s", p->name, dlrt_last_error());
+    if ((rc = e->shard.fetch_fn(e->shard.fetch_user, e, *id, e->bufs[*id], e->stream)) < 0)
+      return fetch_failed(p, rc);
   }
+  /* The next fetch's parameters come in while this node computes. */
+  int next = e->shard.next_fetch[mode][k];
+  if (rc == DLRT_OK && next >= 0) rc = prefetch(e, mode, next);
   return rc;
 }
 

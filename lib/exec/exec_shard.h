@@ -9,9 +9,10 @@
 
 #include "dlrt.h"
 
-/* Fills buffer `buf` (the whole of parameter `id`, fp32) on the executor's
- * stream, for its next uses. Returns 0 or a negative status. */
-typedef int (*dlrt__param_fetch_fn)(void *user, dlrt_exec_t *e, int id, dlrt_buffer_t *buf);
+/* Queues on `stream` the filling of buffer `buf` (the whole of parameter
+ * `id`, fp32) for its next uses. Returns 0 or a negative status. */
+typedef int (*dlrt__param_fetch_fn)(void *user, dlrt_exec_t *e, int id, dlrt_buffer_t *buf,
+                                    dlrt_stream_t *stream);
 
 typedef struct {
   int stage;       /* 0: the executor holds everything */
@@ -21,6 +22,15 @@ typedef struct {
    * forward pass; the backward pass) is one fetch and one release. */
   int **fetch[2], **release[2];
   int n_pos[2];
+  /* Prefetch: at the position before a fetch (next_fetch[m][k]: the next
+   * position with one, or -1), the parameters not resident then are
+   * allocated on the executor's stream and filled on `copy`, which first
+   * waits for `queued` (the compute stream so far: the allocator's blocks
+   * are safe in its order); the node waits for ready[id]. */
+  int *next_fetch[2];
+  dlrt_stream_t *copy;
+  dlrt_event_t *queued, **ready; /* ready: by tensor id */
+  char *prefetched;              /* by tensor id: filled on `copy` */
   dlrt__param_fetch_fn fetch_fn;
   void *fetch_user;
 } dlrt__exec_shard;

@@ -299,6 +299,10 @@ int dlrt_trainer_set_allreduce(dlrt_trainer_t *t, dlrt_allreduce_fn reduce, void
   DLRT__CHECK_ARG(!reduce || (t->accum == 1 && !t->spilling && !t->n_reps),
                   "dlrt_trainer_set_allreduce: not with accumulation, spilling or "
                   "--devices in this version");
+  if (t->zero)
+    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_allreduce: the model states are "
+                           "sharded (dlrt_trainer_set_zero), which takes the bucketed form "
+                           "(dlrt_trainer_set_allreduce_async)");
   t->allreduce = reduce;
   t->allreduce_user = user;
   if (!reduce) return DLRT_OK;
@@ -321,6 +325,9 @@ int dlrt_trainer_set_allreduce_async(dlrt_trainer_t *t, dlrt_allreduce_start_fn 
   DLRT__CHECK_ARG(!start || (t->accum == 1 && !t->spilling && !t->n_reps && !t->n_stages),
                   "dlrt_trainer_set_allreduce_async: not with accumulation, spilling, "
                   "--devices or --pipeline in this version");
+  if (t->zero)
+    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_allreduce_async: the model states "
+                           "are sharded (dlrt_trainer_set_zero): set the all-reduce first");
   int rc = dlrt__exec_stream_gradients(t->e, start ? DLRT_GRADIENT_BUCKET : 0);
   if (rc < 0) return rc;
   free(t->requests);

@@ -101,13 +101,14 @@ void dlrt__zero_free(dlrt_trainer_t *t) {
 /* Stage 3's gather: the whole parameter from the host copy, on the
  * executor's stream (pinned: asynchronous; `params` changes only after
  * every stream has been waited for). */
-static int fetch_param(void *user, dlrt_exec_t *e, int id, dlrt_buffer_t *buf) {
+static int fetch_param(void *user, dlrt_exec_t *e, int id, dlrt_buffer_t *buf,
+                       dlrt_stream_t *stream) {
   struct dlrt__zero *z = user;
   const dlrt_tensor_t *p = dlrt__exec_graph(e)->tensors[id];
   if (id >= z->n_tensors || z->at_of[id] < 0)
     return dlrt__set_error(DLRT_ERR_STATE, "ZeRO: parameter %s is not laid out", p->name);
   return dlrt_copy_h2d(buf, 0, z->params + z->at_of[id], (size_t)p->numel * sizeof(float),
-                       dlrt_exec_stream(e));
+                       stream);
 }
 
 /* The layout from the first member's gradient buckets; every member and
