@@ -46,7 +46,7 @@ void dltrain_usage(FILE *out) {
         "                             or of the ranks under mpirun): 1 the optimizer\n"
         "                             state, 2 the gradients too, 3 the parameters too\n"
         "                             (gathered for each pass); each replica updates its\n"
-        "                             range; the split stays even (default 0: off)\n"
+        "                             range (default 0: off)\n"
         "  -e, --epochs N             epochs in all, counting resumed ones (default 1)\n"
         "  -b, --batch N              images per step (default 64)\n"
         "      --precision fp32|fp16|bf16\n"

@@ -364,8 +364,9 @@ DLRT_API int dlrt_trainer_split(const dlrt_trainer_t *t, int64_t *split, int *n)
  * full tensor) and resume with or without sharding. Not with fp16 loss
  * scaling, CUDA-aware device all-reduces (dlrt_trainer_set_allreduce_device)
  * or the device-to-device all-reduce of replicas (NCCL: the host combines
- * them instead) in this version; the replicas' batch split stays as given
- * (no rebalancing). Stage 0 turns nothing on (DLRT_ERR_INVALID_ARG outside
+ * them instead) in this version. Rebalancing the split after the first
+ * steps (dlrt_trainer_set_devices without a split) rebuilds the replicas,
+ * which shard again from the host copies. Stage 0 turns nothing on (DLRT_ERR_INVALID_ARG outside
  * 0 to 3, or without replicas). Once per trainer. */
 typedef int (*dlrt_collective_start_fn)(void *user, float *values, int64_t count, int root,
                                         void **request);

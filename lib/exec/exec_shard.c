@@ -36,6 +36,8 @@ void dlrt__exec_shard_free(dlrt_exec_t *e) {
   memset(&e->shard, 0, sizeof e->shard);
 }
 
+int dlrt__exec_shard_stage(const dlrt_exec_t *e) { return e->shard.stage; }
+
 /* Whether tensor id is a parameter the executor gives up (stage 3). */
 static int streamed(const dlrt_graph_t *g, int id) {
   const dlrt_tensor_t *t = g->tensors[id];

@@ -47,6 +47,8 @@ typedef struct {
  * chunked blocks. */
 int dlrt__exec_set_shard(dlrt_exec_t *e, int stage, dlrt__param_fetch_fn fetch, void *user);
 void dlrt__exec_shard_free(dlrt_exec_t *e);
+/* The stage an executor was sharded at (0: not). */
+int dlrt__exec_shard_stage(const dlrt_exec_t *e);
 /* The run loop's hooks (exec.c): before and after position k of plan
  * `mode`'s schedule. */
 int dlrt__exec_shard_before(dlrt_exec_t *e, int mode, int k);

@@ -186,15 +186,20 @@ static int rebalance(dlrt_trainer_t *t) {
   int n_state;
   dlrt__loss_scale_saved scale;
   dlrt__exec_save_loss_scale(t->reps[0].e, &scale);
-  int rc = dlrt_exec_export(t->reps[0].e, 1, &state, &n_state);
+  /* Under ZeRO the whole state comes from the shards' host copies, and the
+   * replicas shard again once rebuilt. */
+  int rc = t->zero ? dlrt__zero_rebuild_begin(t, &state, &n_state)
+                   : dlrt_exec_export(t->reps[0].e, 1, &state, &n_state);
+  int exported = rc == DLRT_OK;
   for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++) {
     t->reps[i].seconds = 0;
     if (rows[i] == t->reps[i].batch) continue;
     rc = replica_build(t, &t->reps[i], rows[i], state, n_state);
     if (rc == DLRT_OK) dlrt__exec_restore_loss_scale(t->reps[i].e, &scale);
   }
-  if (rc == DLRT_OK) dlrt_host_tensors_free(state, n_state);
+  if (exported) dlrt_host_tensors_free(state, n_state);
   set_offsets(t);
+  if (rc == DLRT_OK && t->zero) rc = dlrt__zero_rebuild_end(t);
   return rc;
 }
 

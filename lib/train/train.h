@@ -138,6 +138,10 @@ int dlrt__zero_sync_main(dlrt_trainer_t *t);
  * checkpoints and the ranks' fingerprint (with or without sharding). */
 int dlrt__trainer_export(dlrt_trainer_t *t, int with_state, dlrt_host_tensor **tensors, int *n);
 void dlrt__zero_free(dlrt_trainer_t *t);
+/* Rebalancing replicas under ZeRO: the whole state for replica_build (the
+ * shards let go), then every replica sharded again. */
+int dlrt__zero_rebuild_begin(dlrt_trainer_t *t, dlrt_host_tensor **state, int *n);
+int dlrt__zero_rebuild_end(dlrt_trainer_t *t);
 
 /* diverge.c: a run that diverges stops with DLRT_ERR_DIVERGED and a message
  * naming the update and the likely cause. The learning rate of update

@@ -303,8 +303,38 @@ int dlrt_trainer_set_zero(dlrt_trainer_t *t, int stage, const dlrt_zero_collecti
     rc = dlrt__exec_set_shard(z->members[i].e, stage, fetch_param, z);
   if (rc == DLRT_OK && !across) rc = dlrt__exec_set_shard(t->e, stage, fetch_param, z);
   for (int i = 0; rc == DLRT_OK && i < z->n_members; i++) rc = make_pieces(z, &z->members[i]);
-  t->probe_steps = 0; /* the split stays: rebuilding replicas would drop their shards */
   if (rc < 0) dlrt__zero_free(t);
+  return rc;
+}
+
+int dlrt__zero_rebuild_begin(dlrt_trainer_t *t, dlrt_host_tensor **state, int *n) {
+  struct dlrt__zero *z = t->zero;
+  int rc = dlrt__trainer_export(t, 1, state, n);
+  for (int i = 0; i < z->n_members; i++) {
+    dlrt_stream_synchronize(dlrt_exec_stream(z->members[i].e));
+    pieces_free(&z->members[i]); /* made again from the host copies */
+  }
+  return rc;
+}
+
+int dlrt__zero_rebuild_end(dlrt_trainer_t *t) {
+  struct dlrt__zero *z = t->zero;
+  int rc = DLRT_OK;
+  for (int i = 0; i < z->n_members && rc == DLRT_OK; i++) {
+    zero_member *m = &z->members[i];
+    m->e = t->reps[i].e;
+    int n;
+    const int *ids;
+    const int64_t *at;
+    dlrt__exec_bucket_params(m->e, &n, &ids, &at);
+    if (n != z->n_params || memcmp(ids, z->ids, (size_t)n * sizeof *ids) != 0 ||
+        memcmp(at, z->at, (size_t)n * sizeof *at) != 0)
+      return dlrt__set_error(DLRT_ERR_STATE, "ZeRO: replica %d, rebuilt for its new rows, "
+                             "orders its gradients differently", i);
+    if (!dlrt__exec_shard_stage(m->e))
+      rc = dlrt__exec_set_shard(m->e, z->stage, fetch_param, z);
+    if (rc == DLRT_OK) rc = make_pieces(z, m);
+  }
   return rc;
 }
 
@@ -494,7 +524,12 @@ int dlrt__trainer_export(dlrt_trainer_t *t, int with_state, dlrt_host_tensor **t
     } else if (z->state_of[i]) {
       memcpy(h->data, z->state[z->state_of[i] - 1] + z->at_of[z->param_of[i]], h->bytes);
     } else {
-      rc = dlrt_exec_read(t->e, x, h->data, h->bytes);
+      /* In one process the first replica's statistics are the current ones
+       * (the main executor takes them at the end of an epoch). */
+      dlrt_exec_t *from = t->n_reps ? t->reps[0].e : t->e;
+      dlrt_graph_t *gf = dlrt__exec_graph(from);
+      if (i >= gf->n_tensors || strcmp(gf->tensors[i]->name, x->name) != 0) from = t->e;
+      rc = dlrt_exec_read(from, dlrt__exec_graph(from)->tensors[i], h->data, h->bytes);
     }
   }
   dlrt_exec_info info;
