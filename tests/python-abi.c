@@ -78,7 +78,7 @@ int main(void) {
                 F(T, images) F(T, transfer_ms) F(T, spilled_bytes) F(T, fetched_bytes)
                     F(T, disk_bytes) F(T, slice_images) F(T, stall_s) F(T, stall_fraction)
                         F(T, loader_images_per_s) F(T, loss_scale) F(T, skipped_steps)
-                            F(T, disk_written_bytes) F(T, tokens_per_s));
+                            F(T, disk_written_bytes) F(T, tokens_per_s) F(T, step_loss) F(T, lr));
 #undef T
 #define T dlrt_memory_plan
   STRUCT(T, F(T, batch) F(T, param_count) F(T, params) F(T, grads) F(T, optimizer_state)

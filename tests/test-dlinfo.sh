@@ -4,9 +4,9 @@
 
 DLINFO=${DLINFO:-./tools/dlinfo}
 # The checks expect every compiled backend and no budget: ignore the caller's.
-unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
+unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT DLRT_LINK
 
-TOOL=$DLINFO PLAN=13
+TOOL=$DLINFO PLAN=18
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
@@ -166,3 +166,31 @@ else
     skip "SIGINT during dlrt_init" "dlinfo was not seen opening the FIFO (no /proc/PID/wchan?)"
   fi
 fi
+
+# 14-18: the host link model (--link, DLRT_LINK): shown per device, in the
+# table and in --json; none without one; a bad spec is a usage error.
+run --device cpu --link 12GB/s:10us
+[ $rc -eq 0 ] && grep -q "^Host link models" "$tmp/out" &&
+  grep -q "^  cpu:0 .*12.0 GB/s + 10 us per copy" "$tmp/out"
+result "--link 12GB/s:10us: the table shows cpu:0's model"
+run --device cpu --link 12GB/s:10us --json
+if [ $have_python = yes ]; then
+  json '
+l = d["devices"][0]["link"]
+assert l["spec"] == "12GB/s:10us" and l["preset"] is None, l
+assert l["bytes_per_s"] == 12e9 and abs(l["latency_s"] - 1e-5) < 1e-12, l'
+  result "--link in --json: the spec, 12e9 bytes/s and 10 us"
+  run --device cpu --json
+  json 'assert d["devices"][0]["link"] is None'
+  result "without a model, --json has link: null"
+else
+  skip "--link in --json" "python3 not found"
+  skip "link: null without a model" "python3 not found"
+fi
+DLRT_LINK=h200-pcie5 "$TOOL" --device cpu >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 0 ] && grep -q "^  cpu:0 .*h200-pcie5: .* per copy.*14391 FLOP/B.*GFLOP/s" "$tmp/out"
+result "DLRT_LINK=h200-pcie5: the preset's rate from this device's measured GEMM rate"
+run --link 12Gb/s
+[ $rc -eq 2 ] && grep -q "link" "$tmp/err" && ! grep -q "^dlrt " "$tmp/out"
+result "--link 12Gb/s (bits) is a usage error (exit 2) naming --link"

@@ -645,6 +645,62 @@ static void test_worker_failure(dlrt_device_t *dev, const char *name) {
   dlrt_dataset_free(&d);
 }
 
+/* dlrt_loader_start_at: an epoch begun at batch k gives the whole epoch's
+ * batches from k on, augmentation included, whatever the slot ring's state. */
+static void test_start_at(dlrt_device_t *dev, const char *name) {
+  enum { N = 40, S = 8, B = 8, BATCHES = N / B };
+  dlrt_dataset d = {.count = N, .channels = 1, .height = S, .width = S, .classes = 4,
+                    .image_dtype = DLRT_U8};
+  d.images = malloc(N * S * S);
+  d.labels = malloc(N * sizeof *d.labels);
+  for (int i = 0; i < N * S * S; i++) d.images[i] = (uint8_t)(i * 37 % 251 + 1);
+  for (int i = 0; i < N; i++) d.labels[i] = i % 4;
+  snprintf(d.source, sizeof d.source, "pattern");
+  dlrt_loader_config c = {.batch = B, .world = 1, .seed = 5, .shuffle = 1, .augment = 1,
+                          .workers = 2, .prefetch = 2};
+  c.aug = (dlrt_augment){.flip = 1, .crop_padding = 2};
+  dlrt_loader_t *l;
+  if (!tap_check(dlrt_loader_create(dev, &d, &c, &l), "%s: start_at: a loader", name)) {
+    dlrt_dataset_free(&d);
+    return;
+  }
+  static float whole[BATCHES][B * S * S];
+  static int32_t labels[BATCHES][B];
+  dlrt_batch b;
+  int got = 0;
+  dlrt_loader_start(l, 3);
+  while (got < BATCHES && dlrt_loader_next(l, &b) > 0) {
+    memcpy(whole[got], b.host_images, sizeof whole[got]);
+    memcpy(labels[got], b.host_labels, sizeof labels[got]);
+    dlrt_loader_release(l, &b, NULL);
+    got++;
+  }
+  ok(got == BATCHES, "%s: start_at: the whole epoch has %d batches", name, got);
+  /* Begun part way into another epoch, as fit() in parts does. */
+  dlrt_loader_start(l, 2);
+  if (dlrt_loader_next(l, &b) > 0) dlrt_loader_release(l, &b, NULL);
+  for (int first = 1; first < BATCHES; first += 2) {
+    int same = 1, n = 0;
+    tap_check(dlrt_loader_start_at(l, 3, first), "%s: start epoch 3 at batch %d", name, first);
+    while (dlrt_loader_next(l, &b) > 0) {
+      int k = first + n++;
+      same &= k < BATCHES && !memcmp(whole[k], b.host_images, sizeof whole[k]) &&
+              !memcmp(labels[k], b.host_labels, sizeof labels[k]);
+      dlrt_loader_release(l, &b, NULL);
+    }
+    ok(same && n == BATCHES - first, "%s: from batch %d: %d batches, the whole epoch's", name,
+       first, n);
+  }
+  tap_check(dlrt_loader_start_at(l, 3, BATCHES), "%s: start at the epoch's end", name);
+  ok(dlrt_loader_next(l, &b) == 0, "%s: which has no batch left", name);
+  is_status(dlrt_loader_start_at(l, 3, BATCHES + 1), DLRT_ERR_INVALID_ARG,
+            "%s: a batch past the epoch is refused", name);
+  is_status(dlrt_loader_start_at(l, 3, -1), DLRT_ERR_INVALID_ARG,
+            "%s: a negative batch is refused", name);
+  dlrt_loader_destroy(l);
+  dlrt_dataset_free(&d);
+}
+
 static void run_device(dlrt_device_t *dev, const char *spec, void *ctx) {
   (void)ctx;
   diag("device %s", spec);
@@ -652,6 +708,7 @@ static void run_device(dlrt_device_t *dev, const char *spec, void *ctx) {
   test_shards_and_padding(dev, spec);
   test_augmentation(dev, spec);
   test_same_batches(dev, spec);
+  test_start_at(dev, spec);
   test_half_images(dev, spec);
   test_worker_failure(dev, spec);
 }

@@ -3,6 +3,7 @@
  * the clipping on every device present (tap_for_each_device). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tap.h"
@@ -39,21 +40,23 @@ static void check_schedules(void) {
 }
 
 /* One SGD step on loss = sum(w * r) (so dL/dw = r) with clipping: the step
- * must be lr * r * min(1, max_norm / (|r| + 1e-6)). */
-static void check_clip(dlrt_device_t *dev, const char *spec, void *ctx) {
-  (void)ctx;
-  enum { N = 300 };
-  int64_t shape[1] = {N};
-  float w0[N], r[N], w1[N];
+ * must be lr * r * min(1, max_norm / (|r| + 1e-6)). A gradient of 600,001
+ * elements has its squares summed in three chunks (the executor's 1 MiB
+ * temporary). */
+static void check_clip_size(dlrt_device_t *dev, const char *spec, int64_t n) {
+  int64_t shape[1] = {n};
+  float *w0 = malloc((size_t)n * sizeof *w0), *r = malloc((size_t)n * sizeof *r);
+  float *w1 = malloc((size_t)n * sizeof *w1);
   double norm = 0;
-  for (int i = 0; i < N; i++) {
+  for (int64_t i = 0; i < n; i++) {
     w0[i] = 0.01f * (float)(i % 17) - 0.08f;
     r[i] = 0.5f * sinf((float)i);
     norm += (double)r[i] * r[i];
   }
   norm = sqrt(norm);
+  size_t bytes = (size_t)n * sizeof(float);
   for (int pass = 0; pass < 2; pass++) {
-    float max_norm = pass == 0 ? 1.0f : 100.0f; /* clipped, then not */
+    float max_norm = pass == 0 ? 1.0f : 1000.0f; /* clipped, then not */
     dlrt_graph_t *g;
     dlrt_exec_t *e = NULL;
     dlrt_graph_create(&g);
@@ -66,26 +69,35 @@ static void check_clip(dlrt_device_t *dev, const char *spec, void *ctx) {
     if (rc == DLRT_OK) rc = dlrt_graph_optimize(g, &o);
     if (rc == DLRT_OK) rc = dlrt_exec_create(g, dev, 1, &e);
     if (rc == DLRT_OK) rc = dlrt_exec_set_clip_norm(e, max_norm);
-    if (rc == DLRT_OK) rc = dlrt_exec_write(e, w, w0, sizeof w0);
-    if (rc == DLRT_OK) rc = dlrt_exec_write(e, ri, r, sizeof r);
+    if (rc == DLRT_OK) rc = dlrt_exec_write(e, w, w0, bytes);
+    if (rc == DLRT_OK) rc = dlrt_exec_write(e, ri, r, bytes);
     if (rc == DLRT_OK) rc = dlrt_exec_run(e, DLRT_RUN_TRAIN);
-    if (rc == DLRT_OK) rc = dlrt_exec_read(e, w, w1, sizeof w1);
-    if (!tap_check(rc, "%s: one clipped SGD step", spec)) {
+    if (rc == DLRT_OK) rc = dlrt_exec_read(e, w, w1, bytes);
+    if (!tap_check(rc, "%s: one clipped SGD step, %lld weights", spec, (long long)n)) {
       dlrt_exec_destroy(e);
       dlrt_graph_destroy(g);
       continue;
     }
     double coef = max_norm / (norm + 1e-6), worst = 0;
     if (coef > 1) coef = 1;
-    for (int i = 0; i < N; i++) {
+    for (int64_t i = 0; i < n; i++) {
       double want = w0[i] - 0.1 * r[i] * coef;
       worst = fmax(worst, fabs(w1[i] - want));
     }
-    ok(worst < 1e-6, "%s: max norm %g (gradient norm %.3f): max |w - reference| = %.2e", spec,
-       max_norm, norm, worst);
+    ok(worst < 1e-6, "%s: %lld weights, max norm %g (gradient norm %.3f): max |w - reference| "
+       "= %.2e", spec, (long long)n, max_norm, norm, worst);
     dlrt_exec_destroy(e);
     dlrt_graph_destroy(g);
   }
+  free(w0);
+  free(r);
+  free(w1);
+}
+
+static void check_clip(dlrt_device_t *dev, const char *spec, void *ctx) {
+  (void)ctx;
+  check_clip_size(dev, spec, 300);
+  check_clip_size(dev, spec, 600001);
 }
 
 /* A chain of elementwise ops runs in place: each output takes over the

@@ -420,6 +420,16 @@ static void test_text_file(dlrt_device_t *dev, const char *name) {
      "%s: the last tenth (%d bytes) holds %lld windows of %d, vocabulary 256", name,
      BYTES / 10, (long long)d[1].count, T);
   tap_check(dlrt_dataset_check_splits(&d[0], &d[1]), "%s: the splits fit one model", name);
+  dlrt_dataset other;
+  if (tap_check(dlrt_dataset_from_tokens(&split[1], T / 2, &other), "%s: windows of %d", name,
+                T / 2)) {
+    is_status(dlrt_dataset_check_splits(&d[0], &other), DLRT_ERR_INVALID_ARG,
+              "%s: windows of another context are refused", name);
+    ok(strstr(dlrt_last_error(), "context") && strstr(dlrt_last_error(), "windows") &&
+           !strstr(dlrt_last_error(), "width"),
+       "%s: ... in the words of windows: %s", name, dlrt_last_error());
+    dlrt_dataset_free(&other);
+  }
 
   const unsigned char *val = text + BYTES - BYTES / 10;
   dlrt_loader_config eval = {.batch = 4, .world = 1, .pad_last = 1, .workers = 2};

@@ -13,7 +13,8 @@
 #include "dlrt.h"
 
 void dlinfo_usage(FILE *out) {
-  fputs("Usage: dlinfo [--json] [--watch SECONDS] [--device SPEC] [--help] [--version]\n"
+  fputs("Usage: dlinfo [--json] [--watch SECONDS] [--device SPEC] [--link SPEC] [--help]\n"
+        "              [--version]\n"
         "Lists dlrt's backends and devices with their memory, and the dlrt processes\n"
         "using each device, as nvidia-smi does for every vendor.\n\n"
         "  -j, --json           print one JSON object instead of a table\n"
@@ -21,6 +22,11 @@ void dlinfo_usage(FILE *out) {
         "                       until interrupted\n"
         "  -d, --device SPEC    show one device: cpu, cpu:0, opencl:N, cuda:N or\n"
         "                       auto (\"\" means $DLRT_DEVICE)\n"
+        "  -l, --link SPEC      put a host link model on the devices shown (as\n"
+        "                       DLRT_LINK does) and show it: 12GB/s[:10us], or a\n"
+        "                       preset (h200-pcie5, ...), whose rate is then this\n"
+        "                       device's measured GEMM rate over the preset's FLOP\n"
+        "                       per byte (measured once, under a second); none\n"
         "  -h, --help           show this help and exit\n"
         "  -V, --version        show the dlrt version and exit\n\n"
         "Processes: every dlrt program keeps a file of what its allocators hold on\n"
@@ -56,11 +62,13 @@ void dlinfo_usage(FILE *out) {
 void dlinfo_version(FILE *out) { fprintf(out, "dlinfo (dlrt) %s\n", dlrt_version_string()); }
 
 int dlinfo_parse_options(int argc, char *const argv[], dlinfo_options *o) {
-  static const char shortopts[] = ":jw:d:hV";
+  static const char shortopts[] = ":jw:d:l:hV";
   static const struct option longopts[] = {
       {"json", no_argument, NULL, 'j'},         {"watch", required_argument, NULL, 'w'},
-      {"device", required_argument, NULL, 'd'}, {"help", no_argument, NULL, 'h'},
-      {"version", no_argument, NULL, 'V'},      {NULL, 0, NULL, 0}};
+      {"device", required_argument, NULL, 'd'}, {"link", required_argument, NULL, 'l'},
+      {"help", no_argument, NULL, 'h'},         {"version", no_argument, NULL, 'V'},
+      {NULL, 0, NULL, 0}};
+  dlrt_link_spec link;
   /* Below a millisecond the refreshes would only spin (the sleep is a
    * timespec); above a year is a typo. */
   static const tool_range seconds = {0.001, 86400.0 * 365, 0, 0};
@@ -76,6 +84,11 @@ int dlinfo_parse_options(int argc, char *const argv[], dlinfo_options *o) {
     switch (c) {
     case 'j': o->json = 1; break;
     case 'd': o->spec = optarg; break;
+    case 'l': /* checked here (no device needed), set on the devices later */
+      o->link = optarg;
+      if (dlrt_link_parse(optarg, &link) != DLRT_OK)
+        ok = tool_usage_error(o->error, "--link: %s", dlrt_last_error());
+      break;
     case 'w': ok = tool_parse_double("--watch", optarg, seconds, &o->watch, o->error); break;
     case 'h': answer = TOOL_HELP; break;
     case 'V': answer = TOOL_VERSION; break;

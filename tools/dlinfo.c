@@ -115,8 +115,35 @@ static void print_json_processes(const process_table *t, int dev) {
   printf("%s]", first ? "" : "\n    ");
 }
 
-static int print_json(const dlrt_device_props *props, int ndev, int nb, const process_table *t,
-                      int all) {
+/* A device's host link model (dlrt_link_get) with its line
+ * (dlrt_link_describe). */
+typedef struct {
+  dlrt_link_info info;
+  char text[160];
+} device_link;
+
+static void print_json_link(const device_link *l) {
+  if (!l->info.active) {
+    printf("null");
+    return;
+  }
+  printf("{\"spec\": ");
+  tool_json_string(stdout, l->info.spec);
+  printf(", \"preset\": ");
+  if (l->info.preset)
+    tool_json_string(stdout, l->info.preset->name);
+  else
+    printf("null");
+  printf(", \"bytes_per_s\": %.6g, \"latency_s\": %.6g, \"device_flops\": %.6g,"
+         " \"copies\": [%" PRIu64 ", %" PRIu64 "], \"description\": ",
+         l->info.bytes_per_s, l->info.latency_s, l->info.device_flops, l->info.copies[0],
+         l->info.copies[1]);
+  tool_json_string(stdout, l->text);
+  printf("}");
+}
+
+static int print_json(const dlrt_device_props *props, const device_link *links, int ndev, int nb,
+                      const process_table *t, int all) {
   printf("{\n  \"version\": ");
   tool_json_string(stdout, dlrt_version_string());
   printf(",\n  \"backends\": [");
@@ -143,6 +170,8 @@ static int print_json(const dlrt_device_props *props, int ndev, int nb, const pr
            p->total_memory, p->free_memory, used_memory(p), p->alignment,
            p->host_addressable ? "true" : "false", p->compute_units);
     print_json_processes(t, i);
+    printf(",\n     \"link\": ");
+    print_json_link(&links[i]);
     printf("}");
   }
   /* Processes on devices not shown here (another DLRT_BACKEND): listed when
@@ -258,8 +287,18 @@ static int print_processes(const process_table *t, int ndev, int all) {
   return 0;
 }
 
-static int print_table(const dlrt_device_props *props, int ndev, int nb, int stamp,
-                       const process_table *t, int all) {
+/* The devices' host link models, when any has one. */
+static void print_links(const dlrt_device_props *props, const device_link *links, int ndev) {
+  int any = 0;
+  for (int i = 0; i < ndev; i++) any |= links[i].info.active;
+  if (!any) return;
+  printf("\nHost link models (copies between host and device memory take their time):\n");
+  for (int i = 0; i < ndev; i++)
+    printf("  %-10s %s\n", props[i].spec, links[i].info.active ? links[i].text : "none");
+}
+
+static int print_table(const dlrt_device_props *props, const device_link *links, int ndev,
+                       int nb, int stamp, const process_table *t, int all) {
   char when[40] = "";
   time_t now = time(NULL);
   struct tm *local = localtime(&now);
@@ -286,6 +325,7 @@ static int print_table(const dlrt_device_props *props, int ndev, int nb, int sta
   unsigned memory_columns = ((1u << (LAST_MEM_COL + 1)) - 1) & ~((1u << FIRST_MEM_COL) - 1);
   print_columns(rows, ndev + 1, NCOL, memory_columns);
   free(rows);
+  print_links(props, links, ndev);
   return print_processes(t, ndev, all);
 }
 
@@ -297,24 +337,28 @@ static int report(dlrt_device_t *only, int json, int stamp) {
   if (ndev < 0 || nb < 0)
     return tool_fail("cannot list devices", ndev < 0 ? ndev : nb);
   dlrt_device_props *props = calloc((size_t)ndev + 1, sizeof *props);
-  if (!props)
-    return tool_fail("cannot list devices", DLRT_ERR_OOM);
-  int status = 0;
+  device_link *links = calloc((size_t)ndev + 1, sizeof *links);
+  int status = !props || !links ? tool_fail("cannot list devices", DLRT_ERR_OOM) : 0;
   for (int i = 0; i < ndev && !status; i++) {
     dlrt_device_t *dev = only;
     int rc = only ? DLRT_OK : dlrt_device_get(i, &dev);
     if (rc == DLRT_OK)
       rc = dlrt_device_props_get(dev, &props[i]);
-    if (rc != DLRT_OK)
+    if (rc == DLRT_OK)
+      rc = dlrt_link_get(dev, &links[i].info);
+    if (rc == DLRT_OK && links[i].info.active)
+      rc = dlrt_link_describe(dev, links[i].text, sizeof links[i].text);
+    if (rc < 0)
       status = tool_fail("cannot read device properties", rc);
   }
   process_table procs;
   if (!status && !(status = processes_read(&procs, props, ndev))) {
-    status = json ? print_json(props, ndev, nb, &procs, !only)
-                  : print_table(props, ndev, nb, stamp, &procs, !only);
+    status = json ? print_json(props, links, ndev, nb, &procs, !only)
+                  : print_table(props, links, ndev, nb, stamp, &procs, !only);
     processes_free(&procs);
   }
   free(props);
+  free(links);
   return status;
 }
 
@@ -362,6 +406,16 @@ int main(int argc, char **argv) {
     tool_fail(NULL, rc);
     fputs("dlinfo: run dlinfo to list devices\n", stderr);
     status = STATUS_USAGE;
+    goto done;
+  }
+  /* --link: on the devices shown (a preset measures each one's GEMM rate). */
+  for (int i = 0; o.link && i < (only ? 1 : dlrt_device_count()); i++) {
+    dlrt_device_t *dev = only;
+    if ((only || (rc = dlrt_device_get(i, &dev)) == DLRT_OK) &&
+        (rc = dlrt_link_set(dev, o.link)) == DLRT_OK)
+      continue;
+    fprintf(stderr, "dlinfo: --link %s: %s\n", o.link, dlrt_last_error());
+    status = rc == DLRT_ERR_INVALID_ARG ? STATUS_USAGE : STATUS_FAIL;
     goto done;
   }
   for (;;) {

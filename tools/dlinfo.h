@@ -11,6 +11,7 @@ typedef struct {
   int json;                   /* --json */
   double watch;               /* --watch seconds (0: once) */
   const char *spec;           /* --device (NULL: every device); points into argv */
+  const char *link;           /* --link SPEC (checked; NULL: DLRT_LINK's, if any) */
   char error[TOOL_ERROR_MAX]; /* why the command line is wrong ("" when it is not) */
 } dlinfo_options;
 

@@ -467,8 +467,13 @@ static void make_order(dlrt_loader_t *l, int epoch) {
   free(all);
 }
 
-int dlrt_loader_start(dlrt_loader_t *l, int epoch) {
+int dlrt_loader_start(dlrt_loader_t *l, int epoch) { return dlrt_loader_start_at(l, epoch, 0); }
+
+int dlrt_loader_start_at(dlrt_loader_t *l, int epoch, int64_t first) {
   DLRT__CHECK_ARG(l && epoch >= 0, "dlrt_loader_start: loader is NULL or epoch %d < 0", epoch);
+  DLRT__CHECK_ARG(first >= 0 && first <= l->batches,
+                  "dlrt_loader_start_at: batch %lld is outside the epoch's %lld batches",
+                  (long long)first, (long long)l->batches);
   pthread_mutex_lock(&l->lock);
   for (int i = 0; i < l->n_slots; i++)
     if (l->slots[i].state == SLOT_IN_USE) {
@@ -488,9 +493,10 @@ int dlrt_loader_start(dlrt_loader_t *l, int epoch) {
   for (int i = 0; i < l->n_slots; i++) l->slots[i].state = SLOT_FREE;
   l->epoch = epoch;
   if (l->order) make_order(l, epoch);
-  l->next_batch = 0;
-  l->next_unit = 0;
-  l->wanted = 0;
+  /* Slots are taken by batch modulo their count, so any first batch works. */
+  l->next_batch = first;
+  l->next_unit = first * l->chunks;
+  l->wanted = first;
   l->started = 1;
   pthread_cond_broadcast(&l->work_cv);
   pthread_mutex_unlock(&l->lock);

@@ -11,7 +11,9 @@
 /* The fields in which the splits disagree, as "height 28 vs 32, ..." (the
  * training split's value first); empty when they agree. The test split may
  * have fewer classes (1 + its largest label, for IDX files), not more: the
- * model has one output per class of the training split. */
+ * model has one output per class of the training split. Windows of tokens
+ * are told in their own words: the width is the context, the classes the
+ * vocabulary. */
 static void differences(const dlrt_dataset *train, const dlrt_dataset *test, char *out,
                         size_t size) {
   const struct {
@@ -21,8 +23,10 @@ static void differences(const dlrt_dataset *train, const dlrt_dataset *test, cha
   } fields[] = {
       {"channels", train->channels, test->channels, train->channels != test->channels},
       {"height", train->height, test->height, train->height != test->height},
-      {"width", train->width, test->width, train->width != test->width},
-      {"classes", train->classes, test->classes, test->classes > train->classes},
+      {train->tokens ? "context" : "width", train->width, test->width,
+       train->width != test->width},
+      {train->tokens ? "vocabulary" : "classes", train->classes, test->classes,
+       test->classes > train->classes},
   };
   size_t used = 0;
   out[0] = '\0';
@@ -37,6 +41,11 @@ static int check(const dlrt_dataset *train, const char *train_name, const dlrt_d
   char diff[256];
   differences(train, test, diff, sizeof diff);
   if (!diff[0]) return DLRT_OK;
+  if (train->tokens)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "the training and validation windows "
+                           "disagree: %s (training %s; validation %s): both need windows of "
+                           "the same context, and validation tokens within the training "
+                           "vocabulary", diff, train_name, test_name);
   return dlrt__set_error(DLRT_ERR_INVALID_ARG, "the training and test splits disagree: %s "
                          "(training split %s; test split %s): both need images of the same "
                          "channels x height x width, and the test labels the training "

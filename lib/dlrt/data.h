@@ -251,6 +251,10 @@ DLRT_API int64_t dlrt_loader_batches(const dlrt_loader_t *l);
 /* Begins epoch `epoch` (its order and augmentation), abandoning what is left
  * of the previous one, and starts the workers on its first batches. */
 DLRT_API int dlrt_loader_start(dlrt_loader_t *l, int epoch);
+/* The same from batch `first` of the epoch's order (0 <= first <= batches):
+ * the batches before it are not made, and those after it are the whole
+ * epoch's, augmentation included. */
+DLRT_API int dlrt_loader_start_at(dlrt_loader_t *l, int epoch, int64_t first);
 /* The next batch: 1 with *out filled, 0 at the end of the epoch, negative on
  * an error (a failing worker's message). Every batch must be released. */
 DLRT_API int dlrt_loader_next(dlrt_loader_t *l, dlrt_batch *out);

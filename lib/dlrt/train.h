@@ -180,9 +180,14 @@ typedef struct {
                                   host budget too (dlrt_spill_stats) */
   double tokens_per_s;        /* a GPT: images_per_s times the window (0 otherwise);
                                  its accuracy is NaN (not measured) */
+  float step_loss;            /* the last update's loss (mean of its micro-batches;
+                                 inf or NaN when the scaler skipped it) */
+  float lr;                   /* the learning rate the last update used */
 } dlrt_epoch_stats;
 
-/* Called every few steps during an epoch with the running figures. */
+/* Called every few steps during an epoch with the running figures: every
+ * twentieth of the epoch's updates, or every `every` updates after
+ * dlrt_trainer_set_progress_every; always after its last. */
 typedef void (*dlrt_progress_fn)(void *user, int64_t step, int64_t steps,
                                  const dlrt_epoch_stats *so_far);
 
@@ -218,6 +223,21 @@ DLRT_API int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *data, int
 DLRT_API int dlrt_trainer_epoch_steps(dlrt_trainer_t *t, const dlrt_dataset *data, int epoch,
                                       int64_t max_steps, dlrt_progress_fn progress, void *user,
                                       dlrt_epoch_stats *out);
+/* The same from update `first_step` of the epoch: its earlier batches (in
+ * the epoch's order) are skipped, so an epoch run in parts trains as the
+ * whole one (out->steps counts the updates of this part; progress's `step`
+ * counts from the epoch's start). DLRT_ERR_INVALID_ARG when the epoch has
+ * no update left at first_step. */
+DLRT_API int dlrt_trainer_epoch_from(dlrt_trainer_t *t, const dlrt_dataset *data, int epoch,
+                                     int64_t first_step, int64_t max_steps,
+                                     dlrt_progress_fn progress, void *user,
+                                     dlrt_epoch_stats *out);
+/* The updates of one epoch over `data` (its batches / accumulation); a
+ * negative status when the data does not suit the trainer. */
+DLRT_API int64_t dlrt_trainer_epoch_updates(dlrt_trainer_t *t, const dlrt_dataset *data);
+/* Progress every `every` updates (1: each one); 0 restores every twentieth
+ * of an epoch. */
+DLRT_API int dlrt_trainer_set_progress_every(dlrt_trainer_t *t, int64_t every);
 /* Loss and accuracy over all of `data` (the last partial batch included).
  * DLRT_ERR_DIVERGED when the loss is inf or NaN: the parameters (or 16-bit
  * activations) overflowed, as after a last update that diverged. */

@@ -70,17 +70,24 @@ int dlrt__exec_accumulate(dlrt_exec_t *e, int last) {
   return rc;
 }
 
+/* Squares are made this many elements at a time (1 MiB of fp32): a
+ * temporary the size of the largest gradient would be 147 MiB for gpt2's
+ * token embedding, beside the planned peak. */
+#define SQUARES_CHUNK ((int64_t)1 << 18)
+
 /* The sum over every parameter gradient of its elements (or of their
- * squares): per-gradient sums into a small vector (squares through a
- * temporary), their sum, and one number read back to the host. */
+ * squares): per-gradient sums (squares: per chunk of SQUARES_CHUNK, through
+ * a temporary of that size) into a small vector, their sum, and one number
+ * read back to the host. */
 static int gradients_total(dlrt_exec_t *e, int squared, float *out) {
   dlrt_graph_t *g = e->g;
-  int64_t largest = 0, count = 0;
+  int64_t count = 0, largest = 0; /* partial sums; the largest chunk squared */
   for (int i = 0; i < g->n_tensors; i++) {
     dlrt_tensor_t *p = g->tensors[i];
     if (p->kind == DLRT__TENSOR_PARAM && p->grad) {
-      count++;
-      if (p->numel > largest) largest = p->numel;
+      count += squared ? (p->numel + SQUARES_CHUNK - 1) / SQUARES_CHUNK : 1;
+      int64_t chunk = p->numel < SQUARES_CHUNK ? p->numel : SQUARES_CHUNK;
+      if (chunk > largest) largest = chunk;
     }
   }
   *out = 0;
@@ -96,15 +103,21 @@ static int gradients_total(dlrt_exec_t *e, int squared, float *out) {
     dlrt_tensor_t *p = g->tensors[i];
     if (p->kind != DLRT__TENSOR_PARAM || !p->grad) continue;
     if ((rc = dlrt__exec_use(e, p->grad, 0)) < 0) break;
-    dlrt_buffer_t *gb = dlrt__exec_buf(e, p->grad), *summed = gb;
-    if (squared) {
-      rc = dlrt_elementwise(e->stream, DLRT_EW_MUL, DLRT_F32, p->numel, 0, squares, 0, gb, 0,
-                            gb, 0);
-      summed = squares;
-    }
-    if (rc == DLRT_OK)
+    dlrt_buffer_t *gb = dlrt__exec_buf(e, p->grad);
+    if (!squared) {
       rc = dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, p->numel, sums,
-                       (size_t)k++ * sizeof(float), summed, 0);
+                       (size_t)k++ * sizeof(float), gb, 0);
+    } else {
+      for (int64_t at = 0; at < p->numel && rc == DLRT_OK; at += SQUARES_CHUNK) {
+        int64_t n = p->numel - at < SQUARES_CHUNK ? p->numel - at : SQUARES_CHUNK;
+        size_t from = (size_t)at * sizeof(float);
+        rc = dlrt_elementwise(e->stream, DLRT_EW_MUL, DLRT_F32, n, 0, squares, 0, gb, from, gb,
+                              from);
+        if (rc == DLRT_OK)
+          rc = dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, n, sums,
+                           (size_t)k++ * sizeof(float), squares, 0);
+      }
+    }
     dlrt__exec_unuse(e, p->grad);
   }
   if (rc == DLRT_OK) rc = dlrt_reduce(e->stream, DLRT_REDUCE_SUM, DLRT_F32, 1, count, total, 0, sums, 0);

@@ -28,6 +28,7 @@ struct dlrt_trainer {
   int nonfinite_run;   /* updates in a row whose loss was inf or NaN, each one skipped by
                           the loss scaler (diverge.c) */
   int accum;           /* micro-batches per update */
+  int64_t progress_every; /* updates between progress calls; 0: a twentieth of an epoch */
   int spilling;        /* the executor spills under a budget */
   /* Data parallelism (dlrt_trainer_set_devices): a replica per device, each
    * with its own graph for its share of the batch; the main executor above

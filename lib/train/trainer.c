@@ -376,31 +376,62 @@ int dlrt_trainer_epoch(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
   return dlrt_trainer_epoch_steps(t, d, epoch, 0, progress, user, out);
 }
 
-int dlrt_trainer_epoch_steps(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
-                             int64_t max_steps, dlrt_progress_fn progress, void *user,
-                             dlrt_epoch_stats *out) {
-  DLRT__CHECK_ARG(t && out && max_steps >= 0, "trainer or out is NULL, or max_steps < 0");
+int64_t dlrt_trainer_epoch_updates(dlrt_trainer_t *t, const dlrt_dataset *d) {
+  DLRT__CHECK_ARG(t, "trainer is NULL");
   int rc = check_data(t, d);
   dlrt_loader_t *l = NULL;
   if (rc == DLRT_OK) rc = loader_for(t, d, 1, &l);
-  if (rc == DLRT_OK) rc = dlrt_loader_start(l, epoch);
-  if (rc == DLRT_OK) rc = dlrt_loader_stats_reset(l);
+  return rc < 0 ? rc : dlrt_loader_batches(l) / t->accum;
+}
+
+int dlrt_trainer_set_progress_every(dlrt_trainer_t *t, int64_t every) {
+  DLRT__CHECK_ARG(t && every >= 0, "trainer is NULL or progress every %lld updates < 0",
+                  (long long)(t ? every : 0));
+  t->progress_every = every;
+  return DLRT_OK;
+}
+
+int dlrt_trainer_epoch_steps(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
+                             int64_t max_steps, dlrt_progress_fn progress, void *user,
+                             dlrt_epoch_stats *out) {
+  return dlrt_trainer_epoch_from(t, d, epoch, 0, max_steps, progress, user, out);
+}
+
+int dlrt_trainer_epoch_from(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
+                            int64_t first_step, int64_t max_steps, dlrt_progress_fn progress,
+                            void *user, dlrt_epoch_stats *out) {
+  DLRT__CHECK_ARG(t && out && max_steps >= 0 && first_step >= 0,
+                  "trainer or out is NULL, or max_steps or first_step < 0");
+  int rc = check_data(t, d);
+  dlrt_loader_t *l = NULL;
+  if (rc == DLRT_OK) rc = loader_for(t, d, 1, &l);
   if (rc < 0) return rc;
-  dlrt_spill_stats spill0 = {0}, spill1;
-  if (t->spilling && (rc = dlrt_exec_spill_stats(t->e, &spill0)) < 0) return rc;
-  int64_t steps = dlrt_loader_batches(l) / t->accum; /* updates */
-  if (max_steps > 0 && steps > max_steps) steps = max_steps;
-  if (steps == 0)
+  int64_t epoch_steps = dlrt_loader_batches(l) / t->accum; /* updates */
+  if (epoch_steps == 0)
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "the data set (%s) holds %lld batches of %lld, "
                            "fewer than the %d micro-batches of one update", d->source,
                            (long long)dlrt_loader_batches(l), (long long)t->batch, t->accum);
+  if (first_step >= epoch_steps)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "epoch %d has %lld updates: none is left from "
+                           "update %lld (start the next epoch at 0)", epoch,
+                           (long long)epoch_steps, (long long)first_step);
+  if ((rc = dlrt_loader_start_at(l, epoch, first_step * t->accum)) < 0 ||
+      (rc = dlrt_loader_stats_reset(l)) < 0)
+    return rc;
+  dlrt_spill_stats spill0 = {0}, spill1;
+  if (t->spilling && (rc = dlrt_exec_spill_stats(t->e, &spill0)) < 0) return rc;
+  /* s runs over the epoch's updates from first_step; out counts this part. */
+  int64_t steps = epoch_steps - first_step;
+  if (max_steps > 0 && steps > max_steps) steps = max_steps;
   memset(out, 0, sizeof *out);
   /* Loss scaling, as the executor that makes the updates has it (replicas
    * may be rebuilt during the epoch: ask each time). */
   dlrt_loss_scale_state scale0, scale1;
   if ((rc = dlrt_trainer_loss_scale(t, &scale0)) < 0) return rc;
   double loss_sum = 0, start = dlrt__now_s(), warm_start = start;
-  int64_t correct = 0, warmup = steps / 10, report = steps / 20 > 0 ? steps / 20 : 1;
+  int64_t correct = 0, warmup = steps / 10;
+  int64_t span = first_step + steps; /* a GPT's round: its steps; else the epoch's */
+  int64_t report = t->progress_every > 0 ? t->progress_every : (span / 20 > 0 ? span / 20 : 1);
   int64_t micro = 0;   /* micro-batches run */
   int64_t counted = 0; /* of them, those whose loss is in the mean (finite ones) */
   for (int64_t s = 0; s < steps && rc == DLRT_OK; s++) {
@@ -463,6 +494,8 @@ int dlrt_trainer_epoch_steps(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch
     t->steps++;
     t->updates++;
     out->steps = s + 1;
+    out->step_loss = (float)(update_loss / t->accum);
+    out->lr = lr;
     out->images = micro * t->batch * (dlrt__across_processes(t) && t->cfg.world > 1 ? t->cfg.world : 1);
     out->loss = counted > 0 ? (float)(loss_sum / (double)counted) : NAN;
     out->accuracy = t->lm ? NAN : (float)correct / (float)out->images;
@@ -480,7 +513,9 @@ int dlrt_trainer_epoch_steps(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch
       out->loss_scale = scale1.scale;
       out->skipped_steps = scale1.skipped_steps - scale0.skipped_steps;
     }
-    if (progress && ((s + 1) % report == 0 || s + 1 == steps)) progress(user, s + 1, steps, out);
+    int64_t at = first_step + s + 1; /* the update's place in the epoch, from 1 */
+    if (progress && (at % report == 0 || s + 1 == steps))
+      progress(user, at, span, out);
   }
   if (rc == DLRT_OK) rc = dlrt__dp_sync_main(t);
   if (rc == DLRT_OK && t->spilling && (rc = dlrt_exec_spill_stats(t->e, &spill1)) == DLRT_OK) {

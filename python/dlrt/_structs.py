@@ -92,7 +92,7 @@ class EpochStats(Struct):  # dlrt_epoch_stats
                 ("slice_images", c_int64), ("stall_s", c_double), ("stall_fraction", c_double),
                 ("loader_images_per_s", c_double), ("loss_scale", c_float),
                 ("skipped_steps", c_int64), ("disk_written_bytes", c_uint64),
-                ("tokens_per_s", c_double)]
+                ("tokens_per_s", c_double), ("step_loss", c_float), ("lr", c_float)]
 
 
 class MemoryPlan(Struct):  # dlrt_memory_plan

@@ -2,13 +2,15 @@
 dltrain drives it, so that the same options give the same run bit for bit.
 
     t = dlrt.Trainer(model="mlp", data="generated", limit=4096, threads=2)
-    for m in t.fit(epochs=1):      # progress every ~5% of an epoch, then the epoch
-        print(m["kind"], m["step"], m["loss"])
+    for m in t.fit(epochs=1):      # each update's figures, then the epoch's
+        print(m["kind"], m["step"], m["step_loss"], m["loss"])
     t.evaluate(); t.save("mlp.safetensors")
 
-The library reports progress every twentieth of an epoch (its running mean
-loss); each epoch (a GPT: each round of eval_every steps) ends with its
-figures and the evaluation dltrain prints for it.
+fit() yields a "progress" dict after every update (its loss, learning rate,
+and the epoch's running figures; fit(every=K): every K updates, every=0:
+every twentieth of an epoch, as dltrain prints); each epoch (a GPT: each
+round of eval_every steps) ends with its figures and the evaluation dltrain
+prints for it.
 """
 
 import ctypes
@@ -64,6 +66,9 @@ class Trainer:
         self._finalizer = weakref.finalize(self, lib.dlrt_trainer_destroy, handle.value)
         self.is_gpt = o["gpt_model"]
         self.done = 0  # epochs (a GPT: steps) trained, counting a loaded checkpoint's
+        # A classifier's epoch left part way by fit(steps=N): its updates run
+        # and their loss sum; the next fit() goes on from there.
+        self.epoch_step, self._part_loss = 0, 0.0
         self.epoch_losses = []  # the training loss of each epoch fit() ran
 
     # ------------------------------------------------------------ figures
@@ -89,9 +94,11 @@ class Trainer:
 
     # ------------------------------------------------------------ running
 
-    def _epoch(self, epoch, max_steps, extra):
-        """Runs one (part of an) epoch in a thread, yielding its progress; the
-        epoch's stats are left in extra["stats"]."""
+    def _epoch(self, epoch, first_step, max_steps, every, extra):
+        """Runs one (part of an) epoch in a thread from update first_step,
+        yielding its progress every `every` updates; the part's stats are
+        left in extra["stats"]."""
+        check(lib.dlrt_trainer_set_progress_every(self._t, int(every)))
         events = queue.Queue()
         out = S.EpochStats()
         done = object()
@@ -107,9 +114,9 @@ class Trainer:
 
         def run():
             try:
-                rc = lib.dlrt_trainer_epoch_steps(self._t, ctypes.byref(self.splits._d[0]),
-                                                  epoch, max_steps, callback, None,
-                                                  ctypes.byref(out))
+                rc = lib.dlrt_trainer_epoch_from(self._t, ctypes.byref(self.splits._d[0]),
+                                                 epoch, first_step, max_steps, callback, None,
+                                                 ctypes.byref(out))
                 # dlrt_last_error is the training thread's: read it here.
                 events.put(error_for(rc) if rc < 0 else done)
             except BaseException as e:  # pragma: no cover - ctypes' own failures
@@ -129,49 +136,69 @@ class Trainer:
             worker.join()  # an abandoned iteration still waits for the epoch to end
         extra["stats"] = _stats(out)
 
-    def fit(self, epochs=None, steps=None, evaluate=True):
-        """Trains, yielding dicts as it goes: kind "progress" (the epoch's
-        running figures every ~5%) and, after each epoch, kind "epoch" with
-        the epoch's figures and, with evaluate, its test loss and accuracy.
-        fit(steps=N) trains N more updates (a classifier: whole epochs, then
-        part of the next, whose rest is not resumed). A GPT trains by steps
+    def fit(self, epochs=None, steps=None, evaluate=True, every=1):
+        """Trains, yielding dicts as it goes: kind "progress" after every
+        `every` updates (0: every twentieth of an epoch) with the update's
+        step_loss and lr and the epoch's running figures (loss: its mean so
+        far, images_per_s, ...), and after each epoch kind "epoch" with the
+        epoch's figures and, with evaluate, its test loss and accuracy.
+        fit(steps=N) trains N more updates: a classifier's epoch that ends
+        part way is taken up where it stopped by the next fit() (the same
+        batches, so the run is the uninterrupted one's bit for bit), the
+        part yielding kind "part" (and its evaluation). A GPT trains by steps
         (default: up to its `steps` option, counting a loaded checkpoint's)
         in rounds of eval_every, each ending with kind "eval": val_loss,
         val_perplexity, val_bpb (bits per byte, byte tokens only)."""
+        if int(every) < 0:
+            raise ValueError("every=%r: give updates between progress reports (0: a "
+                             "twentieth of an epoch)" % (every,))
         if self.is_gpt:
             if epochs is not None:
                 raise ValueError("a GPT trains by steps: fit(steps=N)")
-            return self._fit_steps(steps, evaluate)
+            return self._fit_steps(steps, evaluate, every)
         if steps is not None and epochs is not None:
             raise ValueError("give epochs or steps, not both")
         return self._fit_epochs(1 if epochs is None and steps is None else epochs, steps,
-                                evaluate)
+                                evaluate, every)
 
-    def _fit_epochs(self, epochs, steps, evaluate):
+    def _fit_epochs(self, epochs, steps, evaluate, every):
         remaining = steps
         end = self.done + epochs if epochs is not None else None
+        per_epoch = lib.dlrt_trainer_epoch_updates(self._t, ctypes.byref(self.splits._d[0]))
+        check(per_epoch)
         while (end is None or self.done < end) and (remaining is None or remaining > 0):
             extra = {"epoch": self.done + 1}
-            yield from self._epoch(self.done, remaining or 0, extra)
+            first = self.epoch_step
+            yield from self._epoch(self.done, first, remaining or 0, every, extra)
             s = extra.pop("stats")
-            s.update(extra, kind="epoch", step=s["steps"])
-            self.done += 1
-            self.epoch_losses.append(s["loss"])
             if remaining is not None:
                 remaining -= s["steps"]
+            self.epoch_step += s["steps"]
+            self._part_loss += s["loss"] * s["steps"]
+            s.update(extra, step=self.epoch_step)
+            if self.epoch_step < per_epoch:
+                s["kind"] = "part"  # the epoch goes on at the next fit()
+            else:
+                s["kind"] = "epoch"
+                if first > 0:  # an epoch run in parts: its loss over all of them
+                    s["loss"] = self._part_loss / per_epoch
+                    s["steps"] = per_epoch
+                self.done += 1
+                self.epoch_losses.append(s["loss"])
+                self.epoch_step, self._part_loss = 0, 0.0
             if evaluate:
                 e = self.evaluate()
                 s["test_loss"], s["test_accuracy"] = e["loss"], e["accuracy"]
             yield s
 
-    def _fit_steps(self, steps, evaluate):
+    def _fit_steps(self, steps, evaluate, every):
         total = self.options["steps"] if steps is None else self.done + int(steps)
         every = int(self.options["eval_every"])
         while self.done < total:
             round_, in_round = divmod(self.done, every)
             round_steps = min(every - in_round, total - self.done)
             extra = {"round": round_ + 1, "first_step": self.done}
-            yield from self._epoch(round_, round_steps, extra)
+            yield from self._epoch(round_, 0, round_steps, every, extra)
             s = extra.pop("stats")
             self.done += s["steps"]
             s.update(extra, kind="eval" if evaluate else "round", step=self.done)
@@ -195,7 +222,8 @@ class Trainer:
     def save(self, path, done=None):
         """A checkpoint (safetensors, replaced atomically) of the parameters,
         optimizer state and metadata; `done` epochs (a GPT: steps), default
-        those trained."""
+        those trained. A checkpoint records whole epochs: one saved inside an
+        epoch (after fit(steps=N)) resumes at that epoch's start."""
         path = str(path).encode()
         check(lib.dlrt_save_path_check(path))
         check(lib.dlrt_trainer_save(self._t, path, int(self.done if done is None else done)))
@@ -205,6 +233,7 @@ class Trainer:
         done = ctypes.c_int()
         check(lib.dlrt_trainer_load(self._t, str(path).encode(), ctypes.byref(done)))
         self.done = done.value
+        self.epoch_step, self._part_loss = 0, 0.0
         return self.done
 
     def close(self):
