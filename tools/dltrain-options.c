@@ -51,6 +51,11 @@ void dltrain_usage(FILE *out) {
         "                             whole batch; N: over the N ranks of mpirun -np N,\n"
         "                             one shard each on its --device. Checkpoints hold\n"
         "                             whole tensors (resume on any split)\n"
+        "      --zero 1|2|3           ZeRO: shard the replicas' model states (of --devices,\n"
+        "                             or of the ranks under mpirun): 1 the optimizer\n"
+        "                             state, 2 the gradients too, 3 the parameters too\n"
+        "                             (gathered for each pass); each replica updates its\n"
+        "                             range (default 0: off)\n"
         "  -e, --epochs N             epochs in all, counting resumed ones (default 1)\n"
         "  -b, --batch N              images per step (default 64)\n"
         "      --precision fp32|fp16|bf16\n"
@@ -389,6 +394,14 @@ static int check_combinations(options *o, int momentum_given, dlrt_optimizer_kin
   if (o->pipeline && (o->mem_limit || o->accum > 1 || o->checkpoint || o->clip_norm > 0))
     return tool_usage_error(err, "--pipeline goes without --mem-limit, --accum, --checkpoint "
                             "and --clip-norm in this version");
+  if (o->zero && o->pipeline)
+    return tool_usage_error(err, "--zero shards data-parallel replicas (--devices, or the "
+                            "ranks under mpirun), not --pipeline stages");
+  if (o->zero && o->precision == DLRT_F16)
+    return tool_usage_error(err, "--zero goes without --precision fp16 (loss scaling) in this "
+                            "version: use bf16");
+  if (o->zero && (o->mem_limit || o->accum > 1))
+    return tool_usage_error(err, "--zero goes without --mem-limit and --accum in this version");
   if (o->devices && (o->mem_limit || o->accum > 1 || o->checkpoint))
     return tool_usage_error(err, "--devices goes without --mem-limit, --accum and --checkpoint "
                             "in this version");
@@ -411,7 +424,7 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
          OPT_LIMIT, OPT_SCHEDULE, OPT_WARMUP, OPT_CLIP, OPT_WORKERS, OPT_PREFETCH,
          OPT_AUGMENT, OPT_CROP_PAD, OPT_FLIP, OPT_ERASE, OPT_NORMALIZE, OPT_MMAP, OPT_ACCUM,
          OPT_PLAN, OPT_DEVICE_MEMORY, OPT_WHAT_IF, OPT_CHECKPOINT, OPT_MEM_LIMIT,
-         OPT_HOST_LIMIT, OPT_OFFLOAD, OPT_SPILL_PREFETCH, OPT_TRACE, OPT_DEVICES, OPT_PIPELINE,
+         OPT_HOST_LIMIT, OPT_OFFLOAD, OPT_SPILL_PREFETCH, OPT_TRACE, OPT_DEVICES, OPT_PIPELINE, OPT_ZERO,
          OPT_MICRO, OPT_PRECISION, OPT_LOSS_SCALE, OPT_STEPS, OPT_EVAL_EVERY,
          OPT_EVAL_BATCHES, OPT_LAYERS, OPT_HEADS, OPT_EMBD, OPT_CONTEXT, OPT_VOCAB,
          OPT_DROPOUT, OPT_LINK, OPT_TENSOR_PARALLEL };
@@ -452,6 +465,7 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
       {"trace", required_argument, NULL, OPT_TRACE},
       {"link", required_argument, NULL, OPT_LINK},
       {"devices", required_argument, NULL, OPT_DEVICES},
+      {"zero", required_argument, NULL, OPT_ZERO},
       {"pipeline", required_argument, NULL, OPT_PIPELINE},
       {"tensor-parallel", required_argument, NULL, OPT_TENSOR_PARALLEL},
       {"micro-batches", required_argument, NULL, OPT_MICRO},
@@ -579,6 +593,9 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
     case OPT_TRACE: o->trace = optarg; break;
     case OPT_LINK: ok = parse_link(optarg, o); break;
     case OPT_DEVICES: o->devices = optarg; break;
+    case OPT_ZERO:
+      if ((ok = tool_parse_int("--zero", optarg, 0, 3, &v, err))) o->zero = (int)v;
+      break;
     case OPT_PIPELINE: o->pipeline = optarg; break;
     case OPT_TENSOR_PARALLEL: o->tensor_parallel = optarg; break;
     case OPT_MICRO:

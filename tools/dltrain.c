@@ -141,6 +141,7 @@ typedef struct {
   /* --tensor-parallel: this process's peers (their shards and bytes). */
   dlrt_tp_peer_info tp[DLRT_TP_MAX];
   int n_tp, tp_ranks;
+  dlrt_zero_info zero; /* the model states a replica holds (--zero, or unsharded) */
 } results;
 
 static void print_json(const options *o, const results *r) {
@@ -221,6 +222,13 @@ static void print_json(const options *o, const results *r) {
   }
   printf("], \"tensor_parallel_ranks\": %d, \"param_bytes\": %" PRIu64
          ", \"state_bytes\": %" PRIu64, r->tp_ranks, r->info.param_bytes, r->info.state_bytes);
+  const dlrt_zero_info *z = &r->zero;
+  printf(", \"zero\": {\"stage\": %d, \"replicas\": %d, \"param_bytes\": %" PRIu64
+         ", \"grad_bytes\": %" PRIu64 ", \"optimizer_bytes\": %" PRIu64
+         ", \"full_param_bytes\": %" PRIu64 ", \"full_grad_bytes\": %" PRIu64
+         ", \"full_optimizer_bytes\": %" PRIu64 "}", z->stage, z->replicas, z->param_bytes,
+         z->grad_bytes, z->optimizer_bytes, z->full_param_bytes, z->full_grad_bytes,
+         z->full_optimizer_bytes);
   if (r->lm) {
     fputs(", \"round_losses\": [", stdout);
     for (int i = 0; i < r->lm->rounds; i++) {
@@ -321,6 +329,37 @@ static int mpi_collective(void *user, float *values, int64_t count, dlrt_collect
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   return mpi_allreduce_wait(user, req);
+}
+
+/* ZeRO's collectives (dlrt_zero_collectives): a sum to one rank, in place
+ * there (MPI_Ireduce), and one rank's values to all (MPI_Ibcast), completed
+ * by mpi_allreduce_wait. */
+static int mpi_rooted_start(void *user, float *values, int64_t count, int root, void **request,
+                            int reduce) {
+  mpi_job *job = user;
+  MPI_Request *req = malloc(sizeof *req); /* freed by the wait */
+  if (!req) {
+    fprintf(stderr, "dltrain: rank %d: out of host memory\n", job->rank);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  int ok = reduce ? MPI_Ireduce(job->rank == root ? MPI_IN_PLACE : values, values, (int)count,
+                                MPI_FLOAT, MPI_SUM, root, MPI_COMM_WORLD, req)
+                  : MPI_Ibcast(values, (int)count, MPI_FLOAT, root, MPI_COMM_WORLD, req);
+  if (ok != MPI_SUCCESS) {
+    fprintf(stderr, "dltrain: rank %d: MPI_I%s failed\n", job->rank, reduce ? "reduce" : "bcast");
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  *request = req;
+  return DLRT_OK;
+}
+
+static int mpi_reduce_start(void *user, float *values, int64_t count, int root, void **request) {
+  return mpi_rooted_start(user, values, count, root, request, 1);
+}
+
+static int mpi_broadcast_start(void *user, float *values, int64_t count, int root,
+                               void **request) {
+  return mpi_rooted_start(user, values, count, root, request, 0);
 }
 
 /* The all-gather of dlrt_trainer_check_ranks. */
@@ -477,6 +516,18 @@ int main(int argc, char **argv) {
     }
     o.device = dlrt_device_spec(tp_devs[0]);
   }
+  if (o.zero && o.tensor_parallel) {
+    fputs("dltrain: --zero shards data-parallel replicas, and --tensor-parallel splits one "
+          "model: not both in this version (use one of them)\n", stderr);
+    status = STATUS_USAGE;
+    goto done;
+  }
+  if (o.zero && !(o.devices && n_replicas > 1) && world < 2) {
+    fputs("dltrain: --zero shards the model states of data-parallel replicas: give "
+          "--devices with two devices or more, or run under mpirun -np N\n", stderr);
+    status = STATUS_USAGE;
+    goto done;
+  }
   if (o.trace) TRY(dlrt_trace_start(o.trace), "cannot trace");
   if ((rc = dlrt_device_open(o.device, &dev)) != DLRT_OK) {
     tool_fail(NULL, rc);
@@ -561,13 +612,19 @@ int main(int argc, char **argv) {
 #ifdef DLRT_HAVE_MPI
   if (world > 1 && tp_ranks) {
     /* One model split over the ranks: no data parallel all-reduce. */
-  } else if (world > 1 && mpi_cuda_aware() && strcmp(props.backend, "cuda") == 0)
+  } else if (world > 1 && !o.zero && mpi_cuda_aware() && strcmp(props.backend, "cuda") == 0)
     /* CUDA-aware MPI: the gradients go from device memory, not the host. */
     TRY(dlrt_trainer_set_allreduce_device(trainer, mpi_allreduce_start, mpi_allreduce_wait, &job),
         "cannot train across the MPI ranks");
   else if (world > 1)
     TRY(dlrt_trainer_set_allreduce_async(trainer, mpi_allreduce_start, mpi_allreduce_wait, &job),
         "cannot train across the MPI ranks");
+  if (o.zero && world > 1) {
+    dlrt_zero_collectives across = {mpi_reduce_start, mpi_broadcast_start, mpi_allreduce_wait,
+                                    &job};
+    TRY(dlrt_trainer_set_zero(trainer, o.zero, &across),
+        "cannot shard the model states over the ranks (--zero)");
+  }
   /* Every rank must train the same: all see the same verdict, so they stop
    * together (rank 0 says why) instead of training apart. */
   /* (Not yet for tensor parallel ranks: dlrt_trainer_check_ranks gathers
@@ -583,6 +640,9 @@ int main(int argc, char **argv) {
                                                &job),
         "cannot split the model over the MPI ranks (--tensor-parallel)");
 #endif
+  if (o.zero && n_replicas > 0 && o.devices)
+    TRY(dlrt_trainer_set_zero(trainer, o.zero, NULL),
+        "cannot shard the model states over --devices (--zero)");
   TRY(dlrt_trainer_info(trainer, &r.info), "cannot read the trainer's figures");
   if (!(losses = calloc((size_t)o.epochs + 1, sizeof *losses))) {
     fputs("dltrain: out of host memory\n", stderr);
@@ -741,6 +801,18 @@ int main(int argc, char **argv) {
             (double)r.last.disk_written_bytes / 1048576.0, r.last.slice_images ? "" : "\n");
   if (spilled && r.epochs_run > 0 && r.last.slice_images)
     fprintf(log, "; convolution blocks in slices of %" PRId64 " images\n", r.last.slice_images);
+  TRY(dlrt_trainer_zero_info(trainer, &r.zero), "cannot read the replicas' model states");
+  if (r.zero.replicas > 1) {
+    const dlrt_zero_info *z = &r.zero;
+    uint64_t held = z->param_bytes + z->grad_bytes + z->optimizer_bytes;
+    uint64_t full = z->full_param_bytes + z->full_grad_bytes + z->full_optimizer_bytes;
+    fprintf(log, "zero     stage %d, %d replicas: each holds parameters %.2f MiB, gradients "
+            "%.2f MiB, optimizer state %.2f MiB = %.2f MiB (%.3fx of unsharded %.2f MiB)\n",
+            z->stage, z->replicas, (double)z->param_bytes / 1048576.0,
+            (double)z->grad_bytes / 1048576.0, (double)z->optimizer_bytes / 1048576.0,
+            (double)held / 1048576.0, full ? (double)held / (double)full : 0.0,
+            (double)full / 1048576.0);
+  }
   if (world > 1 && tp_ranks)
     fprintf(log, "mpi      %d ranks, one shard of the model each, on the same %" PRId64
             " windows per step\n", world, o.batch);

@@ -29,6 +29,7 @@ typedef struct {
   const char *pipeline;     /* --pipeline A,B,... (pipeline parallel) */
   const char *tensor_parallel; /* --tensor-parallel A,B,... or N (MPI ranks) */
   int micro;                /* --micro-batches */
+  int zero;                 /* --zero 0|1|2|3: ZeRO sharding over the replicas */
   dlrt_spill_config spill;
   uint64_t device_memory;   /* --device-memory (0: the device's) */
   double what_if;           /* --what-if parameters (0: none) */

@@ -366,7 +366,8 @@ typedef int (*dlrt_allgather_fn)(void *user, const void *mine, void *all, size_t
  * and shapes, batch, optimizer and its settings, seed, schedule, clipping,
  * accumulation, checkpointing, precision, loss scaling, augmentation, the
  * training data's size, shape, labels and a sample of its images, the
- * optimizer step and the parameters) is gathered from every rank through
+ * optimizer step, the ZeRO stage of dlrt_trainer_set_zero, called before, and
+ * the parameters) is gathered from every rank through
  * `gather` and compared with rank 0's. Every rank then returns the same
  * verdict: DLRT_OK, or DLRT_ERR_INVALID_ARG naming the first rank and field
  * that differ ("rank 1 ... its seed (--seed) is 2, rank 0's 1"), so all can
@@ -433,6 +434,59 @@ DLRT_API int dlrt_trainer_tensor_parallel(const dlrt_trainer_t *t, dlrt_tp_peer_
 DLRT_API int dlrt_trainer_stages(const dlrt_trainer_t *t, int *first, int *last, int *n);
 /* The rows of each batch each device takes now (*n devices). */
 DLRT_API int dlrt_trainer_split(const dlrt_trainer_t *t, int64_t *split, int *n);
+
+/* ZeRO sharding of the model states across data-parallel replicas
+ * (Rajbhandari et al. 2020), for replicas in one process
+ * (dlrt_trainer_set_devices first) or one replica per process (across: the
+ * collectives below, after dlrt_trainer_set_allreduce_async, whose
+ * all-reduce still sums the loss, and in stage 1 the gradients). The
+ * parameters with gradients are laid end to end in gradient-bucket order
+ * and cut into one flat range per replica (equal element counts, each cut
+ * on a 64-element boundary of a parameter), so the shards are even whatever
+ * the tensors' sizes. Stage 1: each replica keeps the optimizer state of
+ * its range only, updates only it (the same update kernels, over the
+ * range) and the updated values go to every replica (an all-gather through
+ * the host); stage 2: the gradients too: each range is reduced to its
+ * owner only (a reduce-scatter), and each device lets a gradient go as soon
+ * as its bucket is on its way to the host; stage 3: the parameters too:
+ * each device holds its range between steps, and the whole of a parameter
+ * is gathered (from pinned host memory, where the all-gather leaves every
+ * parameter) just before its first use in the forward pass and again in
+ * the backward pass, and freed after the last use of each. Training equals
+ * plain data parallel (the same sums and update kernels per element, to
+ * fp32 rounding); checkpoints stay whole (dlrt_trainer_save writes every
+ * full tensor) and resume with or without sharding. Not with fp16 loss
+ * scaling, CUDA-aware device all-reduces (dlrt_trainer_set_allreduce_device)
+ * or the device-to-device all-reduce of replicas (NCCL: the host combines
+ * them instead) in this version. Rebalancing the split after the first
+ * steps (dlrt_trainer_set_devices without a split) rebuilds the replicas,
+ * which shard again from the host copies. Stage 0 turns nothing on (DLRT_ERR_INVALID_ARG outside
+ * 0 to 3, or without replicas). Once per trainer. */
+typedef int (*dlrt_collective_start_fn)(void *user, float *values, int64_t count, int root,
+                                        void **request);
+typedef struct {
+  /* Sums `values` over the processes into rank `root`'s `values`, in place
+   * (MPI_Ireduce; the others' are left as they were). */
+  dlrt_collective_start_fn reduce;
+  /* Copies rank `root`'s `values` to every process's (MPI_Ibcast). */
+  dlrt_collective_start_fn broadcast;
+  dlrt_allreduce_wait_fn wait; /* completes a request of either */
+  void *user;
+} dlrt_zero_collectives;
+DLRT_API int dlrt_trainer_set_zero(dlrt_trainer_t *t, int stage,
+                                   const dlrt_zero_collectives *across);
+/* The model states a data-parallel replica holds between steps, in tensor
+ * bytes: the largest replica's (this process's across processes), and what
+ * an unsharded replica holds (stage 0: the same). Gathered parameters
+ * during a pass and each step's own gradients until their buckets leave
+ * are transient and not counted (the devices' measured peaks hold them). */
+typedef struct {
+  int stage;    /* 0: not sharded */
+  int replicas; /* devices in one process, or processes; 1 without data parallelism */
+  uint64_t param_bytes, grad_bytes, optimizer_bytes;
+  uint64_t full_param_bytes, full_grad_bytes, full_optimizer_bytes;
+} dlrt_zero_info;
+DLRT_API int dlrt_trainer_zero_info(dlrt_trainer_t *t, dlrt_zero_info *out);
 
 /* ------------------------------------------------------------------------ */
 /* Memory planning                                                           */

@@ -83,6 +83,7 @@ void dlrt_exec_destroy(dlrt_exec_t *e) {
   if (e->stream) dlrt_stream_synchronize(e->stream);
   dlrt__exec_buckets_free(e);
   dlrt__exec_collective_free(e);
+  dlrt__exec_shard_free(e);
   dlrt__mpool_destroy(e->spill.pool); /* host and disk copies; bufs[] are freed below */
   free(e->spill.windows), free(e->spill.block_local), free(e->spill.slices);
   if (e->bufs) {
@@ -304,6 +305,10 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
   if (mode != DLRT_RUN_FORWARD && !e->g->backward_done)
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_run: a training run needs "
                            "dlrt_graph_backward first");
+  if (mode == DLRT_RUN_TRAIN && e->shard.stage)
+    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_run: the executor's optimizer state is "
+                           "sharded (ZeRO): the trainer makes the updates; run "
+                           "DLRT_RUN_GRADIENTS");
   dlrt__grad_run gr;
   int rc = dlrt__grads_run_begin(e, mode, e->spill.pool != NULL, &gr);
   if (rc < 0) return rc;
@@ -337,7 +342,8 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
       continue;
     }
     int on_host = 0;
-    if ((rc = res->begin_node(e, s, k, &on_host)) < 0) {
+    if ((rc = dlrt__exec_shard_before(e, mode, k)) < 0 ||
+        (rc = res->begin_node(e, s, k, &on_host)) < 0) {
       rc = dlrt__set_error(rc, "graph node %d (%s -> %s): %s", s->order[k],
                            dlrt__op_name(n->op), n->n_out ? n->out[0]->name : "update",
                            dlrt_last_error());
@@ -359,6 +365,7 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
                            dlrt_last_error());
     }
     int rc2 = res->end_node(e, s, k);
+    dlrt__exec_shard_after(e, mode, k);
     if (rc == DLRT_OK) rc = rc2;
   }
   /* After a failure, intermediates not yet freed are released. */

@@ -9,6 +9,7 @@
 
 #include "device/launch.h"
 #include "exec/exec_grads.h"
+#include "exec/exec_shard.h"
 #include "exec/exec_spill.h"
 #include "exec/schedule.h"
 #include "graph/graph.h"
@@ -48,6 +49,7 @@ struct dlrt_exec {
   dlrt__exec_plan plan;
   dlrt__exec_grads grads;
   dlrt__exec_spill spill;
+  dlrt__exec_shard shard; /* ZeRO: the model states given up (exec_shard.c) */
   dlrt__exec_profile prof;
   dlrt__exec_collective coll;
 };

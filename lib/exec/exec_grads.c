@@ -339,6 +339,13 @@ int dlrt__exec_stream_ready(dlrt_exec_t *e, int k) {
                        (size_t)p->numel * sizeof(float), e->stream);
     if (rc == DLRT_OK && bk->closes[j] >= 0)
       rc = dlrt_event_record(bk->events[bk->closes[j]], e->stream);
+    /* ZeRO stage 2: the device's copy goes once its copy to the host is
+     * queued (stream-ordered: the memory is reused after the copy). */
+    const dlrt_tensor_t *grad = p->grad;
+    if (rc == DLRT_OK && e->shard.stage >= 2 && grad->owner == grad && !dlrt__persistent(grad)) {
+      dlrt_buffer_free(e->bufs[grad->id]);
+      e->bufs[grad->id] = NULL;
+    }
   }
   return rc;
 }
@@ -401,6 +408,9 @@ int dlrt_exec_gradients_write(dlrt_exec_t *e, const float *src, int64_t count) {
 int dlrt_exec_apply_gradients(dlrt_exec_t *e) {
   DLRT__CHECK_ARG(e, "dlrt_exec_apply_gradients: executor is NULL");
   dlrt_graph_t *g = e->g;
+  if (e->shard.stage)
+    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_apply_gradients: the optimizer state is "
+                           "sharded (ZeRO): the trainer updates the shards");
   if (!e->grads.accum || !g->optimized || e->spill.pool)
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_apply_gradients: run DLRT_RUN_GRADIENTS "
                            "on an optimized graph first (no spilling)");
@@ -469,7 +479,8 @@ int dlrt__grads_run_begin(dlrt_exec_t *e, dlrt_run_mode mode, int spilling, dlrt
     if (e->grads.accum_steps > 1 || spilling || !e->g->optimized)
       return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_run: DLRT_RUN_GRADIENTS needs an "
                              "optimized graph, without accumulation or spilling");
-    int rc = dlrt__exec_ensure_accumulators(e);
+    /* Under ZeRO stage 2 the trainer keeps its shard of the gradients. */
+    int rc = e->shard.stage >= 2 ? DLRT_OK : dlrt__exec_ensure_accumulators(e);
     if (rc < 0) return rc;
   }
   r->last_micro = e->grads.micro + 1 >= e->grads.accum_steps;
@@ -485,7 +496,7 @@ int dlrt__grads_before_update(dlrt_exec_t *e, dlrt__grad_run *r) {
     /* The gradients go to the accumulators, for the caller to combine. */
     r->skip_updates = 1;
     e->grads.micro = e->grads.grad_runs; /* the first run copies, later ones add */
-    rc = dlrt__exec_accumulate(e, 0);
+    rc = e->shard.stage >= 2 ? DLRT_OK : dlrt__exec_accumulate(e, 0);
     e->grads.micro = 0;
     if (rc == DLRT_OK) e->grads.grad_runs++;
     return rc;

@@ -58,8 +58,8 @@ int dlrt_trainer_save(dlrt_trainer_t *t, const char *path, int epochs_done) {
                   "epochs run, from 0", epochs_done);
   dlrt_host_tensor *tensors;
   int n;
-  /* Tensor parallel: the shards gathered into whole tensors. */
-  int rc = t->tp ? dlrt__tp_export(t, &tensors, &n) : dlrt_exec_export(t->e, 1, &tensors, &n);
+  /* Tensor parallel: the shards gathered into whole tensors; ZeRO: whole too. */
+  int rc = t->tp ? dlrt__tp_export(t, &tensors, &n) : dlrt__trainer_export(t, 1, &tensors, &n);
   if (rc < 0) return rc;
   int which;
   size_t at;
@@ -235,6 +235,9 @@ static int import_all(dlrt_trainer_t *t, const char *path, const dlrt_host_tenso
 
 int dlrt_trainer_load(dlrt_trainer_t *t, const char *path, int *epochs_done) {
   DLRT__CHECK_ARG(t && path, "trainer or path is NULL");
+  if (t->zero)
+    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_load: the model states are sharded "
+                           "(dlrt_trainer_set_zero): load the checkpoint before sharding");
   dlrt_host_tensor *tensors = NULL;
   char **meta = NULL;
   int n = 0;

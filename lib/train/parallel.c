@@ -99,6 +99,9 @@ int dlrt_trainer_set_devices(dlrt_trainer_t *t, dlrt_device_t *const *devs, int 
   DLRT__CHECK_ARG(t->accum == 1 && !t->spilling && t->cfg.checkpoint == 0,
                   "dlrt_trainer_set_devices: data parallelism goes without accumulation, "
                   "spilling and checkpointing in this version");
+  if (t->zero)
+    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_devices: the replicas' model "
+                           "states are sharded (dlrt_trainer_set_zero): set the devices first");
   int64_t total = 0;
   for (int i = 0; split && i < n; i++) {
     DLRT__CHECK_ARG(split[i] >= 1, "dlrt_trainer_set_devices: device %d gets %lld rows",
@@ -183,15 +186,20 @@ static int rebalance(dlrt_trainer_t *t) {
   int n_state;
   dlrt__loss_scale_saved scale;
   dlrt__exec_save_loss_scale(t->reps[0].e, &scale);
-  int rc = dlrt_exec_export(t->reps[0].e, 1, &state, &n_state);
+  /* Under ZeRO the whole state comes from the shards' host copies, and the
+   * replicas shard again once rebuilt. */
+  int rc = t->zero ? dlrt__zero_rebuild_begin(t, &state, &n_state)
+                   : dlrt_exec_export(t->reps[0].e, 1, &state, &n_state);
+  int exported = rc == DLRT_OK;
   for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++) {
     t->reps[i].seconds = 0;
     if (rows[i] == t->reps[i].batch) continue;
     rc = replica_build(t, &t->reps[i], rows[i], state, n_state);
     if (rc == DLRT_OK) dlrt__exec_restore_loss_scale(t->reps[i].e, &scale);
   }
-  if (rc == DLRT_OK) dlrt_host_tensors_free(state, n_state);
+  if (exported) dlrt_host_tensors_free(state, n_state);
   set_offsets(t);
+  if (rc == DLRT_OK && t->zero) rc = dlrt__zero_rebuild_end(t);
   return rc;
 }
 
@@ -281,7 +289,9 @@ int dlrt__dp_step(dlrt_trainer_t *t, const void *inputs, const int32_t *labels, 
       *correct += best == labels[r->offset + j];
     }
   }
-  for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++)
+  /* ZeRO: each replica updates its range of the mean gradients. */
+  if (rc == DLRT_OK && t->zero) rc = dlrt__zero_update(t, t->grad_sum);
+  for (int i = 0; i < t->n_reps && rc == DLRT_OK && !t->zero; i++)
     if (t->device_reduce ||
         (rc = dlrt__exec_gradients_write_buckets(t->reps[i].e, t->grad_sum)) == DLRT_OK)
       rc = dlrt_exec_apply_gradients(t->reps[i].e);
@@ -294,6 +304,10 @@ int dlrt_trainer_set_allreduce(dlrt_trainer_t *t, dlrt_allreduce_fn reduce, void
   DLRT__CHECK_ARG(!reduce || (t->accum == 1 && !t->spilling && !t->n_reps),
                   "dlrt_trainer_set_allreduce: not with accumulation, spilling or "
                   "--devices in this version");
+  if (t->zero)
+    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_allreduce: the model states are "
+                           "sharded (dlrt_trainer_set_zero), which takes the bucketed form "
+                           "(dlrt_trainer_set_allreduce_async)");
   t->allreduce = reduce;
   t->allreduce_user = user;
   if (!reduce) return DLRT_OK;
@@ -316,6 +330,9 @@ int dlrt_trainer_set_allreduce_async(dlrt_trainer_t *t, dlrt_allreduce_start_fn 
   DLRT__CHECK_ARG(!start || (t->accum == 1 && !t->spilling && !t->n_reps && !t->n_stages),
                   "dlrt_trainer_set_allreduce_async: not with accumulation, spilling, "
                   "--devices or --pipeline in this version");
+  if (t->zero)
+    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_allreduce_async: the model states "
+                           "are sharded (dlrt_trainer_set_zero): set the all-reduce first");
   int rc = dlrt__exec_stream_gradients(t->e, start ? DLRT_GRADIENT_BUCKET : 0);
   if (rc < 0) return rc;
   free(t->requests);
@@ -415,6 +432,8 @@ int dlrt__allreduce_overlapped(dlrt_trainer_t *t, float *loss, int64_t *correct)
   int tail_started = 0;
   float inv = 1.0f / (float)world, tail[2];
   int rc = DLRT_OK;
+  /* ZeRO stages 2 and 3 reduce each range of a bucket to its owner only. */
+  int scatter = t->zero && dlrt__zero_stage(t) >= 2;
   /* Each bucket to the processes as soon as the backward pass has it. */
   for (int b = 0; b < nb && rc == DLRT_OK; b++) {
     if ((rc = dlrt__exec_bucket_wait(e, b)) < 0) break;
@@ -422,19 +441,24 @@ int dlrt__allreduce_overlapped(dlrt_trainer_t *t, float *loss, int64_t *correct)
     dlrt__exec_bucket_range(e, b, &start, &count);
     float *v = dlrt__exec_buckets_host(e) + start;
     for (int64_t k = 0; k < count; k++) v[k] *= inv;
-    if ((rc = t->allreduce_start(t->allreduce_user, v, count, &t->requests[b])) < 0)
-      break;
-    started++;
+    if (scatter) {
+      rc = dlrt__zero_reduce_bucket(t, dlrt__exec_buckets_host(e), start, count, t->requests,
+                                    &started);
+    } else if ((rc = t->allreduce_start(t->allreduce_user, v, count,
+                                        &t->requests[started])) == DLRT_OK) {
+      started++;
+    }
   }
-  if (rc == DLRT_OK) rc = start_tail(t, loss, inv, tail, &t->requests[nb], &tail_started);
+  if (rc == DLRT_OK) rc = start_tail(t, loss, inv, tail, &t->requests[started], &tail_started);
   /* Every started request is completed, also after a failure. */
   for (int b = 0; b < started + tail_started; b++) {
-    int rc2 = t->allreduce_wait(t->allreduce_user, t->requests[b < started ? b : nb]);
+    int rc2 = t->allreduce_wait(t->allreduce_user, t->requests[b]);
     if (rc == DLRT_OK) rc = rc2;
   }
   if (rc < 0) return rc;
   *loss = tail[0];
   *correct = (int64_t)(tail[1] + 0.5f);
+  if (t->zero) return dlrt__zero_update(t, dlrt__exec_buckets_host(e));
   if ((rc = dlrt__exec_gradients_write_buckets(e, dlrt__exec_buckets_host(e))) < 0) return rc;
   return dlrt_exec_apply_gradients(e);
 }
@@ -458,6 +482,7 @@ int dlrt__allreduce_step(dlrt_trainer_t *t, float *loss, int64_t *correct) {
 /* The main executor takes the replicas' parameters (for evaluation and
  * checkpoints). */
 int dlrt__dp_sync_main(dlrt_trainer_t *t) {
+  if (t->zero) return dlrt__zero_sync_main(t);
   if (t->n_reps) return copy_state(t->reps[0].e, t->e);
   return dlrt__pipeline_sync_main(t);
 }

@@ -34,6 +34,7 @@ typedef enum { FIELD_INT, FIELD_FLOAT, FIELD_HASH } field_kind;
   X(accum, FIELD_INT, "accumulation (--accum)")                                           \
   X(checkpoint, FIELD_INT, "checkpointing (--checkpoint)")                                \
   X(precision, FIELD_INT, "precision (--precision)")                                      \
+  X(zero, FIELD_INT, "ZeRO stage (--zero)")                                               \
   X(loss_scaler, FIELD_HASH, "loss scaling (--loss-scale)")                               \
   X(augment, FIELD_HASH, "augmentation (--augment, --crop-pad, --flip, --erase, "         \
                          "--normalize)")                                                  \
@@ -107,7 +108,7 @@ static uint64_t data_hash(const dlrt_dataset *d) {
 
 static int params_hash(dlrt_trainer_t *t, uint64_t *out) {
   dlrt_host_tensor *tensors;
-  int n, rc = dlrt_exec_export(t->e, 0, &tensors, &n);
+  int n, rc = dlrt__trainer_export(t, 0, &tensors, &n);
   if (rc < 0) return rc;
   uint64_t h = FNV_START;
   for (int i = 0; i < n; i++) {
@@ -144,6 +145,7 @@ static int fingerprint(dlrt_trainer_t *t, const dlrt_dataset *d, uint64_t f[N_FI
   f[FIELD_accum] = (uint64_t)t->accum;
   f[FIELD_checkpoint] = (uint64_t)(int64_t)c->checkpoint;
   f[FIELD_precision] = (uint64_t)c->precision;
+  f[FIELD_zero] = (uint64_t)dlrt__zero_stage(t); /* the collectives differ by stage */
   const dlrt_loss_scaler *s = &c->loss_scaler;
   float scaler[4] = {s->init_scale, s->growth_factor, s->backoff_factor,
                      (float)s->growth_interval};

@@ -56,6 +56,8 @@ struct dlrt_trainer {
   /* Tensor parallelism (tensor_parallel.c): a GPT's shards on several
    * devices or processes; NULL without. */
   struct dlrt__tp *tp;
+  /* ZeRO sharding of the replicas' model states (zero.c), or NULL. */
+  struct dlrt__zero *zero;
 };
 
 struct stage {
@@ -139,6 +141,29 @@ int dlrt__tp_rank(const dlrt_trainer_t *t);
 /* dlrt_trainer_info: the whole model's parameter and state bytes, the
  * largest peer's planned and measured peaks. */
 int dlrt__tp_info(dlrt_trainer_t *t, dlrt_exec_info *out);
+/* zero.c: ZeRO sharding (dlrt_trainer_set_zero). The update after the
+ * gradients of a step: `grads` (host, bucket order, the mean over the
+ * replicas in at least each of this process's ranges; in stage 1 every
+ * element) go to their owners, which update their ranges; the parameters
+ * are all-gathered. */
+int dlrt__zero_update(dlrt_trainer_t *t, const float *grads);
+/* The ZeRO stage (0: none). */
+int dlrt__zero_stage(const dlrt_trainer_t *t);
+/* Across processes, stage >= 2: starts the reduce of bucket b's ranges to
+ * their owners (requests from *started on; *started counts them). */
+int dlrt__zero_reduce_bucket(dlrt_trainer_t *t, float *bucket, int64_t from, int64_t count,
+                             void **requests, int *started);
+/* The main executor takes what the replicas hold (batch-norm statistics,
+ * the parameters) and the optimizer state is gathered for checkpoints. */
+int dlrt__zero_sync_main(dlrt_trainer_t *t);
+/* The trainer's tensors as dlrt_exec_export gives them, whole, for
+ * checkpoints and the ranks' fingerprint (with or without sharding). */
+int dlrt__trainer_export(dlrt_trainer_t *t, int with_state, dlrt_host_tensor **tensors, int *n);
+void dlrt__zero_free(dlrt_trainer_t *t);
+/* Rebalancing replicas under ZeRO: the whole state for replica_build (the
+ * shards let go), then every replica sharded again. */
+int dlrt__zero_rebuild_begin(dlrt_trainer_t *t, dlrt_host_tensor **state, int *n);
+int dlrt__zero_rebuild_end(dlrt_trainer_t *t);
 
 /* diverge.c: a run that diverges stops with DLRT_ERR_DIVERGED and a message
  * naming the update and the likely cause. The learning rate of update

@@ -16,6 +16,7 @@
 
 void dlrt_trainer_destroy(dlrt_trainer_t *t) {
   if (!t) return;
+  dlrt__zero_free(t); /* its shards first: they lie on the replicas' devices */
   for (int i = 0; i < t->n_reps; i++) dlrt__replica_free(&t->reps[i]);
   dlrt__pipeline_free(t);
   dlrt__tp_free(t);
