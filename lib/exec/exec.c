@@ -84,6 +84,7 @@ void dlrt_exec_destroy(dlrt_exec_t *e) {
   dlrt__exec_buckets_free(e);
   dlrt__mpool_destroy(e->spill.pool); /* host and disk copies; bufs[] are freed below */
   free(e->spill.windows), free(e->spill.block_local), free(e->spill.slices);
+  dlrt__exec_choice_free(&e->choice);
   if (e->bufs) {
     for (int i = 0; i < e->g->n_tensors; i++)
       if (e->g->tensors[i]->owner == e->g->tensors[i]) dlrt_buffer_free(e->bufs[i]);
@@ -203,11 +204,15 @@ int dlrt_exec_create(dlrt_graph_t *g, dlrt_device_t *dev, uint64_t seed, dlrt_ex
 
 dlrt_graph_t *dlrt__exec_graph(const dlrt_exec_t *e) { return e->g; }
 
-int dlrt__exec_replan(dlrt_exec_t *e, int every) {
-  /* Both schedules: evaluation runs the same segments' chunked blocks. */
+int dlrt__exec_replan(dlrt_exec_t *e, int every) { return dlrt__exec_replan_dropping(e, every, NULL); }
+
+int dlrt__exec_replan_dropping(dlrt_exec_t *e, int every, const char *drop) {
+  /* Both schedules: evaluation runs the same segments' chunked blocks (the
+   * planner's dropped storages are the training schedule's alone). */
   dlrt__schedule fresh = {0}, fresh_forward = {0};
   uint64_t peak, forward_peak;
-  int rc = dlrt__plan(e->g, DLRT__PHASE_UPDATE, every, &fresh, &peak, NULL);
+  int rc = drop ? dlrt__plan_dropping(e->g, drop, &fresh, &peak)
+                : dlrt__plan(e->g, DLRT__PHASE_UPDATE, every, &fresh, &peak, NULL);
   if (rc == DLRT_OK) rc = dlrt__plan(e->g, DLRT__PHASE_FORWARD, every, &fresh_forward, &forward_peak, NULL);
   if (rc < 0) {
     dlrt__schedule_free(&fresh);

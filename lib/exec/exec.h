@@ -8,6 +8,7 @@
 #include <math.h>
 
 #include "device/launch.h"
+#include "exec/choose.h"
 #include "exec/exec_grads.h"
 #include "exec/exec_spill.h"
 #include "exec/schedule.h"
@@ -39,6 +40,7 @@ struct dlrt_exec {
   dlrt__exec_plan plan;
   dlrt__exec_grads grads;
   dlrt__exec_spill spill;
+  dlrt__exec_choice choice; /* choose.c: the planner's keep / swap / recompute */
   dlrt__exec_profile prof;
 };
 

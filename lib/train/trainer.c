@@ -215,6 +215,22 @@ static int choose_spilling(dlrt_trainer_t *t) {
   return dlrt__set_error(rc, "%s%s", msg, budget);
 }
 
+/* The planner's keep / swap / recompute (dlrt_exec_plan_spill) when the
+ * trainer spills and DLRT_PLAN_STRATEGY names a strategy (belady, swap,
+ * recompute, auto); without it spilling is Belady's, unplanned. */
+static int plan_spilling(dlrt_trainer_t *t) {
+  const char *env = getenv("DLRT_PLAN_STRATEGY");
+  if (!env || !*env) return DLRT_OK;
+  dlrt_plan_strategy s;
+  int rc = dlrt_plan_strategy_parse(env, &s);
+  if (rc < 0) return dlrt__set_error(rc, "DLRT_PLAN_STRATEGY: %s", dlrt_last_error());
+  if (!t->spilling) return DLRT_OK; /* no budget: nothing to plan */
+  if (t->cfg.checkpoint != 0)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "DLRT_PLAN_STRATEGY=%s goes without "
+                           "checkpointing (its recompute strategy checkpoints)", env);
+  return dlrt_exec_plan_spill(t->e, s);
+}
+
 int dlrt_trainer_create(dlrt_device_t *dev, const dlrt_trainer_config *cfg, int64_t height,
                         int64_t width, int classes, dlrt_trainer_t **out) {
   DLRT__CHECK_ARG(dev && cfg && out && cfg->model, "device, config, model or out is NULL");
@@ -259,6 +275,7 @@ int dlrt_trainer_create(dlrt_device_t *dev, const dlrt_trainer_config *cfg, int6
   if (t->accum > 1 && (rc = dlrt_exec_set_accumulation(t->e, t->accum)) < 0) goto fail;
   if ((rc = choose_spilling(t)) < 0) goto fail;
   if ((rc = dlrt__exec_materialize(t->e)) < 0) goto fail;
+  if ((rc = plan_spilling(t)) < 0) goto fail;
   /* A GPT's loss is read from the device: no (batch T) x vocab logits on
    * the host every step. */
   t->host_labels = malloc((size_t)(t->batch * (t->lm ? width : 1)) * sizeof(int32_t));
@@ -574,3 +591,5 @@ int dlrt_trainer_info(dlrt_trainer_t *t, dlrt_exec_info *out) {
   }
   return DLRT_OK;
 }
+
+dlrt_exec_t *dlrt_trainer_executor(dlrt_trainer_t *t) { return t ? t->e : NULL; }
