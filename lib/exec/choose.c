@@ -452,6 +452,7 @@ static int record(dlrt_exec_t *e, const chooser *z, const int *dec, const plan *
 
 static int choose(dlrt_exec_t *e, dlrt_plan_strategy strategy, const dlrt__op_costs *costs,
                   const dlrt_link_info *link) {
+  const dlrt_plan_strategy asked = strategy;
   dlrt_graph_t *g = e->g;
   chooser z = {.e = e, .g = g, .s0 = &e->plan.plans[DLRT_RUN_TRAIN], .ms = costs->node_ms,
                .budget = e->spill.cfg.device_budget, .lookahead = e->spill.cfg.prefetch,
@@ -481,13 +482,22 @@ static int choose(dlrt_exec_t *e, dlrt_plan_strategy strategy, const dlrt__op_co
   memset(pure, 0, sizeof pure);
   if (!dec || !best_dec) rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   /* The pure strategies. */
-  if (rc == DLRT_OK) prefix(&z, 0, -1, dec), rc = make_plan(&z, dec, &pure[DLRT_PLAN_BELADY]);
-  if (rc == DLRT_OK)
-    prefix(&z, z.n, DLRT_SPILL_SWAP, dec), rc = make_plan(&z, dec, &pure[DLRT_PLAN_SWAP]);
+  /* Checkpointing already (the plain schedule does not fit the budget):
+   * the segments alone can run. */
+  int segments_only = e->plan.checkpoint_every != 0;
+  if (segments_only) {
+    strategy = DLRT_PLAN_RECOMPUTE;
+  } else {
+    if (rc == DLRT_OK) prefix(&z, 0, -1, dec), rc = make_plan(&z, dec, &pure[DLRT_PLAN_BELADY]);
+    if (rc == DLRT_OK)
+      prefix(&z, z.n, DLRT_SPILL_SWAP, dec), rc = make_plan(&z, dec, &pure[DLRT_PLAN_SWAP]);
+  }
   if (rc == DLRT_OK) rc = make_segments(&z, &pure[DLRT_PLAN_RECOMPUTE]);
   dlrt__exec_choice *ch = &e->choice;
   dlrt_spill_plan *sp = &ch->plan;
   for (int i = 0; rc == DLRT_OK && i < 3; i++) to_prediction(&pure[i].step, &sp->strategies[i]);
+  if (rc == DLRT_OK && segments_only)
+    to_prediction(&pure[DLRT_PLAN_RECOMPUTE].step, &sp->strategies[DLRT_PLAN_AUTO]);
   /* The planner's own: prefixes of the ranking, on a grid then around the
    * best point of it, each with the cheaper options and with swaps only. */
   double best_ms = INFINITY;
@@ -527,12 +537,12 @@ static int choose(dlrt_exec_t *e, dlrt_plan_strategy strategy, const dlrt__op_co
       run = &pure[strategy];
     }
     ch->strategy = chosen;
-    sp->asked = strategy, sp->chosen = chosen;
+    sp->asked = segments_only ? asked : strategy, sp->chosen = chosen;
     to_prediction(&run->step, &sp->predicted);
     sp->link_bytes_per_s = z.rate > 0 ? z.rate : z.floor;
     sp->link_latency_s = z.latency;
-    double total = 0;
-    for (int k = 0; k < z.s0->n; k++) total += z.ms[z.s0->order[k]];
+    double total = 0; /* each node once: no recomputation */
+    for (int i = 0; i < g->n_nodes; i++) total += z.ms[i];
     sp->unlimited_ms = total;
   }
   /* Set it up: the schedule, then the swaps and prefetches on it. */
@@ -546,7 +556,7 @@ static int choose(dlrt_exec_t *e, dlrt_plan_strategy strategy, const dlrt__op_co
   int any_drop = 0, any_swap = 0;
   for (int i = 0; run_dec && i < z.n; i++)
     any_drop |= run_dec[i] == DLRT_SPILL_RECOMPUTE, any_swap |= run_dec[i] == DLRT_SPILL_SWAP;
-  if (rc == DLRT_OK && chosen == DLRT_PLAN_RECOMPUTE)
+  if (rc == DLRT_OK && chosen == DLRT_PLAN_RECOMPUTE && !segments_only)
     rc = dlrt_exec_set_checkpointing(e, DLRT_CHECKPOINT_SQRT);
   else if (rc == DLRT_OK && any_drop)
     rc = replan(e, run->drop);
@@ -574,7 +584,14 @@ int dlrt_exec_plan_spill(dlrt_exec_t *e, dlrt_plan_strategy strategy) {
   if (!e->spill.pool)
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_plan_spill: spilling is off: set a device "
                            "budget first (dlrt_exec_set_spill, dltrain --mem-limit)");
-  if (e->plan.checkpoint_every != 0 || e->choice.on)
+  /* Checkpointing in segments of sqrt(n) is the recompute strategy: auto
+   * or recompute may start from it (the trainer's when the plain schedule
+   * does not fit the budget). */
+  int sqrt_segments = e->plan.checkpoint_every ==
+                      dlrt__checkpoint_segment(e->g, DLRT_CHECKPOINT_SQRT);
+  if ((e->plan.checkpoint_every != 0 &&
+       !(sqrt_segments && (strategy == DLRT_PLAN_AUTO || strategy == DLRT_PLAN_RECOMPUTE))) ||
+      e->choice.on)
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_plan_spill: the executor %s; the planner "
                            "starts from the plain schedule (its recompute strategy checkpoints)",
                            e->choice.on ? "has a plan already" : "checkpoints");

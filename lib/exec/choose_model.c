@@ -274,6 +274,16 @@ static void run_block(sim *z, const dlrt__chunk_block *b, double *compute, doubl
         continue;
       }
       if (z->st[t->id].locked && z->st[t->id].resident) continue;
+      if (!z->st[t->id].resident && !s->local[t->id] && !make_room(z, bytes_of(z, t->id), -1)) {
+        /* No room for it whole: it moves in slices, a chunk's images at a
+         * time through the host, in (when read) and out (when written). */
+        if (j < n->n_in && z->st[t->id].on_host) copy_on_compute(z, 0, bytes_of(z, t->id));
+        if (j >= n->n_in) {
+          copy_on_compute(z, 1, bytes_of(z, t->id));
+          z->st[t->id].on_host = 1, z->st[t->id].dirty = 0;
+        }
+        continue;
+      }
       acquire(z, t->id, j >= n->n_in);
     }
     double cost = m->node_ms[s->order[k]] / 1e3;

@@ -269,8 +269,8 @@ static void trace_node(dlrt_exec_t *e, const dlrt__node *n, int on_host, double 
  * chunk of images in turn. Storages that hold one chunk are allocated and
  * freed each time; those of the whole batch are made by the first chunk
  * and freed after the last. */
-static int run_block(dlrt_exec_t *e, const dlrt__residency *res, const dlrt__schedule *s,
-                     const dlrt__chunk_block *b) {
+int dlrt__exec_run_block(dlrt_exec_t *e, const dlrt__residency *res, const dlrt__schedule *s,
+                         const dlrt__chunk_block *b) {
   const char *local = NULL;
   int rc = res->begin_block(e, s, b, &local);
   for (int64_t b0 = 0; b0 < b->batch && rc == DLRT_OK; b0 += b->chunk) {
@@ -332,7 +332,7 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
       /* A chunked block: its positions for each chunk of images in turn. */
       const dlrt__chunk_block *b = &s->blocks[s->block_of[k]];
       double trace_t0 = tracing && dlrt_stream_synchronize(e->stream) == DLRT_OK ? dlrt__trace_now_us() : 0;
-      rc = run_block(e, res, s, b);
+      rc = dlrt__exec_run_block(e, res, s, b);
       for (int kk = b->begin; kk < b->end && rc == DLRT_OK; kk++) {
         rc = dlrt__grads_ready(e, &gr, kk);
         if (tracing && rc == DLRT_OK) trace_node(e, g->nodes[s->order[kk]], 0, trace_t0);

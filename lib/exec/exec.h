@@ -80,6 +80,10 @@ static inline void dlrt__adam_factors(const struct dlrt_exec *e, float *step_siz
 }
 
 
+/* A chunked block of schedule s, each chunk of images in turn, through
+ * residency `res` (exec.c; the profiling pass times it whole). */
+int dlrt__exec_run_block(dlrt_exec_t *e, const dlrt__residency *res, const dlrt__schedule *s,
+                         const dlrt__chunk_block *b);
 /* Queues what node `n` computes on the executor's stream (exec_ops.c). */
 int dlrt__exec_run_node(dlrt_exec_t *e, dlrt__node *n);
 /* The same for images [b0, b0 + nb) of a batch of n, in a chunked block of

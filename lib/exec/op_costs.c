@@ -181,6 +181,19 @@ static int profile_runs(dlrt_exec_t *e, int reps, double *times) {
     res->begin_run(e, s);
     for (int k = 0; k < s->n && rc == DLRT_OK; k++) {
       dlrt__node *n = e->g->nodes[s->order[k]];
+      if (s->block_of && s->block_of[k] >= 0) {
+        /* A chunked block (segments): timed whole, each position a share. */
+        const dlrt__chunk_block *b = &s->blocks[s->block_of[k]];
+        if ((rc = dlrt_stream_synchronize(e->stream)) < 0) break;
+        double t0 = dlrt__now_ms();
+        rc = dlrt__exec_run_block(e, res, s, b);
+        if (rc == DLRT_OK) rc = dlrt_stream_synchronize(e->stream);
+        double share = (dlrt__now_ms() - t0) / (double)(b->end - b->begin);
+        for (int kk = b->begin; kk < b->end; kk++)
+          times[(size_t)r * (size_t)s->n + (size_t)kk] = share;
+        k = b->end - 1;
+        continue;
+      }
       int on_host = 0;
       if ((rc = res->begin_node(e, s, k, &on_host)) < 0) break;
       /* begin_node ran an update on the host itself: time it whole. */

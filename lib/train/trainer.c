@@ -209,6 +209,19 @@ static int choose_spilling(dlrt_trainer_t *t) {
   c.device_budget -= outside;
   t->spilling = 1;
   if ((rc = dlrt_exec_set_spill(t->e, &c)) != DLRT_ERR_OOM) return rc;
+  /* The planner's recompute strategy (DLRT_PLAN_STRATEGY=recompute or
+   * auto) may fit where the plain schedule does not: segments of sqrt(n). */
+  const char *strategy = getenv("DLRT_PLAN_STRATEGY");
+  if (t->cfg.checkpoint == 0 && strategy &&
+      (strcmp(strategy, "auto") == 0 || strcmp(strategy, "recompute") == 0)) {
+    char plain[1024];
+    snprintf(plain, sizeof plain, "%s", dlrt_last_error());
+    if ((rc = dlrt_exec_set_checkpointing(t->e, DLRT_CHECKPOINT_SQRT)) == DLRT_OK &&
+        (rc = dlrt_exec_set_spill(t->e, &c)) != DLRT_ERR_OOM)
+      return rc;
+    dlrt__set_error(DLRT_ERR_OOM, "%s; nor with checkpoint segments of sqrt(n) (%s)", plain,
+                    dlrt_last_error());
+  }
   char msg[1024];
   snprintf(msg, sizeof msg, "%s", dlrt_last_error());
   checkpoint_hint(t, c.device_budget, msg, sizeof msg);
@@ -225,7 +238,7 @@ static int plan_spilling(dlrt_trainer_t *t) {
   int rc = dlrt_plan_strategy_parse(env, &s);
   if (rc < 0) return dlrt__set_error(rc, "DLRT_PLAN_STRATEGY: %s", dlrt_last_error());
   if (!t->spilling) return DLRT_OK; /* no budget: nothing to plan */
-  if (t->cfg.checkpoint != 0)
+  if (t->cfg.checkpoint != 0 && t->cfg.checkpoint != DLRT_CHECKPOINT_SQRT)
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "DLRT_PLAN_STRATEGY=%s goes without "
                            "checkpointing (its recompute strategy checkpoints)", env);
   return dlrt_exec_plan_spill(t->e, s);
