@@ -219,11 +219,13 @@ int dltrain_spill_plan_json(FILE *out, dlrt_trainer_t *t, double measured_ms, in
   dlrt_spill_plan p;
   if (!e || dlrt_exec_spill_plan(e, &p) < 0 || p.decisions == 0) return 0;
   fprintf(out, "{\"asked\": \"%s\", \"chosen\": \"%s\", \"link_bytes_per_s\": %.6g, "
-          "\"link_latency_s\": %.6g, \"unlimited_ms\": %.4f, \"profile_ms\": %.1f, "
+          "\"link_latency_s\": %.6g, \"copy_floor_bytes_per_s\": %.6g, "
+          "\"unlimited_ms\": %.4f, \"profile_ms\": %.1f, "
           "\"profile_cached\": %d, \"kept\": %d, \"swapped\": %d, \"recomputed\": %d, "
           "\"swapped_bytes\": %" PRIu64 ", \"recomputed_bytes\": %" PRIu64 ", \"predicted\": ",
           dlrt_plan_strategy_name(p.asked), dlrt_plan_strategy_name(p.chosen),
-          p.link_bytes_per_s, p.link_latency_s, p.unlimited_ms, p.profile_ms, p.profile_cached,
+          p.link_bytes_per_s, p.link_latency_s, p.copy_floor_bytes_per_s, p.unlimited_ms,
+          p.profile_ms, p.profile_cached,
           p.kept, p.swapped, p.recomputed, p.swapped_bytes, p.recomputed_bytes);
   prediction_json(out, &p.predicted);
   fputs(", \"measured_step_ms\": ", out);
@@ -270,10 +272,12 @@ int dltrain_spill_plan_text(FILE *out, dlrt_trainer_t *t, int decisions) {
   dlrt_spill_plan p;
   if (!e || dlrt_exec_spill_plan(e, &p) < 0 || p.decisions == 0) return 0;
   fprintf(out, "spill plan %s%s%s: %d kept, %d swapped (%.2f MiB), %d recomputed (%.2f MiB); "
-          "link %.4g MB/s + %.3g us, nodes %s%s\n", dlrt_plan_strategy_name(p.asked),
-          p.asked != p.chosen ? " -> " : "", p.asked != p.chosen ? dlrt_plan_strategy_name(p.chosen) : "",
+          "link %.4g MB/s + %.3g us (copies no faster than %.4g MB/s), nodes %s%s\n",
+          dlrt_plan_strategy_name(p.asked),
+          p.asked != p.chosen ? " -> " : "",
+          p.asked != p.chosen ? dlrt_plan_strategy_name(p.chosen) : "",
           p.kept, p.swapped, mib(p.swapped_bytes), p.recomputed, mib(p.recomputed_bytes),
-          p.link_bytes_per_s / 1e6, p.link_latency_s * 1e6,
+          p.link_bytes_per_s / 1e6, p.link_latency_s * 1e6, p.copy_floor_bytes_per_s / 1e6,
           p.profile_cached ? "profiled before (cached)" : "profiled now",
           p.profile_cached == 2 ? " in a file" : "");
   prediction_text(out, "predicted", &p.predicted);

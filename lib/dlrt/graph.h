@@ -453,6 +453,7 @@ typedef struct {
   double compute_ms;   /* the step's own nodes */
   double recompute_ms; /* forward nodes run again for the backward pass */
   double exposed_ms;   /* compute waiting for copies (fetches, write-backs) */
+  uint64_t fetched_bytes, spilled_bytes; /* the step's traffic (as dlrt_spill_stats counts) */
 } dlrt_step_prediction;
 
 typedef struct {
@@ -464,6 +465,8 @@ typedef struct {
   int kept, swapped, recomputed;
   uint64_t swapped_bytes, recomputed_bytes;
   double link_bytes_per_s, link_latency_s; /* what the model used, per direction */
+  double copy_floor_bytes_per_s;    /* no copy faster: a host-memory device's own copies
+                                       as profiled (0: none) */
   double profile_ms;                /* the profiling pass (0: cached) */
   int profile_cached;               /* 0 measured, 1 this process's, 2 the file's */
 } dlrt_spill_plan;

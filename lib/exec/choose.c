@@ -8,9 +8,12 @@
  * the fetch that the nodes between its last forward and first backward use
  * do not hide) and recomputing (its producer's measured time and that of
  * the intermediates it is made from which nothing keeps, back to the
- * nearest storages that stay). The planner ranks them by the cheaper price
- * per byte and prices plans that give the first j of that ranking their
- * cheaper option, and the rest to the pool's Belady eviction, for j over a
+ * nearest storages that stay). The planner ranks them by
+ * the cheaper price per byte and prices plans that give the first j of
+ * that ranking their cheaper option (or all a swap, or all a
+ * recomputation; recomputations reading recomputed activations allowed, or
+ * not: a chain of them brings earlier activations back for the backward
+ * pass), and the rest to the pool's Belady eviction, for j over a
  * grid refined around the best, with the pure strategies beside them, each
  * by replaying the whole step on the model of the pool (choose_model.c);
  * the cheapest runs. A plan's prefetches are placed as late as the link
@@ -36,6 +39,7 @@ typedef struct {
   int option;        /* the cheaper: DLRT_SPILL_SWAP or _RECOMPUTE */
   double score;      /* the cheaper option's ms per byte */
   int *closure;      /* storages made again with it that nothing keeps, -1 ended */
+  int *reads;        /* the candidates whose activations its recomputation reads, -1 ended */
 } candidate;
 
 typedef struct {
@@ -62,7 +66,7 @@ typedef struct {
   char *drop, *swap_out;
   int **prefetch_at;
   int first_backward;
-  uint64_t *bytes;
+  uint64_t *bytes, *size;
   dlrt__model_step step;
 } plan;
 
@@ -87,7 +91,7 @@ static void plan_free(plan *p, int n_positions) {
   if (p->own_s) dlrt__schedule_free(&p->s);
   for (int k = 0; p->prefetch_at && k < n_positions; k++) free(p->prefetch_at[k]);
   free(p->prefetch_at);
-  free(p->drop), free(p->swap_out), free(p->bytes);
+  free(p->drop), free(p->swap_out), free(p->bytes), free(p->size);
   memset(p, 0, sizeof *p);
 }
 
@@ -175,21 +179,35 @@ static int alloc_plan_arrays(const chooser *z, plan *p) {
   p->drop = calloc(nt, 1);
   p->swap_out = calloc(nt, 1);
   p->bytes = calloc(nt, sizeof *p->bytes);
-  return p->drop && p->swap_out && p->bytes ? DLRT_OK
+  p->size = calloc(nt, sizeof *p->size);
+  return p->drop && p->swap_out && p->bytes && p->size ? DLRT_OK
                                             : dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
 }
 
-/* The storages' bytes as the pool holds them for schedule s. */
-static void fill_bytes(const chooser *z, const dlrt__schedule *s, uint64_t *bytes) {
+/* The storages' bytes as the pool holds them for schedule s (the most of
+ * it and the executor's evaluation schedule, as exec_spill.c declares
+ * them), and their granules. */
+static void fill_bytes(const chooser *z, const dlrt__schedule *s, plan *p) {
+  const dlrt__schedule *eval = &z->e->plan.plans[DLRT_RUN_FORWARD];
   for (int i = 0; i < z->g->n_tensors; i++) {
     const dlrt_tensor_t *t = z->g->tensors[i];
-    bytes[i] = t->owner == t ? dlrt__alloc_rounded(dlrt__schedule_bytes(s, t)) : 0;
+    uint64_t b = 0;
+    if (t->owner == t) {
+      b = s->first[i] >= 0 ? dlrt__schedule_bytes(s, t) : 0;
+      uint64_t f = eval->first && eval->first[i] >= 0 ? dlrt__schedule_bytes(eval, t) : 0;
+      if (f > b) b = f;
+      if (!b) b = dlrt__tensor_bytes(t);
+      if (!b) b = 4;
+    }
+    p->size[i] = b;
+    p->bytes[i] = t->owner == t ? (b + 511) / 512 * 512 : 0;
   }
 }
 
 static int price(const chooser *z, plan *p) {
   dlrt__pool_model m = {
-      .g = z->g, .s = &p->s, .node_ms = z->ms, .bytes = p->bytes, .budget = z->budget,
+      .g = z->g, .s = &p->s, .node_ms = z->ms, .bytes = p->bytes, .size = p->size,
+      .budget = z->budget,
       .bytes_per_s = z->rate, .latency_s = z->latency, .floor_bytes_per_s = z->floor,
       .lookahead = z->lookahead, .policy = z->policy, .swap_out = p->swap_out,
       .first_backward = p->first_backward, .prefetch_at = p->prefetch_at, .inputs = z->inputs};
@@ -222,7 +240,7 @@ static int make_plan(const chooser *z, const int *dec, plan *p) {
   }
   if (rc == DLRT_OK) {
     p->first_backward = first_backward(z->g, &p->s);
-    fill_bytes(z, &p->s, p->bytes);
+    fill_bytes(z, &p->s, p);
     rc = place_prefetches(z, &p->s, p->swap_out, p->first_backward, &p->prefetch_at);
   }
   if (rc == DLRT_OK) rc = price(z, p);
@@ -240,7 +258,7 @@ static int make_segments(const chooser *z, plan *p) {
   p->own_s = 1;
   if (rc == DLRT_OK) {
     p->first_backward = first_backward(z->g, &p->s);
-    fill_bytes(z, &p->s, p->bytes);
+    fill_bytes(z, &p->s, p);
     rc = price(z, p);
   }
   return rc;
@@ -341,6 +359,37 @@ static int find_candidates(chooser *z) {
     c.score = cost / (double)(c.bytes ? c.bytes : 1);
     z->c[z->n++] = c;
   }
+  /* What each recomputation reads of the other candidates: its producer's
+   * and its closure's inputs the backward pass also reads. */
+  int *cand_of_node = malloc((size_t)(g->n_nodes ? g->n_nodes : 1) * sizeof *cand_of_node);
+  if (!cand_of_node) {
+    rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+    goto done;
+  }
+  for (int i = 0; i < g->n_nodes; i++) cand_of_node[i] = -1;
+  for (int i = 0; i < z->n; i++) cand_of_node[z->c[i].node] = i;
+  for (int i = 0; i < z->n && rc == DLRT_OK; i++) {
+    candidate *c = &z->c[i];
+    int len = 0;
+    for (int x = -1; x < 0 || c->closure[x] >= 0; x++) {
+      const dlrt__node *n = g->nodes[x < 0 ? c->node : z->producer[c->closure[x]]];
+      for (int j = 0; j < n->n_in; j++) {
+        const dlrt_tensor_t *x_in = n->in[j]->owner;
+        int from = z->saved[x_in->id] ? cand_of_node[z->producer[x_in->id]] : -1;
+        int dup = from < 0 || from == i;
+        for (int q = 0; q < len && !dup; q++) dup = list[q] == from;
+        if (!dup) list[len++] = from;
+      }
+    }
+    if (!(c->reads = malloc((size_t)(len + 1) * sizeof *c->reads))) {
+      rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+      break;
+    }
+    memcpy(c->reads, list, (size_t)len * sizeof *list);
+    c->reads[len] = -1;
+  }
+  free(cand_of_node);
+  if (rc < 0) goto done;
   z->order = malloc((size_t)(z->n ? z->n : 1) * sizeof *z->order);
   if (!z->order) {
     rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
@@ -358,7 +407,7 @@ done:
 }
 
 static void chooser_free(chooser *z) {
-  for (int i = 0; z->c && i < z->n; i++) free(z->c[i].closure);
+  for (int i = 0; z->c && i < z->n; i++) free(z->c[i].closure), free(z->c[i].reads);
   free(z->c), free(z->order), free(z->saved), free(z->producer), free(z->inputs);
 }
 
@@ -368,17 +417,35 @@ static void to_prediction(const dlrt__model_step *m, dlrt_step_prediction *p) {
   p->feasible = m->feasible;
   p->step_ms = m->step_ms, p->compute_ms = m->compute_ms;
   p->recompute_ms = m->recompute_ms, p->exposed_ms = m->exposed_ms;
+  p->fetched_bytes = m->fetched_bytes, p->spilled_bytes = m->spilled_bytes;
+}
+
+/* Whether recomputing candidate i reads a recomputed one, or a recomputed
+ * one reads it: recomputations start from what stays (a chain of them
+ * would bring every earlier activation back for the backward pass). */
+static int chains(const chooser *z, const int *dec, int i) {
+  for (const int *r = z->c[i].reads; *r >= 0; r++)
+    if (dec[*r] == DLRT_SPILL_RECOMPUTE) return 1;
+  for (int k = 0; k < z->n; k++) {
+    if (dec[k] != DLRT_SPILL_RECOMPUTE) continue;
+    for (const int *r = z->c[k].reads; *r >= 0; r++)
+      if (*r == i) return 1;
+  }
+  return 0;
 }
 
 /* The decisions of the first j candidates by rank given their option
- * (forced: every one that can takes `force`), the rest kept. */
-static void prefix(const chooser *z, int j, int force, int *dec) {
+ * (forced: every one takes `force`), the rest kept; with `no_chains`, a
+ * recomputation that would chain onto another is kept instead. */
+static void prefix(const chooser *z, int j, int force, int no_chains, int *dec) {
   for (int i = 0; i < z->n; i++) dec[i] = DLRT_SPILL_KEEP;
   for (int r = 0; r < j && r < z->n; r++) {
-    const candidate *c = &z->c[z->order[r]];
+    int i = z->order[r];
+    const candidate *c = &z->c[i];
     int o = force >= 0 ? force : c->option;
     if (o == DLRT_SPILL_RECOMPUTE && !c->can_recompute) o = DLRT_SPILL_SWAP;
-    dec[z->order[r]] = o;
+    if (o == DLRT_SPILL_RECOMPUTE && no_chains && chains(z, dec, i)) o = DLRT_SPILL_KEEP;
+    dec[i] = o;
   }
 }
 
@@ -463,7 +530,11 @@ static int choose(dlrt_exec_t *e, dlrt_plan_strategy strategy, const dlrt__op_co
   if (rc < 0) return rc;
   z.rate = li.active ? li.bytes_per_s : 0;
   z.latency = li.active ? li.latency_s : 0;
-  z.floor = props.host_addressable ? costs->memcpy_bytes_per_s : 0;
+  /* On a device that shares host memory a copy is a memcpy: as fast as the
+   * profiling pass's own copies went (loaded and cold), else the host's. */
+  z.floor = !props.host_addressable ? 0
+            : costs->copy_bytes_per_s > 0 ? costs->copy_bytes_per_s
+                                          : costs->memcpy_bytes_per_s;
   if (!li.active && !props.host_addressable) z.rate = 16e9; /* unmeasured: a PCIe 4 guess */
   int n_in = 0;
   z.inputs = malloc((size_t)(g->n_tensors + 1) * sizeof *z.inputs);
@@ -488,9 +559,9 @@ static int choose(dlrt_exec_t *e, dlrt_plan_strategy strategy, const dlrt__op_co
   if (segments_only) {
     strategy = DLRT_PLAN_RECOMPUTE;
   } else {
-    if (rc == DLRT_OK) prefix(&z, 0, -1, dec), rc = make_plan(&z, dec, &pure[DLRT_PLAN_BELADY]);
+    if (rc == DLRT_OK) prefix(&z, 0, -1, 0, dec), rc = make_plan(&z, dec, &pure[DLRT_PLAN_BELADY]);
     if (rc == DLRT_OK)
-      prefix(&z, z.n, DLRT_SPILL_SWAP, dec), rc = make_plan(&z, dec, &pure[DLRT_PLAN_SWAP]);
+      prefix(&z, z.n, DLRT_SPILL_SWAP, 0, dec), rc = make_plan(&z, dec, &pure[DLRT_PLAN_SWAP]);
   }
   if (rc == DLRT_OK) rc = make_segments(&z, &pure[DLRT_PLAN_RECOMPUTE]);
   dlrt__exec_choice *ch = &e->choice;
@@ -508,9 +579,11 @@ static int choose(dlrt_exec_t *e, dlrt_plan_strategy strategy, const dlrt__op_co
       int lo = pass ? best_j - grid : 0, hi = pass ? best_j + grid : z.n, step = pass ? 1 : grid;
       if (pass && grid == 1) break;
       for (int j = lo < 1 ? 1 : lo; j <= hi && j <= z.n && rc == DLRT_OK; j += step)
-        for (int f = 0; f < 2 && rc == DLRT_OK; f++) {
-          int force = f ? DLRT_SPILL_SWAP : -1;
-          prefix(&z, j, force, dec);
+        for (int f = 0; f < 5 && rc == DLRT_OK; f++) {
+          /* The cheaper options, with and without chains of recomputation;
+           * swaps only; recomputations only, with and without chains. */
+          int force = f == 2 ? DLRT_SPILL_SWAP : f >= 3 ? DLRT_SPILL_RECOMPUTE : -1;
+          prefix(&z, j, force, f == 1 || f == 4, dec);
           if ((rc = make_plan(&z, dec, &trial)) < 0) break;
           if (cost_of(&trial) < best_ms) {
             plan_free(&best, z.s0->n);
@@ -541,6 +614,7 @@ static int choose(dlrt_exec_t *e, dlrt_plan_strategy strategy, const dlrt__op_co
     to_prediction(&run->step, &sp->predicted);
     sp->link_bytes_per_s = z.rate > 0 ? z.rate : z.floor;
     sp->link_latency_s = z.latency;
+    sp->copy_floor_bytes_per_s = z.floor;
     double total = 0; /* each node once: no recomputation */
     for (int i = 0; i < g->n_nodes; i++) total += z.ms[i];
     sp->unlimited_ms = total;
@@ -548,8 +622,8 @@ static int choose(dlrt_exec_t *e, dlrt_plan_strategy strategy, const dlrt__op_co
   /* Set it up: the schedule, then the swaps and prefetches on it. */
   const int *run_dec = NULL;
   if (rc == DLRT_OK) {
-    if (chosen == DLRT_PLAN_SWAP) prefix(&z, z.n, DLRT_SPILL_SWAP, dec), run_dec = dec;
-    else if (chosen == DLRT_PLAN_BELADY) prefix(&z, 0, -1, dec), run_dec = dec;
+    if (chosen == DLRT_PLAN_SWAP) prefix(&z, z.n, DLRT_SPILL_SWAP, 0, dec), run_dec = dec;
+    else if (chosen == DLRT_PLAN_BELADY) prefix(&z, 0, -1, 0, dec), run_dec = dec;
     else if (chosen == DLRT_PLAN_AUTO) run_dec = best_dec;
     rc = record(e, &z, chosen == DLRT_PLAN_RECOMPUTE ? NULL : run_dec, run);
   }

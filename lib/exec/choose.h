@@ -15,6 +15,8 @@ typedef struct {
   double *node_ms;           /* by graph node index: a kernel's time, ms */
   int n_nodes;
   double memcpy_bytes_per_s; /* the host's memcpy rate */
+  double copy_bytes_per_s;   /* the spill pool's own copies in the profiling pass
+                                (without a link model), 0 when it moved too little */
   int cached;                /* 0 measured now, 1 from the process, 2 from the file */
   double profile_ms;         /* the profiling pass's time (0 when cached) */
 } dlrt__op_costs;
@@ -33,7 +35,8 @@ typedef struct {
   const dlrt_graph_t *g;
   const dlrt__schedule *s;
   const double *node_ms;
-  const uint64_t *bytes;      /* by storage id: the pool's granules */
+  const uint64_t *bytes;      /* by storage id: the pool's granules (what the budget counts) */
+  const uint64_t *size;       /* by storage id: its bytes (what a copy moves) */
   uint64_t budget;
   double bytes_per_s, latency_s; /* the link, per direction */
   double floor_bytes_per_s;   /* no copy goes faster (0: none) */

@@ -61,12 +61,13 @@ static void copy_on_compute(sim *z, int dir, uint64_t bytes) {
 }
 
 static uint64_t bytes_of(const sim *z, int id) { return z->m->bytes[id]; }
+static uint64_t size_of(const sim *z, int id) { return z->m->size[id]; }
 
 static void evict(sim *z, int id) {
   store *s = &z->st[id];
   if (s->dirty || !s->on_host) {
-    copy_on_compute(z, 1, bytes_of(z, id));
-    z->spilled += bytes_of(z, id);
+    copy_on_compute(z, 1, size_of(z, id));
+    z->spilled += size_of(z, id);
     s->on_host = 1;
   }
   s->dirty = 0;
@@ -94,7 +95,8 @@ static int make_room(sim *z, uint64_t bytes, int64_t before) {
     uint64_t can = 0;
     for (int i = 0; i < z->m->g->n_tensors; i++) {
       const store *s = &z->st[i];
-      if (s->resident && !s->locked && !s->handed_over && s->next_use > before) can += bytes_of(z, i);
+      if (s->resident && !s->locked && !s->handed_over && s->next_use > before)
+        can += bytes_of(z, i);
     }
     if (z->resident - can + bytes > budget) return 0;
   }
@@ -124,8 +126,8 @@ static void acquire(sim *z, int id, int write) {
     if (!make_room(z, bytes_of(z, id), -1)) z->feasible = 0;
     place(z, id);
     if (s->on_host) {
-      copy_on_compute(z, 0, bytes_of(z, id));
-      z->fetched += bytes_of(z, id);
+      copy_on_compute(z, 0, size_of(z, id));
+      z->fetched += size_of(z, id);
     }
   }
   s->locked++;
@@ -164,11 +166,11 @@ static void prefetch(sim *z, int id) {
   double start = z->now;
   if (z->copy_stream > start) start = z->copy_stream;
   if (z->engine[0] > start) start = z->engine[0];
-  double end = start + copy_s(z, bytes_of(z, id));
+  double end = start + copy_s(z, size_of(z, id));
   z->engine[0] = z->copy_stream = end;
   s->in_flight = 1;
   s->ready_s = end;
-  z->fetched += bytes_of(z, id);
+  z->fetched += size_of(z, id);
 }
 
 static const dlrt_tensor_t *touch(const dlrt__node *n, int j) {
@@ -203,8 +205,8 @@ static void run_position(sim *z, int k, double *compute, double *recompute) {
       int id = n->in[j]->owner->id;
       store *st = &z->st[id];
       if (st->resident && st->dirty) {
-        copy_on_compute(z, 1, bytes_of(z, id));
-        z->spilled += bytes_of(z, id);
+        copy_on_compute(z, 1, size_of(z, id));
+        z->spilled += size_of(z, id);
       }
       st->dirty = 0, st->on_host = 1;
       if (st->resident && j != n->n_in - 1) z->resident -= bytes_of(z, id), st->resident = 0;
@@ -244,7 +246,7 @@ static void run_position(sim *z, int k, double *compute, double *recompute) {
     const dlrt_tensor_t *o = touch(n, j)->owner;
     if (seen_before(n, j) || dlrt__persistent(o) || n->phase != DLRT__PHASE_FORWARD) continue;
     int later = s->next[k][j];
-    int by_policy = acts && later > 0 && later > s->last_forward;
+    int by_policy = acts && k <= s->last_forward && later > s->last_forward;
     int by_choice = m->swap_out && m->swap_out[o->id] && k < m->first_backward &&
                     later >= m->first_backward;
     if ((by_policy || by_choice) && z->st[o->id].resident && !z->st[o->id].locked)
@@ -277,9 +279,9 @@ static void run_block(sim *z, const dlrt__chunk_block *b, double *compute, doubl
       if (!z->st[t->id].resident && !s->local[t->id] && !make_room(z, bytes_of(z, t->id), -1)) {
         /* No room for it whole: it moves in slices, a chunk's images at a
          * time through the host, in (when read) and out (when written). */
-        if (j < n->n_in && z->st[t->id].on_host) copy_on_compute(z, 0, bytes_of(z, t->id));
+        if (j < n->n_in && z->st[t->id].on_host) copy_on_compute(z, 0, size_of(z, t->id));
         if (j >= n->n_in) {
-          copy_on_compute(z, 1, bytes_of(z, t->id));
+          copy_on_compute(z, 1, size_of(z, t->id));
           z->st[t->id].on_host = 1, z->st[t->id].dirty = 0;
         }
         continue;

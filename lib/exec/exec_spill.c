@@ -143,8 +143,7 @@ int dlrt__spill_end_node(dlrt_exec_t *e, const dlrt__schedule *s, int k) {
     const dlrt_tensor_t *t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
     const dlrt_tensor_t *o = t->owner;
     if (seen_before(n, j)) continue;
-    if (acts && n->phase == DLRT__PHASE_FORWARD && !dlrt__persistent(o) && s->next[k][j] > 0 &&
-        s->next[k][j] > s->last_forward)
+    if (acts && k <= s->last_forward && !dlrt__persistent(o) && s->next[k][j] > s->last_forward)
       rc = dlrt__mpool_offload(p, o->id);
     /* The planner's swaps (choose.c): off after the last forward use. */
     else if (chose_swap(e, s, k, j, o))

@@ -59,7 +59,7 @@ static struct {
   uint64_t key;
   int n;
   double *ms;
-  double memcpy_rate;
+  double memcpy_rate, copy_rate;
 } cache[PROCESS_CACHE];
 static int cache_used;
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -71,6 +71,7 @@ static int from_process(uint64_t key, dlrt__op_costs *c) {
     if (cache[i].key == key && cache[i].n == c->n_nodes) {
       memcpy(c->node_ms, cache[i].ms, (size_t)c->n_nodes * sizeof *c->node_ms);
       c->memcpy_bytes_per_s = cache[i].memcpy_rate;
+      c->copy_bytes_per_s = cache[i].copy_rate;
       found = 1;
     }
   pthread_mutex_unlock(&cache_lock);
@@ -86,6 +87,7 @@ static void to_process(uint64_t key, const dlrt__op_costs *c) {
     memcpy(ms, c->node_ms, (size_t)c->n_nodes * sizeof *ms);
     cache[slot].key = key, cache[slot].n = c->n_nodes, cache[slot].ms = ms;
     cache[slot].memcpy_rate = c->memcpy_bytes_per_s;
+    cache[slot].copy_rate = c->copy_bytes_per_s;
   }
   pthread_mutex_unlock(&cache_lock);
 }
@@ -110,7 +112,8 @@ static int from_file(uint64_t key, dlrt__op_costs *c) {
   if (!cache_path(key, path, sizeof path)) return 0;
   FILE *f = fopen(path, "r");
   if (!f) return 0;
-  int n = -1, ok = fscanf(f, "dlrt-profile-1 %d %lf", &n, &c->memcpy_bytes_per_s) == 2 &&
+  int n = -1, ok = fscanf(f, "dlrt-profile-2 %d %lf %lf", &n, &c->memcpy_bytes_per_s,
+                          &c->copy_bytes_per_s) == 3 &&
                    n == c->n_nodes;
   for (int i = 0; ok && i < n; i++) ok = fscanf(f, "%lf", &c->node_ms[i]) == 1;
   fclose(f);
@@ -124,7 +127,8 @@ static void to_file(uint64_t key, const dlrt__op_costs *c) {
   snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
   FILE *f = fopen(tmp, "w");
   if (!f) return;
-  fprintf(f, "dlrt-profile-1 %d %.6e\n", c->n_nodes, c->memcpy_bytes_per_s);
+  fprintf(f, "dlrt-profile-2 %d %.6e %.6e\n", c->n_nodes, c->memcpy_bytes_per_s,
+          c->copy_bytes_per_s);
   for (int i = 0; i < c->n_nodes; i++) fprintf(f, "%.6f\n", c->node_ms[i]);
   if (fclose(f) == 0 && rename(tmp, path) == 0) return;
   unlink(tmp);
@@ -171,8 +175,10 @@ static int zero_inputs(dlrt_exec_t *e) {
 
 /* `reps` runs of the training schedule, node by node through the spilling
  * residency, each kernel waited for and timed apart from the copies that
- * made its storages resident; times[rep][position]. */
-static int profile_runs(dlrt_exec_t *e, int reps, double *times) {
+ * made its storages resident; times[rep][position]; *residency_ms, the
+ * time the residency took around the nodes (its copies, waited for). */
+static int profile_runs(dlrt_exec_t *e, int reps, double *times, double *residency_ms) {
+  *residency_ms = 0;
   const dlrt__schedule *s = &e->plan.plans[DLRT_RUN_TRAIN];
   const dlrt__residency *res = dlrt__exec_residency(e);
   e->mode = DLRT_RUN_TRAIN;
@@ -195,17 +201,22 @@ static int profile_runs(dlrt_exec_t *e, int reps, double *times) {
         continue;
       }
       int on_host = 0;
+      double r0 = dlrt__now_ms();
       if ((rc = res->begin_node(e, s, k, &on_host)) < 0) break;
       /* begin_node ran an update on the host itself: time it whole. */
       double t0 = dlrt__now_ms();
       if ((rc = dlrt_stream_synchronize(e->stream)) < 0) break;
       if (!on_host) {
         t0 = dlrt__now_ms();
+        *residency_ms += t0 - r0;
         rc = dlrt__exec_run_node(e, n);
         if (rc == DLRT_OK) rc = dlrt_stream_synchronize(e->stream);
       }
-      times[(size_t)r * (size_t)s->n + (size_t)k] = dlrt__now_ms() - t0;
+      double t1 = dlrt__now_ms();
+      times[(size_t)r * (size_t)s->n + (size_t)k] = t1 - t0;
       int rc2 = res->end_node(e, s, k);
+      if (rc == DLRT_OK) rc2 = dlrt_stream_synchronize(e->stream);
+      *residency_ms += dlrt__now_ms() - t1;
       if (rc == DLRT_OK) rc = rc2;
     }
   }
@@ -244,9 +255,20 @@ int dlrt__op_costs_measure(dlrt_exec_t *e, int reps, dlrt__op_costs *c) {
   double *one = calloc((size_t)reps, sizeof *one);
   int rc = times && one ? DLRT_OK : dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   if (rc == DLRT_OK) rc = zero_inputs(e);
-  /* A first run warms the caches and the allocator; it is not counted. */
-  if (rc == DLRT_OK) rc = profile_runs(e, 1, times);
-  if (rc == DLRT_OK) rc = profile_runs(e, reps, times);
+  /* A first run warms the caches, the allocator and the host copies; it
+   * is not counted. */
+  double res_ms = 0;
+  dlrt_spill_stats st0, st1;
+  if (rc == DLRT_OK) rc = profile_runs(e, 1, times, &res_ms);
+  if (rc == DLRT_OK) rc = dlrt__mpool_stats(e->spill.pool, &st0);
+  if (rc == DLRT_OK) rc = profile_runs(e, reps, times, &res_ms);
+  if (rc == DLRT_OK) rc = dlrt__mpool_stats(e->spill.pool, &st1);
+  /* The device's own copies, as the step makes them (write-backs and
+   * fetches on the compute stream, waited for), when there are enough. */
+  uint64_t moved = rc == DLRT_OK ? st1.spilled_bytes - st0.spilled_bytes + st1.fetched_bytes -
+                                       st0.fetched_bytes : 0;
+  if (moved >= ((uint64_t)4 << 20) && res_ms > 1)
+    c->copy_bytes_per_s = (double)moved / (res_ms / 1e3);
   for (int k = 0; rc == DLRT_OK && k < s->n; k++) {
     for (int r = 0; r < reps; r++) one[r] = times[(size_t)r * (size_t)s->n + (size_t)k];
     qsort(one, (size_t)reps, sizeof *one, cmp_double);

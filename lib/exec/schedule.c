@@ -444,10 +444,16 @@ static int plan_order(dlrt_graph_t *g, dlrt__node_phase max_phase, int every, co
     goto done;
   }
   for (size_t i = 0; i < nt; i++) s->first[i] = -1;
-  s->last_forward = -1;
+  /* The forward pass ends before the first node of another phase: the
+   * forward nodes after it are recomputations (checkpointing). */
+  s->last_forward = s->n - 1;
+  for (int k = 0; k < s->n; k++)
+    if (g->nodes[s->order[k]]->phase != DLRT__PHASE_FORWARD) {
+      s->last_forward = k - 1;
+      break;
+    }
   for (int k = s->n - 1; k >= 0; k--) {
     dlrt__node *n = g->nodes[s->order[k]];
-    if (n->phase == DLRT__PHASE_FORWARD && s->last_forward < 0) s->last_forward = k;
     int touches = n->n_in + n->n_out;
     s->next[k] = malloc((size_t)(touches ? touches : 1) * sizeof **s->next);
     if (!s->next[k]) {

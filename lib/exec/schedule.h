@@ -29,7 +29,8 @@ typedef struct {
   /* For spilling: next[i][j], the next position that touches the storage of
    * order[i]'s input j (j < n_in) or output j - n_in, -1 if none in this
    * run; first[id], a storage's first position, -1 if none; last_forward,
-   * the position of the last forward node. */
+   * the position of the forward pass's last node (before the first node of
+   * another phase: later forward nodes recompute checkpointed segments). */
   int **next;
   int *first;
   int last_forward;
