@@ -67,6 +67,7 @@ typedef struct {
   int **prefetch_at;
   int first_backward;
   uint64_t *bytes, *size;
+  int slicing;
   dlrt__model_step step;
 } plan;
 
@@ -210,7 +211,8 @@ static int price(const chooser *z, plan *p) {
       .budget = z->budget,
       .bytes_per_s = z->rate, .latency_s = z->latency, .floor_bytes_per_s = z->floor,
       .lookahead = z->lookahead, .policy = z->policy, .swap_out = p->swap_out,
-      .first_backward = p->first_backward, .prefetch_at = p->prefetch_at, .inputs = z->inputs};
+      .first_backward = p->first_backward, .prefetch_at = p->prefetch_at, .inputs = z->inputs,
+      .slicing = p->slicing};
   return dlrt__model_step_run(&m, &p->step);
 }
 
@@ -247,15 +249,24 @@ static int make_plan(const chooser *z, const int *dec, plan *p) {
   return rc;
 }
 
-/* Segment checkpointing of sqrt(forward nodes), as dlrt_exec_set_checkpointing. */
-static int make_segments(const chooser *z, plan *p) {
+/* Segment checkpointing of sqrt(forward nodes), as dlrt_exec_set_checkpointing
+ * and spilling make it: its chunked blocks in chunks that fit the budget
+ * (dlrt__spill_fit). The executor's own schedule when it checkpoints so
+ * already (`current`). */
+static int make_segments(const chooser *z, int current, plan *p) {
   memset(p, 0, sizeof *p);
   int rc = alloc_plan_arrays(z, p);
   uint64_t peak;
-  if (rc == DLRT_OK)
-    rc = dlrt__plan(z->g, DLRT__PHASE_UPDATE, dlrt__checkpoint_segment(z->g, DLRT_CHECKPOINT_SQRT),
-                    &p->s, &peak, NULL);
-  p->own_s = 1;
+  if (current) {
+    p->s = *z->s0; /* borrowed */
+    p->slicing = z->e->spill.slicing;
+  } else if (rc == DLRT_OK) {
+    rc = dlrt__plan(z->g, DLRT__PHASE_UPDATE,
+                    dlrt__checkpoint_segment(z->g, DLRT_CHECKPOINT_SQRT), &p->s, &peak, NULL);
+    p->own_s = 1;
+    int worst;
+    if (rc == DLRT_OK) dlrt__spill_fit(z->g, &p->s, 1, z->policy, z->budget, &p->slicing, &worst);
+  }
   if (rc == DLRT_OK) {
     p->first_backward = first_backward(z->g, &p->s);
     fill_bytes(z, &p->s, p);
@@ -563,7 +574,7 @@ static int choose(dlrt_exec_t *e, dlrt_plan_strategy strategy, const dlrt__op_co
     if (rc == DLRT_OK)
       prefix(&z, z.n, DLRT_SPILL_SWAP, 0, dec), rc = make_plan(&z, dec, &pure[DLRT_PLAN_SWAP]);
   }
-  if (rc == DLRT_OK) rc = make_segments(&z, &pure[DLRT_PLAN_RECOMPUTE]);
+  if (rc == DLRT_OK) rc = make_segments(&z, segments_only, &pure[DLRT_PLAN_RECOMPUTE]);
   dlrt__exec_choice *ch = &e->choice;
   dlrt_spill_plan *sp = &ch->plan;
   for (int i = 0; rc == DLRT_OK && i < 3; i++) to_prediction(&pure[i].step, &sp->strategies[i]);

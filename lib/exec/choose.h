@@ -41,6 +41,7 @@ typedef struct {
   double bytes_per_s, latency_s; /* the link, per direction */
   double floor_bytes_per_s;   /* no copy goes faster (0: none) */
   int lookahead;              /* the executor's prefetch distance, nodes */
+  int slicing;                /* chunked blocks move their image storages in slices */
   dlrt_offload_policy policy;
   const char *swap_out;       /* by storage id, or NULL */
   int first_backward;         /* the schedule's first backward position */

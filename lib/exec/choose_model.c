@@ -276,7 +276,9 @@ static void run_block(sim *z, const dlrt__chunk_block *b, double *compute, doubl
         continue;
       }
       if (z->st[t->id].locked && z->st[t->id].resident) continue;
-      if (!z->st[t->id].resident && !s->local[t->id] && !make_room(z, bytes_of(z, t->id), -1)) {
+      int window = m->slicing && !s->local[t->id] && dlrt__batch_image(t, b->batch);
+      if (window || (!z->st[t->id].resident && !s->local[t->id] &&
+                     !make_room(z, bytes_of(z, t->id), -1))) {
         /* No room for it whole: it moves in slices, a chunk's images at a
          * time through the host, in (when read) and out (when written). */
         if (j < n->n_in && z->st[t->id].on_host) copy_on_compute(z, 0, size_of(z, t->id));
