@@ -124,6 +124,15 @@ void dltrain_usage(FILE *out) {
         "                             README): copies between host and device memory,\n"
         "                             --mem-limit's spills among them, take its time;\n"
         "                             the results stay the same bit for bit\n"
+        "      --plan-strategy S      with --mem-limit: how the planner spills each\n"
+        "                             activation the backward pass reads (as\n"
+        "                             DLRT_PLAN_STRATEGY): auto (it chooses keep, swap\n"
+        "                             or recompute per tensor from a profile of the\n"
+        "                             step and the link), belady (keep; evict by\n"
+        "                             furthest next use), swap (all), recompute\n"
+        "                             (checkpoint segments of sqrt(n)); prints the\n"
+        "                             predicted step beside the measured one (default:\n"
+        "                             Belady, unplanned; --plan: auto)\n"
         "      --trace FILE           write a Chrome trace of the run (kernels, spill\n"
         "                             copies, device memory): open it in\n"
         "                             https://ui.perfetto.dev; slows the run down\n"
@@ -427,7 +436,7 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
          OPT_HOST_LIMIT, OPT_OFFLOAD, OPT_SPILL_PREFETCH, OPT_TRACE, OPT_DEVICES, OPT_PIPELINE, OPT_ZERO,
          OPT_MICRO, OPT_PRECISION, OPT_LOSS_SCALE, OPT_STEPS, OPT_EVAL_EVERY,
          OPT_EVAL_BATCHES, OPT_LAYERS, OPT_HEADS, OPT_EMBD, OPT_CONTEXT, OPT_VOCAB,
-         OPT_DROPOUT, OPT_LINK, OPT_TENSOR_PARALLEL };
+         OPT_DROPOUT, OPT_LINK, OPT_TENSOR_PARALLEL, OPT_PLAN_STRATEGY };
   static const char shortopts[] = ":m:d:e:b:jqhV";
   static const struct option longopts[] = {
       {"model", required_argument, NULL, 'm'},   {"data", required_argument, NULL, OPT_DATA},
@@ -464,6 +473,7 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
       {"spill-prefetch", required_argument, NULL, OPT_SPILL_PREFETCH},
       {"trace", required_argument, NULL, OPT_TRACE},
       {"link", required_argument, NULL, OPT_LINK},
+      {"plan-strategy", required_argument, NULL, OPT_PLAN_STRATEGY},
       {"devices", required_argument, NULL, OPT_DEVICES},
       {"zero", required_argument, NULL, OPT_ZERO},
       {"pipeline", required_argument, NULL, OPT_PIPELINE},
@@ -592,6 +602,14 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
     case OPT_MEM_LIMIT: o->mem_limit = optarg; break;
     case OPT_TRACE: o->trace = optarg; break;
     case OPT_LINK: ok = parse_link(optarg, o); break;
+    case OPT_PLAN_STRATEGY: {
+      dlrt_plan_strategy strategy;
+      if (dlrt_plan_strategy_parse(optarg, &strategy) != DLRT_OK)
+        ok = tool_usage_error(o->error, "--plan-strategy: %s", dlrt_last_error());
+      else
+        o->plan_strategy = optarg;
+      break;
+    }
     case OPT_DEVICES: o->devices = optarg; break;
     case OPT_ZERO:
       if ((ok = tool_parse_int("--zero", optarg, 0, 3, &v, err))) o->zero = (int)v;
@@ -661,5 +679,12 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
    * (--device, --devices, --pipeline): dltrain parses before dlrt_init. */
   if (o->link && setenv("DLRT_LINK", o->link, 1) != 0)
     return tool_usage_error(err, "--link: cannot set DLRT_LINK"), STATUS_USAGE;
+  /* The trainer reads it (dlrt_trainer_create); --plan with --mem-limit
+   * plans with auto unless told. */
+  const char *strategy = o->plan_strategy ? o->plan_strategy
+                         : o->plan && o->mem_limit && !getenv("DLRT_PLAN_STRATEGY") ? "auto"
+                                                                                    : NULL;
+  if (strategy && setenv("DLRT_PLAN_STRATEGY", strategy, 1) != 0)
+    return tool_usage_error(err, "--plan-strategy: cannot set DLRT_PLAN_STRATEGY"), STATUS_USAGE;
   return 0;
 }

@@ -2,11 +2,14 @@
  * largest batch each strategy fits in a device, and the what-if for models
  * of any size; as a table or JSON. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 
 #include "dltrain.h"
 
 static double mib(uint64_t bytes) { return (double)bytes / 1048576.0; }
+
+static dlrt_trainer_t *plan_trainer; /* --plan --mem-limit: the spill plan's (below) */
 
 /* Bytes as "12.3 MiB" / "40.0 GiB" / "350.0 GB" (decimal for what-if sums). */
 static const char *human(double bytes, char *buf, size_t n) {
@@ -122,10 +125,15 @@ int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_datase
     if (o->gpt_model)
       printf("], \"transformer\": {\"context\": %" PRId64 ", \"block_activation_bytes\": %"
              PRIu64 ", \"peak_fp32\": %" PRIu64 ", \"peak_fp32_checkpointed\": %" PRIu64
-             ", \"peak_16bit\": %" PRIu64 ", \"peak_16bit_checkpointed\": %" PRIu64 "}}\n",
+             ", \"peak_16bit\": %" PRIu64 ", \"peak_16bit_checkpointed\": %" PRIu64 "}",
              d->width, gp.block, gp.peak[0][0], gp.peak[0][1], gp.peak[1][0], gp.peak[1][1]);
     else
-      puts("]}");
+      fputs("]", stdout);
+    if (plan_trainer) {
+      fputs(", \"spill_plan\": ", stdout);
+      if (!dltrain_spill_plan_json(stdout, plan_trainer, 0, 1)) fputs("null", stdout);
+    }
+    puts("}");
     return 0;
   }
   char a[32], b[32];
@@ -176,5 +184,114 @@ int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_datase
              rows[i].devices, rows[i].devices == 1 ? "" : "s");
     }
   }
+  if (plan_trainer) dltrain_spill_plan_text(stdout, plan_trainer, 1);
   return 0;
+}
+
+/* ---------------------------------------------------------------- the spill plan */
+
+/* The trainer whose spill plan --plan --mem-limit shows (dltrain.c makes it). */
+void dltrain_plan_set_trainer(dlrt_trainer_t *t) { plan_trainer = t; }
+
+static const char *choice_name(dlrt_spill_choice c) {
+  return c == DLRT_SPILL_SWAP ? "swap" : c == DLRT_SPILL_RECOMPUTE ? "recompute" : "keep";
+}
+
+static void json_ms(FILE *out, double ms) {
+  if (isfinite(ms)) fprintf(out, "%.4f", ms);
+  else fputs("null", out);
+}
+
+static void prediction_json(FILE *out, const dlrt_step_prediction *p) {
+  fprintf(out, "{\"feasible\": %s, \"step_ms\": ", p->feasible ? "true" : "false");
+  json_ms(out, p->step_ms);
+  fputs(", \"compute_ms\": ", out);
+  json_ms(out, p->compute_ms);
+  fputs(", \"recompute_ms\": ", out);
+  json_ms(out, p->recompute_ms);
+  fputs(", \"exposed_transfer_ms\": ", out);
+  json_ms(out, p->exposed_ms);
+  fputc('}', out);
+}
+
+int dltrain_spill_plan_json(FILE *out, dlrt_trainer_t *t, double measured_ms, int decisions) {
+  dlrt_exec_t *e = dlrt_trainer_executor(t);
+  dlrt_spill_plan p;
+  if (!e || dlrt_exec_spill_plan(e, &p) < 0 || p.decisions == 0) return 0;
+  fprintf(out, "{\"asked\": \"%s\", \"chosen\": \"%s\", \"link_bytes_per_s\": %.6g, "
+          "\"link_latency_s\": %.6g, \"copy_floor_bytes_per_s\": %.6g, "
+          "\"unlimited_ms\": %.4f, \"profile_ms\": %.1f, "
+          "\"profile_cached\": %d, \"kept\": %d, \"swapped\": %d, \"recomputed\": %d, "
+          "\"swapped_bytes\": %" PRIu64 ", \"recomputed_bytes\": %" PRIu64 ", \"predicted\": ",
+          dlrt_plan_strategy_name(p.asked), dlrt_plan_strategy_name(p.chosen),
+          p.link_bytes_per_s, p.link_latency_s, p.copy_floor_bytes_per_s, p.unlimited_ms,
+          p.profile_ms, p.profile_cached,
+          p.kept, p.swapped, p.recomputed, p.swapped_bytes, p.recomputed_bytes);
+  prediction_json(out, &p.predicted);
+  fputs(", \"measured_step_ms\": ", out);
+  json_ms(out, measured_ms > 0 ? measured_ms : NAN);
+  fputs(", \"strategies\": {", out);
+  for (int i = 0; i < DLRT_PLAN_STRATEGIES_; i++) {
+    fprintf(out, "%s\"%s\": ", i ? ", " : "", dlrt_plan_strategy_name((dlrt_plan_strategy)i));
+    prediction_json(out, &p.strategies[i]);
+  }
+  fputc('}', out);
+  if (decisions) {
+    fputs(", \"decisions\": [", out);
+    for (int i = 0; i < p.decisions; i++) {
+      dlrt_spill_decision d;
+      if (dlrt_exec_spill_decision(e, i, &d) < 0) break;
+      fprintf(out, "%s{\"tensor\": ", i ? ", " : "");
+      tool_json_string(out, d.tensor);
+      fprintf(out, ", \"op\": \"%s\", \"bytes\": %" PRIu64 ", \"choice\": \"%s\", \"cost_ms\": ",
+              d.op, d.bytes, choice_name(d.choice));
+      json_ms(out, d.cost_ms);
+      fputs(", \"swap_ms\": ", out);
+      json_ms(out, d.swap_ms);
+      fputs(", \"recompute_ms\": ", out);
+      json_ms(out, d.recompute_ms);
+      fputc('}', out);
+    }
+    fputc(']', out);
+  }
+  fputc('}', out);
+  return 1;
+}
+
+static void prediction_text(FILE *out, const char *label, const dlrt_step_prediction *p) {
+  if (!p->feasible) {
+    fprintf(out, "  %-12s does not fit (a node finds no room)\n", label);
+    return;
+  }
+  fprintf(out, "  %-12s %9.2f ms = compute %.2f + recompute %.2f + exposed transfer %.2f\n",
+          label, p->step_ms, p->compute_ms, p->recompute_ms, p->exposed_ms);
+}
+
+int dltrain_spill_plan_text(FILE *out, dlrt_trainer_t *t, int decisions) {
+  dlrt_exec_t *e = dlrt_trainer_executor(t);
+  dlrt_spill_plan p;
+  if (!e || dlrt_exec_spill_plan(e, &p) < 0 || p.decisions == 0) return 0;
+  fprintf(out, "spill plan %s%s%s: %d kept, %d swapped (%.2f MiB), %d recomputed (%.2f MiB); "
+          "link %.4g MB/s + %.3g us (copies no faster than %.4g MB/s), nodes %s%s\n",
+          dlrt_plan_strategy_name(p.asked),
+          p.asked != p.chosen ? " -> " : "",
+          p.asked != p.chosen ? dlrt_plan_strategy_name(p.chosen) : "",
+          p.kept, p.swapped, mib(p.swapped_bytes), p.recomputed, mib(p.recomputed_bytes),
+          p.link_bytes_per_s / 1e6, p.link_latency_s * 1e6, p.copy_floor_bytes_per_s / 1e6,
+          p.profile_cached ? "profiled before (cached)" : "profiled now",
+          p.profile_cached == 2 ? " in a file" : "");
+  prediction_text(out, "predicted", &p.predicted);
+  fprintf(out, "  %-12s %9.2f ms (the profiled nodes alone)\n", "unlimited", p.unlimited_ms);
+  for (int i = 0; i < DLRT_PLAN_STRATEGIES_; i++)
+    if (i != DLRT_PLAN_AUTO || p.asked == DLRT_PLAN_AUTO)
+      prediction_text(out, dlrt_plan_strategy_name((dlrt_plan_strategy)i), &p.strategies[i]);
+  for (int i = 0; decisions && i < p.decisions; i++) {
+    dlrt_spill_decision d;
+    if (dlrt_exec_spill_decision(e, i, &d) < 0) break;
+    fprintf(out, "  %-40s %-14s %9.3f MiB  %-9s %9.3f ms (swap %.3f, recompute ",
+            d.tensor, d.op, mib(d.bytes), choice_name(d.choice), d.cost_ms, d.swap_ms);
+    if (isfinite(d.recompute_ms)) fprintf(out, "%.3f)\n", d.recompute_ms);
+    else fputs("-)\n", out);
+  }
+  return 1;
 }

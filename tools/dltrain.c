@@ -142,7 +142,17 @@ typedef struct {
   dlrt_tp_peer_info tp[DLRT_TP_MAX];
   int n_tp, tp_ranks;
   dlrt_zero_info zero; /* the model states a replica holds (--zero, or unsharded) */
+  dlrt_trainer_t *trainer;
 } results;
+
+/* The measured training step, ms (0 when nothing ran). */
+static double measured_step_ms(const options *o, const results *r) {
+  if (r->lm) return r->lm->steps_run && r->lm->last.tokens_per_s > 0
+                        ? 1e3 * (double)(o->batch * r->train->width) / r->lm->last.tokens_per_s
+                        : 0;
+  return r->epochs_run > 0 && r->last.images_per_s > 0
+             ? 1e3 * (double)o->batch / r->last.images_per_s : 0;
+}
 
 static void print_json(const options *o, const results *r) {
   const char *keys[] = {"device", "device_name", "model", "data", "data_source",
@@ -254,7 +264,13 @@ static void print_json(const options *o, const results *r) {
   } else {
     fputs(", \"seconds\": ", stdout);
   }
-  printf("%.3f}\n", r->seconds);
+  printf("%.3f", r->seconds);
+  if (r->trainer) {
+    fputs(", \"spill_plan\": ", stdout);
+    if (!dltrain_spill_plan_json(stdout, r->trainer, measured_step_ms(o, r), 0))
+      fputs("null", stdout);
+  }
+  puts("}");
 }
 
 #ifdef DLRT_HAVE_MPI
@@ -573,6 +589,13 @@ int main(int argc, char **argv) {
                              .precision = o.precision, .loss_scaler = o.loss_scaler,
                              .gpt = o.gpt};
   if (o.gpt_model) cfg.total_steps = o.steps;
+  if (o.plan && o.mem_limit) {
+    /* The spill plan is made on the device: a trainer under the budget
+     * (the planner profiles its step there). */
+    TRY(dlrt_trainer_create(dev, &cfg, data[0].height, data[0].width, data[0].classes,
+                            &trainer), "cannot plan the spilling");
+    dltrain_plan_set_trainer(trainer);
+  }
   if (o.plan) {
     uint64_t limit = dlrt_mem_get_limit(dev);
     uint64_t memory = o.device_memory ? o.device_memory : limit ? limit : props.total_memory;
@@ -589,6 +612,7 @@ int main(int argc, char **argv) {
   }
   TRY(dlrt_trainer_create(whole_on, &cfg, data[0].height, data[0].width, data[0].classes,
                           &trainer), "cannot build the model");
+  if (!o.quiet) dltrain_spill_plan_text(log, trainer, 0);
   if (o.resume)
     TRY(dlrt_trainer_load(trainer, o.resume, &done), "cannot resume");
   if (n_replicas > 0 && o.devices)
@@ -799,6 +823,13 @@ int main(int argc, char **argv) {
             (double)r.last.spilled_bytes / 1048576.0, (double)r.last.disk_bytes / 1048576.0,
             (double)r.last.fetched_bytes / 1048576.0,
             (double)r.last.disk_written_bytes / 1048576.0, r.last.slice_images ? "" : "\n");
+  dlrt_spill_plan sp;
+  if (dlrt_exec_spill_plan(dlrt_trainer_executor(trainer), &sp) == DLRT_OK && sp.decisions) {
+    r.train = &data[0];
+    r.lm = o.gpt_model ? &lm : NULL;
+    fprintf(log, "step     predicted %.1f ms (%s), measured %.1f ms\n", sp.predicted.step_ms,
+            dlrt_plan_strategy_name(sp.chosen), measured_step_ms(&o, &r));
+  }
   if (spilled && r.epochs_run > 0 && r.last.slice_images)
     fprintf(log, "; convolution blocks in slices of %" PRId64 " images\n", r.last.slice_images);
   TRY(dlrt_trainer_zero_info(trainer, &r.zero), "cannot read the replicas' model states");
@@ -833,6 +864,7 @@ int main(int argc, char **argv) {
     r.train = &data[0];
     r.test = &data[1];
     r.losses = losses;
+    r.trainer = trainer;
     r.seconds = tool_now_s() - start;
     print_json(&o, &r);
   }

@@ -25,6 +25,7 @@ typedef struct {
   const char *mem_limit, *host_limit; /* --mem-limit, --host-limit (sizes or %) */
   const char *trace;        /* --trace FILE */
   const char *link;         /* --link SPEC (set as DLRT_LINK for every device) */
+  const char *plan_strategy; /* --plan-strategy (set as DLRT_PLAN_STRATEGY) */
   const char *devices;      /* --devices A,B,... (data parallel) */
   const char *pipeline;     /* --pipeline A,B,... (pipeline parallel) */
   const char *tensor_parallel; /* --tensor-parallel A,B,... or N (MPI ranks) */
@@ -60,6 +61,15 @@ void dltrain_version(FILE *out);
  * for each strategy, and the what-if table (dltrain-plan.c). */
 int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_dataset *d,
              const char *device, uint64_t memory, const char *memory_from);
+
+/* The planner's keep / swap / recompute of a trainer made under a budget
+ * with DLRT_PLAN_STRATEGY (dltrain-plan.c): as JSON (an object: the
+ * predictions, the measured step when > 0, the decisions when asked) or
+ * text; 0 when the trainer has no plan (nothing printed). --plan shows the
+ * set trainer's with its own figures. */
+int dltrain_spill_plan_json(FILE *out, dlrt_trainer_t *t, double measured_ms, int decisions);
+int dltrain_spill_plan_text(FILE *out, dlrt_trainer_t *t, int decisions);
+void dltrain_plan_set_trainer(dlrt_trainer_t *t);
 
 /* GPT models (dltrain-lm.c). */
 typedef struct {

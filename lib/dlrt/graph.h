@@ -441,6 +441,90 @@ typedef struct {
  * order); GPUs are not measured. */
 DLRT_API int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *config);
 DLRT_API int dlrt_exec_spill_stats(dlrt_exec_t *e, dlrt_spill_stats *out);
+/* The planner that chooses (issue 20): under a budget, each activation the
+ * backward pass reads is kept, swapped (off the device after its last
+ * forward use, prefetched on the copy stream in time for its backward
+ * use) or recomputed (its producer, and what it is made from back to the
+ * nearest storages that stay, run again just before the backward pass
+ * needs it), with the prefetches placed to finish in time. Each node of
+ * the training step is timed on the device first (a profiling pass of a
+ * warm-up and three runs, cached per device and graph shape in the process
+ * and in $DLRT_PROFILE_CACHE or $XDG_CACHE_HOME/dlrt when set;
+ * DLRT_PROFILE_FRESH=1 measures again), and each choice is priced by
+ * replaying the step on a model of the spill pool and the device's link
+ * (dlrt_link_set; copies on a device that shares host memory go no faster
+ * than its memcpy). The pure strategies are choices the planner can be
+ * held to:
+ *   BELADY     keep everything; the pool evicts by furthest next use
+ *              (spilling as it was before the planner);
+ *   SWAP       every such activation swapped;
+ *   RECOMPUTE  checkpoint segments of sqrt(forward nodes)
+ *              (dlrt_exec_set_checkpointing(DLRT_CHECKPOINT_SQRT));
+ *   AUTO       the cheapest plan the planner finds, the pure ones among
+ *              those it prices.
+ * Results are the same bits as without a budget. */
+typedef enum {
+  DLRT_PLAN_BELADY,
+  DLRT_PLAN_SWAP,
+  DLRT_PLAN_RECOMPUTE,
+  DLRT_PLAN_AUTO,
+  DLRT_PLAN_STRATEGIES_ /* count */
+} dlrt_plan_strategy;
+
+/* "belady", "swap", "recompute", "auto"; NULL for others. */
+DLRT_API const char *dlrt_plan_strategy_name(dlrt_plan_strategy s);
+/* The reverse; DLRT_ERR_INVALID_ARG naming the four for any other text. */
+DLRT_API int dlrt_plan_strategy_parse(const char *text, dlrt_plan_strategy *out);
+
+/* A predicted training step: its parts add up to step_ms. */
+typedef struct {
+  int feasible;        /* 0: the model finds a node with no room */
+  double step_ms;      /* compute + recompute + exposed transfer */
+  double compute_ms;   /* the step's own nodes */
+  double recompute_ms; /* forward nodes run again for the backward pass */
+  double exposed_ms;   /* compute waiting for copies (fetches, write-backs) */
+  uint64_t fetched_bytes, spilled_bytes; /* the step's traffic (as dlrt_spill_stats counts) */
+} dlrt_step_prediction;
+
+typedef struct {
+  dlrt_plan_strategy asked, chosen; /* AUTO picks among the others, or its own mix */
+  dlrt_step_prediction predicted;   /* of the plan that runs */
+  dlrt_step_prediction strategies[DLRT_PLAN_STRATEGIES_]; /* each priced on its own */
+  double unlimited_ms;              /* the measured nodes alone, no budget */
+  int decisions;                    /* dlrt_exec_spill_decision's count */
+  int kept, swapped, recomputed;
+  uint64_t swapped_bytes, recomputed_bytes;
+  double link_bytes_per_s, link_latency_s; /* what the model used, per direction */
+  double copy_floor_bytes_per_s;    /* no copy faster: a host-memory device's own copies
+                                       as profiled (0: none) */
+  double profile_ms;                /* the profiling pass (0: cached) */
+  int profile_cached;               /* 0 measured, 1 this process's, 2 the file's */
+} dlrt_spill_plan;
+
+typedef enum { DLRT_SPILL_KEEP, DLRT_SPILL_SWAP, DLRT_SPILL_RECOMPUTE } dlrt_spill_choice;
+
+/* One activation (or the outputs of one node, taken together). */
+typedef struct {
+  const char *tensor;   /* the first output's name (the graph's storage) */
+  const char *op;       /* its producer's op */
+  uint64_t bytes;
+  dlrt_spill_choice choice;
+  double cost_ms;       /* the chosen option's own cost (keep: 0) */
+  double swap_ms;       /* out and the part of in the backward pass waits for */
+  double recompute_ms;  /* its producer and what must be made again with it */
+} dlrt_spill_decision;
+
+/* Profiles, chooses and sets the plan for the next runs; spilling must be
+ * on (dlrt_exec_set_spill) and checkpointing off. Values of parameters and
+ * state are those of a fresh executor afterwards (the profiling pass runs
+ * the step): call it before training. DLRT_ERR_STATE without a budget or
+ * with checkpointing; DLRT_ERR_OOM when no plan fits. The reverse of
+ * DLRT_PLAN_BELADY's: spilling as before. */
+DLRT_API int dlrt_exec_plan_spill(dlrt_exec_t *e, dlrt_plan_strategy strategy);
+/* The plan in force (a zeroed one, asked = chosen = BELADY, if none was
+ * made) and its decisions by index [0, decisions). */
+DLRT_API int dlrt_exec_spill_plan(dlrt_exec_t *e, dlrt_spill_plan *out);
+DLRT_API int dlrt_exec_spill_decision(dlrt_exec_t *e, int index, dlrt_spill_decision *out);
 /* The gradients of the DLRT_RUN_GRADIENTS runs since the last update (their
  * sum: several runs are micro-batches) as one vector of `count` floats: each
  * parameter's, one after the other, in the order dlrt_exec_export lists the

@@ -310,6 +310,11 @@ DLRT_API int dlrt_gpt_checkpoint_load(const char *path, dlrt_gpt_config *cfg,
  * model's parameter and state bytes, the largest peer's planned and measured
  * peaks). */
 DLRT_API int dlrt_trainer_info(dlrt_trainer_t *t, dlrt_exec_info *out);
+/* The trainer's executor (its graph, plan and spilling figures:
+ * dlrt_exec_spill_plan), owned by the trainer; NULL for NULL. Under a
+ * budget, DLRT_PLAN_STRATEGY=belady|swap|recompute|auto makes
+ * dlrt_trainer_create plan the spilling (dlrt_exec_plan_spill). */
+DLRT_API dlrt_exec_t *dlrt_trainer_executor(dlrt_trainer_t *t);
 /* The loss scale of the executor that makes the updates (scale 1 when off). */
 DLRT_API int dlrt_trainer_loss_scale(dlrt_trainer_t *t, dlrt_loss_scale_state *out);
 /* Data parallelism over `n` devices of any backends (the same device may be

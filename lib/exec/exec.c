@@ -86,6 +86,7 @@ void dlrt_exec_destroy(dlrt_exec_t *e) {
   dlrt__exec_shard_free(e);
   dlrt__mpool_destroy(e->spill.pool); /* host and disk copies; bufs[] are freed below */
   free(e->spill.windows), free(e->spill.block_local), free(e->spill.slices);
+  dlrt__exec_choice_free(&e->choice);
   if (e->bufs) {
     for (int i = 0; i < e->g->n_tensors; i++)
       if (e->g->tensors[i]->owner == e->g->tensors[i]) dlrt_buffer_free(e->bufs[i]);
@@ -205,11 +206,15 @@ int dlrt_exec_create(dlrt_graph_t *g, dlrt_device_t *dev, uint64_t seed, dlrt_ex
 
 dlrt_graph_t *dlrt__exec_graph(const dlrt_exec_t *e) { return e->g; }
 
-int dlrt__exec_replan(dlrt_exec_t *e, int every) {
-  /* Both schedules: evaluation runs the same segments' chunked blocks. */
+int dlrt__exec_replan(dlrt_exec_t *e, int every) { return dlrt__exec_replan_dropping(e, every, NULL); }
+
+int dlrt__exec_replan_dropping(dlrt_exec_t *e, int every, const char *drop) {
+  /* Both schedules: evaluation runs the same segments' chunked blocks (the
+   * planner's dropped storages are the training schedule's alone). */
   dlrt__schedule fresh = {0}, fresh_forward = {0};
   uint64_t peak, forward_peak;
-  int rc = dlrt__plan(e->g, DLRT__PHASE_UPDATE, every, &fresh, &peak, NULL);
+  int rc = drop ? dlrt__plan_dropping(e->g, drop, &fresh, &peak)
+                : dlrt__plan(e->g, DLRT__PHASE_UPDATE, every, &fresh, &peak, NULL);
   if (rc == DLRT_OK) rc = dlrt__plan(e->g, DLRT__PHASE_FORWARD, every, &fresh_forward, &forward_peak, NULL);
   if (rc < 0) {
     dlrt__schedule_free(&fresh);
@@ -266,8 +271,8 @@ static void trace_node(dlrt_exec_t *e, const dlrt__node *n, int on_host, double 
  * chunk of images in turn. Storages that hold one chunk are allocated and
  * freed each time; those of the whole batch are made by the first chunk
  * and freed after the last. */
-static int run_block(dlrt_exec_t *e, const dlrt__residency *res, const dlrt__schedule *s,
-                     const dlrt__chunk_block *b) {
+int dlrt__exec_run_block(dlrt_exec_t *e, const dlrt__residency *res, const dlrt__schedule *s,
+                         const dlrt__chunk_block *b) {
   const char *local = NULL;
   int rc = res->begin_block(e, s, b, &local);
   for (int64_t b0 = 0; b0 < b->batch && rc == DLRT_OK; b0 += b->chunk) {
@@ -333,7 +338,7 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
       /* A chunked block: its positions for each chunk of images in turn. */
       const dlrt__chunk_block *b = &s->blocks[s->block_of[k]];
       double trace_t0 = tracing && dlrt_stream_synchronize(e->stream) == DLRT_OK ? dlrt__trace_now_us() : 0;
-      rc = run_block(e, res, s, b);
+      rc = dlrt__exec_run_block(e, res, s, b);
       for (int kk = b->begin; kk < b->end && rc == DLRT_OK; kk++) {
         rc = dlrt__grads_ready(e, &gr, kk);
         if (tracing && rc == DLRT_OK) trace_node(e, g->nodes[s->order[kk]], 0, trace_t0);

@@ -8,6 +8,7 @@
 #include <math.h>
 
 #include "device/launch.h"
+#include "exec/choose.h"
 #include "exec/exec_grads.h"
 #include "exec/exec_shard.h"
 #include "exec/exec_spill.h"
@@ -50,6 +51,7 @@ struct dlrt_exec {
   dlrt__exec_grads grads;
   dlrt__exec_spill spill;
   dlrt__exec_shard shard; /* ZeRO: the model states given up (exec_shard.c) */
+  dlrt__exec_choice choice; /* choose.c: the planner's keep / swap / recompute */
   dlrt__exec_profile prof;
   dlrt__exec_collective coll;
 };
@@ -97,6 +99,10 @@ int dlrt__exec_run_collective(dlrt_exec_t *e, dlrt__node *n);
 int dlrt__exec_run_xent_shard(dlrt_exec_t *e, dlrt__node *n);
 void dlrt__exec_collective_free(dlrt_exec_t *e);
 
+/* A chunked block of schedule s, each chunk of images in turn, through
+ * residency `res` (exec.c; the profiling pass times it whole). */
+int dlrt__exec_run_block(dlrt_exec_t *e, const dlrt__residency *res, const dlrt__schedule *s,
+                         const dlrt__chunk_block *b);
 /* Queues what node `n` computes on the executor's stream (exec_ops.c). */
 int dlrt__exec_run_node(dlrt_exec_t *e, dlrt__node *n);
 /* The same for images [b0, b0 + nb) of a batch of n, in a chunked block of

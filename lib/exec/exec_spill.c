@@ -112,6 +112,15 @@ int dlrt__spill_begin_node(dlrt_exec_t *e, const dlrt__schedule *s, int k, int *
   return rc;
 }
 
+/* Whether touch j of training position k is the last forward use of a
+ * storage the planner swaps. */
+static int chose_swap(const dlrt_exec_t *e, const dlrt__schedule *s, int k, int j,
+                      const dlrt_tensor_t *o) {
+  const dlrt__exec_choice *c = &e->choice;
+  if (!c->swap_out || s != &e->plan.plans[DLRT_RUN_TRAIN] || !c->swap_out[o->id]) return 0;
+  return k < c->first_backward && s->next[k][j] >= c->first_backward;
+}
+
 int dlrt__spill_end_node(dlrt_exec_t *e, const dlrt__schedule *s, int k) {
   dlrt__node *n = e->g->nodes[s->order[k]];
   dlrt__mpool *p = e->spill.pool;
@@ -134,10 +143,17 @@ int dlrt__spill_end_node(dlrt_exec_t *e, const dlrt__schedule *s, int k) {
     const dlrt_tensor_t *t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
     const dlrt_tensor_t *o = t->owner;
     if (seen_before(n, j)) continue;
-    if (acts && n->phase == DLRT__PHASE_FORWARD && !dlrt__persistent(o) && s->next[k][j] > 0 &&
-        s->next[k][j] > s->last_forward)
+    if (acts && k <= s->last_forward && !dlrt__persistent(o) && s->next[k][j] > s->last_forward)
+      rc = dlrt__mpool_offload(p, o->id);
+    /* The planner's swaps (choose.c): off after the last forward use. */
+    else if (chose_swap(e, s, k, j, o))
       rc = dlrt__mpool_offload(p, o->id);
   }
+  /* The planner's prefetches, placed to end in time for the backward pass. */
+  if (e->choice.prefetch_at && s == &e->plan.plans[DLRT_RUN_TRAIN] && k < e->choice.n_positions &&
+      e->choice.prefetch_at[k])
+    for (int *q = e->choice.prefetch_at[k]; *q >= 0 && rc == DLRT_OK; q++)
+      rc = dlrt__mpool_prefetch(p, *q);
   /* What the next nodes read, on the copy stream meanwhile. */
   for (int a = k + 1; a <= k + e->spill.cfg.prefetch && a < s->n && rc == DLRT_OK; a++) {
     dlrt__node *m = e->g->nodes[s->order[a]];

@@ -284,16 +284,89 @@ done:
   return rc;
 }
 
+/* The training order when the planner drops storages (drop[id] 1, choose.c)
+ * instead of segments: the forward nodes, then the backward and update
+ * nodes, each backward node preceded by the recomputation of the dropped
+ * storages it reads: their producers, after those of the dropped storages
+ * they read in turn (the nearest storages that were not dropped), each
+ * forward node at most once more. */
+static int emit_recompute(dlrt_graph_t *g, const char *drop, const int *producer, char *redone,
+                          int m, dlrt__schedule *s, int cap, int depth) {
+  dlrt__node *n = g->nodes[m];
+  if (depth > g->n_nodes) return dlrt__set_error(DLRT_ERR_STATE, "recomputation loops");
+  for (int j = 0; j < n->n_in; j++) {
+    int id = n->in[j]->owner->id;
+    if (!drop[id] || redone[id] || producer[id] < 0) continue;
+    int rc = emit_recompute(g, drop, producer, redone, producer[id], s, cap, depth + 1);
+    if (rc < 0) return rc;
+  }
+  int again = 0;
+  for (int o = 0; o < n->n_out; o++) again |= !redone[n->out[o]->owner->id];
+  if (!again) return DLRT_OK;
+  for (int o = 0; o < n->n_out; o++) redone[n->out[o]->owner->id] = 1;
+  if (s->n >= cap) return dlrt__set_error(DLRT_ERR_STATE, "recomputation overflows the order");
+  s->order[s->n++] = m;
+  return DLRT_OK;
+}
+
+static int build_order_dropping(dlrt_graph_t *g, const char *drop, dlrt__schedule *s) {
+  int cap = 2 * (g->n_nodes ? g->n_nodes : 1), rc = DLRT_OK;
+  size_t nt = (size_t)(g->n_tensors ? g->n_tensors : 1);
+  s->order = malloc((size_t)cap * sizeof *s->order);
+  int *producer = malloc(nt * sizeof *producer);
+  char *redone = calloc(nt, 1);
+  if (!s->order || !producer || !redone) {
+    rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory planning the graph");
+    goto done;
+  }
+  for (size_t i = 0; i < nt; i++) producer[i] = -1;
+  for (int i = 0; i < g->n_nodes; i++) {
+    dlrt__node *n = g->nodes[i];
+    if (n->phase != DLRT__PHASE_FORWARD) continue;
+    s->order[s->n++] = i;
+    for (int o = 0; o < n->n_out; o++)
+      if (n->out[o]->owner == n->out[o]) producer[n->out[o]->id] = i;
+  }
+  for (int i = 0; i < g->n_nodes && rc == DLRT_OK; i++) {
+    dlrt__node *n = g->nodes[i];
+    if (n->phase == DLRT__PHASE_FORWARD) continue;
+    for (int j = 0; j < n->n_in && rc == DLRT_OK; j++) {
+      int id = n->in[j]->owner->id;
+      if (drop[id] && !redone[id] && producer[id] >= 0)
+        rc = emit_recompute(g, drop, producer, redone, producer[id], s, cap, 0);
+    }
+    if (rc == DLRT_OK && s->n < cap) s->order[s->n++] = i;
+  }
+done:
+  free(producer);
+  free(redone);
+  return rc;
+}
+
 /* Builds the schedule of the nodes whose phase is <= max_phase (with
- * recomputation when every > 0), and returns its peak of live bytes
+ * recomputation when every > 0, or of the storages in `drop`), and returns
+ * its peak of live bytes
  * (512-byte blocks, as the allocator rounds) and what was live at the peak.
  * Each storage lives from each time it is made to its last use before it is
  * made again (or the end), and is freed there; an elementwise node's output
  * takes over its first input's storage where that storage's life ends at
  * the node. */
-int dlrt__plan(dlrt_graph_t *g, dlrt__node_phase max_phase, int every, dlrt__schedule *s, uint64_t *peak,
-               dlrt__memory_breakdown *at_peak) {
-  int rc = build_order(g, max_phase, every, s);
+static int plan_order(dlrt_graph_t *g, dlrt__node_phase max_phase, int every, const char *drop,
+                      dlrt__schedule *s, uint64_t *peak, dlrt__memory_breakdown *at_peak);
+
+int dlrt__plan(dlrt_graph_t *g, dlrt__node_phase max_phase, int every, dlrt__schedule *s,
+               uint64_t *peak, dlrt__memory_breakdown *at_peak) {
+  return plan_order(g, max_phase, every, NULL, s, peak, at_peak);
+}
+
+int dlrt__plan_dropping(dlrt_graph_t *g, const char *drop, dlrt__schedule *s, uint64_t *peak) {
+  return plan_order(g, DLRT__PHASE_UPDATE, 0, drop, s, peak, NULL);
+}
+
+static int plan_order(dlrt_graph_t *g, dlrt__node_phase max_phase, int every, const char *drop,
+                      dlrt__schedule *s, uint64_t *peak, dlrt__memory_breakdown *at_peak) {
+  memset(s, 0, sizeof *s);
+  int rc = drop ? build_order_dropping(g, drop, s) : build_order(g, max_phase, every, s);
   if (rc == DLRT_OK && every > 0) rc = dlrt__find_chunk_blocks(g, s, every);
   if (rc < 0) return rc;
   size_t nt = (size_t)(g->n_tensors ? g->n_tensors : 1), nk = (size_t)(s->n ? s->n : 1);
@@ -371,10 +444,16 @@ int dlrt__plan(dlrt_graph_t *g, dlrt__node_phase max_phase, int every, dlrt__sch
     goto done;
   }
   for (size_t i = 0; i < nt; i++) s->first[i] = -1;
-  s->last_forward = -1;
+  /* The forward pass ends before the first node of another phase: the
+   * forward nodes after it are recomputations (checkpointing). */
+  s->last_forward = s->n - 1;
+  for (int k = 0; k < s->n; k++)
+    if (g->nodes[s->order[k]]->phase != DLRT__PHASE_FORWARD) {
+      s->last_forward = k - 1;
+      break;
+    }
   for (int k = s->n - 1; k >= 0; k--) {
     dlrt__node *n = g->nodes[s->order[k]];
-    if (n->phase == DLRT__PHASE_FORWARD && s->last_forward < 0) s->last_forward = k;
     int touches = n->n_in + n->n_out;
     s->next[k] = malloc((size_t)(touches ? touches : 1) * sizeof **s->next);
     if (!s->next[k]) {

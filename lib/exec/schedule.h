@@ -29,7 +29,8 @@ typedef struct {
   /* For spilling: next[i][j], the next position that touches the storage of
    * order[i]'s input j (j < n_in) or output j - n_in, -1 if none in this
    * run; first[id], a storage's first position, -1 if none; last_forward,
-   * the position of the last forward node. */
+   * the position of the forward pass's last node (before the first node of
+   * another phase: later forward nodes recompute checkpointed segments). */
   int **next;
   int *first;
   int last_forward;
@@ -90,6 +91,12 @@ int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt_offload_
  * (schedule.c). */
 int dlrt__plan(dlrt_graph_t *g, dlrt__node_phase max_phase, int every, dlrt__schedule *s, uint64_t *peak,
                dlrt__memory_breakdown *at_peak);
+/* The training schedule without segments in which the storages marked in
+ * drop[] (by tensor id: forward intermediates) are freed after their last
+ * forward use and made again, with the dropped storages they are made
+ * from, just before the first backward node that reads them (choose.c
+ * picks them). */
+int dlrt__plan_dropping(dlrt_graph_t *g, const char *drop, dlrt__schedule *s, uint64_t *peak);
 /* The bytes a storage holds in schedule s: one chunk's images for a
  * chunked block's own (local 1), a workspace's columns for at most a
  * chunk (local 2), else all of it. */
@@ -97,6 +104,9 @@ uint64_t dlrt__schedule_bytes(const dlrt__schedule *s, const dlrt_tensor_t *t);
 /* Plans both of the executor's schedules again for checkpoint segments of
  * `every` (0: none) (exec.c). */
 int dlrt__exec_replan(dlrt_exec_t *e, int every);
+/* The same with the training schedule of dlrt__plan_dropping when drop is
+ * not NULL (every is then 0). */
+int dlrt__exec_replan_dropping(dlrt_exec_t *e, int every, const char *drop);
 void dlrt__schedule_free(dlrt__schedule *s);
 /* Finds the chunked blocks of a checkpointed training schedule (segments
  * of `every` forward nodes) and fills s->blocks, block_of and local. */

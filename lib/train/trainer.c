@@ -211,10 +211,39 @@ static int choose_spilling(dlrt_trainer_t *t) {
   c.device_budget -= outside;
   t->spilling = 1;
   if ((rc = dlrt_exec_set_spill(t->e, &c)) != DLRT_ERR_OOM) return rc;
+  /* The planner's recompute strategy (DLRT_PLAN_STRATEGY=recompute or
+   * auto) may fit where the plain schedule does not: segments of sqrt(n). */
+  const char *strategy = getenv("DLRT_PLAN_STRATEGY");
+  if (t->cfg.checkpoint == 0 && strategy &&
+      (strcmp(strategy, "auto") == 0 || strcmp(strategy, "recompute") == 0)) {
+    char plain[1024];
+    snprintf(plain, sizeof plain, "%s", dlrt_last_error());
+    if ((rc = dlrt_exec_set_checkpointing(t->e, DLRT_CHECKPOINT_SQRT)) == DLRT_OK &&
+        (rc = dlrt_exec_set_spill(t->e, &c)) != DLRT_ERR_OOM)
+      return rc;
+    dlrt__set_error(DLRT_ERR_OOM, "%s; nor with checkpoint segments of sqrt(n) (%s)", plain,
+                    dlrt_last_error());
+  }
   char msg[1024];
   snprintf(msg, sizeof msg, "%s", dlrt_last_error());
   checkpoint_hint(t, c.device_budget, msg, sizeof msg);
   return dlrt__set_error(rc, "%s%s", msg, budget);
+}
+
+/* The planner's keep / swap / recompute (dlrt_exec_plan_spill) when the
+ * trainer spills and DLRT_PLAN_STRATEGY names a strategy (belady, swap,
+ * recompute, auto); without it spilling is Belady's, unplanned. */
+static int plan_spilling(dlrt_trainer_t *t) {
+  const char *env = getenv("DLRT_PLAN_STRATEGY");
+  if (!env || !*env) return DLRT_OK;
+  dlrt_plan_strategy s;
+  int rc = dlrt_plan_strategy_parse(env, &s);
+  if (rc < 0) return dlrt__set_error(rc, "DLRT_PLAN_STRATEGY: %s", dlrt_last_error());
+  if (!t->spilling) return DLRT_OK; /* no budget: nothing to plan */
+  if (t->cfg.checkpoint != 0 && t->cfg.checkpoint != DLRT_CHECKPOINT_SQRT)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "DLRT_PLAN_STRATEGY=%s goes without "
+                           "checkpointing (its recompute strategy checkpoints)", env);
+  return dlrt_exec_plan_spill(t->e, s);
 }
 
 int dlrt_trainer_create(dlrt_device_t *dev, const dlrt_trainer_config *cfg, int64_t height,
@@ -261,6 +290,7 @@ int dlrt_trainer_create(dlrt_device_t *dev, const dlrt_trainer_config *cfg, int6
   if (t->accum > 1 && (rc = dlrt_exec_set_accumulation(t->e, t->accum)) < 0) goto fail;
   if ((rc = choose_spilling(t)) < 0) goto fail;
   if ((rc = dlrt__exec_materialize(t->e)) < 0) goto fail;
+  if ((rc = plan_spilling(t)) < 0) goto fail;
   /* A GPT's loss is read from the device: no (batch T) x vocab logits on
    * the host every step. */
   t->host_labels = malloc((size_t)(t->batch * (t->lm ? width : 1)) * sizeof(int32_t));
@@ -631,3 +661,5 @@ int dlrt_trainer_info(dlrt_trainer_t *t, dlrt_exec_info *out) {
   }
   return DLRT_OK;
 }
+
+dlrt_exec_t *dlrt_trainer_executor(dlrt_trainer_t *t) { return t ? t->e : NULL; }

@@ -1,0 +1,87 @@
+/* choose.h — the planner that chooses, under a device budget, for every
+ * activation the backward pass reads: keep it, swap it (off the device
+ * after its last forward use, prefetched in time for its backward use) or
+ * recompute it (from the nearest storages that stay), from per-node costs
+ * measured on the device (op_costs.c) and the device's link model; each
+ * choice is priced by replaying the schedule on a model of the spill pool
+ * (choose_model.c), and the pure strategies are choices too (internal). */
+#ifndef DLRT_EXEC_CHOOSE_H
+#define DLRT_EXEC_CHOOSE_H
+
+#include "exec/schedule.h"
+
+/* Measured costs (op_costs.c). */
+typedef struct {
+  double *node_ms;           /* by graph node index: a kernel's time, ms */
+  int n_nodes;
+  double memcpy_bytes_per_s; /* the host's memcpy rate */
+  double copy_bytes_per_s;   /* the spill pool's own copies in the profiling pass
+                                (without a link model), 0 when it moved too little */
+  int cached;                /* 0 measured now, 1 from the process, 2 from the file */
+  double profile_ms;         /* the profiling pass's time (0 when cached) */
+} dlrt__op_costs;
+
+/* Times the nodes of the executor's training schedule (spilling on): a
+ * warm-up run, then `reps` more, the median of each; the storages hold
+ * garbage afterwards (the caller initialises them again). */
+int dlrt__op_costs_measure(dlrt_exec_t *e, int reps, dlrt__op_costs *c);
+void dlrt__op_costs_free(dlrt__op_costs *c);
+
+/* The spill pool's model (choose_model.c): one training step of schedule s
+ * replayed on the pool's rules (acquire and lock, Belady eviction with
+ * write-back on the compute stream, prefetch on the copy stream, one copy
+ * engine per direction) and the measured costs. */
+typedef struct {
+  const dlrt_graph_t *g;
+  const dlrt__schedule *s;
+  const double *node_ms;
+  const uint64_t *bytes;      /* by storage id: the pool's granules (what the budget counts) */
+  const uint64_t *size;       /* by storage id: its bytes (what a copy moves) */
+  uint64_t budget;
+  double bytes_per_s, latency_s; /* the link, per direction */
+  double floor_bytes_per_s;   /* no copy goes faster (0: none) */
+  int lookahead;              /* the executor's prefetch distance, nodes */
+  int slicing;                /* chunked blocks move their image storages in slices */
+  dlrt_offload_policy policy;
+  const char *swap_out;       /* by storage id, or NULL */
+  int first_backward;         /* the schedule's first backward position */
+  int *const *prefetch_at;    /* by position: storages to prefetch after it, or NULL */
+  const int *inputs;          /* storages the host writes before each step, -1 ended */
+} dlrt__pool_model;
+
+typedef struct {
+  int feasible;               /* 0: some node finds no room (the run fails) */
+  double step_ms, compute_ms, recompute_ms, exposed_ms;
+  uint64_t fetched_bytes, spilled_bytes, peak_resident;
+} dlrt__model_step;
+
+/* The second of two steps (the first starts with everything on the host,
+ * as spilling does). */
+int dlrt__model_step_run(const dlrt__pool_model *m, dlrt__model_step *out);
+
+/* What the planner chose and predicted (choose.c), kept by the executor. */
+typedef struct {
+  int tensor;                 /* the group's first storage (its name) */
+  int node;                   /* its producer */
+  uint64_t bytes;
+  int choice;                 /* DLRT_SPILL_KEEP, _SWAP, _RECOMPUTE */
+  double swap_ms, recompute_ms; /* each option's own cost, alone */
+} dlrt__decision;
+
+typedef struct {
+  int on;
+  dlrt_plan_strategy strategy;  /* what runs */
+  dlrt_spill_plan plan;
+  dlrt__decision *decisions;
+  int n_decisions;
+  /* For the run: swap_out[id], prefetch_at[position] (-1 ended), the
+   * training schedule's first backward position. */
+  char *swap_out;
+  int **prefetch_at;
+  int n_positions;
+  int first_backward;
+} dlrt__exec_choice;
+
+void dlrt__exec_choice_free(dlrt__exec_choice *c);
+
+#endif

@@ -1,0 +1,358 @@
+/* choose_model.c — the spill pool on paper: a training step replayed on
+ * the rules of lib/mem/managed.c and exec_spill.c (storages acquired and
+ * locked around each node, the one needed furthest ahead evicted first and
+ * written back on the compute stream, prefetches on the copy stream, a
+ * copy engine per direction that copies queue on), with each node taking
+ * its measured time. The planner prices every choice with it. */
+#include "config.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/choose.h"
+#include "exec/exec.h"
+#include "util/status.h"
+
+typedef struct {
+  char resident, dirty, on_host, in_flight, handed_over;
+  int locked;
+  int64_t next_use, last_use;
+  double ready_s; /* a prefetch's end */
+} store;
+
+typedef struct {
+  const dlrt__pool_model *m;
+  store *st;
+  uint64_t resident, peak;
+  int64_t clock;
+  double now, copy_stream, engine[2]; /* s: compute stream, copy stream, h2d / d2h engines */
+  double exposed;
+  uint64_t fetched, spilled;
+  int feasible;
+} sim;
+
+static int writes_inputs(const dlrt__node *n) {
+  return n->phase == DLRT__PHASE_UPDATE || n->op == DLRT__OP_BN_RUNNING ||
+         n->op == DLRT__OP_ATTENTION_DECODE;
+}
+
+static int host_update(const sim *z, const dlrt__node *n) {
+  dlrt_offload_policy p = z->m->policy;
+  return (n->op == DLRT__OP_SGD || n->op == DLRT__OP_ADAM) &&
+         (p == DLRT_OFFLOAD_OPTIMIZER || p == DLRT_OFFLOAD_ALL);
+}
+
+/* A copy's seconds: the link's, never under the floor's. */
+static double copy_s(const sim *z, uint64_t bytes) {
+  const dlrt__pool_model *m = z->m;
+  double t = m->bytes_per_s > 0 ? m->latency_s + (double)bytes / m->bytes_per_s : 0;
+  double floor = m->floor_bytes_per_s > 0 ? (double)bytes / m->floor_bytes_per_s : 0;
+  return t > floor ? t : floor;
+}
+
+/* A copy on the compute stream (a fetch, a write-back): it waits. */
+static void copy_on_compute(sim *z, int dir, uint64_t bytes) {
+  double start = z->now > z->engine[dir] ? z->now : z->engine[dir];
+  double end = start + copy_s(z, bytes);
+  z->engine[dir] = end;
+  z->exposed += end - z->now;
+  z->now = end;
+}
+
+static uint64_t bytes_of(const sim *z, int id) { return z->m->bytes[id]; }
+static uint64_t size_of(const sim *z, int id) { return z->m->size[id]; }
+
+static void evict(sim *z, int id) {
+  store *s = &z->st[id];
+  if (s->dirty || !s->on_host) {
+    copy_on_compute(z, 1, size_of(z, id));
+    z->spilled += size_of(z, id);
+    s->on_host = 1;
+  }
+  s->dirty = 0;
+  s->resident = 0;
+  s->in_flight = 0;
+  z->resident -= bytes_of(z, id);
+}
+
+static int victim(const sim *z, int64_t before) {
+  int best = -1;
+  for (int i = 0; i < z->m->g->n_tensors; i++) {
+    const store *s = &z->st[i];
+    if (!s->resident || s->locked || s->handed_over) continue;
+    if (before >= 0 && s->next_use <= before) continue;
+    if (best < 0 || s->next_use > z->st[best].next_use ||
+        (s->next_use == z->st[best].next_use && s->last_use < z->st[best].last_use))
+      best = i;
+  }
+  return best;
+}
+
+static int make_room(sim *z, uint64_t bytes, int64_t before) {
+  uint64_t budget = z->m->budget;
+  if (before >= 0 && z->resident + bytes > budget) {
+    uint64_t can = 0;
+    for (int i = 0; i < z->m->g->n_tensors; i++) {
+      const store *s = &z->st[i];
+      if (s->resident && !s->locked && !s->handed_over && s->next_use > before)
+        can += bytes_of(z, i);
+    }
+    if (z->resident - can + bytes > budget) return 0;
+  }
+  while (z->resident + bytes > budget) {
+    int v = victim(z, before);
+    if (v < 0) return 0;
+    evict(z, v);
+  }
+  return 1;
+}
+
+static void place(sim *z, int id) {
+  z->st[id].resident = 1;
+  z->resident += bytes_of(z, id);
+  if (z->resident > z->peak) z->peak = z->resident;
+}
+
+static void acquire(sim *z, int id, int write) {
+  store *s = &z->st[id];
+  s->last_use = ++z->clock;
+  if (s->resident) {
+    if (s->in_flight) {
+      if (s->ready_s > z->now) z->exposed += s->ready_s - z->now, z->now = s->ready_s;
+      s->in_flight = 0;
+    }
+  } else {
+    if (!make_room(z, bytes_of(z, id), -1)) z->feasible = 0;
+    place(z, id);
+    if (s->on_host) {
+      copy_on_compute(z, 0, size_of(z, id));
+      z->fetched += size_of(z, id);
+    }
+  }
+  s->locked++;
+  if (write) s->dirty = 1, s->on_host = 0;
+}
+
+static void release(sim *z, int id) {
+  if (z->st[id].locked > 0) z->st[id].locked--;
+}
+
+static void discard(sim *z, int id) {
+  store *s = &z->st[id];
+  if (s->resident) z->resident -= bytes_of(z, id);
+  s->resident = 0, s->locked = 0, s->dirty = 0, s->on_host = 0, s->in_flight = 0;
+  s->next_use = INT64_MAX;
+}
+
+static void take_over(sim *z, int id, int from) {
+  store *s = &z->st[id], *f = &z->st[from];
+  z->resident -= bytes_of(z, from);
+  z->resident += bytes_of(z, id);
+  f->locked = 0, f->dirty = f->on_host = f->in_flight = 0;
+  f->next_use = INT64_MAX;
+  f->handed_over = 1;
+  s->resident = 1;
+  s->last_use = ++z->clock;
+  s->locked++;
+  s->dirty = 1, s->on_host = 0;
+}
+
+static void prefetch(sim *z, int id) {
+  store *s = &z->st[id];
+  if (s->resident || !s->on_host) return;
+  if (!make_room(z, bytes_of(z, id), s->next_use)) return;
+  place(z, id);
+  double start = z->now;
+  if (z->copy_stream > start) start = z->copy_stream;
+  if (z->engine[0] > start) start = z->engine[0];
+  double end = start + copy_s(z, size_of(z, id));
+  z->engine[0] = z->copy_stream = end;
+  s->in_flight = 1;
+  s->ready_s = end;
+  z->fetched += size_of(z, id);
+}
+
+static const dlrt_tensor_t *touch(const dlrt__node *n, int j) {
+  return j < n->n_in ? n->in[j] : n->out[j - n->n_in];
+}
+
+static int seen_before(const dlrt__node *n, int j) {
+  for (int i = 0; i < j; i++)
+    if (touch(n, i)->owner == touch(n, j)->owner) return 1;
+  return 0;
+}
+
+static int64_t next_use(const dlrt__schedule *s, int k, int j, const dlrt_tensor_t *t) {
+  int at = s->next[k][j];
+  if (at >= 0) return at;
+  const dlrt_tensor_t *o = t->owner;
+  if (dlrt__persistent(o) && s->first[o->id] >= 0) return (int64_t)s->n + s->first[o->id];
+  return INT64_MAX;
+}
+
+/* One node, as dlrt__spill_begin_node and _end_node do it. */
+static void run_position(sim *z, int k, double *compute, double *recompute) {
+  const dlrt__pool_model *m = z->m;
+  const dlrt__schedule *s = m->s;
+  const dlrt__node *n = m->g->nodes[s->order[k]];
+  double cost = m->node_ms[s->order[k]] / 1e3;
+  int redo = n->phase == DLRT__PHASE_FORWARD && k > m->first_backward;
+  if (host_update(z, n)) {
+    /* The host reads the gradient and rewrites the parameter and state:
+     * their device copies are written back (if changed) and dropped. */
+    for (int j = 0; j < n->n_in; j++) {
+      int id = n->in[j]->owner->id;
+      store *st = &z->st[id];
+      if (st->resident && st->dirty) {
+        copy_on_compute(z, 1, size_of(z, id));
+        z->spilled += size_of(z, id);
+      }
+      st->dirty = 0, st->on_host = 1;
+      if (st->resident && j != n->n_in - 1) z->resident -= bytes_of(z, id), st->resident = 0;
+    }
+    z->now += cost;
+    *compute += cost;
+  } else {
+    int w = writes_inputs(n);
+    for (int j = 0; j < n->n_in; j++)
+      if (!seen_before(n, j)) acquire(z, n->in[j]->owner->id, w);
+    int into = dlrt__inplace_output(n), taken = s->inplace[k];
+    if (taken >= 0) take_over(z, n->out[into]->id, taken);
+    for (int j = 0; j < n->n_out; j++) {
+      const dlrt_tensor_t *t = n->out[j];
+      if (t->owner != t || (j == into && taken >= 0) || seen_before(n, n->n_in + j)) continue;
+      acquire(z, t->id, 1);
+    }
+    z->now += cost;
+    if (redo) *recompute += cost;
+    else *compute += cost;
+  }
+  for (int j = 0; j < n->n_in + n->n_out; j++) {
+    const dlrt_tensor_t *t = touch(n, j);
+    if (seen_before(n, j) || (j >= n->n_in && t->owner != t)) continue;
+    if (j < n->n_in && t->owner->id == s->inplace[k]) continue;
+    if (host_update(z, n)) continue;
+    release(z, t->owner->id);
+    z->st[t->owner->id].next_use = next_use(s, k, j, t);
+  }
+  if (s->inplace[k] >= 0) {
+    store *f = &z->st[s->inplace[k]];
+    f->resident = 0, f->handed_over = 0;
+  }
+  for (int *f = s->frees[k]; *f >= 0; f++) discard(z, *f);
+  int acts = m->policy == DLRT_OFFLOAD_ACTIVATIONS || m->policy == DLRT_OFFLOAD_ALL;
+  for (int j = 0; j < n->n_in + n->n_out; j++) {
+    const dlrt_tensor_t *o = touch(n, j)->owner;
+    if (seen_before(n, j) || dlrt__persistent(o) || n->phase != DLRT__PHASE_FORWARD) continue;
+    int later = s->next[k][j];
+    int by_policy = acts && k <= s->last_forward && later > s->last_forward;
+    int by_choice = m->swap_out && m->swap_out[o->id] && k < m->first_backward &&
+                    later >= m->first_backward;
+    if ((by_policy || by_choice) && z->st[o->id].resident && !z->st[o->id].locked)
+      evict(z, o->id);
+  }
+  for (int a = k + 1; a <= k + m->lookahead && a < s->n; a++) {
+    const dlrt__node *x = m->g->nodes[s->order[a]];
+    for (int j = 0; j < x->n_in; j++) prefetch(z, x->in[j]->owner->id);
+  }
+  if (m->prefetch_at && m->prefetch_at[k])
+    for (int *p = m->prefetch_at[k]; *p >= 0; p++) prefetch(z, *p);
+}
+
+/* A chunked block (a checkpointed segment of convolutions): its
+ * whole-batch storages locked through it, its own made and freed as it
+ * goes, its nodes' measured times (a whole batch's) once. */
+static void run_block(sim *z, const dlrt__chunk_block *b, double *compute, double *recompute) {
+  const dlrt__pool_model *m = z->m;
+  const dlrt__schedule *s = m->s;
+  for (int k = b->begin; k < b->end; k++) {
+    const dlrt__node *n = m->g->nodes[s->order[k]];
+    for (int j = 0; j < n->n_in + n->n_out; j++) {
+      const dlrt_tensor_t *t = touch(n, j)->owner;
+      if (seen_before(n, j) || (j >= n->n_in && touch(n, j) != t)) continue;
+      if (s->inplace[k] >= 0 && j == n->n_in + dlrt__inplace_output(n)) {
+        take_over(z, t->id, s->inplace[k]);
+        continue;
+      }
+      if (z->st[t->id].locked && z->st[t->id].resident) continue;
+      int window = m->slicing && !s->local[t->id] && dlrt__batch_image(t, b->batch);
+      if (window || (!z->st[t->id].resident && !s->local[t->id] &&
+                     !make_room(z, bytes_of(z, t->id), -1))) {
+        /* No room for it whole: it moves in slices, a chunk's images at a
+         * time through the host, in (when read) and out (when written). */
+        if (j < n->n_in && z->st[t->id].on_host) copy_on_compute(z, 0, size_of(z, t->id));
+        if (j >= n->n_in) {
+          copy_on_compute(z, 1, size_of(z, t->id));
+          z->st[t->id].on_host = 1, z->st[t->id].dirty = 0;
+        }
+        continue;
+      }
+      acquire(z, t->id, j >= n->n_in);
+    }
+    double cost = m->node_ms[s->order[k]] / 1e3;
+    z->now += cost;
+    if (n->phase == DLRT__PHASE_FORWARD && k > m->first_backward) *recompute += cost;
+    else *compute += cost;
+    if (s->inplace[k] >= 0) z->st[s->inplace[k]].resident = 0, z->st[s->inplace[k]].handed_over = 0;
+  }
+  for (int k = b->begin; k < b->end; k++) {
+    const dlrt__node *n = m->g->nodes[s->order[k]];
+    for (int j = 0; j < n->n_in + n->n_out; j++) {
+      const dlrt_tensor_t *t = touch(n, j);
+      if (seen_before(n, j)) continue;
+      z->st[t->owner->id].locked = 0;
+      z->st[t->owner->id].next_use = next_use(s, k, j, t);
+    }
+    for (int *f = s->frees[k]; *f >= 0; f++) discard(z, *f);
+  }
+  for (int a = b->end; a < b->end + m->lookahead && a < s->n; a++) {
+    const dlrt__node *x = m->g->nodes[s->order[a]];
+    for (int j = 0; j < x->n_in; j++) prefetch(z, x->in[j]->owner->id);
+  }
+}
+
+int dlrt__model_step_run(const dlrt__pool_model *m, dlrt__model_step *out) {
+  memset(out, 0, sizeof *out);
+  const dlrt_graph_t *g = m->g;
+  const dlrt__schedule *s = m->s;
+  sim z = {.m = m, .feasible = 1};
+  z.st = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *z.st);
+  if (!z.st) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  /* Spilling starts with every persistent storage on the host. */
+  for (int i = 0; i < g->n_tensors; i++) {
+    z.st[i].next_use = INT64_MAX;
+    z.st[i].on_host = dlrt__persistent(g->tensors[i]) && g->tensors[i]->owner == g->tensors[i];
+  }
+  for (int step = 0; step < 2; step++) {
+    double t0 = z.now, exposed0 = z.exposed, compute = 0, recompute = 0;
+    uint64_t fetched0 = z.fetched, spilled0 = z.spilled;
+    /* The batch is copied in first (acquired for writing). */
+    for (const int *in = m->inputs; in && *in >= 0; in++) {
+      acquire(&z, *in, 1);
+      release(&z, *in);
+    }
+    for (int i = 0; i < g->n_tensors; i++)
+      if (g->tensors[i]->owner == g->tensors[i])
+        z.st[i].next_use = s->first[i] >= 0 ? s->first[i] : INT64_MAX;
+    for (int k = 0; k < s->n; k++) {
+      if (s->block_of && s->block_of[k] >= 0) {
+        const dlrt__chunk_block *b = &s->blocks[s->block_of[k]];
+        run_block(&z, b, &compute, &recompute);
+        k = b->end - 1;
+        continue;
+      }
+      run_position(&z, k, &compute, &recompute);
+    }
+    out->step_ms = (z.now - t0) * 1e3;
+    out->compute_ms = compute * 1e3;
+    out->recompute_ms = recompute * 1e3;
+    out->exposed_ms = (z.exposed - exposed0) * 1e3;
+    out->fetched_bytes = z.fetched - fetched0;
+    out->spilled_bytes = z.spilled - spilled0;
+  }
+  out->feasible = z.feasible;
+  out->peak_resident = z.peak;
+  free(z.st);
+  return DLRT_OK;
+}

@@ -1,0 +1,143 @@
+#!/bin/sh
+# shellcheck disable=SC2086
+# test-plan-spill.sh — TAP checks of the planner that chooses keep / swap /
+# recompute under a budget (dltrain --plan-strategy, --plan --mem-limit): each
+# strategy trains a small GPT within 40% of its peak to the same parameters
+# bit for bit as the unlimited run (the checkpoints are the same bytes), on
+# the CPU and on OpenCL device 0; the forced strategies decide as they say
+# (belady keeps all, swap swaps all, recompute recomputes and swaps none);
+# auto's predicted step is no worse than any pure strategy's and its parts
+# add up; under h200-pcie5's balance it recomputes and swaps nothing, under
+# 16GB/s it moves them over the link; the profile is cached in DLRT_PROFILE_CACHE; a cnn whose
+# plain schedule does not fit half its peak runs the recompute strategy; bad
+# strategy names fail clearly.
+
+DLTRAIN=${DLTRAIN:-./tools/dltrain}
+DLINFO=${DLINFO:-./tools/dlinfo}
+unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT DLRT_LINK DLRT_PLAN_STRATEGY DLRT_PROFILE_CACHE
+
+TOOL=$DLTRAIN PLAN=17
+# shellcheck source=tests/tap.sh
+. "$(dirname "$0")/tap.sh"
+
+if [ $have_python = no ]; then
+  for i in $(seq 1 17); do skip "test $i" "python3 not found"; done
+  exit 0
+fi
+
+gpt="--model gpt-mini --layers 2 --embd 64 --heads 2 --context 64 --batch 8 --steps 3
+     --eval-every 3 --eval-batches 1 --threads 1 --quiet"
+# 40% of the small GPT's planned peak (6.4 MiB): above what its largest
+# node needs (1.5 MiB), far below the peak.
+limit=$(python3 -c "print(int(6682112 * 0.4))")
+
+# 1: the unlimited run, saved.
+run $gpt --device cpu --save "$tmp/free.st" --json
+[ $rc -eq 0 ] && last_json "$tmp/out" "
+assert d['peak_device_bytes'] > 2 * $limit, d['peak_device_bytes']
+assert d['spill_plan'] is None"
+result "cpu: the unlimited run"
+
+# 2-5: each strategy within the budget, the same parameters bit for bit.
+for s in belady swap recompute auto; do
+  run $gpt --device cpu --mem-limit $limit --link 16GB/s --plan-strategy $s \
+    --save "$tmp/$s.st" --json
+  [ $rc -eq 0 ] && cmp -s "$tmp/free.st" "$tmp/$s.st" && last_json "$tmp/out" "
+p = d['spill_plan']
+assert p['asked'] == '$s', p
+assert '$s' == 'auto' or p['chosen'] == '$s', p
+assert d['peak_device_bytes'] <= $limit, (d['peak_device_bytes'], $limit)
+assert p['measured_step_ms'] > 0 and p['predicted']['step_ms'] > 0, p"
+  result "cpu: --plan-strategy $s trains within the budget, the same bits as unlimited"
+done
+
+# 6-8: the forced strategies' decisions.
+plan() {
+  run $gpt --device cpu --plan --mem-limit $limit --link "$1" --plan-strategy "$2" --json
+  [ $rc -eq 0 ]
+}
+plan 16GB/s belady && last_json "$tmp/out" "
+c = [x['choice'] for x in d['spill_plan']['decisions']]
+assert c and set(c) == {'keep'}, c"
+result "belady keeps every activation"
+plan 16GB/s swap && last_json "$tmp/out" "
+c = [x['choice'] for x in d['spill_plan']['decisions']]
+assert c and set(c) == {'swap'}, c
+assert d['spill_plan']['swapped_bytes'] > 0"
+result "swap swaps every activation"
+plan 16GB/s recompute && last_json "$tmp/out" "
+c = [x['choice'] for x in d['spill_plan']['decisions']]
+assert 'recompute' in c and 'swap' not in c, c
+assert d['spill_plan']['predicted']['recompute_ms'] > 0"
+result "recompute recomputes (segments of sqrt(n)) and swaps nothing"
+
+# 9: auto is no worse than a pure strategy, by its own model, and the parts add up.
+plan 16GB/s auto && last_json "$tmp/out" "
+p = d['spill_plan']
+best = min(v['step_ms'] for k, v in p['strategies'].items() if v['feasible'] and k != 'auto')
+assert p['predicted']['step_ms'] <= best * (1 + 1e-9), (p['predicted'], best)
+for v in [p['predicted']] + list(p['strategies'].values()):
+    if v['feasible']:
+        parts = v['compute_ms'] + v['recompute_ms'] + v['exposed_transfer_ms']
+        assert abs(parts - v['step_ms']) <= 1e-3 * v['step_ms'], v
+for x in p['decisions']:
+    cost = {'keep': 0, 'swap': x['swap_ms'], 'recompute': x['recompute_ms']}[x['choice']]
+    assert x['cost_ms'] == cost and x['bytes'] > 0, x"
+result "auto: predicted no slower than the pure strategies; the parts add up"
+
+# 10-11: the link decides: recompute at an H200's balance, swap at 16 GB/s.
+plan h200-pcie5 auto && last_json "$tmp/out" "
+p = d['spill_plan']
+assert p['swapped'] == 0 and p['recomputed'] > 0, p
+assert p['link_bytes_per_s'] < 1e9, p['link_bytes_per_s']"
+result "h200-pcie5: auto recomputes and swaps nothing"
+plan 16GB/s auto && last_json "$tmp/out" "
+p = d['spill_plan']
+assert p['chosen'] in ('belady', 'swap') or p['swapped'] > 0, p"
+result "16GB/s: auto moves activations over the link (swaps, or leaves them to Belady)"
+
+# 12: the profile is cached in a file, per device and graph shape.
+mkdir "$tmp/cache"
+DLRT_PROFILE_CACHE="$tmp/cache" run $gpt --device cpu --plan --mem-limit $limit --json
+first=$rc
+DLRT_PROFILE_CACHE="$tmp/cache" run $gpt --device cpu --plan --mem-limit $limit --json
+[ $first -eq 0 ] && [ $rc -eq 0 ] && ls "$tmp/cache"/profile-*.txt >/dev/null 2>&1 &&
+  last_json "$tmp/out" "assert d['spill_plan']['profile_cached'] == 2, d['spill_plan']"
+result "the profile is cached in DLRT_PROFILE_CACHE"
+
+# 13-14: OpenCL, the same bits.
+if has_opencl; then
+  run $gpt --device opencl:0 --save "$tmp/free-cl.st"
+  [ $rc -eq 0 ]
+  result "opencl:0: the unlimited run"
+  run $gpt --device opencl:0 --mem-limit $limit --link 16GB/s --plan-strategy auto \
+    --save "$tmp/auto-cl.st" --json
+  [ $rc -eq 0 ] && cmp -s "$tmp/free-cl.st" "$tmp/auto-cl.st" &&
+    last_json "$tmp/out" "assert d['peak_device_bytes'] <= $limit"
+  result "opencl:0: auto within the budget, the same bits as unlimited"
+else
+  skip "opencl:0: the unlimited run" "no OpenCL device"
+  skip "opencl:0: auto within the budget" "no OpenCL device"
+fi
+
+# 15: a cnn at half its peak: the plain schedule does not fit, the segments do.
+cnn="--model cnn --data generated --limit 256 --epochs 1 --batch 64 --threads 1 --quiet"
+run $cnn --device cpu --json
+cp "$tmp/out" "$tmp/cnn-free.json"
+free=$rc
+half=$(last_json "$tmp/cnn-free.json" "print(d['peak_device_bytes'] // 2)")
+run $cnn --device cpu --mem-limit "$half" --plan-strategy auto --json
+[ $free -eq 0 ] && [ $rc -eq 0 ] && losses_close "$tmp/cnn-free.json" "$tmp/out" 1e-5 &&
+  last_json "$tmp/out" "
+p = d['spill_plan']
+assert p['chosen'] == 'recompute' and p['recomputed'] > 0, p
+assert not p['strategies']['belady']['feasible'], p"
+result "cnn at half its peak: auto runs the recompute strategy, the same losses"
+
+# 16-17: bad names.
+run $gpt --device cpu --mem-limit $limit --plan-strategy lru
+[ $rc -eq 2 ] && grep -q "belady, swap, recompute or auto" "$tmp/err"
+result "--plan-strategy lru: a usage error naming the strategies"
+DLRT_PLAN_STRATEGY=lru run $gpt --device cpu --mem-limit $limit
+[ $rc -ne 0 ] && grep -q "DLRT_PLAN_STRATEGY" "$tmp/err"
+result "DLRT_PLAN_STRATEGY=lru fails naming the variable"
