@@ -184,6 +184,20 @@ static dlrt_tensor_t *block(gpt_builder *b, dlrt_tensor_t *x, int i, int64_t bat
   return dlrt_add(b->g, x, m);
 }
 
+/* The token embedding wte (V x C, *table) and the position embedding of
+ * tokens (batch x T): the residual stream's start, (B*T) x C. */
+static dlrt_tensor_t *embeddings(gpt_builder *b, dlrt_tensor_t *tokens, int64_t batch,
+                                 int64_t T, dlrt_tensor_t **table) {
+  dlrt_graph_t *g = b->g;
+  int64_t C = b->c->embd, flat[2] = {batch * T, C};
+  dlrt_tensor_t *wte = param(b, "transformer.wte.weight", b->c->vocab, C, 0.02f, 0);
+  dlrt_tensor_t *wpe = param(b, "transformer.wpe.weight", b->c->context, C, 0.02f, 0);
+  /* Token rows plus the first T position rows, broadcast over the batch. */
+  dlrt_tensor_t *x = dlrt_add(g, dlrt_embedding(g, tokens, wte), dlrt_slice(g, wpe, 0, 0, T));
+  *table = wte;
+  return dropout(b, dlrt_reshape(g, x, 2, flat));
+}
+
 /* Everything up to the head: the final LayerNorm's output x ((B*T) x C) and
  * the token embedding wte (V x C), which the head reads transposed. */
 static int build_trunk(dlrt_graph_t *g, const dlrt_gpt_config *c, dlrt_tensor_t *tokens,
@@ -194,21 +208,17 @@ static int build_trunk(dlrt_graph_t *g, const dlrt_gpt_config *c, dlrt_tensor_t 
   if (dlrt_tensor_shape(tokens, shape) != 2 || dlrt_tensor_dtype(tokens) != DLRT_I32)
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "dlrt_gpt_build: the tokens must be a "
                            "batch x context tensor of I32");
-  int64_t batch = shape[0], T = shape[1], C = c->embd;
+  int64_t batch = shape[0], T = shape[1];
   if (T > c->context)
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "dlrt_gpt_build: windows of %lld tokens "
                            "for a model of context %lld: use --context %lld or shorter "
                            "windows", (long long)T, (long long)c->context, (long long)T);
   gpt_builder b = {.g = g, .c = c, .proj_std = 0.02f / sqrtf(2.0f * (float)c->layers)};
 
-  dlrt_tensor_t *wte = param(&b, "transformer.wte.weight", c->vocab, C, 0.02f, 0);
-  dlrt_tensor_t *wpe = param(&b, "transformer.wpe.weight", c->context, C, 0.02f, 0);
-  /* Token rows plus the first T position rows, broadcast over the batch. */
-  dlrt_tensor_t *x = dlrt_add(g, dlrt_embedding(g, tokens, wte), dlrt_slice(g, wpe, 0, 0, T));
-  int64_t flat[2] = {batch * T, C};
+  dlrt_tensor_t *wte;
   /* The embeddings and each block's output, the residual stream, end the
    * segments of --checkpoint blocks (DLRT_CHECKPOINT_MARKS). */
-  x = dlrt_checkpoint_mark(g, dropout(&b, dlrt_reshape(g, x, 2, flat)));
+  dlrt_tensor_t *x = dlrt_checkpoint_mark(g, embeddings(&b, tokens, batch, T, &wte));
   for (int i = 0; i < c->layers; i++) {
     x = dlrt_checkpoint_mark(g, block(&b, x, i, batch, T));
     if ((rc = dlrt_graph_status(g)) < 0) return rc;
@@ -290,4 +300,32 @@ int dlrt__gpt_model(const dlrt_trainer_config *cfg, dlrt_gpt_config *out) {
       return 1;
     }
   return 0;
+}
+
+int dlrt__gpt_build_stage(dlrt_graph_t *g, const dlrt_gpt_config *c, dlrt_tensor_t *in,
+                          int64_t batch, int64_t T, int first, int last,
+                          dlrt_tensor_t *targets, float smoothing, dlrt_tensor_t **out) {
+  *out = NULL;
+  int rc = dlrt_gpt_check(c);
+  if (rc < 0) return rc;
+  if (first < 0 || first >= last || last > c->layers || T < 1 || T > c->context ||
+      (last == c->layers) != (targets != NULL))
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "dlrt__gpt_build_stage: blocks [%d, %d) of "
+                           "%lld, windows of %lld, targets %s", first, last,
+                           (long long)c->layers, (long long)T, targets ? "given" : "none");
+  gpt_builder b = {.g = g, .c = c, .proj_std = 0.02f / sqrtf(2.0f * (float)c->layers)};
+  dlrt_tensor_t *x = in, *wte = NULL;
+  if (first == 0) x = embeddings(&b, in, batch, T, &wte);
+  for (int i = first; i < last; i++) {
+    x = block(&b, x, i, batch, T);
+    if ((rc = dlrt_graph_status(g)) < 0) return rc;
+  }
+  if (last == c->layers) {
+    x = layer_norm(&b, x, "transformer.ln_f");
+    /* A stage without the embeddings has the head's own copy of wte. */
+    if (!wte) wte = param(&b, "transformer.wte.weight", c->vocab, c->embd, 0.02f, 0);
+    x = dlrt_linear_cross_entropy(g, x, wte, targets, smoothing);
+  }
+  *out = x;
+  return dlrt_graph_status(g);
 }
