@@ -14,6 +14,7 @@
 # devices trains as one device does; so does --pipeline over two and three
 # stages (cpu, and cpu beside OpenCL), whose checkpoint is whole and resumes
 # on one device; too many stages and --pipeline with dropout are errors;
+# --attn-dropout 0 is the plain run bit for bit, 0.2 trains;
 # --steps 0 --save writes the initial parameters, which resume; in fp16 and
 # bf16 the planned peak of gpt-mini is the measured one.
 
@@ -21,7 +22,7 @@ DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLRECORD=${DLRECORD:-./tools/dlrecord}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=24
+TOOL=$DLTRAIN PLAN=27
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
@@ -194,11 +195,35 @@ run $small --data "$tmp/corpus.txt" --steps 2 --pipeline cpu,cpu,cpu
 [ $rc -eq 1 ] && grep -q "2 blocks: it cuts into at most as many pipeline stages, not 3" "$tmp/err"
 result "three stages for two blocks exit 1 saying so"
 run $small --data "$tmp/corpus.txt" --steps 2 --pipeline cpu,cpu --dropout 0.1
-[ $rc -eq 1 ] && grep -q "stage before the last (blocks 0-0) has dropout (--dropout), which" \
+[ $rc -eq 1 ] && grep -q "stage before the last (blocks 0-0) has dropout (--dropout, --attn" \
   "$tmp/err"
 result "--pipeline with --dropout exits 1 saying the first stage's dropout is not supported"
 
-# 17: --steps 0 evaluates and saves the initial parameters; a run resumed from
+# 22-24: dropout on the attention probabilities: --attn-dropout 0 is the plain run
+# to the last bit; 0.2 changes the run, trains and evaluates; on an image model
+# it is a usage error.
+run $small --data "$tmp/corpus.txt" --steps 6 --eval-every 6 --eval-batches 2 --device cpu \
+  --attn-dropout 0 --json
+[ $rc -eq 0 ] && python3 -c "
+import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
+assert a['val_loss'] == b['val_loss'], (a['val_loss'], b['val_loss'])
+" "$tmp/one.json" "$tmp/out"
+result "--attn-dropout 0: the validation loss of the run without it, bit for bit"
+run $small --data "$tmp/corpus.txt" --steps 6 --eval-every 6 --eval-batches 2 --device cpu \
+  --attn-dropout 0.2 --json
+[ $rc -eq 0 ] && python3 -c "
+import json, math, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
+assert a['val_loss'] != b['val_loss'] and math.isfinite(b['val_loss']), (a, b)
+assert abs(a['val_loss'] - b['val_loss']) < 0.1 * a['val_loss'], (a['val_loss'], b['val_loss'])
+" "$tmp/one.json" "$tmp/out"
+result "--attn-dropout 0.2 trains: another validation loss, near the plain run's"
+run --model mlp --data generated --attn-dropout 0.1
+[ $rc -eq 2 ] && grep -q -- "--attn-dropout, --steps" "$tmp/err"
+result "--attn-dropout on an image model is a usage error"
+
+# 25: --steps 0 evaluates and saves the initial parameters; a run resumed from
 # them ends where a run from scratch ends.
 run $small --data "$tmp/corpus.txt" --steps 0 --save "$tmp/init.st"
 [ $rc -eq 0 ] && [ -s "$tmp/init.st" ] && grep -q "saved .* at step 0" "$tmp/out" &&
@@ -211,7 +236,7 @@ assert abs(a['val_loss'] - b['val_loss']) <= 1e-5 * a['val_loss'], (a['val_loss'
 " "$tmp/whole.json" "$tmp/out"
 result "--steps 0 --save writes the initial parameters; resumed from them, 12 steps end as 12 do"
 
-# 18, 19: mixed precision at gpt-mini's own size (batch 32, context 128: activations of
+# 26, 27: mixed precision at gpt-mini's own size (batch 32, context 128: activations of
 # 1 to 4 MiB, where a cached block up to a MiB larger than a request used to be handed
 # out whole): the planned peak is the measured one, to the byte (the executor allocates
 # each intermediate exactly, as the plan counts it).

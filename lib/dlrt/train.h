@@ -50,6 +50,7 @@ typedef struct {
   int64_t context;             /* the longest window, positions embedded */
   int64_t vocab;
   float dropout; /* after the embeddings and on both residual branches; 0: off */
+  float attn_dropout; /* on the attention probabilities (GPT-2's attn_pdrop); 0: off */
 } dlrt_gpt_config;
 
 /* The preset NAME, case-insensitive: "gpt-mini" (4 layers, 4 heads, 128

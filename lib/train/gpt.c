@@ -63,6 +63,7 @@ void dlrt_gpt_override(dlrt_gpt_config *cfg, const dlrt_gpt_config *with) {
   if (with->context) cfg->context = with->context;
   if (with->vocab) cfg->vocab = with->vocab;
   if (with->dropout) cfg->dropout = with->dropout;
+  if (with->attn_dropout) cfg->attn_dropout = with->attn_dropout;
 }
 
 int dlrt_gpt_check(const dlrt_gpt_config *c) {
@@ -81,9 +82,9 @@ int dlrt_gpt_check(const dlrt_gpt_config *c) {
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "a GPT of width %lld cannot have %lld heads: "
                            "the width must be a multiple of the heads (--embd, --heads)",
                            (long long)c->embd, (long long)c->heads);
-  if (!(c->dropout >= 0 && c->dropout < 1))
-    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "GPT dropout %g: it must be in [0, 1)",
-                           (double)c->dropout);
+  if (!(c->dropout >= 0 && c->dropout < 1) || !(c->attn_dropout >= 0 && c->attn_dropout < 1))
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "GPT dropout %g, attention dropout %g: each "
+                           "must be in [0, 1)", (double)c->dropout, (double)c->attn_dropout);
   return DLRT_OK;
 }
 
@@ -169,7 +170,8 @@ static dlrt_tensor_t *block(gpt_builder *b, dlrt_tensor_t *x, int i, int64_t bat
   int64_t qkv_shape[3] = {batch, T, 3 * C}, flat[2] = {batch * T, C};
   qkv = dlrt_reshape(b->g, qkv, 3, qkv_shape);
   dlrt_tensor_t *a = b->pos ? decode_attention(b, qkv, p, batch)
-                            : dlrt_attention(b->g, qkv, (int)b->c->heads, 1);
+                            : dlrt_attention_dropout(b->g, qkv, (int)b->c->heads, 1,
+                                                     b->c->attn_dropout);
   a = dlrt_reshape(b->g, a, 2, flat);
   snprintf(name, sizeof name, "%s.attn.c_proj", p);
   a = dropout(b, conv1d(b, a, name, C, C, b->proj_std));

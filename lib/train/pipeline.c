@@ -126,13 +126,14 @@ static int gpt_cuts(const dlrt_trainer_t *t, int n, int *cuts, int *layers) {
 static int check_stage_ops(const dlrt_trainer_t *t, const struct stage *st) {
   for (int i = 0; i < st->g->n_nodes; i++) {
     const dlrt__node *n = st->g->nodes[i];
-    int dropout = n->op == DLRT__OP_DROPOUT && n->dropout.prob > 0;
+    int dropout = (n->op == DLRT__OP_DROPOUT && n->dropout.prob > 0) ||
+                  (n->op == DLRT__OP_ATTENTION && n->attention.dropout > 0);
     if (dropout || (n->op == DLRT__OP_NORM && n->norm.batch_norm))
       return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "%s: a pipeline stage before the last "
                              "(%s %d-%d) has %s, which pipeline parallelism does not take "
                              "there in this version: train without it, or on one device", t->model, t->lm ? "blocks" : "layers",
                              st->first + !t->lm, st->last - t->lm,
-                             dropout ? "dropout (--dropout)" : "batch norm");
+                             dropout ? "dropout (--dropout, --attn-dropout)" : "batch norm");
   }
   return DLRT_OK;
 }
