@@ -196,8 +196,10 @@ run $small --data "$tmp/corpus.txt" --steps 2 --pipeline cpu,cpu,cpu
 result "three stages for two blocks exit 1 saying so"
 run $small --data "$tmp/corpus.txt" --steps 2 --pipeline cpu,cpu --dropout 0.1
 [ $rc -eq 1 ] && grep -q "stage before the last (blocks 0-0) has dropout (--dropout, --attn" \
+  "$tmp/err" && run $small --data "$tmp/corpus.txt" --steps 2 --pipeline cpu,cpu \
+  --attn-dropout 0.1 && [ $rc -eq 1 ] && grep -q "stage before the last (blocks 0-0) has drop" \
   "$tmp/err"
-result "--pipeline with --dropout exits 1 saying the first stage's dropout is not supported"
+result "--pipeline with --dropout or --attn-dropout exits 1: not in a stage before the last"
 
 # 22-24: dropout on the attention probabilities: --attn-dropout 0 is the plain run
 # to the last bit; 0.2 changes the run, trains and evaluates; on an image model
