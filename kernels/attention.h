@@ -27,6 +27,16 @@
  * Every tile in local memory holds at most DLRT__ATTN_TILE floats: rows x D
  * (queries, keys, values, dO and the accumulators) or rows x rows (scores),
  * rows = DLRT__ATTN_ROWS(D) (kernel_table.h), which the launch passes.
+ * Dropout on the probabilities (dlrt_attention_dropout; threshold > 0):
+ * p_ij is replaced by p_ij z_ij with z_ij = keep_scale = 1 / (1 - prob) when
+ * dlrt__attn_hash(seed, b heads + h, i, j) >= threshold (prob 2^32), else
+ * 0; the row sums and lse stay those of the undropped p. The mask is never
+ * stored: the backward kernels hash the same (seed, bh, i, j) again, and
+ *   o_i = sum_j p_ij z_ij v_j,  dv_j = sum_i p_ij z_ij dO_i,
+ *   ds_ij = p_ij (z_ij dO_i . v_j - D_i),  D_i = dO_i . o_i still.
+ * With threshold 0 no hash is computed and the results are those without
+ * dropout, bit for bit.
+ *
  * Loads convert the storage type to fp32 and all arithmetic is fp32; o and
  * dqkv are rounded once when stored. Each score, probability and sum adds
  * its terms in the same order on every device (see dlrt__attn_mm) and exp
@@ -203,26 +213,83 @@ DLRT_INLINE void dlrt__attn_softmax_tile(DLRT__ATTN_LOCAL float *s, int ld,
   }
 }
 
+/* murmur3's 32-bit finaliser. */
+DLRT_INLINE unsigned int dlrt__attn_mix(unsigned int h) {
+  h ^= h >> 16;
+  h *= 0x7feb352du;
+  h ^= h >> 15;
+  h *= 0x846ca68bu;
+  h ^= h >> 16;
+  return h;
+}
+
+/* The dropout hash of probability (query i, key j) of head bh = b heads + h:
+ * counter-based, a function of these and the seed alone (the executor
+ * folds the step and the op into the seed, 63 bits), so the forward and the
+ * backward kernels of every device draw the same mask without storing it. */
+DLRT_INLINE unsigned int dlrt__attn_hash(DLRT_INDEX seed, DLRT_INDEX bh, DLRT_INDEX i,
+                                         DLRT_INDEX j) {
+  unsigned int h = dlrt__attn_mix((unsigned int)seed ^ (unsigned int)(seed >> 32) * 0x9e3779b9u ^
+                                  (unsigned int)bh * 0x85ebca6bu);
+  h = dlrt__attn_mix(h ^ (unsigned int)i * 0xc2b2ae35u);
+  return dlrt__attn_mix(h ^ (unsigned int)j * 0x27d4eb2fu);
+}
+
+/* Dropout's factor z of (i, j): keep_scale, or 0 for a dropped one. */
+DLRT_INLINE float dlrt__attn_keep(DLRT_INDEX seed, DLRT_INDEX threshold, float keep_scale,
+                                  DLRT_INDEX bh, DLRT_INDEX i, DLRT_INDEX j) {
+  return (DLRT_INDEX)dlrt__attn_hash(seed, bh, i, j) >= threshold ? keep_scale : 0.0f;
+}
+
+/* The forward pass's dropout on a tile of exp(s - m) (bq x bk, row stride
+ * ld; its first query q0 and key k0 in the sequence), after
+ * dlrt__attn_softmax_tile has summed them into l. */
+DLRT_INLINE void dlrt__attn_drop_tile(DLRT__ATTN_LOCAL float *s, int ld, int bq, int bk,
+                                      DLRT_INDEX seed, DLRT_INDEX threshold, float keep_scale,
+                                      DLRT_INDEX bh, DLRT_INDEX q0, DLRT_INDEX k0, int lid) {
+  DLRT__ATTN_SHARE_2D(e, i, j, lid, bq, bk) {
+    s[i * ld + j] *= dlrt__attn_keep(seed, threshold, keep_scale, bh, q0 + i, k0 + j);
+  }
+}
+
 /* The backward pass's tile: scores s into p = exp(s - lse_i) (0 for masked
  * keys, as dlrt__attn_softmax_tile masks), and dp = dO_i . v_j into
- * ds = p (dp - D_i). GPUs: an element per work-item; the CPU a row at a
- * time (a vector loop). */
+ * ds = p (dp - D_i). With dropout (threshold > 0; the tile's first query
+ * q0 and key k0 in the sequence) s becomes p z and ds = p (z dp - D_i).
+ * GPUs: an element per work-item; the CPU a row at a time (a vector loop). */
 DLRT_INLINE void dlrt__attn_grad_tile(DLRT__ATTN_LOCAL float *s, DLRT__ATTN_LOCAL float *dp,
                                       int ld, DLRT__ATTN_LOCAL const float *lse,
                                       DLRT__ATTN_LOCAL const float *dsum, int bq, int bk,
-                                      DLRT_INDEX diag, int lid) {
+                                      DLRT_INDEX diag, DLRT_INDEX seed, DLRT_INDEX threshold,
+                                      float keep_scale, DLRT_INDEX bh, DLRT_INDEX q0,
+                                      DLRT_INDEX k0, int lid) {
 #if DLRT__ATTN_GPU
   for (int e = lid; e < bq * bk; e += DLRT_WG) {
     int i = e / bk, j = e - i * bk;
     float p = j <= i + diag ? dlrt__attn_exp(s[i * ld + j] - lse[i]) : 0.0f;
-    s[i * ld + j] = p;
-    dp[i * ld + j] = p * (dp[i * ld + j] - dsum[i]);
+    if (threshold) {
+      float z = dlrt__attn_keep(seed, threshold, keep_scale, bh, q0 + i, k0 + j);
+      s[i * ld + j] = p * z;
+      dp[i * ld + j] = p * (dp[i * ld + j] * z - dsum[i]);
+    } else {
+      s[i * ld + j] = p;
+      dp[i * ld + j] = p * (dp[i * ld + j] - dsum[i]);
+    }
   }
 #else
   if (lid != 0) return;
   for (int i = 0; i < bq; i++) {
     float *si = s + i * ld, *dpi = dp + i * ld, lse_i = lse[i], dsum_i = dsum[i];
     int keys = i + diag + 1 < bk ? (int)(i + diag + 1) : bk;
+    if (threshold) {
+      for (int j = 0; j < bk; j++) {
+        float p = j < keys ? dlrt__attn_exp(si[j] - lse_i) : 0.0f;
+        float z = dlrt__attn_keep(seed, threshold, keep_scale, bh, q0 + i, k0 + j);
+        si[j] = p * z;
+        dpi[j] = p * (dpi[j] * z - dsum_i);
+      }
+      continue;
+    }
     for (int j = 0; j < bk; j++) {
       float p = j < keys ? dlrt__attn_exp(si[j] - lse_i) : 0.0f;
       si[j] = p;
@@ -254,13 +321,15 @@ DLRT_INLINE void dlrt__attn_grad_tile(DLRT__ATTN_LOCAL float *s, DLRT__ATTN_LOCA
 
 /* DLRT__ATTN_KERNELS(SUFFIX, T, LD, ST): the kernels for storage type T.
  * Arguments after the arrays: batch, seq (T), heads, head_dim (D), rows
- * (DLRT__ATTN_ROWS(D)), causal (0 or 1), scale (1 / sqrt(D)). */
+ * (DLRT__ATTN_ROWS(D)), causal (0 or 1), scale (1 / sqrt(D)), and
+ * dropout's seed, threshold (0: none) and keep_scale (see the top). */
 #define DLRT__ATTN_KERNELS(SUF, T, LD, ST)                                                     \
 /* o and lse from qkv; one work-group per tile of queries. */                                  \
 DLRT_KERNEL(dlrt_k_attention_##SUF)(DLRT_RANGE DLRT_PTR(T, o), DLRT_PTR(float, lse),           \
                                     DLRT_CPTR(T, qkv), DLRT_INDEX batch, DLRT_INDEX seq,       \
                                     DLRT_INDEX heads, DLRT_INDEX head_dim, DLRT_INDEX rows,    \
-                                    DLRT_INDEX causal, float scale) {                          \
+                                    DLRT_INDEX causal, float scale, DLRT_INDEX seed,           \
+                                    DLRT_INDEX threshold, float keep_scale) {                  \
   DLRT_BIND(T, o);                                                                             \
   DLRT_BIND(float, lse);                                                                       \
   DLRT_CBIND(T, qkv);                                                                          \
@@ -301,6 +370,13 @@ DLRT_KERNEL(dlrt_k_attention_##SUF)(DLRT_RANGE DLRT_PTR(T, o), DLRT_PTR(float, l
                                 lid);                                                          \
       }                                                                                        \
       DLRT_BARRIER();                                                                          \
+      if (threshold) {                                                                         \
+        DLRT_PHASE(lid) {                                                                      \
+          dlrt__attn_drop_tile(s_t, r, bq, bk, seed, threshold, keep_scale, bh, first, k0,     \
+                               lid);                                                           \
+        }                                                                                      \
+        DLRT_BARRIER();                                                                        \
+      }                                                                                        \
       DLRT_PHASE(lid) {                                                                        \
         dlrt__attn_mm(acc_t, d, s_t, r, 1, v_t, d, bq, d, bk, 2, alpha_t, lid);                \
       }                                                                                        \
@@ -323,7 +399,8 @@ DLRT_KERNEL(dlrt_k_attention_grad_q_##SUF)(DLRT_RANGE DLRT_PTR(T, dqkv),        
                                            DLRT_CPTR(float, lse), DLRT_INDEX batch,            \
                                            DLRT_INDEX seq, DLRT_INDEX heads,                   \
                                            DLRT_INDEX head_dim, DLRT_INDEX rows,               \
-                                           DLRT_INDEX causal, float scale) {                   \
+                                           DLRT_INDEX causal, float scale, DLRT_INDEX seed,    \
+                                           DLRT_INDEX threshold, float keep_scale) {           \
   DLRT_BIND(T, dqkv);                                                                          \
   DLRT_BIND(float, dsum);                                                                      \
   DLRT_CBIND(T, dout);                                                                         \
@@ -378,7 +455,7 @@ DLRT_KERNEL(dlrt_k_attention_grad_q_##SUF)(DLRT_RANGE DLRT_PTR(T, dqkv),        
       DLRT_BARRIER();                                                                          \
       DLRT_PHASE(lid) {                                                                        \
         dlrt__attn_grad_tile(s_t, dp_t, r, lse_t, dsum_t, bq, bk, causal ? first - k0 : seq,   \
-                             lid);                                                             \
+                             seed, threshold, keep_scale, bh, first, k0, lid);                 \
       }                                                                                        \
       DLRT_BARRIER();                                                                          \
       DLRT_PHASE(lid) { dlrt__attn_mm(dq_t, d, dp_t, r, 1, k_t, d, bq, d, bk, 1, lse_t, lid); } \
@@ -399,7 +476,8 @@ DLRT_KERNEL(dlrt_k_attention_grad_kv_##SUF)(DLRT_RANGE DLRT_PTR(T, dqkv), DLRT_C
                                             DLRT_CPTR(float, dsum), DLRT_INDEX batch,          \
                                             DLRT_INDEX seq, DLRT_INDEX heads,                  \
                                             DLRT_INDEX head_dim, DLRT_INDEX rows,              \
-                                            DLRT_INDEX causal, float scale) {                  \
+                                            DLRT_INDEX causal, float scale, DLRT_INDEX seed,   \
+                                            DLRT_INDEX threshold, float keep_scale) {          \
   DLRT_BIND(T, dqkv);                                                                          \
   DLRT_CBIND(T, dout);                                                                         \
   DLRT_CBIND(T, qkv);                                                                          \
@@ -450,7 +528,7 @@ DLRT_KERNEL(dlrt_k_attention_grad_kv_##SUF)(DLRT_RANGE DLRT_PTR(T, dqkv), DLRT_C
       DLRT_BARRIER();                                                                          \
       DLRT_PHASE(lid) {                                                                        \
         dlrt__attn_grad_tile(s_t, dp_t, r, lse_t, dsum_t, bq, bk, causal ? q0 - first : seq,   \
-                             lid);                                                             \
+                             seed, threshold, keep_scale, bh, q0, first, lid);                 \
       }                                                                                        \
       DLRT_BARRIER();                                                                          \
       /* dv += p^T dO, dk += ds^T (q scale): p and ds read transposed. */                      \

@@ -198,8 +198,9 @@
       BUF(const float), I64, I64, I64
 
 /* attention.h: o, lse, qkv; dqkv, dsum, dout, qkv, o, lse; dqkv, dout, qkv, lse, dsum;
- * then batch, seq, heads, head_dim, rows, causal, scale. */
-#define DLRT__ATTN_SIZES I64, I64, I64, I64, I64, I64, F32
+ * then batch, seq, heads, head_dim, rows, causal, scale, and dropout's seed,
+ * threshold (0: none) and keep_scale. */
+#define DLRT__ATTN_SIZES I64, I64, I64, I64, I64, I64, F32, I64, I64, F32
 #define DLRT__ARGS_attention(T) BUF(T), BUF(float), BUF(const T), DLRT__ATTN_SIZES
 #define DLRT__ARGS_attention_grad_q(T)                                                    \
   BUF(T), BUF(float), BUF(const T), BUF(const T), BUF(const T), BUF(const float),         \

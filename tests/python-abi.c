@@ -54,7 +54,8 @@ int main(void) {
                 F(T, beta2) F(T, eps));
 #undef T
 #define T dlrt_gpt_config
-  STRUCT(T, F(T, layers) F(T, heads) F(T, embd) F(T, context) F(T, vocab) F(T, dropout));
+  STRUCT(T, F(T, layers) F(T, heads) F(T, embd) F(T, context) F(T, vocab) F(T, dropout)
+         F(T, attn_dropout));
 #undef T
 #define T dlrt_augment
   STRUCT(T, F(T, crop_padding) F(T, flip) F(T, mean) F(T, std) F(T, erase_p));

@@ -18,6 +18,11 @@
  *   per batch is the same for T = 1024 as for T = 256 (within 10%, the
  *   issue's bar), and below one T x T matrix per head, while the unfused
  *   graph's (attention-unfused.c) grows with T^2.
+ * - dropout on the probabilities (dlrt_attention_dropout): the mask read
+ *   back through the op is 0 or 1 / (1 - p), drops about p of them and is
+ *   the same on every device; with it the output and dqkv (the mask drawn
+ *   again in the backward pass) match the host's reference; the gradient
+ *   by finite differences; an evaluation drops nothing, bit for bit.
  * Also the kernels' exp (dlrt__attn_exp, arithmetic alone) against double,
  * and the builder's refusals. GELU's tanh form is tested with the other
  * activations in test-grad-ops.c.
@@ -68,8 +73,19 @@ static void shape_name(const attn_shape *s, char *out, size_t size) {
  *   dq_i = scale sum_j ds_ij k_j,  dk_j = scale sum_i ds_ij q_i,
  *   dv_j = sum_i p_ij dO_i
  * (the softmax's own gradient: not FlashAttention's D_i = dO_i . o_i). */
+static void host_attention_masked(const attn_shape *s, const float *qkv, const float *dout,
+                                  const double *mask, double *o, double *dqkv);
 static void host_attention(const attn_shape *s, const float *qkv, const float *dout, double *o,
                            double *dqkv) {
+  host_attention_masked(s, qkv, dout, NULL, o, dqkv);
+}
+
+/* The same with dropout's factors z (B x heads x T x T: 0, or 1 / (1 - p)
+ * for a kept probability; NULL: none), applied after the softmax:
+ *   o_i = sum_j p_ij z_ij v_j,  ds_ij = p_ij (z_ij dp_ij - sum_k p_ik z_ik dp_ik),
+ *   dv_j = sum_i p_ij z_ij dO_i. */
+static void host_attention_masked(const attn_shape *s, const float *qkv, const float *dout,
+                                  const double *mask, double *o, double *dqkv) {
   int64_t t = s->seq, d = s->head_dim, c = s->heads * d, w = 3 * c;
   double scale = 1.0 / sqrt((double)d);
   double *p = malloc((size_t)(t * t) * sizeof *p), *dp = malloc((size_t)(t * t) * sizeof *dp);
@@ -78,6 +94,7 @@ static void host_attention(const attn_shape *s, const float *qkv, const float *d
   for (int64_t b = 0; b < s->batch; b++)
     for (int64_t h = 0; h < s->heads; h++) {
       const float *q = qkv + b * t * w + h * d, *k = q + c, *v = q + 2 * c;
+      const double *z = mask ? mask + (b * s->heads + h) * t * t : NULL;
       for (int64_t i = 0; i < t; i++) {
         int64_t keys = s->causal ? i + 1 : t;
         double m = -INFINITY, sum = 0;
@@ -91,7 +108,7 @@ static void host_attention(const attn_shape *s, const float *qkv, const float *d
         for (int64_t j = 0; j < t; j++) p[i * t + j] /= sum;
         for (int64_t x = 0; x < d; x++) {
           double a = 0;
-          for (int64_t j = 0; j < t; j++) a += p[i * t + j] * v[j * w + x];
+          for (int64_t j = 0; j < t; j++) a += p[i * t + j] * (z ? z[i * t + j] : 1) * v[j * w + x];
           o[(b * t + i) * c + h * d + x] = a;
         }
       }
@@ -103,8 +120,8 @@ static void host_attention(const attn_shape *s, const float *qkv, const float *d
         for (int64_t j = 0; j < t; j++) {
           double a = 0;
           for (int64_t x = 0; x < d; x++) a += (double)go[i * c + x] * v[j * w + x];
-          dp[i * t + j] = a;
-          dot += p[i * t + j] * a;
+          dp[i * t + j] = a * (z ? z[i * t + j] : 1);
+          dot += p[i * t + j] * dp[i * t + j];
         }
         for (int64_t j = 0; j < t; j++) dp[i * t + j] = p[i * t + j] * (dp[i * t + j] - dot);
       }
@@ -113,7 +130,7 @@ static void host_attention(const attn_shape *s, const float *qkv, const float *d
           for (int64_t x = 0; x < d; x++) {
             dq[i * w + x] += scale * dp[i * t + j] * k[j * w + x];
             dk[j * w + x] += scale * dp[i * t + j] * q[i * w + x];
-            dv[j * w + x] += p[i * t + j] * go[i * c + x];
+            dv[j * w + x] += p[i * t + j] * (z ? z[i * t + j] : 1) * go[i * c + x];
           }
     }
   free(p);
@@ -519,6 +536,188 @@ static void test_refusals(void) {
   dlrt_graph_destroy(g);
 }
 
+/* ---------------------------------------------------------------- dropout */
+
+/* Dropout on the probabilities (dlrt_attention_dropout, p = 0.25), whose
+ * mask the kernels hash from (seed, step, op, head, i, j) and never store.
+ * The mask is read back through the op itself: with values v_j one-hot
+ * (key j of a group of D keys in column j mod D), o_i's column j mod D is
+ * p_ij z_ij in a training run and p_ij in an evaluation (no dropout), so
+ * their ratio is z_ij, 0 or 1 / (1 - p). Then, in the same executor (no
+ * optimizer: the step and so the mask stay), random values: o and dqkv
+ * against the host's reference with that mask; and the mask is the same
+ * on every device (each compared with the first device's). */
+#define DROP_P 0.25f
+static const attn_shape drop_shapes[] = {
+    {2, 37, 3, 24, 1}, /* tiles of 32 rows and of 5; two groups of keys */
+    {2, 37, 3, 24, 0},
+    {1, 45, 2, 130, 1}, /* D 130: tiles of 7 rows */
+};
+#define N_DROP_SHAPES (sizeof drop_shapes / sizeof drop_shapes[0])
+static double *first_masks[N_DROP_SHAPES]; /* the first device's z, per shape */
+
+typedef struct {
+  dlrt_graph_t *g;
+  dlrt_exec_t *e;
+  dlrt_tensor_t *qkv, *att, *r, *grad;
+} drop_graph;
+
+static int drop_build(dlrt_device_t *dev, const attn_shape *s, drop_graph *d) {
+  int64_t c = s->heads * s->head_dim;
+  int64_t qkv_shape[3] = {s->batch, s->seq, width_of(s)}, y_shape[3] = {s->batch, s->seq, c};
+  d->g = new_graph();
+  d->qkv = dlrt_param(d->g, "qkv", 3, qkv_shape, DLRT_INIT_ZEROS, 0, 0);
+  d->att = dlrt_keep(d->g, dlrt_attention_dropout(d->g, d->qkv, (int)s->heads, s->causal,
+                                                  DROP_P));
+  d->r = dlrt_input(d->g, "R", DLRT_F32, 3, y_shape);
+  int st = dlrt_graph_backward(d->g, dlrt_sum(d->g, dlrt_mul(d->g, d->att, d->r)));
+  d->grad = dlrt_keep(d->g, dlrt_grad(d->g, d->qkv));
+  if (st == DLRT_OK && !d->grad) st = DLRT_ERR_STATE;
+  if (st == DLRT_OK) {
+    poison_cache(dev);
+    st = dlrt_exec_create(d->g, dev, 7, &d->e);
+  }
+  return st;
+}
+
+/* One run on qkv values qv (and R = rv): o into y, dqkv into dq (training). */
+static int drop_run(drop_graph *d, const attn_shape *s, dlrt_run_mode mode, const float *qv,
+                    const float *rv, float *y, float *dq) {
+  int64_t rows = s->batch * s->seq, c = s->heads * s->head_dim, w = width_of(s);
+  int st = dlrt_exec_write(d->e, d->qkv, qv, (size_t)(rows * w) * sizeof *qv);
+  if (st == DLRT_OK) st = dlrt_exec_write(d->e, d->r, rv, (size_t)(rows * c) * sizeof *rv);
+  if (st == DLRT_OK) st = dlrt_exec_run(d->e, mode);
+  if (st == DLRT_OK) st = dlrt_exec_read(d->e, d->att, y, (size_t)(rows * c) * sizeof *y);
+  if (st == DLRT_OK && dq) st = dlrt_exec_read(d->e, d->grad, dq, (size_t)(rows * w) * sizeof *dq);
+  return st;
+}
+
+static void test_dropout(dlrt_device_t *dev, size_t which) {
+  const attn_shape *s = &drop_shapes[which];
+  const char *spec = dlrt_device_spec(dev);
+  char name[96];
+  shape_name(s, name, sizeof name);
+  int64_t t = s->seq, d = s->head_dim, c = s->heads * d, w = width_of(s), rows = s->batch * t;
+  int64_t n_mask = s->batch * s->heads * t * t;
+  float *qv = malloc((size_t)(rows * w) * sizeof *qv), *rv = calloc((size_t)(rows * c), 4);
+  float *y = malloc((size_t)(rows * c) * sizeof *y), *y0 = malloc((size_t)(rows * c) * sizeof *y0);
+  float *dq = malloc((size_t)(rows * w) * sizeof *dq);
+  double *mask = calloc((size_t)n_mask, sizeof *mask);
+  double *want_y = malloc((size_t)(rows * c) * sizeof *want_y);
+  double *want_dq = malloc((size_t)(rows * w) * sizeof *want_dq);
+  if (!qv || !rv || !y || !y0 || !dq || !mask || !want_y || !want_dq) bail_out("out of memory");
+  drop_graph g = {0};
+  int st = drop_build(dev, s, &g);
+  /* Queries and keys of U(-0.5, 0.5): no probability far below the others. */
+  random_values(qv, rows * w, 0.5f, 21u + (uint32_t)which);
+  double keep = 1.0 / (1.0 - DROP_P), worst_ratio = 0;
+  int64_t counted = 0, dropped = 0;
+  for (int64_t g0 = 0; g0 < t && st == DLRT_OK; g0 += d) {
+    for (int64_t b = 0; b < s->batch; b++) /* values: key j one-hot in column j - g0 */
+      for (int64_t j = 0; j < t; j++)
+        for (int64_t x = 0; x < c; x++)
+          qv[(b * t + j) * w + 2 * c + x] = j >= g0 && j < g0 + d && x % d == j - g0;
+    if ((st = drop_run(&g, s, DLRT_RUN_TRAIN, qv, rv, y, NULL)) < 0 ||
+        (st = drop_run(&g, s, DLRT_RUN_FORWARD, qv, rv, y0, NULL)) < 0)
+      break;
+    for (int64_t b = 0; b < s->batch; b++)
+      for (int64_t h = 0; h < s->heads; h++)
+        for (int64_t i = 0; i < t; i++)
+          for (int64_t j = g0; j < g0 + d && j < t && (!s->causal || j <= i); j++) {
+            int64_t at = (b * t + i) * c + h * d + (j - g0);
+            double ratio = y[at] / (double)y0[at], z = ratio > keep / 2 ? keep : 0;
+            worst_ratio = worse(worst_ratio, fabs(ratio - z));
+            mask[((b * s->heads + h) * t + i) * t + j] = z;
+            counted++;
+            dropped += z == 0;
+          }
+  }
+  if (tap_check(st, "%s %s: training and evaluation runs with attention dropout %.2f", spec,
+                name, DROP_P)) {
+    double fraction = (double)dropped / (double)counted;
+    ok(worst_ratio <= 1e-4 && fabs(fraction - DROP_P) <= 0.04, "%s %s: each probability is "
+       "dropped or scaled by 1 / (1 - p) (worst %.1e off), %.3f of %lld dropped", spec, name,
+       worst_ratio, fraction, (long long)counted);
+    if (!first_masks[which]) {
+      first_masks[which] = mask;
+      mask = NULL;
+    } else {
+      ok(memcmp(first_masks[which], mask, (size_t)n_mask * sizeof *mask) == 0,
+         "%s %s: the same mask as the first device's", spec, name);
+    }
+    const double *z = mask ? mask : first_masks[which];
+    random_values(qv, rows * w, 1.5f, 31u + (uint32_t)which);
+    random_values(rv, rows * c, 1.0f, 41u + (uint32_t)which);
+    host_attention_masked(s, qv, rv, z, want_y, want_dq);
+    st = drop_run(&g, s, DLRT_RUN_TRAIN, qv, rv, y, dq);
+    if (tap_check(st, "%s %s: a training run with dropout on random values", spec, name)) {
+      double largest;
+      int64_t at;
+      double err = max_error(y, want_y, rows * c, &largest, &at);
+      ok(err <= 1e-5 * fmax(largest, 1e-3), "%s %s: the output matches the host's with the "
+         "same mask: max error %.1e of the largest %.3g", spec, name, err, largest);
+      err = max_error(dq, want_dq, rows * w, &largest, &at);
+      ok(err <= 2e-5 * fmax(largest, 1e-3), "%s %s: dqkv matches the host's with the same "
+         "mask (drawn again in the backward pass): max error %.1e of the largest %.3g", spec,
+         name, err, largest);
+    }
+  }
+  dlrt_exec_destroy(g.e);
+  dlrt_graph_destroy(g.g);
+  free(qv), free(rv), free(y), free(y0), free(dq), free(mask), free(want_y), free(want_dq);
+}
+
+/* An evaluation with dropout drops nothing: the same bits as dlrt_attention
+ * (the kernels' path without dropout). */
+static void test_dropout_evaluation(dlrt_device_t *dev) {
+  const attn_shape *s = &shapes[2];
+  const char *spec = dlrt_device_spec(dev);
+  int64_t c = s->heads * s->head_dim, w = width_of(s), rows = s->batch * s->seq;
+  int64_t qkv_shape[3] = {s->batch, s->seq, w};
+  float *qv = malloc((size_t)(rows * w) * sizeof *qv);
+  float *y[2] = {malloc((size_t)(rows * c) * sizeof(float)),
+                 malloc((size_t)(rows * c) * sizeof(float))};
+  if (!qv || !y[0] || !y[1]) bail_out("out of host memory");
+  random_values(qv, rows * w, 1.5f, 77);
+  int st = DLRT_OK;
+  for (int k = 0; k < 2 && st == DLRT_OK; k++) {
+    dlrt_graph_t *g = new_graph();
+    dlrt_tensor_t *qkv = dlrt_input(g, "qkv", DLRT_F32, 3, qkv_shape);
+    dlrt_tensor_t *att = dlrt_keep(g, k ? dlrt_attention_dropout(g, qkv, (int)s->heads, 1, 0.5f)
+                                        : dlrt_attention(g, qkv, (int)s->heads, 1));
+    dlrt_exec_t *e = NULL;
+    st = dlrt_graph_status(g);
+    if (st == DLRT_OK) st = dlrt_exec_create(g, dev, 1, &e);
+    if (st == DLRT_OK) st = dlrt_exec_write(e, qkv, qv, (size_t)(rows * w) * sizeof *qv);
+    if (st == DLRT_OK) st = dlrt_exec_run(e, DLRT_RUN_FORWARD);
+    if (st == DLRT_OK) st = dlrt_exec_read(e, att, y[k], (size_t)(rows * c) * sizeof(float));
+    dlrt_exec_destroy(e);
+    dlrt_graph_destroy(g);
+  }
+  if (tap_check(st, "%s: evaluations of attention with and without dropout", spec))
+    ok(memcmp(y[0], y[1], (size_t)(rows * c) * sizeof(float)) == 0, "%s: an evaluation with "
+       "attention dropout 0.5 gives dlrt_attention's bits", spec);
+  free(qv), free(y[0]), free(y[1]);
+}
+
+/* dqkv by central differences through the dropped probabilities: the
+ * training runs of one executor without an optimizer draw one mask. */
+static void test_dropout_finite_differences(dlrt_device_t *dev) {
+  static const attn_shape small[] = {{2, 5, 2, 3, 1}, {1, 33, 1, 2, 0}};
+  for (size_t k = 0; k < sizeof small / sizeof small[0]; k++) {
+    const attn_shape *s = &small[k];
+    char name[96];
+    shape_name(s, name, sizeof name);
+    gcase c;
+    case_begin(&c, "attention dropout 0.3 %s", name);
+    c.fd_mode = DLRT_RUN_TRAIN;
+    int64_t shape[3] = {s->batch, s->seq, width_of(s)};
+    dlrt_tensor_t *qkv = cparam(&c, "qkv", 3, shape, VALUES_RANDOM);
+    case_check(&c, dev, weighted(&c, dlrt_attention_dropout(c.g, qkv, (int)s->heads, s->causal,
+                                                            0.3f)));
+  }
+}
+
 /* ---------------------------------------------------------------- main */
 
 static void run_device(dlrt_device_t *dev, const char *spec, void *ctx) {
@@ -529,6 +728,9 @@ static void run_device(dlrt_device_t *dev, const char *spec, void *ctx) {
   test_finite_differences(dev);
   test_block_finite_differences(dev);
   test_checkpoint_and_precision(dev);
+  for (size_t k = 0; k < N_DROP_SHAPES; k++) test_dropout(dev, k);
+  test_dropout_evaluation(dev);
+  test_dropout_finite_differences(dev);
   /* A plan does not depend on the device: made once, on the cpu. */
   if (tap_device_is_cpu(dev)) test_memory(dev);
   diag("%s: %.2f s", spec, now_s() - start);
@@ -538,6 +740,7 @@ int main(void) {
   test_exp();
   test_refusals();
   tap_for_each_device(run_device, NULL);
+  for (size_t k = 0; k < N_DROP_SHAPES; k++) free(first_masks[k]);
   dlrt_shutdown();
   return done_testing();
 }

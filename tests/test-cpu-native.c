@@ -7,7 +7,8 @@
  * cross-entropy, the Adam update, the embedding's gradient, and fused attention
  * forward and backward in f32, f16 and bf16, at shapes with tails (columns not a
  * multiple of 16, T not a multiple of the blocks, T past one block of keys, head
- * sizes 8 to 130), and sampling's attention_decode. The norms (each pair of storage
+ * sizes 8 to 130; with dropout on the probabilities in f32 and bf16, the same
+ * hashed mask), and sampling's attention_decode. The norms (each pair of storage
  * types), activations, broadcast ops and column sums in f16 and bf16 are held to the
  * native f32 kernels instead, on the
  * same values: their outputs must be the f32 kernels' floats rounded once, bit for bit
@@ -464,7 +465,11 @@ static void from_type(int type, const void *src, float *dst, size_t n) {
                                 : dlrt_as_float((uint32_t)((const uint16_t *)src)[i] << 16);
 }
 
-static void family_attention(const cpu_native_isa *isa, result *r, int type) {
+/* drop: dropout on the probabilities (p = 0.25, a fixed seed), which the
+ * native kernels must draw as the dialect's do (attention.h's hash). */
+static void family_attention(const cpu_native_isa *isa, result *r, int type, int drop) {
+  int64_t seed = drop ? 0x123456789abcLL : 0, threshold = drop ? (int64_t)1 << 30 : 0;
+  float keep_scale = drop ? 1.0f / 0.75f : 1.0f;
   static const char *const types[] = {"f32", "f16", "bf16"};
   double bound = type == DLRT_F32 ? 1e-5 : type == DLRT_F16 ? 4e-3 : 2e-2;
   size_t es = type == DLRT_F32 ? 4 : 2;
@@ -482,27 +487,28 @@ static void family_attention(const cpu_native_isa *isa, result *r, int type) {
     float *lse = zeros(nl), *lse0 = zeros(nl), *dsum = zeros(nl), *dsum0 = zeros(nl);
     to_type(type, qkv_f, qkv, nqkv), to_type(type, dout_f, dout, no);
     char what[128];
-    snprintf(what, sizeof what, "attention %s B%lld T%lld heads %lld D %lld %s", types[type],
+    snprintf(what, sizeof what, "attention %s B%lld T%lld heads %lld D %lld %s%s", types[type],
              (long long)sh.batch, (long long)sh.seq, (long long)sh.heads, (long long)sh.d,
-             sh.causal ? "causal" : "not causal");
+             sh.causal ? "causal" : "not causal", drop ? ", dropout 0.25" : "");
     int k_fwd = DLRT__K_attention_f32 + type, k_q = DLRT__K_attention_grad_q_f32 + type;
     int k_kv = DLRT__K_attention_grad_kv_f32 + type;
 #define SIZES(x)                                                                           \
   arg_i64(x, sh.batch), arg_i64(x, sh.seq), arg_i64(x, sh.heads), arg_i64(x, sh.d),         \
-      arg_i64(x, rows), arg_i64(x, sh.causal), arg_f32(x, scale)
+      arg_i64(x, rows), arg_i64(x, sh.causal), arg_f32(x, scale), arg_i64(x, seed),         \
+      arg_i64(x, threshold), arg_f32(x, keep_scale)
     args a = {0};
     arg_buf(&a, o), arg_buf(&a, lse), arg_buf(&a, qkv), SIZES(&a);
     int rc = run(isa, k_fwd, &a);
     /* The backward kernels from the dialect's o and lse: both see the same inputs. */
     if (type == DLRT_F32) {
       dlrt_k_attention_f32(0, groups, o0, lse0, qkv, sh.batch, sh.seq, sh.heads, sh.d, rows,
-                           sh.causal, scale);
+                           sh.causal, scale, seed, threshold, keep_scale);
     } else if (type == DLRT_F16) {
       dlrt_k_attention_f16(0, groups, o0, lse0, qkv, sh.batch, sh.seq, sh.heads, sh.d, rows,
-                           sh.causal, scale);
+                           sh.causal, scale, seed, threshold, keep_scale);
     } else {
       dlrt_k_attention_bf16(0, groups, o0, lse0, qkv, sh.batch, sh.seq, sh.heads, sh.d, rows,
-                            sh.causal, scale);
+                            sh.causal, scale, seed, threshold, keep_scale);
     }
     args g = {0};
     arg_buf(&g, dqkv), arg_buf(&g, dsum), arg_buf(&g, dout), arg_buf(&g, qkv), arg_buf(&g, o0);
@@ -512,9 +518,11 @@ static void family_attention(const cpu_native_isa *isa, result *r, int type) {
 #define DIALECT_GRAD(SUF)                                                                   \
   do {                                                                                      \
     dlrt_k_attention_grad_q_##SUF(0, groups, dqkv0, dsum0, dout, qkv, o0, lse0, sh.batch,   \
-                                  sh.seq, sh.heads, sh.d, rows, sh.causal, scale);          \
+                                  sh.seq, sh.heads, sh.d, rows, sh.causal, scale, seed,     \
+                                  threshold, keep_scale);                                   \
     dlrt_k_attention_grad_kv_##SUF(0, groups, dqkv0, dout, qkv, lse0, dsum0, sh.batch,      \
-                                   sh.seq, sh.heads, sh.d, rows, sh.causal, scale);         \
+                                   sh.seq, sh.heads, sh.d, rows, sh.causal, scale, seed,    \
+                                   threshold, keep_scale);                                  \
   } while (0)
     if (type == DLRT_F32) DIALECT_GRAD(f32);
     else if (type == DLRT_F16) DIALECT_GRAD(f16);
@@ -524,7 +532,8 @@ static void family_attention(const cpu_native_isa *isa, result *r, int type) {
     args k = {0};
     arg_buf(&k, dqkv), arg_buf(&k, dout), arg_buf(&k, qkv), arg_buf(&k, lse0), arg_buf(&k, dsum0);
     arg_i64(&k, sh.batch), arg_i64(&k, sh.seq), arg_i64(&k, sh.heads), arg_i64(&k, sh.d);
-    arg_i64(&k, rows), arg_i64(&k, sh.causal), arg_f32(&k, scale);
+    arg_i64(&k, rows), arg_i64(&k, sh.causal), arg_f32(&k, scale), arg_i64(&k, seed);
+    arg_i64(&k, threshold), arg_f32(&k, keep_scale);
     if (rc == DLRT_OK) rc = run(isa, k_kv, &k);
     if (rc != DLRT_OK) {
       r->worst = INFINITY;
@@ -544,13 +553,17 @@ static void family_attention(const cpu_native_isa *isa, result *r, int type) {
 }
 
 static void family_attention_f32(const cpu_native_isa *isa, result *r) {
-  family_attention(isa, r, DLRT_F32);
+  family_attention(isa, r, DLRT_F32, 0);
 }
 static void family_attention_f16(const cpu_native_isa *isa, result *r) {
-  family_attention(isa, r, DLRT_F16);
+  family_attention(isa, r, DLRT_F16, 0);
 }
 static void family_attention_bf16(const cpu_native_isa *isa, result *r) {
-  family_attention(isa, r, DLRT_BF16);
+  family_attention(isa, r, DLRT_BF16, 0);
+}
+static void family_attention_dropout(const cpu_native_isa *isa, result *r) {
+  family_attention(isa, r, DLRT_F32, 1);
+  family_attention(isa, r, DLRT_BF16, 1);
 }
 
 /* attention_decode (sampling): one query per sequence over caches that
@@ -802,6 +815,7 @@ static const family families[] = {
     {"attention f32 (forward, grad_q, grad_kv)", family_attention_f32, NULL},
     {"attention f16", family_attention_f16, NULL},
     {"attention bf16", family_attention_bf16, NULL},
+    {"attention with dropout (f32, bf16)", family_attention_dropout, NULL},
     {"attention_decode", family_attention_decode, NULL},
     {"norms, activations, broadcast ops and column sums in f16 and bf16", family_typed,
      "the native f32 kernels' floats rounded once, bit for bit"},

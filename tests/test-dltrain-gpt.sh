@@ -11,7 +11,10 @@
 # time is printed, not judged); bad sizes and GPT options on image models
 # are usage errors; a vocabulary too small for the data is an error naming --vocab; a
 # model file takes GELU's tanh form (gelu_tanh); data parallel over two
-# devices trains as one device does; --pipeline is refused with a message;
+# devices trains as one device does; so does --pipeline over two and three
+# stages (cpu, and cpu beside OpenCL), whose checkpoint is whole and resumes
+# on one device; too many stages and --pipeline with dropout are errors;
+# --attn-dropout 0 is the plain run bit for bit, 0.2 trains;
 # --steps 0 --save writes the initial parameters, which resume; in fp16 and
 # bf16 the planned peak of gpt-mini is the measured one.
 
@@ -19,7 +22,7 @@ DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLRECORD=${DLRECORD:-./tools/dlrecord}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=19
+TOOL=$DLTRAIN PLAN=27
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
@@ -139,12 +142,90 @@ assert abs(a['val_loss'] - b['val_loss']) <= 1e-5 * a['val_loss'], (a['val_loss'
 " "$tmp/one.json" "$tmp/out"
 result "--devices cpu,cpu trains a GPT as one device does (validation loss within 1e-5)"
 
-# 16
-run $small --data "$tmp/corpus.txt" --steps 2 --pipeline cpu,cpu
-[ $rc -ne 0 ] && grep -q "pipeline parallelism does not take GPT models" "$tmp/err"
-result "--pipeline with a GPT exits $rc saying it is not supported yet"
+# 16-21: pipeline parallel: the blocks cut across devices (embeddings with
+# the first stage, the head with the last, each holding a copy of the tied
+# wte whose gradients are summed): one device's validation loss.
+same_val_loss() { # A.json B.json: validation losses within 1e-5 relative
+  python3 -c "
+import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
+assert abs(a['val_loss'] - b['val_loss']) <= 1e-5 * a['val_loss'], (a['val_loss'], b['val_loss'])
+" "$1" "$2"
+}
+run $small --data "$tmp/corpus.txt" --steps 6 --eval-every 6 --eval-batches 2 --pipeline cpu,cpu \
+  --json
+[ $rc -eq 0 ] && same_val_loss "$tmp/one.json" "$tmp/out" &&
+  grep -q "^pipeline cpu:0 embeddings + blocks 0-0, cpu:0 blocks 1-1 + head; 4 micro-batches of 2" \
+    "$tmp/err"
+result "--pipeline cpu,cpu: a block per stage, one device's validation loss (within 1e-5)"
+# Four blocks over three stages of 8 micro-batches: the middle stage has
+# neither end, the ends balance the embeddings and the head's copy of wte.
+four="$small --layers 4 --data $tmp/corpus.txt --steps 6 --eval-every 6 --eval-batches 2 --json"
+run $four --device cpu
+cp "$tmp/out" "$tmp/four.json"
+run $four --pipeline cpu,cpu,cpu --micro-batches 8
+[ $rc -eq 0 ] && same_val_loss "$tmp/four.json" "$tmp/out" &&
+  grep -q "^pipeline cpu:0 embeddings + blocks 0-0, cpu:0 blocks 1-2, cpu:0 blocks 3-3 + head;" \
+    "$tmp/err"
+result "four blocks over three stages, 8 micro-batches of 1: one device's validation loss"
+if has_opencl; then
+  run $four --pipeline cpu,opencl:0
+  [ $rc -eq 0 ] && same_val_loss "$tmp/four.json" "$tmp/out"
+  result "--pipeline cpu,opencl:0: one device's validation loss"
+else
+  skip "--pipeline cpu,opencl:0: one device's validation loss" "no OpenCL device"
+fi
+# Saved from a pipeline at step 6, whole (Hugging Face's names, wte once),
+# resumed on one device to 12: the unbroken run's end.
+run $small --data "$tmp/corpus.txt" --steps 6 --eval-every 6 --eval-batches 2 --pipeline cpu,cpu \
+  --save "$tmp/pipe.st"
+[ $rc -eq 0 ] && python3 -c "
+import json, struct, sys
+f = open(sys.argv[1], 'rb')
+names = [k for k in json.loads(f.read(struct.unpack('<Q', f.read(8))[0])) if k != '__metadata__']
+for want in ('transformer.wte.weight', 'transformer.wpe.weight',
+             'transformer.h.0.attn.c_attn.weight', 'transformer.h.1.mlp.c_proj.bias',
+             'transformer.ln_f.weight'):
+    assert names.count(want) == 1, (want, names)
+" "$tmp/pipe.st" &&
+  run $small --data "$tmp/corpus.txt" --steps 12 --eval-every 6 --eval-batches 2 \
+    --resume "$tmp/pipe.st" --device cpu --json && same_val_loss "$tmp/whole.json" "$tmp/out"
+result "a pipeline's checkpoint is whole; resumed on one device, 12 steps end as 12 do"
+run $small --data "$tmp/corpus.txt" --steps 2 --pipeline cpu,cpu,cpu
+[ $rc -eq 1 ] && grep -q "2 blocks: it cuts into at most as many pipeline stages, not 3" "$tmp/err"
+result "three stages for two blocks exit 1 saying so"
+run $small --data "$tmp/corpus.txt" --steps 2 --pipeline cpu,cpu --dropout 0.1
+[ $rc -eq 1 ] && grep -q "stage before the last (blocks 0-0) has dropout (--dropout, --attn" \
+  "$tmp/err" && run $small --data "$tmp/corpus.txt" --steps 2 --pipeline cpu,cpu \
+  --attn-dropout 0.1 && [ $rc -eq 1 ] && grep -q "stage before the last (blocks 0-0) has drop" \
+  "$tmp/err"
+result "--pipeline with --dropout or --attn-dropout exits 1: not in a stage before the last"
 
-# 17: --steps 0 evaluates and saves the initial parameters; a run resumed from
+# 22-24: dropout on the attention probabilities: --attn-dropout 0 is the plain run
+# to the last bit; 0.2 changes the run, trains and evaluates; on an image model
+# it is a usage error.
+run $small --data "$tmp/corpus.txt" --steps 6 --eval-every 6 --eval-batches 2 --device cpu \
+  --attn-dropout 0 --json
+[ $rc -eq 0 ] && python3 -c "
+import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
+assert a['val_loss'] == b['val_loss'], (a['val_loss'], b['val_loss'])
+" "$tmp/one.json" "$tmp/out"
+result "--attn-dropout 0: the validation loss of the run without it, bit for bit"
+run $small --data "$tmp/corpus.txt" --steps 6 --eval-every 6 --eval-batches 2 --device cpu \
+  --attn-dropout 0.2 --json
+[ $rc -eq 0 ] && python3 -c "
+import json, math, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
+assert a['val_loss'] != b['val_loss'] and math.isfinite(b['val_loss']), (a, b)
+assert abs(a['val_loss'] - b['val_loss']) < 0.1 * a['val_loss'], (a['val_loss'], b['val_loss'])
+" "$tmp/one.json" "$tmp/out"
+result "--attn-dropout 0.2 trains: another validation loss, near the plain run's"
+run --model mlp --data generated --attn-dropout 0.1
+[ $rc -eq 2 ] && grep -q -- "--attn-dropout, --steps" "$tmp/err"
+result "--attn-dropout on an image model is a usage error"
+
+# 25: --steps 0 evaluates and saves the initial parameters; a run resumed from
 # them ends where a run from scratch ends.
 run $small --data "$tmp/corpus.txt" --steps 0 --save "$tmp/init.st"
 [ $rc -eq 0 ] && [ -s "$tmp/init.st" ] && grep -q "saved .* at step 0" "$tmp/out" &&
@@ -157,7 +238,7 @@ assert abs(a['val_loss'] - b['val_loss']) <= 1e-5 * a['val_loss'], (a['val_loss'
 " "$tmp/whole.json" "$tmp/out"
 result "--steps 0 --save writes the initial parameters; resumed from them, 12 steps end as 12 do"
 
-# 18, 19: mixed precision at gpt-mini's own size (batch 32, context 128: activations of
+# 26, 27: mixed precision at gpt-mini's own size (batch 32, context 128: activations of
 # 1 to 4 MiB, where a cached block up to a MiB larger than a request used to be handed
 # out whole): the planned peak is the measured one, to the byte (the executor allocates
 # each intermediate exactly, as the plan counts it).

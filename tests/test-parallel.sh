@@ -4,19 +4,20 @@
 # process): two replicas on the CPU, and the CPU beside OpenCL device 0 when
 # there is one, train as one device with the same batch does (to fp32
 # rounding); the split is reported and adds up to the batch; --json lists
-# every device with its rows (it named only the first); bad lists and
+# every device with its rows (it named only the first); --pipeline trains as
+# one device, refuses batch norm before its last stage; bad lists and
 # combinations are usage errors.
 
 DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=16
+TOOL=$DLTRAIN PLAN=17
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
 if [ $have_python = no ]; then
-  for i in $(seq 1 16); do skip "test $i" "python3 not found"; done
+  for i in $(seq 1 17); do skip "test $i" "python3 not found"; done
   exit 0
 fi
 
@@ -85,7 +86,17 @@ run --data generated --limit 640 --pipeline cpu,cpu --micro-batches 5
 [ $rc -eq 1 ] && grep -q "does not split into 5 micro-batches" "$tmp/err"
 result "a batch that does not split into the micro-batches fails and says so"
 
-# 11-16
+# 11: batch norm before the last stage (the forward pass there evaluates,
+# the recomputation trains) is refused; in the last stage it trains.
+printf 'linear 16\nbatchnorm\nrelu\nlinear 512\nrelu\nlinear 512\nrelu\n' >"$tmp/bn.model"
+run --model "$tmp/bn.model" --data generated --limit 640 --pipeline cpu,cpu --quiet
+[ $rc -eq 1 ] && grep -q "stage before the last (layers 1-4) has batch norm" "$tmp/err" &&
+  printf 'linear 64\nbatchnorm\nrelu\nlinear 64\nrelu\n' >"$tmp/bn.model" &&
+  run --model "$tmp/bn.model" --data generated --limit 640 --pipeline cpu,cpu --quiet &&
+  [ $rc -eq 0 ] && grep -q "^pipeline cpu:0 layers 1-1, cpu:0 layers 2-6;" "$tmp/out"
+result "--pipeline refuses batch norm before the last stage, trains it in the last"
+
+# 12-17
 for args in "--devices cpu --device cpu" "--devices bogus" "--devices cpu,cpu --accum 2" \
   "--devices ," "--pipeline cpu" "--pipeline cpu,cpu --devices cpu,cpu"; do
   run --data generated --limit 640 $args

@@ -35,8 +35,9 @@ void dltrain_usage(FILE *out) {
         "                             larger than memory)\n"
         "  -d, --device SPEC          cpu, cpu:0, opencl:N, cuda:N or auto (default:\n"
         "                             $DLRT_DEVICE, else auto)\n"
-        "      --pipeline A,B,...     pipeline parallel: the model's layers cut into\n"
-        "                             stages on these devices (GPipe schedule)\n"
+        "      --pipeline A,B,...     pipeline parallel: the model's layers (a GPT's\n"
+        "                             blocks) cut into stages on these devices (GPipe\n"
+        "                             schedule)\n"
         "      --micro-batches M      micro-batches per batch with --pipeline (default 4)\n"
         "      --devices A,B,...      data parallel over these devices (any backends):\n"
         "                             each batch split between them in proportion to\n"
@@ -162,7 +163,12 @@ void dltrain_usage(FILE *out) {
         "      --layers N --heads N --embd N --context N --vocab N\n"
         "                             the preset's sizes replaced (embd: the width, a\n"
         "                             multiple of heads; context: the window, T)\n"
-        "      --dropout P            on the embeddings and residual branches (default 0)\n"
+        "      --dropout P            dropout after the embeddings and on the output of\n"
+        "                             each block's attention and MLP, before the\n"
+        "                             residual adds (default 0: off, as nanoGPT)\n"
+        "      --attn-dropout P       dropout on the attention probabilities, the mask\n"
+        "                             drawn again in the backward pass, never stored\n"
+        "                             (default 0: off)\n"
         "      --steps N              updates in all, counting resumed ones (default 1000;\n"
         "                             0: evaluate the initial parameters, --save them)\n"
         "      --eval-every N         evaluate (validation loss, perplexity and, for byte\n"
@@ -436,7 +442,7 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
          OPT_HOST_LIMIT, OPT_OFFLOAD, OPT_SPILL_PREFETCH, OPT_TRACE, OPT_DEVICES, OPT_PIPELINE, OPT_ZERO,
          OPT_MICRO, OPT_PRECISION, OPT_LOSS_SCALE, OPT_STEPS, OPT_EVAL_EVERY,
          OPT_EVAL_BATCHES, OPT_LAYERS, OPT_HEADS, OPT_EMBD, OPT_CONTEXT, OPT_VOCAB,
-         OPT_DROPOUT, OPT_LINK, OPT_TENSOR_PARALLEL, OPT_PLAN_STRATEGY };
+         OPT_DROPOUT, OPT_LINK, OPT_TENSOR_PARALLEL, OPT_PLAN_STRATEGY, OPT_ATTN_DROPOUT };
   static const char shortopts[] = ":m:d:e:b:jqhV";
   static const struct option longopts[] = {
       {"model", required_argument, NULL, 'm'},   {"data", required_argument, NULL, OPT_DATA},
@@ -492,6 +498,7 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
       {"context", required_argument, NULL, OPT_CONTEXT},
       {"vocab", required_argument, NULL, OPT_VOCAB},
       {"dropout", required_argument, NULL, OPT_DROPOUT},
+      {"attn-dropout", required_argument, NULL, OPT_ATTN_DROPOUT},
       {"json", no_argument, NULL, 'j'},          {"quiet", no_argument, NULL, 'q'},
       {"help", no_argument, NULL, 'h'},          {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0}};
@@ -549,6 +556,9 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
       break;
     case OPT_VOCAB:
       if ((ok = tool_parse_int("--vocab", optarg, 2, 1 << 24, &v, err))) o->gpt.vocab = v;
+      break;
+    case OPT_ATTN_DROPOUT:
+      ok = tool_parse_float("--attn-dropout", optarg, FRACTION, &o->gpt.attn_dropout, err);
       break;
     case OPT_DROPOUT:
       ok = tool_parse_float("--dropout", optarg, FRACTION, &o->gpt.dropout, err);
@@ -661,9 +671,11 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
   if (o->gpt_model && !o->eval_batches) o->eval_batches = 20;
   if (ok && !o->gpt_model &&
       (o->gpt.layers || o->gpt.heads || o->gpt.embd || o->gpt.context || o->gpt.vocab ||
-       o->gpt.dropout || o->steps_given || o->eval_every || o->eval_batches))
+       o->gpt.dropout || o->gpt.attn_dropout || o->steps_given || o->eval_every ||
+       o->eval_batches))
     ok = tool_usage_error(err, "--layers, --heads, --embd, --context, --vocab, --dropout, "
-                          "--steps, --eval-every and --eval-batches are for GPT models "
+                          "--attn-dropout, --steps, --eval-every and --eval-batches are for "
+                          "GPT models "
                           "(--model gpt-mini, gpt2, ...), not %s", o->model);
   if (ok && o->gpt_model) {
     dlrt_gpt_override(&preset, &o->gpt);

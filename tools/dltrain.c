@@ -628,9 +628,13 @@ int main(int argc, char **argv) {
     int first[16], last[16], n = 0;
     dlrt_trainer_stages(trainer, first, last, &n);
     fputs("pipeline", log);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n && !o.gpt_model; i++)
       fprintf(log, "%s %s layers %d-%d", i ? "," : "", dlrt_device_spec(replicas[i]),
               first[i] + 1, last[i]);
+    /* A GPT's stages: its blocks as the parameter names number them (h.0 ..). */
+    for (int i = 0; i < n && o.gpt_model; i++)
+      fprintf(log, "%s %s %sblocks %d-%d%s", i ? "," : "", dlrt_device_spec(replicas[i]),
+              i == 0 ? "embeddings + " : "", first[i], last[i] - 1, i == n - 1 ? " + head" : "");
     fprintf(log, "; %d micro-batches of %" PRId64 "\n", o.micro, o.batch / o.micro);
   }
 #ifdef DLRT_HAVE_MPI

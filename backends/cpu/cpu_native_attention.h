@@ -20,7 +20,13 @@
  * Each element of o, dq, dk, dv sums its terms in one order fixed by the
  * shape (keys or queries ascending, from block boundaries at multiples of
  * the block sizes), whichever task computes it: the results do not depend
- * on how the heads are cut into tasks or on the thread count. */
+ * on how the heads are cut into tasks or on the thread count.
+ *
+ * Dropout on the probabilities (threshold > 0) multiplies each p by
+ * attention.h's dlrt__attn_keep of (seed, head, query, key), the portable
+ * kernels' mask, in the forward pass after the row sums and again in both
+ * backward passes; threshold 0 takes the paths without it. */
+#include "attention.h" /* dlrt__attn_keep: the portable kernels' mask */
 
 #define ATT_QB 32  /* queries per block: forward, dq */
 #define ATT_KB 128 /* keys per block: forward, dq */
@@ -91,6 +97,8 @@ typedef struct {
   const float *lse, *dsum;
   int64_t batch, seq, heads, d, causal;
   float scale;
+  int64_t seed, threshold; /* dropout's (threshold 0: none) */
+  float keep_scale;
   /* derived */
   int64_t c, dp, tp;    /* C, D padded, T padded (to 16) */
   int64_t chunks;       /* tasks per head */
@@ -283,6 +291,8 @@ static void att_forward_part(void *ctx, int64_t lo, int64_t hi, int part) {
           alpha[i] = n ? expf(m[i] - mi) : 1.0f; /* 0 on the first block (m = -inf) */
           l[i] = l[i] * alpha[i] + sum;
           m[i] = mi;
+          for (int64_t c = 0; j->threshold && c < n; c++)
+            si[c] *= dlrt__attn_keep(j->seed, j->threshold, j->keep_scale, bh, i0 + i, k0 + c);
           if (k0 > 0)
             for (int64_t c = 0; c < dp; c += VL)
               vf_store(o + i * dp + c, vf_load(o + i * dp + c) * alpha[i]);
@@ -299,6 +309,22 @@ static void att_forward_part(void *ctx, int64_t lo, int64_t hi, int part) {
 }
 
 /* ------------------------------------------------------- backward: dq, D */
+
+/* A row of the backward tiles with dropout: scores si (width columns, a
+ * multiple of VL; the first n keys counted) into p z, and dO v in di into
+ * ds = p (z dp - D_i), for query q and keys from k0. */
+static void att_drop_grad_row(const att_job *j, float *si, float *di, int64_t width, int64_t n,
+                              float lse, float dsum, int64_t bh, int64_t q, int64_t k0) {
+  for (int64_t c = 0; c < width; c += VL) {
+    vi idx = vi_iota() + (int32_t)c;
+    vf_store(si + c, vf_select(idx < (int32_t)n, vf_exp(vf_load(si + c) - lse), vf_splat(0.0f)));
+  }
+  for (int64_t c = 0; c < width; c++) {
+    float p = si[c], z = dlrt__attn_keep(j->seed, j->threshold, j->keep_scale, bh, q, k0 + c);
+    si[c] = p * z;
+    di[c] = p * (di[c] * z - dsum);
+  }
+}
 
 static void att_grad_q_part(void *ctx, int64_t lo, int64_t hi, int part) {
   const att_job *j = ctx;
@@ -343,6 +369,10 @@ static void att_grad_q_part(void *ctx, int64_t lo, int64_t hi, int part) {
         for (int64_t i = 0; i < bq; i++) {
           int64_t n = att_keys(j, i0 + i, k0, kb);
           float *si = s + i * ATT_KB, *di = dpm + i * ATT_KB;
+          if (j->threshold) {
+            att_drop_grad_row(j, si, di, kb16, n, lse[i], dsum[i], bh, i0 + i, k0);
+            continue;
+          }
           for (int64_t c = 0; c < kb16; c += VL) {
             vi idx = vi_iota() + (int32_t)c;
             vf p = vf_select(idx < (int32_t)n, vf_exp(vf_load(si + c) - lse[i]), vf_splat(0.0f));
@@ -398,6 +428,10 @@ static void att_grad_kv_part(void *ctx, int64_t lo, int64_t hi, int part) {
         for (int64_t i = 0; i < bq; i++) {
           int64_t n = att_keys(j, q0 + i, k0, bk);
           float *si = s + i * ldk, *di = dpm + i * ldk;
+          if (j->threshold) {
+            att_drop_grad_row(j, si, di, ldk, n, lse[q0 + i], dsum[q0 + i], bh, q0 + i, k0);
+            continue;
+          }
           for (int64_t c = 0; c < ldk; c += VL) {
             vi idx = vi_iota() + (int32_t)c;
             vf p = vf_select(idx < (int32_t)n, vf_exp(vf_load(si + c) - lse[q0 + i]),
@@ -422,10 +456,12 @@ static void att_grad_kv_part(void *ctx, int64_t lo, int64_t hi, int part) {
 /* ---------------------------------------------------------------- launches */
 
 /* The sizes after the arrays: batch, seq, heads, head_dim, rows (unused),
- * causal, scale, from argument `at`. */
+ * causal, scale, then dropout's seed, threshold and keep_scale, from
+ * argument `at`. */
 static void att_sizes(att_job *j, const dlrt__arg *a, int at) {
   j->batch = a[at].i, j->seq = a[at + 1].i, j->heads = a[at + 2].i, j->d = a[at + 3].i;
   j->causal = a[at + 5].i, j->scale = a[at + 6].f;
+  j->seed = a[at + 7].i, j->threshold = a[at + 8].i, j->keep_scale = a[at + 9].f;
 }
 
 static int att_run(att_job *j, int64_t block, cpu_native_part_fn fn, size_t (*scratch)(att_job *)) {

@@ -127,6 +127,16 @@ DLRT_API dlrt_tensor_t *dlrt_softmax(dlrt_graph_t *g, dlrt_tensor_t *x);
  * differ only by their exp and log. */
 DLRT_API dlrt_tensor_t *dlrt_attention(dlrt_graph_t *g, dlrt_tensor_t *qkv, int heads,
                                        int causal);
+/* dlrt_attention with dropout on the probabilities, p in [0, 1) (GPT-2's
+ * attn_pdrop): in training runs each probability is kept with chance 1 - p
+ * and scaled by 1 / (1 - p), else zeroed, after the softmax's sums (which
+ * the row's logsumexp keeps); evaluation runs drop nothing. The mask is
+ * never stored: a counter-based hash of (the executor's seed, the step, the
+ * op, the sequence and head, the query, the key) draws it in the forward
+ * kernel and again in the backward ones, the same on every device. p = 0
+ * is dlrt_attention, bit for bit. */
+DLRT_API dlrt_tensor_t *dlrt_attention_dropout(dlrt_graph_t *g, dlrt_tensor_t *qkv, int heads,
+                                               int causal, float p);
 /* One step of causal self-attention with a key / value cache, for sampling
  * one token at a time (a decoder's inference). qkv is B x 1 x 3C, the
  * c_attn output of each sequence's new token, laid out as dlrt_attention's;

@@ -50,6 +50,7 @@ typedef struct {
   int64_t context;             /* the longest window, positions embedded */
   int64_t vocab;
   float dropout; /* after the embeddings and on both residual branches; 0: off */
+  float attn_dropout; /* on the attention probabilities (GPT-2's attn_pdrop); 0: off */
 } dlrt_gpt_config;
 
 /* The preset NAME, case-insensitive: "gpt-mini" (4 layers, 4 heads, 128
@@ -387,8 +388,13 @@ DLRT_API int dlrt_trainer_check_ranks(dlrt_trainer_t *t, const dlrt_dataset *tra
  * backward, each stage recomputing its forward), activations and gradients
  * passing between stages through the host, and every stage updates from
  * the mean over the micro-batches: equal to one device with the same batch
- * (to fp32 rounding). Not with accumulation, spilling, --devices, MPI,
- * checkpointing or clipping in this version. */
+ * (to fp32 rounding). A GPT is cut at block boundaries (at most a stage
+ * per block), the embeddings with the first stage and the final LayerNorm
+ * and head with the last; those two hold a copy each of the tied token
+ * embedding, whose two gradients are summed into both before every update
+ * (the same update on both sides). Not with accumulation, spilling,
+ * --devices, MPI, checkpointing, clipping, mixed precision or a GPT's
+ * dropout in this version. */
 DLRT_API int dlrt_trainer_set_pipeline(dlrt_trainer_t *t, dlrt_device_t *const *devs, int n,
                                        int micro);
 /* Tensor parallelism for GPT models (Megatron-LM): the model's blocks split
@@ -435,7 +441,8 @@ typedef struct {
  * `max` of them in out. */
 DLRT_API int dlrt_trainer_tensor_parallel(const dlrt_trainer_t *t, dlrt_tp_peer_info *out,
                                           int max, int *n);
-/* The layers [first[s], last[s]) of each stage s (*n stages; 0: none). */
+/* The layers [first[s], last[s]) of each stage s (*n stages; 0: none); a
+ * GPT's blocks, numbered as its parameter names number them (h.0 ..). */
 DLRT_API int dlrt_trainer_stages(const dlrt_trainer_t *t, int *first, int *last, int *n);
 /* The rows of each batch each device takes now (*n devices). */
 DLRT_API int dlrt_trainer_split(const dlrt_trainer_t *t, int64_t *split, int *n);

@@ -266,12 +266,29 @@ static int run_bias_grad(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *c) {
   return rc;
 }
 
-/* The sizes attention.h's kernels take after their arrays. */
-static void attention_sizes(dlrt__launcher *lb, const struct dlrt__attention_params *p,
-                            int64_t rows) {
+/* The seed of a dropout mask (63 bits): the executor's seed, the step
+ * (updates made) and the op's salt, so that each step and each dropout op
+ * draws its own mask, and every run of a step the same one (a checkpointed
+ * forward pass recomputed, the backward pass of fused attention). */
+static int64_t dropout_seed(const dlrt_exec_t *e, int64_t salt) {
+  uint64_t seed = e->seed ^ ((uint64_t)e->steps * 0x9e3779b97f4a7c15ULL) ^
+                  ((uint64_t)salt * 0xbf58476d1ce4e5b9ULL);
+  return (int64_t)(seed & INT64_MAX);
+}
+
+/* The sizes attention.h's kernels take after their arrays, then dropout's
+ * seed, threshold and keep_scale: dropout applies in training runs only
+ * (its backward node runs in those alone). */
+static void attention_sizes(dlrt__launcher *lb, const dlrt_exec_t *e,
+                            const struct dlrt__attention_params *p, int64_t rows) {
+  int drop = p->dropout > 0.0f && e->mode != DLRT_RUN_FORWARD;
   dlrt__launch_i64(lb, p->batch), dlrt__launch_i64(lb, p->seq), dlrt__launch_i64(lb, p->heads);
   dlrt__launch_i64(lb, p->head_dim), dlrt__launch_i64(lb, rows);
   dlrt__launch_i64(lb, p->causal), dlrt__launch_f32(lb, p->scale);
+  dlrt__launch_i64(lb, drop ? dropout_seed(e, p->salt) : 0);
+  /* p 2^32 rounds down: kept when the hash is at least it, at most 2^32 - 1 */
+  dlrt__launch_i64(lb, drop ? (int64_t)((double)p->dropout * 4294967296.0) : 0);
+  dlrt__launch_f32(lb, drop ? 1.0f / (1.0f - p->dropout) : 1.0f);
 }
 
 /* Fused attention (kernels/attention.h), one work-group per tile of rows of
@@ -296,19 +313,19 @@ static int run_attention(dlrt_exec_t *e, dlrt__node *n) {
   if (fwd) {
     start(&lb, e, typed(DLRT__K_attention_f32, dtype), 0, groups);
     arg(&lb, e, o), arg(&lb, e, lse), arg(&lb, e, qkv);
-    attention_sizes(&lb, p, rows);
+    attention_sizes(&lb, e, p, rows);
     return dlrt__launch_submit(e->stream, &lb);
   }
   dlrt_tensor_t *dqkv = n->out[0], *dsum = n->out[1], *dout = n->in[0];
   start(&lb, e, typed(DLRT__K_attention_grad_q_f32, dtype), 0, groups);
   arg(&lb, e, dqkv), arg(&lb, e, dsum), arg(&lb, e, dout), arg(&lb, e, qkv), arg(&lb, e, o);
   arg(&lb, e, lse);
-  attention_sizes(&lb, p, rows);
+  attention_sizes(&lb, e, p, rows);
   int rc = dlrt__launch_submit(e->stream, &lb);
   if (rc < 0) return rc;
   start(&lb, e, typed(DLRT__K_attention_grad_kv_f32, dtype), 0, groups);
   arg(&lb, e, dqkv), arg(&lb, e, dout), arg(&lb, e, qkv), arg(&lb, e, lse), arg(&lb, e, dsum);
-  attention_sizes(&lb, p, rows);
+  attention_sizes(&lb, e, p, rows);
   return dlrt__launch_submit(e->stream, &lb);
 }
 
@@ -607,11 +624,9 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
     if (e->mode == DLRT_RUN_FORWARD || p->prob == 0.0f)
       return dlrt_elementwise(e->stream, DLRT_EW_SCALE, type, y->numel, 1.0f,
                               dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, a), off(a), NULL, 0);
-    uint64_t seed = e->seed ^ ((uint64_t)e->steps * 0x9e3779b97f4a7c15ULL) ^
-                    ((uint64_t)p->salt * 0xbf58476d1ce4e5b9ULL);
     start(&lb, e, typed(DLRT__K_dropout_f32, type), y->numel, 0);
     arg(&lb, e, y), arg(&lb, e, a);
-    dlrt__launch_i64(&lb, y->numel), dlrt__launch_i64(&lb, (int64_t)(seed & INT64_MAX));
+    dlrt__launch_i64(&lb, y->numel), dlrt__launch_i64(&lb, dropout_seed(e, p->salt));
     dlrt__launch_i64(&lb, (int64_t)((double)p->prob * 4294967296.0));
     dlrt__launch_f32(&lb, 1.0f / (1.0f - p->prob));
     break;

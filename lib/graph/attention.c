@@ -1,6 +1,6 @@
 /* attention.c — the fused multi-head self-attention builders: training's
- * (autodiff.c appends its backward node) and sampling's one token at a
- * time over key / value caches. The kernels are kernels/attention.h. */
+ * (autodiff.c appends its backward node; dropout on the probabilities
+ * optional) and sampling's one token at a time over key / value caches. The kernels are kernels/attention.h. */
 #include "config.h"
 
 #include <math.h>
@@ -35,8 +35,16 @@ static int64_t qkv_head_dim(dlrt_graph_t *g, const char *op, dlrt_tensor_t *qkv,
 }
 
 dlrt_tensor_t *dlrt_attention(dlrt_graph_t *g, dlrt_tensor_t *qkv, int heads, int causal) {
+  return dlrt_attention_dropout(g, qkv, heads, causal, 0.0f);
+}
+
+dlrt_tensor_t *dlrt_attention_dropout(dlrt_graph_t *g, dlrt_tensor_t *qkv, int heads,
+                                      int causal, float p) {
   if (!dlrt__graph_begin(g, "attention", 1, &qkv) || !dlrt__is_f32(g, "attention", qkv))
     return NULL;
+  if (!(p >= 0.0f && p < 1.0f))
+    return dlrt__graph_fail(g, DLRT_ERR_INVALID_ARG, "attention: dropout probability %g is "
+                            "outside [0, 1)", (double)p);
   if (qkv->ndim != 3)
     return dlrt__shape_error(g, "attention", "qkv must be B x T x 3C: the queries, keys and "
                              "values of each position side by side", qkv, NULL);
@@ -63,7 +71,8 @@ dlrt_tensor_t *dlrt_attention(dlrt_graph_t *g, dlrt_tensor_t *qkv, int heads, in
   lse->producer = n;
   n->attention = (struct dlrt__attention_params){
       .batch = batch, .seq = seq, .heads = heads, .head_dim = head_dim, .causal = causal,
-      .scale = (float)(1.0 / sqrt((double)head_dim))};
+      .scale = (float)(1.0 / sqrt((double)head_dim)), .dropout = p,
+      .salt = g->n_nodes}; /* differs per attention node */
   return y;
 }
 

@@ -155,6 +155,8 @@ struct dlrt__attention_params {
   int64_t batch, seq, heads, head_dim;
   int64_t causal; /* 1: each query attends to the keys up to its own */
   float scale;    /* of the scores: 1 / sqrt(head_dim) */
+  float dropout;  /* on the probabilities, in training runs (0: none) */
+  int64_t salt;   /* the mask's, per attention op (as dropout's) */
 };
 
 /* DLRT__OP_ATTENTION_DECODE: qkv batch x 1 x 3 heads head_dim; the caches

@@ -63,6 +63,7 @@ void dlrt_gpt_override(dlrt_gpt_config *cfg, const dlrt_gpt_config *with) {
   if (with->context) cfg->context = with->context;
   if (with->vocab) cfg->vocab = with->vocab;
   if (with->dropout) cfg->dropout = with->dropout;
+  if (with->attn_dropout) cfg->attn_dropout = with->attn_dropout;
 }
 
 int dlrt_gpt_check(const dlrt_gpt_config *c) {
@@ -81,9 +82,9 @@ int dlrt_gpt_check(const dlrt_gpt_config *c) {
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "a GPT of width %lld cannot have %lld heads: "
                            "the width must be a multiple of the heads (--embd, --heads)",
                            (long long)c->embd, (long long)c->heads);
-  if (!(c->dropout >= 0 && c->dropout < 1))
-    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "GPT dropout %g: it must be in [0, 1)",
-                           (double)c->dropout);
+  if (!(c->dropout >= 0 && c->dropout < 1) || !(c->attn_dropout >= 0 && c->attn_dropout < 1))
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "GPT dropout %g, attention dropout %g: each "
+                           "must be in [0, 1)", (double)c->dropout, (double)c->attn_dropout);
   return DLRT_OK;
 }
 
@@ -193,7 +194,7 @@ static dlrt_tensor_t *block(gpt_builder *b, dlrt_tensor_t *x, int i, int64_t bat
   int64_t qkv_shape[3] = {batch, T, 3 * Cs}, flat[2] = {batch * T, Cs};
   qkv = dlrt_reshape(b->g, qkv, 3, qkv_shape);
   dlrt_tensor_t *a = b->pos ? decode_attention(b, qkv, p, batch)
-                            : dlrt_attention(b->g, qkv, heads, 1);
+                            : dlrt_attention_dropout(b->g, qkv, heads, 1, b->c->attn_dropout);
   a = dlrt_reshape(b->g, a, 2, flat);
   snprintf(name, sizeof name, "%s.attn.c_proj", p);
   a = s ? conv1d_rows(b, a, name, Cs, C, b->proj_std) : conv1d(b, a, name, C, C, b->proj_std);
@@ -210,6 +211,28 @@ static dlrt_tensor_t *block(gpt_builder *b, dlrt_tensor_t *x, int i, int64_t bat
   return dlrt_add(b->g, x, dropout(b, m));
 }
 
+/* The token embedding wte (V x C, *table) and the position embedding of
+ * tokens (batch x T): the residual stream's start, (B*T) x C. */
+static dlrt_tensor_t *embeddings(gpt_builder *b, dlrt_tensor_t *tokens, int64_t batch,
+                                 int64_t T, dlrt_tensor_t **table) {
+  dlrt_graph_t *g = b->g;
+  int64_t C = b->c->embd, flat[2] = {batch * T, C};
+  /* Split by vocabulary (tensor parallel): this peer's rows of the table,
+   * whose lookups (the tokens come shifted by vocab_first: other rows' ids
+   * fall outside and embed as zeros) are summed over the peers. */
+  const dlrt_gpt_shard *s = b->shard;
+  int by_vocab = s && s->vocab > 0;
+  dlrt_tensor_t *wte = param(b, "transformer.wte.weight", by_vocab ? s->vocab : b->c->vocab, C,
+                             0.02f, 0);
+  dlrt_tensor_t *wpe = param(b, "transformer.wpe.weight", b->c->context, C, 0.02f, 0);
+  dlrt_tensor_t *tok = dlrt_embedding(g, tokens, wte);
+  if (by_vocab) tok = dlrt_tp_reduce(g, tok);
+  /* Token rows plus the first T position rows, broadcast over the batch. */
+  dlrt_tensor_t *x = dlrt_add(g, tok, dlrt_slice(g, wpe, 0, 0, T));
+  *table = wte;
+  return dropout(b, dlrt_reshape(g, x, 2, flat));
+}
+
 /* Everything up to the head: the final LayerNorm's output x ((B*T) x C) and
  * the token embedding wte (V x C), which the head reads transposed. */
 static int build_trunk(dlrt_graph_t *g, const dlrt_gpt_config *c,
@@ -221,28 +244,18 @@ static int build_trunk(dlrt_graph_t *g, const dlrt_gpt_config *c,
   if (dlrt_tensor_shape(tokens, shape) != 2 || dlrt_tensor_dtype(tokens) != DLRT_I32)
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "dlrt_gpt_build: the tokens must be a "
                            "batch x context tensor of I32");
-  int64_t batch = shape[0], T = shape[1], C = c->embd;
+  int64_t batch = shape[0], T = shape[1];
   if (T > c->context)
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "dlrt_gpt_build: windows of %lld tokens "
                            "for a model of context %lld: use --context %lld or shorter "
                            "windows", (long long)T, (long long)c->context, (long long)T);
   gpt_builder b = {.g = g, .c = c, .proj_std = 0.02f / sqrtf(2.0f * (float)c->layers),
                    .shard = shard};
-  /* Split by vocabulary: this peer's rows of the table, whose lookups
-   * (the tokens come shifted by vocab_first: other rows' ids fall outside
-   * and embed as zeros) are summed over the peers. */
-  int by_vocab = shard && shard->vocab > 0;
-  dlrt_tensor_t *wte = param(&b, "transformer.wte.weight", by_vocab ? shard->vocab : c->vocab,
-                             C, 0.02f, 0);
-  dlrt_tensor_t *wpe = param(&b, "transformer.wpe.weight", c->context, C, 0.02f, 0);
-  dlrt_tensor_t *tok = dlrt_embedding(g, tokens, wte);
-  if (by_vocab) tok = dlrt_tp_reduce(g, tok);
-  /* Token rows plus the first T position rows, broadcast over the batch. */
-  dlrt_tensor_t *x = dlrt_add(g, tok, dlrt_slice(g, wpe, 0, 0, T));
-  int64_t flat[2] = {batch * T, C};
+
+  dlrt_tensor_t *wte;
   /* The embeddings and each block's output, the residual stream, end the
    * segments of --checkpoint blocks (DLRT_CHECKPOINT_MARKS). */
-  x = dlrt_checkpoint_mark(g, dropout(&b, dlrt_reshape(g, x, 2, flat)));
+  dlrt_tensor_t *x = dlrt_checkpoint_mark(g, embeddings(&b, tokens, batch, T, &wte));
   for (int i = 0; i < c->layers; i++) {
     x = dlrt_checkpoint_mark(g, block(&b, x, i, batch, T));
     if ((rc = dlrt_graph_status(g)) < 0) return rc;
@@ -359,4 +372,32 @@ int dlrt__gpt_model(const dlrt_trainer_config *cfg, dlrt_gpt_config *out) {
       return 1;
     }
   return 0;
+}
+
+int dlrt__gpt_build_stage(dlrt_graph_t *g, const dlrt_gpt_config *c, dlrt_tensor_t *in,
+                          int64_t batch, int64_t T, int first, int last,
+                          dlrt_tensor_t *targets, float smoothing, dlrt_tensor_t **out) {
+  *out = NULL;
+  int rc = dlrt_gpt_check(c);
+  if (rc < 0) return rc;
+  if (first < 0 || first >= last || last > c->layers || T < 1 || T > c->context ||
+      (last == c->layers) != (targets != NULL))
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "dlrt__gpt_build_stage: blocks [%d, %d) of "
+                           "%lld, windows of %lld, targets %s", first, last,
+                           (long long)c->layers, (long long)T, targets ? "given" : "none");
+  gpt_builder b = {.g = g, .c = c, .proj_std = 0.02f / sqrtf(2.0f * (float)c->layers)};
+  dlrt_tensor_t *x = in, *wte = NULL;
+  if (first == 0) x = embeddings(&b, in, batch, T, &wte);
+  for (int i = first; i < last; i++) {
+    x = block(&b, x, i, batch, T);
+    if ((rc = dlrt_graph_status(g)) < 0) return rc;
+  }
+  if (last == c->layers) {
+    x = layer_norm(&b, x, "transformer.ln_f");
+    /* A stage without the embeddings has the head's own copy of wte. */
+    if (!wte) wte = param(&b, "transformer.wte.weight", c->vocab, c->embd, 0.02f, 0);
+    x = dlrt_linear_cross_entropy(g, x, wte, targets, smoothing);
+  }
+  *out = x;
+  return dlrt_graph_status(g);
 }

@@ -1,6 +1,15 @@
 /* pipeline.c — pipeline parallelism: the model's layers cut into one stage
  * per device, each batch going through in micro-batches on the GPipe
- * schedule (dlrt_trainer_set_pipeline). */
+ * schedule (dlrt_trainer_set_pipeline).
+ *
+ * A GPT is cut at block boundaries: the embeddings go with the first stage,
+ * the final LayerNorm and the head fused into its loss with the last, and
+ * the residual stream ((rows T) x C) passes between stages. Its LM head is
+ * tied to the token embedding wte, which both end stages then use: as
+ * Megatron-LM does, each of them holds a copy, and before every update the
+ * two copies' gradients are summed and written back to both, so that both
+ * make the same update from the same state (from one device's sum of the
+ * head's and the embedding's contributions). */
 #include "config.h"
 
 #include <stdlib.h>
@@ -25,6 +34,9 @@ void dlrt__pipeline_free(dlrt_trainer_t *t) {
   free(t->act_at);
   free(t->act_numel);
   free(t->upstream);
+  free(t->tied_first);
+  free(t->tied_last);
+  t->tied_first = t->tied_last = NULL;
   t->stages = NULL;
   t->acts = t->upstream = NULL;
   t->act_at = t->act_numel = NULL;
@@ -51,21 +63,98 @@ static int probe_layers(const dlrt_trainer_t *t, int first, int last, int64_t *p
   return rc;
 }
 
+/* A GPT stage over blocks [st->first, st->last) on micro-batches of `rows`
+ * windows: its input (tokens on the first stage, else the residual
+ * stream), the last stage's targets and loss; st->tied is its wte. */
+static int gpt_stage_graph(dlrt_trainer_t *t, struct stage *st, int last_stage, int64_t rows) {
+  dlrt_gpt_config c;
+  dlrt__gpt_model(&t->cfg, &c);
+  int64_t T = t->width, tokens[2] = {rows, T}, stream[2] = {rows * T, c.embd};
+  st->x = st->first == 0 ? dlrt_input(st->g, "tokens", DLRT_I32, 2, tokens)
+                         : dlrt_input(st->g, "activations", DLRT_F32, 2, stream);
+  /* A later stage's input gets a gradient: the earlier stage's upstream one. */
+  if (st->x && st->first > 0) st->x->needs_grad = 1;
+  if (last_stage) {
+    int64_t ts[1] = {rows * T};
+    st->labels = dlrt_input(st->g, "targets", DLRT_I32, 1, ts);
+  }
+  int rc = dlrt_graph_status(st->g);
+  if (rc == DLRT_OK)
+    rc = dlrt__gpt_build_stage(st->g, &c, st->x, rows, T, st->first, st->last, st->labels,
+                               t->cfg.label_smoothing, last_stage ? &st->loss : &st->y);
+  for (int i = 0; rc == DLRT_OK && i < st->g->n_tensors; i++) {
+    dlrt_tensor_t *p = st->g->tensors[i];
+    if (p->kind == DLRT__TENSOR_PARAM && strcmp(p->name, "transformer.wte.weight") == 0)
+      st->tied = p;
+  }
+  return rc;
+}
+
+/* A GPT's cuts (cuts[s]: the first block of stage s + 1), balancing the
+ * stages' parameters: the embeddings (wte and wpe) count on the first, the
+ * final LayerNorm and the head's copy of wte on the last, blocks between
+ * the cuts. Each stage takes a block at least. */
+static int gpt_cuts(const dlrt_trainer_t *t, int n, int *cuts, int *layers) {
+  dlrt_gpt_config c;
+  dlrt__gpt_model(&t->cfg, &c);
+  int rc = dlrt_gpt_check(&c);
+  if (rc < 0) return rc;
+  *layers = (int)c.layers;
+  if (n > c.layers)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s has %lld blocks: it cuts into at most as "
+                           "many pipeline stages, not %d", t->model, (long long)c.layers, n);
+  int64_t embeddings = (c.vocab + c.context) * c.embd, head = c.vocab * c.embd + 2 * c.embd;
+  int64_t block = (dlrt_gpt_params(&c) - embeddings - 2 * c.embd) / c.layers;
+  int64_t total = embeddings + c.layers * block + head;
+  for (int s = 1; s < n; s++) {
+    int64_t target = total * s / n, best_gap = -1;
+    int from = s > 1 ? cuts[s - 2] + 1 : 1;
+    for (int cut = from; cut <= c.layers - (n - s); cut++) {
+      int64_t before = embeddings + cut * block;
+      int64_t gap = before > target ? before - target : target - before;
+      if (best_gap < 0 || gap < best_gap) cuts[s - 1] = cut, best_gap = gap;
+    }
+  }
+  return DLRT_OK;
+}
+
+/* A stage before the last runs its forward pass as an evaluation
+ * (DLRT_RUN_FORWARD), where dropout passes values through and batch norm
+ * takes its running statistics, but the backward pass's recomputation
+ * trains: the activations it passed on would not be those its gradients
+ * are of. Such a stage is refused. */
+static int check_stage_ops(const dlrt_trainer_t *t, const struct stage *st) {
+  for (int i = 0; i < st->g->n_nodes; i++) {
+    const dlrt__node *n = st->g->nodes[i];
+    int dropout = (n->op == DLRT__OP_DROPOUT && n->dropout.prob > 0) ||
+                  (n->op == DLRT__OP_ATTENTION && n->attention.dropout > 0);
+    if (dropout || (n->op == DLRT__OP_NORM && n->norm.batch_norm))
+      return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "%s: a pipeline stage before the last "
+                             "(%s %d-%d) has %s, which pipeline parallelism does not take "
+                             "there in this version: train without it, or on one device", t->model, t->lm ? "blocks" : "layers",
+                             st->first + !t->lm, st->last - t->lm,
+                             dropout ? "dropout (--dropout, --attn-dropout)" : "batch norm");
+  }
+  return DLRT_OK;
+}
+
 /* Builds stage s over layers [first, last) for micro-batches of `rows`, on
  * the main executor's parameters and state. */
 static int stage_build(dlrt_trainer_t *t, struct stage *st, int last_stage, int64_t rows,
                        const dlrt_host_tensor *state, int n_state) {
   int64_t shape[4] = {rows, t->channels, t->height, t->width}, ys[DLRT_MAX_DIMS];
   int rc = dlrt_graph_create(&st->g);
-  if (rc == DLRT_OK)
+  if (rc == DLRT_OK && t->lm)
+    rc = gpt_stage_graph(t, st, last_stage, rows); /* the last stage's loss: the head's */
+  else if (rc == DLRT_OK)
     rc = dlrt__model_stage(st->g, t->model, shape, t->classes, st->first, st->last, &st->x,
                            &st->y);
-  if (rc == DLRT_OK && last_stage) {
+  if (rc == DLRT_OK && last_stage && !t->lm) {
     int64_t ls[1] = {rows};
     st->labels = dlrt_input(st->g, "labels", DLRT_I32, 1, ls);
     st->y = dlrt_keep(st->g, st->y);
     st->loss = dlrt_cross_entropy(st->g, st->y, st->labels, t->cfg.label_smoothing);
-  } else if (rc == DLRT_OK) {
+  } else if (rc == DLRT_OK && !last_stage) {
     /* The stage's loss is <y, upstream>: its gradient is the gradient the
      * next stage passes back. */
     int nd = dlrt_tensor_shape(st->y, ys);
@@ -75,6 +164,7 @@ static int stage_build(dlrt_trainer_t *t, struct stage *st, int last_stage, int6
   }
   st->loss = st->loss ? dlrt_keep(st->g, st->loss) : NULL;
   if (rc == DLRT_OK) rc = dlrt_graph_status(st->g);
+  if (rc == DLRT_OK && !last_stage) rc = check_stage_ops(t, st);
   if (rc == DLRT_OK) rc = dlrt_graph_backward(st->g, st->loss);
   if (rc == DLRT_OK && st->first > 0) st->dx = dlrt_keep(st->g, dlrt_grad(st->g, st->x));
   if (rc == DLRT_OK) rc = dlrt_graph_optimize(st->g, &t->cfg.opt);
@@ -88,24 +178,26 @@ int dlrt_trainer_set_pipeline(dlrt_trainer_t *t, dlrt_device_t *const *devs, int
                   "dlrt_trainer_set_pipeline: trainer or devices is NULL, %d stages (2 to 16) "
                   "or %d micro-batches", n, micro);
   DLRT__CHECK_ARG(t->accum == 1 && !t->spilling && !t->n_reps && !dlrt__across_processes(t) &&
-                      t->cfg.checkpoint == 0 && t->cfg.clip_norm == 0,
+                      t->cfg.checkpoint == 0 && t->cfg.clip_norm == 0 &&
+                      t->cfg.precision == DLRT_F32,
                   "dlrt_trainer_set_pipeline: not with accumulation, spilling, --devices, MPI, "
-                  "checkpointing or clipping in this version");
-  if (t->lm)
-    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "%s: pipeline parallelism does not take GPT "
-                           "models yet (their blocks are not cut into stages); train on one "
-                           "device, or data parallel with --devices", t->model);
+                  "checkpointing, clipping or mixed precision in this version");
   if (t->batch % micro)
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "a batch of %lld does not split into %d "
                            "micro-batches", (long long)t->batch, micro);
-  int layers, rc = dlrt__model_layer_count(t->model, &layers);
-  if (rc < 0) return rc;
-  /* Cuts where an activation is a matrix, chosen to balance parameters. */
-  int64_t total;
+  int layers, rc, cuts[16], n_cuts = 0;
+  if (t->lm) {
+    if ((rc = gpt_cuts(t, n, cuts, &layers)) < 0) return rc;
+    n_cuts = n - 1;
+  } else if ((rc = dlrt__model_layer_count(t->model, &layers)) < 0) {
+    return rc;
+  }
+  /* A classifier's cuts: where an activation is a matrix, chosen to
+   * balance parameters. */
+  int64_t total = 0;
   int flat;
-  if ((rc = probe_layers(t, 0, layers, &total, &flat)) < 0) return rc;
-  int cuts[16], n_cuts = 0;
-  for (int s = 1; s < n; s++) {
+  if (!t->lm && (rc = probe_layers(t, 0, layers, &total, &flat)) < 0) return rc;
+  for (int s = 1; s < n && !t->lm; s++) {
     int64_t target = total * s / n, best_gap = -1;
     int best = -1;
     for (int c = (n_cuts ? cuts[n_cuts - 1] : 0) + 1; c < layers; c++) {
@@ -151,11 +243,49 @@ int dlrt_trainer_set_pipeline(dlrt_trainer_t *t, dlrt_device_t *const *devs, int
   }
   dlrt_host_tensors_free(state, n_state);
   if (rc == DLRT_OK) {
+    /* A GPT's first stage input is its I32 tokens, kept in the same 4-byte
+     * slots. */
     t->acts = malloc((size_t)at * sizeof(float));
     t->upstream = malloc((size_t)widest * sizeof(float));
     if (!t->acts || !t->upstream) rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   }
+  if (rc == DLRT_OK && t->lm) {
+    const dlrt_tensor_t *a = t->stages[0].tied, *b = t->stages[n - 1].tied;
+    if (!a || !b || a->numel != b->numel)
+      rc = dlrt__set_error(DLRT_ERR_STATE, "%s: the first and last pipeline stages have no "
+                           "tied wte of one shape", t->model);
+    else if (!(t->tied_first = malloc((size_t)a->numel * sizeof(float))) ||
+             !(t->tied_last = malloc((size_t)a->numel * sizeof(float))))
+      rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  }
   if (rc < 0) dlrt__pipeline_free(t);
+  return rc;
+}
+
+/* The tied wte's gradient (the sums over the micro-batches) on the first
+ * stage (the embedding's) and on the last (the head's): their sum written
+ * back to both, as one device's d wte sums both contributions. */
+static int sum_tied_gradients(dlrt_trainer_t *t) {
+  struct stage *a = &t->stages[0], *b = &t->stages[t->n_stages - 1];
+  int64_t count = a->tied->numel;
+  size_t bytes = (size_t)count * sizeof(float);
+  dlrt_buffer_t *ga = dlrt__exec_grad_sum(a->e, a->tied->id);
+  dlrt_buffer_t *gb = dlrt__exec_grad_sum(b->e, b->tied->id);
+  dlrt_stream_t *sa = dlrt_exec_stream(a->e), *sb = dlrt_exec_stream(b->e);
+  if (!ga || !gb)
+    return dlrt__set_error(DLRT_ERR_STATE, "the tied wte has no gradient on a pipeline stage");
+  int rc = dlrt_copy_d2h(t->tied_first, ga, 0, bytes, sa);
+  if (rc == DLRT_OK) rc = dlrt_copy_d2h(t->tied_last, gb, 0, bytes, sb);
+  if (rc == DLRT_OK) rc = dlrt_stream_synchronize(sa);
+  if (rc == DLRT_OK) rc = dlrt_stream_synchronize(sb);
+  if (rc < 0) return rc;
+  /* The head's contribution first, then the embedding's, as one device
+   * adds them (embedding_grad_acc into the head's d wte). */
+  for (int64_t i = 0; i < count; i++) t->tied_last[i] += t->tied_first[i];
+  rc = dlrt_copy_h2d(ga, 0, t->tied_last, bytes, sa);
+  if (rc == DLRT_OK) rc = dlrt_copy_h2d(gb, 0, t->tied_last, bytes, sb);
+  if (rc == DLRT_OK) rc = dlrt_stream_synchronize(sa);
+  if (rc == DLRT_OK) rc = dlrt_stream_synchronize(sb);
   return rc;
 }
 
@@ -173,12 +303,14 @@ int dlrt_trainer_stages(const dlrt_trainer_t *t, int *first, int *last, int *n) 
  * the host), then backward through them in reverse, each stage recomputing
  * its forward (as GPipe does) and summing its gradients over the
  * micro-batches; then one update per stage from their mean. */
-int dlrt__pipeline_step(dlrt_trainer_t *t, const float *images, const int32_t *labels, float lr,
+int dlrt__pipeline_step(dlrt_trainer_t *t, const void *inputs, const int32_t *labels, float lr,
                         float *loss, int64_t *correct) {
   int S = t->n_stages, M = t->micro, rc = DLRT_OK;
-  int64_t rows = t->batch / M;
+  /* A GPT has a label per position of each row. */
+  int64_t rows = t->batch / M, labels_per_row = t->lm ? t->width : 1;
   float *act = t->acts;
-  memcpy(act + t->act_at[0], images, (size_t)(t->act_numel[0] * M) * sizeof(float));
+  _Static_assert(sizeof(float) == sizeof(int32_t), "a token takes an activation's slot");
+  memcpy(act + t->act_at[0], inputs, (size_t)(t->act_numel[0] * M) * sizeof(float));
   for (int m = 0; m < M && rc == DLRT_OK; m++)
     for (int s = 0; s < S - 1 && rc == DLRT_OK; s++) {
       struct stage *st = &t->stages[s];
@@ -198,8 +330,8 @@ int dlrt__pipeline_step(dlrt_trainer_t *t, const float *images, const int32_t *l
           (rc = dlrt_exec_write(st->e, st->x, in, (size_t)t->act_numel[s] * sizeof(float))) < 0)
         break;
       if (s == S - 1)
-        rc = dlrt_exec_write(st->e, st->labels, labels + m * rows,
-                             (size_t)rows * sizeof(int32_t));
+        rc = dlrt_exec_write(st->e, st->labels, labels + m * rows * labels_per_row,
+                             (size_t)(rows * labels_per_row) * sizeof(int32_t));
       else
         rc = dlrt_exec_write(st->e, st->upstream, t->upstream,
                              (size_t)t->act_numel[s + 1] * sizeof(float));
@@ -207,11 +339,11 @@ int dlrt__pipeline_step(dlrt_trainer_t *t, const float *images, const int32_t *l
       if (rc == DLRT_OK && s == S - 1) {
         float l = 0;
         rc = dlrt_exec_read(st->e, st->loss, &l, sizeof l);
-        if (rc == DLRT_OK)
+        if (rc == DLRT_OK && !t->lm) /* a GPT's head makes no logits to count */
           rc = dlrt_exec_read(st->e, st->y, t->host_logits,
                               (size_t)(rows * t->classes) * sizeof(float));
         *loss += l / (float)M;
-        for (int64_t j = 0; j < rows && rc == DLRT_OK; j++) {
+        for (int64_t j = 0; j < rows && rc == DLRT_OK && !t->lm; j++) {
           const float *row = t->host_logits + j * t->classes;
           int64_t best = 0;
           for (int64_t c = 1; c < t->classes; c++)
@@ -223,6 +355,7 @@ int dlrt__pipeline_step(dlrt_trainer_t *t, const float *images, const int32_t *l
         rc = dlrt_exec_read(st->e, st->dx, t->upstream, (size_t)t->act_numel[s] * sizeof(float));
     }
   }
+  if (rc == DLRT_OK && t->lm) rc = sum_tied_gradients(t);
   for (int s = 0; s < S && rc == DLRT_OK; s++) rc = dlrt_exec_apply_gradients(t->stages[s].e);
   return rc;
 }
@@ -232,7 +365,8 @@ int dlrt__pipeline_step(dlrt_trainer_t *t, const float *images, const int32_t *l
 int dlrt__pipeline_sync_main(dlrt_trainer_t *t) {
   if (!t->n_stages) return DLRT_OK;
   /* Each stage holds its layers' parameters and state: all of them together
-   * are the model's. */
+   * are the model's. A GPT's wte and its state are on two stages, alike:
+   * the import takes the first stage's. */
   dlrt_host_tensor *all = NULL;
   int n_all = 0, rc = DLRT_OK;
   for (int s = 0; s < t->n_stages && rc == DLRT_OK; s++) {

@@ -58,6 +58,9 @@ struct dlrt_trainer {
   struct dlrt__tp *tp;
   /* ZeRO sharding of the replicas' model states (zero.c), or NULL. */
   struct dlrt__zero *zero;
+  /* A GPT's tied wte: a copy on the first and on the last stage, whose
+   * gradients are summed on the host (two V x C buffers) before each update. */
+  float *tied_first, *tied_last;
 };
 
 struct stage {
@@ -65,7 +68,8 @@ struct stage {
   dlrt_graph_t *g;
   dlrt_exec_t *e;
   dlrt_tensor_t *x, *y, *upstream, *labels, *loss, *dx; /* upstream: NULL on the last */
-  int first, last;                                      /* its layers */
+  dlrt_tensor_t *tied;  /* a GPT's wte on the first and the last stage, else NULL */
+  int first, last;      /* its layers (a GPT's blocks) */
 };
 
 struct dlrt__replica {
@@ -113,8 +117,9 @@ int dlrt__allreduce_overlapped(dlrt_trainer_t *t, float *loss, int64_t *correct)
 #define DLRT_GRADIENT_BUCKET ((int64_t)1 << 20)
 /* The main executor takes the replicas' (or the stages') parameters. */
 int dlrt__dp_sync_main(dlrt_trainer_t *t);
-/* One pipeline step over the stages; *loss and *correct for the batch. */
-int dlrt__pipeline_step(dlrt_trainer_t *t, const float *images, const int32_t *labels, float lr,
+/* One pipeline step over the stages on a batch's pinned rows (`inputs` as
+ * dlrt__dp_step's); *loss and *correct for the batch. */
+int dlrt__pipeline_step(dlrt_trainer_t *t, const void *inputs, const int32_t *labels, float lr,
                         float *loss, int64_t *correct);
 void dlrt__pipeline_free(dlrt_trainer_t *t);
 /* The main executor takes the stages' parameters; nothing without stages. */
@@ -194,6 +199,16 @@ int dlrt__plan_spill_least(const dlrt_trainer_config *cfg, int64_t channels, int
 /* gpt.c: 1 when cfg's model is a GPT preset, with its sizes (the preset's
  * replaced by cfg->gpt's) in *out when out is not NULL. */
 int dlrt__gpt_model(const dlrt_trainer_config *cfg, dlrt_gpt_config *out);
+/* gpt.c: blocks [first, last) of c's model, a pipeline stage, on `batch`
+ * windows of T tokens. The first stage (first 0) takes `in` = the tokens
+ * (batch x T, I32) and has the embeddings; the others take `in` = the
+ * residual stream ((batch T) x C, F32). *out is the residual stream after
+ * block last - 1, except on the last stage (last = c->layers, targets given:
+ * batch T, I32), which ends in the final LayerNorm and the head fused into
+ * its loss with a copy of its own of the tied wte: *out is the loss. */
+int dlrt__gpt_build_stage(dlrt_graph_t *g, const dlrt_gpt_config *c, dlrt_tensor_t *in,
+                          int64_t batch, int64_t T, int first, int last,
+                          dlrt_tensor_t *targets, float smoothing, dlrt_tensor_t **out);
 
 /* The images' type of the trainer's loaders: I32 token windows for a GPT;
  * else the compute type in mixed precision (the graph's input has it), f32

@@ -495,11 +495,9 @@ int dlrt_trainer_epoch_from(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
         /* Data or pipeline parallel: the replicas or the first stage take
          * their rows from the pinned batch. */
         float loss = 0;
-        rc = t->n_reps ? dlrt__dp_step(t, t->lm ? (const void *)b.host_tokens
-                                                 : (const void *)b.host_images,
-                                       b.host_labels, lr, &loss, &correct)
-                       : dlrt__pipeline_step(t, b.host_images, b.host_labels, lr, &loss,
-                                             &correct);
+        const void *rows = t->lm ? (const void *)b.host_tokens : (const void *)b.host_images;
+        rc = t->n_reps ? dlrt__dp_step(t, rows, b.host_labels, lr, &loss, &correct)
+                       : dlrt__pipeline_step(t, rows, b.host_labels, lr, &loss, &correct);
         int rc2 = dlrt_loader_release(l, &b, NULL);
         if (rc == DLRT_OK) rc = rc2;
         update_loss += loss;

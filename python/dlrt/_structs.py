@@ -55,7 +55,8 @@ class Optimizer(Struct):  # dlrt_optimizer
 
 class GptConfig(Struct):  # dlrt_gpt_config
     _fields_ = [("layers", c_int64), ("heads", c_int64), ("embd", c_int64),
-                ("context", c_int64), ("vocab", c_int64), ("dropout", c_float)]
+                ("context", c_int64), ("vocab", c_int64), ("dropout", c_float),
+                ("attn_dropout", c_float)]
 
 
 class Augment(Struct):  # dlrt_augment
