@@ -424,8 +424,11 @@ int main(int argc, char **argv) {
   if (o.plan) {
     uint64_t limit = dlrt_mem_get_limit(dev);
     uint64_t memory = o.device_memory ? o.device_memory : limit ? limit : props.total_memory;
-    status = run_plan(&o, &cfg, &data[0], dlrt_device_spec(dev), memory,
-                      o.device_memory ? "--device-memory" : limit ? "the budget" : props.name);
+    if (o.simulate)
+      status = run_simulate(&o, &cfg, &data[0], dev);
+    else
+      status = run_plan(&o, &cfg, &data[0], dlrt_device_spec(dev), memory,
+                        o.device_memory ? "--device-memory" : limit ? "the budget" : props.name);
     goto done;
   }
   TRY(dlrt_trainer_create(dev, &cfg, data[0].height, data[0].width, data[0].classes,

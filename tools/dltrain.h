@@ -25,6 +25,7 @@ typedef struct {
   const char *mem_limit, *host_limit; /* --mem-limit, --host-limit (sizes or %) */
   const char *trace;        /* --trace FILE */
   const char *link;         /* --link SPEC (set as DLRT_LINK for every device) */
+  const char *simulate;     /* --simulate PRESET|FILE|this (with --plan) */
   const char *devices;      /* --devices A,B,... (data parallel) */
   const char *pipeline;     /* --pipeline A,B,... (pipeline parallel) */
   int micro;                /* --micro-batches */
@@ -58,6 +59,10 @@ void dltrain_version(FILE *out);
  * for each strategy, and the what-if table (dltrain-plan.c). */
 int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_dataset *d,
              const char *device, uint64_t memory, const char *memory_from);
+/* --plan --simulate: the step replayed on o->simulate's machine
+ * (dltrain-simulate.c); dev measures "this" and runs a budget's dry run. */
+int run_simulate(const options *o, const dlrt_trainer_config *cfg, const dlrt_dataset *d,
+                 dlrt_device_t *dev);
 
 /* GPT models (dltrain-lm.c). */
 typedef struct {
