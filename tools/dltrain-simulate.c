@@ -55,14 +55,16 @@ int run_simulate(const options *o, const dlrt_trainer_config *cfg, const dlrt_da
            "{\"matmul_fp32\": %.6g, \"matmul_fp16\": %.6g, \"matmul_bf16\": %.6g, "
            "\"matmul_overhead_s\": %.6g, \"vector_fp32\": %.6g, \"memory_bandwidth\": %.6g, "
            "\"launch_s\": %.6g, \"link\": %.6g, \"link_latency_s\": %.6g, "
-           "\"host_bandwidth\": %.6g, \"host_memory\": %" PRIu64 "}}}\n",
+           "\"host_bandwidth\": %.6g, \"host_memory\": %" PRIu64 ", \"attention\": %.6g, "
+           "\"conv\": %.6g, \"reduce_bandwidth\": %.6g, \"device_memory\": %" PRIu64 "}}}\n",
            p.step_s, p.compute_s, p.forward_s, p.backward_s, p.update_s, p.transfer_s,
            p.exposed_transfer_s, p.host_update_s, p.exposed_host_s, p.host_hidden_fraction,
            p.samples_per_s, p.tokens_per_s, p.flops, p.mfu, p.h2d_bytes, p.d2h_bytes,
            p.copies, p.nodes, p.launches, m.matmul_flops[DLRT_F32], m.matmul_flops[DLRT_F16],
            m.matmul_flops[DLRT_BF16], m.matmul_overhead_s, m.vector_flops,
            m.memory_bytes_per_s, m.launch_s, m.link_bytes_per_s, m.link_latency_s,
-           m.host_bytes_per_s, m.host_memory);
+           m.host_bytes_per_s, m.host_memory, m.attention_flops, m.conv_flops,
+           m.reduce_bytes_per_s, m.device_memory);
     return 0;
   }
   printf("simulate %s on %s (%s), batch %" PRId64 ", %s, %" PRId64 " parameters\n", o->model,
@@ -73,6 +75,10 @@ int run_simulate(const options *o, const dlrt_trainer_config *cfg, const dlrt_da
          m.matmul_flops[DLRT_BF16] / 1e12, m.vector_flops / 1e12, m.memory_bytes_per_s / 1e9,
          m.link_bytes_per_s / 1e9, m.link_latency_s * 1e6, m.launch_s * 1e6,
          m.host_bytes_per_s / 1e9);
+  if (m.attention_flops > 0 || m.conv_flops > 0 || m.reduce_bytes_per_s > 0)
+    printf("  kernels: attention %.4g TFLOP/s, convolution %.4g TFLOP/s, reductions %.4g GB/s "
+           "(0: the GEMM rate, the memory bandwidth)\n", m.attention_flops / 1e12,
+           m.conv_flops / 1e12, m.reduce_bytes_per_s / 1e9);
   printf("  device memory: needs %.1f GiB of %.1f GiB (%s)\n", (double)device_need / 1073741824.0,
          (double)m.device_memory / 1073741824.0, fits ? "fits" : "does not fit");
   printf("  %-22s %12.3f ms\n", "step", ms(p.step_s));

@@ -409,6 +409,11 @@ typedef struct {
   double matmul_overhead_s; /* a fixed time per GEMM on top of FLOPs / rate */
   double vector_flops;      /* elementwise fp32 arithmetic, FLOP/s */
   double memory_bytes_per_s; /* device memory, read + write, B/s */
+  /* Kernels of their own, where they reach another rate than a GEMM or a
+   * stream (0: the GEMM rate, the memory bandwidth): the fused attention
+   * kernel's FLOP/s, a convolution's (im2col and its GEMM), and the bytes
+   * per second of reductions across rows (bias and norm gradients). */
+  double attention_flops, conv_flops, reduce_bytes_per_s;
   double launch_s;          /* per kernel launch */
   double link_bytes_per_s;  /* host link per direction (one copy engine each) */
   double link_latency_s;    /* per copy */
@@ -425,8 +430,8 @@ DLRT_API int dlrt_machine_preset(const char *name, dlrt_machine *out);
 /* A file of "key = value" lines ('#' starts a comment): base = PRESET
  * first to start from one, then any of matmul_fp32, matmul_fp16,
  * matmul_bf16, vector_fp32 (FLOP/s: 7.9e14 or 791.5T), memory_bandwidth,
- * host_bandwidth (B/s: 4.3TB/s), link (a rate and latency as --link takes
- * them: 55GB/s:10us), launch, matmul_overhead (10us), device_memory,
+ * host_bandwidth, reduce_bandwidth (B/s: 4.3TB/s), attention, conv (FLOP/s),
+ * link (a rate and latency as --link takes them: 55GB/s:10us), launch, matmul_overhead (10us), device_memory,
  * host_memory (141G), name, about. Without a base every rate, the link and
  * device_memory are needed. DLRT_ERR_INVALID_ARG naming the file, the line
  * and the fault (an unknown key lists the keys). */

@@ -50,6 +50,7 @@ static void conv_cost(const dlrt__node *n, const dlrt_tensor_t *w, dlrt__op_cost
   double ckk = (double)(p->c * p->kh * p->kw), columns = (double)(p->n * p->oh * p->ow);
   out->matmul_flops = 2.0 * (double)w->shape[0] * ckk * columns;
   out->matmul_dtype = w->dtype;
+  out->matmul_kind = DLRT__COST_CONV;
   /* The workspace (the last output) holds one chunk of fp32 columns, made
    * for every chunk: all the batch's columns are written once and read
    * once. The other operands stream once. */
@@ -106,6 +107,7 @@ void dlrt__node_cost(const dlrt__node *n, dlrt__op_cost *out) {
     double forward = 4.0 * pairs * (double)p->head_dim;
     int grad = n->op == DLRT__OP_ATTENTION_GRAD;
     out->matmul_flops = grad ? 2.5 * forward : forward;
+    out->matmul_kind = DLRT__COST_ATTENTION;
     out->matmul_dtype = n->in[grad ? 1 : 0]->dtype;
     out->vector_flops = (grad ? 8.0 : 5.0) * pairs; /* exp, scale, max, sums */
     break;
@@ -156,6 +158,14 @@ void dlrt__node_cost(const dlrt__node *n, dlrt__op_cost *out) {
     out->vector_flops = vector_per_element(n) * (double)n->in[0]->numel;
     return;
   }
+  case DLRT__OP_SUM:
+  case DLRT__OP_SUM_COLS:
+  case DLRT__OP_SUM_CHANNELS:
+  case DLRT__OP_AXIS_SUM:
+  case DLRT__OP_NORM_AFFINE_GRAD:
+  case DLRT__OP_BCAST_GRAD_B:
+    out->reduction = 1;
+    break;
   default:
     break;
   }
@@ -164,7 +174,9 @@ void dlrt__node_cost(const dlrt__node *n, dlrt__op_cost *out) {
   for (int i = 0; i < n->n_out; i++) out->bytes_written += tensor_bytes(n->out[i]);
   if (out->matmul_flops > 0) return; /* a GEMM, or attention counted above */
   if (n->op == DLRT__OP_MAXPOOL || n->op == DLRT__OP_AVGPOOL)
-    out->vector_flops = (double)n->out[0]->numel * (double)(n->pool.k * n->pool.k);
+    /* Per window element: its load, the compare or add, and the argmax's
+     * index and sign kept (max) or the count (average). */
+    out->vector_flops = 4.0 * (double)n->out[0]->numel * (double)(n->pool.k * n->pool.k);
   else if (n->n_out)
     out->vector_flops += vector_per_element(n) * (double)n->out[0]->numel;
 }

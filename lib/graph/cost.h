@@ -22,6 +22,13 @@ typedef struct {
   double bytes_read, bytes_written;
   /* Kernels the node launches (0: a view or a slice, nothing runs). */
   int launches;
+  /* Which kernel does the GEMM-shaped work: a GEMM of the vendor library,
+   * the fused attention kernel, or a convolution (im2col and a GEMM); and
+   * whether the memory traffic is a reduction across rows (bias and norm
+   * gradients, sums), which kernels parallelise less well than a stream.
+   * A machine may give each its own rate (dlrt_machine). */
+  enum { DLRT__COST_GEMM, DLRT__COST_ATTENTION, DLRT__COST_CONV } matmul_kind;
+  int reduction;
 } dlrt__op_cost;
 
 /* Fills *out for node n (zeroed first). Ops the table does not know are

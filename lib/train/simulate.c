@@ -64,9 +64,17 @@ static double node_seconds(const dlrt_machine *m, const dlrt__node *n, int runs,
   dlrt__node_cost(n, c);
   if (!c->launches) return 0;
   double rate = m->matmul_flops[c->matmul_dtype <= DLRT_BF16 ? c->matmul_dtype : DLRT_F32];
+  double overhead = runs * m->matmul_overhead_s;
+  if (c->matmul_kind == DLRT__COST_ATTENTION && m->attention_flops > 0) {
+    rate = m->attention_flops, overhead = 0;
+  } else if (c->matmul_kind == DLRT__COST_CONV && m->conv_flops > 0) {
+    rate = m->conv_flops, overhead = 0;
+  }
   double compute = c->vector_flops / m->vector_flops;
-  if (c->matmul_flops > 0) compute += c->matmul_flops / rate + runs * m->matmul_overhead_s;
-  double memory = (c->bytes_read + c->bytes_written) / m->memory_bytes_per_s;
+  if (c->matmul_flops > 0) compute += c->matmul_flops / rate + overhead;
+  double bandwidth = c->reduction && m->reduce_bytes_per_s > 0 ? m->reduce_bytes_per_s
+                                                               : m->memory_bytes_per_s;
+  double memory = (c->bytes_read + c->bytes_written) / bandwidth;
   return (compute > memory ? compute : memory) + runs * c->launches * m->launch_s;
 }
 
