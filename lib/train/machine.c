@@ -439,8 +439,8 @@ int dlrt_machine_measure(dlrt_device_t *dev, dlrt_machine *out) {
   out->matmul_overhead_s = overhead[DLRT_F32];
   /* Through one-node graphs, as a model's nodes run (time_graph), each
    * counted by the cost model, so the rates are in its own units: a launch
-   * is what 4 adds of 32K values take beyond their bytes (each goes through
-   * the backend's threads, as a model's do); the bandwidth a chain of 4 adds
+   * is a quarter of 4 adds of 32K values (each goes through the backend's
+   * threads, as a model's do); the bandwidth a chain of 4 adds
    * of 8M values, each into a fresh tensor as a model's are; the vector rate
    * GELU's arithmetic (bound by it, not by memory, on a CPU), and the
    * attention and convolution kernels' rates. */
@@ -453,16 +453,14 @@ int dlrt_machine_measure(dlrt_device_t *dev, dlrt_machine *out) {
     if (k != BENCH_SUM) rc = time_graph(dev, k, k == BENCH_ADD ? 8 * values : values, &t[k], &c[k]);
   if (rc == DLRT_OK) {
     /* The big adds' launches are noise beside their 96 MB each; the small
-     * ones' bytes (384 KB) take little beside their launches. */
+     * ones (two slices each, for the backend's two threads here) are their
+     * launches. */
     out->memory_bytes_per_s = c[BENCH_ADD].bytes_read / t[BENCH_ADD];
-    double launch = (t_small - tiny.bytes_read / out->memory_bytes_per_s) / tiny.launches;
-    out->launch_s = launch > 0 ? launch : 0;
+    out->launch_s = t_small / tiny.launches; /* their 384 KB in cache: near nothing */
     for (int k = BENCH_GELU; k <= BENCH_CONV; k++) /* the kernels' own time */
       if (t[k] > 2 * c[k].launches * out->launch_s) t[k] -= c[k].launches * out->launch_s;
     out->vector_flops = c[BENCH_GELU].vector_flops / t[BENCH_GELU];
-    out->attention_flops = c[BENCH_ATTENTION].matmul_flops /
-                           (t[BENCH_ATTENTION] - c[BENCH_ATTENTION].vector_flops /
-                                                     out->vector_flops);
+    out->attention_flops = c[BENCH_ATTENTION].matmul_flops / t[BENCH_ATTENTION];
     out->conv_flops = c[BENCH_CONV].matmul_flops / t[BENCH_CONV];
   }
   dlrt_link_info link;

@@ -64,13 +64,15 @@ static double node_seconds(const dlrt_machine *m, const dlrt__node *n, int runs,
   dlrt__node_cost(n, c);
   if (!c->launches) return 0;
   double rate = m->matmul_flops[c->matmul_dtype <= DLRT_BF16 ? c->matmul_dtype : DLRT_F32];
-  double overhead = runs * m->matmul_overhead_s;
+  double overhead = runs * m->matmul_overhead_s, vector = c->vector_flops / m->vector_flops;
+  /* A kernel class with a rate of its own was timed whole: its rate covers
+   * its vector work too. */
   if (c->matmul_kind == DLRT__COST_ATTENTION && m->attention_flops > 0) {
-    rate = m->attention_flops, overhead = 0;
+    rate = m->attention_flops, overhead = 0, vector = 0;
   } else if (c->matmul_kind == DLRT__COST_CONV && m->conv_flops > 0) {
-    rate = m->conv_flops, overhead = 0;
+    rate = m->conv_flops, overhead = 0, vector = 0;
   }
-  double compute = c->vector_flops / m->vector_flops;
+  double compute = vector;
   if (c->matmul_flops > 0) compute += c->matmul_flops / rate + overhead;
   double bandwidth = c->reduction && m->reduce_bytes_per_s > 0 ? m->reduce_bytes_per_s
                                                                : m->memory_bytes_per_s;
@@ -101,8 +103,7 @@ typedef struct {
   int nodes;        /* node spans seen */
   char *on_host;    /* by position */
   int cap;
-  copy_list pending; /* copies since the last node span (pos: that count) */
-  copy_list copies;
+  copy_list copies;  /* pos: the node spans seen before each */
   int failed;
 } dry_log;
 
@@ -112,9 +113,8 @@ static void dry_sink(void *ctx, const char *name, const char *cat, int tid, doub
   dry_log *l = ctx;
   if (l->failed) return;
   if (strcmp(cat, "copy") == 0) {
-    /* "fetch 12.0 KiB", "write back ...", "prefetch ...", "slice in/out ..." */
-    const char *kib = strrchr(name, ' ');
-    while (kib && kib > name && kib[-1] != ' ') kib--;
+    /* "fetch 12.0 KiB", "write back ...", "prefetch ...", "slice in ...":
+     * the size is the first word that starts with a digit. */
     const char *num = name;
     for (const char *p = name; *p; p++)
       if (*p >= '0' && *p <= '9' && (p == name || p[-1] == ' ')) {
@@ -461,6 +461,7 @@ int dlrt_simulate_step(const dlrt_trainer_config *cfg, int64_t channels, int64_t
         r.t += host_s;
         out->host_update_s += host_s;
         out->exposed_host_s += host_s;
+        out->update_s -= seconds[k]; /* not on the device */
         continue;
       }
       r.t += seconds[k];
@@ -493,7 +494,6 @@ done:
   free(first_use);
   free(copies.v);
   free(log.copies.v);
-  free(log.pending.v);
   free(log.on_host);
   dlrt__schedule_free(&s);
   dlrt_graph_destroy(g);
