@@ -29,7 +29,10 @@ cases=(
   "gpt-mini|4096|--model gpt-mini --steps 8 --eval-every 8 --eval-batches 1"
   "gpt-mini 74M|4096|--model gpt-mini --steps 8 --eval-every 8 --eval-batches 1 --mem-limit 74M"
 )
-median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+median() {
+  sort -g | awk '{v[NR] = $1}
+    END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
 printf '%-18s %12s %12s %8s   (%s, %d runs alternated, load %s)\n' case predicted measured ratio \
   "$device" "$runs" "$(cut -d' ' -f1 /proc/loadavg)"
 for c in "${cases[@]}"; do

@@ -49,7 +49,8 @@ int run_simulate(const options *o, const dlrt_trainer_config *cfg, const dlrt_da
     printf(", \"step_s\": %.9g, \"compute_s\": %.9g, \"forward_s\": %.9g, \"backward_s\": "
            "%.9g, \"update_s\": %.9g, \"transfer_s\": %.9g, \"exposed_transfer_s\": %.9g, "
            "\"host_update_s\": %.9g, \"exposed_host_s\": %.9g, \"host_hidden_fraction\": "
-           "%.6g, \"samples_per_s\": %.9g, \"tokens_per_s\": %.9g, \"flops\": %.9g, "
+           "%.6g, \"host_hidden_s\": %.9g, \"samples_per_s\": %.9g, \"tokens_per_s\": %.9g, "
+           "\"flops\": %.9g, "
            "\"mfu\": %.6g, \"h2d_bytes\": %" PRIu64 ", \"d2h_bytes\": %" PRIu64
            ", \"copies\": %" PRIu64 ", \"nodes\": %d, \"launches\": %d, \"figures\": "
            "{\"matmul_fp32\": %.6g, \"matmul_fp16\": %.6g, \"matmul_bf16\": %.6g, "
@@ -59,6 +60,7 @@ int run_simulate(const options *o, const dlrt_trainer_config *cfg, const dlrt_da
            "\"conv\": %.6g, \"reduce_bandwidth\": %.6g, \"device_memory\": %" PRIu64 "}}}\n",
            p.step_s, p.compute_s, p.forward_s, p.backward_s, p.update_s, p.transfer_s,
            p.exposed_transfer_s, p.host_update_s, p.exposed_host_s, p.host_hidden_fraction,
+           p.host_hidden_s,
            p.samples_per_s, p.tokens_per_s, p.flops, p.mfu, p.h2d_bytes, p.d2h_bytes,
            p.copies, p.nodes, p.launches, m.matmul_flops[DLRT_F32], m.matmul_flops[DLRT_F16],
            m.matmul_flops[DLRT_BF16], m.matmul_overhead_s, m.vector_flops,
@@ -89,9 +91,10 @@ int run_simulate(const options *o, const dlrt_trainer_config *cfg, const dlrt_da
          (double)p.d2h_bytes / 1048576.0, p.copies, p.copies_from);
   printf("  %-22s %12.3f ms\n", "exposed transfer", ms(p.exposed_transfer_s));
   if (p.host_update_s > 0)
-    printf("  %-22s %12.3f ms  (exposed %.3f; %.1f%% of it during the backward pass)\n",
-           "host update", ms(p.host_update_s), ms(p.exposed_host_s),
-           100.0 * p.host_hidden_fraction);
+    printf("  %-22s %12.3f ms  (exposed %.3f; %.1f%% of it during the backward pass, "
+           "beside %.1f%% of the backward pass)\n", "host update", ms(p.host_update_s),
+           ms(p.exposed_host_s), 100.0 * p.host_hidden_fraction,
+           p.backward_s > 0 ? 100.0 * p.host_hidden_s / p.backward_s : 0.0);
   if (p.tokens_per_s > 0)
     printf("  %-22s %12.1f\n", "tokens per second", p.tokens_per_s);
   printf("  %-22s %12.1f\n", "samples per second", p.samples_per_s);

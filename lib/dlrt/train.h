@@ -431,7 +431,8 @@ DLRT_API int dlrt_machine_preset(const char *name, dlrt_machine *out);
  * first to start from one, then any of matmul_fp32, matmul_fp16,
  * matmul_bf16, vector_fp32 (FLOP/s: 7.9e14 or 791.5T), memory_bandwidth,
  * host_bandwidth, reduce_bandwidth (B/s: 4.3TB/s), attention, conv (FLOP/s),
- * link (a rate and latency as --link takes them: 55GB/s:10us), launch, matmul_overhead (10us), device_memory,
+ * link (a rate and latency as --link takes them: 55GB/s:10us), launch,
+ * matmul_overhead (10us), device_memory,
  * host_memory (141G), name, about. Without a base every rate, the link and
  * device_memory are needed. DLRT_ERR_INVALID_ARG naming the file, the line
  * and the fault (an unknown key lists the keys). */
@@ -463,6 +464,8 @@ typedef struct {
    * runs while the backward pass computes, when each parameter's update
    * starts as soon as its gradient is on the host (ZeRO-Offload's overlap). */
   double host_hidden_fraction;
+  double host_hidden_s;      /* that time in seconds (of backward_s, it is the part
+                                the host update runs beside) */
   double flops;              /* the step's FLOPs, matmul and vector */
   double mfu;                /* model FLOPs / step / the 16-bit tensor peak */
   double samples_per_s, tokens_per_s; /* tokens: GPT models (else 0) */

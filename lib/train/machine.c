@@ -321,7 +321,7 @@ static int run_h2d(void *ctx) {
 /* The rate and fixed overhead of GEMMs of `dtype` from squares of n0 and
  * n1: t = flops / rate + overhead. */
 static int measure_gemm(bench_ctx *b, dlrt_dtype dtype, double *rate, double *overhead) {
-  const int64_t n[2] = {128, 768};
+  const int64_t n[2] = {128, 512}; /* around the models' GEMMs: 50 MFLOP to 2 GFLOP */
   double t[2], f[2];
   for (int i = 0; i < 2; i++) {
     b->d = dlrt_gemm_desc_make(dtype, 0, 0, n[i], n[i], n[i], 1.0f, 0.0f);

@@ -477,6 +477,7 @@ int dlrt_simulate_step(const dlrt_trainer_config *cfg, int64_t channels, int64_t
   if (host_updates) {
     out->host_hidden_fraction = out->host_update_s > 0 ? host_in_backward / out->host_update_s
                                                        : 0;
+    out->host_hidden_s = host_in_backward;
     /* The host's updates that end past the step's compute hold the next
      * step back (counted there): exposed. */
     out->exposed_host_s = out->host_update_s - host_in_backward;
