@@ -459,7 +459,10 @@ typedef struct {
   double transfer_s;         /* the link's busy time, both directions */
   double exposed_transfer_s; /* of it, time the compute stream waited */
   double host_update_s;      /* the host optimizer's time (0 on the device) */
-  double exposed_host_s;     /* of it, time the compute stream waited */
+  double exposed_host_s;     /* of it, time the compute stream waited (the step's
+                                waits are split: a wait for a parameter updated on
+                                the host is the host's until its update ends, the
+                                link's after) */
   /* With the optimizer on the host: the fraction of the host update that
    * runs while the backward pass computes, when each parameter's update
    * starts as soon as its gradient is on the host (ZeRO-Offload's overlap). */

@@ -267,8 +267,8 @@ static int by_made_at(const void *a, const void *b) {
 }
 
 static int offload_updates(replay *r, const dlrt_graph_t *g, const dlrt__schedule *s, int k,
-                           const int *grad_done, double *ready, double bw0, double bw1,
-                           double *hidden) {
+                           const int *grad_done, double *ready, double *host_done, double bw0,
+                           double bw1, double *hidden) {
   int count = 0;
   for (int a = k; a < s->n; a++) count += is_update(g->nodes[s->order[a]]);
   pending_update *u = malloc((size_t)(count ? count : 1) * sizeof *u);
@@ -290,6 +290,7 @@ static int offload_updates(replay *r, const dlrt_graph_t *g, const dlrt__schedul
     double on_host = copy_end(r, u[i].made_at, &out_grad);
     double begin = on_host > r->host_free ? on_host : r->host_free;
     r->host_free = begin + host_s;
+    host_done[p->id] = r->host_free;
     if (r->counting) {
       r->p->host_update_s += host_s;
       double lo = begin > bw0 ? begin : bw0, hi = r->host_free < bw1 ? r->host_free : bw1;
@@ -319,7 +320,7 @@ int dlrt_simulate_step(const dlrt_trainer_config *cfg, int64_t channels, int64_t
   dlrt__schedule s = {0};
   dry_log log = {0};
   copy_list copies = {0};
-  double *seconds = NULL, *ready = NULL, *wait_at = NULL;
+  double *seconds = NULL, *ready = NULL, *wait_at = NULL, *host_done = NULL;
   int *grad_done = NULL, *first_use = NULL;
   dlrt_tensor_t *images, *labels, *logits, *loss;
   int rc = dlrt_graph_create(&g);
@@ -338,9 +339,10 @@ int dlrt_simulate_step(const dlrt_trainer_config *cfg, int64_t channels, int64_t
   seconds = calloc((size_t)(n ? n : 1), sizeof *seconds);
   wait_at = calloc((size_t)(n ? n : 1), sizeof *wait_at);
   ready = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *ready);
+  host_done = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *host_done);
   grad_done = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *grad_done);
   first_use = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *first_use);
-  if (!seconds || !wait_at || !ready || !grad_done || !first_use) {
+  if (!seconds || !wait_at || !ready || !host_done || !grad_done || !first_use) {
     rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory replaying a step");
     goto done;
   }
@@ -440,16 +442,25 @@ int dlrt_simulate_step(const dlrt_trainer_config *cfg, int64_t channels, int64_t
       if (host_updates)
         for (int j = 0; j < node->n_in; j++) {
           const dlrt_tensor_t *t = node->in[j]->owner;
-          if (t->kind == DLRT__TENSOR_PARAM && first_use[t->id] == k)
-            wait_until(&r, ready[t->id], &out->exposed_transfer_s);
+          if (t->kind == DLRT__TENSOR_PARAM && first_use[t->id] == k && ready[t->id] > r.t) {
+            /* Waiting for a parameter: for its update on the host until
+             * that ends, then for its copy in. */
+            double host = host_done[t->id] > r.t ? host_done[t->id] - r.t : 0;
+            if (host > ready[t->id] - r.t) host = ready[t->id] - r.t;
+            if (r.counting) {
+              out->exposed_host_s += host;
+              out->exposed_transfer_s += ready[t->id] - r.t - host;
+            }
+            r.t = ready[t->id];
+          }
         }
       if (node->phase == DLRT__PHASE_BACKWARD &&
           (k == 0 || g->nodes[s.order[k - 1]]->phase == DLRT__PHASE_FORWARD))
         backward_start = r.t;
       if (is_update(node) && host_updates) {
         if (!updates_done) {
-          if ((rc = offload_updates(&r, g, &s, k, grad_done, ready, backward_start,
-                                    backward_end, &host_in_backward)) < 0)
+          if ((rc = offload_updates(&r, g, &s, k, grad_done, ready, host_done,
+                                    backward_start, backward_end, &host_in_backward)) < 0)
             goto done;
           updates_done = 1;
         }
@@ -478,9 +489,6 @@ int dlrt_simulate_step(const dlrt_trainer_config *cfg, int64_t channels, int64_t
     out->host_hidden_fraction = out->host_update_s > 0 ? host_in_backward / out->host_update_s
                                                        : 0;
     out->host_hidden_s = host_in_backward;
-    /* The host's updates that end past the step's compute hold the next
-     * step back (counted there): exposed. */
-    out->exposed_host_s = out->host_update_s - host_in_backward;
     out->update_s = 0; /* the device runs no update */
   }
   out->compute_s = out->forward_s + out->backward_s + out->update_s;
@@ -491,6 +499,7 @@ done:
   free(seconds);
   free(wait_at);
   free(ready);
+  free(host_done);
   free(grad_done);
   free(first_use);
   free(copies.v);
