@@ -155,6 +155,16 @@ void dltrain_usage(FILE *out) {
         "      --device-memory SIZE   plan for a device of SIZE (40G, 80G, ...) instead\n"
         "      --what-if N            with --plan: the memory a model of N parameters\n"
         "                             (175e9, 7B) needs per strategy, and the devices\n"
+        "      --simulate PRESET|FILE|this\n"
+        "                             with --plan: replay a training step's schedule on\n"
+        "                             a machine (h200-pcie5, h100-pcie5, a100-pcie4,\n"
+        "                             l40s-pcie4, gh200-c2c, mi300x-pcie5; a file of\n"
+        "                             key = value figures; or this machine, measured):\n"
+        "                             predicted step time, tokens or images per second,\n"
+        "                             compute, transfer, exposed transfer, host update;\n"
+        "                             with --mem-limit the copies of a dry run on this\n"
+        "                             device, with --offload optimizer (no --mem-limit\n"
+        "                             needed) the updates on the host, overlapped\n"
         "GPT models (--model gpt-*):\n"
         "      --data FILE|DIR        the tokens: a text file or a folder of them (bytes,\n"
         "                             vocabulary 256) or an llm.c token file (.bin);\n"
@@ -423,9 +433,14 @@ static int check_combinations(options *o, int momentum_given, dlrt_optimizer_kin
   /* DLRT_MEM_LIMIT is a budget too: the trainer spills within it. */
   const char *env_limit = getenv("DLRT_MEM_LIMIT");
   if ((o->host_limit || o->spill.policy != DLRT_OFFLOAD_NONE) && !o->mem_limit &&
-      !(env_limit && *env_limit))
+      !(env_limit && *env_limit) && !(o->plan && o->simulate))
     return tool_usage_error(err, "--host-limit and --offload go with --mem-limit (or "
                             "DLRT_MEM_LIMIT)");
+  if (o->simulate && !o->plan)
+    return tool_usage_error(err, "--simulate goes with --plan");
+  if (o->simulate && !*o->simulate)
+    return tool_usage_error(err, "--simulate needs a preset (h200-pcie5, ...), a file of "
+                            "figures or this");
   if ((o->what_if > 0 || o->device_memory > 0) && !o->plan)
     return tool_usage_error(err, "--what-if and --device-memory go with --plan");
   if (momentum_given && kind != DLRT_OPT_SGD)
@@ -442,7 +457,7 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
          OPT_HOST_LIMIT, OPT_OFFLOAD, OPT_SPILL_PREFETCH, OPT_TRACE, OPT_DEVICES, OPT_PIPELINE, OPT_ZERO,
          OPT_MICRO, OPT_PRECISION, OPT_LOSS_SCALE, OPT_STEPS, OPT_EVAL_EVERY,
          OPT_EVAL_BATCHES, OPT_LAYERS, OPT_HEADS, OPT_EMBD, OPT_CONTEXT, OPT_VOCAB,
-         OPT_DROPOUT, OPT_LINK, OPT_TENSOR_PARALLEL, OPT_PLAN_STRATEGY, OPT_ATTN_DROPOUT };
+         OPT_DROPOUT, OPT_LINK, OPT_TENSOR_PARALLEL, OPT_PLAN_STRATEGY, OPT_ATTN_DROPOUT, OPT_SIMULATE };
   static const char shortopts[] = ":m:d:e:b:jqhV";
   static const struct option longopts[] = {
       {"model", required_argument, NULL, 'm'},   {"data", required_argument, NULL, OPT_DATA},
@@ -480,6 +495,7 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
       {"trace", required_argument, NULL, OPT_TRACE},
       {"link", required_argument, NULL, OPT_LINK},
       {"plan-strategy", required_argument, NULL, OPT_PLAN_STRATEGY},
+      {"simulate", required_argument, NULL, OPT_SIMULATE},
       {"devices", required_argument, NULL, OPT_DEVICES},
       {"zero", required_argument, NULL, OPT_ZERO},
       {"pipeline", required_argument, NULL, OPT_PIPELINE},
@@ -620,6 +636,7 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
         o->plan_strategy = optarg;
       break;
     }
+    case OPT_SIMULATE: o->simulate = optarg; break;
     case OPT_DEVICES: o->devices = optarg; break;
     case OPT_ZERO:
       if ((ok = tool_parse_int("--zero", optarg, 0, 3, &v, err))) o->zero = (int)v;

@@ -599,8 +599,11 @@ int main(int argc, char **argv) {
   if (o.plan) {
     uint64_t limit = dlrt_mem_get_limit(dev);
     uint64_t memory = o.device_memory ? o.device_memory : limit ? limit : props.total_memory;
-    status = run_plan(&o, &cfg, &data[0], dlrt_device_spec(dev), memory,
-                      o.device_memory ? "--device-memory" : limit ? "the budget" : props.name);
+    if (o.simulate)
+      status = run_simulate(&o, &cfg, &data[0], dev);
+    else
+      status = run_plan(&o, &cfg, &data[0], dlrt_device_spec(dev), memory,
+                        o.device_memory ? "--device-memory" : limit ? "the budget" : props.name);
     goto done;
   }
   /* Tensor parallel: the whole model is made (and resumed) in host memory,

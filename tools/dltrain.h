@@ -26,6 +26,7 @@ typedef struct {
   const char *trace;        /* --trace FILE */
   const char *link;         /* --link SPEC (set as DLRT_LINK for every device) */
   const char *plan_strategy; /* --plan-strategy (set as DLRT_PLAN_STRATEGY) */
+  const char *simulate;     /* --simulate PRESET|FILE|this (with --plan) */
   const char *devices;      /* --devices A,B,... (data parallel) */
   const char *pipeline;     /* --pipeline A,B,... (pipeline parallel) */
   const char *tensor_parallel; /* --tensor-parallel A,B,... or N (MPI ranks) */
@@ -61,6 +62,10 @@ void dltrain_version(FILE *out);
  * for each strategy, and the what-if table (dltrain-plan.c). */
 int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_dataset *d,
              const char *device, uint64_t memory, const char *memory_from);
+/* --plan --simulate: the step replayed on o->simulate's machine
+ * (dltrain-simulate.c); dev measures "this" and runs a budget's dry run. */
+int run_simulate(const options *o, const dlrt_trainer_config *cfg, const dlrt_dataset *d,
+                 dlrt_device_t *dev);
 
 /* The planner's keep / swap / recompute of a trainer made under a budget
  * with DLRT_PLAN_STRATEGY (dltrain-plan.c): as JSON (an object: the

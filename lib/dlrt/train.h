@@ -554,6 +554,105 @@ typedef struct {
  * `device_bytes`; activations are not counted. */
 DLRT_API int dlrt_plan_what_if(double params, uint64_t device_bytes, dlrt_what_if *out, int *n);
 
+/* ------------------------------------------------------------------------ */
+/* Predicting a step on a model of a machine (--simulate)                    */
+/* ------------------------------------------------------------------------ */
+
+/* The figures of a machine a step is replayed on: rates as the model uses
+ * them (what large kernels reach, not the datasheets' peaks; README
+ * "Predicting a step" lists the presets' published figures and sources). */
+typedef struct {
+  char name[64];            /* "h200-pcie5", "this", or the file's name= */
+  char about[160];          /* "NVIDIA H200 SXM on PCIe 5.0 x16", how measured */
+  /* GEMM rate by compute type, FLOP/s: [DLRT_F32], [DLRT_F16], [DLRT_BF16]. */
+  double matmul_flops[3];
+  double matmul_overhead_s; /* a fixed time per GEMM on top of FLOPs / rate */
+  double vector_flops;      /* elementwise fp32 arithmetic, FLOP/s */
+  double memory_bytes_per_s; /* device memory, read + write, B/s */
+  /* Kernels of their own, where they reach another rate than a GEMM or a
+   * stream (0: the GEMM rate, the memory bandwidth): the fused attention
+   * kernel's FLOP/s, a convolution's (im2col and its GEMM), and the bytes
+   * per second of reductions across rows (bias and norm gradients). */
+  double attention_flops, conv_flops, reduce_bytes_per_s;
+  double launch_s;          /* per kernel launch */
+  double link_bytes_per_s;  /* host link per direction (one copy engine each) */
+  double link_latency_s;    /* per copy */
+  double host_bytes_per_s;  /* host memory as the host optimizer streams it */
+  uint64_t device_memory, host_memory; /* bytes */
+  /* Published peaks, for MFU (the dense 16-bit tensor peak) and display. */
+  double peak_matmul_flops_bf16, peak_memory_bytes_per_s;
+} dlrt_machine;
+
+/* The presets: the host link presets' names (dlrt_link_preset_get), each
+ * with its compute, memory and host figures. DLRT_ERR_INVALID_ARG naming
+ * the presets for another name. */
+DLRT_API int dlrt_machine_preset(const char *name, dlrt_machine *out);
+/* A file of "key = value" lines ('#' starts a comment): base = PRESET
+ * first to start from one, then any of matmul_fp32, matmul_fp16,
+ * matmul_bf16, vector_fp32 (FLOP/s: 7.9e14 or 791.5T), memory_bandwidth,
+ * host_bandwidth, reduce_bandwidth (B/s: 4.3TB/s), attention, conv (FLOP/s),
+ * link (a rate and latency as --link takes them: 55GB/s:10us), launch,
+ * matmul_overhead (10us), device_memory,
+ * host_memory (141G), name, about. Without a base every rate, the link and
+ * device_memory are needed. DLRT_ERR_INVALID_ARG naming the file, the line
+ * and the fault (an unknown key lists the keys). */
+DLRT_API int dlrt_machine_load(const char *path, dlrt_machine *out);
+/* This machine's figures, measured on `dev` (a few seconds): GEMM rates
+ * per precision at two sizes (the rate and the overhead per GEMM), the
+ * bandwidth of an elementwise kernel, the rate of GELU's arithmetic, a
+ * small kernel's launch, the device's link model if it has one (else its
+ * measured host-to-device copies), host memory through the host optimizer. */
+DLRT_API int dlrt_machine_measure(dlrt_device_t *dev, dlrt_machine *out);
+/* A preset name, "this" or "local" (measured on dev), or a file. */
+DLRT_API int dlrt_machine_get(const char *spec, dlrt_device_t *dev, dlrt_machine *out);
+
+/* A step replayed on a machine: each node of the executor's training
+ * schedule takes the roofline time of its FLOPs and bytes (lib/graph/cost.c)
+ * plus its launches, one after another on one compute stream; copies take
+ * the link, on one engine per direction, overlapping compute unless the
+ * compute waits for them; the host optimizer's updates take host memory
+ * time. Times are seconds per training step. */
+typedef struct {
+  double step_s;
+  double compute_s;          /* the nodes' times (forward_s + backward_s + update_s) */
+  double forward_s, backward_s, update_s;
+  double transfer_s;         /* the link's busy time, both directions */
+  double exposed_transfer_s; /* of it, time the compute stream waited */
+  double host_update_s;      /* the host optimizer's time (0 on the device) */
+  double exposed_host_s;     /* of it, time the compute stream waited (the step's
+                                waits are split: a wait for a parameter updated on
+                                the host is the host's until its update ends, the
+                                link's after) */
+  /* With the optimizer on the host: the fraction of the host update that
+   * runs while the backward pass computes, when each parameter's update
+   * starts as soon as its gradient is on the host (ZeRO-Offload's overlap). */
+  double host_hidden_fraction;
+  double host_hidden_s;      /* that time in seconds (of backward_s, it is the part
+                                the host update runs beside) */
+  double flops;              /* the step's FLOPs, matmul and vector */
+  double mfu;                /* model FLOPs / step / the 16-bit tensor peak */
+  double samples_per_s, tokens_per_s; /* tokens: GPT models (else 0) */
+  uint64_t h2d_bytes, d2h_bytes, copies;
+  int nodes, launches;
+  /* Where the copies came from: "none" (everything on the device), "a dry
+   * run of the executor on DEVICE" (--mem-limit), or "the optimizer on the
+   * host" (the offload model). */
+  char copies_from[96];
+} dlrt_step_prediction;
+
+/* Predicts cfg's training step (the classifier or GPT of dlrt_plan_memory)
+ * on machine m. With cfg->spill.device_budget the copies are those the
+ * executor makes under that budget in one step of a dry run on `dev` (the
+ * model is built and run there: it must be small enough); with
+ * spill.policy DLRT_OFFLOAD_OPTIMIZER and no budget, the updates run on
+ * the host with each gradient copied out as it is made and each parameter
+ * copied back in for the next forward pass (ZeRO-Offload). No device
+ * memory is allocated otherwise: any model, gpt3-175b too, in well under
+ * a second. */
+DLRT_API int dlrt_simulate_step(const dlrt_trainer_config *cfg, int64_t channels, int64_t height,
+                                int64_t width, int classes, const dlrt_machine *m,
+                                dlrt_device_t *dev, dlrt_step_prediction *out);
+
 /* Tracing: writes a Chrome trace (JSON; open it in https://ui.perfetto.dev
  * or chrome://tracing) of every graph node the executors run, every spill
  * copy, and device memory over time. DLRT_TRACE=FILE starts one for the

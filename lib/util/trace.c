@@ -22,6 +22,8 @@ static FILE *trace_file;
 static int trace_checked; /* DLRT_TRACE read */
 static int trace_events;
 static double trace_t0;
+static dlrt__trace_sink trace_sink;
+static void *trace_sink_ctx;
 
 static int open_locked(const char *path) {
   FILE *f = fopen(path, "w");
@@ -68,9 +70,16 @@ int dlrt__trace_on(void) {
     const char *path = getenv("DLRT_TRACE");
     if (path && *path && open_locked(path) == DLRT_OK) atexit(dlrt_trace_stop);
   }
-  int on = trace_file != NULL;
+  int on = trace_file != NULL || trace_sink != NULL;
   pthread_mutex_unlock(&trace_lock);
   return on;
+}
+
+void dlrt__trace_set_sink(dlrt__trace_sink sink, void *ctx) {
+  pthread_mutex_lock(&trace_lock);
+  trace_sink = sink;
+  trace_sink_ctx = ctx;
+  pthread_mutex_unlock(&trace_lock);
 }
 
 double dlrt__trace_now_us(void) { return dlrt__now_us() - trace_t0; }
@@ -82,6 +91,7 @@ static void file_sink(void *f, const char *bytes, size_t n) { fwrite(bytes, 1, n
 void dlrt__trace_span(const char *name, const char *cat, int tid, double start_us,
                       double end_us) {
   pthread_mutex_lock(&trace_lock);
+  if (trace_sink) trace_sink(trace_sink_ctx, name, cat, tid, start_us, end_us);
   if (trace_file) {
     fputs(",\n{\"name\": ", trace_file);
     dlrt__json_write_string(file_sink, trace_file, name);

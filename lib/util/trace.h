@@ -18,6 +18,14 @@ double dlrt__trace_now_us(void);
 /* A span: `name` in category `cat` on track `tid`. */
 void dlrt__trace_span(const char *name, const char *cat, int tid, double start_us,
                       double end_us);
+/* An observer of spans in this process (lib/train/simulate.c's dry run
+ * reads the executor's nodes and copies through it, in the order they
+ * happen): while one is set, dlrt__trace_on is 1 and every span goes to
+ * it as well as to a trace file, if one is open. It runs under the trace's
+ * lock: it must not trace. NULL takes it off. */
+typedef void (*dlrt__trace_sink)(void *ctx, const char *name, const char *cat, int tid,
+                                 double start_us, double end_us);
+void dlrt__trace_set_sink(dlrt__trace_sink sink, void *ctx);
 /* A counter sample: the value of series `name` (bytes) from now on. */
 void dlrt__trace_counter(const char *name, uint64_t value);
 

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# simulate-vs-measured.sh — dltrain --plan --simulate this (the step
+# replayed on this machine's measured figures) against the step a short
+# dltrain run measures, side by side, runs alternated (prediction, run,
+# prediction, run, ...), for mlp, cnn and gpt-mini, without and with a
+# device budget. The measured step is the batch over the run's steady-state
+# throughput (train_images_per_s, or tokens_per_s for a GPT); each side's
+# figure is the median over the runs; the bar (issue 20) is within 10%.
+#
+# Usage: bench/simulate-vs-measured.sh [--runs N] [--device D] [--only NAME]
+# Needs a build (DLTRAIN: default ./tools/dltrain; run from the build folder).
+set -euo pipefail
+runs=3 device=cpu only=
+while (($#)); do
+  case $1 in
+  --runs) runs=$2; shift 2 ;;
+  --device) device=$2; shift 2 ;;
+  --only) only=$2; shift 2 ;;
+  *) echo "usage: $0 [--runs N] [--device D] [--only NAME]" >&2; exit 2 ;;
+  esac
+done
+DLTRAIN=${DLTRAIN:-./tools/dltrain}
+# name | batch samples per step (tokens for a GPT) | dltrain arguments
+cases=(
+  "mlp|64|--model mlp --data generated --limit 3200"
+  "mlp 5M offload|64|--model mlp --data generated --limit 3200 --mem-limit 5M --offload optimizer"
+  "cnn|64|--model cnn --data generated --limit 640"
+  "cnn 8M|64|--model cnn --data generated --limit 640 --mem-limit 8M"
+  "gpt-mini|4096|--model gpt-mini --steps 8 --eval-every 8 --eval-batches 1"
+  "gpt-mini 74M|4096|--model gpt-mini --steps 8 --eval-every 8 --eval-batches 1 --mem-limit 74M"
+)
+median() {
+  sort -g | awk '{v[NR] = $1}
+    END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
+printf '%-18s %12s %12s %8s   (%s, %d runs alternated, load %s)\n' case predicted measured ratio \
+  "$device" "$runs" "$(cut -d' ' -f1 /proc/loadavg)"
+for c in "${cases[@]}"; do
+  IFS='|' read -r name per args <<<"$c"
+  [[ -n $only && $name != "$only"* ]] && continue
+  pred=() meas=()
+  for ((r = 0; r < runs; r++)); do
+    # shellcheck disable=SC2086
+    p=$($DLTRAIN --plan --simulate this --device "$device" $args --json 2>/dev/null |
+      python3 -c 'import json,sys; print(json.load(sys.stdin)["simulate"]["step_s"])')
+    # shellcheck disable=SC2086
+    m=$($DLTRAIN --device "$device" $args --json 2>/dev/null | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+rate = d.get("tokens_per_s") or d["train_images_per_s"]
+print(float(sys.argv[1]) / rate)' "$per")
+    pred+=("$p") meas+=("$m")
+  done
+  P=$(printf '%s\n' "${pred[@]}" | median) M=$(printf '%s\n' "${meas[@]}" | median)
+  printf '%-18s %9.2f ms %9.2f ms %8.3f   predicted %s; measured %s (ms)\n' "$name" \
+    "$(echo "$P * 1000" | bc -l)" "$(echo "$M * 1000" | bc -l)" "$(echo "$P / $M" | bc -l)" \
+    "$(printf '%s\n' "${pred[@]}" | awk '{printf "%s%.2f", (NR > 1 ? " " : ""), $1 * 1000}')" \
+    "$(printf '%s\n' "${meas[@]}" | awk '{printf "%s%.2f", (NR > 1 ? " " : ""), $1 * 1000}')"
+done

@@ -1,0 +1,511 @@
+/* simulate.c — a training step replayed on a model of a machine
+ * (dlrt_simulate_step, dlrt/train.h). The schedule is the executor's own
+ * (dlrt__plan, as dltrain --plan counts it); each node takes the roofline
+ * time of its cost (lib/graph/cost.c) on one compute stream; copies take
+ * the link on one engine per direction (lib/device/link_model.h's
+ * arithmetic), and the compute waits only for those it needs.
+ *
+ * Where the copies come from:
+ *  - a budget (spill.device_budget): the executor's own, from one step of
+ *    a dry run on a real device under that budget, read through the trace
+ *    (dlrt__trace_set_sink): its "fetch" and "write back" copies on the
+ *    compute stream before a node, its "prefetch" copies on the copy
+ *    stream after one, needed by the next node within the prefetch
+ *    distance that reads a storage of that size; updates that ran on the
+ *    host take the machine's host time;
+ *  - the optimizer offloaded without a budget: ZeRO-Offload's schedule,
+ *    each gradient copied to the host once its last backward node made it,
+ *    its update on the host (one at a time, at host memory speed), the
+ *    parameter copied back before the next step's first use of it; three
+ *    steps are replayed and the last one counted (the steady state);
+ *  - neither: the loader's batch alone, overlapped. */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device/link_model.h"
+#include "exec/exec.h"
+#include "graph/cost.h"
+#include "train/train.h"
+#include "util/status.h"
+#include "util/trace.h"
+
+/* A copy of the replay: before position `pos` on the compute stream
+ * (on_compute), or issued when `pos` starts on the copy engine and needed
+ * by position `need` (-1: by none in this step). */
+typedef struct {
+  int pos, need, dir, on_compute;
+  double bytes;
+} sim_copy;
+
+typedef struct {
+  sim_copy *v;
+  int n, cap;
+} copy_list;
+
+static int copies_add(copy_list *l, sim_copy c) {
+  if (l->n == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 64;
+    sim_copy *v = realloc(l->v, (size_t)cap * sizeof *v);
+    if (!v) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory replaying a step");
+    l->v = v, l->cap = cap;
+  }
+  l->v[l->n++] = c;
+  return DLRT_OK;
+}
+
+/* Seconds node n takes on machine m: the roofline of its FLOPs and bytes,
+ * plus its launches (a chunked block's node runs once per chunk). */
+static double node_seconds(const dlrt_machine *m, const dlrt__node *n, int runs,
+                           dlrt__op_cost *c) {
+  dlrt__node_cost(n, c);
+  if (!c->launches) return 0;
+  double rate = m->matmul_flops[c->matmul_dtype <= DLRT_BF16 ? c->matmul_dtype : DLRT_F32];
+  double overhead = runs * m->matmul_overhead_s, vector = c->vector_flops / m->vector_flops;
+  /* A kernel class with a rate of its own was timed whole: its rate covers
+   * its vector work too. */
+  if (c->matmul_kind == DLRT__COST_ATTENTION && m->attention_flops > 0) {
+    rate = m->attention_flops, overhead = 0, vector = 0;
+  } else if (c->matmul_kind == DLRT__COST_CONV && m->conv_flops > 0) {
+    rate = m->conv_flops, overhead = 0, vector = 0;
+  }
+  double compute = vector;
+  if (c->matmul_flops > 0) compute += c->matmul_flops / rate + overhead;
+  double bandwidth = c->reduction && m->reduce_bytes_per_s > 0 ? m->reduce_bytes_per_s
+                                                               : m->memory_bytes_per_s;
+  double memory = (c->bytes_read + c->bytes_written) / bandwidth;
+  return (compute > memory ? compute : memory) + runs * c->launches * m->launch_s;
+}
+
+/* Bytes the host optimizer streams for update node n: Adam reads the fp32
+ * parameter, two moments and the gradient and writes three; SGD one state. */
+static double host_update_bytes(const dlrt__node *n) {
+  double count = (double)n->in[0]->numel;
+  return n->op == DLRT__OP_ADAM ? 28.0 * count : 20.0 * count;
+}
+
+static int offloaded(const dlrt_trainer_config *cfg) {
+  return cfg->spill.policy == DLRT_OFFLOAD_OPTIMIZER || cfg->spill.policy == DLRT_OFFLOAD_ALL;
+}
+
+static int is_update(const dlrt__node *n) {
+  return n->op == DLRT__OP_SGD || n->op == DLRT__OP_ADAM;
+}
+
+/* ---------------------------------------------------------------- dry run */
+
+/* What the dry run's trace said, in order: nodes (and whether each ran on
+ * the host) and the copies between them. */
+typedef struct {
+  int nodes;        /* node spans seen */
+  char *on_host;    /* by position */
+  int cap;
+  copy_list copies;  /* pos: the node spans seen before each */
+  int failed;
+} dry_log;
+
+static void dry_sink(void *ctx, const char *name, const char *cat, int tid, double start_us,
+                     double end_us) {
+  (void)start_us, (void)end_us;
+  dry_log *l = ctx;
+  if (l->failed) return;
+  if (strcmp(cat, "copy") == 0) {
+    /* "fetch 12.0 KiB", "write back ...", "prefetch ...", "slice in ...":
+     * the size is the first word that starts with a digit. */
+    const char *num = name;
+    for (const char *p = name; *p; p++)
+      if (*p >= '0' && *p <= '9' && (p == name || p[-1] == ' ')) {
+        num = p;
+        break;
+      }
+    double bytes = atof(num) * 1024.0;
+    int out = strncmp(name, "write back", 10) == 0 || strncmp(name, "slice out", 9) == 0;
+    sim_copy c = {l->nodes, -1, out ? DLRT__LINK_D2H : DLRT__LINK_H2D,
+                  tid != DLRT_TRACE_COPY, bytes};
+    if (copies_add(&l->copies, c) < 0) l->failed = 1;
+    return;
+  }
+  if (strcmp(cat, "forward") && strcmp(cat, "backward") && strcmp(cat, "update")) return;
+  if (l->nodes == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 256;
+    char *v = realloc(l->on_host, (size_t)cap);
+    if (!v) {
+      l->failed = 1;
+      return;
+    }
+    l->on_host = v, l->cap = cap;
+  }
+  l->on_host[l->nodes++] = tid == DLRT_TRACE_HOST;
+}
+
+/* The executor's storage bytes as its pool declares them. */
+static double storage_bytes(const dlrt__schedule *s, const dlrt_tensor_t *t) {
+  return (double)dlrt__schedule_bytes(s, t->owner);
+}
+
+/* A prefetch issued at `pos` (after node pos - 1) is needed by the first
+ * node within the distance that reads a storage of its size. */
+static int prefetch_need(const dlrt_graph_t *g, const dlrt__schedule *s, int pos, int distance,
+                         double bytes) {
+  for (int a = pos; a < pos + distance && a < s->n; a++) {
+    const dlrt__node *m = g->nodes[s->order[a]];
+    for (int j = 0; j < m->n_in; j++)
+      if (fabs(storage_bytes(s, m->in[j]) - bytes) < 0.06 * 1024.0) return a;
+  }
+  return pos < s->n ? pos : -1;
+}
+
+/* Runs the step of cfg on dev under its budget twice (the first moves the
+ * storages to the host and warms up) and logs the second. */
+static int dry_run(const dlrt_trainer_config *cfg, int64_t channels, int64_t height,
+                   int64_t width, int classes, dlrt_device_t *dev, dry_log *log) {
+  dlrt_graph_t *g = NULL;
+  dlrt_exec_t *e = NULL;
+  dlrt_tensor_t *images, *labels, *logits, *loss;
+  int rc = dlrt_graph_create(&g);
+  if (rc == DLRT_OK)
+    rc = dlrt__build_classifier(g, cfg, channels, height, width, classes, &images, &labels,
+                                &logits, &loss);
+  if (rc == DLRT_OK) rc = dlrt_exec_create(g, dev, cfg->seed, &e);
+  if (rc == DLRT_OK && cfg->checkpoint != 0 && cfg->checkpoint != DLRT_CHECKPOINT_AUTO)
+    rc = dlrt_exec_set_checkpointing(e, cfg->checkpoint);
+  /* The trainer's budget for the executor's storages: the loaders' slots
+   * (two: an evaluation's beside training's) and accumulators come off. */
+  dlrt_spill_config c = cfg->spill;
+  uint64_t outside = 2 * dlrt__loader_device_bytes(cfg, cfg->batch, channels * height * width);
+  dlrt_exec_info info;
+  if (rc == DLRT_OK && (rc = dlrt_exec_info_get(e, &info)) == DLRT_OK && cfg->accum > 1)
+    outside += info.param_bytes + 64 * 512;
+  if (rc == DLRT_OK && c.device_budget <= outside)
+    rc = dlrt__set_error(DLRT_ERR_OOM, "a device budget of %.1f MiB leaves nothing for the "
+                         "model beside its loaders (%.1f MiB)",
+                         (double)c.device_budget / 1048576.0, (double)outside / 1048576.0);
+  if (rc == DLRT_OK) {
+    c.device_budget -= outside;
+    rc = dlrt_exec_set_spill(e, &c);
+  }
+  /* Labels 0 (a class, a token) and images 0: what the step computes does
+   * not change what it copies. */
+  for (int i = 0; rc == DLRT_OK && i < 2; i++) {
+    dlrt_tensor_t *t = i ? labels : images;
+    size_t bytes = (size_t)dlrt_tensor_numel(t) * dlrt_dtype_size(dlrt_tensor_dtype(t));
+    void *zeros = calloc(1, bytes);
+    rc = zeros ? dlrt_exec_write(e, t, zeros, bytes)
+               : dlrt__set_error(DLRT_ERR_OOM, "out of host memory for a dry run");
+    free(zeros);
+  }
+  dlrt_stream_t *stream = e ? dlrt_exec_stream(e) : NULL;
+  if (rc == DLRT_OK) rc = dlrt_exec_run(e, DLRT_RUN_TRAIN);
+  if (rc == DLRT_OK) rc = dlrt_stream_synchronize(stream);
+  if (rc == DLRT_OK) {
+    dlrt__trace_set_sink(dry_sink, log);
+    rc = dlrt_exec_run(e, DLRT_RUN_TRAIN);
+    if (rc == DLRT_OK) rc = dlrt_stream_synchronize(stream);
+    dlrt__trace_set_sink(NULL, NULL);
+  }
+  if (rc == DLRT_OK && log->failed)
+    rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory logging a dry run");
+  if (rc < 0)
+    rc = dlrt__set_error(rc, "the dry run of %s under --mem-limit on %s: %s", cfg->model,
+                         dlrt_device_spec(dev), dlrt_last_error());
+  dlrt_exec_destroy(e);
+  dlrt_graph_destroy(g);
+  return rc;
+}
+
+/* ---------------------------------------------------------------- replay */
+
+typedef struct {
+  const dlrt_machine *m;
+  double t;             /* the compute stream's clock */
+  double engine[2];     /* when each copy engine is free */
+  double host_free;     /* the host optimizer's clock */
+  dlrt_step_prediction *p;
+  int counting;         /* the step that is counted */
+} replay;
+
+static double copy_end(replay *r, double issue, const sim_copy *c) {
+  dlrt__link_engine e = {.free_at = r->engine[c->dir]};
+  double seconds = dlrt__link_seconds(r->m->link_bytes_per_s, r->m->link_latency_s,
+                                      (uint64_t)c->bytes);
+  double end = dlrt__link_engine_take(&e, issue, seconds, (uint64_t)c->bytes);
+  r->engine[c->dir] = end;
+  if (r->counting) {
+    r->p->transfer_s += seconds;
+    r->p->copies++;
+    if (c->dir == DLRT__LINK_H2D) r->p->h2d_bytes += (uint64_t)c->bytes;
+    else r->p->d2h_bytes += (uint64_t)c->bytes;
+  }
+  return end;
+}
+
+/* The compute stream waits until `until`. */
+static void wait_until(replay *r, double until, double *exposed) {
+  if (until > r->t) {
+    if (r->counting) *exposed += until - r->t;
+    r->t = until;
+  }
+}
+
+/* Runs the host optimizer of the offload model from position k on: each
+ * update's gradient goes out once it is complete (ready[] holds when),
+ * taken in that order; the updates run one at a time on the host; each
+ * parameter comes back in after its update (ready[] then holds when). The
+ * time the updates run inside the backward pass [bw0, bw1) is added to
+ * *hidden. */
+typedef struct {
+  const dlrt__node *node;
+  double made_at;
+} pending_update;
+
+static int by_made_at(const void *a, const void *b) {
+  double x = ((const pending_update *)a)->made_at, y = ((const pending_update *)b)->made_at;
+  return x < y ? -1 : x > y;
+}
+
+static int offload_updates(replay *r, const dlrt_graph_t *g, const dlrt__schedule *s, int k,
+                           const int *grad_done, double *ready, double *host_done, double bw0,
+                           double bw1, double *hidden) {
+  int count = 0;
+  for (int a = k; a < s->n; a++) count += is_update(g->nodes[s->order[a]]);
+  pending_update *u = malloc((size_t)(count ? count : 1) * sizeof *u);
+  if (!u) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory replaying a step");
+  count = 0;
+  for (int a = k; a < s->n; a++) {
+    const dlrt__node *node = g->nodes[s->order[a]];
+    if (!is_update(node)) continue;
+    const dlrt_tensor_t *gr = node->in[node->n_in - 1]->owner;
+    u[count].node = node;
+    u[count++].made_at = grad_done[gr->id] >= 0 ? ready[gr->id] : r->t;
+  }
+  qsort(u, (size_t)count, sizeof *u, by_made_at);
+  for (int i = 0; i < count; i++) {
+    const dlrt__node *node = u[i].node;
+    const dlrt_tensor_t *p = node->in[0]->owner, *gr = node->in[node->n_in - 1]->owner;
+    double host_s = host_update_bytes(node) / r->m->host_bytes_per_s;
+    sim_copy out_grad = {k, -1, DLRT__LINK_D2H, 0, (double)dlrt__tensor_bytes(gr)};
+    double on_host = copy_end(r, u[i].made_at, &out_grad);
+    double begin = on_host > r->host_free ? on_host : r->host_free;
+    r->host_free = begin + host_s;
+    host_done[p->id] = r->host_free;
+    if (r->counting) {
+      r->p->host_update_s += host_s;
+      double lo = begin > bw0 ? begin : bw0, hi = r->host_free < bw1 ? r->host_free : bw1;
+      if (hi > lo) *hidden += hi - lo;
+    }
+    sim_copy in_param = {k, -1, DLRT__LINK_H2D, 0, (double)dlrt__tensor_bytes(p)};
+    ready[p->id] = copy_end(r, r->host_free, &in_param);
+  }
+  free(u);
+  return DLRT_OK;
+}
+
+int dlrt_simulate_step(const dlrt_trainer_config *cfg, int64_t channels, int64_t height,
+                       int64_t width, int classes, const dlrt_machine *m, dlrt_device_t *dev,
+                       dlrt_step_prediction *out) {
+  DLRT__CHECK_ARG(cfg && cfg->model && m && out, "dlrt_simulate_step: config, machine or out "
+                  "is NULL");
+  DLRT__CHECK_ARG(m->matmul_flops[DLRT_F32] > 0 && m->vector_flops > 0 &&
+                      m->memory_bytes_per_s > 0 && m->link_bytes_per_s > 0,
+                  "dlrt_simulate_step: machine %s lacks a rate (GEMM %g, vector %g FLOP/s, "
+                  "memory %g, link %g B/s)", m->name, m->matmul_flops[DLRT_F32], m->vector_flops,
+                  m->memory_bytes_per_s, m->link_bytes_per_s);
+  memset(out, 0, sizeof *out);
+  int budget = cfg->spill.device_budget > 0;
+  DLRT__CHECK_ARG(!budget || dev, "dlrt_simulate_step: a budget needs a device for its dry run");
+  dlrt_graph_t *g = NULL;
+  dlrt__schedule s = {0};
+  dry_log log = {0};
+  copy_list copies = {0};
+  double *seconds = NULL, *ready = NULL, *wait_at = NULL, *host_done = NULL;
+  int *grad_done = NULL, *first_use = NULL;
+  dlrt_tensor_t *images, *labels, *logits, *loss;
+  int rc = dlrt_graph_create(&g);
+  if (rc == DLRT_OK)
+    rc = dlrt__build_classifier(g, cfg, channels, height, width, classes, &images, &labels,
+                                &logits, &loss);
+  int every = 0;
+  if (rc == DLRT_OK && cfg->checkpoint != DLRT_CHECKPOINT_AUTO)
+    every = dlrt__checkpoint_segment(g, cfg->checkpoint);
+  uint64_t peak;
+  dlrt__memory_breakdown at_peak;
+  if (rc == DLRT_OK) rc = dlrt__graph_layout(g);
+  if (rc == DLRT_OK) rc = dlrt__plan(g, DLRT__PHASE_UPDATE, every, &s, &peak, &at_peak);
+  if (rc < 0) goto done;
+  int n = s.n;
+  seconds = calloc((size_t)(n ? n : 1), sizeof *seconds);
+  wait_at = calloc((size_t)(n ? n : 1), sizeof *wait_at);
+  ready = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *ready);
+  host_done = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *host_done);
+  grad_done = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *grad_done);
+  first_use = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *first_use);
+  if (!seconds || !wait_at || !ready || !host_done || !grad_done || !first_use) {
+    rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory replaying a step");
+    goto done;
+  }
+  /* Each node's time, and the step's FLOPs; DLRT_SIMULATE_TRACE=1 prints
+   * them (stderr). */
+  const char *trace_env = getenv("DLRT_SIMULATE_TRACE");
+  int trace = trace_env && *trace_env && strcmp(trace_env, "0") != 0;
+  for (int k = 0; k < n; k++) {
+    const dlrt__node *node = g->nodes[s.order[k]];
+    int runs = 1;
+    if (s.block_of && s.block_of[k] >= 0) {
+      const dlrt__chunk_block *b = &s.blocks[s.block_of[k]];
+      runs = (int)((b->batch + b->chunk - 1) / b->chunk);
+    }
+    dlrt__op_cost c;
+    seconds[k] = node_seconds(m, node, runs, &c);
+    if (trace)
+      fprintf(stderr, "simulate %5d %-9s %-22s %-10s %4s %12.4g %12.4g %12.4g B %10.3f us\n", k,
+              node->phase == DLRT__PHASE_FORWARD ? "forward"
+              : node->phase == DLRT__PHASE_BACKWARD ? "backward" : "update",
+              dlrt__op_name(node->op), node->n_out ? node->out[0]->name : "(update)",
+              dlrt_dtype_name(c.matmul_dtype), c.matmul_flops, c.vector_flops,
+              c.bytes_read + c.bytes_written, seconds[k] * 1e6);
+    out->flops += c.matmul_flops + c.vector_flops;
+    out->launches += runs * c.launches;
+    if (node->phase == DLRT__PHASE_FORWARD) out->forward_s += seconds[k];
+    else if (node->phase == DLRT__PHASE_BACKWARD) out->backward_s += seconds[k];
+    else out->update_s += seconds[k];
+  }
+  out->nodes = n;
+  /* The copies. */
+  int host_updates = 0; /* the offload model: updates on the host, overlapped */
+  if (budget) {
+    if ((rc = dry_run(cfg, channels, height, width, classes, dev, &log)) < 0) goto done;
+    if (log.nodes != n) {
+      rc = dlrt__set_error(DLRT_ERR_STATE, "the dry run ran %d nodes where the schedule has "
+                           "%d: its copies cannot be placed", log.nodes, n);
+      goto done;
+    }
+    for (int i = 0; i < log.copies.n; i++) {
+      sim_copy c = log.copies.v[i];
+      if (c.pos >= n) c.pos = n - 1; /* after the last node: at its place */
+      if (!c.on_compute) c.need = prefetch_need(g, &s, c.pos, cfg->spill.prefetch, c.bytes);
+      if ((rc = copies_add(&copies, c)) < 0) goto done;
+    }
+    snprintf(out->copies_from, sizeof out->copies_from, "a dry run of the executor on %s",
+             dlrt_device_spec(dev));
+  } else if (offloaded(cfg)) {
+    host_updates = 1;
+    snprintf(out->copies_from, sizeof out->copies_from, "the optimizer on the host");
+  } else {
+    snprintf(out->copies_from, sizeof out->copies_from, "none");
+  }
+  /* The loader's next batch, queued at the step's start and needed by the
+   * next step. */
+  double batch_bytes = (double)(dlrt__loader_device_bytes(cfg, cfg->batch,
+                                                          channels * height * width) /
+                                (uint64_t)(cfg->prefetch > 0 ? cfg->prefetch : 1));
+  /* The offload model's dependencies: where each gradient is complete
+   * (its storage last written before the updates), each parameter's first
+   * use. */
+  for (int i = 0; i < g->n_tensors; i++) grad_done[i] = -1, first_use[i] = s.first[i];
+  if (host_updates)
+    for (int k = 0; k < n; k++) {
+      const dlrt__node *node = g->nodes[s.order[k]];
+      if (node->phase != DLRT__PHASE_BACKWARD) continue;
+      for (int j = 0; j < node->n_out; j++) grad_done[node->out[j]->owner->id] = k;
+    }
+  replay r = {.m = m, .p = out};
+  double step_start = 0, backward_start = 0, backward_end = 0, batch_ready = 0;
+  double host_in_backward = 0;
+  int steps = host_updates ? 3 : 1;
+  for (int step = 0; step < steps; step++) {
+    r.counting = step == steps - 1;
+    step_start = r.t;
+    for (int k = 0; k < n; k++) wait_at[k] = 0;
+    wait_until(&r, batch_ready, &out->exposed_transfer_s);
+    sim_copy next_batch = {0, -1, DLRT__LINK_H2D, 0, batch_bytes};
+    batch_ready = copy_end(&r, r.t, &next_batch);
+    int ci = 0, updates_done = 0;
+    for (int k = 0; k < n; k++) {
+      const dlrt__node *node = g->nodes[s.order[k]];
+      /* Copies placed at k: those on the compute stream first (the node
+       * waits for them), then those on the copy engine, issued now and
+       * waited for by the node that needs them. */
+      double start = r.t;
+      for (int i = ci; i < copies.n && copies.v[i].pos == k; i++)
+        if (copies.v[i].on_compute)
+          wait_until(&r, copy_end(&r, r.t, &copies.v[i]), &out->exposed_transfer_s);
+      for (; ci < copies.n && copies.v[ci].pos == k; ci++) {
+        const sim_copy *c = &copies.v[ci];
+        if (c->on_compute) continue;
+        double end = copy_end(&r, start, c);
+        if (c->need >= k && end > wait_at[c->need]) wait_at[c->need] = end;
+      }
+      wait_until(&r, wait_at[k], &out->exposed_transfer_s);
+      if (host_updates)
+        for (int j = 0; j < node->n_in; j++) {
+          const dlrt_tensor_t *t = node->in[j]->owner;
+          if (t->kind == DLRT__TENSOR_PARAM && first_use[t->id] == k && ready[t->id] > r.t) {
+            /* Waiting for a parameter: for its update on the host until
+             * that ends, then for its copy in. */
+            double host = host_done[t->id] > r.t ? host_done[t->id] - r.t : 0;
+            if (host > ready[t->id] - r.t) host = ready[t->id] - r.t;
+            if (r.counting) {
+              out->exposed_host_s += host;
+              out->exposed_transfer_s += ready[t->id] - r.t - host;
+            }
+            r.t = ready[t->id];
+          }
+        }
+      if (node->phase == DLRT__PHASE_BACKWARD &&
+          (k == 0 || g->nodes[s.order[k - 1]]->phase == DLRT__PHASE_FORWARD))
+        backward_start = r.t;
+      if (is_update(node) && host_updates) {
+        if (!updates_done) {
+          if ((rc = offload_updates(&r, g, &s, k, grad_done, ready, host_done,
+                                    backward_start, backward_end, &host_in_backward)) < 0)
+            goto done;
+          updates_done = 1;
+        }
+        continue;
+      }
+      if (is_update(node) && log.on_host && log.on_host[k]) {
+        /* The executor's own host update: the compute stream waits. */
+        double host_s = host_update_bytes(node) / m->host_bytes_per_s;
+        r.t += host_s;
+        out->host_update_s += host_s;
+        out->exposed_host_s += host_s;
+        out->update_s -= seconds[k]; /* not on the device */
+        continue;
+      }
+      r.t += seconds[k];
+      if (node->phase == DLRT__PHASE_BACKWARD) backward_end = r.t;
+      if (host_updates)
+        for (int j = 0; j < node->n_out; j++)
+          if (grad_done[node->out[j]->owner->id] == k) ready[node->out[j]->owner->id] = r.t;
+    }
+  }
+  /* The last step, from its start (its first nodes waited for the previous
+   * step's parameters: the steady state) to its last node. */
+  out->step_s = r.t - step_start;
+  if (host_updates) {
+    out->host_hidden_fraction = out->host_update_s > 0 ? host_in_backward / out->host_update_s
+                                                       : 0;
+    out->host_hidden_s = host_in_backward;
+    out->update_s = 0; /* the device runs no update */
+  }
+  out->compute_s = out->forward_s + out->backward_s + out->update_s;
+  out->samples_per_s = cfg->batch / out->step_s;
+  if (dlrt__gpt_model(cfg, NULL)) out->tokens_per_s = out->samples_per_s * (double)width;
+  out->mfu = out->flops / out->step_s / m->peak_matmul_flops_bf16;
+done:
+  free(seconds);
+  free(wait_at);
+  free(ready);
+  free(host_done);
+  free(grad_done);
+  free(first_use);
+  free(copies.v);
+  free(log.copies.v);
+  free(log.on_host);
+  dlrt__schedule_free(&s);
+  dlrt_graph_destroy(g);
+  return rc;
+}

@@ -1,0 +1,104 @@
+/* dltrain-simulate.c — dltrain --plan --simulate: a training step of the
+ * model replayed on a machine's figures (dlrt_simulate_step), as a table or
+ * JSON. */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "dltrain.h"
+
+static double ms(double s) { return s * 1e3; }
+
+int run_simulate(const options *o, const dlrt_trainer_config *cfg, const dlrt_dataset *d,
+                 dlrt_device_t *dev) {
+  dlrt_machine m;
+  int rc = dlrt_machine_get(o->simulate, dev, &m);
+  if (rc < 0) {
+    /* A name that is no preset, or a file that is not one: the command
+     * line's fault. */
+    fprintf(stderr, "dltrain: --simulate: %s\n", dlrt_last_error());
+    return rc == DLRT_ERR_INVALID_ARG || rc == DLRT_ERR_IO ? STATUS_USAGE : STATUS_FAIL;
+  }
+  dlrt_memory_plan plan;
+  rc = dlrt_plan_memory(cfg, d->channels, d->height, d->width, d->classes, &plan);
+  if (rc < 0) return tool_fail("cannot plan", rc);
+  dlrt_step_prediction p;
+  rc = dlrt_simulate_step(cfg, d->channels, d->height, d->width, d->classes, &m, dev, &p);
+  if (rc < 0) return tool_fail("cannot simulate the step", rc);
+  /* What has to be on the device: the plan's peak, or with the optimizer
+   * on the host its parameters' and gradients' share without the state. */
+  int offload = cfg->spill.policy == DLRT_OFFLOAD_OPTIMIZER ||
+                cfg->spill.policy == DLRT_OFFLOAD_ALL;
+  uint64_t device_need = cfg->spill.device_budget ? cfg->spill.device_budget
+                         : offload ? plan.peak - plan.optimizer_state : plan.peak;
+  int fits = device_need <= m.device_memory;
+  const char *precision = cfg->precision == DLRT_F16    ? "fp16"
+                          : cfg->precision == DLRT_BF16 ? "bf16" : "fp32";
+  if (o->json) {
+    printf("{\"simulate\": {\"machine\": ");
+    tool_json_string(stdout, m.name);
+    printf(", \"about\": ");
+    tool_json_string(stdout, m.about);
+    printf(", \"model\": ");
+    tool_json_string(stdout, o->model);
+    printf(", \"batch\": %" PRId64 ", \"precision\": \"%s\", \"params\": %" PRId64
+           ", \"planned_peak_bytes\": %" PRIu64 ", \"device_memory\": %" PRIu64
+           ", \"fits_device_memory\": %s, \"copies_from\": ",
+           cfg->batch, precision, plan.param_count, plan.peak, m.device_memory,
+           fits ? "true" : "false");
+    tool_json_string(stdout, p.copies_from);
+    printf(", \"step_s\": %.9g, \"compute_s\": %.9g, \"forward_s\": %.9g, \"backward_s\": "
+           "%.9g, \"update_s\": %.9g, \"transfer_s\": %.9g, \"exposed_transfer_s\": %.9g, "
+           "\"host_update_s\": %.9g, \"exposed_host_s\": %.9g, \"host_hidden_fraction\": "
+           "%.6g, \"host_hidden_s\": %.9g, \"samples_per_s\": %.9g, \"tokens_per_s\": %.9g, "
+           "\"flops\": %.9g, "
+           "\"mfu\": %.6g, \"h2d_bytes\": %" PRIu64 ", \"d2h_bytes\": %" PRIu64
+           ", \"copies\": %" PRIu64 ", \"nodes\": %d, \"launches\": %d, \"figures\": "
+           "{\"matmul_fp32\": %.6g, \"matmul_fp16\": %.6g, \"matmul_bf16\": %.6g, "
+           "\"matmul_overhead_s\": %.6g, \"vector_fp32\": %.6g, \"memory_bandwidth\": %.6g, "
+           "\"launch_s\": %.6g, \"link\": %.6g, \"link_latency_s\": %.6g, "
+           "\"host_bandwidth\": %.6g, \"host_memory\": %" PRIu64 ", \"attention\": %.6g, "
+           "\"conv\": %.6g, \"reduce_bandwidth\": %.6g, \"device_memory\": %" PRIu64 "}}}\n",
+           p.step_s, p.compute_s, p.forward_s, p.backward_s, p.update_s, p.transfer_s,
+           p.exposed_transfer_s, p.host_update_s, p.exposed_host_s, p.host_hidden_fraction,
+           p.host_hidden_s,
+           p.samples_per_s, p.tokens_per_s, p.flops, p.mfu, p.h2d_bytes, p.d2h_bytes,
+           p.copies, p.nodes, p.launches, m.matmul_flops[DLRT_F32], m.matmul_flops[DLRT_F16],
+           m.matmul_flops[DLRT_BF16], m.matmul_overhead_s, m.vector_flops,
+           m.memory_bytes_per_s, m.launch_s, m.link_bytes_per_s, m.link_latency_s,
+           m.host_bytes_per_s, m.host_memory, m.attention_flops, m.conv_flops,
+           m.reduce_bytes_per_s, m.device_memory);
+    return 0;
+  }
+  printf("simulate %s on %s (%s), batch %" PRId64 ", %s, %" PRId64 " parameters\n", o->model,
+         m.name, m.about, cfg->batch, precision, plan.param_count);
+  printf("  machine: GEMM %.4g / %.4g / %.4g TFLOP/s (fp32 / fp16 / bf16), vector %.4g "
+         "TFLOP/s, memory %.4g GB/s, link %.4g GB/s + %.3g us, launch %.3g us, host %.4g GB/s\n",
+         m.matmul_flops[DLRT_F32] / 1e12, m.matmul_flops[DLRT_F16] / 1e12,
+         m.matmul_flops[DLRT_BF16] / 1e12, m.vector_flops / 1e12, m.memory_bytes_per_s / 1e9,
+         m.link_bytes_per_s / 1e9, m.link_latency_s * 1e6, m.launch_s * 1e6,
+         m.host_bytes_per_s / 1e9);
+  if (m.attention_flops > 0 || m.conv_flops > 0 || m.reduce_bytes_per_s > 0)
+    printf("  kernels: attention %.4g TFLOP/s, convolution %.4g TFLOP/s, reductions %.4g GB/s "
+           "(0: the GEMM rate, the memory bandwidth)\n", m.attention_flops / 1e12,
+           m.conv_flops / 1e12, m.reduce_bytes_per_s / 1e9);
+  printf("  device memory: needs %.1f GiB of %.1f GiB (%s)\n", (double)device_need / 1073741824.0,
+         (double)m.device_memory / 1073741824.0, fits ? "fits" : "does not fit");
+  printf("  %-22s %12.3f ms\n", "step", ms(p.step_s));
+  printf("  %-22s %12.3f ms  (forward %.3f, backward %.3f, update %.3f)\n", "compute",
+         ms(p.compute_s), ms(p.forward_s), ms(p.backward_s), ms(p.update_s));
+  printf("  %-22s %12.3f ms  (%.1f MiB in, %.1f MiB out, %" PRIu64 " copies; from %s)\n",
+         "transfer", ms(p.transfer_s), (double)p.h2d_bytes / 1048576.0,
+         (double)p.d2h_bytes / 1048576.0, p.copies, p.copies_from);
+  printf("  %-22s %12.3f ms\n", "exposed transfer", ms(p.exposed_transfer_s));
+  if (p.host_update_s > 0)
+    printf("  %-22s %12.3f ms  (exposed %.3f; %.1f%% of it during the backward pass, "
+           "beside %.1f%% of the backward pass)\n", "host update", ms(p.host_update_s),
+           ms(p.exposed_host_s), 100.0 * p.host_hidden_fraction,
+           p.backward_s > 0 ? 100.0 * p.host_hidden_s / p.backward_s : 0.0);
+  if (p.tokens_per_s > 0)
+    printf("  %-22s %12.1f\n", "tokens per second", p.tokens_per_s);
+  printf("  %-22s %12.1f\n", "samples per second", p.samples_per_s);
+  printf("  %-22s %12.3g  (%.1f%% of the 16-bit tensor peak: MFU, recomputation counted)\n",
+         "FLOPs per step", p.flops, 100.0 * p.mfu);
+  return 0;
+}
