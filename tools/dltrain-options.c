@@ -165,7 +165,9 @@ void dltrain_usage(FILE *out) {
         "is no divergence unless 8 in a row have a loss of inf or NaN.\n"
         "Environment: DLRT_DEVICE, DLRT_BACKEND, DLRT_MEM_LIMIT, DLRT_LINK (see dlinfo\n"
         "--help);\n"
-        "DLRT_TRACE=FILE (as --trace); DLRT_SPILL_DIR (the spill file's folder).\n"
+        "DLRT_TRACE=FILE (as --trace); DLRT_SPILL_DIR (the spill file's folder);\n"
+        "DLRT_PINNED_LIMIT (the pinned host pool's bound: a size or a percentage of RAM,\n"
+        "default 50%; past it staging is pageable, said once).\n"
         "Exit status: 0 success, 1 a dlrt call failed or training diverged, 2 usage error\n"
         "or a device spec that opens nothing.\n",
         out);

@@ -81,10 +81,10 @@ uint64_t dlrt__mpool_resident(const dlrt__mpool *p) { return p->resident; }
 static int write_back(dlrt__mpool *p, int id) {
   dlrt__mstore *m = &p->s[id];
   if (!m->host && (!p->host_budget || p->host_used + m->bytes <= p->host_budget)) {
-    int rc = dlrt_host_alloc(p->dev, m->bytes, &m->host);
+    int rc = dlrt__host_alloc_staging(p->dev, m->bytes, &m->host);
     if (rc < 0) {
       m->host = NULL;
-      dlrt_clear_error(); /* host memory short: the disk takes it */
+      dlrt_clear_error(); /* host memory short even pageable: the disk takes it */
     } else {
       p->host_used += m->bytes;
       if (p->host_used > p->st.peak_host) p->st.peak_host = p->host_used;
@@ -378,7 +378,7 @@ int dlrt__mpool_host_view(dlrt__mpool *p, int id, int write, void **host) {
     /* Past the host budget the view is temporary: dlrt__mpool_host_view_end
      * writes it to disk and frees it, so the budget holds. */
     m->temp_host = p->host_budget && p->host_used + m->bytes > p->host_budget;
-    if ((rc = dlrt_host_alloc(p->dev, m->bytes, &m->host)) < 0) return rc;
+    if ((rc = dlrt__host_alloc_staging(p->dev, m->bytes, &m->host)) < 0) return rc;
     if (!m->temp_host) p->host_used += m->bytes;
     if (p->host_used > p->st.peak_host) p->st.peak_host = p->host_used;
     if (!m->on_disk && !p->bufs[id]) memset(m->host, 0, m->size); /* never written */

@@ -138,7 +138,7 @@ static int staging_for(dlrt__mpool *p, size_t bytes) {
   dlrt_host_free(p->staging);
   p->staging = NULL;
   p->staging_bytes = 0;
-  int rc = dlrt_host_alloc(p->dev, bytes, &p->staging);
+  int rc = dlrt__host_alloc_staging(p->dev, bytes, &p->staging);
   if (rc == DLRT_OK) p->staging_bytes = bytes;
   return rc;
 }
