@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "config.h" /* DLRT_HAVE_MPI */
 #include "dlrt.h"
@@ -96,6 +98,9 @@ void dltrain_usage(FILE *out) {
         "                             spills within 85% of that limit\n"
         "      --host-limit SIZE      with a budget: host copies beyond SIZE go to a\n"
         "                             file in $DLRT_SPILL_DIR (default: no bound)\n"
+        "      --spill-dir DIR        the spill file's folder (as DLRT_SPILL_DIR; default\n"
+        "                             $TMPDIR, /tmp); one that fills up stops the run\n"
+        "                             with an error naming it, never a corrupt run\n"
         "      --offload none|activations|optimizer|all\n"
         "                             with a budget: also move saved activations and/\n"
         "                             or optimizer state off the device until needed\n"
@@ -384,7 +389,7 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
          OPT_LIMIT, OPT_SCHEDULE, OPT_WARMUP, OPT_CLIP, OPT_WORKERS, OPT_PREFETCH,
          OPT_AUGMENT, OPT_CROP_PAD, OPT_FLIP, OPT_ERASE, OPT_NORMALIZE, OPT_MMAP, OPT_ACCUM,
          OPT_PLAN, OPT_DEVICE_MEMORY, OPT_WHAT_IF, OPT_CHECKPOINT, OPT_MEM_LIMIT,
-         OPT_HOST_LIMIT, OPT_OFFLOAD, OPT_SPILL_PREFETCH, OPT_TRACE, OPT_DEVICES, OPT_PIPELINE,
+         OPT_HOST_LIMIT, OPT_OFFLOAD, OPT_SPILL_PREFETCH, OPT_SPILL_DIR, OPT_TRACE, OPT_DEVICES, OPT_PIPELINE,
          OPT_MICRO, OPT_PRECISION, OPT_LOSS_SCALE, OPT_STEPS, OPT_EVAL_EVERY,
          OPT_EVAL_BATCHES, OPT_LAYERS, OPT_HEADS, OPT_EMBD, OPT_CONTEXT, OPT_VOCAB,
          OPT_DROPOUT, OPT_LINK };
@@ -422,6 +427,7 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
       {"host-limit", required_argument, NULL, OPT_HOST_LIMIT},
       {"offload", required_argument, NULL, OPT_OFFLOAD},
       {"spill-prefetch", required_argument, NULL, OPT_SPILL_PREFETCH},
+      {"spill-dir", required_argument, NULL, OPT_SPILL_DIR},
       {"trace", required_argument, NULL, OPT_TRACE},
       {"link", required_argument, NULL, OPT_LINK},
       {"devices", required_argument, NULL, OPT_DEVICES},
@@ -559,6 +565,7 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
     case OPT_LOSS_SCALE: ok = parse_loss_scale(optarg, o); break;
     case OPT_HOST_LIMIT: o->host_limit = optarg; break;
     case OPT_OFFLOAD: ok = parse_offload(optarg, &o->spill.policy, err); break;
+    case OPT_SPILL_DIR: o->spill_dir = optarg; break;
     case OPT_SPILL_PREFETCH:
       if ((ok = tool_parse_int("--spill-prefetch", optarg, 0, 1024, &v, err)))
         o->spill.prefetch = (int)v;
@@ -615,5 +622,12 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
    * (--device, --devices, --pipeline): dltrain parses before dlrt_init. */
   if (o->link && setenv("DLRT_LINK", o->link, 1) != 0)
     return tool_usage_error(err, "--link: cannot set DLRT_LINK"), STATUS_USAGE;
+  struct stat dir;
+  if (o->spill_dir && (stat(o->spill_dir, &dir) != 0 || !S_ISDIR(dir.st_mode) ||
+                       access(o->spill_dir, W_OK | X_OK) != 0))
+    return tool_usage_error(err, "--spill-dir %s: not a folder this process can write to",
+                            o->spill_dir), STATUS_USAGE;
+  if (o->spill_dir && setenv("DLRT_SPILL_DIR", o->spill_dir, 1) != 0)
+    return tool_usage_error(err, "--spill-dir: cannot set DLRT_SPILL_DIR"), STATUS_USAGE;
   return 0;
 }

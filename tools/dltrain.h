@@ -25,6 +25,7 @@ typedef struct {
   const char *mem_limit, *host_limit; /* --mem-limit, --host-limit (sizes or %) */
   const char *trace;        /* --trace FILE */
   const char *link;         /* --link SPEC (set as DLRT_LINK for every device) */
+  const char *spill_dir;    /* --spill-dir DIR (set as DLRT_SPILL_DIR) */
   const char *devices;      /* --devices A,B,... (data parallel) */
   const char *pipeline;     /* --pipeline A,B,... (pipeline parallel) */
   int micro;                /* --micro-batches */

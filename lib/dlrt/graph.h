@@ -352,7 +352,9 @@ DLRT_API int dlrt_exec_set_checkpointing(dlrt_exec_t *e, int every);
 /* Unified-memory emulation: the executor's storages (parameters, optimizer
  * state, activations, gradients) live on the device while its budget lasts
  * and spill to pinned host memory, past the host budget to a disk file
- * ($DLRT_SPILL_DIR, else $TMPDIR or /tmp; removed when the process ends).
+ * ($DLRT_SPILL_DIR, else $TMPDIR or /tmp; removed when the process ends;
+ * a folder that fills up is DLRT_ERR_IO naming it, and the executor's pool
+ * is then refused, DLRT_ERR_STATE, rather than run on with a lost copy).
  * Before a node runs its storages are made resident and locked; to make
  * room the executor evicts the storage whose next use in the schedule is
  * furthest away, writing back only what changed; `prefetch` nodes ahead it

@@ -246,6 +246,7 @@ static int place(dlrt__mpool *p, int id, dlrt_stream_t *stream, int64_t before, 
 int dlrt__mpool_acquire(dlrt__mpool *p, int id, int write) {
   dlrt__mstore *m = &p->s[id];
   int rc = DLRT_OK;
+  if (p->broken) return dlrt__mpool_broken(p);
   m->last_use = ++p->clock;
   if (p->bufs[id]) {
     if (m->in_flight) {
@@ -372,6 +373,7 @@ int dlrt__mpool_offload(dlrt__mpool *p, int id) {
 int dlrt__mpool_host_view(dlrt__mpool *p, int id, int write, void **host) {
   dlrt__mstore *m = &p->s[id];
   int rc = DLRT_OK;
+  if (p->broken) return dlrt__mpool_broken(p);
   /* A prefetch may still be reading the host copy the caller will touch. */
   if (m->in_flight && (rc = dlrt_event_synchronize(m->fetched)) < 0) return rc;
   if (!m->host) {
