@@ -413,6 +413,33 @@ typedef struct {
  * order); GPUs are not measured. */
 DLRT_API int dlrt_exec_set_spill(dlrt_exec_t *e, const dlrt_spill_config *config);
 DLRT_API int dlrt_exec_spill_stats(dlrt_exec_t *e, dlrt_spill_stats *out);
+/* Parameter streaming (ZeRO-Offload's residency, by node): the parameters
+ * that the optimizer updates (fp32), their optimizer state and a copy of
+ * their gradients live on the host (pinned, pageable past
+ * DLRT_PINNED_LIMIT). Each parameter is copied to the device on a copy
+ * stream `ahead` nodes (of the schedule) before a node that reads it, and
+ * freed after a use whose next one is further away, so the forward pass
+ * and again the backward pass fetch it; a gradient goes to the host as
+ * soon as the last node touching it is queued, its device buffer freed;
+ * each update runs on the host (dlrt_host_optimizer_update). The device
+ * holds the activations, the gradients in the making and the parameters
+ * within reach: bound it with dlrt_mem_set_limit (DLRT_MEM_LIMIT). Same
+ * results bit for bit as the run on the device (the same kernels). Call
+ * after dlrt_graph_optimize, before or after the executor's storage is
+ * made; again to change `ahead` (>= 1). DLRT_ERR_STATE with spilling,
+ * accumulation, clipping, loss scaling or DLRT_RUN_GRADIENTS (not done). */
+DLRT_API int dlrt_exec_offload_params(dlrt_exec_t *e, int ahead);
+typedef struct {
+  int params_streamed;        /* parameters on the host */
+  int ahead;                  /* nodes of look-ahead */
+  uint64_t fetches, fetched_bytes; /* host -> device copies of parameters */
+  uint64_t gradient_bytes;    /* device -> host copies of gradients */
+  uint64_t peak_param_bytes;  /* streamed parameters' bytes on the device at most */
+  uint64_t updates;           /* host updates */
+  double update_ms;           /* host time in the updates */
+  double wait_ms;             /* host time waiting for gradients to arrive */
+} dlrt_param_offload_stats;
+DLRT_API int dlrt_exec_param_offload_stats(dlrt_exec_t *e, dlrt_param_offload_stats *out);
 /* The gradients of the DLRT_RUN_GRADIENTS runs since the last update (their
  * sum: several runs are micro-batches) as one vector of `count` floats: each
  * parameter's, one after the other, in the order dlrt_exec_export lists the

@@ -10,6 +10,7 @@
 #include "device/launch.h"
 #include "exec/exec_grads.h"
 #include "exec/exec_spill.h"
+#include "exec/param_stream.h"
 #include "exec/schedule.h"
 #include "graph/graph.h"
 
@@ -39,6 +40,7 @@ struct dlrt_exec {
   dlrt__exec_plan plan;
   dlrt__exec_grads grads;
   dlrt__exec_spill spill;
+  dlrt__pstream *pstream; /* parameter streaming (param_stream.c); NULL: off */
   dlrt__exec_profile prof;
 };
 
