@@ -101,12 +101,20 @@ void dltrain_usage(FILE *out) {
         "      --spill-dir DIR        the spill file's folder (as DLRT_SPILL_DIR; default\n"
         "                             $TMPDIR, /tmp); one that fills up stops the run\n"
         "                             with an error naming it, never a corrupt run\n"
-        "      --offload none|activations|optimizer|all\n"
+        "      --offload none|activations|optimizer|all|params\n"
         "                             with a budget: also move saved activations and/\n"
         "                             or optimizer state off the device until needed\n"
-        "                             (default none: only when the budget needs room)\n"
+        "                             (default none: only when the budget needs room);\n"
+        "                             params: parameters, optimizer state and gradient\n"
+        "                             copies live on the host, each parameter fetched\n"
+        "                             --spill-prefetch nodes ahead of its uses in the\n"
+        "                             forward and the backward pass, gradients back as\n"
+        "                             soon as complete, updates on the host; the budget\n"
+        "                             bounds the device allocator (fp32; not with\n"
+        "                             --host-limit, --accum, --clip-norm or fp16)\n"
         "      --spill-prefetch N     nodes to look ahead for copies back (default 4;\n"
-        "                             0: fetch when needed)\n"
+        "                             0: fetch when needed; with --offload params, at\n"
+        "                             least 1)\n"
         "      --link SPEC            a host link model on the device(s), as DLRT_LINK:\n"
         "                             a rate with an optional latency (12GB/s or\n"
         "                             12GB/s:10us) or a preset keeping a GPU's ratio of\n"
@@ -346,13 +354,13 @@ static int parse_link(const char *text, options *o) {
 }
 
 static int parse_offload(const char *text, dlrt_offload_policy *out, char *err) {
-  static const char *const names[] = {"none", "activations", "optimizer", "all"};
-  for (int k = 0; k < 4; k++)
+  static const char *const names[] = {"none", "activations", "optimizer", "all", "params"};
+  for (int k = 0; k < 5; k++)
     if (strcmp(text, names[k]) == 0) {
       *out = (dlrt_offload_policy)k;
       return 1;
     }
-  return tool_unknown_word(err, "offload policy", text, names, 4);
+  return tool_unknown_word(err, "offload policy", text, names, 5);
 }
 
 /* Options that go together, or not, once all are read. */

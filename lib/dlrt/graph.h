@@ -367,6 +367,10 @@ typedef enum {
   DLRT_OFFLOAD_ACTIVATIONS, /* also activations from the forward pass to the backward pass */
   DLRT_OFFLOAD_OPTIMIZER,   /* also optimizer state between updates (ZeRO-Offload) */
   DLRT_OFFLOAD_ALL,         /* both */
+  /* Not a spilling policy (dlrt_exec_set_spill refuses it): the trainer's
+   * --offload params, parameters streamed from the host
+   * (dlrt_exec_offload_params) under the allocator's limit. */
+  DLRT_OFFLOAD_PARAMS,
 } dlrt_offload_policy;
 
 typedef struct {
