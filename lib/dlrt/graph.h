@@ -425,7 +425,10 @@ DLRT_API int dlrt_exec_spill_stats(dlrt_exec_t *e, dlrt_spill_stats *out);
  * freed after a use whose next one is further away, so the forward pass
  * and again the backward pass fetch it; a gradient goes to the host as
  * soon as the last node touching it is queued, its device buffer freed;
- * each update runs on the host (dlrt_host_optimizer_update). The device
+ * each update runs on the host (dlrt_host_optimizer_update), on a host
+ * thread as soon as the gradient is there and the parameter's last use
+ * queued, while the device computes the rest of the backward pass (the
+ * update nodes wait for it; DLRT_PARAM_OVERLAP=0: at the nodes). The device
  * holds the activations, the gradients in the making and the parameters
  * within reach: bound it with dlrt_mem_set_limit (DLRT_MEM_LIMIT). Same
  * results bit for bit as the run on the device (the same kernels). Call
@@ -442,6 +445,10 @@ typedef struct {
   uint64_t updates;           /* host updates */
   double update_ms;           /* host time in the updates */
   double wait_ms;             /* host time waiting for gradients to arrive */
+  /* With the updates overlapped (the default; DLRT_PARAM_OVERLAP=0: each
+   * at its update node): the executor's time waiting at the update nodes
+   * for the host thread, what the backward pass did not hide. */
+  double join_ms;
 } dlrt_param_offload_stats;
 DLRT_API int dlrt_exec_param_offload_stats(dlrt_exec_t *e, dlrt_param_offload_stats *out);
 /* The gradients of the DLRT_RUN_GRADIENTS runs since the last update (their

@@ -22,6 +22,7 @@
  * (again after a replan). */
 #include "config.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +42,8 @@ typedef struct {
   dlrt_event_t *fetched, *grad_done;
   int in_flight;       /* a fetch is queued: the compute stream waits for `fetched` */
   int grad_on_host;    /* the gradient's copy to the host is queued (grad_done) */
+  int queued;          /* its update is with the host thread (or done by it), this run */
+  int updated;         /* the host thread has updated it this run */
 } streamed;
 
 /* One schedule's tables, CSR style: for position k the parameters its node
@@ -51,7 +54,23 @@ typedef struct {
   const int *order; /* the schedule these were made for; NULL: none yet */
   int n;
   int *use_at, *use, *done_at, *done, *pos_at, *pos;
+  /* ready[ready_at[k] ..]: parameters whose gradient is complete and whose
+   * last use has been queued after position k: their updates may start. */
+  int *ready_at, *ready;
 } tables;
+
+/* The host thread that updates parameters while the device computes the
+ * rest of the backward pass (overlap; DLRT_PARAM_OVERLAP=0 turns it off:
+ * each update then runs at its update node). */
+typedef struct {
+  pthread_t thread;
+  int started, stop;
+  pthread_mutex_t lock;
+  pthread_cond_t work, done;
+  int *queue, head, tail; /* indices into p, in order (a ring of n) */
+  int failed;             /* an update failed: its message in `error` */
+  char error[512];
+} updater;
 
 struct dlrt__pstream {
   int ahead;
@@ -65,12 +84,16 @@ struct dlrt__pstream {
   dlrt_event_t *mark;
   dlrt_param_offload_stats st;
   uint64_t resident;   /* parameter bytes on the device now */
+  dlrt_exec_t *e;      /* for the host thread: steps, lr, grad_scale (fixed during a run) */
+  int overlap;
+  updater up;
 };
 
 /* ---------------------------------------------------------------- tables */
 
 static void tables_free(tables *t) {
   free(t->use_at), free(t->use), free(t->done_at), free(t->done), free(t->pos_at), free(t->pos);
+  free(t->ready_at), free(t->ready);
   memset(t, 0, sizeof *t);
 }
 
@@ -141,6 +164,24 @@ static int tables_make(dlrt__pstream *ps, const dlrt_graph_t *g, const dlrt__sch
   }
   for (int i = 0; i < np; i++)
     if (last[i] >= 0) t->done[t->done_at[last[i]] + fill_done[last[i]]++] = i;
+  /* Ready: after both the gradient's completion and the parameter's last
+   * use (a later fetch would read a master the update is writing). */
+  t->ready_at = calloc((size_t)n + 1, sizeof(int));
+  t->ready = malloc(sizeof(int) * (size_t)(np ? np : 1));
+  if (!t->ready_at || !t->ready) {
+    free(fill_use), free(fill_pos), free(fill_done);
+    goto oom;
+  }
+  for (int i = 0; i < np; i++) {
+    int uses_end = t->pos_at[i + 1];
+    int at = uses_end > t->pos_at[i] ? t->pos[uses_end - 1] : -1;
+    last[i] = last[i] < 0 ? -1 : last[i] > at ? last[i] : at;
+    if (last[i] >= 0) t->ready_at[last[i] + 1]++;
+  }
+  for (int k = 0; k < n; k++) t->ready_at[k + 1] += t->ready_at[k];
+  memset(fill_done, 0, sizeof(int) * ((size_t)n + 1));
+  for (int i = 0; i < np; i++)
+    if (last[i] >= 0) t->ready[t->ready_at[last[i]] + fill_done[last[i]]++] = i;
   free(fill_use), free(fill_pos), free(fill_done), free(last);
   t->order = s->order;
   t->n = n;
@@ -219,11 +260,86 @@ static int gradient_out(dlrt_exec_t *e, int i) {
   return DLRT_OK;
 }
 
-/* The update of parameter i on the host, from its gradient's host copy. */
+/* The optimizer's update of parameter i on the host, its gradient's host
+ * copy there (on the host thread or the executor's). */
+static int apply_update(dlrt__pstream *ps, int i) {
+  streamed *p = &ps->p[i];
+  dlrt_exec_t *e = ps->e;
+  dlrt_optimizer now = e->g->opt;
+  now.lr = e->lr;
+  const dlrt_tensor_t *param = e->g->tensors[p->id];
+  return dlrt_host_optimizer_update(&now, e->steps, p->host, p->host_state[0],
+                                    p->host_state[1], p->host_grad, param->numel,
+                                    !param->no_decay, e->grads.grad_scale);
+}
+
+static void *updater_main(void *arg) {
+  dlrt__pstream *ps = arg;
+  updater *u = &ps->up;
+  pthread_mutex_lock(&u->lock);
+  for (;;) {
+    while (!u->stop && u->head == u->tail) pthread_cond_wait(&u->work, &u->lock);
+    if (u->head == u->tail) break; /* stopping, nothing left */
+    int i = u->queue[u->head % ps->n];
+    pthread_mutex_unlock(&u->lock);
+    double t0 = dlrt__now_ms();
+    int rc = dlrt_event_synchronize(ps->p[i].grad_done);
+    double t1 = dlrt__now_ms();
+    if (rc == DLRT_OK) rc = apply_update(ps, i);
+    double t2 = dlrt__now_ms();
+    pthread_mutex_lock(&u->lock);
+    ps->st.wait_ms += t1 - t0, ps->st.update_ms += t2 - t1;
+    if (rc < 0 && !u->failed) {
+      u->failed = 1;
+      snprintf(u->error, sizeof u->error, "%s", dlrt_last_error());
+    }
+    ps->p[i].updated = 1;
+    u->head++;
+    pthread_cond_broadcast(&u->done);
+  }
+  pthread_mutex_unlock(&u->lock);
+  return NULL;
+}
+
+/* Hands parameter i's update to the host thread (its gradient's copy is
+ * queued). */
+static int enqueue_update(dlrt__pstream *ps, int i) {
+  updater *u = &ps->up;
+  if (!u->started) {
+    if (pthread_create(&u->thread, NULL, updater_main, ps) != 0)
+      return dlrt__set_error(DLRT_ERR_OOM, "parameter streaming: cannot start its host "
+                             "update thread");
+    u->started = 1;
+  }
+  pthread_mutex_lock(&u->lock);
+  ps->p[i].queued = 1;
+  ps->p[i].updated = 0;
+  u->queue[u->tail++ % ps->n] = i; /* at most n queued: one update each a run */
+  pthread_cond_signal(&u->work);
+  pthread_mutex_unlock(&u->lock);
+  return DLRT_OK;
+}
+
+/* The update of parameter i on the host, from its gradient's host copy:
+ * waited for where the host thread has it, else made here. */
 static int host_update(dlrt_exec_t *e, int i) {
   dlrt__pstream *ps = e->pstream;
   streamed *p = &ps->p[i];
   int rc = DLRT_OK;
+  if (p->queued) {
+    updater *u = &ps->up;
+    double t0 = dlrt__now_ms();
+    pthread_mutex_lock(&u->lock);
+    while (!p->updated) pthread_cond_wait(&u->done, &u->lock);
+    int failed = u->failed;
+    pthread_mutex_unlock(&u->lock);
+    ps->st.join_ms += dlrt__now_ms() - t0;
+    p->queued = p->grad_on_host = 0;
+    ps->st.updates++;
+    release(e, i); /* stale */
+    if (failed) return dlrt__set_error(DLRT_ERR_STATE, "a host update failed: %s", u->error);
+    return DLRT_OK;
+  }
   double t0 = dlrt__now_ms();
   if (p->grad_on_host) {
     rc = dlrt_event_synchronize(p->grad_done);
@@ -241,13 +357,8 @@ static int host_update(dlrt_exec_t *e, int i) {
   if (rc < 0) return rc;
   /* The device copy is stale after the update: the next use fetches it. */
   release(e, i);
-  dlrt_optimizer now = e->g->opt;
-  now.lr = e->lr;
-  const dlrt_tensor_t *param = e->g->tensors[p->id];
   t0 = dlrt__now_ms();
-  rc = dlrt_host_optimizer_update(&now, e->steps, p->host, p->host_state[0], p->host_state[1],
-                                  p->host_grad, param->numel, !param->no_decay,
-                                  e->grads.grad_scale);
+  rc = apply_update(ps, i);
   ps->st.update_ms += dlrt__now_ms() - t0;
   ps->st.updates++;
   return rc;
@@ -305,6 +416,10 @@ static int stream_end_node(dlrt_exec_t *e, const dlrt__schedule *s, int k) {
   if (!t) return rc;
   for (int u = t->done_at[k]; u < t->done_at[k + 1] && rc == DLRT_OK; u++)
     rc = gradient_out(e, t->done[u]);
+  /* Updates that may start now run on the host thread meanwhile (not in a
+   * run whose updates the executor skips: accumulation, overflow). */
+  for (int u = t->ready_at[k]; ps->overlap && u < t->ready_at[k + 1] && rc == DLRT_OK; u++)
+    if (ps->p[t->ready[u]].grad_on_host) rc = enqueue_update(ps, t->ready[u]);
   for (int u = t->use_at[k]; u < t->use_at[k + 1]; u++)
     if (next_use(t, t->use[u], k) > k + ps->ahead) release(e, t->use[u]);
   return rc;
@@ -359,6 +474,16 @@ const dlrt__residency dlrt__residency_params = {
 void dlrt__pstream_destroy(dlrt_exec_t *e) {
   dlrt__pstream *ps = e->pstream;
   if (!ps) return;
+  if (ps->up.started) {
+    pthread_mutex_lock(&ps->up.lock);
+    ps->up.stop = 1;
+    pthread_cond_signal(&ps->up.work);
+    pthread_mutex_unlock(&ps->up.lock);
+    pthread_join(ps->up.thread, NULL);
+  }
+  pthread_mutex_destroy(&ps->up.lock);
+  pthread_cond_destroy(&ps->up.work), pthread_cond_destroy(&ps->up.done);
+  free(ps->up.queue);
   if (ps->copy) dlrt_stream_synchronize(ps->copy);
   if (e->stream) dlrt_stream_synchronize(e->stream);
   for (int i = 0; i < ps->n; i++) {
@@ -432,6 +557,11 @@ int dlrt_exec_offload_params(dlrt_exec_t *e, int ahead) {
   }
   e->pstream = ps;
   ps->ahead = ahead;
+  ps->e = e;
+  const char *overlap = getenv("DLRT_PARAM_OVERLAP");
+  ps->overlap = !(overlap && strcmp(overlap, "0") == 0);
+  pthread_mutex_init(&ps->up.lock, NULL);
+  pthread_cond_init(&ps->up.work, NULL), pthread_cond_init(&ps->up.done, NULL);
   for (size_t i = 0; i < nt; i++) ps->of_id[i] = -1;
   if ((rc = dlrt_stream_synchronize(e->stream)) < 0 ||
       (rc = dlrt_stream_create(e->dev, &ps->copy)) < 0 ||
@@ -460,6 +590,8 @@ int dlrt_exec_offload_params(dlrt_exec_t *e, int ahead) {
     if (rc == DLRT_OK) rc = dlrt_event_create(e->dev, &p->fetched);
     if (rc == DLRT_OK) rc = dlrt_event_create(e->dev, &p->grad_done);
   }
+  if (rc == DLRT_OK && !(ps->up.queue = malloc(sizeof(int) * (size_t)(ps->n ? ps->n : 1))))
+    rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   if (rc == DLRT_OK) return dlrt_mem_reset_peak(e->dev);
 fail:
   /* The values already moved go back to the device: the executor is as it was. */
