@@ -1,17 +1,19 @@
 /*
  * test-param-stream.c — parameters streamed from the host
  * (dlrt_exec_offload_params): a small classifier (Adam and SGD with
- * momentum) and a two-block GPT (Adam; its embedding read by the first
- * node and by the tied head) trained with their parameters, optimizer
- * state and gradients on the host end with the losses, parameters and
- * state of the run on the device bit for bit, for look-aheads of 1 and 3
- * nodes; each parameter is fetched every step, and again for the backward
- * pass where its next use is further than the look-ahead, every gradient
- * comes back, the device holds fewer parameter bytes at once than the model has,
- * and the step's device peak is below the run on the device; evaluation
- * runs stream too; reads and writes of a streamed parameter go to its host
- * copy; what streaming does not go with is refused, naming it. On every
- * device present (tap_for_each_device).
+ * momentum) and a two-block GPT (Adam and AdamW; its embedding read by the
+ * first node and by the tied head) trained with their parameters,
+ * optimizer state and gradients on the host end with the losses,
+ * parameters and state of the run on the device bit for bit, for
+ * look-aheads of 1 to 3 nodes, the updates on the host thread during the
+ * backward pass or at their nodes (DLRT_PARAM_OVERLAP=0). Each parameter
+ * is fetched every step, and again for the backward pass where its next
+ * use is further than the look-ahead; every gradient comes back; the
+ * device holds fewer parameter bytes at once than the model has, and the
+ * step's device peak is below the device run's. Evaluation runs stream
+ * too; reads and writes of streamed parameters go to their host copies;
+ * what streaming does not go with is refused, naming it. On every device
+ * present (tap_for_each_device).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,6 +130,7 @@ typedef struct {
   int gpt;
   dlrt_optimizer_kind kind;
   int ahead;
+  int at_nodes; /* DLRT_PARAM_OVERLAP=0: each update at its node, not on the host thread */
 } config;
 
 static void run_config(dlrt_device_t *dev, const char *spec, const config *cf) {
@@ -145,7 +148,9 @@ static void run_config(dlrt_device_t *dev, const char *spec, const config *cf) {
   unsigned char *want = net_state(&ref, &want_bytes);
   net_free(&ref);
 
+  if (cf->at_nodes) setenv("DLRT_PARAM_OVERLAP", "0", 1);
   int rc = net_make(dev, cf->gpt, cf->kind, cf->ahead, &n);
+  unsetenv("DLRT_PARAM_OVERLAP");
   if (!tap_check(rc, "%s, %s: streaming %d nodes ahead", spec, cf->name, cf->ahead)) {
     free(want);
     net_free(&n);
@@ -192,10 +197,11 @@ static void run_config(dlrt_device_t *dev, const char *spec, const config *cf) {
 static void run_device(dlrt_device_t *dev, const char *spec, void *ctx) {
   (void)ctx;
   static const config configs[] = {
-      {"mlp adam, 1 ahead", 0, DLRT_OPT_ADAM, 1},
-      {"mlp sgd momentum, 3 ahead", 0, DLRT_OPT_SGD, 3},
-      {"gpt adamw, 1 ahead", 1, DLRT_OPT_ADAMW, 1},
-      {"gpt adam, 3 ahead", 1, DLRT_OPT_ADAM, 3},
+      {"mlp adam, 1 ahead", 0, DLRT_OPT_ADAM, 1, 0},
+      {"mlp sgd momentum, 3 ahead", 0, DLRT_OPT_SGD, 3, 0},
+      {"gpt adamw, 1 ahead", 1, DLRT_OPT_ADAMW, 1, 0},
+      {"gpt adam, 3 ahead", 1, DLRT_OPT_ADAM, 3, 0},
+      {"gpt adam, 2 ahead, updates at their nodes", 1, DLRT_OPT_ADAM, 2, 1},
   };
   for (size_t c = 0; c < sizeof configs / sizeof *configs; c++) run_config(dev, spec, &configs[c]);
 
