@@ -52,8 +52,11 @@ declare -A rates cpu
 for ((i = 1; i <= runs; i++)); do
   for side in "${sides[@]}"; do
     declare -n extra="args_$side"
-    /usr/bin/time -f '%e %U %S' -o "$tmp/$side.$i.time" \
-      "$DLTRAIN" "${common[@]}" "${extra[@]}" >"$tmp/$side.$i.json" 2>"$tmp/$side.$i.err"
+    if ! /usr/bin/time -f '%e %U %S' -o "$tmp/$side.$i.time" \
+      "$DLTRAIN" "${common[@]}" "${extra[@]}" >"$tmp/$side.$i.json" 2>"$tmp/$side.$i.err"; then
+      echo "run $i $side failed: $(grep -v '^Command exited' "$tmp/$side.$i.err" | tail -n 1)" >&2
+      exit 1
+    fi
     rate=$(python3 -c "import json, sys
 d = json.loads(open(sys.argv[1]).read().splitlines()[-1]); print(d['tokens_per_s'])" \
       "$tmp/$side.$i.json")
