@@ -7,18 +7,19 @@
 # for bit on the CPU and on OpenCL device 0 (the printed step losses, the
 # JSON val loss; test-param-stream checks every bit), within the budget, the JSON
 # counting the parameters fetched and the gradients sent back; a look-ahead
-# of 1 node gives the same bits; what it does not go with is refused.
+# of 1 node, and checkpointed blocks, give the same losses; what it does
+# not go with is refused.
 
 DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=11
+TOOL=$DLTRAIN PLAN=12
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
 if [ $have_python = no ]; then
-  for i in $(seq 1 11); do skip "test $i" "python3 not found"; done
+  for i in $(seq 1 12); do skip "test $i" "python3 not found"; done
   exit 0
 fi
 
@@ -77,6 +78,16 @@ cp "$tmp/out" "$tmp/ahead1"
 cp "$tmp/err" "$tmp/ahead1.err"
 [ $rc -eq 0 ] && same_losses "$tmp/free-cpu" "$tmp/ahead1"
 result "cpu: fetching 1 node ahead gives the same bits"
+
+# Checkpointed blocks recompute from streamed parameters (fetched again).
+run $small --device cpu --checkpoint blocks
+cp "$tmp/err" "$tmp/ck-free.err"
+cp "$tmp/out" "$tmp/ck-free"
+run $small --device cpu --checkpoint blocks --mem-limit 4M --offload params
+cp "$tmp/err" "$tmp/ck-stream.err"
+cp "$tmp/out" "$tmp/ck-stream"
+[ $rc -eq 0 ] && same_losses "$tmp/ck-free" "$tmp/ck-stream"
+result "cpu: with --checkpoint blocks the same losses"
 
 run $small --device cpu --mem-limit 4M --offload params --accum 2
 [ $rc -eq 1 ] && grep -q "parameter streaming .* does not go with gradient accumulation" "$tmp/err"
