@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "config.h" /* DLRT_HAVE_MPI */
 #include "dlrt.h"
@@ -111,12 +113,23 @@ void dltrain_usage(FILE *out) {
         "                             spills within 85% of that limit\n"
         "      --host-limit SIZE      with a budget: host copies beyond SIZE go to a\n"
         "                             file in $DLRT_SPILL_DIR (default: no bound)\n"
-        "      --offload none|activations|optimizer|all\n"
+        "      --spill-dir DIR        the spill file's folder (as DLRT_SPILL_DIR; default\n"
+        "                             $TMPDIR, /tmp); one that fills up stops the run\n"
+        "                             with an error naming it, never a corrupt run\n"
+        "      --offload none|activations|optimizer|all|params\n"
         "                             with a budget: also move saved activations and/\n"
         "                             or optimizer state off the device until needed\n"
-        "                             (default none: only when the budget needs room)\n"
+        "                             (default none: only when the budget needs room);\n"
+        "                             params: parameters, optimizer state and gradient\n"
+        "                             copies live on the host, each parameter fetched\n"
+        "                             --spill-prefetch nodes ahead of its uses in the\n"
+        "                             forward and the backward pass, gradients back as\n"
+        "                             soon as complete, updates on the host; the budget\n"
+        "                             bounds the device allocator (fp32; not with\n"
+        "                             --host-limit, --accum, --clip-norm or fp16)\n"
         "      --spill-prefetch N     nodes to look ahead for copies back (default 4;\n"
-        "                             0: fetch when needed)\n"
+        "                             0: fetch when needed; with --offload params, at\n"
+        "                             least 1)\n"
         "      --link SPEC            a host link model on the device(s), as DLRT_LINK:\n"
         "                             a rate with an optional latency (12GB/s or\n"
         "                             12GB/s:10us) or a preset keeping a GPU's ratio of\n"
@@ -204,7 +217,9 @@ void dltrain_usage(FILE *out) {
         "is no divergence unless 8 in a row have a loss of inf or NaN.\n"
         "Environment: DLRT_DEVICE, DLRT_BACKEND, DLRT_MEM_LIMIT, DLRT_LINK (see dlinfo\n"
         "--help);\n"
-        "DLRT_TRACE=FILE (as --trace); DLRT_SPILL_DIR (the spill file's folder).\n"
+        "DLRT_TRACE=FILE (as --trace); DLRT_SPILL_DIR (the spill file's folder);\n"
+        "DLRT_PINNED_LIMIT (the pinned host pool's bound: a size or a percentage of RAM,\n"
+        "default 50%; past it staging is pageable, said once).\n"
         "Exit status: 0 success, 1 a dlrt call failed or training diverged, 2 usage error\n"
         "or a device spec that opens nothing.\n",
         out);
@@ -378,13 +393,13 @@ static int parse_link(const char *text, options *o) {
 }
 
 static int parse_offload(const char *text, dlrt_offload_policy *out, char *err) {
-  static const char *const names[] = {"none", "activations", "optimizer", "all"};
-  for (int k = 0; k < 4; k++)
+  static const char *const names[] = {"none", "activations", "optimizer", "all", "params"};
+  for (int k = 0; k < 5; k++)
     if (strcmp(text, names[k]) == 0) {
       *out = (dlrt_offload_policy)k;
       return 1;
     }
-  return tool_unknown_word(err, "offload policy", text, names, 4);
+  return tool_unknown_word(err, "offload policy", text, names, 5);
 }
 
 /* Options that go together, or not, once all are read. */
@@ -454,7 +469,7 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
          OPT_LIMIT, OPT_SCHEDULE, OPT_WARMUP, OPT_CLIP, OPT_WORKERS, OPT_PREFETCH,
          OPT_AUGMENT, OPT_CROP_PAD, OPT_FLIP, OPT_ERASE, OPT_NORMALIZE, OPT_MMAP, OPT_ACCUM,
          OPT_PLAN, OPT_DEVICE_MEMORY, OPT_WHAT_IF, OPT_CHECKPOINT, OPT_MEM_LIMIT,
-         OPT_HOST_LIMIT, OPT_OFFLOAD, OPT_SPILL_PREFETCH, OPT_TRACE, OPT_DEVICES, OPT_PIPELINE, OPT_ZERO,
+         OPT_HOST_LIMIT, OPT_OFFLOAD, OPT_SPILL_PREFETCH, OPT_SPILL_DIR, OPT_TRACE, OPT_DEVICES, OPT_PIPELINE, OPT_ZERO,
          OPT_MICRO, OPT_PRECISION, OPT_LOSS_SCALE, OPT_STEPS, OPT_EVAL_EVERY,
          OPT_EVAL_BATCHES, OPT_LAYERS, OPT_HEADS, OPT_EMBD, OPT_CONTEXT, OPT_VOCAB,
          OPT_DROPOUT, OPT_LINK, OPT_TENSOR_PARALLEL, OPT_PLAN_STRATEGY, OPT_ATTN_DROPOUT, OPT_SIMULATE };
@@ -492,6 +507,7 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
       {"host-limit", required_argument, NULL, OPT_HOST_LIMIT},
       {"offload", required_argument, NULL, OPT_OFFLOAD},
       {"spill-prefetch", required_argument, NULL, OPT_SPILL_PREFETCH},
+      {"spill-dir", required_argument, NULL, OPT_SPILL_DIR},
       {"trace", required_argument, NULL, OPT_TRACE},
       {"link", required_argument, NULL, OPT_LINK},
       {"plan-strategy", required_argument, NULL, OPT_PLAN_STRATEGY},
@@ -650,6 +666,7 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
     case OPT_LOSS_SCALE: ok = parse_loss_scale(optarg, o); break;
     case OPT_HOST_LIMIT: o->host_limit = optarg; break;
     case OPT_OFFLOAD: ok = parse_offload(optarg, &o->spill.policy, err); break;
+    case OPT_SPILL_DIR: o->spill_dir = optarg; break;
     case OPT_SPILL_PREFETCH:
       if ((ok = tool_parse_int("--spill-prefetch", optarg, 0, 1024, &v, err)))
         o->spill.prefetch = (int)v;
@@ -715,5 +732,12 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
                                                                                     : NULL;
   if (strategy && setenv("DLRT_PLAN_STRATEGY", strategy, 1) != 0)
     return tool_usage_error(err, "--plan-strategy: cannot set DLRT_PLAN_STRATEGY"), STATUS_USAGE;
+  struct stat dir;
+  if (o->spill_dir && (stat(o->spill_dir, &dir) != 0 || !S_ISDIR(dir.st_mode) ||
+                       access(o->spill_dir, W_OK | X_OK) != 0))
+    return tool_usage_error(err, "--spill-dir %s: not a folder this process can write to",
+                            o->spill_dir), STATUS_USAGE;
+  if (o->spill_dir && setenv("DLRT_SPILL_DIR", o->spill_dir, 1) != 0)
+    return tool_usage_error(err, "--spill-dir: cannot set DLRT_SPILL_DIR"), STATUS_USAGE;
   return 0;
 }

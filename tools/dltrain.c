@@ -185,6 +185,13 @@ static void print_json(const options *o, const results *r) {
          ", \"disk_written_bytes\": %" PRIu64 ", \"fetched_bytes\": %" PRIu64
          ", \"spill_slice_images\": %" PRId64, r->last.spilled_bytes, r->last.disk_bytes,
          r->last.disk_written_bytes, r->last.fetched_bytes, r->last.slice_images);
+  /* Staging past the pinned pool's limit (DLRT_PINNED_LIMIT). */
+  uint64_t pageable_peak = 0;
+  for (int i = 0; i < r->n_devices; i++) {
+    dlrt_pageable_stats pg;
+    if (dlrt_pageable_stats_get(r->devices[i], &pg) == DLRT_OK) pageable_peak += pg.peak;
+  }
+  printf(", \"pageable_staging_peak_bytes\": %" PRIu64, pageable_peak);
   const char *nums[] = {"lr", "momentum", "weight_decay", "label_smoothing", "final_loss",
                         "final_accuracy", "test_loss", "test_accuracy", "train_images_per_s",
                         "stall_fraction", "loader_images_per_s", "transfer_stall_fraction"};

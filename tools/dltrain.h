@@ -27,6 +27,7 @@ typedef struct {
   const char *link;         /* --link SPEC (set as DLRT_LINK for every device) */
   const char *plan_strategy; /* --plan-strategy (set as DLRT_PLAN_STRATEGY) */
   const char *simulate;     /* --simulate PRESET|FILE|this (with --plan) */
+  const char *spill_dir;    /* --spill-dir DIR (set as DLRT_SPILL_DIR) */
   const char *devices;      /* --devices A,B,... (data parallel) */
   const char *pipeline;     /* --pipeline A,B,... (pipeline parallel) */
   const char *tensor_parallel; /* --tensor-parallel A,B,... or N (MPI ranks) */

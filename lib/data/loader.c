@@ -30,6 +30,7 @@
 #include "data/dataset.h"
 #include "data/sample_rng.h"
 #include "dialect.h" /* the kernels' fp16 / bf16 rounding */
+#include "mem/buffer.h" /* dlrt__host_alloc_staging */
 #include "util/clock.h"
 #include "util/status.h"
 
@@ -371,9 +372,10 @@ static int alloc_slot(dlrt_loader_t *l, slot *s) {
   size_t image_bytes = l->image_bytes, label_bytes = l->label_bytes;
   int rc;
   void *hi = NULL, *hl = NULL;
-  if ((rc = dlrt_host_alloc(l->dev, image_bytes, &hi)) < 0) return rc;
+  /* Pinned, or pageable past the pinned pool's limit (DLRT_PINNED_LIMIT). */
+  if ((rc = dlrt__host_alloc_staging(l->dev, image_bytes, &hi)) < 0) return rc;
   s->host_images = hi;
-  if ((rc = dlrt_host_alloc(l->dev, label_bytes, &hl)) < 0) return rc;
+  if ((rc = dlrt__host_alloc_staging(l->dev, label_bytes, &hl)) < 0) return rc;
   s->host_labels = hl;
   if (l->cfg.host_only) return DLRT_OK; /* no device side */
   if ((rc = dlrt_buffer_alloc(l->dev, image_bytes, l->copy, &s->images)) < 0) return rc;

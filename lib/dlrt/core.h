@@ -310,10 +310,22 @@ DLRT_API int dlrt_process_registry_dir(char *buf, size_t size);
 
 /* Page-locked host memory that `dev` copies to and from asynchronously at full
  * speed (cudaHostAlloc, mapped CL_MEM_ALLOC_HOST_PTR, aligned memory on the CPU),
- * served from a per-device pool. Free it only when no queued copy uses it. */
+ * served from a per-device pool that is reused (cached) across allocations.
+ * Pinned memory cannot be paged out, so the pool is bounded: by
+ * DLRT_PINNED_LIMIT (a size as DLRT_MEM_LIMIT's; a percentage is of RAM),
+ * by default half of RAM; DLRT_ERR_OOM past it (dlrt_host_stats_get's
+ * `limit`). dlrt's own staging (spilling's host copies, the disk tier's
+ * buffer) then goes on in pageable memory instead, with a note on stderr
+ * once, never an OOM kill. Free it only when no queued copy uses it. */
 DLRT_API int dlrt_host_alloc(dlrt_device_t *dev, size_t bytes, void **out);
 /* DLRT_ERR_NOT_FOUND for a pointer dlrt_host_alloc did not return. NULL ok. */
 DLRT_API int dlrt_host_free(void *ptr);
+/* The staging dlrt placed in pageable memory because the pinned pool was at
+ * its limit: bytes now, at most, and allocations so far. */
+typedef struct {
+  uint64_t current, peak, count;
+} dlrt_pageable_stats;
+DLRT_API int dlrt_pageable_stats_get(dlrt_device_t *dev, dlrt_pageable_stats *out);
 
 /* ------------------------------------------------------------------------ */
 /* Copies and memset                                                         */

@@ -392,7 +392,9 @@ DLRT_API int dlrt_exec_set_checkpointing(dlrt_exec_t *e, int every);
 /* Unified-memory emulation: the executor's storages (parameters, optimizer
  * state, activations, gradients) live on the device while its budget lasts
  * and spill to pinned host memory, past the host budget to a disk file
- * ($DLRT_SPILL_DIR, else $TMPDIR or /tmp; removed when the process ends).
+ * ($DLRT_SPILL_DIR, else $TMPDIR or /tmp; removed when the process ends;
+ * a folder that fills up is DLRT_ERR_IO naming it, and the executor's pool
+ * is then refused, DLRT_ERR_STATE, rather than run on with a lost copy).
  * Before a node runs its storages are made resident and locked; to make
  * room the executor evicts the storage whose next use in the schedule is
  * furthest away, writing back only what changed; `prefetch` nodes ahead it
@@ -405,6 +407,10 @@ typedef enum {
   DLRT_OFFLOAD_ACTIVATIONS, /* also activations from the forward pass to the backward pass */
   DLRT_OFFLOAD_OPTIMIZER,   /* also optimizer state between updates (ZeRO-Offload) */
   DLRT_OFFLOAD_ALL,         /* both */
+  /* Not a spilling policy (dlrt_exec_set_spill refuses it): the trainer's
+   * --offload params, parameters streamed from the host
+   * (dlrt_exec_offload_params) under the allocator's limit. */
+  DLRT_OFFLOAD_PARAMS,
 } dlrt_offload_policy;
 
 typedef struct {
@@ -535,6 +541,40 @@ DLRT_API int dlrt_exec_plan_spill(dlrt_exec_t *e, dlrt_plan_strategy strategy);
  * made) and its decisions by index [0, decisions). */
 DLRT_API int dlrt_exec_spill_plan(dlrt_exec_t *e, dlrt_spill_plan *out);
 DLRT_API int dlrt_exec_spill_decision(dlrt_exec_t *e, int index, dlrt_spill_decision *out);
+/* Parameter streaming (ZeRO-Offload's residency, by node): the parameters
+ * that the optimizer updates (fp32), their optimizer state and a copy of
+ * their gradients live on the host (pinned, pageable past
+ * DLRT_PINNED_LIMIT). Each parameter is copied to the device on a copy
+ * stream `ahead` nodes (of the schedule) before a node that reads it, and
+ * freed after a use whose next one is further away, so the forward pass
+ * and again the backward pass fetch it; a gradient goes to the host as
+ * soon as the last node touching it is queued, its device buffer freed;
+ * each update runs on the host (dlrt_host_optimizer_update), on a host
+ * thread as soon as the gradient is there and the parameter's last use
+ * queued, while the device computes the rest of the backward pass (the
+ * update nodes wait for it; DLRT_PARAM_OVERLAP=0: at the nodes). The device
+ * holds the activations, the gradients in the making and the parameters
+ * within reach: bound it with dlrt_mem_set_limit (DLRT_MEM_LIMIT). Same
+ * results bit for bit as the run on the device (the same kernels). Call
+ * after dlrt_graph_optimize, before or after the executor's storage is
+ * made; again to change `ahead` (>= 1). DLRT_ERR_STATE with spilling,
+ * accumulation, clipping, loss scaling or DLRT_RUN_GRADIENTS (not done). */
+DLRT_API int dlrt_exec_offload_params(dlrt_exec_t *e, int ahead);
+typedef struct {
+  int params_streamed;        /* parameters on the host */
+  int ahead;                  /* nodes of look-ahead */
+  uint64_t fetches, fetched_bytes; /* host -> device copies of parameters */
+  uint64_t gradient_bytes;    /* device -> host copies of gradients */
+  uint64_t peak_param_bytes;  /* streamed parameters' bytes on the device at most */
+  uint64_t updates;           /* host updates */
+  double update_ms;           /* host time in the updates */
+  double wait_ms;             /* host time waiting for gradients to arrive */
+  /* With the updates overlapped (the default; DLRT_PARAM_OVERLAP=0: each
+   * at its update node): the executor's time waiting at the update nodes
+   * for the host thread, what the backward pass did not hide. */
+  double join_ms;
+} dlrt_param_offload_stats;
+DLRT_API int dlrt_exec_param_offload_stats(dlrt_exec_t *e, dlrt_param_offload_stats *out);
 /* The gradients of the DLRT_RUN_GRADIENTS runs since the last update (their
  * sum: several runs are micro-batches) as one vector of `count` floats: each
  * parameter's, one after the other, in the order dlrt_exec_export lists the

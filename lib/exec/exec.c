@@ -84,6 +84,7 @@ void dlrt_exec_destroy(dlrt_exec_t *e) {
   dlrt__exec_buckets_free(e);
   dlrt__exec_collective_free(e);
   dlrt__exec_shard_free(e);
+  dlrt__pstream_destroy(e); /* host copies; a streamed parameter's device copy */
   dlrt__mpool_destroy(e->spill.pool); /* host and disk copies; bufs[] are freed below */
   free(e->spill.windows), free(e->spill.block_local), free(e->spill.slices);
   dlrt__exec_choice_free(&e->choice);
@@ -167,6 +168,12 @@ int dlrt__exec_materialize(dlrt_exec_t *e) {
     /* Parameters and optimizer state from their initialisers, caches zeroed. */
     int init = t->kind == DLRT__TENSOR_PARAM || t->kind == DLRT__TENSOR_STATE ||
                t->kind == DLRT__TENSOR_CACHE;
+    float *streamed;
+    if (dlrt__pstream_init_host(e, i, &streamed)) {
+      /* Streamed parameters and their state start on the host. */
+      if (init) init_values(t, e->seed, streamed);
+      continue;
+    }
     if (e->spill.pool) {
       void *view;
       if (!init) continue; /* made on the device when first used */
@@ -317,11 +324,12 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
   dlrt__grad_run gr;
   int rc = dlrt__grads_run_begin(e, mode, e->spill.pool != NULL, &gr);
   if (rc < 0) return rc;
+  if (e->pstream && (rc = dlrt__pstream_check(e, gr.gradients_only)) < 0) return rc;
   if (gr.gradients_only) mode = DLRT_RUN_TRAIN; /* the kernels train (dropout, batch statistics) */
   dlrt_graph_t *g = e->g;
   dlrt__schedule *s = &e->plan.plans[mode];
   e->mode = mode;
-  const dlrt__residency *res = dlrt__exec_residency(e);
+  const dlrt__residency *res = e->pstream ? &dlrt__residency_params : dlrt__exec_residency(e);
   res->begin_run(e, s);
   int tracing = dlrt__trace_on();
   for (int k = 0; k < s->n && rc == DLRT_OK; k++) {

@@ -12,6 +12,7 @@
 #include "exec/exec_grads.h"
 #include "exec/exec_shard.h"
 #include "exec/exec_spill.h"
+#include "exec/param_stream.h"
 #include "exec/schedule.h"
 #include "graph/graph.h"
 
@@ -52,6 +53,7 @@ struct dlrt_exec {
   dlrt__exec_spill spill;
   dlrt__exec_shard shard; /* ZeRO: the model states given up (exec_shard.c) */
   dlrt__exec_choice choice; /* choose.c: the planner's keep / swap / recompute */
+  dlrt__pstream *pstream; /* parameter streaming (param_stream.c); NULL: off */
   dlrt__exec_profile prof;
   dlrt__exec_collective coll;
 };

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "exec/exec.h"
+#include "mem/buffer.h" /* dlrt__host_alloc_staging */
 #include "util/status.h"
 
 /* One running sum per gradient, for the executor's life: they count in its
@@ -322,7 +323,8 @@ int dlrt__exec_stream_gradients(dlrt_exec_t *e, int64_t bucket_bytes) {
   }
   bk->total = at;
   if (rc == DLRT_OK)
-    rc = dlrt_host_alloc(e->dev, (size_t)(at ? at : 1) * sizeof(float), (void **)&bk->host);
+    rc = dlrt__host_alloc_staging(e->dev, (size_t)(at ? at : 1) * sizeof(float),
+                                  (void **)&bk->host);
   if (rc < 0) dlrt__exec_buckets_free(e);
   return rc;
 }

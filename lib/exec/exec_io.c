@@ -46,7 +46,9 @@ static int read_resident(dlrt_exec_t *e, dlrt_tensor_t *t, void *dst, size_t byt
 
 /* With spilling the storage is made resident around the copy. */
 int dlrt_exec_write(dlrt_exec_t *e, dlrt_tensor_t *t, const void *src, size_t bytes) {
-  int rc = check_io(e, t, src, bytes, "dlrt_exec_write");
+  int handled, rc = e && t && src ? dlrt__pstream_io(e, t, (void *)src, bytes, 1, &handled) : 0;
+  if (rc < 0 || (rc == DLRT_OK && e && t && src && handled)) return rc;
+  rc = check_io(e, t, src, bytes, "dlrt_exec_write");
   if (rc < 0 || (rc = dlrt__exec_use(e, t, 1)) < 0) return rc;
   rc = write_resident(e, t, src, bytes);
   dlrt__exec_unuse(e, t);
@@ -54,7 +56,9 @@ int dlrt_exec_write(dlrt_exec_t *e, dlrt_tensor_t *t, const void *src, size_t by
 }
 
 int dlrt_exec_read(dlrt_exec_t *e, dlrt_tensor_t *t, void *dst, size_t bytes) {
-  int rc = check_io(e, t, dst, bytes, "dlrt_exec_read");
+  int handled, rc = e && t && dst ? dlrt__pstream_io(e, t, dst, bytes, 0, &handled) : 0;
+  if (rc < 0 || (rc == DLRT_OK && e && t && dst && handled)) return rc;
+  rc = check_io(e, t, dst, bytes, "dlrt_exec_read");
   if (rc < 0 || (rc = dlrt__exec_use(e, t, 0)) < 0) return rc;
   rc = read_resident(e, t, dst, bytes);
   dlrt__exec_unuse(e, t);

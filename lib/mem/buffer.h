@@ -42,4 +42,10 @@ static inline void *dlrt__buffer_device_address(const dlrt_buffer_t *buf) {
 int dlrt__buffer_alloc_ex(dlrt_device_t *dev, size_t bytes, dlrt_stream_t *stream, int exact,
                           dlrt_buffer_t **out);
 
+/* dlrt_host_alloc, or past the pinned pool's limit (DLRT_PINNED_LIMIT)
+ * pageable memory, noted once on stderr and counted (dlrt_pageable_stats);
+ * dlrt_host_free frees either. For staging that copies only slower from
+ * pageable memory. */
+int dlrt__host_alloc_staging(dlrt_device_t *dev, size_t bytes, void **out);
+
 #endif

@@ -345,10 +345,12 @@ static int grow(dlrt__allocator *a, size_t size, int pool, segment **out) {
     fmt_bytes(need, sizeof need, a->st.reserved.current + round_up(size, pool == POOL_SMALL ? SMALL_SEGMENT : LARGE_ROUND));
     return dlrt__set_error(DLRT_ERR_OOM,
         "%s: cannot allocate %s%s: the budget is %s and %s is reserved, %s of it "
-        "in live buffers; the smallest budget that fits is %s: raise "
-        "DLRT_MEM_LIMIT (or dlrt_mem_set_limit), free buffers, or use a smaller batch",
+        "in live buffers; the smallest budget that fits is %s: raise %s, free buffers, "
+        "or use a smaller batch",
         a->dev->spec, want, a->host ? " of pinned host memory" : "", limit,
-        reserved, live, need);
+        reserved, live, need,
+        a->host ? "DLRT_PINNED_LIMIT (a size, or a percentage of RAM)"
+                : "DLRT_MEM_LIMIT (or dlrt_mem_set_limit)");
   }
   rc = segment_new(a, seg_size, pool, out);
   if (rc == DLRT_ERR_OOM) {

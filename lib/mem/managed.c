@@ -81,10 +81,10 @@ uint64_t dlrt__mpool_resident(const dlrt__mpool *p) { return p->resident; }
 static int write_back(dlrt__mpool *p, int id) {
   dlrt__mstore *m = &p->s[id];
   if (!m->host && (!p->host_budget || p->host_used + m->bytes <= p->host_budget)) {
-    int rc = dlrt_host_alloc(p->dev, m->bytes, &m->host);
+    int rc = dlrt__host_alloc_staging(p->dev, m->bytes, &m->host);
     if (rc < 0) {
       m->host = NULL;
-      dlrt_clear_error(); /* host memory short: the disk takes it */
+      dlrt_clear_error(); /* host memory short even pageable: the disk takes it */
     } else {
       p->host_used += m->bytes;
       if (p->host_used > p->st.peak_host) p->st.peak_host = p->host_used;
@@ -246,6 +246,7 @@ static int place(dlrt__mpool *p, int id, dlrt_stream_t *stream, int64_t before, 
 int dlrt__mpool_acquire(dlrt__mpool *p, int id, int write) {
   dlrt__mstore *m = &p->s[id];
   int rc = DLRT_OK;
+  if (p->broken) return dlrt__mpool_broken(p);
   m->last_use = ++p->clock;
   if (p->bufs[id]) {
     if (m->in_flight) {
@@ -372,13 +373,14 @@ int dlrt__mpool_offload(dlrt__mpool *p, int id) {
 int dlrt__mpool_host_view(dlrt__mpool *p, int id, int write, void **host) {
   dlrt__mstore *m = &p->s[id];
   int rc = DLRT_OK;
+  if (p->broken) return dlrt__mpool_broken(p);
   /* A prefetch may still be reading the host copy the caller will touch. */
   if (m->in_flight && (rc = dlrt_event_synchronize(m->fetched)) < 0) return rc;
   if (!m->host) {
     /* Past the host budget the view is temporary: dlrt__mpool_host_view_end
      * writes it to disk and frees it, so the budget holds. */
     m->temp_host = p->host_budget && p->host_used + m->bytes > p->host_budget;
-    if ((rc = dlrt_host_alloc(p->dev, m->bytes, &m->host)) < 0) return rc;
+    if ((rc = dlrt__host_alloc_staging(p->dev, m->bytes, &m->host)) < 0) return rc;
     if (!m->temp_host) p->host_used += m->bytes;
     if (p->host_used > p->st.peak_host) p->st.peak_host = p->host_used;
     if (!m->on_disk && !p->bufs[id]) memset(m->host, 0, m->size); /* never written */

@@ -124,12 +124,54 @@ static int disk_open(dlrt__mpool *p) {
   const char *dir = getenv("DLRT_SPILL_DIR");
   if (!dir || !*dir) dir = getenv("TMPDIR");
   if (!dir || !*dir) dir = "/tmp";
+  snprintf(p->disk_dir, sizeof p->disk_dir, "%s", dir);
   /* Unnamed (or unlinked at once): gone when the process ends, cleanly or not. */
   int fd = dlrt__open_unnamed(dir, "dlrt-spill");
   if (fd < 0)
     return dlrt__set_error(DLRT_ERR_IO, "cannot create a spill file in %s: %s; set "
-                           "DLRT_SPILL_DIR to a writable folder with room", dir, strerror(errno));
+                           "DLRT_SPILL_DIR (dltrain --spill-dir) to a writable folder with "
+                           "room", dir, strerror(errno));
   p->disk_fd = fd;
+  return DLRT_OK;
+}
+
+/* The disk tier cannot take `bytes` more (errno `err`): the run stops here.
+ * Every copy the pool had on disk may be stale now, so the pool refuses
+ * all further use (dlrt__mpool_broken) rather than run on with lost data. */
+static int disk_full(dlrt__mpool *p, int err, size_t bytes, const char *what) {
+  int full = err == ENOSPC || err == EDQUOT || err == EFBIG;
+  char detail[160];
+  snprintf(detail, sizeof detail, "%s", strerror(err));
+  p->broken = 1;
+  if (full)
+    return dlrt__set_error(DLRT_ERR_IO, "the spill directory %s is full: %s %.1f MiB more "
+                           "beside the %.1f MiB the spill file holds failed (%s); give the "
+                           "spill file a folder with room (dltrain --spill-dir DIR, or "
+                           "DLRT_SPILL_DIR), or raise --host-limit (the host budget) so less "
+                           "goes to disk", p->disk_dir, what, (double)bytes / 1048576.0,
+                           (double)p->disk_end / 1048576.0, detail);
+  return dlrt__set_error(DLRT_ERR_IO, "cannot %s %.1f MiB in the spill file in %s: %s; set "
+                         "DLRT_SPILL_DIR (dltrain --spill-dir) to a folder that works",
+                         what, (double)bytes / 1048576.0, p->disk_dir, detail);
+}
+
+/* A storage's slot in the file, its blocks reserved at once (fallocate):
+ * a disk that is full, or a quota, fails here, before any data is written,
+ * and not half-way through a copy. Filesystems without fallocate rely on
+ * the checked writes. */
+static int disk_slot(dlrt__mpool *p, dlrt__mstore *m) {
+  if (m->disk_offset >= 0) return DLRT_OK;
+  int err = 0;
+#if defined(__linux__)
+  if (fallocate(p->disk_fd, 0, (off_t)p->disk_end, (off_t)m->bytes) != 0)
+    err = errno == EOPNOTSUPP || errno == ENOSYS ? 0 : errno;
+#else
+  err = posix_fallocate(p->disk_fd, (off_t)p->disk_end, (off_t)m->bytes);
+  if (err == EINVAL || err == EOPNOTSUPP) err = 0;
+#endif
+  if (err) return disk_full(p, err, m->bytes, "reserving");
+  m->disk_offset = p->disk_end;
+  p->disk_end += (int64_t)m->bytes;
   return DLRT_OK;
 }
 
@@ -138,7 +180,7 @@ static int staging_for(dlrt__mpool *p, size_t bytes) {
   dlrt_host_free(p->staging);
   p->staging = NULL;
   p->staging_bytes = 0;
-  int rc = dlrt_host_alloc(p->dev, bytes, &p->staging);
+  int rc = dlrt__host_alloc_staging(p->dev, bytes, &p->staging);
   if (rc == DLRT_OK) p->staging_bytes = bytes;
   return rc;
 }
@@ -146,22 +188,21 @@ static int staging_for(dlrt__mpool *p, size_t bytes) {
 /* Host memory at src becomes the storage's disk copy. */
 int dlrt__mpool_disk_write(dlrt__mpool *p, int id, const void *src) {
   dlrt__mstore *m = &p->s[id];
+  if (p->broken) return dlrt__mpool_broken(p);
   int rc = disk_open(p);
-  if (rc < 0) return rc;
-  if (m->disk_offset < 0) {
-    m->disk_offset = p->disk_end;
-    p->disk_end += (int64_t)m->bytes;
-  }
+  if (rc < 0 || (rc = disk_slot(p, m)) < 0) return rc;
   double t_disk = dlrt__trace_now_us();
   const char *at_src = src;
   size_t left = m->size;
   off_t at = (off_t)m->disk_offset;
+  /* The slot's old copy is overwritten: until the write is whole, there is
+   * no disk copy. A short write goes on from where it stopped; one that
+   * writes nothing (0 bytes, or an error) stops the run. */
+  m->on_disk = 0;
   while (left > 0) {
     ssize_t w = pwrite(p->disk_fd, at_src, left, at);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0)
-      return dlrt__set_error(DLRT_ERR_IO, "cannot write %zu bytes to the spill file: %s (is "
-                             "DLRT_SPILL_DIR's disk full?)", m->size, strerror(errno));
+    if (w <= 0) return disk_full(p, w < 0 ? errno : ENOSPC, left, "writing");
     at_src += w, left -= (size_t)w, at += w;
   }
   p->st.disk_written_bytes += m->size;
@@ -184,6 +225,7 @@ int dlrt__mpool_write_to_disk(dlrt__mpool *p, int id) {
 /* The storage's disk copy into host memory at dst. */
 int dlrt__mpool_disk_read(dlrt__mpool *p, int id, void *dst) {
   dlrt__mstore *m = &p->s[id];
+  if (p->broken) return dlrt__mpool_broken(p);
   double t0 = dlrt__trace_now_us();
   char *at_dst = dst;
   size_t left = m->size;
@@ -213,4 +255,13 @@ int dlrt__mpool_read_from_disk(dlrt__mpool *p, int id) {
       (rc = dlrt_copy_h2d(p->bufs[id], 0, p->staging, m->size, p->compute)) == DLRT_OK)
     rc = dlrt__mpool_timed_end(p);
   return rc;
+}
+
+int dlrt__mpool_broken(dlrt__mpool *p) {
+  (void)p;
+  return dlrt__set_error(DLRT_ERR_STATE, "the spill pool stopped at a failure of its disk tier "
+                         "(a spill directory that filled up, or a read or write that failed): "
+                         "copies on disk may be stale, so it is not used further; make room "
+                         "(dltrain --spill-dir DIR, DLRT_SPILL_DIR, or a larger --host-limit) "
+                         "and run again");
 }

@@ -50,6 +50,8 @@ struct dlrt__mpool {
   int n_timed;
   dlrt_spill_stats st;
   int check;             /* DLRT_SPILL_CHECK=1: recount the budget at every allocation */
+  int broken;            /* the disk tier failed: copies may be lost, no further use */
+  char disk_dir[256];    /* the spill file's folder, for messages */
 };
 
 static inline size_t granules(size_t bytes) { return (bytes + 511) / 512 * 512; }
@@ -72,5 +74,8 @@ int dlrt__mpool_disk_write(dlrt__mpool *p, int id, const void *src);
 int dlrt__mpool_disk_read(dlrt__mpool *p, int id, void *dst);
 int dlrt__mpool_write_to_disk(dlrt__mpool *p, int id);
 int dlrt__mpool_read_from_disk(dlrt__mpool *p, int id);
+/* The error of a pool whose disk tier failed (p->broken): every later use
+ * returns it. */
+int dlrt__mpool_broken(dlrt__mpool *p);
 
 #endif

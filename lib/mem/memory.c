@@ -17,6 +17,22 @@ static void host_registry_forget(dlrt_device_t *dev);
 
 /* ---------------------------------------------------------------- per device */
 
+/* Pinned memory cannot be paged out: a pool that grew to fill RAM would
+ * leave the OOM killer to end the run. Each device's pinned pool is bounded
+ * by DLRT_PINNED_LIMIT (a size as for DLRT_MEM_LIMIT; a percentage is of
+ * RAM), by default half of RAM; past it staging goes to pageable memory
+ * (dlrt__host_alloc_staging). */
+static int pinned_limit_of(uint64_t host_memory, uint64_t *out) {
+  const char *text = getenv("DLRT_PINNED_LIMIT");
+  *out = host_memory / 2;
+  if (!text || !*text) return DLRT_OK;
+  if (dlrt_parse_size(text, host_memory, out) < 0 || *out == 0)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "DLRT_PINNED_LIMIT=\"%s\" is not a size: use "
+                           "bytes with an optional K, M, G or T suffix (256M) or a percentage "
+                           "of RAM (25%%), above 0", text);
+  return DLRT_OK;
+}
+
 static int mem_create(dlrt_device_t *dev, void **state) {
   dlrt__mem_device *md = calloc(1, sizeof *md);
   if (!md) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
@@ -28,10 +44,12 @@ static int mem_create(dlrt_device_t *dev, void **state) {
   }
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   uint64_t host_memory = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
-  int rc;
+  uint64_t pinned_limit;
+  int rc = pinned_limit_of(host_memory, &pinned_limit);
   md->dev = dev;
-  if ((rc = dlrt__allocator_create(dev, 0, props.total_memory, &md->alloc)) < 0 ||
+  if (rc < 0 || (rc = dlrt__allocator_create(dev, 0, props.total_memory, &md->alloc)) < 0 ||
       (rc = dlrt__allocator_create(dev, 1, host_memory, &md->host_pool)) < 0 ||
+      (rc = dlrt__allocator_set_limit(md->host_pool, pinned_limit)) < 0 ||
       (rc = dlrt__procreg_add(md->alloc, &props)) < 0) {
     dlrt__allocator_destroy(md->alloc);
     dlrt__allocator_destroy(md->host_pool);
@@ -220,12 +238,29 @@ int dlrt_mem_reset_peak(dlrt_device_t *dev) {
  * only the pointer (as cudaFreeHost does). */
 typedef struct {
   dlrt_device_t *dev;
-  dlrt__allocator *pool;
+  dlrt__allocator *pool; /* NULL: pageable memory of dlrt__host_alloc_staging */
   dlrt__block *block;
+  size_t bytes;          /* pageable: what it holds */
 } host_allocation;
 
 static pthread_mutex_t host_lock = PTHREAD_MUTEX_INITIALIZER;
 static dlrt__ptrmap host_allocations;
+/* Staging past the pinned limit, per device (under host_lock). */
+#define PAGEABLE_DEVICES 16
+static struct {
+  dlrt_device_t *dev;
+  dlrt_pageable_stats st;
+} pageable[PAGEABLE_DEVICES];
+static int pageable_noted;
+
+static dlrt_pageable_stats *pageable_of(dlrt_device_t *dev) {
+  for (int i = 0; i < PAGEABLE_DEVICES; i++)
+    if (pageable[i].dev == dev || !pageable[i].dev) {
+      pageable[i].dev = dev;
+      return &pageable[i].st;
+    }
+  return NULL;
+}
 
 int dlrt_host_alloc(dlrt_device_t *dev, size_t bytes, void **out) {
   DLRT__CHECK_ARG(dev && out, "device or out is NULL");
@@ -244,6 +279,7 @@ int dlrt_host_alloc(dlrt_device_t *dev, size_t bytes, void **out) {
   }
   h->dev = dev;
   h->pool = md->host_pool;
+  h->bytes = bytes;
   void *ptr = (char *)mem.host + offset;
   pthread_mutex_lock(&host_lock);
   rc = dlrt__ptrmap_put(&host_allocations, ptr, h);
@@ -265,8 +301,67 @@ int dlrt_host_free(void *ptr) {
   if (!h)
     return dlrt__set_error(DLRT_ERR_NOT_FOUND, "dlrt_host_free(%p): not a pointer from "
                            "dlrt_host_alloc (or already freed)", ptr);
-  dlrt__allocator_free(h->pool, h->block);
+  if (h->pool) {
+    dlrt__allocator_free(h->pool, h->block);
+  } else {
+    pthread_mutex_lock(&host_lock);
+    dlrt_pageable_stats *st = pageable_of(h->dev);
+    if (st) st->current -= h->bytes;
+    pthread_mutex_unlock(&host_lock);
+    free(ptr);
+  }
   free(h);
+  return DLRT_OK;
+}
+
+int dlrt__host_alloc_staging(dlrt_device_t *dev, size_t bytes, void **out) {
+  int rc = dlrt_host_alloc(dev, bytes, out);
+  if (rc != DLRT_ERR_OOM) return rc;
+  /* The pinned pool is at its limit (or the driver refused): pageable
+   * memory serves, the copies only slower. */
+  dlrt__mem_device *md = NULL;
+  if ((rc = dlrt__mem_device_get(dev, &md)) < 0) return rc;
+  uint64_t limit = dlrt__allocator_limit(md->host_pool);
+  dlrt_clear_error();
+  host_allocation *h = malloc(sizeof *h);
+  void *ptr = NULL;
+  if (!h || posix_memalign(&ptr, 4096, bytes ? bytes : 1) != 0) {
+    free(h);
+    return dlrt__set_error(DLRT_ERR_OOM, "out of host memory: %zu bytes of pageable memory, "
+                           "past the pinned pool's limit", bytes);
+  }
+  h->dev = dev, h->pool = NULL, h->block = NULL, h->bytes = bytes;
+  pthread_mutex_lock(&host_lock);
+  rc = dlrt__ptrmap_put(&host_allocations, ptr, h);
+  dlrt_pageable_stats *st = rc == DLRT_OK ? pageable_of(dev) : NULL;
+  if (st) {
+    st->current += bytes;
+    if (st->current > st->peak) st->peak = st->current;
+    st->count++;
+  }
+  int note = rc == DLRT_OK && !pageable_noted;
+  if (note) pageable_noted = 1;
+  pthread_mutex_unlock(&host_lock);
+  if (rc < 0) {
+    free(ptr), free(h);
+    return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  }
+  if (note)
+    fprintf(stderr, "dlrt: note: %s: the pinned host pool is at its limit of %.1f MiB "
+            "(DLRT_PINNED_LIMIT: a size, or a percentage of RAM; default half of RAM); "
+            "staging goes on in pageable memory, with slower copies (shown once)\n",
+            dev->spec, (double)limit / 1048576.0);
+  *out = ptr;
+  return DLRT_OK;
+}
+
+int dlrt_pageable_stats_get(dlrt_device_t *dev, dlrt_pageable_stats *out) {
+  DLRT__CHECK_ARG(dev && out, "device or out is NULL");
+  memset(out, 0, sizeof *out);
+  pthread_mutex_lock(&host_lock);
+  for (int i = 0; i < PAGEABLE_DEVICES; i++)
+    if (pageable[i].dev == dev) *out = pageable[i].st;
+  pthread_mutex_unlock(&host_lock);
   return DLRT_OK;
 }
 
@@ -279,6 +374,7 @@ static void host_registry_forget(dlrt_device_t *dev) {
     host_allocation *h = host_allocations.values[i];
     if (k && h && h->dev == dev) {
       dlrt__ptrmap_remove(&host_allocations, k);
+      if (!h->pool) free(k); /* pageable: the pool's segments go with the pool */
       free(h);
     }
   }

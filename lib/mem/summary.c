@@ -78,6 +78,13 @@ int dlrt_mem_summary(dlrt_device_t *dev, char *buf, size_t size) {
   table(&t, "device memory", &dm);
   put(&t, "\n");
   table(&t, "pinned host pool", &hm);
+  dlrt_pageable_stats pg;
+  if (dlrt_pageable_stats_get(dev, &pg) == DLRT_OK && pg.count) {
+    char a[24], b[24];
+    put(&t, "\npast the pinned limit, staging in pageable memory (DLRT_PINNED_LIMIT)\n");
+    put(&t, "  now %s, at most %s, %" PRIu64 " allocations\n", human(a, sizeof a, pg.current),
+        human(b, sizeof b, pg.peak), pg.count);
+  }
   dlrt_spill_stats sp;
   if (dlrt__spill_totals(dev, &sp)) {
     put(&t, "\nspilling (unified-memory emulation), all executors on this device\n");

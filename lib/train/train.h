@@ -30,6 +30,7 @@ struct dlrt_trainer {
   int accum;           /* micro-batches per update */
   int64_t progress_every; /* updates between progress calls; 0: a twentieth of an epoch */
   int spilling;        /* the executor spills under a budget */
+  int streaming;       /* its parameters stream from the host (--offload params) */
   /* Data parallelism (dlrt_trainer_set_devices): a replica per device, each
    * with its own graph for its share of the batch; the main executor above
    * holds the parameters for evaluation and checkpoints. */

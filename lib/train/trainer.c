@@ -173,11 +173,28 @@ static void checkpoint_hint(const dlrt_trainer_t *t, uint64_t model_budget, char
   }
 }
 
+/* --offload params: the parameters, their optimizer state and gradient
+ * copies on the host, streamed --spill-prefetch nodes ahead
+ * (dlrt_exec_offload_params); the budget is the allocator's limit, which
+ * bounds everything the run holds on the device. */
+static int choose_param_streaming(dlrt_trainer_t *t) {
+  const dlrt_spill_config *c = &t->cfg.spill;
+  if (c->host_budget)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "--offload params keeps the parameters and "
+                           "optimizer state in host memory: --host-limit (the spill pool's "
+                           "disk tier) does not go with it; use --offload optimizer for that");
+  int rc = dlrt_exec_offload_params(t->e, c->prefetch > 0 ? c->prefetch : 4);
+  if (rc < 0) return rc;
+  t->streaming = 1;
+  return c->device_budget ? dlrt_mem_set_limit(t->dev, c->device_budget) : DLRT_OK;
+}
+
 /* Spilling as configured, or on its own when the plan does not fit 80% of
  * the device's budget (the same slack as automatic checkpointing: buffers
  * of different sizes in turn fragment the allocator's segments). */
 static int choose_spilling(dlrt_trainer_t *t) {
   dlrt_spill_config c = t->cfg.spill;
+  if (c.policy == DLRT_OFFLOAD_PARAMS) return choose_param_streaming(t);
   uint64_t limit = dlrt_mem_get_limit(t->dev);
   dlrt_exec_info info;
   int rc = dlrt_exec_info_get(t->e, &info);
@@ -452,6 +469,8 @@ int dlrt_trainer_epoch_from(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
     return rc;
   dlrt_spill_stats spill0 = {0}, spill1;
   if (t->spilling && (rc = dlrt_exec_spill_stats(t->e, &spill0)) < 0) return rc;
+  dlrt_param_offload_stats stream0 = {0}, stream1;
+  if (t->streaming && (rc = dlrt_exec_param_offload_stats(t->e, &stream0)) < 0) return rc;
   /* s runs over the epoch's updates from first_step; out counts this part. */
   int64_t steps = epoch_steps - first_step;
   if (max_steps > 0 && steps > max_steps) steps = max_steps;
@@ -563,6 +582,12 @@ int dlrt_trainer_epoch_from(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
     out->fetched_bytes = spill1.fetched_bytes - spill0.fetched_bytes;
     out->transfer_ms = spill1.transfer_ms - spill0.transfer_ms;
     out->slice_images = spill1.slice_images;
+  }
+  if (rc == DLRT_OK && t->streaming &&
+      (rc = dlrt_exec_param_offload_stats(t->e, &stream1)) == DLRT_OK) {
+    /* Streaming's traffic: gradients off the device, parameters onto it. */
+    out->spilled_bytes = stream1.gradient_bytes - stream0.gradient_bytes;
+    out->fetched_bytes = stream1.fetched_bytes - stream0.fetched_bytes;
   }
   return rc;
 }

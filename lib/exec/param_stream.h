@@ -1,0 +1,36 @@
+/* param_stream.h — the executor's parameter streaming, owned by
+ * param_stream.c (internal): parameters, their optimizer state and their
+ * gradients' copies on the host, each parameter fetched to the device a
+ * few nodes ahead of its uses and freed after them, gradients sent back as
+ * soon as complete and the updates run on the host
+ * (dlrt_exec_offload_params). The executor calls it at a few points:
+ * exec.c (materialize, the run's residency, destroy) and exec_io.c (reads
+ * and writes of streamed tensors). */
+#ifndef DLRT_EXEC_PARAM_STREAM_H
+#define DLRT_EXEC_PARAM_STREAM_H
+
+#include <stddef.h>
+
+#include "dlrt.h"
+
+typedef struct dlrt__pstream dlrt__pstream;
+typedef struct dlrt__residency dlrt__residency;
+
+/* The residency policy while streaming (residency.h): the plain one for
+ * every storage but the streamed ones. */
+extern const dlrt__residency dlrt__residency_params;
+
+void dlrt__pstream_destroy(dlrt_exec_t *e);
+/* DLRT_OK, or DLRT_ERR_STATE naming what streaming does not go with
+ * (spilling, accumulation, clipping, loss scaling, DLRT_RUN_GRADIENTS). */
+int dlrt__pstream_check(const dlrt_exec_t *e, int gradients_only);
+/* 1 when tensor storage `id` is streamed (a parameter or its optimizer
+ * state), with *host its host copy (for materialize's initial values);
+ * else 0. */
+int dlrt__pstream_init_host(dlrt_exec_t *e, int id, float **host);
+/* dlrt_exec_read / _write of a streamed tensor: *handled = 1 and the host
+ * copy is read or written (the device copy, stale, is dropped). */
+int dlrt__pstream_io(dlrt_exec_t *e, dlrt_tensor_t *t, void *host, size_t bytes, int write,
+                     int *handled);
+
+#endif

@@ -1,0 +1,98 @@
+#!/bin/sh
+# shellcheck disable=SC2086
+# test-offload-params.sh — TAP checks of dltrain --offload params: a small
+# GPT whose parameters, gradients and Adam state (6.9 MB) exceed the device
+# budget of 4 MiB (half of its 7.7 MiB unlimited peak) trains with its
+# parameters streamed from the host, with the unlimited run's losses bit
+# for bit on the CPU and on OpenCL device 0 (the printed step losses, the
+# JSON val loss; test-param-stream checks every bit), within the budget, the JSON
+# counting the parameters fetched and the gradients sent back; a look-ahead
+# of 1 node, and checkpointed blocks, give the same losses; what it does
+# not go with is refused.
+
+DLTRAIN=${DLTRAIN:-./tools/dltrain}
+DLINFO=${DLINFO:-./tools/dlinfo}
+unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
+
+TOOL=$DLTRAIN PLAN=12
+# shellcheck source=tests/tap.sh
+. "$(dirname "$0")/tap.sh"
+
+if [ $have_python = no ]; then
+  for i in $(seq 1 12); do skip "test $i" "python3 not found"; done
+  exit 0
+fi
+
+python3 -c "
+import random
+r = random.Random(5)
+words = 'the of and to in is that it was for on are as with his they at be this from'.split()
+lines = []
+while sum(map(len, lines)) < 60000:
+    lines.append(' '.join(r.choice(words) for _ in range(r.randint(4, 14))).capitalize() + '.')
+open('$tmp/corpus.txt', 'w').write('\n'.join(lines) + '\n')
+"
+small="--model gpt-mini --layers 2 --heads 4 --embd 128 --context 32 --batch 4 --threads 2
+  --data $tmp/corpus.txt --steps 4 --eval-every 2 --eval-batches 2 --json"
+
+# same_losses A B: two runs' losses on their step lines (train and val)
+# and final val loss are the same.
+same_losses() {
+  grep '^step ' "$1.err" | grep -o 'loss [0-9.]*' >"$1.losses"
+  grep '^step ' "$2.err" | grep -o 'loss [0-9.]*' >"$2.losses"
+  [ -s "$1.losses" ] && cmp -s "$1.losses" "$2.losses" && python3 -c "import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
+assert a['val_loss'] == b['val_loss'], (a['val_loss'], b['val_loss'])" "$1" "$2"
+}
+
+for device in cpu opencl:0; do
+  if [ $device = opencl:0 ] && ! has_opencl; then
+    for what in "unlimited" "--offload params" "the same losses" "within the budget"; do
+      skip "$device: $what" "no OpenCL device"
+    done
+    continue
+  fi
+  run $small --device $device
+  cp "$tmp/out" "$tmp/free-$device"
+  cp "$tmp/err" "$tmp/free-$device.err"
+  [ $rc -eq 0 ]
+  result "$device: the unlimited run"
+  run $small --device $device --mem-limit 4M --offload params
+  cp "$tmp/out" "$tmp/stream-$device"
+  cp "$tmp/err" "$tmp/stream-$device.err"
+  [ $rc -eq 0 ]
+  result "$device: --mem-limit 4M --offload params trains"
+  same_losses "$tmp/free-$device" "$tmp/stream-$device"
+  result "$device: the step losses and the val loss equal the unlimited run's"
+  last_json "$tmp/stream-$device" "
+assert d['params'] * 16 > 4 << 20, 'parameters, gradients and Adam state exceed the budget'
+assert d['peak_device_bytes'] <= 4 << 20, d['peak_device_bytes']
+# The JSON's traffic is the last stretch between evaluations: 2 steps.
+assert d['fetched_bytes'] > 2 * d['params'] * 4, d['fetched_bytes']
+assert d['spilled_bytes'] == 2 * d['params'] * 4, d['spilled_bytes']"
+  result "$device: within the budget; each step fetches every parameter and sends every gradient back"
+done
+
+run $small --device cpu --mem-limit 4M --offload params --spill-prefetch 1
+cp "$tmp/out" "$tmp/ahead1"
+cp "$tmp/err" "$tmp/ahead1.err"
+[ $rc -eq 0 ] && same_losses "$tmp/free-cpu" "$tmp/ahead1"
+result "cpu: fetching 1 node ahead gives the same bits"
+
+# Checkpointed blocks recompute from streamed parameters (fetched again).
+run $small --device cpu --checkpoint blocks
+cp "$tmp/err" "$tmp/ck-free.err"
+cp "$tmp/out" "$tmp/ck-free"
+run $small --device cpu --checkpoint blocks --mem-limit 4M --offload params
+cp "$tmp/err" "$tmp/ck-stream.err"
+cp "$tmp/out" "$tmp/ck-stream"
+[ $rc -eq 0 ] && same_losses "$tmp/ck-free" "$tmp/ck-stream"
+result "cpu: with --checkpoint blocks the same losses"
+
+run $small --device cpu --mem-limit 4M --offload params --accum 2
+[ $rc -eq 1 ] && grep -q "parameter streaming .* does not go with gradient accumulation" "$tmp/err"
+result "--offload params with --accum: an error naming it"
+
+run $small --device cpu --mem-limit 4M --offload params --host-limit 1M
+[ $rc -eq 1 ] && grep -q -- "--host-limit .* does not go with it" "$tmp/err"
+result "--offload params with --host-limit: an error naming it"

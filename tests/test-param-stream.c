@@ -1,0 +1,258 @@
+/*
+ * test-param-stream.c — parameters streamed from the host
+ * (dlrt_exec_offload_params): a small classifier (Adam and SGD with
+ * momentum) and a two-block GPT (Adam and AdamW; its embedding read by the
+ * first node and by the tied head) trained with their parameters,
+ * optimizer state and gradients on the host end with the losses,
+ * parameters and state of the run on the device bit for bit, for
+ * look-aheads of 1 to 3 nodes, the updates on the host thread during the
+ * backward pass or at their nodes (DLRT_PARAM_OVERLAP=0). Each parameter
+ * is fetched every step, and again for the backward pass where its next
+ * use is further than the look-ahead; every gradient comes back; the
+ * device holds fewer parameter bytes at once than the model has, and the
+ * step's device peak is below the device run's. Evaluation runs stream
+ * too; reads and writes of streamed parameters go to their host copies;
+ * what streaming does not go with is refused, naming it. On every device
+ * present (tap_for_each_device).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dlrt.h"
+#include "tap.h"
+
+enum { BATCH = 16, SIDE = 8, CLASSES = 4, STEPS = 4, T = 16 };
+
+static char dir[64], model_path[128];
+
+typedef struct {
+  dlrt_graph_t *g;
+  dlrt_exec_t *e;
+  dlrt_tensor_t *x, *labels, *loss;
+  int gpt;
+} net;
+
+static void net_free(net *n) {
+  dlrt_exec_destroy(n->e);
+  dlrt_graph_destroy(n->g);
+  memset(n, 0, sizeof *n);
+}
+
+static dlrt_gpt_config small_gpt(void) {
+  dlrt_gpt_config c = {.layers = 2, .heads = 2, .embd = 32, .context = T, .vocab = 64};
+  return c;
+}
+
+/* The classifier (linear 64, relu, linear 48, relu, linear 4) or the GPT;
+ * streaming when ahead > 0. */
+static int net_make(dlrt_device_t *dev, int gpt, dlrt_optimizer_kind kind, int ahead, net *n) {
+  memset(n, 0, sizeof *n);
+  n->gpt = gpt;
+  int rc = dlrt_graph_create(&n->g);
+  if (rc < 0) return rc;
+  if (gpt) {
+    int64_t ts[2] = {BATCH / 4, T}, ys[1] = {BATCH / 4 * T};
+    dlrt_gpt_config c = small_gpt();
+    n->x = dlrt_input(n->g, "tokens", DLRT_I32, 2, ts);
+    n->labels = dlrt_input(n->g, "targets", DLRT_I32, 1, ys);
+    if ((rc = dlrt_gpt_build_loss(n->g, &c, n->x, n->labels, 0.0f, &n->loss)) < 0) return rc;
+    n->loss = dlrt_keep(n->g, n->loss);
+  } else {
+    int64_t xs[4] = {BATCH, 1, SIDE, SIDE}, ls[1] = {BATCH};
+    n->x = dlrt_input(n->g, "images", DLRT_F32, 4, xs);
+    n->labels = dlrt_input(n->g, "labels", DLRT_I32, 1, ls);
+    dlrt_tensor_t *logits;
+    if ((rc = dlrt_model_build(n->g, model_path, n->x, CLASSES, &logits)) < 0) return rc;
+    n->loss = dlrt_keep(n->g, dlrt_cross_entropy(n->g, logits, n->labels, 0.0f));
+  }
+  dlrt_optimizer opt = dlrt_optimizer_defaults(kind);
+  if (kind == DLRT_OPT_SGD) opt.momentum = 0.9f, opt.lr = 0.05f;
+  if (kind == DLRT_OPT_ADAMW) opt.weight_decay = 0.1f;
+  if ((rc = dlrt_graph_backward(n->g, n->loss)) < 0 ||
+      (rc = dlrt_graph_optimize(n->g, &opt)) < 0 ||
+      (rc = dlrt_exec_create(n->g, dev, 5, &n->e)) < 0)
+    return rc;
+  return ahead > 0 ? dlrt_exec_offload_params(n->e, ahead) : DLRT_OK;
+}
+
+/* Steps [first, last) on data drawn from the step number; the losses. */
+static int net_train(net *n, int first, int last, dlrt_run_mode mode, float *losses) {
+  float x[BATCH * SIDE * SIDE];
+  int32_t y[BATCH * T];
+  for (int s = first; s < last; s++) {
+    uint64_t r = 0x1234567u + (uint64_t)s * 0x9e3779b97f4a7c15ull;
+    int rc;
+    if (n->gpt) {
+      int32_t tok[BATCH / 4 * T];
+      for (int i = 0; i < BATCH / 4 * T; i++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        tok[i] = (int32_t)(r % 64);
+        y[i] = (int32_t)((tok[i] * 5 + 3) % 64);
+      }
+      rc = dlrt_exec_write(n->e, n->x, tok, sizeof tok);
+      if (rc == DLRT_OK) rc = dlrt_exec_write(n->e, n->labels, y, sizeof(int32_t) * BATCH / 4 * T);
+    } else {
+      for (int i = 0; i < BATCH * SIDE * SIDE; i++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        x[i] = (float)(r % 1000) / 1000.0f - 0.5f;
+      }
+      for (int i = 0; i < BATCH; i++) y[i] = (int32_t)((i * 7 + s) % CLASSES);
+      rc = dlrt_exec_write(n->e, n->x, x, sizeof x);
+      if (rc == DLRT_OK) rc = dlrt_exec_write(n->e, n->labels, y, sizeof(int32_t) * BATCH);
+    }
+    if (rc == DLRT_OK) rc = dlrt_exec_run(n->e, mode);
+    if (rc == DLRT_OK) rc = dlrt_exec_read(n->e, n->loss, &losses[s - first], sizeof(float));
+    if (rc < 0) return rc;
+  }
+  return DLRT_OK;
+}
+
+/* The parameters and optimizer state, as one byte string. */
+static unsigned char *net_state(net *n, size_t *bytes) {
+  dlrt_host_tensor *t;
+  int count;
+  if (dlrt_exec_export(n->e, 1, &t, &count) < 0) return NULL;
+  size_t total = 0;
+  for (int i = 0; i < count; i++) total += t[i].bytes;
+  unsigned char *out = malloc(total ? total : 1), *at = out;
+  for (int i = 0; out && i < count; i++) {
+    memcpy(at, t[i].data, t[i].bytes);
+    at += t[i].bytes;
+  }
+  dlrt_safetensors_free(t, count, NULL);
+  *bytes = total;
+  return out;
+}
+
+typedef struct {
+  const char *name;
+  int gpt;
+  dlrt_optimizer_kind kind;
+  int ahead;
+  int at_nodes; /* DLRT_PARAM_OVERLAP=0: each update at its node, not on the host thread */
+} config;
+
+static void run_config(dlrt_device_t *dev, const char *spec, const config *cf) {
+  net ref, n;
+  float want_loss[STEPS + 1], got_loss[STEPS + 1];
+  if (!tap_check(net_make(dev, cf->gpt, cf->kind, 0, &ref), "%s, %s: the model builds", spec,
+                 cf->name))
+    return;
+  dlrt_exec_info ri;
+  tap_check(net_train(&ref, 0, STEPS, DLRT_RUN_TRAIN, want_loss), "%s, %s: %d steps on the "
+            "device", spec, cf->name, STEPS);
+  dlrt_exec_info_get(ref.e, &ri);
+  net_train(&ref, STEPS, STEPS + 1, DLRT_RUN_FORWARD, want_loss + STEPS);
+  size_t want_bytes = 0, got_bytes = 0;
+  unsigned char *want = net_state(&ref, &want_bytes);
+  net_free(&ref);
+
+  if (cf->at_nodes) setenv("DLRT_PARAM_OVERLAP", "0", 1);
+  int rc = net_make(dev, cf->gpt, cf->kind, cf->ahead, &n);
+  unsetenv("DLRT_PARAM_OVERLAP");
+  if (!tap_check(rc, "%s, %s: streaming %d nodes ahead", spec, cf->name, cf->ahead)) {
+    free(want);
+    net_free(&n);
+    return;
+  }
+  rc = net_train(&n, 0, STEPS, DLRT_RUN_TRAIN, got_loss);
+  tap_check(rc, "%s, %s: %d steps streaming", spec, cf->name, STEPS);
+  dlrt_exec_info ni;
+  dlrt_exec_info_get(n.e, &ni);
+  dlrt_param_offload_stats st;
+  tap_check(dlrt_exec_param_offload_stats(n.e, &st), "%s, %s: its statistics", spec, cf->name);
+  if (rc == DLRT_OK) rc = net_train(&n, STEPS, STEPS + 1, DLRT_RUN_FORWARD, got_loss + STEPS);
+  tap_check(rc, "%s, %s: an evaluation run streams too", spec, cf->name);
+  ok(memcmp(want_loss, got_loss, sizeof want_loss) == 0, "%s, %s: the %d losses and the "
+     "evaluation's equal the device run's bit for bit (last %.9g, %.9g)", spec, cf->name,
+     STEPS, (double)got_loss[STEPS], (double)want_loss[STEPS]);
+  unsigned char *got = rc == DLRT_OK ? net_state(&n, &got_bytes) : NULL;
+  ok(got && want && got_bytes == want_bytes && memcmp(got, want, want_bytes) == 0,
+     "%s, %s: parameters and optimizer state equal the device run's bit for bit", spec,
+     cf->name);
+  uint64_t param_bytes = (uint64_t)ni.params * 4;
+  ok(st.params_streamed > 0 && st.updates == (uint64_t)st.params_streamed * STEPS,
+     "%s, %s: %d parameters streamed, %llu host updates", spec, cf->name, st.params_streamed,
+     (unsigned long long)st.updates);
+  /* Each update leaves the device copy stale: every step fetches each
+   * parameter at least once, and those the backward pass needs after more
+   * than `ahead` nodes once more. */
+  ok(st.fetched_bytes > STEPS * param_bytes && st.gradient_bytes == STEPS * param_bytes,
+     "%s, %s: each step fetches every parameter, some again for the backward pass (%llu "
+     "bytes fetched in all, %llu of parameters) and sends every gradient back (%llu)",
+     spec, cf->name, (unsigned long long)st.fetched_bytes, (unsigned long long)param_bytes,
+     (unsigned long long)st.gradient_bytes);
+  ok(st.peak_param_bytes < param_bytes, "%s, %s: at most %llu parameter bytes on the device "
+     "at once, of %llu", spec, cf->name, (unsigned long long)st.peak_param_bytes,
+     (unsigned long long)param_bytes);
+  ok(ni.measured_peak_bytes < ri.measured_peak_bytes, "%s, %s: a step's device peak %llu "
+     "bytes, below the device run's %llu", spec, cf->name,
+     (unsigned long long)ni.measured_peak_bytes, (unsigned long long)ri.measured_peak_bytes);
+  free(got);
+  free(want);
+  net_free(&n);
+}
+
+static void run_device(dlrt_device_t *dev, const char *spec, void *ctx) {
+  (void)ctx;
+  static const config configs[] = {
+      {"mlp adam, 1 ahead", 0, DLRT_OPT_ADAM, 1, 0},
+      {"mlp sgd momentum, 3 ahead", 0, DLRT_OPT_SGD, 3, 0},
+      {"gpt adamw, 1 ahead", 1, DLRT_OPT_ADAMW, 1, 0},
+      {"gpt adam, 3 ahead", 1, DLRT_OPT_ADAM, 3, 0},
+      {"gpt adam, 2 ahead, updates at their nodes", 1, DLRT_OPT_ADAM, 2, 1},
+  };
+  for (size_t c = 0; c < sizeof configs / sizeof *configs; c++) run_config(dev, spec, &configs[c]);
+
+  /* Reads and writes of streamed parameters (a checkpoint's export and
+   * import): their host copies. */
+  net n;
+  if (!tap_check(net_make(dev, 0, DLRT_OPT_ADAM, 2, &n), "%s: a streamed mlp", spec)) return;
+  dlrt_host_tensor *t = NULL;
+  int count = 0;
+  if (tap_check(dlrt_exec_export(n.e, 0, &t, &count), "%s: export its parameters", spec)) {
+    for (int i = 0; i < count; i++)
+      for (size_t j = 0; j < t[i].bytes / 4; j++) ((float *)t[i].data)[j] = (float)j * 1e-3f;
+    tap_check(dlrt_exec_import(n.e, t, count), "%s: import others", spec);
+    dlrt_host_tensor *back = NULL;
+    int back_count = 0, same = 0;
+    if (dlrt_exec_export(n.e, 0, &back, &back_count) == DLRT_OK && back_count == count) {
+      same = 1;
+      for (int i = 0; i < count; i++)
+        same &= back[i].bytes == t[i].bytes && memcmp(back[i].data, t[i].data, t[i].bytes) == 0;
+    }
+    ok(same, "%s: they read back the same", spec);
+    dlrt_safetensors_free(back, back_count, NULL);
+    dlrt_safetensors_free(t, count, NULL);
+    float l[1];
+    tap_check(net_train(&n, 0, 1, DLRT_RUN_TRAIN, l), "%s: and it trains from them", spec);
+  }
+  is_status(dlrt_exec_set_accumulation(n.e, 2) == DLRT_OK ? net_train(&n, 1, 2, DLRT_RUN_TRAIN,
+                                                                      (float[1]){0})
+                                                          : DLRT_ERR_STATE,
+            DLRT_ERR_STATE, "%s: streaming with accumulation is refused: %s", spec,
+            dlrt_last_error());
+  ok(strstr(dlrt_last_error(), "accumulation") != NULL, "%s: the message names it", spec);
+  net_free(&n);
+  if (tap_check(net_make(dev, 0, DLRT_OPT_ADAM, 0, &n), "%s: an mlp spilling", spec)) {
+    dlrt_spill_config sc = {.device_budget = 1 << 20, .prefetch = 2};
+    tap_check(dlrt_exec_set_spill(n.e, &sc), "%s: spilling within 1 MiB", spec);
+    is_status(dlrt_exec_offload_params(n.e, 2), DLRT_ERR_STATE, "%s: then streaming is "
+              "refused: %s", spec, dlrt_last_error());
+  }
+  net_free(&n);
+}
+
+int main(void) {
+  tap_tempdir("dlrt-param-stream-test", dir, sizeof dir);
+  snprintf(model_path, sizeof model_path, "%s/small.model", dir);
+  FILE *m = fopen(model_path, "w");
+  if (!m || fputs("linear 64\nrelu\nlinear 48\nrelu\n", m) < 0 || fclose(m) != 0)
+    bail_out("cannot write %s", model_path);
+  if (dlrt_init() < 0 || dlrt_set_cpu_threads(1) < 0) bail_out("%s", dlrt_last_error());
+  tap_for_each_device(run_device, NULL);
+  dlrt_shutdown();
+  tap_remove_tree(dir);
+  return done_testing();
+}
