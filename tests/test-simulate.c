@@ -131,7 +131,7 @@ static void check_replay(dlrt_device_t *dev) {
   dlrt_machine_load(machine_file("gemm", "matmul_fp32 = 1e9\nvector_fp32 = 1e30\n"
                                          "memory_bandwidth = 1e30\nlink = 1000000TB/s\n"
                                          "launch = 0\ndevice_memory = 1G\n"), &m);
-  dlrt_step_prediction p;
+  dlrt_simulated_step p;
   int rc = dlrt_simulate_step(&cfg, 1, 4, 4, 10, &m, NULL, &p);
   double flops = 2.0 * 2 * 8 * 16 * 10;
   ok(rc == DLRT_OK && near(p.step_s, flops / 1e9, 1e-6) && near(p.compute_s, p.step_s, 1e-6) &&

@@ -21,7 +21,7 @@ int run_simulate(const options *o, const dlrt_trainer_config *cfg, const dlrt_da
   dlrt_memory_plan plan;
   rc = dlrt_plan_memory(cfg, d->channels, d->height, d->width, d->classes, &plan);
   if (rc < 0) return tool_fail("cannot plan", rc);
-  dlrt_step_prediction p;
+  dlrt_simulated_step p;
   rc = dlrt_simulate_step(cfg, d->channels, d->height, d->width, d->classes, &m, dev, &p);
   if (rc < 0) return tool_fail("cannot simulate the step", rc);
   /* What has to be on the device: the plan's peak, or with the optimizer

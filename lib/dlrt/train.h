@@ -638,7 +638,7 @@ typedef struct {
    * run of the executor on DEVICE" (--mem-limit), or "the optimizer on the
    * host" (the offload model). */
   char copies_from[96];
-} dlrt_step_prediction;
+} dlrt_simulated_step;
 
 /* Predicts cfg's training step (the classifier or GPT of dlrt_plan_memory)
  * on machine m. With cfg->spill.device_budget the copies are those the
@@ -651,7 +651,7 @@ typedef struct {
  * a second. */
 DLRT_API int dlrt_simulate_step(const dlrt_trainer_config *cfg, int64_t channels, int64_t height,
                                 int64_t width, int classes, const dlrt_machine *m,
-                                dlrt_device_t *dev, dlrt_step_prediction *out);
+                                dlrt_device_t *dev, dlrt_simulated_step *out);
 
 /* Tracing: writes a Chrome trace (JSON; open it in https://ui.perfetto.dev
  * or chrome://tracing) of every graph node the executors run, every spill

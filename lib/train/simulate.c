@@ -223,7 +223,7 @@ typedef struct {
   double t;             /* the compute stream's clock */
   double engine[2];     /* when each copy engine is free */
   double host_free;     /* the host optimizer's clock */
-  dlrt_step_prediction *p;
+  dlrt_simulated_step *p;
   int counting;         /* the step that is counted */
 } replay;
 
@@ -305,7 +305,7 @@ static int offload_updates(replay *r, const dlrt_graph_t *g, const dlrt__schedul
 
 int dlrt_simulate_step(const dlrt_trainer_config *cfg, int64_t channels, int64_t height,
                        int64_t width, int classes, const dlrt_machine *m, dlrt_device_t *dev,
-                       dlrt_step_prediction *out) {
+                       dlrt_simulated_step *out) {
   DLRT__CHECK_ARG(cfg && cfg->model && m && out, "dlrt_simulate_step: config, machine or out "
                   "is NULL");
   DLRT__CHECK_ARG(m->matmul_flops[DLRT_F32] > 0 && m->vector_flops > 0 &&
