@@ -104,6 +104,22 @@ int main(void) {
 #define T dlrt_loss_scale_state
   STRUCT(T, F(T, scale) F(T, skipped_steps) F(T, last_skipped));
 #undef T
+#define T dlrt_machine
+  STRUCT(T, F(T, name) F(T, about) F(T, matmul_flops) F(T, matmul_overhead_s)
+                F(T, vector_flops) F(T, memory_bytes_per_s) F(T, attention_flops)
+                    F(T, conv_flops) F(T, reduce_bytes_per_s) F(T, launch_s)
+                        F(T, link_bytes_per_s) F(T, link_latency_s) F(T, host_bytes_per_s)
+                            F(T, device_memory) F(T, host_memory)
+                                F(T, peak_matmul_flops_bf16) F(T, peak_memory_bytes_per_s));
+#undef T
+#define T dlrt_simulated_step
+  STRUCT(T, F(T, step_s) F(T, compute_s) F(T, forward_s) F(T, backward_s) F(T, update_s)
+                F(T, transfer_s) F(T, exposed_transfer_s) F(T, host_update_s)
+                    F(T, exposed_host_s) F(T, host_hidden_fraction) F(T, host_hidden_s)
+                        F(T, flops) F(T, mfu) F(T, samples_per_s) F(T, tokens_per_s)
+                            F(T, h2d_bytes) F(T, d2h_bytes) F(T, copies) F(T, nodes)
+                                F(T, launches) F(T, copies_from));
+#undef T
   puts("\n}");
   return 0;
 }

@@ -12,10 +12,11 @@ from .errors import check
 
 PRECISIONS = {"fp32": 0, "f32": 0, "fp16": 1, "f16": 1, "bf16": 2}  # dlrt_dtype
 PRECISION_NAMES = {0: "fp32", 1: "fp16", 2: "bf16"}
-OFFLOAD = {"none": 0, "activations": 1, "optimizer": 2, "all": 3}  # dlrt_offload_policy
+# dlrt_offload_policy
+OFFLOAD = {"none": 0, "activations": 1, "optimizer": 2, "all": 3, "params": 4}
 CHECKPOINT_SQRT, CHECKPOINT_AUTO, CHECKPOINT_MARKS = -1, -2, -3
 SCHEDULES = {"constant": 0, "step": 1, "cosine": 2}  # dlrt_lr_schedule
-GPT_SIZES = ("layers", "heads", "embd", "context", "vocab", "dropout")
+GPT_SIZES = ("layers", "heads", "embd", "context", "vocab", "dropout", "attn_dropout")
 
 # dltrain's defaults (tools/dltrain-options.c).
 DEFAULTS = dict(model="mlp", data=None, device=None, batch=None, optimizer="adam", lr=None,
@@ -25,7 +26,8 @@ DEFAULTS = dict(model="mlp", data=None, device=None, batch=None, optimizer="adam
                 normalize=None, mmap=False, accum=1, checkpoint=None, mem_limit=None,
                 host_limit=None, offload="none", spill_prefetch=4, precision="fp32",
                 loss_scale=None, epochs=1, steps=None, eval_every=None, eval_batches=None,
-                layers=0, heads=0, embd=0, context=0, vocab=0, dropout=0.0)
+                layers=0, heads=0, embd=0, context=0, vocab=0, dropout=0.0,
+                attn_dropout=0.0)
 
 
 def gpt_preset(name):

@@ -175,6 +175,9 @@ _SIGNATURES = {
     "dlrt_plan_max_batch": (c_int, [P(S.TrainerConfig), c_int64, c_int64, c_int64, c_int,
                                     c_uint64, P(S.MemoryPlan)]),
     "dlrt_plan_what_if": (c_int, [c_double, c_uint64, P(S.WhatIf), P(c_int)]),
+    "dlrt_machine_get": (c_int, [c_char_p, c_void_p, P(S.Machine)]),
+    "dlrt_simulate_step": (c_int, [P(S.TrainerConfig), c_int64, c_int64, c_int64, c_int,
+                                   P(S.Machine), c_void_p, P(S.SimulatedStep)]),
 }
 
 for _name, (_res, _args) in _SIGNATURES.items():

@@ -132,6 +132,28 @@ class LossScaleState(Struct):  # dlrt_loss_scale_state
     _fields_ = [("scale", c_float), ("skipped_steps", c_int64), ("last_skipped", c_int)]
 
 
+class Machine(Struct):  # dlrt_machine
+    _fields_ = [("name", c_char * 64), ("about", c_char * 160), ("matmul_flops", c_double * 3),
+                ("matmul_overhead_s", c_double), ("vector_flops", c_double),
+                ("memory_bytes_per_s", c_double), ("attention_flops", c_double),
+                ("conv_flops", c_double), ("reduce_bytes_per_s", c_double),
+                ("launch_s", c_double), ("link_bytes_per_s", c_double),
+                ("link_latency_s", c_double), ("host_bytes_per_s", c_double),
+                ("device_memory", c_uint64), ("host_memory", c_uint64),
+                ("peak_matmul_flops_bf16", c_double), ("peak_memory_bytes_per_s", c_double)]
+
+
+class SimulatedStep(Struct):  # dlrt_simulated_step
+    _fields_ = [("step_s", c_double), ("compute_s", c_double), ("forward_s", c_double),
+                ("backward_s", c_double), ("update_s", c_double), ("transfer_s", c_double),
+                ("exposed_transfer_s", c_double), ("host_update_s", c_double),
+                ("exposed_host_s", c_double), ("host_hidden_fraction", c_double),
+                ("host_hidden_s", c_double), ("flops", c_double), ("mfu", c_double),
+                ("samples_per_s", c_double), ("tokens_per_s", c_double),
+                ("h2d_bytes", c_uint64), ("d2h_bytes", c_uint64), ("copies", c_uint64),
+                ("nodes", c_int), ("launches", c_int), ("copies_from", c_char * 96)]
+
+
 # Every mirror, by its C name (what tests/python-abi prints).
 C_NAMES = {
     "dlrt_device_props": DeviceProps, "dlrt_mem_counter": MemCounter,
@@ -140,5 +162,6 @@ C_NAMES = {
     "dlrt_loss_scaler": LossScaler, "dlrt_trainer_config": TrainerConfig,
     "dlrt_epoch_stats": EpochStats, "dlrt_memory_plan": MemoryPlan, "dlrt_what_if": WhatIf,
     "dlrt_dataset": Dataset, "dlrt_tokens": Tokens, "dlrt_exec_info": ExecInfo,
-    "dlrt_loss_scale_state": LossScaleState,
+    "dlrt_loss_scale_state": LossScaleState, "dlrt_machine": Machine,
+    "dlrt_simulated_step": SimulatedStep,
 }

@@ -78,16 +78,65 @@ def _transformer(cfg, d):
             "peak_16bit": peaks[1, 0], "peak_16bit_checkpointed": peaks[1, 1]}
 
 
+def _g(x, digits):
+    """x as C's %.<digits>g prints it, read back (dltrain's JSON numbers)."""
+    return float(format(x, ".%dg" % digits))
+
+
+def _simulate(spec, cfg, d, dev, model):
+    """dltrain --plan --simulate SPEC --json's "simulate" object."""
+    m = S.Machine()
+    check(lib.dlrt_machine_get(str(spec).encode(), dev._handle, ctypes.byref(m)))
+    p = _plan(cfg, d, S.MemoryPlan())
+    st = S.SimulatedStep()
+    check(lib.dlrt_simulate_step(ctypes.byref(cfg), d.channels, d.height, d.width, d.classes,
+                                 ctypes.byref(m), dev._handle, ctypes.byref(st)))
+    # What has to be on the device: the plan's peak, or with the optimizer
+    # on the host its parameters' and gradients' share without the state.
+    offload = cfg.spill.policy in (C.OFFLOAD["optimizer"], C.OFFLOAD["all"])
+    need = (cfg.spill.device_budget or (p.peak - p.optimizer_state if offload else p.peak))
+    out = {"machine": text(m.name), "about": text(m.about), "model": model,
+           "batch": cfg.batch, "precision": C.PRECISION_NAMES[cfg.precision],
+           "params": p.param_count, "planned_peak_bytes": p.peak,
+           "device_memory": m.device_memory, "fits_device_memory": need <= m.device_memory,
+           "copies_from": text(st.copies_from)}
+    for key in ("step_s", "compute_s", "forward_s", "backward_s", "update_s", "transfer_s",
+                "exposed_transfer_s", "host_update_s", "exposed_host_s"):
+        out[key] = _g(getattr(st, key), 9)
+    out["host_hidden_fraction"] = _g(st.host_hidden_fraction, 6)
+    for key in ("host_hidden_s", "samples_per_s", "tokens_per_s", "flops"):
+        out[key] = _g(getattr(st, key), 9)
+    out["mfu"] = _g(st.mfu, 6)
+    for key in ("h2d_bytes", "d2h_bytes", "copies", "nodes", "launches"):
+        out[key] = getattr(st, key)
+    f = {"matmul_fp32": m.matmul_flops[0], "matmul_fp16": m.matmul_flops[1],
+         "matmul_bf16": m.matmul_flops[2], "matmul_overhead_s": m.matmul_overhead_s,
+         "vector_fp32": m.vector_flops, "memory_bandwidth": m.memory_bytes_per_s,
+         "launch_s": m.launch_s, "link": m.link_bytes_per_s,
+         "link_latency_s": m.link_latency_s, "host_bandwidth": m.host_bytes_per_s}
+    out["figures"] = {k: _g(v, 6) for k, v in f.items()}
+    out["figures"]["host_memory"] = m.host_memory
+    out["figures"].update({"attention": _g(m.attention_flops, 6), "conv": _g(m.conv_flops, 6),
+                           "reduce_bandwidth": _g(m.reduce_bytes_per_s, 6),
+                           "device_memory": m.device_memory})
+    return {"simulate": out}
+
+
 def plan(model="mlp", batch=None, precision="fp32", device_memory=None, device=None,
-         what_if=None, **options):
+         what_if=None, simulate=None, **options):
     """What a training run needs at its peak, the largest batch each strategy
     fits, the what-if table (and a transformer's own lines): the dict of
     `dltrain --plan --json` with the same options, keyed as it is.
 
     device_memory: the device size to plan for ("40G", bytes); default the
     device's budget, else its memory. what_if: a parameter count (175e9,
-    "7B"); a GPT's own count by default. The other options are dltrain's
-    (data, accum, optimizer, checkpoint, layers, context, ...)."""
+    "7B"); a GPT's own count by default. simulate: a machine ("h200-pcie5"
+    and the other presets, a file of figures, or "this", measured on
+    `device`): instead, the predicted training step on it, the dict of
+    `dltrain --plan --simulate MACHINE --json` ({"simulate": {...}}; with
+    mem_limit the copies of a dry run on `device`, with offload="optimizer"
+    the host optimizer's). The other options are dltrain's (data, accum,
+    optimizer, checkpoint, layers, context, mem_limit, offload, ...)."""
     o = C.options(dict(options, model=model, batch=batch, precision=precision, device=device))
     dev = _open_device(o["device"])
     props = dev.properties()
@@ -105,6 +154,8 @@ def plan(model="mlp", batch=None, precision="fp32", device_memory=None, device=N
         splits = _data.images(o["data"], o["seed"], o["limit"], o["mmap"])
     d = splits.train
     cfg = C.trainer_config(o, d, props["total_memory"])
+    if simulate is not None:
+        return _simulate(simulate, cfg, d, dev, o["model"])
     p = _plan(cfg, d, S.MemoryPlan())
     plain = dict(accum=1)
     fits = {

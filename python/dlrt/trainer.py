@@ -43,7 +43,7 @@ class Trainer:
     threads, limit, workers, prefetch, accum, precision, checkpoint,
     mem_limit, schedule, warmup, clip_norm, label_smoothing, augment, epochs
     (for a cosine schedule's length), steps / eval_every / eval_batches and
-    the GPT sizes (layers, heads, embd, context, vocab, dropout)."""
+    the GPT sizes (layers, heads, embd, context, vocab, dropout, attn_dropout)."""
 
     def __init__(self, model="mlp", data=None, device=None, **options):
         o = C.options(dict(options, model=model, data=data, device=device))

@@ -43,3 +43,44 @@ def test_plan_errors():
     with pytest.raises(TypeError, match="unknown option"):
         dlrt.plan(model="mlp", bacth=3)
     assert "gpt3-175b" in dlrt.gpt_presets() and "gpt-mini" in dlrt.gpt_presets()
+
+
+SIMULATE = [
+    (dict(model="gpt3-175b", batch=1, precision="bf16", offload="optimizer",
+          simulate="h200-pcie5"),
+     ["--model", "gpt3-175b", "--batch", "1", "--precision", "bf16", "--offload", "optimizer",
+      "--simulate", "h200-pcie5"]),
+    (dict(model="gpt2", batch=4, context=64, simulate="a100-pcie4"),
+     ["--model", "gpt2", "--batch", "4", "--context", "64", "--simulate", "a100-pcie4"]),
+    (dict(model="mlp", data="generated", batch=64, mem_limit="5M", offload="optimizer",
+          device="cpu", simulate="h200-pcie5"),
+     ["--model", "mlp", "--data", "generated", "--batch", "64", "--mem-limit", "5M",
+      "--offload", "optimizer", "--device", "cpu", "--simulate", "h200-pcie5"]),
+]
+
+
+@pytest.mark.parametrize("mine,theirs", SIMULATE, ids=[c[0]["model"] for c in SIMULATE])
+def test_simulate_equals_dltrain(dltrain, mine, theirs):
+    assert dlrt.plan(**mine) == dltrain("--plan", "--json", *theirs)
+
+
+def test_simulate_figures_and_errors(tmp_path):
+    s = dlrt.plan(model="gpt2", batch=8, context=1024, precision="bf16",
+                  simulate="h200-pcie5")["simulate"]
+    assert s["machine"] == "h200-pcie5" and s["step_s"] > 0 and 0 < s["mfu"] < 1
+    assert s["tokens_per_s"] == pytest.approx(8 * 1024 / s["step_s"], rel=1e-6)
+    assert s["compute_s"] == pytest.approx(s["forward_s"] + s["backward_s"] + s["update_s"],
+                                           rel=1e-6)
+    # A file of figures: twice the GEMM rate of the preset it starts from.
+    fast = tmp_path / "fast.machine"
+    fast.write_text("base = h200-pcie5\nname = fast\nmatmul_bf16 = %r\n"
+                    % (2 * s["figures"]["matmul_bf16"]))
+    f = dlrt.plan(model="gpt2", batch=8, context=1024, precision="bf16",
+                  simulate=str(fast))["simulate"]
+    assert f["machine"] == "fast" and f["step_s"] < s["step_s"]
+    with pytest.raises(dlrt.InvalidArgument, match="h200-pcie5"):
+        dlrt.plan(model="gpt2", simulate="h300-pcie9")  # the message lists the presets
+    bad = tmp_path / "bad.machine"
+    bad.write_text("matmul_fp32 = fast\n")
+    with pytest.raises(dlrt.Error, match="bad.machine"):
+        dlrt.plan(model="mlp", simulate=str(bad))
