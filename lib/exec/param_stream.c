@@ -104,6 +104,15 @@ static int param_of(const dlrt__pstream *ps, const dlrt__node *n, int j) {
   return is_update(n) ? -1 : ps->of_id[n->in[j]->owner->id];
 }
 
+/* The same, counting a parameter once per node: -1 also where an earlier
+ * input of the node is the same parameter (x * x reads it once). */
+static int new_param_of(const dlrt__pstream *ps, const dlrt__node *n, int j) {
+  int i = param_of(ps, n, j);
+  for (int j2 = 0; j2 < j && i >= 0; j2++)
+    if (param_of(ps, n, j2) == i) i = -1;
+  return i;
+}
+
 static int tables_make(dlrt__pstream *ps, const dlrt_graph_t *g, const dlrt__schedule *s,
                        tables *t) {
   tables_free(t);
@@ -120,11 +129,8 @@ static int tables_make(dlrt__pstream *ps, const dlrt_graph_t *g, const dlrt__sch
   for (int k = 0; k < n; k++) {
     const dlrt__node *nd = g->nodes[s->order[k]];
     for (int j = 0; j < nd->n_in; j++) {
-      int i = param_of(ps, nd, j);
+      int i = new_param_of(ps, nd, j);
       if (i < 0) continue;
-      int again = 0;
-      for (int j2 = 0; j2 < j; j2++) again |= param_of(ps, nd, j2) == i;
-      if (again) continue;
       t->use_at[k + 1]++, t->pos_at[i + 1]++, uses++;
     }
     if (is_update(nd)) continue;
@@ -153,11 +159,8 @@ static int tables_make(dlrt__pstream *ps, const dlrt_graph_t *g, const dlrt__sch
   for (int k = 0; k < n; k++) {
     const dlrt__node *nd = g->nodes[s->order[k]];
     for (int j = 0; j < nd->n_in; j++) {
-      int i = param_of(ps, nd, j);
+      int i = new_param_of(ps, nd, j);
       if (i < 0) continue;
-      int again = 0;
-      for (int j2 = 0; j2 < j; j2++) again |= param_of(ps, nd, j2) == i;
-      if (again) continue;
       t->use[t->use_at[k] + fill_use[k]++] = i;
       t->pos[t->pos_at[i] + fill_pos[i]++] = k;
     }

@@ -73,21 +73,10 @@ dlrt_tensor_t *dlrt_linear_cross_entropy_shard(dlrt_graph_t *g, dlrt_tensor_t *x
   if (chunk > rows) chunk = rows;
   /* Per-row losses, N ones (the mean as a GEMM), a chunk's four row
    * statistics and its logits. */
-  int64_t one = 1, work = 2 * rows + 4 * chunk + chunk * classes, tag = next_tag(g);
-  dlrt_tensor_t *loss = dlrt__node1(g, DLRT__OP_LINEAR_XENT_SHARD, DLRT__PHASE_FORWARD, 3, in,
-                                    1, &one, "loss");
+  int64_t work = 2 * rows + 4 * chunk + chunk * classes, tag = next_tag(g);
+  dlrt_tensor_t *loss = dlrt__linear_xent_node(g, DLRT__OP_LINEAR_XENT_SHARD, in, x, w, work);
   if (!loss) return NULL;
   dlrt__node *n = loss->producer;
-  dlrt_tensor_t *dx = dlrt__tensor_new(g, "loss.dx", DLRT_F32, 2, x->shape,
-                                       DLRT__TENSOR_INTERMEDIATE);
-  dlrt_tensor_t *dw = dlrt__tensor_new(g, "loss.dw", DLRT_F32, 2, w->shape,
-                                       DLRT__TENSOR_INTERMEDIATE);
-  dlrt_tensor_t *ws = dlrt__tensor_new(g, "loss.workspace", DLRT_F32, 1, &work,
-                                       DLRT__TENSOR_INTERMEDIATE);
-  if (!dx || !dw || !ws) return NULL;
-  n->n_out = 4;
-  n->out[1] = dx, n->out[2] = dw, n->out[3] = ws;
-  dx->producer = dw->producer = ws->producer = n;
   n->linear_xent_shard = (struct dlrt__linear_xent_shard_params){
       .rows = rows, .classes = classes, .width = width, .chunk = chunk, .first = first,
       .vocab = vocab, .tag = tag, .smoothing = smoothing};

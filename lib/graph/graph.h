@@ -250,6 +250,11 @@ dlrt__node *dlrt__node_new(dlrt_graph_t *g, dlrt__op_kind op, dlrt__node_phase p
  * count given). */
 void dlrt__node_inputs(dlrt__node *n, int count, dlrt_tensor_t *const *in);
 /* A node with one new output tensor of the given shape. */
+/* linear_xent.c: the fused head's node (op DLRT__OP_LINEAR_XENT or its
+ * vocabulary shard) on in = {x, w, labels}: its scalar loss, and as further
+ * outputs d x (x's shape), d w (w's) and a workspace of `work` floats. */
+dlrt_tensor_t *dlrt__linear_xent_node(dlrt_graph_t *g, dlrt__op_kind op, dlrt_tensor_t *in[3],
+                                      dlrt_tensor_t *x, dlrt_tensor_t *w, int64_t work);
 dlrt_tensor_t *dlrt__node1(dlrt_graph_t *g, dlrt__op_kind op, dlrt__node_phase phase, int n_in,
                            dlrt_tensor_t *const *in, int ndim, const int64_t *shape,
                            const char *name);

@@ -12,6 +12,25 @@
  * above it runs a row at a time. */
 #define CHUNK_LOGITS ((int64_t)1 << 22)
 
+dlrt_tensor_t *dlrt__linear_xent_node(dlrt_graph_t *g, dlrt__op_kind op, dlrt_tensor_t *in[3],
+                                      dlrt_tensor_t *x, dlrt_tensor_t *w, int64_t work) {
+  int64_t one = 1;
+  dlrt_tensor_t *loss = dlrt__node1(g, op, DLRT__PHASE_FORWARD, 3, in, 1, &one, "loss");
+  if (!loss) return NULL;
+  dlrt__node *n = loss->producer;
+  dlrt_tensor_t *dx = dlrt__tensor_new(g, "loss.dx", DLRT_F32, 2, x->shape,
+                                       DLRT__TENSOR_INTERMEDIATE);
+  dlrt_tensor_t *dw = dlrt__tensor_new(g, "loss.dw", DLRT_F32, 2, w->shape,
+                                       DLRT__TENSOR_INTERMEDIATE);
+  dlrt_tensor_t *ws = dlrt__tensor_new(g, "loss.workspace", DLRT_F32, 1, &work,
+                                       DLRT__TENSOR_INTERMEDIATE);
+  if (!dx || !dw || !ws) return NULL;
+  n->n_out = 4;
+  n->out[1] = dx, n->out[2] = dw, n->out[3] = ws;
+  dx->producer = dw->producer = ws->producer = n;
+  return loss;
+}
+
 dlrt_tensor_t *dlrt_linear_cross_entropy(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt_tensor_t *w,
                                          dlrt_tensor_t *labels, float smoothing) {
   dlrt_tensor_t *in[3] = {x, w, labels};
@@ -32,21 +51,10 @@ dlrt_tensor_t *dlrt_linear_cross_entropy(dlrt_graph_t *g, dlrt_tensor_t *x, dlrt
   if (chunk < 1) chunk = 1;
   if (chunk > rows) chunk = rows;
   /* Per-row losses, N ones (the mean as a GEMM), a chunk's logits. */
-  int64_t one = 1, work = 2 * rows + chunk * classes;
-  dlrt_tensor_t *loss = dlrt__node1(g, DLRT__OP_LINEAR_XENT, DLRT__PHASE_FORWARD, 3, in, 1,
-                                    &one, "loss");
+  int64_t work = 2 * rows + chunk * classes;
+  dlrt_tensor_t *loss = dlrt__linear_xent_node(g, DLRT__OP_LINEAR_XENT, in, x, w, work);
   if (!loss) return NULL;
   dlrt__node *n = loss->producer;
-  dlrt_tensor_t *dx = dlrt__tensor_new(g, "loss.dx", DLRT_F32, 2, x->shape,
-                                       DLRT__TENSOR_INTERMEDIATE);
-  dlrt_tensor_t *dw = dlrt__tensor_new(g, "loss.dw", DLRT_F32, 2, w->shape,
-                                       DLRT__TENSOR_INTERMEDIATE);
-  dlrt_tensor_t *ws = dlrt__tensor_new(g, "loss.workspace", DLRT_F32, 1, &work,
-                                       DLRT__TENSOR_INTERMEDIATE);
-  if (!dx || !dw || !ws) return NULL;
-  n->n_out = 4;
-  n->out[1] = dx, n->out[2] = dw, n->out[3] = ws;
-  dx->producer = dw->producer = ws->producer = n;
   n->linear_xent = (struct dlrt__linear_xent_params){
       .rows = rows, .classes = classes, .width = width, .chunk = chunk, .smoothing = smoothing};
   return loss;
