@@ -71,6 +71,14 @@ int dlrt__exec_bucket_wait(dlrt_exec_t *e, int b);
  * running sum of parameter `id`'s gradient (DLRT_RUN_GRADIENTS, on the
  * device). */
 dlrt_graph_t *dlrt__exec_graph(const dlrt_exec_t *e);
+/* exec_io.c: what dlrt_exec_export lists, for a layer above that lists the
+ * same tensors from elsewhere (ZeRO's host copies): whether tensor t is one
+ * (parameters, buffers, with_state the optimizer state); how many entries
+ * the export of g holds (with_state: one more, the step counter); and an
+ * entry for t (name, fp32, shape, bytes, a malloc'd data buffer). */
+int dlrt__exported(const dlrt_tensor_t *t, int with_state);
+int dlrt__export_count(const dlrt_graph_t *g, int with_state);
+int dlrt__host_tensor_like(dlrt_host_tensor *h, const dlrt_tensor_t *t);
 /* dlrt_exec_create in two steps, for a caller that decides checkpointing,
  * accumulation and spilling from the plan before any storage exists (the
  * trainer): the first plans and counts the parameters (dlrt_exec_info) but

@@ -202,29 +202,39 @@ int dlrt_exec_info_get(dlrt_exec_t *e, dlrt_exec_info *out) {
 
 /* ---------------------------------------------------------------- export */
 
+int dlrt__exported(const dlrt_tensor_t *t, int with_state) {
+  return t->kind == DLRT__TENSOR_PARAM || t->buffer ||
+         (with_state && t->kind == DLRT__TENSOR_STATE);
+}
+
+int dlrt__export_count(const dlrt_graph_t *g, int with_state) {
+  int count = with_state ? 1 : 0; /* the optimizer's step counter */
+  for (int i = 0; i < g->n_tensors; i++) count += dlrt__exported(g->tensors[i], with_state);
+  return count;
+}
+
+int dlrt__host_tensor_like(dlrt_host_tensor *h, const dlrt_tensor_t *t) {
+  snprintf(h->name, sizeof h->name, "%s", t->name);
+  h->dtype = DLRT_F32;
+  h->ndim = t->ndim;
+  memcpy(h->shape, t->shape, (size_t)t->ndim * sizeof t->shape[0]);
+  h->bytes = dlrt__tensor_bytes(t);
+  h->data = malloc(h->bytes ? h->bytes : 1);
+  return h->data ? DLRT_OK : dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+}
+
 int dlrt_exec_export(dlrt_exec_t *e, int with_state, dlrt_host_tensor **tensors, int *n) {
   DLRT__CHECK_ARG(e && tensors && n, "executor, tensors or n is NULL");
   dlrt_graph_t *g = e->g;
-  int count = with_state ? 1 : 0;
-  for (int i = 0; i < g->n_tensors; i++)
-    count += g->tensors[i]->kind == DLRT__TENSOR_PARAM || g->tensors[i]->buffer ||
-             (with_state && g->tensors[i]->kind == DLRT__TENSOR_STATE);
+  int count = dlrt__export_count(g, with_state);
   dlrt_host_tensor *out = calloc((size_t)(count ? count : 1), sizeof *out);
   if (!out) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   int k = 0, rc = DLRT_OK;
   for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++) {
     dlrt_tensor_t *t = g->tensors[i];
-    if (!(t->kind == DLRT__TENSOR_PARAM || t->buffer || (with_state && t->kind == DLRT__TENSOR_STATE)))
-      continue;
+    if (!dlrt__exported(t, with_state)) continue;
     dlrt_host_tensor *h = &out[k++];
-    snprintf(h->name, sizeof h->name, "%s", t->name);
-    h->dtype = DLRT_F32;
-    h->ndim = t->ndim;
-    memcpy(h->shape, t->shape, (size_t)t->ndim * sizeof t->shape[0]);
-    h->bytes = dlrt__tensor_bytes(t);
-    h->data = malloc(h->bytes ? h->bytes : 1);
-    rc = h->data ? dlrt_exec_read(e, t, h->data, h->bytes)
-                 : dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+    if ((rc = dlrt__host_tensor_like(h, t)) == DLRT_OK) rc = dlrt_exec_read(e, t, h->data, h->bytes);
   }
   if (rc == DLRT_OK && with_state && (e->steps < 0 || e->steps > INT32_MAX))
     rc = dlrt__set_error(DLRT_ERR_UNSUPPORTED, "dlrt_exec_export: %lld updates made; the "

@@ -499,26 +499,16 @@ int dlrt__trainer_export(dlrt_trainer_t *t, int with_state, dlrt_host_tensor **t
   /* What dlrt_exec_export gives, in its order, from the host copies where
    * the executor holds a shard or nothing. */
   dlrt_graph_t *g = dlrt__exec_graph(t->e);
-  int count = with_state ? 1 : 0;
-  for (int i = 0; i < g->n_tensors; i++)
-    count += g->tensors[i]->kind == DLRT__TENSOR_PARAM || g->tensors[i]->buffer ||
-             (with_state && g->tensors[i]->kind == DLRT__TENSOR_STATE);
+  int count = dlrt__export_count(g, with_state);
   dlrt_host_tensor *out = calloc((size_t)(count ? count : 1), sizeof *out);
   if (!out) return oom();
   int k = 0, rc = DLRT_OK;
   for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++) {
     dlrt_tensor_t *x = g->tensors[i];
-    if (!(x->kind == DLRT__TENSOR_PARAM || x->buffer ||
-          (with_state && x->kind == DLRT__TENSOR_STATE)))
-      continue;
+    if (!dlrt__exported(x, with_state)) continue;
     dlrt_host_tensor *h = &out[k++];
-    snprintf(h->name, sizeof h->name, "%s", x->name);
-    h->dtype = DLRT_F32;
-    h->ndim = x->ndim;
-    memcpy(h->shape, x->shape, (size_t)x->ndim * sizeof x->shape[0]);
-    h->bytes = dlrt__tensor_bytes(x);
-    if (!(h->data = malloc(h->bytes ? h->bytes : 1))) {
-      rc = oom();
+    if ((rc = dlrt__host_tensor_like(h, x)) < 0) {
+      break;
     } else if (x->kind == DLRT__TENSOR_PARAM && z->at_of[i] >= 0) {
       memcpy(h->data, z->params + z->at_of[i], h->bytes);
     } else if (z->state_of[i]) {
