@@ -25,10 +25,12 @@ else
   echo "not ok 1 - an upward #include is reported"
   sed 's/^/# /' "$tmp/out"
 fi
+# CC may hold a wrapper and its compiler ("ccache gcc"): split on purpose.
 cc=${CC:-cc}
-if "$cc" -c -I"$tmp/src/lib" -I"$tmp/src/lib/mem" "$tmp/src/lib/mem/thing.c" \
+# shellcheck disable=SC2086
+if $cc -c -I"$tmp/src/lib" -I"$tmp/src/lib/mem" "$tmp/src/lib/mem/thing.c" \
      -o "$tmp/build/lib/mem/libdlrt_la-thing.o" 2>"$tmp/err" &&
-   "$cc" -c -I"$tmp/src/lib" "$tmp/src/lib/device/use.c" \
+   $cc -c -I"$tmp/src/lib" "$tmp/src/lib/device/use.c" \
      -o "$tmp/build/lib/device/libdlrt_la-use.o" 2>>"$tmp/err"; then
   # Only the symbols now: the include is made local to the file.
   printf 'int dlrt__mem_thing(void);\nint dlrt__device_use(void) { return dlrt__mem_thing(); }\n' \
