@@ -101,7 +101,7 @@ cats = {e['cat'] for e in spans}
 assert {'forward', 'backward', 'update', 'copy'} <= cats, cats
 assert all(e['dur'] >= 0 and e['ts'] >= 0 for e in spans), 'negative times'
 counters = {e['name'] for e in events if e['ph'] == 'C'}
-assert {'device memory allocated', 'spill: resident'} <= counters, counters
+assert {'device memory allocated (cpu:0)', 'spill: resident (cpu:0)'} <= counters, counters
 assert any('on the host' in e['name'] for e in spans), 'host updates'" "$tmp/trace.json"
 result "--trace writes a Chrome trace: kernels, copies, host updates, memory counters"
 DLRT_TRACE="$tmp/env.json" "$DLTRAIN" --data generated --limit 320 --device cpu --quiet \

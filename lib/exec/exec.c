@@ -268,10 +268,18 @@ static void trace_node(dlrt_exec_t *e, const dlrt__node *n, int on_host, double 
   dlrt__trace_span(name, n->phase == DLRT__PHASE_FORWARD ? "forward"
                          : n->phase == DLRT__PHASE_BACKWARD ? "backward" : "update",
                    on_host ? DLRT_TRACE_HOST : DLRT_TRACE_COMPUTE, t0, dlrt__trace_now_us());
+  /* Counters are named per device: with several executors (data or tensor
+   * parallel) one name would draw every device's bytes as one line. */
+  char counter[96];
   dlrt_mem_stats st;
-  if (dlrt_mem_stats_get(e->dev, &st) == DLRT_OK)
-    dlrt__trace_counter("device memory allocated", st.allocated.current);
-  if (e->spill.pool) dlrt__trace_counter("spill: resident", dlrt__mpool_resident(e->spill.pool));
+  if (dlrt_mem_stats_get(e->dev, &st) == DLRT_OK) {
+    snprintf(counter, sizeof counter, "device memory allocated (%s)", dlrt_device_spec(e->dev));
+    dlrt__trace_counter(counter, st.allocated.current);
+  }
+  if (e->spill.pool) {
+    snprintf(counter, sizeof counter, "spill: resident (%s)", dlrt_device_spec(e->dev));
+    dlrt__trace_counter(counter, dlrt__mpool_resident(e->spill.pool));
+  }
 }
 
 /* A chunked block of the schedule (chunk.c): its positions run for each
