@@ -444,6 +444,12 @@ typedef struct {
    * the device, or through a host copy past the host budget): never more
    * than spilled_bytes. */
   uint64_t spilled_to_disk_bytes;
+  /* Write-backs to host copies queued on the pool's write-back stream (the
+   * device-to-host copy engine), overlapping compute: the storage's device
+   * block stays held (a "drain", counted resident) until the budget needs
+   * it, when the compute stream waits for that copy (released), or until
+   * the storage is used again and takes it back uncopied (reclaimed). */
+  uint64_t async_writebacks, drains_released, drains_reclaimed;
 } dlrt_spill_stats;
 
 /* Turns spilling on (device_budget > 0) or off for the next runs. Storages
