@@ -517,8 +517,10 @@ typedef struct {
   int kept, swapped, recomputed;
   uint64_t swapped_bytes, recomputed_bytes;
   double link_bytes_per_s, link_latency_s; /* what the model used, per direction */
-  double copy_floor_bytes_per_s;    /* no copy faster: a host-memory device's own copies
-                                       as profiled (0: none) */
+  double copy_floor_bytes_per_s;    /* no copy faster: a host-memory device's memcpy
+                                       (0: none) */
+  double copy_overhead_s;           /* each copy's cost beyond the link's time, measured on
+                                       the device (a host-memory device's stream hand-offs) */
   double profile_ms;                /* the profiling pass (0: cached) */
   int profile_cached;               /* 0 measured, 1 this process's, 2 the file's */
 } dlrt_spill_plan;
