@@ -85,6 +85,7 @@ def same(a, b):
         return False
 
 rows = []
+print("rounds %d, threads %s, load %.1f at the start" % (rounds, threads, os.getloadavg()[0]))
 for model in models.split(","):
     base = args_of(model)
     # The unlimited peak, once.
@@ -155,6 +156,13 @@ for model in models.split(","):
             print("\n%s, --link %s, budget %d%% of %.1f MiB (%.2f MiB)%s" %
                   (model, link, int(frac), peak / 1048576, limit_b / 1048576,
                    "  " + notes["all"] if "all" in notes else ""))
+            if sp:
+                print("  the model: link %.4g MB/s + %.3g us a copy (%.3g us of it the "
+                      "stream's own), copies no faster than %.4g MB/s; nodes alone %.1f ms" %
+                      (sp["link_bytes_per_s"] / 1e6,
+                       1e6 * (sp["link_latency_s"] + sp.get("copy_overhead_s", 0)),
+                       1e6 * sp.get("copy_overhead_s", 0), sp["copy_floor_bytes_per_s"] / 1e6,
+                       sp["unlimited_ms"]))
             print("  %-10s %11s %11s %7s %8s %8s %5s  %s" %
                   ("strategy", "measured", "predicted", "p/m", "/best", "/unlim", "bits", ""))
             for row in rows[-5:]:

@@ -38,7 +38,7 @@ int main(void) {
 #define T dlrt_device_props
   STRUCT(T, F(T, name) F(T, vendor) F(T, backend) F(T, driver) F(T, spec) F(T, index)
                 F(T, kind) F(T, total_memory) F(T, free_memory) F(T, alignment)
-                    F(T, host_addressable) F(T, compute_units));
+                    F(T, host_addressable) F(T, compute_units) F(T, threads));
 #undef T
 #define T dlrt_mem_counter
   STRUCT(T, F(T, current) F(T, peak));

@@ -220,12 +220,13 @@ int dltrain_spill_plan_json(FILE *out, dlrt_trainer_t *t, double measured_ms, in
   if (!e || dlrt_exec_spill_plan(e, &p) < 0 || p.decisions == 0) return 0;
   fprintf(out, "{\"asked\": \"%s\", \"chosen\": \"%s\", \"link_bytes_per_s\": %.6g, "
           "\"link_latency_s\": %.6g, \"copy_floor_bytes_per_s\": %.6g, "
+          "\"copy_overhead_s\": %.6g, "
           "\"unlimited_ms\": %.4f, \"profile_ms\": %.1f, "
           "\"profile_cached\": %d, \"kept\": %d, \"swapped\": %d, \"recomputed\": %d, "
           "\"swapped_bytes\": %" PRIu64 ", \"recomputed_bytes\": %" PRIu64 ", \"predicted\": ",
           dlrt_plan_strategy_name(p.asked), dlrt_plan_strategy_name(p.chosen),
-          p.link_bytes_per_s, p.link_latency_s, p.copy_floor_bytes_per_s, p.unlimited_ms,
-          p.profile_ms, p.profile_cached,
+          p.link_bytes_per_s, p.link_latency_s, p.copy_floor_bytes_per_s, p.copy_overhead_s,
+          p.unlimited_ms, p.profile_ms, p.profile_cached,
           p.kept, p.swapped, p.recomputed, p.swapped_bytes, p.recomputed_bytes);
   prediction_json(out, &p.predicted);
   fputs(", \"measured_step_ms\": ", out);

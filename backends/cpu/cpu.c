@@ -92,6 +92,7 @@ static int cpu_device_props(void *ctx, int index, dlrt_device_props *p) {
   p->host_addressable = 1;
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   p->compute_units = cores > 0 ? (int)cores : 1;
+  p->threads = cpu_pool_size();
   return DLRT_OK;
 }
 

@@ -3,11 +3,17 @@
  * thread that opens each modelled copy's gate at its end (link.h). */
 #include "config.h"
 
+#include <ctype.h>
+#include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif
@@ -302,6 +308,102 @@ static int measure_flops(dlrt_device_t *dev, double *flops, char *how, size_t ho
   return DLRT_OK;
 }
 
+/* ---------------------------------------------------------------- the rate, kept */
+
+/* DLRT_LINK_FLOPS: "30e9", "30G", "30 GFLOP/s", "1.5TFLOPS" into FLOP/s. */
+static int parse_flops(const char *text, double *out) {
+  char *end;
+  double v = strtod(text, &end);
+  if (end == text || !isfinite(v) || !(v > 0))
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "DLRT_LINK_FLOPS \"%s\" is not a rate above "
+                           "zero: give FLOP/s such as 30e9 or 30GFLOP/s", text);
+  while (*end == ' ') end++;
+  static const char prefixes[] = "KMGTP";
+  const char *at = *end ? strchr(prefixes, toupper((unsigned char)*end)) : NULL;
+  if (at) {
+    v *= pow(1e3, (double)(at - prefixes + 1));
+    end++;
+  }
+  if (*end && strcasecmp(end, "FLOP/s") != 0 && strcasecmp(end, "FLOPS") != 0)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "DLRT_LINK_FLOPS \"%s\": \"%s\" is not a "
+                           "unit: give FLOP/s with an optional K, M, G, T or P (30GFLOP/s)",
+                           text, end);
+  *out = v;
+  return DLRT_OK;
+}
+
+/* The file that keeps a device's measured rate, beside the planner's
+ * profiles ($DLRT_PROFILE_CACHE, else $XDG_CACHE_HOME/dlrt); 0 when
+ * neither is set. Keyed by the device, its name and (CPU) its threads. */
+static int flops_cache_path(dlrt_device_t *dev, const dlrt_device_props *props, char *path,
+                            size_t size) {
+  const char *dir = getenv("DLRT_PROFILE_CACHE");
+  char buf[512];
+  if (!dir || !*dir) {
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    if (!xdg || !*xdg) return 0;
+    snprintf(buf, sizeof buf, "%s/dlrt", xdg);
+    mkdir(buf, 0700); /* may exist */
+    dir = buf;
+  }
+  char key[sizeof dev->spec + sizeof props->name + sizeof props->driver + 16];
+  snprintf(key, sizeof key, "%s|%s|%s|%d", dev->spec, props->name, props->driver,
+           props->threads);
+  uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
+  for (const char *c = key; *c; c++) h = (h ^ (unsigned char)*c) * 0x100000001b3ULL;
+  int n = snprintf(path, size, "%s/link-flops-%016" PRIx64 ".txt", dir, h);
+  return n > 0 && (size_t)n < size;
+}
+
+static int flops_from_file(const char *path, double *flops, char *how, size_t how_size) {
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  char line[128] = "";
+  int ok = fscanf(f, "dlrt-link-flops-1 %lf ", flops) == 1 && *flops > 0 &&
+           fgets(line, sizeof line, f) != NULL;
+  fclose(f);
+  if (!ok) return 0;
+  line[strcspn(line, "\n")] = '\0';
+  snprintf(how, how_size, "%.50s, cached", line);
+  return 1;
+}
+
+/* Written to a temporary name and renamed, so a reader never sees half. */
+static void flops_to_file(const char *path, double flops, const char *how) {
+  char tmp[640];
+  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+  FILE *f = fopen(tmp, "w");
+  if (!f) return;
+  fprintf(f, "dlrt-link-flops-1 %.17g %s\n", flops, how); /* read back exactly */
+  if (fclose(f) == 0 && rename(tmp, path) == 0) return;
+  unlink(tmp);
+}
+
+/* The rate a preset divides by: DLRT_LINK_FLOPS if set, else the rate this
+ * device measured before (the cache file), else measured now and kept, so
+ * that every process gets the same link. DLRT_PROFILE_FRESH=1 measures
+ * again. */
+static int preset_flops(dlrt_device_t *dev, double *flops, char *how, size_t how_size) {
+  const char *pinned = getenv("DLRT_LINK_FLOPS");
+  if (pinned && *pinned) {
+    int rc = parse_flops(pinned, flops);
+    if (rc == DLRT_OK) snprintf(how, how_size, "DLRT_LINK_FLOPS");
+    return rc;
+  }
+  dlrt_device_props props;
+  int rc = dev->be->device_props(dev->be_ctx, dev->index, &props);
+  if (rc < 0) return rc;
+  const char *fresh = getenv("DLRT_PROFILE_FRESH");
+  char path[600];
+  int cached = flops_cache_path(dev, &props, path, sizeof path);
+  if (cached && !(fresh && *fresh && strcmp(fresh, "0") != 0) &&
+      flops_from_file(path, flops, how, how_size))
+    return DLRT_OK;
+  if ((rc = measure_flops(dev, flops, how, how_size)) < 0) return rc;
+  if (cached) flops_to_file(path, *flops, how);
+  return DLRT_OK;
+}
+
 /* ---------------------------------------------------------------- setting it */
 
 /* The device's model, made on first use. */
@@ -355,7 +457,7 @@ static int install(dlrt_device_t *dev, const char *text, const dlrt_link_spec *s
   flops = link->gemm_flops;
   pthread_mutex_unlock(&link->lock);
   if (spec->preset && flops == 0) {
-    if ((rc = measure_flops(dev, &flops, how, sizeof how)) < 0) return rc;
+    if ((rc = preset_flops(dev, &flops, how, sizeof how)) < 0) return rc;
     pthread_mutex_lock(&link->lock);
     link->gemm_flops = flops;
     snprintf(link->gemm_how, sizeof link->gemm_how, "%s", how);

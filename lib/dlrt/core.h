@@ -131,6 +131,7 @@ typedef struct {
   size_t alignment;      /* preferred buffer alignment, bytes */
   int host_addressable;  /* 1: buffers are host pointers (CPU, some iGPUs) */
   int compute_units;
+  int threads;           /* CPU backend: the threads its kernels run on now (0 elsewhere) */
 } dlrt_device_props;
 
 /* Number of devices across all started backends. */

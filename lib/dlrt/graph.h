@@ -444,6 +444,12 @@ typedef struct {
    * the device, or through a host copy past the host budget): never more
    * than spilled_bytes. */
   uint64_t spilled_to_disk_bytes;
+  /* Write-backs to host copies queued on the pool's write-back stream (the
+   * device-to-host copy engine), overlapping compute: the storage's device
+   * block stays held (a "drain", counted resident) until the budget needs
+   * it, when the compute stream waits for that copy (released), or until
+   * the storage is used again and takes it back uncopied (reclaimed). */
+  uint64_t async_writebacks, drains_released, drains_reclaimed;
 } dlrt_spill_stats;
 
 /* Turns spilling on (device_budget > 0) or off for the next runs. Storages
@@ -511,8 +517,10 @@ typedef struct {
   int kept, swapped, recomputed;
   uint64_t swapped_bytes, recomputed_bytes;
   double link_bytes_per_s, link_latency_s; /* what the model used, per direction */
-  double copy_floor_bytes_per_s;    /* no copy faster: a host-memory device's own copies
-                                       as profiled (0: none) */
+  double copy_floor_bytes_per_s;    /* no copy faster: a host-memory device's memcpy
+                                       (0: none) */
+  double copy_overhead_s;           /* each copy's cost beyond the link's time, measured on
+                                       the device (a host-memory device's stream hand-offs) */
   double profile_ms;                /* the profiling pass (0: cached) */
   int profile_cached;               /* 0 measured, 1 this process's, 2 the file's */
 } dlrt_spill_plan;

@@ -1,9 +1,11 @@
 /* choose_model.c — the spill pool on paper: a training step replayed on
  * the rules of lib/mem/managed.c and exec_spill.c (storages acquired and
- * locked around each node, the one needed furthest ahead evicted first and
- * written back on the compute stream, prefetches on the copy stream, a
- * copy engine per direction that copies queue on), with each node taking
- * its measured time. The planner prices every choice with it. */
+ * locked around each node, the one needed furthest ahead evicted first;
+ * write-backs on the write-back stream, their device blocks held as drains
+ * until the budget needs them (the compute stream waiting for the copy) or
+ * the storage is used again; prefetches on the copy stream; a copy engine
+ * per direction that copies queue on), with each node taking its measured
+ * time. The planner prices every choice with it. */
 #include "config.h"
 
 #include <stdint.h>
@@ -16,17 +18,20 @@
 
 typedef struct {
   char resident, dirty, on_host, in_flight, handed_over;
+  char drain; /* written back, its block still held (counted in `resident`) */
   int locked;
-  int64_t next_use, last_use;
-  double ready_s; /* a prefetch's end */
+  int64_t next_use, last_use, drain_seq;
+  double ready_s;   /* a prefetch's end */
+  double written_s; /* the last write-back's end: the host copy complete */
 } store;
 
 typedef struct {
   const dlrt__pool_model *m;
   store *st;
-  uint64_t resident, peak;
-  int64_t clock;
-  double now, copy_stream, engine[2]; /* s: compute stream, copy stream, h2d / d2h engines */
+  uint64_t resident, peak, draining;
+  int64_t clock, drain_clock;
+  /* s: compute stream, copy stream, write-back stream, h2d / d2h engines */
+  double now, copy_stream, wb_stream, engine[2];
   double exposed;
   uint64_t fetched, spilled;
   int feasible;
@@ -63,16 +68,56 @@ static void copy_on_compute(sim *z, int dir, uint64_t bytes) {
 static uint64_t bytes_of(const sim *z, int id) { return z->m->bytes[id]; }
 static uint64_t size_of(const sim *z, int id) { return z->m->size[id]; }
 
+/* The compute stream waits until `t` (a copy's end). */
+static void wait_until(sim *z, double t) {
+  if (t > z->now) z->exposed += t - z->now, z->now = t;
+}
+
+/* A drain's block given back: the compute stream waits for its copy. */
+static void release_drain(sim *z, int id) {
+  store *s = &z->st[id];
+  wait_until(z, s->written_s);
+  s->drain = 0;
+  z->resident -= bytes_of(z, id);
+  z->draining -= bytes_of(z, id);
+}
+
+static int oldest_drain(const sim *z) {
+  int best = -1;
+  for (int i = 0; i < z->m->g->n_tensors; i++)
+    if (z->st[i].drain && (best < 0 || z->st[i].drain_seq < z->st[best].drain_seq)) best = i;
+  return best;
+}
+
+/* A drain used again: its block is the storage's again, uncopied. */
+static void reclaim_drain(sim *z, int id, int write) {
+  store *s = &z->st[id];
+  s->drain = 0;
+  s->resident = 1;
+  z->draining -= bytes_of(z, id);
+  if (write) wait_until(z, s->written_s);
+}
+
 static void evict(sim *z, int id) {
   store *s = &z->st[id];
-  if (s->dirty || !s->on_host) {
-    copy_on_compute(z, 1, size_of(z, id));
-    z->spilled += size_of(z, id);
-    s->on_host = 1;
-  }
-  s->dirty = 0;
   s->resident = 0;
   s->in_flight = 0;
+  if (s->dirty || !s->on_host) {
+    /* On the write-back stream after the kernels queued so far (the
+     * compute stream's now), on the device-to-host engine. */
+    double start = z->now;
+    if (z->wb_stream > start) start = z->wb_stream;
+    if (z->engine[1] > start) start = z->engine[1];
+    z->engine[1] = z->wb_stream = s->written_s = start + copy_s(z, size_of(z, id));
+    z->spilled += size_of(z, id);
+    s->on_host = 1;
+    s->dirty = 0;
+    s->drain = 1;
+    s->drain_seq = ++z->drain_clock;
+    z->draining += bytes_of(z, id);
+    return;
+  }
+  s->dirty = 0;
   z->resident -= bytes_of(z, id);
 }
 
@@ -92,7 +137,7 @@ static int victim(const sim *z, int64_t before) {
 static int make_room(sim *z, uint64_t bytes, int64_t before) {
   uint64_t budget = z->m->budget;
   if (before >= 0 && z->resident + bytes > budget) {
-    uint64_t can = 0;
+    uint64_t can = z->draining;
     for (int i = 0; i < z->m->g->n_tensors; i++) {
       const store *s = &z->st[i];
       if (s->resident && !s->locked && !s->handed_over && s->next_use > before)
@@ -101,6 +146,11 @@ static int make_room(sim *z, uint64_t bytes, int64_t before) {
     if (z->resident - can + bytes > budget) return 0;
   }
   while (z->resident + bytes > budget) {
+    int d = oldest_drain(z);
+    if (d >= 0) {
+      release_drain(z, d);
+      continue;
+    }
     int v = victim(z, before);
     if (v < 0) return 0;
     evict(z, v);
@@ -122,10 +172,13 @@ static void acquire(sim *z, int id, int write) {
       if (s->ready_s > z->now) z->exposed += s->ready_s - z->now, z->now = s->ready_s;
       s->in_flight = 0;
     }
+  } else if (s->drain) {
+    reclaim_drain(z, id, write);
   } else {
     if (!make_room(z, bytes_of(z, id), -1)) z->feasible = 0;
     place(z, id);
     if (s->on_host) {
+      wait_until(z, s->written_s);
       copy_on_compute(z, 0, size_of(z, id));
       z->fetched += size_of(z, id);
     }
@@ -140,6 +193,7 @@ static void release(sim *z, int id) {
 
 static void discard(sim *z, int id) {
   store *s = &z->st[id];
+  if (s->drain) release_drain(z, id);
   if (s->resident) z->resident -= bytes_of(z, id);
   s->resident = 0, s->locked = 0, s->dirty = 0, s->on_host = 0, s->in_flight = 0;
   s->next_use = INT64_MAX;
@@ -147,6 +201,7 @@ static void discard(sim *z, int id) {
 
 static void take_over(sim *z, int id, int from) {
   store *s = &z->st[id], *f = &z->st[from];
+  if (s->drain) release_drain(z, id);
   z->resident -= bytes_of(z, from);
   z->resident += bytes_of(z, id);
   f->locked = 0, f->dirty = f->on_host = f->in_flight = 0;
@@ -161,10 +216,15 @@ static void take_over(sim *z, int id, int from) {
 static void prefetch(sim *z, int id) {
   store *s = &z->st[id];
   if (s->resident || !s->on_host) return;
+  if (s->drain) {
+    reclaim_drain(z, id, 0);
+    return;
+  }
   if (!make_room(z, bytes_of(z, id), s->next_use)) return;
   place(z, id);
   double start = z->now;
   if (z->copy_stream > start) start = z->copy_stream;
+  if (s->written_s > start) start = s->written_s;
   if (z->engine[0] > start) start = z->engine[0];
   double end = start + copy_s(z, size_of(z, id));
   z->engine[0] = z->copy_stream = end;
@@ -204,6 +264,7 @@ static void run_position(sim *z, int k, double *compute, double *recompute) {
     for (int j = 0; j < n->n_in; j++) {
       int id = n->in[j]->owner->id;
       store *st = &z->st[id];
+      if (st->drain) release_drain(z, id); /* the host waits for the copy: the host copy serves */
       if (st->resident && st->dirty) {
         copy_on_compute(z, 1, size_of(z, id));
         z->spilled += size_of(z, id);
@@ -277,8 +338,9 @@ static void run_block(sim *z, const dlrt__chunk_block *b, double *compute, doubl
       }
       if (z->st[t->id].locked && z->st[t->id].resident) continue;
       int window = m->slicing && !s->local[t->id] && dlrt__batch_image(t, b->batch);
-      if (window || (!z->st[t->id].resident && !s->local[t->id] &&
+      if (window || (!z->st[t->id].resident && !z->st[t->id].drain && !s->local[t->id] &&
                      !make_room(z, bytes_of(z, t->id), -1))) {
+        if (z->st[t->id].drain) release_drain(z, t->id); /* slices: through the host view */
         /* No room for it whole: it moves in slices, a chunk's images at a
          * time through the host, in (when read) and out (when written). */
         if (j < n->n_in && z->st[t->id].on_host) copy_on_compute(z, 0, size_of(z, t->id));

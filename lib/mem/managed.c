@@ -26,6 +26,7 @@ int dlrt__mpool_create(dlrt_device_t *dev, dlrt_stream_t *compute, dlrt_buffer_t
   p->s = calloc((size_t)(n > 0 ? n : 1), sizeof *p->s);
   int rc = p->s ? DLRT_OK : dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   if (rc == DLRT_OK) rc = dlrt_stream_create(dev, &p->copy);
+  if (rc == DLRT_OK) rc = dlrt_stream_create(dev, &p->wb);
   if (rc == DLRT_OK) rc = dlrt_event_create(dev, &p->mark);
   for (int i = 0; i < n && rc == DLRT_OK; i++) {
     p->s[i].disk_offset = -1;
@@ -44,13 +45,16 @@ void dlrt__mpool_destroy(dlrt__mpool *p) {
   if (!p) return;
   if (p->compute) dlrt_stream_synchronize(p->compute);
   if (p->copy) dlrt_stream_synchronize(p->copy);
+  if (p->wb) dlrt_stream_synchronize(p->wb);
   dlrt__mpool_collect_timed(p);
   dlrt__mpool_register(p, 0);
   dlrt__mpool_retire(p);
   for (int i = 0; p->s && i < p->n; i++) {
     if (!p->s[i].declared) continue;
     dlrt_host_free(p->s[i].host);
+    dlrt_buffer_free(p->s[i].drain);
     dlrt_event_destroy(p->s[i].fetched);
+    dlrt_event_destroy(p->s[i].written);
   }
   for (int i = 0; i < TIMED_MAX; i++) {
     dlrt_event_destroy(p->timed[i][0]);
@@ -60,6 +64,7 @@ void dlrt__mpool_destroy(dlrt__mpool *p) {
   if (p->disk_fd >= 0) close(p->disk_fd);
   dlrt_event_destroy(p->mark);
   dlrt_stream_destroy(p->copy);
+  dlrt_stream_destroy(p->wb);
   free(p->s);
   free(p);
 }
@@ -76,9 +81,41 @@ uint64_t dlrt__mpool_resident(const dlrt__mpool *p) { return p->resident; }
 
 /* ---------------------------------------------------------------- eviction */
 
-/* Writes a dirty storage back (to its host copy, or to disk past the host
- * budget) on the compute stream, after the kernels that wrote it. */
-static int write_back(dlrt__mpool *p, int id) {
+/* The host copy of a storage being written back is complete, for the host
+ * (which reads or writes it next). */
+static int host_copy_done(dlrt__mstore *m) {
+  if (!m->writing) return DLRT_OK;
+  int rc = dlrt_event_synchronize(m->written);
+  if (rc == DLRT_OK) m->writing = 0;
+  return rc;
+}
+
+/* Queues the copy of the device buffer into the host copy on the write-back
+ * stream, after the kernels the compute stream queued (the one that wrote
+ * it among them). The buffer is the write-back stream's too from then on:
+ * its reuse waits for the copy. */
+static int write_back_async(dlrt__mpool *p, int id) {
+  dlrt__mstore *m = &p->s[id];
+  int rc;
+  if (!m->written && (rc = dlrt_event_create(p->dev, &m->written)) < 0) return rc;
+  if ((rc = dlrt_event_record(p->mark, p->compute)) < 0 ||
+      (rc = dlrt_stream_wait_event(p->wb, p->mark)) < 0)
+    return rc;
+  double t0 = dlrt__mpool_trace_begin(p->wb);
+  if ((rc = dlrt_copy_d2h(m->host, p->bufs[id], 0, m->size, p->wb)) < 0 ||
+      (rc = dlrt_event_record(m->written, p->wb)) < 0 ||
+      (rc = dlrt_buffer_record_stream(p->bufs[id], p->wb)) < 0)
+    return rc;
+  dlrt__mpool_trace_end(p->wb, t0, "write back", m->size, DLRT_TRACE_COPY);
+  m->writing = 1;
+  p->st.async_writebacks++;
+  return DLRT_OK;
+}
+
+/* Writes a dirty storage back: to its host copy on the write-back stream
+ * (*queued 1: the device buffer is read until `written` passes), or to disk
+ * past the host budget, waited for. */
+static int write_back(dlrt__mpool *p, int id, int *queued) {
   dlrt__mstore *m = &p->s[id];
   if (!m->host && (!p->host_budget || p->host_used + m->bytes <= p->host_budget)) {
     int rc = dlrt__host_alloc_staging(p->dev, m->bytes, &m->host);
@@ -91,13 +128,10 @@ static int write_back(dlrt__mpool *p, int id) {
     }
   }
   int rc;
+  *queued = 0;
   if (m->host) {
-    double t0 = dlrt__mpool_trace_begin(p->compute);
-    if ((rc = dlrt__mpool_timed_begin(p)) < 0 ||
-        (rc = dlrt_copy_d2h(m->host, p->bufs[id], 0, m->size, p->compute)) < 0 ||
-        (rc = dlrt__mpool_timed_end(p)) < 0)
-      return rc;
-    dlrt__mpool_trace_end(p->compute, t0, "write back", m->size, DLRT_TRACE_COMPUTE);
+    if ((rc = write_back_async(p, id)) < 0) return rc;
+    *queued = 1;
     m->on_host = 1;
   } else if ((rc = dlrt__mpool_write_to_disk(p, id)) < 0) {
     return rc;
@@ -109,20 +143,62 @@ static int write_back(dlrt__mpool *p, int id) {
   return DLRT_OK;
 }
 
-/* Moves an unlocked resident storage off the device. */
+/* Gives a drain's device block back: the compute stream waits for its
+ * write-back first (at once when it is done), so whatever reuses the
+ * memory runs after the copy. */
+static int release_drain(dlrt__mpool *p, int id) {
+  dlrt__mstore *m = &p->s[id];
+  int rc = dlrt_stream_wait_event(p->compute, m->written);
+  dlrt_buffer_free(m->drain); /* reuse is ordered after the write-back stream's copy too */
+  m->drain = NULL;
+  p->resident -= m->bytes;
+  p->draining -= m->bytes;
+  p->st.drains_released++;
+  return rc;
+}
+
+/* The drain written back first, or -1. */
+static int oldest_drain(const dlrt__mpool *p) {
+  int best = -1;
+  for (int i = 0; i < p->n; i++)
+    if (p->s[i].drain && (best < 0 || p->s[i].drain_seq < p->s[best].drain_seq)) best = i;
+  return best;
+}
+
+/* A drain used again: its block returns as the storage's buffer, no copy
+ * made (the host copy stays current too). Written, it waits for the
+ * write-back that still reads it. */
+static int reclaim_drain(dlrt__mpool *p, int id, int write) {
+  dlrt__mstore *m = &p->s[id];
+  p->bufs[id] = m->drain;
+  m->drain = NULL;
+  p->draining -= m->bytes;
+  p->st.drains_reclaimed++;
+  return write ? dlrt_stream_wait_event(p->compute, m->written) : DLRT_OK;
+}
+
+/* Moves an unlocked resident storage off the device. A write-back on the
+ * write-back stream leaves its block as a drain, still counted resident. */
 static int evict(dlrt__mpool *p, int id) {
   dlrt__mstore *m = &p->s[id];
-  int rc;
+  int rc, queued = 0;
   if (m->dirty || (!m->on_host && !m->on_disk)) {
-    if ((rc = write_back(p, id)) < 0) return rc;
+    if ((rc = write_back(p, id, &queued)) < 0) return rc;
   } else {
     p->st.dropped_clean++;
   }
-  /* Freed on the compute stream's order: the write-back (queued there) and
-   * the kernels before it finish before the memory is reused. */
+  m->in_flight = 0;
+  if (queued) {
+    m->drain = p->bufs[id];
+    m->drain_seq = ++p->drain_clock;
+    p->draining += m->bytes;
+    p->bufs[id] = NULL;
+    return DLRT_OK;
+  }
+  /* Freed on the compute stream's order: the kernels before it finish
+   * before the memory is reused. */
   dlrt_buffer_free(p->bufs[id]);
   p->bufs[id] = NULL;
-  m->in_flight = 0;
   p->resident -= m->bytes;
   return DLRT_OK;
 }
@@ -143,13 +219,14 @@ static int victim(const dlrt__mpool *p, int64_t before) {
   return best;
 }
 
-/* Evicts until `bytes` more fit the budget; `before` as for victim(). With
- * a `before` (a prefetch), nothing is evicted unless enough can be: copies
- * thrown out for a prefetch that then does not fit would only come back. */
+/* Releases drains (oldest first), then evicts, until `bytes` more fit the
+ * budget; `before` as for victim(). With a `before` (a prefetch), nothing
+ * is evicted unless enough can be: copies thrown out for a prefetch that
+ * then does not fit would only come back. */
 static int make_room(dlrt__mpool *p, size_t bytes, int64_t before, int *fits) {
   *fits = 0;
   if (before >= 0 && p->resident + bytes > p->budget) {
-    uint64_t can_free = 0;
+    uint64_t can_free = p->draining;
     for (int i = 0; i < p->n; i++) {
       const dlrt__mstore *m = &p->s[i];
       if (m->declared && p->bufs[i] && !m->locked && !m->handed_over && m->next_use > before)
@@ -158,9 +235,14 @@ static int make_room(dlrt__mpool *p, size_t bytes, int64_t before, int *fits) {
     if (p->resident - can_free + bytes > p->budget) return DLRT_OK;
   }
   while (p->resident + bytes > p->budget) {
+    int d = oldest_drain(p), rc;
+    if (d >= 0) {
+      if ((rc = release_drain(p, d)) < 0) return rc;
+      continue;
+    }
     int v = victim(p, before);
     if (v < 0) return DLRT_OK;
-    int rc = evict(p, v);
+    rc = evict(p, v);
     if (rc < 0) return rc;
     p->st.evictions++;
   }
@@ -193,8 +275,10 @@ static int recount(const dlrt__mpool *p) {
   for (int i = 0; i < p->n; i++)
     if (p->s[i].declared && p->bufs[i] && !p->s[i].handed_over)
       total += granules(dlrt_buffer_size(p->bufs[i]));
-  for (int i = 0; i < p->n; i++)
+  for (int i = 0; i < p->n; i++) {
     if (p->s[i].window) total += granules(dlrt_buffer_size(p->s[i].window));
+    if (p->s[i].drain) total += granules(dlrt_buffer_size(p->s[i].drain));
+  }
   if (total > p->budget || total != p->resident)
     return dlrt__set_error(DLRT_ERR_STATE, "spill check: %llu bytes on the device (counted "
                            "%llu), budget %llu", (unsigned long long)total,
@@ -216,7 +300,13 @@ static int alloc_exact(dlrt__mpool *p, size_t size, dlrt_stream_t *stream, int64
     int rc = dlrt__buffer_alloc_ex(p->dev, size, stream, 1, out);
     if (rc != DLRT_ERR_OOM) return rc;
     *out = NULL;
-    int v = before >= 0 ? -1 : victim(p, -1);
+    if (before >= 0) return rc;
+    int d = oldest_drain(p);
+    if (d >= 0) {
+      if ((rc = release_drain(p, d)) < 0) return rc;
+      continue;
+    }
+    int v = victim(p, -1);
     if (v < 0) return rc;
     if ((rc = evict(p, v)) < 0) return rc;
     p->st.evictions++;
@@ -255,6 +345,8 @@ int dlrt__mpool_acquire(dlrt__mpool *p, int id, int write) {
       m->in_flight = 0;
       p->st.prefetch_hits++;
     }
+  } else if (m->drain) {
+    if ((rc = reclaim_drain(p, id, write)) < 0) return rc;
   } else {
     int has_copy = m->on_host || m->on_disk, placed;
     if ((rc = place(p, id, p->compute, -1, &placed)) < 0) return rc;
@@ -262,7 +354,8 @@ int dlrt__mpool_acquire(dlrt__mpool *p, int id, int write) {
       p->st.prefetch_misses++;
       if (m->on_host) {
         double t0 = dlrt__mpool_trace_begin(p->compute);
-        if ((rc = dlrt__mpool_timed_begin(p)) < 0 ||
+        if ((m->writing && (rc = dlrt_stream_wait_event(p->compute, m->written)) < 0) ||
+            (rc = dlrt__mpool_timed_begin(p)) < 0 ||
             (rc = dlrt_copy_h2d(p->bufs[id], 0, m->host, m->size, p->compute)) < 0 ||
             (rc = dlrt__mpool_timed_end(p)) < 0)
           return rc;
@@ -290,6 +383,8 @@ void dlrt__mpool_release(dlrt__mpool *p, int id) {
 
 int dlrt__mpool_take_over(dlrt__mpool *p, int id, int from) {
   dlrt__mstore *m = &p->s[id], *f = &p->s[from];
+  int rc = m->drain ? release_drain(p, id) : DLRT_OK; /* its old data is dead */
+  if (rc < 0) return rc;
   /* bufs[from] keeps pointing at the buffer while the node reads it as its
    * input; dlrt__mpool_handed_over clears it after the node. */
   p->bufs[id] = p->bufs[from];
@@ -315,6 +410,7 @@ void dlrt__mpool_handed_over(dlrt__mpool *p, int from) {
 
 void dlrt__mpool_discard(dlrt__mpool *p, int id) {
   dlrt__mstore *m = &p->s[id];
+  if (m->drain) release_drain(p, id); /* a wait queued on the compute stream cannot fail */
   if (p->bufs[id]) {
     dlrt_buffer_free(p->bufs[id]);
     p->bufs[id] = NULL;
@@ -339,6 +435,7 @@ int dlrt__mpool_adopt_buffer(dlrt__mpool *p, int id) {
 int dlrt__mpool_prefetch(dlrt__mpool *p, int id) {
   dlrt__mstore *m = &p->s[id];
   if (!m->declared || p->bufs[id] || !m->on_host || m->window) return DLRT_OK; /* disk: on use */
+  if (m->drain) return reclaim_drain(p, id, 0);
   int fits, rc = make_room(p, m->bytes, m->next_use, &fits);
   if (rc < 0 || !fits) return rc;
   /* The buffer belongs to the compute stream (whose order the allocator
@@ -348,7 +445,8 @@ int dlrt__mpool_prefetch(dlrt__mpool *p, int id) {
   int placed;
   if ((rc = place(p, id, p->compute, m->next_use, &placed)) < 0 || !placed) return rc;
   if ((rc = dlrt_event_record(p->mark, p->compute)) < 0 ||
-      (rc = dlrt_stream_wait_event(p->copy, p->mark)) < 0)
+      (rc = dlrt_stream_wait_event(p->copy, p->mark)) < 0 ||
+      (m->writing && (rc = dlrt_stream_wait_event(p->copy, m->written)) < 0))
     return rc;
   if (!m->fetched && (rc = dlrt_event_create(p->dev, &m->fetched)) < 0) return rc;
   double t0 = dlrt__mpool_trace_begin(p->copy);
@@ -367,6 +465,9 @@ int dlrt__mpool_offload(dlrt__mpool *p, int id) {
   if (!m->declared || !p->bufs[id] || m->locked) return DLRT_OK;
   int rc = evict(p, id);
   if (rc == DLRT_OK) p->st.offloads++;
+  /* Over the budget (buffers the pool adopted), drains are not held. */
+  for (int d; rc == DLRT_OK && p->resident > p->budget && (d = oldest_drain(p)) >= 0;)
+    rc = release_drain(p, d);
   return rc;
 }
 
@@ -374,8 +475,11 @@ int dlrt__mpool_host_view(dlrt__mpool *p, int id, int write, void **host) {
   dlrt__mstore *m = &p->s[id];
   int rc = DLRT_OK;
   if (p->broken) return dlrt__mpool_broken(p);
-  /* A prefetch may still be reading the host copy the caller will touch. */
+  /* A prefetch may still be reading the host copy the caller will touch, a
+   * write-back still writing it. */
   if (m->in_flight && (rc = dlrt_event_synchronize(m->fetched)) < 0) return rc;
+  if ((rc = host_copy_done(m)) < 0) return rc;
+  if (m->drain && (rc = release_drain(p, id)) < 0) return rc; /* the host copy serves */
   if (!m->host) {
     /* Past the host budget the view is temporary: dlrt__mpool_host_view_end
      * writes it to disk and frees it, so the budget holds. */

@@ -10,9 +10,13 @@
  * resident and locked), after it released. When the device budget would be
  * exceeded the pool evicts unlocked storages, the one whose next use is
  * furthest away first (the user tells it the next use from its schedule;
- * least recently used breaks ties), writing back only dirty ones. Copies run
- * on the compute stream when needed at once, on the pool's copy stream when
- * prefetched, ordered by events. */
+ * least recently used breaks ties), writing back only dirty ones. Fetches
+ * run on the compute stream when needed at once, on the pool's copy stream
+ * when prefetched; write-backs to host copies on the pool's write-back
+ * stream, ordered by events: the evicted storage's device block stays held
+ * (a drain, counted resident) until the budget needs it back, when the
+ * compute stream waits for its copy, or until the storage is used again,
+ * when it takes the block back without a copy. */
 #ifndef DLRT_MEM_MANAGED_H
 #define DLRT_MEM_MANAGED_H
 
@@ -56,7 +60,7 @@ void dlrt__mpool_discard(dlrt__mpool *p, int id);
  * storages needed later than this one. */
 int dlrt__mpool_prefetch(dlrt__mpool *p, int id);
 /* Offloads an unlocked storage now (its next use is far): written back if
- * dirty, then its device buffer freed. */
+ * dirty (its buffer held as a drain while the copy runs), else freed. */
 int dlrt__mpool_offload(dlrt__mpool *p, int id);
 
 /* A current host copy of the storage for the host to read (write = 0) or

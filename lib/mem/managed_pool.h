@@ -30,11 +30,24 @@ typedef struct {
   dlrt_buffer_t *window; /* used in slices (dlrt__mpool_slices_begin), else NULL */
   size_t window_bytes;   /* its granules, counted resident and locked */
   dlrt_event_t *fetched;
+  /* Written back on the pool's write-back stream (the device-to-host copy
+   * engine): `written` passes when the host copy is complete (`writing`
+   * until the host has seen it pass). Meanwhile the device block is held
+   * as `drain` (bufs[id] is NULL; its bytes still count as resident)
+   * until the budget needs it back (the compute stream then waits for
+   * `written`) or the storage is used again (it returns, uncopied). */
+  dlrt_event_t *written;
+  int writing;
+  dlrt_buffer_t *drain;
+  int64_t drain_seq;     /* the order of the drains: the oldest is released first */
 } dlrt__mstore;
 
 struct dlrt__mpool {
   dlrt_device_t *dev;
-  dlrt_stream_t *compute, *copy;
+  dlrt_stream_t *compute, *copy; /* copy: prefetches (host to device) */
+  dlrt_stream_t *wb;             /* write-backs (device to host) */
+  uint64_t draining;             /* bytes of resident drains */
+  int64_t drain_clock;
   dlrt_buffer_t **bufs;
   int n;
   dlrt__mstore *s;

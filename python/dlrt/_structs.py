@@ -31,7 +31,8 @@ class DeviceProps(Struct):  # dlrt_device_props
     _fields_ = [("name", c_char * 128), ("vendor", c_char * 64), ("backend", c_char * 16),
                 ("driver", c_char * 128), ("spec", c_char * 32), ("index", c_int),
                 ("kind", c_int), ("total_memory", c_uint64), ("free_memory", c_uint64),
-                ("alignment", c_size_t), ("host_addressable", c_int), ("compute_units", c_int)]
+                ("alignment", c_size_t), ("host_addressable", c_int), ("compute_units", c_int),
+                ("threads", c_int)]
 
 
 class MemCounter(Struct):  # dlrt_mem_counter
