@@ -691,7 +691,9 @@ typedef struct {
   /* What realises it (dlrt_placement_apply sets these in a config): */
   dlrt_offload_policy policy;
   int checkpoint;         /* cfg->checkpoint's value */
-  uint64_t mem_limit;     /* spill.device_budget (0: none needed) */
+  uint64_t mem_limit;     /* spill.device_budget (0: none needed): spilling's 85% of
+                             the device; streaming's the whole device (it bounds the
+                             allocator, whose segments take the rest) */
   uint64_t host_limit;    /* spill.host_budget (0: none needed) */
   int ahead;              /* streaming's look-ahead, nodes (spill.prefetch) */
   char flags[256];        /* the same as dltrain flags: "--offload params --mem-limit 8G" */
@@ -712,7 +714,9 @@ typedef struct {
  * host (--offload optimizer: parameters, gradients and activations within
  * 85% of the device); parameters, gradients and state on the host, the
  * parameters streamed to the device around each use (--offload params: its
- * device peak from the streaming schedule, dlrt_simulate_step's, its 16 B a
+ * device peak from the streaming schedule, dlrt_simulate_step's, within
+ * 85% of the device and, rounded up to the allocator's 2 MiB segments,
+ * within the device; its 16 B a
  * parameter with Adam within 80% of the host; fp32 or bf16, no accumulation
  * or clipping; its look-ahead cfg->spill.prefetch, or where that is 0 the one
  * of 1 .. 32 nodes whose step replayed on machine m is shortest, without m

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "exec/exec.h"
+#include "mem/caching_allocator.h"
 #include "train/train.h"
 #include "util/status.h"
 
@@ -205,6 +206,34 @@ static int streamed_peaks(const dlrt_trainer_config *cfg, int64_t channels, int6
   return rc;
 }
 
+/* The 16-bit copies of the parameters a plan counts among its parameters
+ * at the peak (the casts' outputs, kept for the backward pass). */
+static uint64_t live_copies(const dlrt_trainer_config *cfg, const dlrt_memory_plan *p) {
+  uint64_t master = 4 * (uint64_t)p->param_count;
+  return cfg->precision != DLRT_F32 && p->params > master ? p->params - master : 0;
+}
+
+/* A size rounded down to what its flag says: whole MiB from a GiB on,
+ * else whole KiB. */
+static uint64_t size_round(uint64_t bytes) {
+  return bytes >= ((uint64_t)1 << 30) ? bytes >> 20 << 20 : bytes >> 10 << 10;
+}
+
+static const char *size_flag(uint64_t bytes) {
+  static _Thread_local char buf[32];
+  if (bytes >= ((uint64_t)1 << 30)) snprintf(buf, sizeof buf, "%" PRIu64 "M", bytes >> 20);
+  else snprintf(buf, sizeof buf, "%" PRIu64 "K", bytes >> 10);
+  return buf;
+}
+
+/* Whether a streamed run of `need` bytes fits a device of `memory`: within
+ * the usable share, and in whole segments of the caching allocator (its
+ * blocks come from 2 MiB segments, and the budget bounds what it reserves). */
+static int streaming_fits(uint64_t need, uint64_t memory, uint64_t usable) {
+  uint64_t seg = DLRT__ALLOC_LARGE_ROUND;
+  return need <= usable && (need + seg - 1) / seg * seg <= memory;
+}
+
 /* The flags of placement p, as dltrain takes them. */
 static void placement_flags(dlrt_placement *p, int gpt) {
   char *f = p->flags;
@@ -220,11 +249,9 @@ static void placement_flags(dlrt_placement *p, int gpt) {
   else if (p->checkpoint > 0)
     used += (size_t)snprintf(f + used, n - used, "--checkpoint every:%d ", p->checkpoint);
   if (p->mem_limit)
-    used += (size_t)snprintf(f + used, n - used, "--mem-limit %" PRIu64 "M ",
-                             p->mem_limit >> 20);
+    used += (size_t)snprintf(f + used, n - used, "--mem-limit %s ", size_flag(p->mem_limit));
   if (p->host_limit)
-    used += (size_t)snprintf(f + used, n - used, "--host-limit %" PRIu64 "M ",
-                             p->host_limit >> 20);
+    used += (size_t)snprintf(f + used, n - used, "--host-limit %s ", size_flag(p->host_limit));
   if (p->policy == DLRT_OFFLOAD_PARAMS)
     used += (size_t)snprintf(f + used, n - used, "--spill-prefetch %d ", p->ahead);
   if (used && used < n) f[used - 1] = '\0';
@@ -244,8 +271,8 @@ int dlrt_plan_placement(const dlrt_trainer_config *cfg, int64_t channels, int64_
                   "give host_memory");
   int gpt = dlrt__gpt_model(cfg, NULL);
   out->device_memory = device_memory, out->host_memory = host_memory;
-  out->device_usable = share(device_memory, PLACE_SPILL_SHARE);
-  out->host_usable = share(host_memory, PLACE_HOST_SHARE);
+  out->device_usable = size_round(share(device_memory, PLACE_SPILL_SHARE));
+  out->host_usable = size_round(share(host_memory, PLACE_HOST_SHARE));
   uint64_t plain_usable = share(device_memory, PLACE_PLAIN_SHARE);
   dlrt_memory_plan p0, pk;
   int rc = dlrt_plan_memory(cfg, channels, height, width, classes, &p0);
@@ -253,7 +280,7 @@ int dlrt_plan_placement(const dlrt_trainer_config *cfg, int64_t channels, int64_
   out->param_count = p0.param_count;
   /* Whole model states, whatever is live at the peak: an fp32 master, its
    * gradient and state per parameter; 16-bit copies in mixed precision. */
-  uint64_t master = p0.params, grads = p0.params, state = p0.optimizer_state;
+  uint64_t master = 4 * (uint64_t)p0.param_count, grads = master, state = p0.optimizer_state;
   uint64_t copies = cfg->precision != DLRT_F32 ? 2 * (uint64_t)p0.param_count : 0;
   /* The checkpointing that keeps least: the config's, else a GPT's blocks
    * or sqrt(n) segments when they plan a lower peak. */
@@ -287,6 +314,7 @@ int dlrt_plan_placement(const dlrt_trainer_config *cfg, int64_t channels, int64_
                          : "all on the device";
     out->checkpoint = rung ? ck : cfg->checkpoint;
     part[DLRT_PART_MASTER].device = master;
+    part[DLRT_PART_COMPUTE_COPY].device = live_copies(cfg, p);
     part[DLRT_PART_GRADIENTS].device = p->grads;
     part[DLRT_PART_OPTIMIZER].device = state;
     part[DLRT_PART_ACTIVATIONS].device = rung ? actsk : acts0;
@@ -303,6 +331,7 @@ int dlrt_plan_placement(const dlrt_trainer_config *cfg, int64_t channels, int64_
     out->checkpoint = ck;
     out->mem_limit = out->device_usable;
     part[DLRT_PART_MASTER].device = master;
+    part[DLRT_PART_COMPUTE_COPY].device = live_copies(cfg, &pk);
     part[DLRT_PART_GRADIENTS].device = pk.grads;
     part[DLRT_PART_ACTIVATIONS].device = actsk;
     uint64_t on_host = state < out->host_usable ? state : out->host_usable;
@@ -356,8 +385,8 @@ int dlrt_plan_placement(const dlrt_trainer_config *cfg, int64_t channels, int64_
       if ((rc = streamed_peaks(&c, channels, height, width, classes, m, &pp_i, &gp_i,
                                &step_s)) < 0)
         return rc;
-      uint64_t need = acts + pp_i + gp_i;
-      if (need > out->device_usable) {
+      uint64_t need = acts + live_copies(cfg, &ps) + pp_i + gp_i;
+      if (!streaming_fits(need, device_memory, out->device_usable)) {
         if (!best && need < need3) need3 = need, pp = pp_i, gp = gp_i; /* the least, for why */
         continue;
       }
@@ -372,8 +401,11 @@ int dlrt_plan_placement(const dlrt_trainer_config *cfg, int64_t channels, int64_
       out->policy = DLRT_OFFLOAD_PARAMS;
       out->checkpoint = c.checkpoint;
       out->ahead = c.spill.prefetch;
-      out->mem_limit = out->device_usable;
+      /* Streaming's budget is the allocator's hard limit: the whole device,
+       * the 15% above the need left to its segments. */
+      out->mem_limit = size_round(device_memory);
       part[DLRT_PART_MASTER].device = pp;
+      part[DLRT_PART_COMPUTE_COPY].device = live_copies(cfg, &ps);
       part[DLRT_PART_GRADIENTS].device = gp;
       part[DLRT_PART_ACTIVATIONS].device = acts;
       host_part(out, DLRT_PART_MASTER, master, &pinned_left);
@@ -426,13 +458,12 @@ int dlrt_plan_placement(const dlrt_trainer_config *cfg, int64_t channels, int64_
   return DLRT_OK;
 found:
   out->fits = 1;
-  (void)copies; /* made and freed around each use: within the activations */
   static const char *const device = "on the device";
   for (int i = 0; i < DLRT_PARTS_; i++) part[i].how = device;
   if (!copies) part[DLRT_PART_COMPUTE_COPY].how = "none (fp32 compute)";
-  else part[DLRT_PART_COMPUTE_COPY].how = "2 B a parameter, cast on the device from the fp32 "
-                                          "master at each use: intermediates, within the "
-                                          "activations (fetches move the fp32 master)";
+  else part[DLRT_PART_COMPUTE_COPY].how = "on the device: 2 B a parameter, cast from the fp32 "
+                                          "master at its first use and kept for the backward "
+                                          "pass (those live at the peak; fetches move fp32)";
   if (out->rung == 2) {
     part[DLRT_PART_OPTIMIZER].how = part[DLRT_PART_OPTIMIZER].disk
                                         ? "on the host, beyond --host-limit on disk; updated there"
