@@ -57,6 +57,7 @@ int run_simulate(const options *o, const dlrt_trainer_config *cfg, const dlrt_da
            cfg->batch, precision, plan.param_count, plan.peak, m.device_memory,
            fits ? "true" : "false");
     tool_json_string(stdout, p.copies_from);
+    printf(", \"nodes_measured\": %s", p.nodes_measured ? "true" : "false");
     printf(", \"params_streamed\": %d, \"ahead\": %d, \"param_peak_bytes\": %" PRIu64
            ", \"grad_peak_bytes\": %" PRIu64, p.params_streamed, p.ahead, p.param_peak_bytes,
            p.grad_peak_bytes);
@@ -105,8 +106,9 @@ int run_simulate(const options *o, const dlrt_trainer_config *cfg, const dlrt_da
   printf("  device memory: needs %.1f GiB of %.1f GiB (%s)\n", (double)device_need / 1073741824.0,
          (double)m.device_memory / 1073741824.0, fits ? "fits" : "does not fit");
   printf("  %-22s %12.3f ms\n", "step", ms(p.step_s));
-  printf("  %-22s %12.3f ms  (forward %.3f, backward %.3f, update %.3f)\n", "compute",
-         ms(p.compute_s), ms(p.forward_s), ms(p.backward_s), ms(p.update_s));
+  printf("  %-22s %12.3f ms  (forward %.3f, backward %.3f, update %.3f; %s)\n", "compute",
+         ms(p.compute_s), ms(p.forward_s), ms(p.backward_s), ms(p.update_s),
+         p.nodes_measured ? "each node as measured here at its own shapes" : "the roofline");
   printf("  %-22s %12.3f ms  (%.1f MiB in, %.1f MiB out, %" PRIu64 " copies; from %s)\n",
          "transfer", ms(p.transfer_s), (double)p.h2d_bytes / 1048576.0,
          (double)p.d2h_bytes / 1048576.0, p.copies, p.copies_from);

@@ -644,6 +644,10 @@ typedef struct {
    * 4), and the most parameter and gradient bytes on the device at once. */
   int params_streamed, ahead;
   uint64_t param_peak_bytes, grad_peak_bytes;
+  /* 1: the nodes' times were measured on the device at the model's own
+   * shapes (machine "this" with a device: the planner's profiling pass),
+   * 0: the roofline of the machine's figures. */
+  int nodes_measured;
 } dlrt_simulated_step;
 
 /* Predicts cfg's training step (the classifier or GPT of dlrt_plan_memory)

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "device/link_model.h"
+#include "exec/choose.h"
 #include "exec/exec.h"
 #include "graph/cost.h"
 #include "train/train.h"
@@ -216,6 +217,69 @@ static int dry_run(const dlrt_trainer_config *cfg, int64_t channels, int64_t hei
   dlrt_exec_destroy(e);
   dlrt_graph_destroy(g);
   return rc;
+}
+
+/* ---------------------------------------------------------------- this machine */
+
+/* For "this" machine: each node's time measured on dev at the model's own
+ * shapes, by the planner's profiling pass (op_costs.c: a warm-up, then the
+ * median of three runs of each node, cached per device and graph shape),
+ * in place of the roofline of figures measured on other shapes (a GEMM of
+ * 64 x 784 x 512 runs at its own rate, not a square's). The executor runs
+ * with spilling on and a budget of the whole device (the profiler needs the
+ * pool; nothing spills) and the link model off (kernels only). *measured is
+ * 0, and seconds unchanged, where the model cannot be built on dev or its
+ * graph is not the replay's. */
+static int measured_seconds(const dlrt_trainer_config *cfg, int64_t channels, int64_t height,
+                            int64_t width, int classes, dlrt_device_t *dev,
+                            const dlrt_graph_t *g, const dlrt__schedule *s, double *seconds,
+                            int *measured) {
+  *measured = 0;
+  dlrt_device_props props;
+  dlrt_memory_plan plan;
+  if (dlrt_device_props_get(dev, &props) < 0 ||
+      dlrt_plan_memory(cfg, channels, height, width, classes, &plan) < 0 ||
+      plan.peak > props.total_memory / 2) {
+    dlrt_clear_error();
+    return DLRT_OK; /* too large to profile here: the roofline */
+  }
+  dlrt_graph_t *g2 = NULL;
+  dlrt_exec_t *e = NULL;
+  dlrt_tensor_t *images, *labels, *logits, *loss;
+  dlrt_link_info li;
+  int link_off = 0;
+  char spec[sizeof li.spec];
+  int rc = dlrt_graph_create(&g2);
+  if (rc == DLRT_OK)
+    rc = dlrt__build_classifier(g2, cfg, channels, height, width, classes, &images, &labels,
+                                &logits, &loss);
+  if (rc == DLRT_OK) rc = dlrt_exec_create(g2, dev, cfg->seed, &e);
+  if (rc == DLRT_OK && cfg->checkpoint != 0 && cfg->checkpoint != DLRT_CHECKPOINT_AUTO)
+    rc = dlrt_exec_set_checkpointing(e, cfg->checkpoint);
+  if (rc == DLRT_OK) {
+    dlrt_spill_config c = {.device_budget = props.total_memory, .prefetch = 4};
+    rc = dlrt_exec_set_spill(e, &c);
+  }
+  if (rc == DLRT_OK && (rc = dlrt_link_get(dev, &li)) == DLRT_OK && li.active) {
+    snprintf(spec, sizeof spec, "%s", li.spec);
+    if ((rc = dlrt_link_set(dev, "none")) == DLRT_OK) link_off = 1;
+  }
+  dlrt__op_costs costs = {0};
+  if (rc == DLRT_OK) rc = dlrt__op_costs_measure(e, 3, &costs);
+  if (link_off && dlrt_link_set(dev, spec) < 0 && rc == DLRT_OK) rc = DLRT_ERR_STATE;
+  int same = rc == DLRT_OK && g2->n_nodes == g->n_nodes && costs.n_nodes == g->n_nodes;
+  for (int i = 0; same && i < g->n_nodes; i++)
+    same = g2->nodes[i]->op == g->nodes[i]->op && g2->nodes[i]->phase == g->nodes[i]->phase;
+  if (same) {
+    for (int k = 0; k < s->n; k++) seconds[k] = costs.node_ms[s->order[k]] / 1e3;
+    *measured = 1;
+  }
+  dlrt__op_costs_free(&costs);
+  dlrt_exec_destroy(e);
+  dlrt_graph_destroy(g2);
+  if (rc < 0 && rc != DLRT_ERR_OOM) return rc;
+  dlrt_clear_error(); /* out of memory: the roofline */
+  return DLRT_OK;
 }
 
 /* ---------------------------------------------------------------- replay */
@@ -592,6 +656,23 @@ int dlrt_simulate_step(const dlrt_trainer_config *cfg, int64_t channels, int64_t
     else out->update_s += seconds[k];
   }
   out->nodes = n;
+  /* This machine: the nodes as measured at their own shapes. */
+  if (dev && strcmp(m->name, "this") == 0) {
+    int measured;
+    if ((rc = measured_seconds(cfg, channels, height, width, classes, dev, g, &s, seconds,
+                               &measured)) < 0)
+      goto done;
+    if (measured) {
+      out->forward_s = out->backward_s = out->update_s = 0;
+      for (int k = 0; k < n; k++) {
+        const dlrt__node *node = g->nodes[s.order[k]];
+        if (node->phase == DLRT__PHASE_FORWARD) out->forward_s += seconds[k];
+        else if (node->phase == DLRT__PHASE_BACKWARD) out->backward_s += seconds[k];
+        else out->update_s += seconds[k];
+      }
+      out->nodes_measured = 1;
+    }
+  }
   /* The copies. */
   int host_updates = 0; /* the offload model: updates on the host, overlapped */
   if (budget) {
