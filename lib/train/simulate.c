@@ -671,6 +671,11 @@ int dlrt_simulate_step(const dlrt_trainer_config *cfg, int64_t channels, int64_t
         else out->update_s += seconds[k];
       }
       out->nodes_measured = 1;
+      for (int k = 0; trace && k < n; k++)
+        fprintf(stderr, "measured %5d %-22s %-22s %10.3f us\n", k,
+                dlrt__op_name(g->nodes[s.order[k]]->op),
+                g->nodes[s.order[k]]->n_out ? g->nodes[s.order[k]]->out[0]->name : "(update)",
+                seconds[k] * 1e6);
     }
   }
   /* The copies. */
