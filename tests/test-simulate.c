@@ -12,7 +12,12 @@
  *    gradients (170 floats) go out, the parameters come back, and each
  *    engine's time is its bytes at the rate;
  *  - a budget's copies come from a dry run on a device (the cpu device
- *    here), the step costing at least its transfers' exposed part.
+ *    here), the step costing at least its transfers' exposed part;
+ *  - streamed parameters (--offload params): with free compute every copy
+ *    is exposed in a row (the parameters in, the gradients out); a slow
+ *    host's update is the step; two layers hide part of the update in the
+ *    backward pass; a longer look-ahead keeps more on the device and
+ *    fetches less.
  * Points: done_testing.
  */
 #include <math.h>
@@ -198,6 +203,82 @@ static void check_replay(dlrt_device_t *dev) {
      rc ? dlrt_last_error() : p.copies_from);
 }
 
+/* --offload params: param_stream.c's schedule replayed. */
+static void check_streaming(void) {
+  const char *model = tap_join(dir, "linear.model");
+  dlrt_trainer_config cfg = regression(model);
+  dlrt_machine m;
+  dlrt_simulated_step none, p;
+  /* Compute and the host free, a link of 1 MB/s: W (160 floats) and b (10)
+   * come in before the forward pass, after the next batch on the same
+   * engine; their gradients go out after the backward pass and the update
+   * nodes wait for them: every copy is exposed, one after another. */
+  dlrt_machine_load(machine_file("stream", "matmul_fp32 = 1e30\nvector_fp32 = 1e30\n"
+                                           "memory_bandwidth = 1e30\nlink = 1MB/s\n"
+                                           "launch = 0\nhost_bandwidth = 1e30\n"
+                                           "device_memory = 1G\n"), &m);
+  int rc = dlrt_simulate_step(&cfg, 1, 4, 4, 10, &m, NULL, &none);
+  cfg.spill.policy = DLRT_OFFLOAD_PARAMS;
+  rc |= dlrt_simulate_step(&cfg, 1, 4, 4, 10, &m, NULL, &p);
+  ok(rc == DLRT_OK && p.params_streamed == 2 && p.ahead == 4 && p.d2h_bytes == 680 &&
+         p.h2d_bytes == none.h2d_bytes + 680 && strstr(p.copies_from, "streamed") &&
+         p.param_peak_bytes == 680 && p.grad_peak_bytes == 640 && p.update_s == 0,
+     "streamed: 2 parameters, 680 B in beside the batch's %llu, 680 B of gradients out; on "
+     "the device at most both parameters and W's gradient (b's left before it was made) "
+     "(%s)", (unsigned long long)none.h2d_bytes,
+     rc ? dlrt_last_error() : p.copies_from);
+  ok(near(p.step_s, p.transfer_s, 1e-9) && near(p.transfer_s, (680.0 * 2 + none.h2d_bytes) / 1e6,
+                                                1e-9) &&
+         near(p.exposed_transfer_s, p.step_s, 1e-9) && p.exposed_host_s < 1e-12,
+     "free compute: the step is its copies in a row, %g s, all exposed (got %g, exposed %g)",
+     (680.0 * 2 + none.h2d_bytes) / 1e6, p.step_s, p.exposed_transfer_s);
+  /* A slow host and a fast link: the update (SGD, 20 B a parameter) is the
+   * step, and no backward pass hides it (it takes no time). */
+  dlrt_machine_load(machine_file("stream-host", "matmul_fp32 = 1e30\nvector_fp32 = 1e30\n"
+                                                "memory_bandwidth = 1e30\nlink = 1000000TB/s\n"
+                                                "launch = 0\nhost_bandwidth = 1e6\n"
+                                                "device_memory = 1G\n"), &m);
+  rc = dlrt_simulate_step(&cfg, 1, 4, 4, 10, &m, NULL, &p);
+  ok(rc == DLRT_OK && near(p.host_update_s, 170 * 20 / 1e6, 1e-9) &&
+         near(p.step_s, p.host_update_s, 1e-6) && near(p.exposed_host_s, p.host_update_s, 1e-6) &&
+         p.host_hidden_fraction == 0,
+     "streamed, a slow host: its 3400 B at 1 MB/s are the step (%g s of %g), none hidden",
+     p.host_update_s, p.step_s);
+  /* Two layers, GEMMs at 1 GFLOP/s, the host at 1 GB/s: the second layer's
+   * update runs beside the first layer's backward GEMMs. */
+  const char *mlp = tap_join(dir, "mlp.model");
+  tap_write_text(mlp, "linear 32\nrelu\nlinear 10\n");
+  cfg = regression(mlp);
+  cfg.spill.policy = DLRT_OFFLOAD_PARAMS;
+  dlrt_machine_load(machine_file("stream-mlp", "matmul_fp32 = 1e9\nvector_fp32 = 1e30\n"
+                                               "memory_bandwidth = 1e30\nlink = 1000000TB/s\n"
+                                               "launch = 0\nhost_bandwidth = 1e9\n"
+                                               "device_memory = 1G\n"), &m);
+  rc = dlrt_simulate_step(&cfg, 1, 4, 4, 10, &m, NULL, &p);
+  double host = ((16 * 32 + 32) + (32 * 10 + 10)) * 20 / 1e9;
+  ok(rc == DLRT_OK && near(p.host_update_s, host, 1e-9) && p.host_hidden_fraction > 0 &&
+         p.host_hidden_fraction < 1 && p.host_hidden_s <= p.backward_s * (1 + 1e-9) &&
+         p.step_s < p.compute_s + p.host_update_s - 1e-9 &&
+         p.step_s >= p.compute_s * (1 - 1e-9),
+     "two layers: %.1f%% of the %g s host update runs beside the backward pass; the step %g s "
+     "is under compute %g + host %g", 100 * p.host_hidden_fraction, p.host_update_s, p.step_s,
+     p.compute_s, p.host_update_s);
+  /* How far ahead: fetching the whole step ahead keeps every parameter
+   * (fetched once); one node ahead frees them between the passes. */
+  double params = ((16 * 32 + 32) + (32 * 10 + 10)) * 4.0;
+  dlrt_simulated_step one, all;
+  cfg.spill.prefetch = 1;
+  rc = dlrt_simulate_step(&cfg, 1, 4, 4, 10, &m, NULL, &one);
+  cfg.spill.prefetch = 1000;
+  rc |= dlrt_simulate_step(&cfg, 1, 4, 4, 10, &m, NULL, &all);
+  ok(rc == DLRT_OK && all.param_peak_bytes == (uint64_t)params &&
+         one.param_peak_bytes < all.param_peak_bytes && one.h2d_bytes > all.h2d_bytes &&
+         all.h2d_bytes == none.h2d_bytes + (uint64_t)params,
+     "look-ahead 1000: all %g B on the device, fetched once; look-ahead 1: at most %llu B, "
+     "%llu B fetched", params, (unsigned long long)one.param_peak_bytes,
+     (unsigned long long)(one.h2d_bytes - none.h2d_bytes));
+}
+
 int main(void) {
   tap_tempdir("test-simulate", dir, sizeof dir);
   if (dlrt_init() != DLRT_OK) bail_out("dlrt_init: %s", dlrt_last_error());
@@ -206,6 +287,7 @@ int main(void) {
   dlrt_device_t *dev = NULL;
   if (dlrt_device_open("cpu", &dev) != DLRT_OK) bail_out("no cpu device: %s", dlrt_last_error());
   check_replay(dev);
+  check_streaming();
   tap_remove_tree(dir);
   return done_testing();
 }

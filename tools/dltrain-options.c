@@ -117,7 +117,7 @@ void dltrain_usage(FILE *out) {
         "      --spill-dir DIR        the spill file's folder (as DLRT_SPILL_DIR; default\n"
         "                             $TMPDIR, /tmp); one that fills up stops the run\n"
         "                             with an error naming it, never a corrupt run\n"
-        "      --offload none|activations|optimizer|all|params\n"
+        "      --offload none|activations|optimizer|all|params|auto\n"
         "                             with a budget: also move saved activations and/\n"
         "                             or optimizer state off the device until needed\n"
         "                             (default none: only when the budget needs room);\n"
@@ -127,7 +127,12 @@ void dltrain_usage(FILE *out) {
         "                             forward and the backward pass, gradients back as\n"
         "                             soon as complete, updates on the host; the budget\n"
         "                             bounds the device allocator (fp32; not with\n"
-        "                             --host-limit, --accum, --clip-norm or fp16)\n"
+        "                             --host-limit, --accum, --clip-norm or fp16);\n"
+        "                             auto: where the model does not fit --mem-limit\n"
+        "                             (or the device), the placement --plan prints\n"
+        "                             (optimizer, params or all, with --checkpoint,\n"
+        "                             --mem-limit, --host-limit it picks); no budget\n"
+        "                             needed\n"
         "      --spill-prefetch N     nodes to look ahead for copies back (default 4;\n"
         "                             0: fetch when needed; with --offload params, at\n"
         "                             least 1)\n"
@@ -169,7 +174,15 @@ void dltrain_usage(FILE *out) {
         "                             (parameters, gradients, optimizer state,\n"
         "                             activations, loader buffers, peak), the activation\n"
         "                             peak and the largest batch that fits the device\n"
-        "      --device-memory SIZE   plan for a device of SIZE (40G, 80G, ...) instead\n"
+        "      --device-memory SIZE   plan for a device of SIZE (40G, 80G, ...) instead;\n"
+        "                             --plan then also prints the placement: where\n"
+        "                             parameters, gradients, optimizer state and\n"
+        "                             activations live (device, pinned or pageable\n"
+        "                             host, disk), the host and disk bytes, the flags\n"
+        "                             that realise it (and its step with --simulate)\n"
+        "      --host-memory SIZE     with --plan: the host memory the placement plans\n"
+        "                             for (default this machine's RAM, or --simulate's\n"
+        "                             machine's)\n"
         "      --what-if N            with --plan: the memory a model of N parameters\n"
         "                             (175e9, 7B) needs per strategy, and the devices\n"
         "      --simulate PRESET|FILE|this\n"
@@ -396,13 +409,14 @@ static int parse_link(const char *text, options *o) {
 }
 
 static int parse_offload(const char *text, dlrt_offload_policy *out, char *err) {
-  static const char *const names[] = {"none", "activations", "optimizer", "all", "params"};
+  static const char *const names[] = {"none", "activations", "optimizer", "all", "params",
+                                       "auto"};
   for (int k = 0; k < 5; k++)
     if (strcmp(text, names[k]) == 0) {
       *out = (dlrt_offload_policy)k;
       return 1;
     }
-  return tool_unknown_word(err, "offload policy", text, names, 5);
+  return tool_unknown_word(err, "offload policy", text, names, 6);
 }
 
 /* Options that go together, or not, once all are read. */
@@ -459,8 +473,11 @@ static int check_combinations(options *o, int momentum_given, dlrt_optimizer_kin
   if (o->simulate && !*o->simulate)
     return tool_usage_error(err, "--simulate needs a preset (h200-pcie5, ...), a file of "
                             "figures or this");
-  if ((o->what_if > 0 || o->device_memory > 0) && !o->plan)
-    return tool_usage_error(err, "--what-if and --device-memory go with --plan");
+  if ((o->what_if > 0 || o->device_memory > 0 || o->host_memory > 0) && !o->plan)
+    return tool_usage_error(err, "--what-if, --device-memory and --host-memory go with --plan");
+  if (o->offload_auto && o->host_limit)
+    return tool_usage_error(err, "--offload auto chooses --host-limit itself: give it with "
+                            "--offload optimizer or all instead");
   if (momentum_given && kind != DLRT_OPT_SGD)
     return tool_usage_error(err, "--momentum applies to --optimizer sgd only");
   return 1;
@@ -471,7 +488,7 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
          OPT_SMOOTHING, OPT_SEED, OPT_THREADS, OPT_SAVE, OPT_RESUME, OPT_DETERMINISTIC,
          OPT_LIMIT, OPT_SCHEDULE, OPT_WARMUP, OPT_CLIP, OPT_WORKERS, OPT_PREFETCH,
          OPT_AUGMENT, OPT_CROP_PAD, OPT_FLIP, OPT_ERASE, OPT_NORMALIZE, OPT_MMAP, OPT_ACCUM,
-         OPT_PLAN, OPT_DEVICE_MEMORY, OPT_WHAT_IF, OPT_CHECKPOINT, OPT_MEM_LIMIT,
+         OPT_PLAN, OPT_DEVICE_MEMORY, OPT_HOST_MEMORY, OPT_WHAT_IF, OPT_CHECKPOINT, OPT_MEM_LIMIT,
          OPT_HOST_LIMIT, OPT_OFFLOAD, OPT_SPILL_PREFETCH, OPT_SPILL_DIR, OPT_TRACE, OPT_DEVICES, OPT_PIPELINE, OPT_ZERO,
          OPT_MICRO, OPT_PRECISION, OPT_LOSS_SCALE, OPT_STEPS, OPT_EVAL_EVERY,
          OPT_EVAL_BATCHES, OPT_LAYERS, OPT_HEADS, OPT_EMBD, OPT_CONTEXT, OPT_VOCAB,
@@ -523,6 +540,7 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
       {"precision", required_argument, NULL, OPT_PRECISION},
       {"loss-scale", required_argument, NULL, OPT_LOSS_SCALE},
       {"device-memory", required_argument, NULL, OPT_DEVICE_MEMORY},
+      {"host-memory", required_argument, NULL, OPT_HOST_MEMORY},
       {"what-if", required_argument, NULL, OPT_WHAT_IF},
       {"steps", required_argument, NULL, OPT_STEPS},
       {"eval-every", required_argument, NULL, OPT_EVAL_EVERY},
@@ -668,11 +686,15 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
     case OPT_PRECISION: ok = parse_precision(optarg, &o->precision, err); break;
     case OPT_LOSS_SCALE: ok = parse_loss_scale(optarg, o); break;
     case OPT_HOST_LIMIT: o->host_limit = optarg; break;
-    case OPT_OFFLOAD: ok = parse_offload(optarg, &o->spill.policy, err); break;
+    case OPT_OFFLOAD:
+      o->offload_auto = strcmp(optarg, "auto") == 0;
+      if (o->offload_auto) o->spill.policy = DLRT_OFFLOAD_NONE;
+      else ok = parse_offload(optarg, &o->spill.policy, err);
+      break;
     case OPT_SPILL_DIR: o->spill_dir = optarg; break;
     case OPT_SPILL_PREFETCH:
       if ((ok = tool_parse_int("--spill-prefetch", optarg, 0, 1024, &v, err)))
-        o->spill.prefetch = (int)v;
+        o->spill.prefetch = (int)v, o->spill_prefetch_given = 1;
       break;
     case OPT_CHECKPOINT: ok = parse_checkpoint(optarg, o); break;
     case OPT_DEVICE_MEMORY:
@@ -680,6 +702,11 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
       if (!ok)
         tool_usage_error(err, "--device-memory needs a size such as 40G or 512M, not '%s'",
                          optarg);
+      break;
+    case OPT_HOST_MEMORY:
+      ok = dlrt_parse_size(optarg, 0, &o->host_memory) == DLRT_OK && o->host_memory > 0;
+      if (!ok)
+        tool_usage_error(err, "--host-memory needs a size such as 64G or 2T, not '%s'", optarg);
       break;
     case OPT_WHAT_IF: ok = parse_what_if(optarg, o); break;
     case OPT_ACCUM:

@@ -129,6 +129,10 @@ int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_datase
              d->width, gp.block, gp.peak[0][0], gp.peak[0][1], gp.peak[1][0], gp.peak[1][1]);
     else
       fputs("]", stdout);
+    fputs(", \"placement\": ", stdout);
+    if (dltrain_placement_print(stdout, o, cfg, d, memory, o->host_memory, memory_from, NULL,
+                                1) != 0)
+      return STATUS_FAIL;
     if (plan_trainer) {
       fputs(", \"spill_plan\": ", stdout);
       if (!dltrain_spill_plan_json(stdout, plan_trainer, 0, 1)) fputs("null", stdout);
@@ -184,6 +188,9 @@ int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_datase
              rows[i].devices, rows[i].devices == 1 ? "" : "s");
     }
   }
+  if ((rc = dltrain_placement_print(stdout, o, cfg, d, memory, o->host_memory, memory_from, NULL,
+                                    0)) != 0)
+    return rc;
   if (plan_trainer) dltrain_spill_plan_text(stdout, plan_trainer, 1);
   return 0;
 }
@@ -295,4 +302,130 @@ int dltrain_spill_plan_text(FILE *out, dlrt_trainer_t *t, int decisions) {
     else fputs("-)\n", out);
   }
   return 1;
+}
+
+/* ---------------------------------------------------------------- the placement */
+
+static const char *const part_names[DLRT_PARTS_] = {
+    "fp32 parameters", "16-bit copies", "gradients", "optimizer state", "activations"};
+static const char *const part_keys[DLRT_PARTS_] = {
+    "master_params", "compute_copies", "gradients", "optimizer_state", "activations"};
+
+int dltrain_placement_print(FILE *out, const options *o, const dlrt_trainer_config *cfg,
+                            const dlrt_dataset *d, uint64_t device_memory,
+                            uint64_t host_memory, const char *memory_from,
+                            const dlrt_machine *m, int json) {
+  dlrt_placement pl;
+  /* The look-ahead is the placement's unless --spill-prefetch named one. */
+  dlrt_trainer_config c = *cfg;
+  if (!o->spill_prefetch_given) c.spill.prefetch = 0;
+  int rc = dlrt_plan_placement(&c, d->channels, d->height, d->width, d->classes, device_memory,
+                               host_memory, m, &pl);
+  if (rc < 0) return tool_fail("cannot place the model", rc);
+  /* The placed step on the machine: its offload replayed without the
+   * budget (a budget's dry run would build the model on this device). */
+  dlrt_simulated_step st;
+  int simulated = 0;
+  if (m && pl.fits) {
+    dlrt_trainer_config placed = *cfg;
+    dlrt_placement_apply(&pl, &placed);
+    placed.spill.device_budget = 0, placed.spill.host_budget = 0;
+    if ((rc = dlrt_simulate_step(&placed, d->channels, d->height, d->width, d->classes, m, NULL,
+                                 &st)) < 0)
+      return tool_fail("cannot simulate the placed step", rc);
+    simulated = 1;
+  }
+  if (json) {
+    fprintf(out, "{\"fits\": %s, \"rung\": %d, \"strategy\": ", pl.fits ? "true" : "false",
+            pl.rung);
+    tool_json_string(out, pl.strategy);
+    fprintf(out, ", \"flags\": ");
+    tool_json_string(out, pl.flags);
+    fprintf(out, ", \"device_memory\": %" PRIu64 ", \"host_memory\": %" PRIu64
+            ", \"device_usable\": %" PRIu64 ", \"host_usable\": %" PRIu64
+            ", \"device_need\": %" PRIu64 ", \"host_need\": %" PRIu64 ", \"pinned_need\": %"
+            PRIu64 ", \"disk_need\": %" PRIu64 ", \"mem_limit\": %" PRIu64 ", \"host_limit\": %"
+            PRIu64 ", \"ahead\": %d, \"params\": %" PRId64 ", \"why_not_cheaper\": ",
+            pl.device_memory, pl.host_memory, pl.device_usable, pl.host_usable, pl.device_need,
+            pl.host_need, pl.pinned_need, pl.disk_need, pl.mem_limit, pl.host_limit, pl.ahead,
+            pl.param_count);
+    tool_json_string(out, pl.why);
+    fputs(", \"parts\": {", out);
+    for (int i = 0; i < DLRT_PARTS_; i++) {
+      const dlrt_placement_part *p = &pl.part[i];
+      fprintf(out, "%s\"%s\": {\"device\": %" PRIu64 ", \"pinned_host\": %" PRIu64
+              ", \"pageable_host\": %" PRIu64 ", \"disk\": %" PRIu64 ", \"how\": ", i ? ", " : "",
+              part_keys[i], p->device, p->pinned, p->pageable, p->disk);
+      tool_json_string(out, p->how ? p->how : "");
+      fputc('}', out);
+    }
+    fputc('}', out);
+    if (simulated) {
+      fputs(", \"simulate\": {\"machine\": ", out);
+      tool_json_string(out, m->name);
+      fprintf(out, ", \"step_s\": %.9g, \"compute_s\": %.9g, \"exposed_transfer_s\": %.9g, "
+              "\"host_update_s\": %.9g, \"exposed_host_s\": %.9g, \"host_hidden_fraction\": "
+              "%.6g, \"tokens_per_s\": %.9g, \"samples_per_s\": %.9g}", st.step_s, st.compute_s,
+              st.exposed_transfer_s, st.host_update_s, st.exposed_host_s,
+              st.host_hidden_fraction, st.tokens_per_s, st.samples_per_s);
+    }
+    fputc('}', out);
+    return 0;
+  }
+  char a[32], b[32], h[32], e[32], f[32], g[32];
+  fprintf(out, "placement on a device of %s and a host of %s (%s): %s\n",
+          human((double)device_memory, a, sizeof a), human((double)pl.host_memory, b, sizeof b),
+          memory_from, pl.strategy);
+  if (!pl.fits) {
+    fprintf(out, "  nothing fits: %s\n", pl.why);
+    return 0;
+  }
+  fprintf(out, "  %-16s %11s %11s %11s %11s\n", "", "device", "pinned host", "pageable", "disk");
+  for (int i = 0; i < DLRT_PARTS_; i++) {
+    const dlrt_placement_part *p = &pl.part[i];
+    char dv[32], pn[32], pg[32], dk[32];
+    fprintf(out, "  %-16s %11s %11s %11s %11s  %s\n", part_names[i],
+            human((double)p->device, dv, sizeof dv), human((double)p->pinned, pn, sizeof pn),
+            human((double)p->pageable, pg, sizeof pg), human((double)p->disk, dk, sizeof dk),
+            p->how);
+  }
+  fprintf(out, "  needs: device %s of %s usable (85%%), host %s of %s usable (80%%; %s pinned), "
+          "disk %s\n", human((double)pl.device_need, a, sizeof a),
+          human((double)pl.device_usable, b, sizeof b), human((double)pl.host_need, h, sizeof h),
+          human((double)pl.host_usable, e, sizeof e),
+          human((double)pl.pinned_need, f, sizeof f), human((double)pl.disk_need, g, sizeof g));
+  fprintf(out, "  flags: %s\n", *pl.flags ? pl.flags : "(none)");
+  if (*pl.why) fprintf(out, "  not cheaper: %s\n", pl.why);
+  if (simulated)
+    fprintf(out, "  predicted step on %s: %.2f ms (compute %.2f, exposed transfer %.2f, host "
+            "update %.2f of which %.1f%% beside the backward pass, exposed %.2f)%s\n", m->name,
+            st.step_s * 1e3, st.compute_s * 1e3, st.exposed_transfer_s * 1e3,
+            st.host_update_s * 1e3, 100 * st.host_hidden_fraction, st.exposed_host_s * 1e3,
+            pl.rung == 4 ? "; a lower bound: the pool's own traffic of parameters and "
+                           "gradients, and the disk, not replayed"
+            : pl.mem_limit ? "; the budget itself not replayed" : "");
+  (void)o;
+  return 0;
+}
+
+int dltrain_offload_auto(const options *o, dlrt_trainer_config *cfg, const dlrt_dataset *d,
+                         uint64_t device_memory, FILE *log) {
+  dlrt_placement pl;
+  dlrt_trainer_config c = *cfg;
+  if (!o->spill_prefetch_given) c.spill.prefetch = 0;
+  int rc = dlrt_plan_placement(&c, d->channels, d->height, d->width, d->classes, device_memory,
+                               o->host_memory, NULL, &pl);
+  if (rc < 0) return tool_fail("--offload auto: cannot place the model", rc);
+  if (!pl.fits) {
+    fprintf(stderr, "dltrain: --offload auto: the model fits no placement on a device of "
+            "%.1f MiB: %s\n", (double)device_memory / 1048576.0, pl.why);
+    return STATUS_FAIL;
+  }
+  /* A budget the user gave stays theirs. */
+  uint64_t given = cfg->spill.device_budget;
+  dlrt_placement_apply(&pl, cfg);
+  if (given) cfg->spill.device_budget = given;
+  if (!o->quiet)
+    fprintf(log, "offload auto: %s (%s)\n", pl.strategy, *pl.flags ? pl.flags : "no flags");
+  return 0;
 }

@@ -28,9 +28,20 @@ int run_simulate(const options *o, const dlrt_trainer_config *cfg, const dlrt_da
    * on the host its parameters' and gradients' share without the state. */
   int offload = cfg->spill.policy == DLRT_OFFLOAD_OPTIMIZER ||
                 cfg->spill.policy == DLRT_OFFLOAD_ALL;
-  uint64_t device_need = cfg->spill.device_budget ? cfg->spill.device_budget
+  /* Streamed parameters: the plan's peak with the parameters, gradients
+   * and state off, plus the most the streaming schedule holds at once. */
+  uint64_t states = plan.params + plan.grads + plan.optimizer_state;
+  uint64_t streamed_need = (plan.peak > states ? plan.peak - states : 0) + p.param_peak_bytes +
+                           p.grad_peak_bytes;
+  uint64_t device_need = cfg->spill.policy == DLRT_OFFLOAD_PARAMS ? streamed_need
+                         : cfg->spill.device_budget ? cfg->spill.device_budget
                          : offload ? plan.peak - plan.optimizer_state : plan.peak;
   int fits = device_need <= m.device_memory;
+  /* Where it trains when it does not fit (or on --device-memory). */
+  int place = o->device_memory > 0 || !fits;
+  uint64_t place_device = o->device_memory ? o->device_memory : m.device_memory;
+  uint64_t place_host = o->host_memory ? o->host_memory : m.host_memory;
+  const char *place_from = o->host_memory ? "--host-memory" : "the machine's host memory";
   const char *precision = cfg->precision == DLRT_F16    ? "fp16"
                           : cfg->precision == DLRT_BF16 ? "bf16" : "fp32";
   if (o->json) {
@@ -46,6 +57,10 @@ int run_simulate(const options *o, const dlrt_trainer_config *cfg, const dlrt_da
            cfg->batch, precision, plan.param_count, plan.peak, m.device_memory,
            fits ? "true" : "false");
     tool_json_string(stdout, p.copies_from);
+    printf(", \"nodes_measured\": %s", p.nodes_measured ? "true" : "false");
+    printf(", \"params_streamed\": %d, \"ahead\": %d, \"param_peak_bytes\": %" PRIu64
+           ", \"grad_peak_bytes\": %" PRIu64, p.params_streamed, p.ahead, p.param_peak_bytes,
+           p.grad_peak_bytes);
     printf(", \"step_s\": %.9g, \"compute_s\": %.9g, \"forward_s\": %.9g, \"backward_s\": "
            "%.9g, \"update_s\": %.9g, \"transfer_s\": %.9g, \"exposed_transfer_s\": %.9g, "
            "\"host_update_s\": %.9g, \"exposed_host_s\": %.9g, \"host_hidden_fraction\": "
@@ -57,7 +72,7 @@ int run_simulate(const options *o, const dlrt_trainer_config *cfg, const dlrt_da
            "\"matmul_overhead_s\": %.6g, \"vector_fp32\": %.6g, \"memory_bandwidth\": %.6g, "
            "\"launch_s\": %.6g, \"link\": %.6g, \"link_latency_s\": %.6g, "
            "\"host_bandwidth\": %.6g, \"host_memory\": %" PRIu64 ", \"attention\": %.6g, "
-           "\"conv\": %.6g, \"reduce_bandwidth\": %.6g, \"device_memory\": %" PRIu64 "}}}\n",
+           "\"conv\": %.6g, \"reduce_bandwidth\": %.6g, \"device_memory\": %" PRIu64 "}}",
            p.step_s, p.compute_s, p.forward_s, p.backward_s, p.update_s, p.transfer_s,
            p.exposed_transfer_s, p.host_update_s, p.exposed_host_s, p.host_hidden_fraction,
            p.host_hidden_s,
@@ -67,6 +82,13 @@ int run_simulate(const options *o, const dlrt_trainer_config *cfg, const dlrt_da
            m.memory_bytes_per_s, m.launch_s, m.link_bytes_per_s, m.link_latency_s,
            m.host_bytes_per_s, m.host_memory, m.attention_flops, m.conv_flops,
            m.reduce_bytes_per_s, m.device_memory);
+    if (place) {
+      fputs(", \"placement\": ", stdout);
+      if ((rc = dltrain_placement_print(stdout, o, cfg, d, place_device, place_host, place_from,
+                                        &m, 1)) != 0)
+        return rc;
+    }
+    puts("}");
     return 0;
   }
   printf("simulate %s on %s (%s), batch %" PRId64 ", %s, %" PRId64 " parameters\n", o->model,
@@ -84,12 +106,17 @@ int run_simulate(const options *o, const dlrt_trainer_config *cfg, const dlrt_da
   printf("  device memory: needs %.1f GiB of %.1f GiB (%s)\n", (double)device_need / 1073741824.0,
          (double)m.device_memory / 1073741824.0, fits ? "fits" : "does not fit");
   printf("  %-22s %12.3f ms\n", "step", ms(p.step_s));
-  printf("  %-22s %12.3f ms  (forward %.3f, backward %.3f, update %.3f)\n", "compute",
-         ms(p.compute_s), ms(p.forward_s), ms(p.backward_s), ms(p.update_s));
+  printf("  %-22s %12.3f ms  (forward %.3f, backward %.3f, update %.3f; %s)\n", "compute",
+         ms(p.compute_s), ms(p.forward_s), ms(p.backward_s), ms(p.update_s),
+         p.nodes_measured ? "each node as measured here at its own shapes" : "the roofline");
   printf("  %-22s %12.3f ms  (%.1f MiB in, %.1f MiB out, %" PRIu64 " copies; from %s)\n",
          "transfer", ms(p.transfer_s), (double)p.h2d_bytes / 1048576.0,
          (double)p.d2h_bytes / 1048576.0, p.copies, p.copies_from);
   printf("  %-22s %12.3f ms\n", "exposed transfer", ms(p.exposed_transfer_s));
+  if (p.params_streamed)
+    printf("  %-22s %12d      (%d nodes ahead; at most %.1f MiB of parameters and %.1f MiB of "
+           "gradients on the device at once)\n", "parameters streamed", p.params_streamed,
+           p.ahead, (double)p.param_peak_bytes / 1048576.0, (double)p.grad_peak_bytes / 1048576.0);
   if (p.host_update_s > 0)
     printf("  %-22s %12.3f ms  (exposed %.3f; %.1f%% of it during the backward pass, "
            "beside %.1f%% of the backward pass)\n", "host update", ms(p.host_update_s),
@@ -100,5 +127,7 @@ int run_simulate(const options *o, const dlrt_trainer_config *cfg, const dlrt_da
   printf("  %-22s %12.1f\n", "samples per second", p.samples_per_s);
   printf("  %-22s %12.3g  (%.1f%% of the 16-bit tensor peak: MFU, recomputation counted)\n",
          "FLOPs per step", p.flops, 100.0 * p.mfu);
+  if (place)
+    return dltrain_placement_print(stdout, o, cfg, d, place_device, place_host, place_from, &m, 0);
   return 0;
 }

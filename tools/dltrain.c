@@ -596,6 +596,15 @@ int main(int argc, char **argv) {
                              .precision = o.precision, .loss_scaler = o.loss_scaler,
                              .gpt = o.gpt};
   if (o.gpt_model) cfg.total_steps = o.steps;
+  if (o.offload_auto) {
+    /* --offload auto: the placement for the budget, or the device. */
+    uint64_t limit = dlrt_mem_get_limit(dev);
+    uint64_t memory = cfg.spill.device_budget ? cfg.spill.device_budget
+                      : limit                 ? limit
+                                              : props.total_memory;
+    if ((status = dltrain_offload_auto(&o, &cfg, &data[0], memory, o.plan ? stderr : log)) != 0)
+      goto done;
+  }
   if (o.plan && o.mem_limit) {
     /* The spill plan is made on the device: a trainer under the budget
      * (the planner profiles its step there). */

@@ -35,6 +35,9 @@ typedef struct {
   int zero;                 /* --zero 0|1|2|3: ZeRO sharding over the replicas */
   dlrt_spill_config spill;
   uint64_t device_memory;   /* --device-memory (0: the device's) */
+  uint64_t host_memory;     /* --host-memory (0: this machine's RAM, or --simulate's) */
+  int offload_auto;         /* --offload auto: the placement's (dlrt_plan_placement) */
+  int spill_prefetch_given; /* --spill-prefetch was given (else the placement's look-ahead) */
   double what_if;           /* --what-if parameters (0: none) */
   dlrt_augment aug;
   dlrt_dtype precision;     /* --precision (DLRT_F32: off) */
@@ -67,6 +70,20 @@ int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_datase
  * (dltrain-simulate.c); dev measures "this" and runs a budget's dry run. */
 int run_simulate(const options *o, const dlrt_trainer_config *cfg, const dlrt_dataset *d,
                  dlrt_device_t *dev);
+
+/* Where the model trains on a device of `device_memory` bytes and a host of
+ * `host_memory` (0: this machine's RAM) (dlrt_plan_placement; dltrain-plan.c):
+ * as text, or as JSON (a value: the object, no key); with a machine m the
+ * placed step predicted on it (--simulate). 0, or a status for a failure
+ * (its message printed). */
+int dltrain_placement_print(FILE *out, const options *o, const dlrt_trainer_config *cfg,
+                            const dlrt_dataset *d, uint64_t device_memory,
+                            uint64_t host_memory, const char *memory_from,
+                            const dlrt_machine *m, int json);
+/* --offload auto (dltrain.c): cfg placed by dlrt_plan_placement for the
+ * budget (or the device's memory); a line on `log` says which. */
+int dltrain_offload_auto(const options *o, dlrt_trainer_config *cfg, const dlrt_dataset *d,
+                         uint64_t device_memory, FILE *log);
 
 /* The planner's keep / swap / recompute of a trainer made under a budget
  * with DLRT_PLAN_STRATEGY (dltrain-plan.c): as JSON (an object: the

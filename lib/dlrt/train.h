@@ -635,9 +635,19 @@ typedef struct {
   uint64_t h2d_bytes, d2h_bytes, copies;
   int nodes, launches;
   /* Where the copies came from: "none" (everything on the device), "a dry
-   * run of the executor on DEVICE" (--mem-limit), or "the optimizer on the
-   * host" (the offload model). */
+   * run of the executor on DEVICE" (--mem-limit), "the optimizer on the
+   * host" (the offload model), or "parameters streamed from the host, N
+   * nodes ahead" (--offload params). */
   char copies_from[96];
+  /* Parameter streaming (spill.policy DLRT_OFFLOAD_PARAMS; else 0): the
+   * parameters streamed, the look-ahead in nodes (spill.prefetch, default
+   * 4), and the most parameter and gradient bytes on the device at once. */
+  int params_streamed, ahead;
+  uint64_t param_peak_bytes, grad_peak_bytes;
+  /* 1: the nodes' times were measured on the device at the model's own
+   * shapes (machine "this" with a device: the planner's profiling pass),
+   * 0: the roofline of the machine's figures. */
+  int nodes_measured;
 } dlrt_simulated_step;
 
 /* Predicts cfg's training step (the classifier or GPT of dlrt_plan_memory)
@@ -646,12 +656,86 @@ typedef struct {
  * model is built and run there: it must be small enough); with
  * spill.policy DLRT_OFFLOAD_OPTIMIZER and no budget, the updates run on
  * the host with each gradient copied out as it is made and each parameter
- * copied back in for the next forward pass (ZeRO-Offload). No device
+ * copied back in for the next forward pass (ZeRO-Offload); with
+ * DLRT_OFFLOAD_PARAMS, parameter streaming's schedule (each fp32 parameter
+ * fetched spill.prefetch nodes ahead of its forward and backward uses on
+ * the host-to-device engine, its gradient out as soon as it is complete,
+ * its update on the host thread beside the rest of the backward pass; the
+ * budget, if any, is not replayed: it bounds the allocator). No device
  * memory is allocated otherwise: any model, gpt3-175b too, in well under
  * a second. */
 DLRT_API int dlrt_simulate_step(const dlrt_trainer_config *cfg, int64_t channels, int64_t height,
                                 int64_t width, int classes, const dlrt_machine *m,
                                 dlrt_device_t *dev, dlrt_simulated_step *out);
+
+/* Where a training run's memory lives when the model may not fit the
+ * device (dlrt_plan_placement): parameters' fp32 masters, their 16-bit
+ * compute copies (mixed precision), gradients, optimizer state and
+ * activations, each in bytes per tier. */
+typedef enum {
+  DLRT_PART_MASTER,       /* fp32 parameters */
+  DLRT_PART_COMPUTE_COPY, /* their 16-bit copies for compute (fp16/bf16; else 0) */
+  DLRT_PART_GRADIENTS,
+  DLRT_PART_OPTIMIZER,    /* momentum, Adam's moments */
+  DLRT_PART_ACTIVATIONS,  /* intermediates, inputs, loader slots at the peak */
+  DLRT_PARTS_
+} dlrt_placement_part_id;
+
+typedef struct {
+  uint64_t device, pinned, pageable, disk; /* bytes in each tier */
+  const char *how;        /* a phrase: "on the device", "on the host, fetched ..." */
+} dlrt_placement_part;
+
+typedef struct {
+  int fits;               /* 1: the placement below fits device, host and disk */
+  int rung;               /* 0 everything on the device, 1 checkpointed activations,
+                             2 optimizer state on the host, 3 parameters streamed,
+                             4 states spilled to host and disk; -1 none fits */
+  const char *strategy;   /* the rung in words */
+  /* What realises it (dlrt_placement_apply sets these in a config): */
+  dlrt_offload_policy policy;
+  int checkpoint;         /* cfg->checkpoint's value */
+  uint64_t mem_limit;     /* spill.device_budget (0: none needed): spilling's 85% of
+                             the device; streaming's the whole device (it bounds the
+                             allocator, whose segments take the rest) */
+  uint64_t host_limit;    /* spill.host_budget (0: none needed) */
+  int ahead;              /* streaming's look-ahead, nodes (spill.prefetch) */
+  char flags[256];        /* the same as dltrain flags: "--offload params --mem-limit 8G" */
+  dlrt_placement_part part[DLRT_PARTS_];
+  uint64_t device_need;   /* the placement's device bytes at the peak */
+  uint64_t host_need, pinned_need, disk_need;
+  uint64_t device_memory, host_memory; /* what was planned for */
+  uint64_t device_usable, host_usable; /* 85% of the device, 80% of the host */
+  int64_t param_count;
+  char why[512];          /* why each cheaper rung does not fit */
+} dlrt_placement;
+
+/* Chooses where cfg's model trains on a device of `device_memory` bytes with
+ * `host_memory` bytes of host memory (0: this machine's RAM): the first of
+ * these that fits, in order of cost: everything on the device (the plan's
+ * peak within 80% of it, the trainer's own slack); activations checkpointed
+ * (a GPT's blocks, else segments of sqrt(n)); the optimizer state on the
+ * host (--offload optimizer: parameters, gradients and activations within
+ * 85% of the device); parameters, gradients and state on the host, the
+ * parameters streamed to the device around each use (--offload params: its
+ * device peak from the streaming schedule, dlrt_simulate_step's, within
+ * 85% of the device and, rounded up to the allocator's 2 MiB segments,
+ * within the device; its 16 B a
+ * parameter with Adam within 80% of the host; fp32 or bf16, no accumulation
+ * or clipping; its look-ahead cfg->spill.prefetch, or where that is 0 the one
+ * of 1 .. 32 nodes whose step replayed on machine m is shortest, without m
+ * the longest that fits); everything spilled by the pool within the device (--offload
+ * all), host copies beyond 80% of the host on disk (--host-limit). Pinned
+ * host bytes are those within DLRT_PINNED_LIMIT's default, half of the host;
+ * the rest is pageable. fits 0 and rung -1 when none fits; `why` says what
+ * each rung needs. Nothing is allocated: any model, gpt3-175b too. */
+DLRT_API int dlrt_plan_placement(const dlrt_trainer_config *cfg, int64_t channels,
+                                 int64_t height, int64_t width, int classes,
+                                 uint64_t device_memory, uint64_t host_memory,
+                                 const dlrt_machine *m, dlrt_placement *out);
+/* Sets cfg's spill policy, budget, host budget, look-ahead and
+ * checkpointing to those of placement p. */
+DLRT_API void dlrt_placement_apply(const dlrt_placement *p, dlrt_trainer_config *cfg);
 
 /* Tracing: writes a Chrome trace (JSON; open it in https://ui.perfetto.dev
  * or chrome://tracing) of every graph node the executors run, every spill

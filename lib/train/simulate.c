@@ -18,7 +18,9 @@
  *    its update on the host (one at a time, at host memory speed), the
  *    parameter copied back before the next step's first use of it; three
  *    steps are replayed and the last one counted (the steady state);
- *  - neither: the loader's batch alone, overlapped. */
+ *  - parameters streamed (--offload params): param_stream.c's schedule,
+ *    replayed on its rules (stream_replay below);
+ *  - none of these: the loader's batch alone, overlapped. */
 #include "config.h"
 
 #include <math.h>
@@ -27,6 +29,7 @@
 #include <string.h>
 
 #include "device/link_model.h"
+#include "exec/choose.h"
 #include "exec/exec.h"
 #include "graph/cost.h"
 #include "train/train.h"
@@ -216,6 +219,69 @@ static int dry_run(const dlrt_trainer_config *cfg, int64_t channels, int64_t hei
   return rc;
 }
 
+/* ---------------------------------------------------------------- this machine */
+
+/* For "this" machine: each node's time measured on dev at the model's own
+ * shapes, by the planner's profiling pass (op_costs.c: a warm-up, then the
+ * median of three runs of each node, cached per device and graph shape),
+ * in place of the roofline of figures measured on other shapes (a GEMM of
+ * 64 x 784 x 512 runs at its own rate, not a square's). The executor runs
+ * with spilling on and a budget of the whole device (the profiler needs the
+ * pool; nothing spills) and the link model off (kernels only). *measured is
+ * 0, and seconds unchanged, where the model cannot be built on dev or its
+ * graph is not the replay's. */
+static int measured_seconds(const dlrt_trainer_config *cfg, int64_t channels, int64_t height,
+                            int64_t width, int classes, dlrt_device_t *dev,
+                            const dlrt_graph_t *g, const dlrt__schedule *s, double *seconds,
+                            int *measured) {
+  *measured = 0;
+  dlrt_device_props props;
+  dlrt_memory_plan plan;
+  if (dlrt_device_props_get(dev, &props) < 0 ||
+      dlrt_plan_memory(cfg, channels, height, width, classes, &plan) < 0 ||
+      plan.peak > props.total_memory / 2) {
+    dlrt_clear_error();
+    return DLRT_OK; /* too large to profile here: the roofline */
+  }
+  dlrt_graph_t *g2 = NULL;
+  dlrt_exec_t *e = NULL;
+  dlrt_tensor_t *images, *labels, *logits, *loss;
+  dlrt_link_info li;
+  int link_off = 0;
+  char spec[sizeof li.spec];
+  int rc = dlrt_graph_create(&g2);
+  if (rc == DLRT_OK)
+    rc = dlrt__build_classifier(g2, cfg, channels, height, width, classes, &images, &labels,
+                                &logits, &loss);
+  if (rc == DLRT_OK) rc = dlrt_exec_create(g2, dev, cfg->seed, &e);
+  if (rc == DLRT_OK && cfg->checkpoint != 0 && cfg->checkpoint != DLRT_CHECKPOINT_AUTO)
+    rc = dlrt_exec_set_checkpointing(e, cfg->checkpoint);
+  if (rc == DLRT_OK) {
+    dlrt_spill_config c = {.device_budget = props.total_memory, .prefetch = 4};
+    rc = dlrt_exec_set_spill(e, &c);
+  }
+  if (rc == DLRT_OK && (rc = dlrt_link_get(dev, &li)) == DLRT_OK && li.active) {
+    snprintf(spec, sizeof spec, "%s", li.spec);
+    if ((rc = dlrt_link_set(dev, "none")) == DLRT_OK) link_off = 1;
+  }
+  dlrt__op_costs costs = {0};
+  if (rc == DLRT_OK) rc = dlrt__op_costs_measure(e, 3, &costs);
+  if (link_off && dlrt_link_set(dev, spec) < 0 && rc == DLRT_OK) rc = DLRT_ERR_STATE;
+  int same = rc == DLRT_OK && g2->n_nodes == g->n_nodes && costs.n_nodes == g->n_nodes;
+  for (int i = 0; same && i < g->n_nodes; i++)
+    same = g2->nodes[i]->op == g->nodes[i]->op && g2->nodes[i]->phase == g->nodes[i]->phase;
+  if (same) {
+    for (int k = 0; k < s->n; k++) seconds[k] = costs.node_ms[s->order[k]] / 1e3;
+    *measured = 1;
+  }
+  dlrt__op_costs_free(&costs);
+  dlrt_exec_destroy(e);
+  dlrt_graph_destroy(g2);
+  if (rc < 0 && rc != DLRT_ERR_OOM) return rc;
+  dlrt_clear_error(); /* out of memory: the roofline */
+  return DLRT_OK;
+}
+
 /* ---------------------------------------------------------------- replay */
 
 typedef struct {
@@ -303,6 +369,220 @@ static int offload_updates(replay *r, const dlrt_graph_t *g, const dlrt__schedul
   return DLRT_OK;
 }
 
+/* ---------------------------------------------------------------- streaming */
+
+/* --offload params (lib/exec/param_stream.c), replayed on its own rules:
+ * each parameter an fp32 SGD or Adam update trains lives on the host; at
+ * the start of position k the parameters of positions k .. k + ahead that
+ * are not on the device are fetched on the host-to-device engine (issued
+ * when the compute stream reaches k: the copy waits for what was queued
+ * before it), and k waits for its own; after a use whose next use is more
+ * than `ahead` positions away the copy is freed, so the forward and the
+ * backward pass each fetch a block's weights. A gradient goes out on the
+ * device-to-host engine when the last node that touches it ends; its
+ * update runs on the host thread (one at a time, at host memory speed)
+ * once the gradient is there and the parameter's last use has run; the
+ * update nodes at the step's end wait for them. Steps do not overlap (the
+ * update nodes join the host thread), so one step after a first is the
+ * steady state. */
+typedef struct {
+  int id, grad;           /* storages */
+  double bytes;           /* the fp32 parameter's (and its gradient's) */
+  double host_s;          /* its update on the host */
+  int grad_made, grad_last, ready; /* positions: the gradient's first write, its last
+                                      touch, and when its update may start */
+  int resident;           /* on the device now */
+  double fetched, grad_out, host_begin, host_done;
+} streamed_param;
+
+/* The streamed parameter that node n reads as input j (once per node), or -1. */
+static int stream_param_of(const int *of_id, const dlrt__node *n, int j) {
+  if (is_update(n)) return -1;
+  int i = of_id[n->in[j]->owner->id];
+  for (int j2 = 0; j2 < j && i >= 0; j2++)
+    if (of_id[n->in[j2]->owner->id] == i) i = -1;
+  return i;
+}
+
+static int stream_replay(const dlrt_graph_t *g, const dlrt__schedule *s, const double *seconds,
+                         int ahead, double batch_bytes, const dlrt_machine *m,
+                         dlrt_simulated_step *out) {
+  int n = s->n, np = 0, rc = DLRT_OK;
+  int *of_id = malloc(sizeof(int) * (size_t)(g->n_tensors ? g->n_tensors : 1));
+  streamed_param *p = calloc((size_t)(n ? n : 1), sizeof *p);
+  int *update_of = malloc(sizeof(int) * (size_t)(n ? n : 1));
+  /* Uses, CSR style: position k reads use[use_at[k] .. use_at[k + 1]], and
+   * use_next[u] is that parameter's next use after k (INT32_MAX: none). */
+  int *use_at = calloc((size_t)n + 1, sizeof(int)), *use = NULL, *use_next = NULL, *seen = NULL;
+  int *seen_grad = malloc(sizeof(int) * (size_t)(g->n_tensors ? g->n_tensors : 1));
+  if (!of_id || !p || !update_of || !use_at || !seen_grad) {
+    rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory replaying a step");
+    goto done;
+  }
+  for (int i = 0; i < g->n_tensors; i++) of_id[i] = -1;
+  /* The streamed parameters, as dlrt_exec_offload_params picks them. */
+  for (int k = 0; k < n; k++) {
+    const dlrt__node *nd = g->nodes[s->order[k]];
+    update_of[k] = -1;
+    if (!is_update(nd)) continue;
+    const dlrt_tensor_t *param = nd->in[0];
+    if (param->owner != param || param->dtype != DLRT_F32) continue;
+    if (of_id[param->id] >= 0) continue; /* the executor streams it once */
+    int states = nd->op == DLRT__OP_SGD ? 1 : 2;
+    streamed_param *q = &p[np];
+    q->id = param->id;
+    q->grad = nd->in[states + 1]->owner->id;
+    q->bytes = (double)dlrt__tensor_bytes(param);
+    q->host_s = host_update_bytes(nd) / m->host_bytes_per_s;
+    q->grad_made = q->grad_last = q->ready = -1;
+    update_of[k] = np;
+    of_id[q->id] = np++;
+  }
+  /* The device runs the updates of what it does not stream only. */
+  out->update_s = 0;
+  for (int k = 0; k < n; k++)
+    if (update_of[k] < 0 && is_update(g->nodes[s->order[k]])) out->update_s += seconds[k];
+  for (int k = 0; k < n; k++) {
+    const dlrt__node *nd = g->nodes[s->order[k]];
+    use_at[k + 1] = use_at[k];
+    for (int j = 0; j < nd->n_in; j++) use_at[k + 1] += stream_param_of(of_id, nd, j) >= 0;
+  }
+  use = malloc(sizeof(int) * (size_t)(use_at[n] ? use_at[n] : 1));
+  use_next = malloc(sizeof(int) * (size_t)(use_at[n] ? use_at[n] : 1));
+  seen = malloc(sizeof(int) * (size_t)(np ? np : 1));
+  if (!use || !use_next || !seen) {
+    rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory replaying a step");
+    goto done;
+  }
+  for (int i = 0; i < np; i++) seen[i] = INT32_MAX;
+  for (int k = n - 1; k >= 0; k--) {
+    const dlrt__node *nd = g->nodes[s->order[k]];
+    int u = use_at[k];
+    for (int j = 0; j < nd->n_in; j++) {
+      int i = stream_param_of(of_id, nd, j);
+      if (i < 0) continue;
+      use[u] = i, use_next[u++] = seen[i];
+    }
+    for (int u2 = use_at[k]; u2 < use_at[k + 1]; u2++) seen[use[u2]] = k;
+  }
+  /* Where each gradient is made and last touched, and each parameter's
+   * update may start (after both its gradient and its last use). */
+  for (int i = 0; i < g->n_tensors; i++) seen_grad[i] = -1;
+  for (int i = 0; i < np; i++) seen_grad[p[i].grad] = i;
+  for (int k = 0; k < n; k++) {
+    const dlrt__node *nd = g->nodes[s->order[k]];
+    if (is_update(nd)) continue;
+    for (int j = 0; j < nd->n_in + nd->n_out; j++) {
+      const dlrt_tensor_t *x = j < nd->n_in ? nd->in[j] : nd->out[j - nd->n_in];
+      int i = seen_grad[x->owner->id];
+      if (i < 0) continue;
+      if (p[i].grad_made < 0 && j >= nd->n_in) p[i].grad_made = k;
+      p[i].grad_last = k;
+    }
+    for (int j = 0; j < nd->n_in; j++) {
+      int i = stream_param_of(of_id, nd, j);
+      if (i >= 0 && k > p[i].ready) p[i].ready = k;
+    }
+  }
+  for (int i = 0; i < np; i++)
+    if (p[i].grad_last < 0) p[i].ready = -1; /* no gradient: updated at its node */
+    else if (p[i].grad_last > p[i].ready) p[i].ready = p[i].grad_last;
+  replay r = {.m = m, .p = out};
+  double step_start = 0, batch_ready = 0, bw0 = -1, bw1 = 0;
+  uint64_t resident = 0, grads_live = 0;
+  for (int step = 0; step < 2; step++) {
+    r.counting = step == 1;
+    step_start = r.t;
+    wait_until(&r, batch_ready, &out->exposed_transfer_s);
+    sim_copy next_batch = {0, -1, DLRT__LINK_H2D, 0, batch_bytes};
+    batch_ready = copy_end(&r, r.t, &next_batch);
+    for (int i = 0; i < np; i++) p[i].resident = 0, p[i].host_done = 0;
+    resident = 0;
+    for (int k = 0; k < n; k++) {
+      const dlrt__node *nd = g->nodes[s->order[k]];
+      if (update_of[k] >= 0) {
+        /* The update node joins the host thread (or runs the update itself
+         * when nothing queued it: a parameter without a gradient). */
+        streamed_param *q = &p[update_of[k]];
+        if (q->ready < 0) {
+          double begin = r.t > r.host_free ? r.t : r.host_free;
+          q->host_begin = begin, q->host_done = r.host_free = begin + q->host_s;
+          if (r.counting) out->host_update_s += q->host_s;
+        }
+        /* Waiting for its gradient's copy is the link's; after that, the
+         * host's. */
+        if (q->ready >= 0) wait_until(&r, q->grad_out, &out->exposed_transfer_s);
+        if (q->host_done > r.t) {
+          if (r.counting) out->exposed_host_s += q->host_done - r.t;
+          r.t = q->host_done;
+        }
+        continue;
+      }
+      /* The fetches of positions k .. k + ahead. */
+      for (int a = k; a <= k + ahead && a < n; a++) {
+        for (int u = use_at[a]; u < use_at[a + 1]; u++) {
+          int i = use[u];
+          if (p[i].resident) continue;
+          sim_copy in = {k, a, DLRT__LINK_H2D, 0, p[i].bytes};
+          p[i].fetched = copy_end(&r, r.t, &in);
+          p[i].resident = 1;
+          resident += (uint64_t)p[i].bytes;
+          if (r.counting && resident > out->param_peak_bytes) out->param_peak_bytes = resident;
+        }
+      }
+      for (int u = use_at[k]; u < use_at[k + 1]; u++)
+        wait_until(&r, p[use[u]].fetched, &out->exposed_transfer_s);
+      if (nd->phase == DLRT__PHASE_BACKWARD && bw0 < 0 && r.counting) bw0 = r.t;
+      for (int i = 0; i < np; i++)
+        if (p[i].grad_made == k) {
+          grads_live += (uint64_t)p[i].bytes;
+          if (r.counting && grads_live > out->grad_peak_bytes) out->grad_peak_bytes = grads_live;
+        }
+      r.t += seconds[k];
+      if (nd->phase == DLRT__PHASE_BACKWARD && r.counting) bw1 = r.t;
+      /* Gradients complete here go out; updates that may start, start. */
+      for (int i = 0; i < np; i++) {
+        if (p[i].grad_last == k) {
+          sim_copy o = {k, -1, DLRT__LINK_D2H, 0, p[i].bytes};
+          p[i].grad_out = copy_end(&r, r.t, &o);
+          grads_live -= (uint64_t)p[i].bytes;
+        }
+        if (p[i].ready == k) {
+          double begin = p[i].grad_out > r.host_free ? p[i].grad_out : r.host_free;
+          if (r.t > begin) begin = r.t;
+          p[i].host_begin = begin, p[i].host_done = r.host_free = begin + p[i].host_s;
+          if (r.counting) out->host_update_s += p[i].host_s;
+        }
+      }
+      /* Copies whose next use is beyond the window go. */
+      for (int u = use_at[k]; u < use_at[k + 1]; u++) {
+        int i = use[u];
+        if (p[i].resident && use_next[u] > k + ahead) {
+          p[i].resident = 0;
+          resident -= (uint64_t)p[i].bytes;
+        }
+      }
+    }
+  }
+  out->step_s = r.t - step_start;
+  /* The part of the host update that ran beside the backward pass. */
+  double hidden = 0;
+  for (int i = 0; i < np && bw0 >= 0; i++) {
+    double lo = p[i].host_begin > bw0 ? p[i].host_begin : bw0;
+    double hi = p[i].host_done < bw1 ? p[i].host_done : bw1;
+    if (hi > lo) hidden += hi - lo;
+  }
+  out->host_hidden_s = hidden;
+  out->host_hidden_fraction = out->host_update_s > 0 ? hidden / out->host_update_s : 0;
+  out->params_streamed = np;
+done:
+  free(of_id);
+  free(p);
+  free(update_of);
+  free(use_at), free(use), free(use_next), free(seen), free(seen_grad);
+  return rc;
+}
+
 int dlrt_simulate_step(const dlrt_trainer_config *cfg, int64_t channels, int64_t height,
                        int64_t width, int classes, const dlrt_machine *m, dlrt_device_t *dev,
                        dlrt_simulated_step *out) {
@@ -314,7 +594,10 @@ int dlrt_simulate_step(const dlrt_trainer_config *cfg, int64_t channels, int64_t
                   "memory %g, link %g B/s)", m->name, m->matmul_flops[DLRT_F32], m->vector_flops,
                   m->memory_bytes_per_s, m->link_bytes_per_s);
   memset(out, 0, sizeof *out);
-  int budget = cfg->spill.device_budget > 0;
+  /* Streamed parameters (--offload params) make their own copies; their
+   * budget bounds the allocator, it does not spill. */
+  int streaming = cfg->spill.policy == DLRT_OFFLOAD_PARAMS;
+  int budget = cfg->spill.device_budget > 0 && !streaming;
   DLRT__CHECK_ARG(!budget || dev, "dlrt_simulate_step: a budget needs a device for its dry run");
   dlrt_graph_t *g = NULL;
   dlrt__schedule s = {0};
@@ -373,6 +656,28 @@ int dlrt_simulate_step(const dlrt_trainer_config *cfg, int64_t channels, int64_t
     else out->update_s += seconds[k];
   }
   out->nodes = n;
+  /* This machine: the nodes as measured at their own shapes. */
+  if (dev && strcmp(m->name, "this") == 0) {
+    int measured;
+    if ((rc = measured_seconds(cfg, channels, height, width, classes, dev, g, &s, seconds,
+                               &measured)) < 0)
+      goto done;
+    if (measured) {
+      out->forward_s = out->backward_s = out->update_s = 0;
+      for (int k = 0; k < n; k++) {
+        const dlrt__node *node = g->nodes[s.order[k]];
+        if (node->phase == DLRT__PHASE_FORWARD) out->forward_s += seconds[k];
+        else if (node->phase == DLRT__PHASE_BACKWARD) out->backward_s += seconds[k];
+        else out->update_s += seconds[k];
+      }
+      out->nodes_measured = 1;
+      for (int k = 0; trace && k < n; k++)
+        fprintf(stderr, "measured %5d %-22s %-22s %10.3f us\n", k,
+                dlrt__op_name(g->nodes[s.order[k]]->op),
+                g->nodes[s.order[k]]->n_out ? g->nodes[s.order[k]]->out[0]->name : "(update)",
+                seconds[k] * 1e6);
+    }
+  }
   /* The copies. */
   int host_updates = 0; /* the offload model: updates on the host, overlapped */
   if (budget) {
@@ -401,6 +706,14 @@ int dlrt_simulate_step(const dlrt_trainer_config *cfg, int64_t channels, int64_t
   double batch_bytes = (double)(dlrt__loader_device_bytes(cfg, cfg->batch,
                                                           channels * height * width) /
                                 (uint64_t)(cfg->prefetch > 0 ? cfg->prefetch : 1));
+  if (streaming) {
+    int ahead = cfg->spill.prefetch > 0 ? cfg->spill.prefetch : 4; /* the trainer's */
+    if ((rc = stream_replay(g, &s, seconds, ahead, batch_bytes, m, out)) < 0) goto done;
+    out->ahead = ahead;
+    snprintf(out->copies_from, sizeof out->copies_from, "parameters streamed from the host, "
+             "%d nodes ahead", ahead);
+    goto summary;
+  }
   /* The offload model's dependencies: where each gradient is complete
    * (its storage last written before the updates), each parameter's first
    * use. */
@@ -491,6 +804,7 @@ int dlrt_simulate_step(const dlrt_trainer_config *cfg, int64_t channels, int64_t
     out->host_hidden_s = host_in_backward;
     out->update_s = 0; /* the device runs no update */
   }
+summary:
   out->compute_s = out->forward_s + out->backward_s + out->update_s;
   out->samples_per_s = cfg->batch / out->step_s;
   if (dlrt__gpt_model(cfg, NULL)) out->tokens_per_s = out->samples_per_s * (double)width;
