@@ -49,7 +49,7 @@ int run_split(const options *o, const dlrt_trainer_config *cfg, const dlrt_datas
     if (!o->device_memory) memory = m->device_memory;
   }
   dlrt_split_limits limits = {.device_memory = memory, .max_devices = o->max_devices,
-                              .max_zero = 3};
+                              .max_zero = 3, .by_total = o->max_devices > 0};
   /* A machine without figures between its devices (this, a file without
    * them) predicts splits on one device only. */
   int alone = m && (m->peer_bytes_per_s <= 0 || m->devices_per_node < 1);
@@ -62,6 +62,19 @@ int run_split(const options *o, const dlrt_trainer_config *cfg, const dlrt_datas
     free(best);
     return tool_fail("cannot plan the splits", rc);
   }
+  /* The best of those this version runs, when none of the best does. */
+  dlrt_split runnable;
+  int n_runnable = 0, shown_runs = 0;
+  for (int i = 0; i < n && i < o->splits; i++) shown_runs |= best[i].runs_now && best[i].fits;
+  dlrt_split_limits now = limits;
+  now.runs_now_only = 1;
+  if (!shown_runs && o->splits > 0 &&
+      (rc = dlrt_split_search(cfg, d->width, &now, m, &runnable, 1, &n_runnable, NULL,
+                              NULL)) < 0) {
+    free(best);
+    return tool_fail("cannot plan the splits", rc);
+  }
+  if (n_runnable && !runnable.fits) n_runnable = 0;
   const char *precision = cfg->precision == DLRT_F16    ? "fp16"
                           : cfg->precision == DLRT_BF16 ? "bf16" : "fp32";
   if (o->json) {
@@ -71,7 +84,8 @@ int run_split(const options *o, const dlrt_trainer_config *cfg, const dlrt_datas
            "\"device_memory\": %" PRIu64 ", \"max_devices\": %d, \"enumerated\": %d, "
            "\"fitting\": %d, \"ranked_by\": \"%s\", \"machine\": ",
            cfg->batch, d->width, precision, memory, limits.max_devices ? limits.max_devices : 4096,
-           enumerated, fitting, m ? "tokens_per_s" : "devices");
+           enumerated, fitting,
+           !m ? "devices" : limits.by_total ? "tokens_per_s" : "tokens_per_s_per_device");
     if (m) tool_json_string(stdout, m->name);
     else fputs("null", stdout);
     fputs(", \"best\": [", stdout);
@@ -79,7 +93,11 @@ int run_split(const options *o, const dlrt_trainer_config *cfg, const dlrt_datas
       if (i) fputs(", ", stdout);
       split_json(stdout, &best[i], m != NULL);
     }
-    printf("]}%s", json_member ? "" : "}\n");
+    fputs("], \"best_runs_now\": ", stdout);
+    if (n_runnable) split_json(stdout, &runnable, m != NULL);
+    else if (shown_runs) fputs("\"above\"", stdout);
+    else fputs("null", stdout);
+    printf("}%s", json_member ? "" : "}\n");
     free(best);
     return 0;
   }
@@ -87,7 +105,8 @@ int run_split(const options *o, const dlrt_trainer_config *cfg, const dlrt_datas
          "%d of %d fit%s; the best %d by %s\n", o->model, gib(memory), cfg->batch, d->width,
          precision, fitting, enumerated,
          alone ? " (one device: the machine has no figures between devices)" : "",
-         o->splits < n ? o->splits : n, m ? "predicted tokens per second" : "devices");
+         o->splits < n ? o->splits : n, !m ? "devices" : limits.by_total ? "predicted tokens per second"
+                                                  : "predicted tokens per second per device");
   printf("  %7s %3s %3s %4s %4s %4s %11s %8s %8s %8s %8s %9s %9s%s\n", "devices", "t", "p", "d",
          "zero", "ckpt", "micro", "params", "grads", "optim", "acts", "per dev", "host",
          m ? "    step s   tokens/s  TFLOP/s" : "");
@@ -116,6 +135,17 @@ int run_split(const options *o, const dlrt_trainer_config *cfg, const dlrt_datas
       printf("      host memory: %.1f GiB a device, %d a node: more than the host's %.0f GiB\n",
              gib(s->host_bytes), m->devices_per_node, gib(m->host_memory));
   }
+  if (n_runnable)
+    printf("  the best that this version runs: %d device%s (t=%d p=%d d=%d, zero %d, %.2f GiB "
+           "each)\n      %s\n", runnable.devices, runnable.devices == 1 ? "" : "s",
+           runnable.tensor, runnable.pipeline, runnable.data, runnable.zero,
+           gib(runnable.device_bytes), runnable.flags);
+  if (n_runnable && m)
+    printf("      predicted step %.3f s, %.1f tokens/s, %.1f TFLOP/s a device%s\n",
+           runnable.step_s, runnable.tokens_per_s, runnable.model_tflops,
+           runnable.host_fits ? "" : "; more host memory than a node has");
+  else if (!n_runnable && !shown_runs && fitting && o->splits > 0)
+    printf("  none of the splits that fit runs in this version\n");
   if (!fitting)
     printf("  none fits: raise --max-devices (now %d), or give devices of more memory\n",
            limits.max_devices ? limits.max_devices : 4096);

@@ -728,6 +728,11 @@ typedef struct {
                               also divide the heads) */
   int max_pipeline;        /* 0: 16, dlrt_trainer_set_pipeline's bound */
   int max_zero;            /* the highest ZeRO stage tried, 0 to 3 */
+  int runs_now_only;       /* only the splits this version of dltrain runs */
+  /* With a machine: rank by tokens per second in all (for a target of
+   * max_devices), not per device (the default: the most from each device,
+   * fewer devices first among equals). */
+  int by_total;
 } dlrt_split_limits;
 
 /* Fills split s of cfg's GPT (cfg->batch windows per step, all replicas
@@ -749,8 +754,9 @@ DLRT_API int dlrt_split_eval(const dlrt_trainer_config *cfg, int64_t context,
  * checkpointing off and on, micro-batches of 1, 2, 4 and 8 windows with a
  * pipeline (the whole replica's batch without); at most max_devices
  * devices. The best `max` in best (*n_best of them): those that fit first,
- * then with machine m by predicted tokens per second (highest first), else
- * by devices (fewest first), then by device bytes. *enumerated and *fitting
+ * then with machine m by predicted tokens per second per device (or in all:
+ * by_total; highest first), else by devices (fewest first), then by device
+ * bytes. *enumerated and *fitting
  * count all (either may be NULL). */
 DLRT_API int dlrt_split_search(const dlrt_trainer_config *cfg, int64_t context,
                                const dlrt_split_limits *limits, const dlrt_machine *m,

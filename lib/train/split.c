@@ -28,6 +28,7 @@
 enum {
   F_PARAMS, F_GRADS, F_STATE, F_ACTS, F_LARGEST, /* bytes at the training peak */
   F_NUMEL,                                       /* parameters */
+  F_ACT_PEAK,                                    /* the most intermediates at any time */
   F_FWD, F_REC, F_BWD, F_UPD,                    /* seconds of the nodes on the machine */
   F_TP_FWD, F_TP_REC, F_TP_BWD,                  /* seconds of the tensor all-reduces */
   F_COUNT
@@ -149,6 +150,7 @@ static int graph_figures(const split_ctx *x, int tensor, int checkpoint, int64_t
     f->v[F_GRADS] = (double)b.grads;
     f->v[F_STATE] = (double)b.state;
     f->v[F_ACTS] = (double)(b.activations + b.inputs);
+    f->v[F_ACT_PEAK] = (double)(b.activation_peak + b.inputs);
   }
   const dlrt_machine *m = x->m;
   for (int k = 0; rc == DLRT_OK && m && k < s.n; k++) {
@@ -334,21 +336,29 @@ static int eval_split(split_ctx *x, uint64_t device_memory, dlrt_split *s) {
   s->stage_blocks = (int)blocks;
   double params = extend(k, F_PARAMS, blocks, b), grads = extend(k, F_GRADS, blocks, b);
   double state = extend(k, F_STATE, blocks, b), acts = extend(k, F_ACTS, blocks, b);
+  double act_peak = extend(k, F_ACT_PEAK, blocks, b);
   s->stage_params = (int64_t)llround(extend(k, F_NUMEL, blocks, b));
   /* A stage after the first takes the residual stream in and its gradient
    * back ((b T) x C, fp32), beside what its graph holds. */
   double stream = b * (double)x->context * (double)c->embd * 4.0;
-  if (s->pipeline > 1) acts += 2 * stream;
-  /* Over micro-batches each stage sums its gradients in accumulators of
-   * its own (dlrt__exec_grad_sum), a whole fp32 gradient set beside the
-   * step's. */
-  if (s->micro > 1) grads += 4.0 * (double)s->stage_params;
+  if (s->pipeline > 1) acts += 2 * stream, act_peak += 2 * stream;
   double d = s->data;
   s->param_bytes = (uint64_t)(s->zero >= 3 ? params / d + 2 * extend(k, F_LARGEST, 1, 1)
                                            : params);
-  s->grad_bytes = (uint64_t)(s->zero >= 2 ? grads / d : grads);
+  /* The parameters, state and running sums stay the step through; the
+   * gradients and intermediates come and go. Their sum at the plan's peak
+   * (exact without ZeRO 2), or, where ZeRO 2 divides the gradients, that
+   * sum with them divided but at least the intermediates' own peak (the
+   * time of few gradients): an estimate. Over micro-batches each stage
+   * sums its gradients in accumulators of its own (dlrt__exec_grad_sum), a
+   * whole fp32 gradient set beside the step's. */
+  double accumulators = s->micro > 1 ? 4.0 * (double)s->stage_params : 0;
+  double shard_grads = s->zero >= 2 ? grads / d : grads;
+  double transient = shard_grads + acts;
+  if (s->zero >= 2 && act_peak > transient) transient = act_peak;
+  s->grad_bytes = (uint64_t)(shard_grads + (s->zero >= 2 ? accumulators / d : accumulators));
   s->optimizer_bytes = (uint64_t)(s->zero >= 1 ? state / d : state);
-  s->activation_bytes = (uint64_t)acts;
+  s->activation_bytes = (uint64_t)(transient - shard_grads);
   s->device_bytes = s->param_bytes + s->grad_bytes + s->optimizer_bytes + s->activation_bytes;
   s->fits = s->device_bytes <= device_memory;
   /* ZeRO's gathers go through a pinned whole copy of the parameters in each
@@ -468,10 +478,13 @@ int dlrt_split_eval(const dlrt_trainer_config *cfg, int64_t context, uint64_t de
 
 /* ---------------------------------------------------------------- search */
 
-/* Whether a ranks before b. */
+/* Whether a ranks before b (by_speed 0: by devices; 1: tokens per second per
+ * device; 2: in all). */
 static int better(const dlrt_split *a, const dlrt_split *b, int by_speed) {
   if (a->fits != b->fits) return a->fits;
-  if (by_speed && a->tokens_per_s != b->tokens_per_s) return a->tokens_per_s > b->tokens_per_s;
+  double ra = by_speed == 2 ? a->tokens_per_s : a->tokens_per_s / a->devices;
+  double rb = by_speed == 2 ? b->tokens_per_s : b->tokens_per_s / b->devices;
+  if (by_speed && ra != rb) return ra > rb;
   if (a->devices != b->devices) return a->devices < b->devices;
   if (a->runs_now != b->runs_now) return a->runs_now;
   return a->device_bytes < b->device_bytes;
@@ -525,9 +538,10 @@ int dlrt_split_search(const dlrt_trainer_config *cfg, int64_t context,
               s.micro_batch = micro_sizes[mb];
               if (p > 1 && (cfg->batch / d) % s.micro_batch) continue;
               if ((rc = eval_split(&x, limits->device_memory, &s)) < 0) break;
+              if (limits->runs_now_only && !s.runs_now) continue;
               count++;
               fit += s.fits;
-              keep_best(best, max, n_best, &s, m != NULL);
+              keep_best(best, max, n_best, &s, !m ? 0 : limits->by_total ? 2 : 1);
             }
       }
   }
