@@ -210,7 +210,7 @@ static void check_gpt3(void) {
   lim.max_devices = 256;
   rc = dlrt_split_search(&cfg, 2048, &lim, &m, best, 8, &n, &all, &fitting);
   ok(rc == DLRT_OK && n > 1 && best[0].fits && best[0].tokens_per_s >= best[1].tokens_per_s,
-     "with a machine the fitting splits rank by tokens per second (%.0f: %d devices, t=%d "
+     "with a machine the fitting splits rank by tokens per second a device (%.0f: %d devices, t=%d "
      "p=%d d=%d)", best[0].tokens_per_s, best[0].devices, best[0].tensor, best[0].pipeline,
      best[0].data);
 }

@@ -11,6 +11,13 @@
 
 static double gib(uint64_t bytes) { return (double)bytes / 1073741824.0; }
 
+/* "12.34G" or, below a GiB, "123.4M": 7 columns. */
+static const char *size7(uint64_t bytes, char *buf, size_t n) {
+  if (bytes >= 1073741824ull) snprintf(buf, n, "%6.2fG", gib(bytes));
+  else snprintf(buf, n, "%6.1fM", (double)bytes / 1048576.0);
+  return buf;
+}
+
 static void split_json(FILE *out, const dlrt_split *s, int predicted) {
   fprintf(out, "{\"devices\": %d, \"tensor\": %d, \"pipeline\": %d, \"data\": %d, \"zero\": %d, "
           "\"checkpoint\": %s, \"micro_batches\": %d, \"micro_batch\": %" PRId64
@@ -114,11 +121,12 @@ int run_split(const options *o, const dlrt_trainer_config *cfg, const dlrt_datas
     const dlrt_split *s = &best[i];
     char micro[24];
     snprintf(micro, sizeof micro, "%d x %" PRId64, s->micro, s->micro_batch);
-    printf("  %7d %3d %3d %4d %4d %4s %11s %7.2fG %7.2fG %7.2fG %7.2fG %8.2fG%s %8.2fG", s->devices,
-           s->tensor, s->pipeline, s->data, s->zero, s->checkpoint ? "yes" : "no", micro,
-           gib(s->param_bytes), gib(s->grad_bytes), gib(s->optimizer_bytes),
-           gib(s->activation_bytes), gib(s->device_bytes), s->fits ? " " : "!",
-           gib(s->host_bytes));
+    char b[6][16];
+    printf("  %7d %3d %3d %4d %4d %4s %11s %8s %8s %8s %8s %9s%s %8s", s->devices, s->tensor,
+           s->pipeline, s->data, s->zero, s->checkpoint ? "yes" : "no", micro,
+           size7(s->param_bytes, b[0], 16), size7(s->grad_bytes, b[1], 16),
+           size7(s->optimizer_bytes, b[2], 16), size7(s->activation_bytes, b[3], 16),
+           size7(s->device_bytes, b[4], 16), s->fits ? " " : "!", size7(s->host_bytes, b[5], 16));
     if (m)
       printf(" %9.3f %10.1f %8.1f", s->step_s, s->tokens_per_s, s->model_tflops);
     printf("\n      %s\n", s->flags);

@@ -280,8 +280,8 @@ static void describe(const split_ctx *x, dlrt_split *s, int node) {
   int ranks = s->tensor * s->data;
   char pipe[96] = "";
   if (s->pipeline > 1)
-    snprintf(pipe, sizeof pipe, " --pipeline cuda:0,...,cuda:%d --micro-batches %d",
-             s->pipeline - 1, s->micro);
+    snprintf(pipe, sizeof pipe, " --pipeline cuda:0,%scuda:%d --micro-batches %d",
+             s->pipeline > 2 ? "...," : "", s->pipeline - 1, s->micro);
   const char *precision = cfg->precision == DLRT_BF16 ? " --precision bf16"
                           : cfg->precision == DLRT_F16 ? " --precision fp16" : "";
   char prefix[32] = "", tp[32] = "", zero[16] = "";
