@@ -699,7 +699,7 @@ typedef struct {
   int fits;               /* device_bytes <= the device's memory */
   int runs_now;           /* dltrain runs this split in this version */
   char flags[224];        /* the dltrain command line */
-  char needs[224];        /* what this version lacks for it ("" when runs_now) */
+  char needs[384];        /* what this version lacks for it ("" when runs_now) */
   /* dlrt_split_predict, per training step: compute of the slowest stage
    * (forward, recomputation, backward, update; the executor's schedule
    * replayed on the machine's roofline), the tensor-parallel all-reduces
@@ -748,8 +748,8 @@ typedef struct {
  * peer or network figures a split across devices needs. */
 DLRT_API int dlrt_split_eval(const dlrt_trainer_config *cfg, int64_t context,
                              uint64_t device_memory, const dlrt_machine *m, dlrt_split *s);
-/* Every split within `limits`: tensor degrees dividing the heads up to
- * max_tensor, pipeline degrees up to max_pipeline and the blocks, data
+/* Every split within `limits`: tensor degrees dividing the heads and
+ * max_tensor (a node's devices: a group never spans nodes), pipeline degrees up to max_pipeline and the blocks, data
  * degrees dividing the batch, ZeRO 0 to max_zero (with data > 1),
  * checkpointing off and on, micro-batches of 1, 2, 4 and 8 windows with a
  * pipeline (the whole replica's batch without); at most max_devices

@@ -254,7 +254,7 @@ static int largest_stage(const dlrt_gpt_config *c, int stages) {
  * them in step. */
 static void describe(const split_ctx *x, dlrt_split *s, int node) {
   const dlrt_trainer_config *cfg = x->cfg;
-  char needs[224] = "";
+  char needs[384] = "";
   size_t n = 0;
 #define NEED(text)                                                                    \
   do {                                                                                \
@@ -525,7 +525,7 @@ int dlrt_split_search(const dlrt_trainer_config *cfg, int64_t context,
   int count = 0, fit = 0;
   static const int64_t micro_sizes[] = {1, 2, 4, 8};
   for (int t = 1; rc == DLRT_OK && t <= max_tensor; t++) {
-    if (x.gpt.heads % t) continue;
+    if (x.gpt.heads % t || max_tensor % t) continue; /* a group within a node */
     for (int p = 1; rc == DLRT_OK && p <= max_pipeline && t * p <= max_devices; p++)
       for (int64_t d = 1; rc == DLRT_OK && d <= cfg->batch && t * p * d <= max_devices; d++) {
         if (cfg->batch % d) continue;
