@@ -112,8 +112,10 @@ int run_split(const options *o, const dlrt_trainer_config *cfg, const dlrt_datas
          "%d of %d fit%s; the best %d by %s\n", o->model, gib(memory), cfg->batch, d->width,
          precision, fitting, enumerated,
          alone ? " (one device: the machine has no figures between devices)" : "",
-         o->splits < n ? o->splits : n, !m ? "devices" : limits.by_total ? "predicted tokens per second"
-                                                  : "predicted tokens per second per device");
+         o->splits < n ? o->splits : n,
+         !m                ? "devices"
+         : limits.by_total ? "predicted tokens per second"
+                           : "predicted tokens per second per device");
   printf("  %7s %3s %3s %4s %4s %4s %11s %8s %8s %8s %8s %9s %9s%s\n", "devices", "t", "p", "d",
          "zero", "ckpt", "micro", "params", "grads", "optim", "acts", "per dev", "host",
          m ? "    step s   tokens/s  TFLOP/s" : "");

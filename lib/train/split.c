@@ -383,7 +383,7 @@ static int eval_split(split_ctx *x, uint64_t device_memory, dlrt_split *s) {
      * and in again, forward and (its gradient) backward. */
     double hop = 2.0 * (stream / m->link_bytes_per_s + m->link_latency_s);
     slot = fwd + train + 2 * hop;
-    s->pipeline_s = (M + P - 1) * 2 * hop;
+    s->pipeline_s = M * 2 * hop; /* the bubble's slots hold the rest */
     s->bubble_s = (P - 1) * slot;
     s->compute_s = M * (fwd + train - tp_s) + update;
     s->tensor_s = M * tp_s;
