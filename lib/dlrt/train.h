@@ -738,26 +738,27 @@ typedef struct {
 /* Fills split s of cfg's GPT (cfg->batch windows per step, all replicas
  * together, of `context` tokens; cfg->precision, cfg->opt), whose tensor,
  * pipeline, data, zero, checkpoint and micro_batch are set (micro is
- * computed: cfg->batch / data / micro_batch), for devices of
- * `device_memory`; and with machine m (NULL: memory only) its predicted
- * step. The memory figures come from the planner's plans of the shard's
- * graphs of one and two blocks at micro-batches of one and two windows,
- * which a stage of any size extends linearly (exactly, for the blocks).
- * DLRT_ERR_INVALID_ARG naming the fault: not a GPT, a degree that does not
- * divide (heads, batch), more stages than blocks, a machine without the
- * peer or network figures a split across devices needs. */
+ * computed: cfg->batch / data / micro_batch; without a pipeline
+ * micro_batch is the replica's whole batch, whatever was set), for
+ * devices of `device_memory`; and with machine m (NULL: memory only) its
+ * predicted step. The memory figures come from the planner's plans of the
+ * shard's graphs of one and two blocks at micro-batches of one and two
+ * windows, which a stage of any size extends linearly (exactly, for the
+ * blocks). DLRT_ERR_INVALID_ARG naming the fault: not a GPT, a degree that
+ * does not divide (heads, batch), more stages than blocks, a machine
+ * without the peer or network figures a split across devices needs. */
 DLRT_API int dlrt_split_eval(const dlrt_trainer_config *cfg, int64_t context,
                              uint64_t device_memory, const dlrt_machine *m, dlrt_split *s);
 /* Every split within `limits`: tensor degrees dividing the heads and
- * max_tensor (a node's devices: a group never spans nodes), pipeline degrees up to max_pipeline and the blocks, data
- * degrees dividing the batch, ZeRO 0 to max_zero (with data > 1),
- * checkpointing off and on, micro-batches of 1, 2, 4 and 8 windows with a
- * pipeline (the whole replica's batch without); at most max_devices
- * devices. The best `max` in best (*n_best of them): those that fit first,
- * then with machine m by predicted tokens per second per device (or in all:
- * by_total; highest first), else by devices (fewest first), then by device
- * bytes. *enumerated and *fitting
- * count all (either may be NULL). */
+ * max_tensor (a node's devices: a group never spans nodes), pipeline
+ * degrees up to max_pipeline and the blocks, data degrees dividing the
+ * batch, ZeRO 0 to max_zero (with data > 1), checkpointing off and on,
+ * micro-batches of 1, 2, 4 and 8 windows with a pipeline (the whole
+ * replica's batch without); at most max_devices devices. The best `max` in
+ * best (*n_best of them): those that fit first, then with machine m by
+ * predicted tokens per second per device (or in all: by_total; highest
+ * first), else by devices (fewest first), then by device bytes.
+ * *enumerated and *fitting count all (either may be NULL). */
 DLRT_API int dlrt_split_search(const dlrt_trainer_config *cfg, int64_t context,
                                const dlrt_split_limits *limits, const dlrt_machine *m,
                                dlrt_split *best, int max, int *n_best, int *enumerated,
