@@ -110,7 +110,10 @@ int main(void) {
                     F(T, conv_flops) F(T, reduce_bytes_per_s) F(T, launch_s)
                         F(T, link_bytes_per_s) F(T, link_latency_s) F(T, host_bytes_per_s)
                             F(T, device_memory) F(T, host_memory)
-                                F(T, peak_matmul_flops_bf16) F(T, peak_memory_bytes_per_s));
+                                F(T, peak_matmul_flops_bf16) F(T, peak_memory_bytes_per_s)
+                                    F(T, peer_bytes_per_s) F(T, peer_latency_s)
+                                        F(T, devices_per_node) F(T, network_bytes_per_s)
+                                            F(T, network_latency_s));
 #undef T
 #define T dlrt_simulated_step
   STRUCT(T, F(T, step_s) F(T, compute_s) F(T, forward_s) F(T, backward_s) F(T, update_s)
@@ -119,6 +122,20 @@ int main(void) {
                         F(T, flops) F(T, mfu) F(T, samples_per_s) F(T, tokens_per_s)
                             F(T, h2d_bytes) F(T, d2h_bytes) F(T, copies) F(T, nodes)
                                 F(T, launches) F(T, copies_from));
+#undef T
+#define T dlrt_split
+  STRUCT(T, F(T, tensor) F(T, pipeline) F(T, data) F(T, zero) F(T, checkpoint) F(T, micro)
+                F(T, micro_batch) F(T, stage_blocks) F(T, stage_params) F(T, param_bytes)
+                    F(T, grad_bytes) F(T, optimizer_bytes) F(T, activation_bytes)
+                        F(T, device_bytes) F(T, host_bytes) F(T, devices) F(T, fits)
+                            F(T, runs_now) F(T, flags) F(T, needs) F(T, step_s) F(T, compute_s)
+                                F(T, tensor_s) F(T, pipeline_s) F(T, bubble_s) F(T, data_s)
+                                    F(T, serial_step_s) F(T, tokens_per_s)
+                                        F(T, model_tflops) F(T, mfu) F(T, host_fits));
+#undef T
+#define T dlrt_split_limits
+  STRUCT(T, F(T, device_memory) F(T, max_devices) F(T, max_tensor) F(T, max_pipeline)
+                F(T, max_zero) F(T, runs_now_only) F(T, by_total));
 #undef T
   puts("\n}");
   return 0;

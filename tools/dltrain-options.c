@@ -185,6 +185,16 @@ void dltrain_usage(FILE *out) {
         "                             machine's)\n"
         "      --what-if N            with --plan: the memory a model of N parameters\n"
         "                             (175e9, 7B) needs per strategy, and the devices\n"
+        "      --splits N             with --plan for a GPT: show its best N (default 5;\n"
+        "                             0: none) tensor x pipeline x data splits over\n"
+        "                             devices of --device-memory (ZeRO, checkpointing,\n"
+        "                             micro-batches), each with its bytes per device,\n"
+        "                             devices and dltrain command line (and what this\n"
+        "                             version lacks for it), fewest devices first; with\n"
+        "                             --simulate, each one's predicted step (compute,\n"
+        "                             tensor all-reduces, stage copies, bubble, data-\n"
+        "                             parallel sums), most tokens per second first\n"
+        "      --max-devices N        the splits' bound on devices (default 4096)\n"
         "      --simulate PRESET|FILE|this\n"
         "                             with --plan: replay a training step's schedule on\n"
         "                             a machine (h200-pcie5, h100-pcie5, a100-pcie4,\n"
@@ -478,6 +488,9 @@ static int check_combinations(options *o, int momentum_given, dlrt_optimizer_kin
   if (o->offload_auto && o->host_limit)
     return tool_usage_error(err, "--offload auto chooses --host-limit itself: give it with "
                             "--offload optimizer or all instead");
+  if ((o->splits_given || o->max_devices) && !(o->plan && o->gpt_model))
+    return tool_usage_error(err, "--splits and --max-devices go with --plan for a GPT model "
+                            "(--model gpt-mini, gpt2, gpt3-175b, ...)");
   if (momentum_given && kind != DLRT_OPT_SGD)
     return tool_usage_error(err, "--momentum applies to --optimizer sgd only");
   return 1;
@@ -492,7 +505,8 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
          OPT_HOST_LIMIT, OPT_OFFLOAD, OPT_SPILL_PREFETCH, OPT_SPILL_DIR, OPT_TRACE, OPT_DEVICES, OPT_PIPELINE, OPT_ZERO,
          OPT_MICRO, OPT_PRECISION, OPT_LOSS_SCALE, OPT_STEPS, OPT_EVAL_EVERY,
          OPT_EVAL_BATCHES, OPT_LAYERS, OPT_HEADS, OPT_EMBD, OPT_CONTEXT, OPT_VOCAB,
-         OPT_DROPOUT, OPT_LINK, OPT_TENSOR_PARALLEL, OPT_PLAN_STRATEGY, OPT_ATTN_DROPOUT, OPT_SIMULATE };
+         OPT_DROPOUT, OPT_LINK, OPT_TENSOR_PARALLEL, OPT_PLAN_STRATEGY, OPT_ATTN_DROPOUT, OPT_SIMULATE,
+         OPT_SPLITS, OPT_MAX_DEVICES };
   static const char shortopts[] = ":m:d:e:b:jqhV";
   static const struct option longopts[] = {
       {"model", required_argument, NULL, 'm'},   {"data", required_argument, NULL, OPT_DATA},
@@ -542,6 +556,8 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
       {"device-memory", required_argument, NULL, OPT_DEVICE_MEMORY},
       {"host-memory", required_argument, NULL, OPT_HOST_MEMORY},
       {"what-if", required_argument, NULL, OPT_WHAT_IF},
+      {"splits", required_argument, NULL, OPT_SPLITS},
+      {"max-devices", required_argument, NULL, OPT_MAX_DEVICES},
       {"steps", required_argument, NULL, OPT_STEPS},
       {"eval-every", required_argument, NULL, OPT_EVAL_EVERY},
       {"eval-batches", required_argument, NULL, OPT_EVAL_BATCHES},
@@ -557,7 +573,7 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
       {NULL, 0, NULL, 0}};
   *o = (options){.model = "mlp", .data = "fashion-mnist", .epochs = 1, .threads = -1,
                  .batch = 64, .seed = 1, .workers = 2, .prefetch = 2, .accum = 1,
-                 .spill = {.prefetch = 4}, .micro = 4};
+                 .spill = {.prefetch = 4}, .micro = 4, .splits = 5};
   /* Learning rate, momentum and weight decay wait for the optimizer's
    * defaults; NAN: not given. */
   float lr = NAN, momentum = NAN, decay = NAN;
@@ -709,6 +725,14 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
         tool_usage_error(err, "--host-memory needs a size such as 64G or 2T, not '%s'", optarg);
       break;
     case OPT_WHAT_IF: ok = parse_what_if(optarg, o); break;
+    case OPT_SPLITS:
+      if ((ok = tool_parse_int("--splits", optarg, 0, 1000, &v, err)))
+        o->splits = (int)v, o->splits_given = 1;
+      break;
+    case OPT_MAX_DEVICES:
+      if ((ok = tool_parse_int("--max-devices", optarg, 1, 1 << 20, &v, err)))
+        o->max_devices = (int)v;
+      break;
     case OPT_ACCUM:
       if ((ok = tool_parse_int("--accum", optarg, 1, 65536, &v, err))) o->accum = (int)v;
       break;

@@ -137,6 +137,11 @@ int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_datase
       fputs(", \"spill_plan\": ", stdout);
       if (!dltrain_spill_plan_json(stdout, plan_trainer, 0, 1)) fputs("null", stdout);
     }
+    /* A GPT's splits over devices of this memory (dltrain-split.c). */
+    if (o->gpt_model) {
+      fputs(", ", stdout);
+      if ((rc = run_split(o, cfg, d, NULL, memory, 1)) != 0) return rc;
+    }
     puts("}");
     return 0;
   }
@@ -192,6 +197,7 @@ int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_datase
                                     0)) != 0)
     return rc;
   if (plan_trainer) dltrain_spill_plan_text(stdout, plan_trainer, 1);
+  if (o->gpt_model) return run_split(o, cfg, d, NULL, memory, 0);
   return 0;
 }
 

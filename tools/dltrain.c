@@ -615,9 +615,15 @@ int main(int argc, char **argv) {
   if (o.plan) {
     uint64_t limit = dlrt_mem_get_limit(dev);
     uint64_t memory = o.device_memory ? o.device_memory : limit ? limit : props.total_memory;
-    if (o.simulate)
-      status = run_simulate(&o, &cfg, &data[0], dev);
-    else
+    if (o.simulate) {
+      status = 0;
+      /* A GPT's splits predicted on the machine too (dltrain-split.c): with
+       * --json their line before the simulate object's, which stays last. */
+      if (o.gpt_model && o.json) status = run_split(&o, &cfg, &data[0], dev, memory, 0);
+      if (status == 0) status = run_simulate(&o, &cfg, &data[0], dev);
+      if (status == 0 && o.gpt_model && !o.json)
+        status = run_split(&o, &cfg, &data[0], dev, memory, 0);
+    } else
       status = run_plan(&o, &cfg, &data[0], dlrt_device_spec(dev), memory,
                         o.device_memory ? "--device-memory" : limit ? "the budget" : props.name);
     goto done;

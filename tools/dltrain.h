@@ -39,6 +39,9 @@ typedef struct {
   int offload_auto;         /* --offload auto: the placement's (dlrt_plan_placement) */
   int spill_prefetch_given; /* --spill-prefetch was given (else the placement's look-ahead) */
   double what_if;           /* --what-if parameters (0: none) */
+  int splits;               /* --splits N: a GPT's best splits --plan shows (0: none) */
+  int max_devices;          /* --max-devices N: the splits' bound (0: 4096) */
+  int splits_given;         /* --splits was given */
   dlrt_augment aug;
   dlrt_dtype precision;     /* --precision (DLRT_F32: off) */
   dlrt_loss_scaler loss_scaler; /* --loss-scale (zeros: the defaults) */
@@ -84,6 +87,13 @@ int dltrain_placement_print(FILE *out, const options *o, const dlrt_trainer_conf
  * budget (or the device's memory); a line on `log` says which. */
 int dltrain_offload_auto(const options *o, dlrt_trainer_config *cfg, const dlrt_dataset *d,
                          uint64_t device_memory, FILE *log);
+/* --plan for a GPT: its best tensor x pipeline x data splits over devices of
+ * `memory` (o->simulate: predicted on that machine, ranked by tokens per
+ * second; its memory unless --device-memory), as text or, with --json, as
+ * a "splits" member (json_member: inside the caller's object) or an object
+ * of its own on a line (dltrain-split.c). dev measures "this". */
+int run_split(const options *o, const dlrt_trainer_config *cfg, const dlrt_dataset *d,
+              dlrt_device_t *dev, uint64_t memory, int json_member);
 
 /* The planner's keep / swap / recompute of a trainer made under a budget
  * with DLRT_PLAN_STRATEGY (dltrain-plan.c): as JSON (an object: the

@@ -581,6 +581,15 @@ typedef struct {
   uint64_t device_memory, host_memory; /* bytes */
   /* Published peaks, for MFU (the dense 16-bit tensor peak) and display. */
   double peak_matmul_flops_bf16, peak_memory_bytes_per_s;
+  /* Between devices (dlrt_split_predict): the peer rate of one device to
+   * the others of its node, per direction (NVLink through NVSwitch, xGMI,
+   * or PCIe peer copies), and its latency per message; the devices of a
+   * node; the node's network to the other nodes, per direction, all its
+   * adapters together, and its latency. 0: not known (a file without them;
+   * a split across devices is then not predicted). */
+  double peer_bytes_per_s, peer_latency_s;
+  int devices_per_node;
+  double network_bytes_per_s, network_latency_s;
 } dlrt_machine;
 
 /* The presets: the host link presets' names (dlrt_link_preset_get), each
@@ -736,6 +745,107 @@ DLRT_API int dlrt_plan_placement(const dlrt_trainer_config *cfg, int64_t channel
 /* Sets cfg's spill policy, budget, host budget, look-ahead and
  * checkpointing to those of placement p. */
 DLRT_API void dlrt_placement_apply(const dlrt_placement *p, dlrt_trainer_config *cfg);
+/* ------------------------------------------------------------------------ */
+/* Splitting a GPT across devices (--plan: tensor x pipeline x data)          */
+/* ------------------------------------------------------------------------ */
+
+/* One way to train a GPT on devices of one size (lib/train/split.c): the
+ * degrees of tensor parallelism (Megatron: heads and the vocabulary split
+ * over `tensor` devices of a node), pipeline parallelism (`pipeline` stages
+ * cut at block boundaries as dlrt_trainer_set_pipeline cuts them, GPipe
+ * over `micro` micro-batches of `micro_batch` windows) and data parallelism
+ * (`data` replicas, ZeRO stage `zero`), with or without activation
+ * checkpointing (a block per segment), on tensor x pipeline x data devices.
+ * The bytes are one device's, of its largest stage, counted on the graph
+ * of that stage's shard as the planner counts any graph (the executor's
+ * own plan, in allocator blocks) and divided as dlrt divides them: ZeRO 1
+ * the optimizer state over the replicas, 2 the gradients too, 3 the
+ * parameters too (plus the two largest parameters, the one in use and the
+ * one fetched ahead). dlrt's GPipe runs a micro-batch's forward pass as an
+ * evaluation and keeps the stages' inputs on the host, recomputing in the
+ * backward pass: a device holds one micro-batch's activations, and the
+ * host the micro-batches in flight. */
+typedef struct {
+  int tensor, pipeline, data, zero, checkpoint;
+  int micro;              /* micro-batches per replica and step (1 without a pipeline) */
+  int64_t micro_batch;    /* windows per micro-batch */
+  int stage_blocks;       /* blocks of the largest stage */
+  int64_t stage_params;   /* parameters of one device's shard of that stage */
+  /* After ZeRO's division; the gradients those live at the step's peak, and
+   * with micro-batches the stage's running sums of every gradient too. */
+  uint64_t param_bytes, grad_bytes, optimizer_bytes;
+  uint64_t activation_bytes; /* one micro-batch's, at the step's peak, with its inputs */
+  uint64_t device_bytes;  /* all of it: what has to fit */
+  uint64_t host_bytes;    /* pinned host memory per device: ZeRO's whole copy of the
+                             stage's parameters, the pipeline's micro-batches in flight */
+  int devices;            /* tensor x pipeline x data */
+  int fits;               /* device_bytes <= the device's memory */
+  int runs_now;           /* dltrain runs this split in this version */
+  char flags[224];        /* the dltrain command line */
+  char needs[384];        /* what this version lacks for it ("" when runs_now) */
+  /* dlrt_split_predict, per training step: compute of the slowest stage
+   * (forward, recomputation, backward, update; the executor's schedule
+   * replayed on the machine's roofline), the tensor-parallel all-reduces
+   * (on the node's peer links), the pipeline's boundary copies (dlrt passes
+   * them through the host: out and in over the host link), the GPipe
+   * bubble ((pipeline - 1) micro-batch slots of the slowest stage), the
+   * data-parallel gradient all-reduce or ZeRO's reduce-scatter and gathers
+   * (on the node's network, a device's share of it; staged through the
+   * host as dlrt's collectives are; not overlapped). */
+  double step_s, compute_s, tensor_s, pipeline_s, bubble_s, data_s;
+  double serial_step_s;   /* the stages one after another, as dltrain's one thread
+                             drives a --pipeline in one process now */
+  double tokens_per_s;
+  double model_tflops;    /* per device, FLOPs counted as Narayanan et al. (2021)
+                             count them (their Equation 3: matmuls, recomputation
+                             included) */
+  double mfu;             /* model_tflops / the 16-bit tensor peak */
+  int host_fits;          /* host_bytes x devices per node <= the host's memory */
+} dlrt_split;
+
+/* What to search. */
+typedef struct {
+  uint64_t device_memory;  /* bytes per device (required) */
+  int max_devices;         /* 0: 4096 */
+  int max_tensor;          /* 0: the machine's devices per node, else 8 (tensor degrees
+                              also divide the heads) */
+  int max_pipeline;        /* 0: 16, dlrt_trainer_set_pipeline's bound */
+  int max_zero;            /* the highest ZeRO stage tried, 0 to 3 */
+  int runs_now_only;       /* only the splits this version of dltrain runs */
+  /* With a machine: rank by tokens per second in all (for a target of
+   * max_devices), not per device (the default: the most from each device,
+   * fewer devices first among equals). */
+  int by_total;
+} dlrt_split_limits;
+
+/* Fills split s of cfg's GPT (cfg->batch windows per step, all replicas
+ * together, of `context` tokens; cfg->precision, cfg->opt), whose tensor,
+ * pipeline, data, zero, checkpoint and micro_batch are set (micro is
+ * computed: cfg->batch / data / micro_batch; without a pipeline
+ * micro_batch is the replica's whole batch, whatever was set), for
+ * devices of `device_memory`; and with machine m (NULL: memory only) its
+ * predicted step. The memory figures come from the planner's plans of the
+ * shard's graphs of one and two blocks at micro-batches of one and two
+ * windows, which a stage of any size extends linearly (exactly, for the
+ * blocks). DLRT_ERR_INVALID_ARG naming the fault: not a GPT, a degree that
+ * does not divide (heads, batch), more stages than blocks, a machine
+ * without the peer or network figures a split across devices needs. */
+DLRT_API int dlrt_split_eval(const dlrt_trainer_config *cfg, int64_t context,
+                             uint64_t device_memory, const dlrt_machine *m, dlrt_split *s);
+/* Every split within `limits`: tensor degrees dividing the heads and
+ * max_tensor (a node's devices: a group never spans nodes), pipeline
+ * degrees up to max_pipeline and the blocks, data degrees dividing the
+ * batch, ZeRO 0 to max_zero (with data > 1), checkpointing off and on,
+ * micro-batches of 1, 2, 4 and 8 windows with a pipeline (the whole
+ * replica's batch without); at most max_devices devices. The best `max` in
+ * best (*n_best of them): those that fit first, then with machine m by
+ * predicted tokens per second per device (or in all: by_total; highest
+ * first), else by devices (fewest first), then by device bytes.
+ * *enumerated and *fitting count all (either may be NULL). */
+DLRT_API int dlrt_split_search(const dlrt_trainer_config *cfg, int64_t context,
+                               const dlrt_split_limits *limits, const dlrt_machine *m,
+                               dlrt_split *best, int max, int *n_best, int *enumerated,
+                               int *fitting);
 
 /* Tracing: writes a Chrome trace (JSON; open it in https://ui.perfetto.dev
  * or chrome://tracing) of every graph node the executors run, every spill

@@ -36,29 +36,57 @@
 #define VECTOR_ACHIEVED 0.8
 #define HOST_ACHIEVED 0.5
 #define LAUNCH_S 4e-6
+/* Between devices, assumed (not measured here): a ring all-reduce's bus
+ * bandwidth reaches some three quarters of NVLink's rate and 0.8 of the
+ * network adapters', and a message takes some 5 us on the peer links and
+ * 10 us on the network. */
+#define PEER_ACHIEVED 0.77
+#define NETWORK_ACHIEVED 0.8
+#define PEER_LATENCY_S 5e-6
+#define NETWORK_LATENCY_S 10e-6
 
 static const struct {
   const char *name; /* a link preset's */
   double fp32_tflops, tf32_tflops, fp16_tflops; /* dense; bf16: the link preset's */
   double memory_tbs, device_gb;
   double host_gbs, host_gib;
+  /* Between devices: a device's peer rate to the others of its node, GB/s a
+   * direction; the devices of a node; the node's network, GB/s a direction
+   * (all its adapters). The nodes are those the host figures are of. */
+  double peer_gbs;
+  int per_node;
+  double network_gbs;
 } figures[] = {
     /* H200 SXM: 67 fp32, 494.7 tf32 and 989.4 fp16 dense; 141 GB HBM3e,
-     * 4.8 TB/s. Host: 2 x Xeon 8480C, 16 channels DDR5-4800 (DGX H200). */
-    {"h200-pcie5", 67, 494.7, 989.4, 4.8, 141, 614.4, 2048},
-    /* H100 PCIe: 51, 378, 756; 80 GB HBM2e, 2.0 TB/s. */
-    {"h100-pcie5", 51, 378, 756, 2.0, 80, 614.4, 2048},
+     * 4.8 TB/s. Host: 2 x Xeon 8480C, 16 channels DDR5-4800 (DGX H200).
+     * DGX H200: NVLink 4 through NVSwitch, 900 GB/s a GPU both ways; 8 GPUs;
+     * 8 ConnectX-7 at 400 Gb/s for the compute network. */
+    {"h200-pcie5", 67, 494.7, 989.4, 4.8, 141, 614.4, 2048, 450, 8, 400},
+    /* H100 PCIe: 51, 378, 756; 80 GB HBM2e, 2.0 TB/s.
+     * Its node as DGX H100's (the host above): NVLink 4, 900 GB/s both ways,
+     * 8 GPUs, 8 x 400 Gb/s. (The PCIe card's own NVLink bridge joins pairs.) */
+    {"h100-pcie5", 51, 378, 756, 2.0, 80, 614.4, 2048, 450, 8, 400},
     /* A100 80GB PCIe: 19.5, 156, 312; 1.935 TB/s. Host: 2 x EPYC 7742,
-     * 16 channels DDR4-3200 (DGX A100). */
-    {"a100-pcie4", 19.5, 156, 312, 1.935, 80, 409.6, 1024},
-    /* L40S: 91.6, 183, 362.05; 48 GB GDDR6, 864 GB/s. */
-    {"l40s-pcie4", 91.6, 183, 362.05, 0.864, 48, 614.4, 1024},
+     * 16 channels DDR4-3200 (DGX A100).
+     * Its node as DGX A100's (the host above): NVLink 3 through NVSwitch,
+     * 600 GB/s a GPU both ways; 8 GPUs; 8 ConnectX-6 HDR at 200 Gb/s (the
+     * nodes of Selene, where Megatron-LM's figures were measured). */
+    {"a100-pcie4", 19.5, 156, 312, 1.935, 80, 409.6, 1024, 300, 8, 200},
+    /* L40S: 91.6, 183, 362.05; 48 GB GDDR6, 864 GB/s.
+     * No NVLink: peers over PCIe 4.0 x16 (32 GB/s a direction, the link's
+     * rate); 8 GPUs; 4 x 200 Gb/s (a server of NVIDIA's L40S reference
+     * configurations). */
+    {"l40s-pcie4", 91.6, 183, 362.05, 0.864, 48, 614.4, 1024, 25.6, 8, 100},
     /* GH200 (96 GB HBM3, 4.0 TB/s): the Hopper rates; Grace's 480 GB of
-     * LPDDR5X at up to 512 GB/s is the host. */
-    {"gh200-c2c", 67, 494.7, 989.4, 4.0, 96, 512, 480},
+     * LPDDR5X at up to 512 GB/s is the host.
+     * One superchip a node; one ConnectX-7 at 400 Gb/s. The peer figure is
+     * NVLink 4's (used within a node only: none here). */
+    {"gh200-c2c", 67, 494.7, 989.4, 4.0, 96, 512, 480, 450, 1, 50},
     /* MI300X: 163.4 fp32, 653.7 tf32, 1307.4 fp16 dense; 192 GB HBM3,
-     * 5.3 TB/s. Host: 2 x EPYC 9654, 24 channels DDR5-4800. */
-    {"mi300x-pcie5", 163.4, 653.7, 1307.4, 5.3, 192, 921.6, 2048},
+     * 5.3 TB/s. Host: 2 x EPYC 9654, 24 channels DDR5-4800.
+     * 8 GPUs fully connected by Infinity Fabric (xGMI): 7 links of 64 GB/s
+     * a direction, 448 GB/s to the others; 8 x 400 Gb/s. */
+    {"mi300x-pcie5", 163.4, 653.7, 1307.4, 5.3, 192, 921.6, 2048, 448, 8, 400},
 };
 #define N_FIGURES ((int)(sizeof figures / sizeof figures[0]))
 
@@ -95,6 +123,11 @@ int dlrt_machine_preset(const char *name, dlrt_machine *out) {
   out->host_memory = (uint64_t)(figures[f].host_gib * GIB);
   out->peak_matmul_flops_bf16 = link->peak_flops;
   out->peak_memory_bytes_per_s = figures[f].memory_tbs * T;
+  out->peer_bytes_per_s = PEER_ACHIEVED * figures[f].peer_gbs * G;
+  out->peer_latency_s = PEER_LATENCY_S;
+  out->devices_per_node = figures[f].per_node;
+  out->network_bytes_per_s = NETWORK_ACHIEVED * figures[f].network_gbs * G;
+  out->network_latency_s = NETWORK_LATENCY_S;
   return DLRT_OK;
 }
 
@@ -142,11 +175,13 @@ static char *trim(char *s) {
 }
 
 enum { K_BASE, K_NAME, K_ABOUT, K_FP32, K_FP16, K_BF16, K_VECTOR, K_MEMORY, K_HOST_BW, K_LINK,
-       K_LAUNCH, K_OVERHEAD, K_DEVICE_MEM, K_HOST_MEM, K_ATTENTION, K_CONV, K_REDUCE, K_COUNT };
+       K_LAUNCH, K_OVERHEAD, K_DEVICE_MEM, K_HOST_MEM, K_ATTENTION, K_CONV, K_REDUCE, K_PEER,
+       K_PER_NODE, K_NETWORK, K_COUNT };
 static const char *const keys[K_COUNT] = {
     "base", "name", "about", "matmul_fp32", "matmul_fp16", "matmul_bf16", "vector_fp32",
     "memory_bandwidth", "host_bandwidth", "link", "launch", "matmul_overhead", "device_memory",
-    "host_memory", "attention", "conv", "reduce_bandwidth"};
+    "host_memory", "attention", "conv", "reduce_bandwidth", "peer", "devices_per_node",
+    "network"};
 
 /* One "key = value" into m; 0 or a message in why. */
 static int set_key(dlrt_machine *m, int key, const char *value, char *why, size_t size) {
@@ -170,6 +205,30 @@ static int set_key(dlrt_machine *m, int key, const char *value, char *why, size_
   case K_REDUCE: rate = &m->reduce_bytes_per_s; break;
   case K_ATTENTION: rate = &m->attention_flops, unit = "FLOP/s"; break;
   case K_CONV: rate = &m->conv_flops, unit = "FLOP/s"; break;
+  case K_PEER:
+  case K_NETWORK: {
+    /* A rate and a latency as --link takes them (300GB/s:5us); a preset's
+     * name is a host link's, not a peer's, so it is refused. */
+    dlrt_link_spec spec;
+    if (dlrt_link_parse(value, &spec) < 0 || spec.none || spec.preset) {
+      snprintf(why, size, "%s: \"%s\" is not a rate with an optional latency such as "
+               "300GB/s:5us", keys[key], value);
+      return -1;
+    }
+    if (key == K_PEER) m->peer_bytes_per_s = spec.bytes_per_s, m->peer_latency_s = spec.latency_s;
+    else m->network_bytes_per_s = spec.bytes_per_s, m->network_latency_s = spec.latency_s;
+    return 0;
+  }
+  case K_PER_NODE: {
+    char *end;
+    long v = strtol(value, &end, 10);
+    if (end == value || *end || v < 1 || v > 4096) {
+      snprintf(why, size, "devices_per_node: \"%s\" is not a count from 1 to 4096", value);
+      return -1;
+    }
+    m->devices_per_node = (int)v;
+    return 0;
+  }
   case K_LINK: {
     dlrt_link_spec spec;
     if (dlrt_link_parse(value, &spec) < 0 || spec.none) {

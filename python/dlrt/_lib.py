@@ -176,6 +176,9 @@ _SIGNATURES = {
                                     c_uint64, P(S.MemoryPlan)]),
     "dlrt_plan_what_if": (c_int, [c_double, c_uint64, P(S.WhatIf), P(c_int)]),
     "dlrt_machine_get": (c_int, [c_char_p, c_void_p, P(S.Machine)]),
+    "dlrt_split_search": (c_int, [P(S.TrainerConfig), c_int64, P(S.SplitLimits),
+                                  P(S.Machine), P(S.Split), c_int, P(c_int), P(c_int),
+                                  P(c_int)]),
     "dlrt_simulate_step": (c_int, [P(S.TrainerConfig), c_int64, c_int64, c_int64, c_int,
                                    P(S.Machine), c_void_p, P(S.SimulatedStep)]),
 }

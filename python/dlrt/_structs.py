@@ -141,7 +141,10 @@ class Machine(Struct):  # dlrt_machine
                 ("launch_s", c_double), ("link_bytes_per_s", c_double),
                 ("link_latency_s", c_double), ("host_bytes_per_s", c_double),
                 ("device_memory", c_uint64), ("host_memory", c_uint64),
-                ("peak_matmul_flops_bf16", c_double), ("peak_memory_bytes_per_s", c_double)]
+                ("peak_matmul_flops_bf16", c_double), ("peak_memory_bytes_per_s", c_double),
+                ("peer_bytes_per_s", c_double), ("peer_latency_s", c_double),
+                ("devices_per_node", c_int), ("network_bytes_per_s", c_double),
+                ("network_latency_s", c_double)]
 
 
 class SimulatedStep(Struct):  # dlrt_simulated_step
@@ -155,6 +158,26 @@ class SimulatedStep(Struct):  # dlrt_simulated_step
                 ("nodes", c_int), ("launches", c_int), ("copies_from", c_char * 96)]
 
 
+class Split(Struct):  # dlrt_split
+    _fields_ = [("tensor", c_int), ("pipeline", c_int), ("data", c_int), ("zero", c_int),
+                ("checkpoint", c_int), ("micro", c_int), ("micro_batch", c_int64),
+                ("stage_blocks", c_int), ("stage_params", c_int64),
+                ("param_bytes", c_uint64), ("grad_bytes", c_uint64),
+                ("optimizer_bytes", c_uint64), ("activation_bytes", c_uint64),
+                ("device_bytes", c_uint64), ("host_bytes", c_uint64), ("devices", c_int),
+                ("fits", c_int), ("runs_now", c_int), ("flags", c_char * 224),
+                ("needs", c_char * 384), ("step_s", c_double), ("compute_s", c_double),
+                ("tensor_s", c_double), ("pipeline_s", c_double), ("bubble_s", c_double),
+                ("data_s", c_double), ("serial_step_s", c_double), ("tokens_per_s", c_double),
+                ("model_tflops", c_double), ("mfu", c_double), ("host_fits", c_int)]
+
+
+class SplitLimits(Struct):  # dlrt_split_limits
+    _fields_ = [("device_memory", c_uint64), ("max_devices", c_int), ("max_tensor", c_int),
+                ("max_pipeline", c_int), ("max_zero", c_int), ("runs_now_only", c_int),
+                ("by_total", c_int)]
+
+
 # Every mirror, by its C name (what tests/python-abi prints).
 C_NAMES = {
     "dlrt_device_props": DeviceProps, "dlrt_mem_counter": MemCounter,
@@ -164,5 +187,6 @@ C_NAMES = {
     "dlrt_epoch_stats": EpochStats, "dlrt_memory_plan": MemoryPlan, "dlrt_what_if": WhatIf,
     "dlrt_dataset": Dataset, "dlrt_tokens": Tokens, "dlrt_exec_info": ExecInfo,
     "dlrt_loss_scale_state": LossScaleState, "dlrt_machine": Machine,
-    "dlrt_simulated_step": SimulatedStep,
+    "dlrt_simulated_step": SimulatedStep, "dlrt_split": Split,
+    "dlrt_split_limits": SplitLimits,
 }

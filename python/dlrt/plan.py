@@ -123,7 +123,7 @@ def _simulate(spec, cfg, d, dev, model):
 
 
 def plan(model="mlp", batch=None, precision="fp32", device_memory=None, device=None,
-         what_if=None, simulate=None, **options):
+         what_if=None, simulate=None, splits=5, max_devices=0, **options):
     """What a training run needs at its peak, the largest batch each strategy
     fits, the what-if table (and a transformer's own lines): the dict of
     `dltrain --plan --json` with the same options, keyed as it is.
@@ -135,7 +135,9 @@ def plan(model="mlp", batch=None, precision="fp32", device_memory=None, device=N
     `device`): instead, the predicted training step on it, the dict of
     `dltrain --plan --simulate MACHINE --json` ({"simulate": {...}}; with
     mem_limit the copies of a dry run on `device`, with offload="optimizer"
-    the host optimizer's). The other options are dltrain's (data, accum,
+    the host optimizer's). splits, max_devices: a GPT's best splits over
+    devices of device_memory ("splits": dltrain's --splits and
+    --max-devices). The other options are dltrain's (data, accum,
     optimizer, checkpoint, layers, context, mem_limit, offload, ...)."""
     o = C.options(dict(options, model=model, batch=batch, precision=precision, device=device))
     dev = _open_device(o["device"])
@@ -147,12 +149,12 @@ def plan(model="mlp", batch=None, precision="fp32", device_memory=None, device=N
         raise ValueError("device_memory needs a size such as 40G or 512M")
     if o["gpt_model"]:
         gpt = o["gpt_resolved"]
-        splits = (_data.plan_windows(gpt, o["batch"]) if o["data"] is None else
-                  _data.tokens(o["data"], gpt.context, o["batch"], o["eval_every"],
-                               o["eval_batches"], o["accum"]))
+        sets = (_data.plan_windows(gpt, o["batch"]) if o["data"] is None else
+                _data.tokens(o["data"], gpt.context, o["batch"], o["eval_every"],
+                             o["eval_batches"], o["accum"]))
     else:
-        splits = _data.images(o["data"], o["seed"], o["limit"], o["mmap"])
-    d = splits.train
+        sets = _data.images(o["data"], o["seed"], o["limit"], o["mmap"])
+    d = sets.train
     cfg = C.trainer_config(o, d, props["total_memory"])
     if simulate is not None:
         return _simulate(simulate, cfg, d, dev, o["model"])
@@ -192,4 +194,47 @@ def plan(model="mlp", batch=None, precision="fp32", device_memory=None, device=N
     }
     if o["gpt_model"]:
         out["transformer"] = _transformer(cfg, d)
+        out["splits"] = _splits(cfg, d, memory, o["model"], splits, max_devices)
+    return out
+
+
+def _split_dict(s):
+    keys = ("devices", "tensor", "pipeline", "data", "zero")
+    out = {k: getattr(s, k) for k in keys}
+    out["checkpoint"] = bool(s.checkpoint)
+    out["micro_batches"], out["micro_batch"] = s.micro, s.micro_batch
+    for k in ("stage_blocks", "stage_params", "param_bytes", "grad_bytes", "optimizer_bytes",
+              "activation_bytes", "device_bytes", "host_bytes"):
+        out[k] = getattr(s, k)
+    out["fits"], out["runs_now"] = bool(s.fits), bool(s.runs_now)
+    out["flags"], out["needs"] = text(s.flags), text(s.needs)
+    return out
+
+
+def _splits(cfg, d, memory, model, count, max_devices):
+    """A GPT's best splits over devices of `memory`, as dltrain --plan's
+    "splits" (tools/dltrain-split.c): dlrt_split_search, fewest devices
+    first, and the best that this version runs when none of those shown does."""
+    limits = S.SplitLimits(device_memory=memory, max_devices=max_devices, max_zero=3)
+    want = max(count, 1)
+    best, n, total, fitting = (S.Split * want)(), ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+    check(lib.dlrt_split_search(ctypes.byref(cfg), d.width, ctypes.byref(limits), None, best,
+                                want, ctypes.byref(n), ctypes.byref(total),
+                                ctypes.byref(fitting)))
+    shown = [best[i] for i in range(min(n.value, count))]
+    out = {"model": model, "batch": cfg.batch, "context": d.width,
+           "precision": C.PRECISION_NAMES[cfg.precision], "device_memory": memory,
+           "max_devices": max_devices or 4096, "enumerated": total.value,
+           "fitting": fitting.value, "ranked_by": "devices", "machine": None,
+           "best": [_split_dict(s) for s in shown]}
+    if any(s.runs_now and s.fits for s in shown):
+        out["best_runs_now"] = "above"
+    elif count > 0:
+        limits.runs_now_only = 1
+        one, m = S.Split(), ctypes.c_int()
+        check(lib.dlrt_split_search(ctypes.byref(cfg), d.width, ctypes.byref(limits), None,
+                                    ctypes.byref(one), 1, ctypes.byref(m), None, None))
+        out["best_runs_now"] = _split_dict(one) if m.value and one.fits else None
+    else:
+        out["best_runs_now"] = None
     return out
