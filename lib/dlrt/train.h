@@ -494,7 +494,9 @@ DLRT_API int dlrt_trainer_set_zero(dlrt_trainer_t *t, int stage,
  * are transient and not counted (the devices' measured peaks hold them). */
 typedef struct {
   int stage;    /* 0: not sharded */
-  int replicas; /* devices in one process, or processes; 1 without data parallelism */
+  int replicas; /* devices in one process, or processes; 1 without data parallelism;
+                   0 (all fields 0) for a tensor-parallel trainer, whose bytes
+                   dlrt_trainer_tensor_parallel gives per peer */
   uint64_t param_bytes, grad_bytes, optimizer_bytes;
   uint64_t full_param_bytes, full_grad_bytes, full_optimizer_bytes;
 } dlrt_zero_info;
