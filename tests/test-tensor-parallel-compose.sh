@@ -11,8 +11,8 @@
 # --tensor-parallel 2 (2 replicas of 2 shards, one a rank) and mpirun -np 2
 # --tensor-parallel cpu,cpu (a replica per rank, split over its devices)
 # train as one device on the replicas' whole batch, save one whole
-# checkpoint that resumes on one device with the unbroken run's losses;
-# what stays refused is a usage error naming what works.
+# checkpoint that resumes on one device with the unbroken run's losses,
+# and replicas split otherwise stop the job; what stays refused is a usage error naming what works.
 #
 # CI runs 12 steps at context 64 (the bars' 50 steps of the full gpt-mini
 # are measured once: see README, "Tensor parallelism").
@@ -20,12 +20,12 @@
 DLTRAIN=${DLTRAIN:-./tools/dltrain}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=17
+TOOL=$DLTRAIN PLAN=18
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
 if [ $have_python = no ]; then
-  for i in $(seq 1 17); do skip "test $i" "python3 not found"; done
+  for i in $(seq 1 18); do skip "test $i" "python3 not found"; done
   exit 0
 fi
 
@@ -124,7 +124,7 @@ assert d['round_losses'][-1] < d['round_losses'][0] - 0.3, x
 print('# %d of 12 updates skipped, train loss %.4f to %.4f' % (s, x[0], d['round_losses'][-1]))"
 result "fp16 from a scale of 2^30: the overflowing updates skipped, the rest train"
 
-# 9-15: data x tensor parallel over MPI ranks.
+# 9-16: data x tensor parallel over MPI ranks.
 why=""
 "$DLTRAIN" --version | grep -q "with MPI" || why="dltrain was built without MPI"
 [ -z "$why" ] && ! command -v mpirun >/dev/null 2>&1 && why="no mpirun (openmpi-bin)"
@@ -183,14 +183,21 @@ assert a['skipped_steps'] == b['skipped_steps'], (a['skipped_steps'], b['skipped
   rc=$?
   [ $rc -ne 0 ] && grep -q "a divisor of the ranks" "$tmp/err"
   result "mpirun -np 4 --tensor-parallel 3 is a usage error naming the divisors"
+  # Replicas split otherwise (one rank's weights 1:3) stop with a message.
+  mpmd=$(echo "$mpi2" | sed 's/ -np 2$//')
+  $mpmd -np 1 "$DLTRAIN" $common --batch 4 --tensor-parallel cpu,cpu : \
+    -np 1 "$DLTRAIN" $common --batch 4 --tensor-parallel cpu@1,cpu@3 >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  [ $rc -ne 0 ] && grep -q "split differently" "$tmp/err"
+  result "replicas split differently (cpu,cpu beside cpu@1,cpu@3) stop the job, saying so"
 else
   for what in "2 x 2 losses" "2 x 2 bytes" "mixed losses" "2 x 2 checkpoint" "fp16 ranks" \
-    "2 x 2 all" "divisor"; do
+    "2 x 2 all" "divisor" "split differently"; do
     skip "$what" "$why"
   done
 fi
 
-# 16, 17: what stays refused names what works.
+# 17, 18: what stays refused names what works.
 run $common --batch 4 --tensor-parallel cpu,cpu --mem-limit 100M
 [ $rc -eq 2 ] && grep -q "clip-norm and --precision fp16 or bf16 work" "$tmp/err"
 result "--tensor-parallel --mem-limit is a usage error naming what works"

@@ -761,6 +761,36 @@ int dlrt__tp_import(dlrt_trainer_t *t, const dlrt_host_tensor *tensors, int n) {
   return rc;
 }
 
+/* Whether every replica is split as this one is (its peers' shards, in
+ * order): the replicas sum each shard with the others' same shard, so
+ * their vectors must line up. The sum over the replicas of this layout
+ * must be `world` times it; a replica split otherwise makes it differ on
+ * it (with two replicas, on both), which then stops the job. */
+static int same_split(dlrt_trainer_t *t) {
+  dlrt__tp *tp = t->tp;
+  enum { PER_PEER = 5, LAYOUT = 2 + PER_PEER * DLRT_TP_MAX };
+  float mine[LAYOUT] = {(float)tp->n, (float)tp->ranks}, all[LAYOUT];
+  for (int i = 0; i < tp->n; i++) {
+    const tp_peer *p = &tp->peers[i];
+    float *v = mine + 2 + PER_PEER * i;
+    v[0] = (float)p->shard.head_first, v[1] = (float)p->shard.heads;
+    v[2] = (float)p->shard.vocab_first, v[3] = (float)p->shard.vocab, v[4] = (float)p->n_grads;
+  }
+  memcpy(all, mine, sizeof all);
+  float *v = all;
+  int64_t count = LAYOUT;
+  int rc = replicas_sum(t, &v, &count, 1);
+  int world = t->cfg.world > 1 ? t->cfg.world : 1;
+  for (int k = 0; k < LAYOUT && rc == DLRT_OK; k++)
+    if (all[k] != (float)world * mine[k])
+      rc = dlrt__set_error(DLRT_ERR_INVALID_ARG, "the data-parallel replicas of the split model "
+                           "are split differently (this one: %d peers, heads %d-%d first): "
+                           "give every rank the same --tensor-parallel devices and weights",
+                           tp->n, tp->peers[0].shard.head_first,
+                           tp->peers[0].shard.head_first + tp->peers[0].shard.heads - 1);
+  return rc;
+}
+
 int dlrt__tp_set_replicas(dlrt_trainer_t *t) {
   dlrt__tp *tp = t->tp;
   if (tp->micro > 0)
@@ -770,6 +800,7 @@ int dlrt__tp_set_replicas(dlrt_trainer_t *t) {
   int rc = DLRT_OK;
   for (int i = 0; i < tp->n && rc == DLRT_OK && tp->update == HOST_UPDATE; i++)
     rc = host_gradients(&tp->peers[i]);
+  if (rc == DLRT_OK && dlrt__across_processes(t)) rc = same_split(t);
   return rc;
 }
 
