@@ -41,11 +41,11 @@ echo "gpt-mini, $steps steps, batch $batch per replica"
 echo "| combination | worst relative difference ($steps train + $steps validation losses) | parameter bytes per peer (of the whole) |"
 echo "|---|---|---|"
 while IFS='|' read -r name ref split; do
-  "$DLTRAIN" $common --device cpu $ref 2>/dev/null | tail -1 >"$tmp/ref"
+  "$DLTRAIN" $common --device cpu $ref </dev/null 2>/dev/null | tail -1 >"$tmp/ref"
   case $split in
-  MPI4*) $mpi 4 "$DLTRAIN" $common ${split#MPI4} 2>/dev/null | tail -1 >"$tmp/split" ;;
-  MPI2*) $mpi 2 "$DLTRAIN" $common ${split#MPI2} 2>/dev/null | tail -1 >"$tmp/split" ;;
-  *) "$DLTRAIN" $common $split 2>/dev/null | tail -1 >"$tmp/split" ;;
+  MPI4*) $mpi 4 "$DLTRAIN" $common ${split#MPI4} </dev/null 2>/dev/null | tail -1 >"$tmp/split" ;;
+  MPI2*) $mpi 2 "$DLTRAIN" $common ${split#MPI2} </dev/null 2>/dev/null | tail -1 >"$tmp/split" ;;
+  *) "$DLTRAIN" $common $split </dev/null 2>/dev/null | tail -1 >"$tmp/split" ;;
   esac
   python3 - "$tmp/ref" "$tmp/split" "$name" <<'PY'
 import json, sys
