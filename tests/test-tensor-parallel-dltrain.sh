@@ -9,7 +9,8 @@
 # and three heads) with the same losses; a checkpoint saved with
 # --tensor-parallel (in one process or across ranks) resumes on one device
 # with the unbroken run's next losses, and one device's checkpoint resumes
-# split; what is not built is a usage error naming what works.
+# split; what is not built is a usage error naming what works (the
+# compositions: test-tensor-parallel-compose.sh).
 #
 # CI runs 12 steps at context 64 (the bar's 50 steps of the full gpt-mini
 # are measured once: see README, "Tensor parallelism").
@@ -171,9 +172,9 @@ fi
 run --model mlp --data generated --tensor-parallel cpu,cpu
 [ $rc -eq 2 ] && grep -q "splits GPT models" "$tmp/err"
 result "--tensor-parallel on an MLP is a usage error naming GPT models and --devices"
-run $common --steps 1 --tensor-parallel cpu,cpu --accum 2
-[ $rc -eq 2 ] && grep -q "fp32 and bf16 work" "$tmp/err"
-result "--tensor-parallel --accum 2 is a usage error"
+run $common --steps 1 --tensor-parallel cpu,cpu --zero 1
+[ $rc -eq 2 ] && grep -q "not both in this version" "$tmp/err"
+result "--tensor-parallel --zero 1 is a usage error"
 run $common --steps 1 --tensor-parallel cpu,cpu --pipeline cpu,cpu
 [ $rc -eq 2 ] && grep -q "without --devices and --pipeline" "$tmp/err"
 result "--tensor-parallel with --pipeline is a usage error"

@@ -273,12 +273,18 @@ static void refusals(void) {
   dlrt_trainer_destroy(t);
   c.model = "gpt-mini";
   c.gpt = (dlrt_gpt_config){.layers = 1, .heads = 2, .embd = 16, .context = 8};
-  c.accum = 2;
+  c.accum = 2; /* accumulation splits (test-tensor-parallel-compose.sh trains it) */
   if (dlrt_trainer_create(cpu, &c, 1, 8, 256, &t) < 0) bail_out("%s", dlrt_last_error());
-  is_status(dlrt_trainer_set_tensor_parallel(t, two, 2, NULL), DLRT_ERR_UNSUPPORTED,
-            "a GPT with accumulation is refused: %s", dlrt_last_error());
+  is_status(dlrt_trainer_set_tensor_parallel(t, two, 2, NULL), DLRT_OK,
+            "a GPT with accumulation splits");
   dlrt_trainer_destroy(t);
   c.accum = 1;
+  c.checkpoint = DLRT_CHECKPOINT_AUTO; /* chosen for one device's budget, not a peer's */
+  if (dlrt_trainer_create(cpu, &c, 1, 8, 256, &t) < 0) bail_out("%s", dlrt_last_error());
+  is_status(dlrt_trainer_set_tensor_parallel(t, two, 2, NULL), DLRT_ERR_UNSUPPORTED,
+            "a GPT with --checkpoint auto is refused: %s", dlrt_last_error());
+  dlrt_trainer_destroy(t);
+  c.checkpoint = 0;
   if (dlrt_trainer_create(cpu, &c, 1, 8, 256, &t) < 0) bail_out("%s", dlrt_last_error());
   dlrt_device_t *three[3] = {cpu, cpu, cpu};
   is_status(dlrt_trainer_set_tensor_parallel(t, three, 3, NULL), DLRT_ERR_INVALID_ARG,

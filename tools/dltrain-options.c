@@ -51,9 +51,14 @@ void dltrain_usage(FILE *out) {
         "                             vocabulary, split over these devices (any\n"
         "                             backends; heads in proportion to the weights W,\n"
         "                             default even), each training its shard on the\n"
-        "                             whole batch; N: over the N ranks of mpirun -np N,\n"
-        "                             one shard each on its --device. Checkpoints hold\n"
-        "                             whole tensors (resume on any split)\n"
+        "                             whole batch; N: over N ranks of mpirun, one shard\n"
+        "                             each on its --device (mpirun -np N x R: R data-\n"
+        "                             parallel replicas of N shards; with A,B,... under\n"
+        "                             mpirun every rank holds a replica split over its\n"
+        "                             devices). With --accum, --clip-norm (the global\n"
+        "                             norm), --checkpoint blocks|sqrt|every:N, fp16 loss\n"
+        "                             scaling. Checkpoints hold whole tensors (resume on\n"
+        "                             any split)\n"
         "      --zero 1|2|3           ZeRO: shard the replicas' model states (of --devices,\n"
         "                             or of the ranks under mpirun): 1 the optimizer\n"
         "                             state, 2 the gradients too, 3 the parameters too\n"
@@ -452,11 +457,13 @@ static int check_combinations(options *o, int momentum_given, dlrt_optimizer_kin
     if (o->plan)
       return tool_usage_error(err, "--plan does not plan --tensor-parallel yet: plan the "
                               "model on one device");
-    if (o->mem_limit || o->accum > 1 || o->checkpoint || o->clip_norm > 0 ||
-        o->precision == DLRT_F16)
-      return tool_usage_error(err, "--tensor-parallel goes without --mem-limit, --accum, "
-                              "--checkpoint, --clip-norm and --precision fp16 in this version "
-                              "(fp32 and bf16 work)");
+    if (o->mem_limit)
+      return tool_usage_error(err, "--tensor-parallel goes without --mem-limit (and --offload) "
+                              "in this version (--accum, --checkpoint blocks, --clip-norm and "
+                              "--precision fp16 or bf16 work)");
+    if (o->checkpoint == DLRT_CHECKPOINT_AUTO)
+      return tool_usage_error(err, "--tensor-parallel takes --checkpoint blocks, sqrt or "
+                              "every:N, not auto, in this version");
   }
   if (o->pipeline && (o->mem_limit || o->accum > 1 || o->checkpoint || o->clip_norm > 0))
     return tool_usage_error(err, "--pipeline goes without --mem-limit, --accum, --checkpoint "

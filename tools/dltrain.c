@@ -292,6 +292,11 @@ static int launched_by_mpi(void) {
 typedef struct {
   int rank;
   double timeout_s; /* DLRT_MPI_TIMEOUT, default 120 */
+  /* The ranks this one sums gradients with (its data-parallel group) and
+   * those it holds one model with (its tensor-parallel group): both
+   * MPI_COMM_WORLD, unless --tensor-parallel N splits the N x R ranks
+   * into R replicas of N shards (sub-communicators). */
+  MPI_Comm data, tensor;
 } mpi_job;
 
 /* The gradient all-reduce, bucket by bucket while the backward pass goes on
@@ -305,7 +310,7 @@ static int mpi_allreduce_start(void *user, float *values, int64_t count, void **
     fprintf(stderr, "dltrain: rank %d: out of host memory\n", job->rank);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
-  if (MPI_Iallreduce(MPI_IN_PLACE, values, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+  if (MPI_Iallreduce(MPI_IN_PLACE, values, (int)count, MPI_FLOAT, MPI_SUM, job->data,
                      req) != MPI_SUCCESS) {
     fprintf(stderr, "dltrain: rank %d: MPI_Iallreduce failed\n", job->rank);
     MPI_Abort(MPI_COMM_WORLD, 1);
@@ -346,7 +351,7 @@ static int mpi_collective(void *user, float *values, int64_t count, dlrt_collect
   (void)tag; /* MPI orders the collectives itself */
   MPI_Request *req = malloc(sizeof *req); /* freed by the wait */
   if (!req || MPI_Iallreduce(MPI_IN_PLACE, values, (int)count, MPI_FLOAT,
-                             op == DLRT_COLLECTIVE_MAX ? MPI_MAX : MPI_SUM, MPI_COMM_WORLD,
+                             op == DLRT_COLLECTIVE_MAX ? MPI_MAX : MPI_SUM, job->tensor,
                              req) != MPI_SUCCESS) {
     fprintf(stderr, "dltrain: rank %d: the tensor-parallel all-reduce failed\n", job->rank);
     MPI_Abort(MPI_COMM_WORLD, 1);
@@ -388,7 +393,7 @@ static int mpi_broadcast_start(void *user, float *values, int64_t count, int roo
 /* The all-gather of dlrt_trainer_check_ranks. */
 static int mpi_allgather(void *user, const void *mine, void *all, size_t bytes) {
   mpi_job *job = user;
-  if (MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD) !=
+  if (MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, job->data) !=
       MPI_SUCCESS) {
     fprintf(stderr, "dltrain: rank %d: MPI_Allgather failed\n", job->rank);
     MPI_Abort(MPI_COMM_WORLD, 1);
@@ -436,25 +441,19 @@ int main(int argc, char **argv) {
   FILE *log = o.json ? stderr : stdout; /* stdout ends with the JSON alone */
   int rank = 0, world = 1;
 #ifdef DLRT_HAVE_MPI
-  mpi_job job = {0, 120};
+  mpi_job job = {0, 120, MPI_COMM_NULL, MPI_COMM_NULL};
   int mpi = launched_by_mpi(), ranks_agree_to_stop = 0;
   if (mpi) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     job.rank = rank;
+    job.data = job.tensor = MPI_COMM_WORLD;
     const char *timeout = getenv("DLRT_MPI_TIMEOUT");
     if (timeout && atof(timeout) > 0) job.timeout_s = atof(timeout);
     if (world > 1 && (o.devices || o.pipeline)) {
       if (rank == 0) fputs("dltrain: --devices and --pipeline are for one process; under "
                            "mpirun give each rank its --device\n", stderr);
-      MPI_Finalize();
-      return STATUS_USAGE;
-    }
-    if (world > 1 && o.tensor_parallel && !isdigit((unsigned char)o.tensor_parallel[0])) {
-      if (rank == 0) fprintf(stderr, "dltrain: --tensor-parallel %s is for one process; "
-                             "under mpirun give --tensor-parallel %d (a shard per rank, each "
-                             "on its --device)\n", o.tensor_parallel, world);
       MPI_Finalize();
       return STATUS_USAGE;
     }
@@ -499,16 +498,25 @@ int main(int argc, char **argv) {
   if (o.tensor_parallel && isdigit((unsigned char)o.tensor_parallel[0])) {
     char *end;
     long n = strtol(o.tensor_parallel, &end, 10);
-    if (*end || n < 2 || n != world) {
+    if (*end || n < 2 || world % n != 0) {
       if (rank == 0)
-        fprintf(stderr, "dltrain: --tensor-parallel %s: a number is the MPI ranks to split "
-                "over, all of them (%s%d here); in one process give the devices, such as "
+        fprintf(stderr, "dltrain: --tensor-parallel %s: a number is the MPI ranks each model "
+                "is split over, a divisor of the ranks (%s%d here; N x R ranks train R "
+                "data-parallel replicas); in one process give the devices, such as "
                 "--tensor-parallel cpu,opencl:0\n", o.tensor_parallel,
                 world > 1 ? "" : "run under mpirun -np N: ", world);
       status = STATUS_USAGE;
       goto done;
     }
     tp_ranks = (int)n;
+#ifdef DLRT_HAVE_MPI
+    /* Ranks r * N .. r * N + N - 1 hold replica r's N shards; shard k of
+     * every replica sums its gradients with the others'. */
+    if (world > tp_ranks) {
+      MPI_Comm_split(MPI_COMM_WORLD, rank / tp_ranks, rank, &job.tensor);
+      MPI_Comm_split(MPI_COMM_WORLD, rank % tp_ranks, rank, &job.data);
+    }
+#endif
   } else if (o.tensor_parallel) {
     char list[512];
     snprintf(list, sizeof list, "%s", o.tensor_parallel);
@@ -576,9 +584,10 @@ int main(int argc, char **argv) {
     status = STATUS_USAGE;
     goto done;
   }
-  /* Tensor parallel ranks train one model on the same batches: data as one
-   * process. */
-  int data_world = tp_ranks ? 1 : world;
+  /* Tensor parallel ranks train one model on the same batches: the data is
+   * split between the replicas (world / N of them), not the shards. */
+  int data_world = tp_ranks ? world / tp_ranks : world;
+  int data_rank = tp_ranks ? rank / tp_ranks : rank;
   if ((status = load_data(&o, data_world, data, &generated)) != 0)
     goto done;
   dlrt_trainer_config cfg = {.model = o.model, .batch = o.batch, .opt = o.opt,
@@ -588,7 +597,7 @@ int main(int argc, char **argv) {
                              .total_steps = (int64_t)o.epochs *
                                             (data[0].count / o.batch / o.accum),
                              .accum = o.accum, .checkpoint = o.checkpoint,
-                             .rank = tp_ranks ? 0 : rank, .world = data_world,
+                             .rank = data_rank, .world = data_world,
                              .spill = o.spill,
                              .clip_norm = o.clip_norm, .channels = data[0].channels,
                              .workers = o.workers, .prefetch = o.prefetch,
@@ -643,10 +652,6 @@ int main(int argc, char **argv) {
   if (n_replicas > 0 && o.devices)
     TRY(dlrt_trainer_set_devices(trainer, replicas, n_replicas, NULL),
         "cannot spread the model over --devices");
-  if (n_tp > 0)
-    TRY(dlrt_trainer_set_tensor_parallel(trainer, tp_devs, n_tp,
-                                         tp_weighted ? tp_weights : NULL),
-        "cannot split the model over --tensor-parallel");
   if (n_replicas > 0 && o.pipeline) {
     TRY(dlrt_trainer_set_pipeline(trainer, replicas, n_replicas, o.micro),
         "cannot cut the model into --pipeline stages");
@@ -663,8 +668,9 @@ int main(int argc, char **argv) {
     fprintf(log, "; %d micro-batches of %" PRId64 "\n", o.micro, o.batch / o.micro);
   }
 #ifdef DLRT_HAVE_MPI
-  if (world > 1 && tp_ranks) {
-    /* One model split over the ranks: no data parallel all-reduce. */
+  if (data_world < 2 || n_tp > 0 || tp_ranks) {
+    /* One model split over the ranks: no data parallel all-reduce; replicas
+     * of a split model take theirs once split (below). */
   } else if (world > 1 && !o.zero && mpi_cuda_aware() && strcmp(props.backend, "cuda") == 0)
     /* CUDA-aware MPI: the gradients go from device memory, not the host. */
     TRY(dlrt_trainer_set_allreduce_device(trainer, mpi_allreduce_start, mpi_allreduce_wait, &job),
@@ -680,18 +686,29 @@ int main(int argc, char **argv) {
   }
   /* Every rank must train the same: all see the same verdict, so they stop
    * together (rank 0 says why) instead of training apart. */
-  /* (Not yet for tensor parallel ranks: dlrt_trainer_check_ranks gathers
-   * config.world fingerprints, and theirs is 1, the data's world.) */
-  if (world > 1 && !tp_ranks &&
+  /* (Tensor parallel ranks compare within their data-parallel group, the
+   * ranks of the same shard, before the split.) */
+  if (data_world > 1 &&
       (rc = dlrt_trainer_check_ranks(trainer, &data[0], mpi_allgather, &job)) < 0) {
     status = rank == 0 ? tool_fail("the MPI ranks disagree", rc) : STATUS_FAIL;
     ranks_agree_to_stop = 1;
     goto done;
   }
   if (tp_ranks)
-    TRY(dlrt_trainer_set_tensor_parallel_ranks(trainer, dev, rank, world, NULL, mpi_collective,
-                                               &job),
+    TRY(dlrt_trainer_set_tensor_parallel_ranks(trainer, dev, rank % tp_ranks, tp_ranks, NULL,
+                                               mpi_collective, &job),
         "cannot split the model over the MPI ranks (--tensor-parallel)");
+#endif
+  if (n_tp > 0)
+    TRY(dlrt_trainer_set_tensor_parallel(trainer, tp_devs, n_tp,
+                                         tp_weighted ? tp_weights : NULL),
+        "cannot split the model over --tensor-parallel");
+#ifdef DLRT_HAVE_MPI
+  /* Replicas of a split model: each shard's gradients summed with the same
+   * shard's of the other replicas, through the host. */
+  if (data_world > 1 && (n_tp > 0 || tp_ranks))
+    TRY(dlrt_trainer_set_allreduce_async(trainer, mpi_allreduce_start, mpi_allreduce_wait, &job),
+        "cannot train the split model's replicas across the MPI ranks");
 #endif
   if (o.zero && n_replicas > 0 && o.devices)
     TRY(dlrt_trainer_set_zero(trainer, o.zero, NULL),
@@ -719,7 +736,7 @@ int main(int argc, char **argv) {
               p->head_first, p->head_first + p->heads - 1, p->vocab_first,
               p->vocab_first + p->vocab - 1, (double)p->param_bytes / 1024.0);
     }
-    if (tp_ranks) fprintf(log, "; rank %d of %d", rank, tp_ranks);
+    if (tp_ranks) fprintf(log, "; rank %d of %d", rank % tp_ranks, tp_ranks);
     fputc('\n', log);
   }
   if (n_replicas > 0 && o.devices) {
@@ -785,7 +802,7 @@ int main(int argc, char **argv) {
   if (o.gpt_model) {
     /* Tensor parallel ranks all take part in saving (the shards are
      * gathered); rank 0 writes. */
-    if ((status = dltrain_lm_train(&o, trainer, data, done, log, tty, dev, tp_ranks ? 0 : rank,
+    if ((status = dltrain_lm_train(&o, trainer, data, done, log, tty, dev, data_rank,
                                    &lm)) != 0)
       goto done;
     r.lm = &lm;
@@ -873,9 +890,13 @@ int main(int argc, char **argv) {
             (double)held / 1048576.0, full ? (double)held / (double)full : 0.0,
             (double)full / 1048576.0);
   }
-  if (world > 1 && tp_ranks)
+  if (world > 1 && tp_ranks && data_world == 1)
     fprintf(log, "mpi      %d ranks, one shard of the model each, on the same %" PRId64
             " windows per step\n", world, o.batch);
+  else if (world > 1 && tp_ranks)
+    fprintf(log, "mpi      %d ranks: %d data-parallel replicas of %d shards (one a rank), "
+            "%" PRId64 " windows per replica per step (%" PRId64 " per update)\n", world,
+            data_world, tp_ranks, o.batch, o.batch * data_world);
   else if (world > 1)
     fprintf(log, "mpi      %d ranks, %" PRId64 " %s per rank per step (%" PRId64
             " per update)\n", world, o.batch, o.gpt_model ? "windows" : "images",
@@ -905,6 +926,8 @@ done:
   if (mpi) {
     /* The others stop too (unless all stop on the same verdict). */
     if (status != 0 && world > 1 && !ranks_agree_to_stop) MPI_Abort(MPI_COMM_WORLD, status);
+    if (job.data != MPI_COMM_WORLD) MPI_Comm_free(&job.data);
+    if (job.tensor != MPI_COMM_WORLD) MPI_Comm_free(&job.tensor);
     MPI_Finalize();
   }
 #endif

@@ -412,9 +412,15 @@ DLRT_API int dlrt_trainer_set_pipeline(dlrt_trainer_t *t, dlrt_device_t *const *
  * dlrt_trainer_load when resuming. The trainer's device holds the whole
  * model until then: make the trainer on the host's CPU device for a model
  * larger than one accelerator (its initial values do not depend on the
- * device). GPT models only, without --devices,
- * --pipeline, accumulation, spilling, checkpointing, clipping or fp16 loss
- * scaling (DLRT_ERR_UNSUPPORTED naming it). */
+ * device). Accumulation, clipping (the global norm over the whole model,
+ * each tensor the peers hold whole counted once), checkpointing (not
+ * DLRT_CHECKPOINT_AUTO) and fp16 loss scaling (one overflow verdict for
+ * the peers) work as on one device. Data-parallel replicas of a split
+ * model across processes: set the all-reduce (dlrt_trainer_set_allreduce
+ * or _async, config.world the replicas) after the split; each shard's
+ * gradients are then averaged over the replicas through the host. GPT
+ * models only, without --devices, --pipeline, ZeRO or spilling
+ * (DLRT_ERR_UNSUPPORTED naming it). */
 #define DLRT_TP_MAX 64
 DLRT_API int dlrt_trainer_set_tensor_parallel(dlrt_trainer_t *t, dlrt_device_t *const *devs,
                                               int n, const double *weights);
@@ -422,9 +428,12 @@ DLRT_API int dlrt_trainer_set_tensor_parallel(dlrt_trainer_t *t, dlrt_device_t *
  * (NULL: the trainer's device; every rank calls it, with the same weights): the
  * peers' sums go through `fn` (an MPI_Allreduce of MPI_SUM or MPI_MAX on
  * MPI_FLOAT, say; tag -1 marks the sums that gather a checkpoint's
- * tensors). Every rank must train on the same batches (config.world 1),
- * and every rank calls dlrt_trainer_save (the shards are gathered through
- * `fn`; rank 0 writes the file, the others return 0). */
+ * tensors, -2 the overflow verdict and the clipping norm). The ranks of
+ * one split train on the same batches: config.world and config.rank count
+ * the data-parallel replicas, each of `ranks` ranks (1 without), and `fn`
+ * sums over the ranks of this rank's replica only. Every rank of a replica
+ * calls dlrt_trainer_save (the shards are gathered through `fn`; shard 0
+ * writes the file, the others return 0). */
 DLRT_API int dlrt_trainer_set_tensor_parallel_ranks(dlrt_trainer_t *t, dlrt_device_t *dev,
                                                     int rank, int ranks,
                                                     const double *weights,
@@ -494,7 +503,9 @@ DLRT_API int dlrt_trainer_set_zero(dlrt_trainer_t *t, int stage,
  * are transient and not counted (the devices' measured peaks hold them). */
 typedef struct {
   int stage;    /* 0: not sharded */
-  int replicas; /* devices in one process, or processes; 1 without data parallelism */
+  int replicas; /* devices in one process, or processes; 1 without data parallelism;
+                   0 (all fields 0) for a tensor-parallel trainer, whose bytes
+                   dlrt_trainer_tensor_parallel gives per peer */
   uint64_t param_bytes, grad_bytes, optimizer_bytes;
   uint64_t full_param_bytes, full_grad_bytes, full_optimizer_bytes;
 } dlrt_zero_info;

@@ -301,6 +301,11 @@ int dlrt__dp_step(dlrt_trainer_t *t, const void *inputs, const int32_t *labels, 
 
 int dlrt_trainer_set_allreduce(dlrt_trainer_t *t, dlrt_allreduce_fn reduce, void *user) {
   DLRT__CHECK_ARG(t, "dlrt_trainer_set_allreduce: trainer is NULL");
+  if (t->tp) { /* a split model's replicas: tensor_parallel.c sums each shard's gradients */
+    t->allreduce = reduce, t->allreduce_start = NULL, t->allreduce_wait = NULL;
+    t->allreduce_user = user;
+    return dlrt__tp_set_replicas(t);
+  }
   DLRT__CHECK_ARG(!reduce || (t->accum == 1 && !t->spilling && !t->n_reps),
                   "dlrt_trainer_set_allreduce: not with accumulation, spilling or "
                   "--devices in this version");
@@ -327,6 +332,11 @@ int dlrt_trainer_set_allreduce_async(dlrt_trainer_t *t, dlrt_allreduce_start_fn 
                                      dlrt_allreduce_wait_fn wait, void *user) {
   DLRT__CHECK_ARG(t && (!start) == (!wait), "dlrt_trainer_set_allreduce_async: trainer is "
                   "NULL, or only one of start and wait is given");
+  if (t->tp) { /* a split model's replicas: tensor_parallel.c sums each shard's gradients */
+    t->allreduce = NULL, t->allreduce_start = start, t->allreduce_wait = wait;
+    t->allreduce_user = user;
+    return dlrt__tp_set_replicas(t);
+  }
   DLRT__CHECK_ARG(!start || (t->accum == 1 && !t->spilling && !t->n_reps && !t->n_stages),
                   "dlrt_trainer_set_allreduce_async: not with accumulation, spilling, "
                   "--devices or --pipeline in this version");
@@ -351,6 +361,10 @@ int dlrt_trainer_set_allreduce_device(dlrt_trainer_t *t, dlrt_allreduce_start_fn
                                       dlrt_allreduce_wait_fn wait, void *user) {
   DLRT__CHECK_ARG(t && start && wait, "dlrt_trainer_set_allreduce_device: trainer, start or "
                   "wait is NULL");
+  if (t->tp)
+    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "dlrt_trainer_set_allreduce_device: a split "
+                           "model's replicas (tensor parallel) sum their shards' gradients "
+                           "through the host: use dlrt_trainer_set_allreduce_async");
   if (!dlrt__device_has_addresses(t->dev))
     return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "dlrt_trainer_set_allreduce_device: %s has "
                            "no device addresses (not a CUDA device); use "

@@ -54,6 +54,10 @@ typedef struct {
   dlrt_run_mode mode;
   int rc;
   char error[512];
+  /* With updates made here (see host_update): the peer's gradients on the
+   * host, its parameter elements (dlrt_exec_gradients_read's vector). */
+  float *grads;
+  int64_t n_grads;
 } tp_peer;
 
 struct dlrt__tp {
@@ -64,7 +68,16 @@ struct dlrt__tp {
   dlrt_collective_fn fn; /* across processes: the caller's collective */
   void *user;
   tp_group group;
+  /* How the peers update: 0, each in its training run (DLRT_RUN_TRAIN);
+   * else gradient runs (DLRT_RUN_GRADIENTS), one per micro-batch, then
+   * GRADIENT_RUNS: each peer applies its own sum (accumulation alone), or
+   * HOST_UPDATE: the sums go through the host, where data parallelism
+   * averages them over the replicas, fp16 loss scaling agrees on the
+   * overflow and clipping on the global norm, before each peer applies. */
+  int update;
+  int micro; /* micro-batches of the update under way */
 };
+enum { GRADIENT_RUNS = 1, HOST_UPDATE = 2 };
 
 /* ------------------------------------------------------------ collectives */
 
@@ -272,6 +285,7 @@ static void peer_free(tp_peer *p) {
   dlrt_exec_destroy(p->e);
   dlrt_graph_destroy(p->g);
   free(p->shifted);
+  free(p->grads);
   memset(p, 0, sizeof *p);
 }
 
@@ -282,6 +296,27 @@ void dlrt__tp_free(dlrt_trainer_t *t) {
   pthread_cond_destroy(&t->tp->group.done);
   free(t->tp);
   t->tp = NULL;
+}
+
+/* How the peers update (see dlrt__tp.update). */
+static int update_mode(const dlrt_trainer_t *t) {
+  dlrt__loss_scale_saved scale;
+  dlrt__exec_save_loss_scale(t->e, &scale);
+  if (dlrt__across_processes(t) || t->cfg.clip_norm > 0 || scale.scaler.enabled)
+    return HOST_UPDATE;
+  return t->accum > 1 ? GRADIENT_RUNS : 0;
+}
+
+/* Peer p's host vector of its gradients. */
+static int host_gradients(tp_peer *p) {
+  if (p->grads) return DLRT_OK;
+  dlrt_exec_info info;
+  int rc = dlrt_exec_info_get(p->e, &info);
+  if (rc < 0) return rc;
+  p->n_grads = info.params;
+  if (!(p->grads = malloc((size_t)(p->n_grads ? p->n_grads : 1) * sizeof(float))))
+    return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  return DLRT_OK;
 }
 
 /* Builds peer p's graph for its shard and executor on its device, with the
@@ -303,6 +338,10 @@ static int peer_build(dlrt_trainer_t *t, tp_peer *p, const dlrt_host_tensor *who
   }
   if (rc == DLRT_OK) rc = dlrt_graph_optimize(p->g, &cfg->opt);
   if (rc == DLRT_OK) rc = dlrt_exec_create(p->g, p->dev, cfg->seed, &p->e);
+  /* --checkpoint: the same segments on every peer (a recomputed segment
+   * meets the others in its collectives again, in the same order). */
+  if (rc == DLRT_OK && cfg->checkpoint != 0)
+    rc = dlrt_exec_set_checkpointing(p->e, cfg->checkpoint);
   dlrt_host_tensor *mine = NULL;
   if (rc == DLRT_OK) rc = scatter(&t->tp->gpt, &p->shard, whole, n, &mine);
   if (rc == DLRT_OK) {
@@ -316,6 +355,7 @@ static int peer_build(dlrt_trainer_t *t, tp_peer *p, const dlrt_host_tensor *who
   if (rc == DLRT_OK && p->shard.vocab > 0 &&
       !(p->shifted = malloc((size_t)(cfg->batch * t->width) * sizeof(int32_t))))
     rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  if (rc == DLRT_OK && t->tp->update == HOST_UPDATE) rc = host_gradients(p);
   return rc;
 }
 
@@ -324,20 +364,17 @@ static const char *refused(const dlrt_trainer_t *t) {
   if (!t->lm) return "tensor parallelism splits GPT models (--model gpt-mini, gpt2, ...); "
                      "for other models use --devices (data parallel) or --pipeline";
   if (t->n_reps || t->n_stages) return "tensor parallelism goes without --devices and "
-                                       "--pipeline in this version";
-  if (dlrt__across_processes(t)) return "tensor parallelism goes without data parallelism "
-                                        "across processes in this version";
-  if (t->accum > 1) return "tensor parallelism goes without --accum in this version";
+                                       "--pipeline in this version (data parallel replicas "
+                                       "of a split model: run under mpirun, one replica per "
+                                       "rank or per group of ranks)";
   if (t->spilling) return "tensor parallelism goes without spilling (--mem-limit, --offload, "
                           "DLRT_MEM_LIMIT) in this version";
-  if (t->cfg.checkpoint != 0) return "tensor parallelism goes without --checkpoint in this "
-                                     "version";
-  if (t->cfg.clip_norm > 0) return "tensor parallelism goes without --clip in this version "
-                                   "(the norm would need every shard's squares)";
-  dlrt_loss_scale_state ls;
-  if (dlrt_exec_loss_scale(t->e, &ls) == DLRT_OK && ls.scale != 1.0f)
-    return "tensor parallelism goes without loss scaling (fp16) in this version: use "
-           "--precision bf16 or fp32";
+  if (t->zero) return "tensor parallelism goes without ZeRO (--zero) in this version";
+  if (t->reduce_on_device) return "tensor parallelism takes the host all-reduce "
+                                  "(dlrt_trainer_set_allreduce_async), not the device one";
+  if (t->cfg.checkpoint == DLRT_CHECKPOINT_AUTO)
+    return "tensor parallelism takes --checkpoint blocks, sqrt or every:N, not auto, in this "
+           "version";
   return NULL;
 }
 
@@ -361,6 +398,7 @@ static int tp_setup(dlrt_trainer_t *t, dlrt_device_t *const *devs, int n, int ra
   if (!tp) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   tp->gpt = gpt;
   tp->rank = rank, tp->ranks = ranks, tp->fn = fn, tp->user = user;
+  tp->update = update_mode(t);
   pthread_mutex_init(&tp->group.lock, NULL);
   pthread_cond_init(&tp->group.done, NULL);
   tp->group.n = n;
@@ -510,9 +548,136 @@ static int tp_run(dlrt_trainer_t *t, const int32_t *tokens, const int32_t *targe
   return dlrt_exec_read(tp->peers[0].e, tp->peers[0].loss, loss, sizeof *loss);
 }
 
+/* ------------------------------------------------------------ updates */
+
+/* The data-parallel sum over the processes (the trainer's all-reduce, its
+ * bucketed form or the plain one) of `n` vectors, in place, started in
+ * the same order on every process. */
+static int replicas_sum(dlrt_trainer_t *t, float *const *values, const int64_t *count, int n) {
+  if (!t->allreduce_start) {
+    int rc = DLRT_OK;
+    for (int i = 0; i < n && rc == DLRT_OK; i++)
+      rc = t->allreduce(t->allreduce_user, values[i], count[i]);
+    return rc;
+  }
+  void *requests[DLRT_TP_MAX + 1];
+  int started = 0, rc = DLRT_OK;
+  for (int i = 0; i < n && rc == DLRT_OK; i++)
+    if ((rc = t->allreduce_start(t->allreduce_user, values[i], count[i],
+                                 &requests[started])) == DLRT_OK)
+      started++;
+  for (int i = 0; i < started; i++) { /* every started request is completed */
+    int rc2 = t->allreduce_wait(t->allreduce_user, requests[i]);
+    if (rc == DLRT_OK) rc = rc2;
+  }
+  return rc;
+}
+
+/* Over the tensor-parallel group: across processes the caller's collective
+ * (tag -2), in this process the peers' values are at hand. */
+static int group_combine(dlrt__tp *tp, float *v, dlrt_collective_op op) {
+  return tp->fn ? tp->fn(tp->user, v, 1, op, -2) : DLRT_OK;
+}
+
+/* Peer p's share of the squared global norm of its gradients: its shard's
+ * pieces, and the tensors every peer holds whole (LayerNorms, wpe, the
+ * row-parallel biases) on the first peer only, so each counts once. */
+static double peer_squares(const dlrt__tp *tp, const tp_peer *p, int first) {
+  const dlrt_graph_t *g = p->g;
+  double sq = 0;
+  int64_t at = 0;
+  for (int id = 0; id < g->n_tensors; id++) {
+    const dlrt_tensor_t *w = g->tensors[id];
+    if (w->kind != DLRT__TENSOR_PARAM || !w->grad) continue;
+    tp_piece piece;
+    int split = w->ndim <= 2 && piece_of(w->name, &tp->gpt, &p->shard, w->ndim, &piece);
+    if (split || first)
+      for (int64_t k = 0; k < w->numel; k++) sq += (double)p->grads[at + k] * p->grads[at + k];
+    at += w->numel;
+  }
+  return sq;
+}
+
+static int all_finite(const float *v, int64_t n) {
+  for (int64_t k = 0; k < n; k++)
+    if (!isfinite(v[k])) return 0;
+  return 1;
+}
+
+/* The peers' update after the last micro-batch's gradient run, made with
+ * the host's help (HOST_UPDATE): each peer's gradient sum read, averaged
+ * over the data-parallel replicas; with loss scaling, one verdict on
+ * overflow for the group (a peer whose own gradients are finite takes a
+ * NaN, so its executor skips the update and backs off the scale as the
+ * others do); with clipping, one factor from the norm over the whole
+ * model (the mean of the `runs` micro-batches, the loss scale divided out,
+ * as dlrt_exec_apply_gradients would clip one device's); written back and
+ * applied by every peer. */
+static int host_update(dlrt_trainer_t *t) {
+  dlrt__tp *tp = t->tp;
+  int rc = DLRT_OK;
+  float *values[DLRT_TP_MAX];
+  int64_t counts[DLRT_TP_MAX];
+  for (int i = 0; i < tp->n && rc == DLRT_OK; i++) {
+    tp_peer *p = &tp->peers[i];
+    values[i] = p->grads, counts[i] = p->n_grads;
+    rc = dlrt_exec_gradients_read(p->e, p->grads, p->n_grads);
+  }
+  int world = t->cfg.world > 1 ? t->cfg.world : 1;
+  if (rc == DLRT_OK && dlrt__across_processes(t)) {
+    float inv = 1.0f / (float)world;
+    for (int i = 0; i < tp->n; i++)
+      for (int64_t k = 0; k < counts[i]; k++) values[i][k] *= inv;
+    rc = replicas_sum(t, values, counts, tp->n);
+  }
+  dlrt__loss_scale_saved scale;
+  dlrt__exec_save_loss_scale(tp->peers[0].e, &scale);
+  float overflow = 0;
+  if (rc == DLRT_OK && scale.scaler.enabled) {
+    for (int i = 0; i < tp->n; i++) overflow += !all_finite(values[i], counts[i]);
+    rc = group_combine(tp, &overflow, DLRT_COLLECTIVE_MAX);
+    for (int i = 0; i < tp->n && overflow > 0; i++)
+      if (counts[i] > 0 && all_finite(values[i], counts[i])) values[i][0] = NAN;
+  }
+  if (rc == DLRT_OK && t->cfg.clip_norm > 0 && overflow == 0) {
+    double sq = 0;
+    for (int i = 0; i < tp->n; i++)
+      sq += peer_squares(tp, &tp->peers[i], (tp->ranks ? tp->rank : i) == 0);
+    float total = (float)sq;
+    rc = group_combine(tp, &total, DLRT_COLLECTIVE_SUM);
+    double prescale = 1.0 / ((double)tp->micro * (scale.scaler.enabled ? scale.scale : 1.0));
+    double norm = sqrt((double)total) * prescale, coef = t->cfg.clip_norm / (norm + 1e-6);
+    for (int i = 0; i < tp->n && rc == DLRT_OK && coef < 1.0; i++)
+      for (int64_t k = 0; k < counts[i]; k++) values[i][k] *= (float)coef;
+  }
+  for (int i = 0; i < tp->n && rc == DLRT_OK; i++)
+    rc = dlrt_exec_gradients_write(tp->peers[i].e, values[i], counts[i]);
+  return rc;
+}
+
 int dlrt__tp_step(dlrt_trainer_t *t, const int32_t *tokens, const int32_t *targets, float lr,
                   float *loss) {
-  return tp_run(t, tokens, targets, DLRT_RUN_TRAIN, lr, loss);
+  dlrt__tp *tp = t->tp;
+  int rc = tp_run(t, tokens, targets, tp->update ? DLRT_RUN_GRADIENTS : DLRT_RUN_TRAIN, lr, loss);
+  if (rc < 0 || !tp->update) return rc;
+  /* The batch's loss over the replicas. */
+  if (dlrt__across_processes(t)) {
+    float *v = loss;
+    int64_t one = 1;
+    *loss /= (float)(t->cfg.world > 1 ? t->cfg.world : 1);
+    if ((rc = replicas_sum(t, &v, &one, 1)) < 0) return rc;
+  }
+  if (++tp->micro < t->accum) return DLRT_OK;
+  if (tp->update == HOST_UPDATE) rc = host_update(t);
+  tp->micro = 0;
+  for (int i = 0; i < tp->n && rc == DLRT_OK; i++) rc = dlrt_exec_apply_gradients(tp->peers[i].e);
+  if (rc < 0) return rc;
+  /* The trainer's executor shows the peers' loss scale and step. */
+  dlrt__loss_scale_saved scale;
+  dlrt__exec_save_loss_scale(tp->peers[0].e, &scale);
+  dlrt__exec_restore_loss_scale(t->e, &scale);
+  t->e->steps = tp->peers[0].e->steps;
+  return DLRT_OK;
 }
 
 int dlrt__tp_evaluate(dlrt_trainer_t *t, const int32_t *tokens, const int32_t *targets,
@@ -593,6 +758,49 @@ int dlrt__tp_import(dlrt_trainer_t *t, const dlrt_host_tensor *tensors, int n) {
     dlrt_host_tensors_free(mine, n);
   }
   if (rc == DLRT_OK) t->e->steps = tp->peers[0].e->steps;
+  return rc;
+}
+
+/* Whether every replica is split as this one is (its peers' shards, in
+ * order): the replicas sum each shard with the others' same shard, so
+ * their vectors must line up. The sum over the replicas of this layout
+ * must be `world` times it; a replica split otherwise makes it differ on
+ * it (with two replicas, on both), which then stops the job. */
+static int same_split(dlrt_trainer_t *t) {
+  dlrt__tp *tp = t->tp;
+  enum { PER_PEER = 5, LAYOUT = 2 + PER_PEER * DLRT_TP_MAX };
+  float mine[LAYOUT] = {(float)tp->n, (float)tp->ranks}, all[LAYOUT];
+  for (int i = 0; i < tp->n; i++) {
+    const tp_peer *p = &tp->peers[i];
+    float *v = mine + 2 + PER_PEER * i;
+    v[0] = (float)p->shard.head_first, v[1] = (float)p->shard.heads;
+    v[2] = (float)p->shard.vocab_first, v[3] = (float)p->shard.vocab, v[4] = (float)p->n_grads;
+  }
+  memcpy(all, mine, sizeof all);
+  float *v = all;
+  int64_t count = LAYOUT;
+  int rc = replicas_sum(t, &v, &count, 1);
+  int world = t->cfg.world > 1 ? t->cfg.world : 1;
+  for (int k = 0; k < LAYOUT && rc == DLRT_OK; k++)
+    if (all[k] != (float)world * mine[k])
+      rc = dlrt__set_error(DLRT_ERR_INVALID_ARG, "the data-parallel replicas of the split model "
+                           "are split differently (this one: %d peers, heads %d-%d first): "
+                           "give every rank the same --tensor-parallel devices and weights",
+                           tp->n, tp->peers[0].shard.head_first,
+                           tp->peers[0].shard.head_first + tp->peers[0].shard.heads - 1);
+  return rc;
+}
+
+int dlrt__tp_set_replicas(dlrt_trainer_t *t) {
+  dlrt__tp *tp = t->tp;
+  if (tp->micro > 0)
+    return dlrt__set_error(DLRT_ERR_STATE, "the all-reduce of a split model changes half-way "
+                           "through an update (%d micro-batches run)", tp->micro);
+  tp->update = update_mode(t);
+  int rc = DLRT_OK;
+  for (int i = 0; i < tp->n && rc == DLRT_OK && tp->update == HOST_UPDATE; i++)
+    rc = host_gradients(&tp->peers[i]);
+  if (rc == DLRT_OK && dlrt__across_processes(t)) rc = same_split(t);
   return rc;
 }
 

@@ -144,6 +144,9 @@ int dlrt__tp_export(dlrt_trainer_t *t, dlrt_host_tensor **tensors, int *n);
 int dlrt__tp_import(dlrt_trainer_t *t, const dlrt_host_tensor *tensors, int n);
 /* This process's rank among tensor parallel ranks (0 in one process). */
 int dlrt__tp_rank(const dlrt_trainer_t *t);
+/* After the trainer's all-reduce was set (or cleared) on a split model: its
+ * updates go through the host when there are replicas to average over. */
+int dlrt__tp_set_replicas(dlrt_trainer_t *t);
 /* dlrt_trainer_info: the whole model's parameter and state bytes, the
  * largest peer's planned and measured peaks. */
 int dlrt__tp_info(dlrt_trainer_t *t, dlrt_exec_info *out);

@@ -547,6 +547,9 @@ int dlrt__trainer_export(dlrt_trainer_t *t, int with_state, dlrt_host_tensor **t
 int dlrt_trainer_zero_info(dlrt_trainer_t *t, dlrt_zero_info *out) {
   DLRT__CHECK_ARG(t && out, "dlrt_trainer_zero_info: trainer or out is NULL");
   memset(out, 0, sizeof *out);
+  /* A split model (tensor parallel, data parallel or not) keeps its bytes
+   * in its peers: dlrt_trainer_tensor_parallel lists them. */
+  if (t->tp) return DLRT_OK;
   struct dlrt__zero *z = t->zero;
   int world = t->cfg.world > 1 && dlrt__across_processes(t) ? t->cfg.world : 1;
   out->stage = z ? z->stage : 0;
