@@ -22,7 +22,8 @@ extern const dlrt__residency dlrt__residency_params;
 
 void dlrt__pstream_destroy(dlrt_exec_t *e);
 /* DLRT_OK, or DLRT_ERR_STATE naming what streaming does not go with
- * (spilling, accumulation, clipping, loss scaling, DLRT_RUN_GRADIENTS). */
+ * (spilling, DLRT_RUN_GRADIENTS; accumulation, clipping and loss scaling
+ * where a parameter with a gradient is not streamed). */
 int dlrt__pstream_check(const dlrt_exec_t *e, int gradients_only);
 /* 1 when tensor storage `id` is streamed (a parameter or its optimizer
  * state), with *host its host copy (for materialize's initial values);
@@ -32,5 +33,21 @@ int dlrt__pstream_init_host(dlrt_exec_t *e, int id, float **host);
  * copy is read or written (the device copy, stale, is dropped). */
 int dlrt__pstream_io(dlrt_exec_t *e, dlrt_tensor_t *t, void *host, size_t bytes, int write,
                      int *handled);
+
+/* For exec_grads.c, at the first update node: every streamed gradient of
+ * this run on the host and folded into its running sum (accumulation); and
+ * the sum of the gradients' elements (squared: of their squares), added in
+ * the order of the device's (exec_grads.c's gradients_total). */
+int dlrt__pstream_accumulate(dlrt_exec_t *e);
+int dlrt__pstream_gradients_total(dlrt_exec_t *e, int squared, float *out);
+
+/* host_optim.c: the executor's kernels over host memory, for the gradients
+ * and 16-bit copies of streamed parameters (the same bits as a device's):
+ * y = x cast to y_dtype (f16 or bf16); y = x + z; *y = dlrt_reduce's sum
+ * of x; y = x * x. n floats each. */
+int dlrt__host_cast_f32(void *y, dlrt_dtype y_dtype, const float *x, int64_t n);
+int dlrt__host_add(float *y, const float *x, const float *z, int64_t n);
+int dlrt__host_sum(float *y, const float *x, int64_t n);
+int dlrt__host_square(float *y, const float *x, int64_t n);
 
 #endif
