@@ -44,6 +44,7 @@ typedef struct {
   dlrt_event_t *fetched;
   int in_flight;       /* a fetch is queued: the compute stream waits for `fetched` */
   int counted;         /* its device copy counts in `resident` */
+  int recorded;        /* `fetched` has been recorded (a fetch was ever queued) */
 } unit;
 
 typedef struct {
@@ -281,7 +282,7 @@ static int fetch(dlrt_exec_t *e, int i) {
       (rc = dlrt_event_record(x->fetched, ps->copy)) < 0 ||
       (rc = dlrt_buffer_record_stream(e->bufs[x->id], ps->copy)) < 0)
     return rc;
-  x->in_flight = x->counted = 1;
+  x->in_flight = x->counted = x->recorded = 1;
   ps->resident += x->bytes;
   if (ps->resident > ps->st.peak_param_bytes) ps->st.peak_param_bytes = ps->resident;
   ps->st.fetched_bytes += x->bytes;
@@ -349,7 +350,8 @@ static int gradient_in(dlrt_exec_t *e, int i) {
   streamed *p = &ps->p[i];
   int rc = DLRT_OK;
   for (int w = 0; w < 2 && rc == DLRT_OK; w++)
-    if (p->unit[w] >= 0) rc = dlrt_event_synchronize(ps->u[p->unit[w]].fetched);
+    if (p->unit[w] >= 0 && ps->u[p->unit[w]].recorded)
+      rc = dlrt_event_synchronize(ps->u[p->unit[w]].fetched);
   if (rc < 0) return rc;
   if (p->grad_on_host) {
     rc = dlrt_event_synchronize(p->grad_done);
