@@ -14,12 +14,12 @@ DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=12
+TOOL=$DLTRAIN PLAN=15
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
 if [ $have_python = no ]; then
-  for i in $(seq 1 12); do skip "test $i" "python3 not found"; done
+  for i in $(seq 1 15); do skip "test $i" "python3 not found"; done
   exit 0
 fi
 
@@ -89,9 +89,42 @@ cp "$tmp/out" "$tmp/ck-stream"
 [ $rc -eq 0 ] && same_losses "$tmp/ck-free" "$tmp/ck-stream"
 result "cpu: with --checkpoint blocks the same losses"
 
-run $small --device cpu --mem-limit 4M --offload params --accum 2
-[ $rc -eq 1 ] && grep -q "parameter streaming .* does not go with gradient accumulation" "$tmp/err"
-result "--offload params with --accum: an error naming it"
+# Mixed precision: the host writes the 16-bit copies, the device fetches them.
+for device in cpu opencl:0; do
+  if [ $device = opencl:0 ] && ! has_opencl; then
+    skip "$device: bf16 streamed" "no OpenCL device"
+    continue
+  fi
+  run $small --device $device --precision bf16
+  cp "$tmp/out" "$tmp/bf-free"
+  cp "$tmp/err" "$tmp/bf-free.err"
+  run $small --device $device --precision bf16 --mem-limit 4M --offload params
+  cp "$tmp/out" "$tmp/bf-stream"
+  cp "$tmp/err" "$tmp/bf-stream.err"
+  [ $rc -eq 0 ] && same_losses "$tmp/bf-free" "$tmp/bf-stream" && python3 -c "import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
+assert b['fetched_bytes'] < 0.6 * a['fetched_bytes'], (b['fetched_bytes'], a['fetched_bytes'])
+" "$tmp/stream-$device" "$tmp/bf-stream"
+  result "$device: bf16 streamed: the unlimited bf16 run's losses, about half the fp32 run's bytes fetched"
+done
+
+run $small --device cpu --precision fp16
+cp "$tmp/out" "$tmp/h-free"
+cp "$tmp/err" "$tmp/h-free.err"
+run $small --device cpu --precision fp16 --mem-limit 4M --offload params
+cp "$tmp/out" "$tmp/h-stream"
+cp "$tmp/err" "$tmp/h-stream.err"
+[ $rc -eq 0 ] && same_losses "$tmp/h-free" "$tmp/h-stream"
+result "cpu: fp16 (dynamic loss scaling) streamed: the same losses"
+
+run $small --device cpu --accum 2 --clip-norm 0.5
+cp "$tmp/out" "$tmp/ac-free"
+cp "$tmp/err" "$tmp/ac-free.err"
+run $small --device cpu --accum 2 --clip-norm 0.5 --mem-limit 4M --offload params
+cp "$tmp/out" "$tmp/ac-stream"
+cp "$tmp/err" "$tmp/ac-stream.err"
+[ $rc -eq 0 ] && same_losses "$tmp/ac-free" "$tmp/ac-stream"
+result "cpu: --accum 2 --clip-norm 0.5 streamed: the same losses"
 
 run $small --device cpu --mem-limit 4M --offload params --host-limit 1M
 [ $rc -eq 1 ] && grep -q -- "--host-limit .* does not go with it" "$tmp/err"
