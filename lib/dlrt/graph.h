@@ -557,8 +557,13 @@ DLRT_API int dlrt_exec_spill_decision(dlrt_exec_t *e, int index, dlrt_spill_deci
  * within reach: bound it with dlrt_mem_set_limit (DLRT_MEM_LIMIT). Same
  * results bit for bit as the run on the device (the same kernels). Call
  * after dlrt_graph_optimize, before or after the executor's storage is
- * made; again to change `ahead` (>= 1). DLRT_ERR_STATE with spilling,
- * accumulation, clipping, loss scaling or DLRT_RUN_GRADIENTS (not done). */
+ * made; again to change `ahead` (>= 1). Under mixed precision the host
+ * keeps the fp32 master and writes its 16-bit copy after each update; the
+ * device fetches that copy instead of running the forward cast.
+ * Accumulation sums the gradients on the host; clipping and loss scaling
+ * sum them (and their squares) on the host in the device's order, and the
+ * updates then wait for every gradient (no overlap with the backward
+ * pass). DLRT_ERR_STATE with spilling or DLRT_RUN_GRADIENTS (not done). */
 DLRT_API int dlrt_exec_offload_params(dlrt_exec_t *e, int ahead);
 typedef struct {
   int params_streamed;        /* parameters on the host */
