@@ -14,12 +14,12 @@ DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=15
+TOOL=$DLTRAIN PLAN=17
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
 if [ $have_python = no ]; then
-  for i in $(seq 1 15); do skip "test $i" "python3 not found"; done
+  for i in $(seq 1 17); do skip "test $i" "python3 not found"; done
   exit 0
 fi
 
@@ -126,6 +126,29 @@ cp "$tmp/err" "$tmp/ac-stream.err"
 [ $rc -eq 0 ] && same_losses "$tmp/ac-free" "$tmp/ac-stream"
 result "cpu: --accum 2 --clip-norm 0.5 streamed: the same losses"
 
-run $small --device cpu --mem-limit 4M --offload params --host-limit 1M
-[ $rc -eq 1 ] && grep -q -- "--host-limit .* does not go with it" "$tmp/err"
-result "--offload params with --host-limit: an error naming it"
+# The optimizer state past --host-limit on disk: a model whose largest
+# state (128 KiB) leaves room for its three slots in a quarter of its 1.7 MB
+# of Adam state.
+deep="--model gpt-mini --layers 4 --heads 4 --embd 64 --context 32 --batch 4 --threads 2
+  --data $tmp/corpus.txt --steps 4 --eval-every 2 --eval-batches 2 --json --device cpu
+  --mem-limit 4M --offload params"
+mkdir -p "$tmp/spill"
+run $deep
+cp "$tmp/out" "$tmp/deep-host"
+cp "$tmp/err" "$tmp/deep-host.err"
+run $deep --host-limit 420K --spill-dir "$tmp/spill"
+cp "$tmp/out" "$tmp/deep-disk"
+cp "$tmp/err" "$tmp/deep-disk.err"
+[ $rc -eq 0 ] && same_losses "$tmp/deep-host" "$tmp/deep-disk" && last_json "$tmp/deep-disk" "
+state = d['params'] * 8
+assert 420 << 10 < state / 4, state
+assert d['disk_written_bytes'] > state / 2, d['disk_written_bytes']"
+result "cpu: --host-limit at a quarter of the Adam state: the same losses, the state through the disk"
+
+run $deep --host-limit 100K
+[ $rc -eq 1 ] && grep -q -- "--host-limit of 0.1 MiB .* is too small .* give at least 0.4 MiB" "$tmp/err"
+result "--host-limit below three slots of state: an error naming the least that would do"
+
+run_limited $((256 << 10)) "$DLTRAIN" $deep --host-limit 420K --spill-dir "$tmp/spill"
+[ $rc -eq 1 ] && ! grep -q '^{' "$tmp/out" && grep -q "the spill directory $tmp/spill is full" "$tmp/err"
+result "a spill folder too small for the state on disk: exit 1 naming it, no results"

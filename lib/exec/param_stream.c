@@ -59,6 +59,7 @@ typedef struct {
   float *host_sum;     /* accumulation: the running sum of the micro-batches' gradients */
   int64_t sum_at, sq_at; /* its entries among the partial sums of all gradients */
   dlrt_event_t *grad_done;
+  int on_disk;         /* its optimizer state is in the spill file (ps->disk) */
   int grad_on_host;    /* the gradient's copy to the host is queued (grad_done) */
   int queued;          /* its job is with the host thread this run */
   int finished;        /* the host thread has done its job this run */
@@ -123,6 +124,12 @@ struct dlrt__pstream {
   dlrt_exec_t *e;      /* for the host thread: steps, lr (fixed during a run) */
   int overlap;
   updater up;
+  /* Optimizer state on disk (dlrt_exec_param_state_limit): the file and
+   * its slots, and the run's expected order of the updates of those
+   * parameters (seq; seq_pos[i]: where i is in it), for reading ahead. */
+  dlrt__pdisk *disk;
+  int *seq, *seq_pos, n_seq;
+  uint64_t state_host_bytes;
 };
 
 /* ---------------------------------------------------------------- tables */
@@ -409,9 +416,23 @@ static int apply_update(dlrt__pstream *ps, int i, float grad_scale) {
   dlrt_optimizer now = e->g->opt;
   now.lr = e->lr;
   const dlrt_tensor_t *param = e->g->tensors[p->id];
-  int rc = dlrt_host_optimizer_update(&now, e->steps, p->host, p->host_state[0],
-                                      p->host_state[1], p->host_grad, param->numel,
-                                      !param->no_decay, grad_scale);
+  float *state[2] = {p->host_state[0], p->host_state[1]};
+  int rc = DLRT_OK;
+  if (p->on_disk) {
+    /* Its state from its slot; the next ones on disk read ahead meanwhile. */
+    float *slot;
+    rc = dlrt__pdisk_get(ps->disk, i, &slot);
+    for (int k = ps->seq_pos[i] + 1; k < ps->n_seq && k <= ps->seq_pos[i] + 2; k++)
+      dlrt__pdisk_prefetch(ps->disk, ps->seq[k]);
+    if (rc < 0) return rc;
+    state[0] = slot, state[1] = p->n_state > 1 ? slot + param->numel : NULL;
+  }
+  rc = dlrt_host_optimizer_update(&now, e->steps, p->host, state[0], state[1], p->host_grad,
+                                  param->numel, !param->no_decay, grad_scale);
+  if (p->on_disk) {
+    int rc2 = dlrt__pdisk_put(ps->disk, i); /* written back behind the next updates */
+    if (rc == DLRT_OK) rc = rc2;
+  }
   p->low_stale = 1;
   if (rc == DLRT_OK) rc = make_low(ps, i);
   p->applied = 1;
@@ -551,6 +572,28 @@ static const tables *tables_for(dlrt_exec_t *e, const dlrt__schedule *s) {
   return t;
 }
 
+/* The order this run's updates of parameters with state on disk will come
+ * in: the order their gradients get ready (updates on the host thread), or
+ * of the update nodes (clipping, loss scaling, DLRT_PARAM_OVERLAP=0); the
+ * first reads start now, during the forward pass. */
+static void plan_disk_reads(dlrt__pstream *ps) {
+  const tables *t = ps->now;
+  int early = ps->overlap && !ps->run.needs_all;
+  ps->n_seq = 0;
+  for (int k = 0; k < ps->n; k++) {
+    int i = early ? (k < t->ready_at[t->n] ? t->ready[k] : -1) : k;
+    if (i >= 0 && ps->p[i].on_disk) ps->seq_pos[i] = ps->n_seq, ps->seq[ps->n_seq++] = i;
+  }
+  /* Parameters with no gradient this run, if any, come at their nodes. */
+  for (int i = 0; early && i < ps->n; i++) {
+    int listed = 0;
+    for (int k = 0; k < ps->n_seq && !listed; k++) listed = ps->seq[k] == i;
+    if (ps->p[i].on_disk && !listed) ps->seq_pos[i] = ps->n_seq, ps->seq[ps->n_seq++] = i;
+  }
+  dlrt__pdisk_new_round(ps->disk);
+  for (int k = 0; k < ps->n_seq && k < 2; k++) dlrt__pdisk_prefetch(ps->disk, ps->seq[k]);
+}
+
 static void stream_begin_run(dlrt_exec_t *e, const dlrt__schedule *s) {
   dlrt__pstream *ps = e->pstream;
   dlrt__residency_plain.begin_run(e, s);
@@ -570,9 +613,16 @@ static void stream_begin_run(dlrt_exec_t *e, const dlrt__schedule *s) {
   for (int i = 0; i < ps->n; i++) {
     streamed *p = &ps->p[i];
     p->queued = p->finished = p->arrived = p->applied = p->grad_on_host = 0;
+    /* Accumulation's running sums live beside the masters (in host memory:
+     * on the device they would hold every gradient at once, what streaming
+     * avoids). */
+    if (r->train && r->accum > 1 && !p->host_sum &&
+        dlrt__host_alloc_staging(e->dev, p->bytes ? p->bytes : 4, (void **)&p->host_sum) < 0)
+      ps->now = NULL;
     /* 16-bit copies of masters written since (initial values, imports). */
     if (make_low(ps, i) < 0) ps->now = NULL;
   }
+  if (ps->disk && ps->now && r->train && r->last) plan_disk_reads(ps);
   /* Copies left from the last run that this one needs only later go. */
   for (int i = 0; ps->now && i < ps->n_units; i++)
     if (next_use(ps->now, i, -1) > ps->ahead) release(e, i);
@@ -697,6 +747,8 @@ void dlrt__pstream_destroy(dlrt_exec_t *e) {
     dlrt_event_destroy(p->grad_done);
   }
   tables_free(&ps->t[0]), tables_free(&ps->t[1]);
+  dlrt__pdisk_destroy(ps->disk);
+  free(ps->seq), free(ps->seq_pos);
   dlrt_event_destroy(ps->mark);
   dlrt_stream_destroy(ps->copy);
   free(ps->p), free(ps->u), free(ps->unit_of), free(ps->param_of), free(ps->is_state);
@@ -859,10 +911,7 @@ int dlrt_exec_offload_params(dlrt_exec_t *e, int ahead) {
     }
     if (rc == DLRT_OK) rc = dlrt__host_alloc_staging(e->dev, p->bytes ? p->bytes : 4,
                                                      (void **)&p->host_grad);
-    /* Accumulation's running sums live beside them (host memory: on the
-     * device they would hold every gradient at once, what streaming avoids). */
-    if (rc == DLRT_OK) rc = dlrt__host_alloc_staging(e->dev, p->bytes ? p->bytes : 4,
-                                                     (void **)&p->host_sum);
+    ps->state_host_bytes += p->bytes * (uint64_t)p->n_state;
     if (rc == DLRT_OK) rc = dlrt_event_create(e->dev, &p->grad_done);
     if (rc == DLRT_OK) rc = add_low_copy(e, i);
   }
@@ -915,10 +964,97 @@ int dlrt__pstream_init_host(dlrt_exec_t *e, int id, float **host) {
     return 1;
   }
   if (!ps->is_state[id]) return 0;
+  /* State on disk: NULL (its slot reads as zeros, the initial state). */
   for (int k = 0; k < ps->n; k++)
     for (int j = 0; j < ps->p[k].n_state; j++)
       if (ps->p[k].state[j] == id) *host = ps->p[k].host_state[j];
   return 1;
+}
+
+/* Parameter i's state j, and where it is in its state on disk. */
+static int state_on_disk(const dlrt__pstream *ps, int id, int *i, size_t *at) {
+  for (int k = 0; k < ps->n; k++)
+    for (int j = 0; j < ps->p[k].n_state; j++)
+      if (ps->p[k].state[j] == id && ps->p[k].on_disk) {
+        *i = k, *at = (size_t)j * ps->p[k].bytes;
+        return 1;
+      }
+  return 0;
+}
+
+int dlrt_exec_param_state_limit(dlrt_exec_t *e, uint64_t host_bytes) {
+  DLRT__CHECK_ARG(e, "dlrt_exec_param_state_limit: executor is NULL");
+  dlrt__pstream *ps = e->pstream;
+  if (!ps)
+    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_param_state_limit: the parameters are "
+                           "not streamed (dlrt_exec_offload_params first)");
+  if (ps->disk)
+    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_param_state_limit: the state is on disk "
+                           "already (call it once)");
+  if (host_bytes == 0) return DLRT_OK;
+  enum { SLOTS = 3 }; /* one updated, one read ahead, one written back */
+  int n = ps->n, *by_size = malloc(sizeof(int) * (size_t)(n ? n : 1));
+  size_t *disk_bytes = calloc((size_t)(n ? n : 1), sizeof(size_t));
+  if (!by_size || !disk_bytes) {
+    free(by_size), free(disk_bytes);
+    return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  }
+  /* Largest state first (insertion sort: a model's parameter count). */
+  for (int i = 0; i < n; i++) {
+    int k = i;
+    size_t b = ps->p[i].bytes * (size_t)ps->p[i].n_state;
+    while (k > 0 && ps->p[by_size[k - 1]].bytes * (size_t)ps->p[by_size[k - 1]].n_state < b)
+      by_size[k] = by_size[k - 1], k--;
+    by_size[k] = i;
+  }
+  /* Each stays in host memory while it fits beside the slots for what goes
+   * to disk: those the size of the next one down until one goes, then of
+   * the largest that went. */
+  uint64_t host = 0, slot = 0;
+  for (int r = 0; r < n; r++) {
+    const streamed *p = &ps->p[by_size[r]];
+    uint64_t b = p->bytes * (uint64_t)p->n_state;
+    uint64_t next = r + 1 < n ? ps->p[by_size[r + 1]].bytes * (uint64_t)ps->p[by_size[r + 1]].n_state : 0;
+    uint64_t slots = SLOTS * (slot ? slot : next);
+    if (host + b + slots <= host_bytes) {
+      host += b;
+    } else {
+      disk_bytes[by_size[r]] = (size_t)b;
+      if (!slot) slot = b;
+    }
+  }
+  free(by_size);
+  if (slot && host + SLOTS * slot > host_bytes) {
+    free(disk_bytes);
+    return dlrt__set_error(DLRT_ERR_OOM, "--host-limit of %.1f MiB (dlrt_exec_param_state_limit) "
+                           "is too small for the optimizer state of the streamed parameters: "
+                           "%.1f MiB stay in host memory beside %d slots of %.1f MiB for the "
+                           "rest on disk; give at least %.1f MiB", (double)host_bytes / 1048576.0,
+                           (double)host / 1048576.0, SLOTS, (double)slot / 1048576.0,
+                           (double)(SLOTS * slot) / 1048576.0);
+  }
+  int rc = DLRT_OK;
+  if (slot) rc = dlrt__pdisk_create(n, disk_bytes, SLOTS, &ps->disk);
+  if (rc == DLRT_OK && slot &&
+      (!(ps->seq = malloc(sizeof(int) * (size_t)n)) || !(ps->seq_pos = calloc((size_t)n, sizeof(int)))))
+    rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  /* The state moved there: what it holds now (from an earlier run or an
+   * import) is written, and its host copies go. */
+  for (int i = 0; i < n && rc == DLRT_OK; i++) {
+    streamed *p = &ps->p[i];
+    if (!disk_bytes[i]) continue;
+    int nonzero = 0;
+    for (int j = 0; j < p->n_state; j++)
+      for (size_t k = 0; k < p->bytes / sizeof(float) && !nonzero; k++)
+        nonzero = p->host_state[j][k] != 0.0f;
+    for (int j = 0; j < p->n_state && rc == DLRT_OK && nonzero; j++)
+      rc = dlrt__pdisk_io(ps->disk, i, (size_t)j * p->bytes, p->host_state[j], p->bytes, 1);
+    p->on_disk = 1;
+    for (int j = 0; j < p->n_state; j++) dlrt_host_free(p->host_state[j]), p->host_state[j] = NULL;
+  }
+  free(disk_bytes);
+  ps->state_host_bytes = host + (slot ? SLOTS * slot : 0);
+  return rc;
 }
 
 int dlrt__pstream_io(dlrt_exec_t *e, dlrt_tensor_t *t, void *host, size_t bytes, int write,
@@ -940,7 +1076,10 @@ int dlrt__pstream_io(dlrt_exec_t *e, dlrt_tensor_t *t, void *host, size_t bytes,
   if (rc == DLRT_OK) rc = dlrt_stream_synchronize(e->pstream->copy);
   if (rc == DLRT_OK) rc = join_all(e);
   if (rc < 0) return rc;
-  int i = e->pstream->param_of[t->id];
+  int i = e->pstream->param_of[t->id], of;
+  size_t at;
+  if (state_on_disk(e->pstream, t->id, &of, &at))
+    return dlrt__pdisk_io(e->pstream->disk, of, at, host, bytes, write);
   if (write) {
     memcpy(mine, host, bytes);
     if (i >= 0) {
@@ -962,5 +1101,11 @@ int dlrt_exec_param_offload_stats(dlrt_exec_t *e, dlrt_param_offload_stats *out)
   *out = e->pstream->st;
   out->params_streamed = e->pstream->n;
   out->ahead = e->pstream->ahead;
+  dlrt__pdisk_stats ds;
+  dlrt__pdisk_stats_get(e->pstream->disk, &ds);
+  out->state_host_bytes = e->pstream->state_host_bytes;
+  out->state_disk_bytes = ds.disk_bytes;
+  out->disk_read_bytes = ds.read_bytes, out->disk_written_bytes = ds.written_bytes;
+  out->disk_wait_ms = ds.wait_ms;
   return rc;
 }
