@@ -55,9 +55,10 @@ typedef struct {
   dlrt_dtype precision;
   int accum;
   float clip, loss_scale;
+  uint64_t state_limit; /* streaming: the optimizer state's host budget (0: all there) */
 } extras;
 
-static const extras plain = {DLRT_F32, 1, 0, 0};
+static const extras plain = {DLRT_F32, 1, 0, 0, 0};
 
 /* The classifier (linear 64, relu, linear 48, relu, linear 4) or the GPT;
  * streaming when ahead > 0. */
@@ -98,7 +99,9 @@ static int net_make_x(dlrt_device_t *dev, int gpt, dlrt_optimizer_kind kind, int
     ls.growth_interval = 2; /* grows within the test's steps */
     if ((rc = dlrt_exec_set_loss_scaler(n->e, &ls)) < 0) return rc;
   }
-  return ahead > 0 ? dlrt_exec_offload_params(n->e, ahead) : DLRT_OK;
+  if (ahead <= 0) return DLRT_OK;
+  if ((rc = dlrt_exec_offload_params(n->e, ahead)) < 0) return rc;
+  return x->state_limit ? dlrt_exec_param_state_limit(n->e, x->state_limit) : DLRT_OK;
 }
 
 static int net_make(dlrt_device_t *dev, int gpt, dlrt_optimizer_kind kind, int ahead, net *n) {
@@ -230,6 +233,14 @@ static void run_config(dlrt_device_t *dev, const char *spec, const config *cf) {
      "bytes fetched in all, %llu of parameters) and sends every gradient back (%llu)",
      spec, cf->name, (unsigned long long)st.fetched_bytes, (unsigned long long)param_bytes,
      (unsigned long long)st.gradient_bytes);
+  if (x->state_limit)
+    ok(st.state_host_bytes <= x->state_limit && st.state_disk_bytes > 0 &&
+           st.disk_read_bytes > 0 && st.disk_written_bytes >= st.disk_read_bytes,
+       "%s, %s: %llu bytes of optimizer state in host memory (limit %llu), %llu on disk, "
+       "%llu read and %llu written back", spec, cf->name,
+       (unsigned long long)st.state_host_bytes, (unsigned long long)x->state_limit,
+       (unsigned long long)st.state_disk_bytes, (unsigned long long)st.disk_read_bytes,
+       (unsigned long long)st.disk_written_bytes);
   if (x->precision != DLRT_F32)
     ok(st.fetched_bytes < 2 * STEPS * fetch_once * 3 / 2, "%s, %s: %llu bytes fetched: the "
        "16-bit copies (%llu bytes a step once), not the fp32 masters", spec, cf->name,
@@ -262,7 +273,13 @@ static void run_device(dlrt_device_t *dev, const char *spec, void *ctx) {
       {"mlp adam, clip 0.05, at nodes", 0, DLRT_OPT_ADAM, 1, 1, {DLRT_F32, 1, 0.05f, 0}},
       {"gpt adam bf16, accum 2, clip 0.05", 1, DLRT_OPT_ADAM, 3, 0, {DLRT_BF16, 2, 0.05f, 0}},
       {"gpt adam fp16, accum 2, clip, loss scaling", 1, DLRT_OPT_ADAM, 2, 0,
-       {DLRT_F16, 2, 0.05f, 1 << 18}},
+       {DLRT_F16, 2, 0.05f, 1 << 18, 0}},
+      {"gpt adamw, state on disk past 120 kB", 1, DLRT_OPT_ADAMW, 2, 0,
+       {DLRT_F32, 1, 0, 0, 120000}},
+      {"mlp sgd, state on disk past 50 kB, at nodes", 0, DLRT_OPT_SGD, 1, 1,
+       {DLRT_F32, 1, 0, 0, 50000}},
+      {"gpt adam bf16, accum 2, clip, state on disk", 1, DLRT_OPT_ADAM, 2, 0,
+       {DLRT_BF16, 2, 0.05f, 0, 120000}},
   };
   for (size_t c = 0; c < sizeof configs / sizeof *configs; c++) run_config(dev, spec, &configs[c]);
 
