@@ -61,7 +61,7 @@ typedef struct {
 static const extras plain = {DLRT_F32, 1, 0, 0, 0};
 
 /* The classifier (linear 64, relu, linear 48, relu, linear 4) or the GPT;
- * streaming when ahead > 0. */
+ * streaming when ahead is not 0 (< 0: the look-ahead chosen). */
 static int net_make_x(dlrt_device_t *dev, int gpt, dlrt_optimizer_kind kind, int ahead,
                       const extras *x, net *n) {
   memset(n, 0, sizeof *n);
@@ -99,8 +99,9 @@ static int net_make_x(dlrt_device_t *dev, int gpt, dlrt_optimizer_kind kind, int
     ls.growth_interval = 2; /* grows within the test's steps */
     if ((rc = dlrt_exec_set_loss_scaler(n->e, &ls)) < 0) return rc;
   }
-  if (ahead <= 0) return DLRT_OK;
-  if ((rc = dlrt_exec_offload_params(n->e, ahead)) < 0) return rc;
+  if (ahead == 0) return DLRT_OK;
+  /* ahead < 0: chosen by the executor after the first training run (0). */
+  if ((rc = dlrt_exec_offload_params(n->e, ahead < 0 ? 0 : ahead)) < 0) return rc;
   return x->state_limit ? dlrt_exec_param_state_limit(n->e, x->state_limit) : DLRT_OK;
 }
 
@@ -233,6 +234,9 @@ static void run_config(dlrt_device_t *dev, const char *spec, const config *cf) {
      "bytes fetched in all, %llu of parameters) and sends every gradient back (%llu)",
      spec, cf->name, (unsigned long long)st.fetched_bytes, (unsigned long long)param_bytes,
      (unsigned long long)st.gradient_bytes);
+  if (cf->ahead < 0)
+    ok(st.ahead >= 1 && st.ahead <= 16, "%s, %s: the look-ahead chosen after the first step "
+       "from its node times and the link: %d nodes", spec, cf->name, st.ahead);
   if (x->state_limit)
     ok(st.state_host_bytes <= x->state_limit && st.state_disk_bytes > 0 &&
            st.disk_read_bytes > 0 && st.disk_written_bytes >= st.disk_read_bytes,
@@ -274,6 +278,7 @@ static void run_device(dlrt_device_t *dev, const char *spec, void *ctx) {
       {"gpt adam bf16, accum 2, clip 0.05", 1, DLRT_OPT_ADAM, 3, 0, {DLRT_BF16, 2, 0.05f, 0}},
       {"gpt adam fp16, accum 2, clip, loss scaling", 1, DLRT_OPT_ADAM, 2, 0,
        {DLRT_F16, 2, 0.05f, 1 << 18, 0}},
+      {"gpt adam, look-ahead chosen", 1, DLRT_OPT_ADAM, -1, 0, {DLRT_F32, 1, 0, 0, 0}},
       {"gpt adamw, state on disk past 120 kB", 1, DLRT_OPT_ADAMW, 2, 0,
        {DLRT_F32, 1, 0, 0, 120000}},
       {"mlp sgd, state on disk past 50 kB, at nodes", 0, DLRT_OPT_SGD, 1, 1,

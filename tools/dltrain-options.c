@@ -133,8 +133,9 @@ void dltrain_usage(FILE *out) {
         "                             --host-limit the optimizer state past SIZE lives\n"
         "                             in the spill file, read ahead of each update\n"
         "      --spill-prefetch N     nodes to look ahead for copies back (default 4;\n"
-        "                             0: fetch when needed; with --offload params, at\n"
-        "                             least 1)\n"
+        "                             0: fetch when needed); with --offload params, at\n"
+        "                             least 1 (default: chosen after the first step\n"
+        "                             from its node times and the link)\n"
         "      --link SPEC            a host link model on the device(s), as DLRT_LINK:\n"
         "                             a rate with an optional latency (12GB/s or\n"
         "                             12GB/s:10us) or a preset keeping a GPU's ratio of\n"
@@ -674,7 +675,7 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
     case OPT_SPILL_DIR: o->spill_dir = optarg; break;
     case OPT_SPILL_PREFETCH:
       if ((ok = tool_parse_int("--spill-prefetch", optarg, 0, 1024, &v, err)))
-        o->spill.prefetch = (int)v;
+        o->spill.prefetch = (int)v, o->spill_prefetch_given = 1;
       break;
     case OPT_CHECKPOINT: ok = parse_checkpoint(optarg, o); break;
     case OPT_DEVICE_MEMORY:
@@ -742,6 +743,9 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
                        access(o->spill_dir, W_OK | X_OK) != 0))
     return tool_usage_error(err, "--spill-dir %s: not a folder this process can write to",
                             o->spill_dir), STATUS_USAGE;
+  /* --offload params without --spill-prefetch: the look-ahead chosen from
+   * the first step's node times and the link (0). */
+  if (o->spill.policy == DLRT_OFFLOAD_PARAMS && !o->spill_prefetch_given) o->spill.prefetch = 0;
   if (o->spill_dir && setenv("DLRT_SPILL_DIR", o->spill_dir, 1) != 0)
     return tool_usage_error(err, "--spill-dir: cannot set DLRT_SPILL_DIR"), STATUS_USAGE;
   return 0;

@@ -28,6 +28,7 @@ typedef struct {
   const char *plan_strategy; /* --plan-strategy (set as DLRT_PLAN_STRATEGY) */
   const char *simulate;     /* --simulate PRESET|FILE|this (with --plan) */
   const char *spill_dir;    /* --spill-dir DIR (set as DLRT_SPILL_DIR) */
+  int spill_prefetch_given; /* --spill-prefetch N was given (else --offload params chooses) */
   const char *devices;      /* --devices A,B,... (data parallel) */
   const char *pipeline;     /* --pipeline A,B,... (pipeline parallel) */
   const char *tensor_parallel; /* --tensor-parallel A,B,... or N (MPI ranks) */

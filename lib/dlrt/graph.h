@@ -557,7 +557,12 @@ DLRT_API int dlrt_exec_spill_decision(dlrt_exec_t *e, int index, dlrt_spill_deci
  * within reach: bound it with dlrt_mem_set_limit (DLRT_MEM_LIMIT). Same
  * results bit for bit as the run on the device (the same kernels). Call
  * after dlrt_graph_optimize, before or after the executor's storage is
- * made; again to change `ahead` (>= 1). Under mixed precision the host
+ * made; again to change `ahead` (>= 1; 0: chosen after the first training
+ * run, which times its nodes, as the smallest look-ahead whose step on a
+ * model of the copy engine and the link, dlrt_link_seconds, or the host's
+ * memcpy rate without a link model, is within 1% of the best, from 1 to 16,
+ * the parameters in reach within a quarter of the device budget; 4 until
+ * then; dlrt_exec_param_offload_stats says it). Under mixed precision the host
  * keeps the fp32 master and writes its 16-bit copy after each update; the
  * device fetches that copy instead of running the forward cast.
  * Accumulation sums the gradients on the host; clipping and loss scaling

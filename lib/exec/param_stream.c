@@ -130,6 +130,11 @@ struct dlrt__pstream {
   dlrt__pdisk *disk;
   int *seq, *seq_pos, n_seq;
   uint64_t state_host_bytes;
+  /* The look-ahead chosen (dlrt_exec_offload_params with 0): the first
+   * training run times its nodes (node_ms, by position), the next run
+   * chooses from them and the link. */
+  int choose, profiling;
+  double *node_ms, t0, predicted_ms;
 };
 
 /* ---------------------------------------------------------------- tables */
@@ -594,6 +599,64 @@ static void plan_disk_reads(dlrt__pstream *ps) {
   for (int k = 0; k < ps->n_seq && k < 2; k++) dlrt__pdisk_prefetch(ps->disk, ps->seq[k]);
 }
 
+/* The host's copy rate, for fetches without a link model (the cpu
+ * backend's copies are memcpys): one copy of 16 MiB, timed. */
+static double memcpy_ms_per_byte(void) {
+  size_t bytes = (size_t)16 << 20;
+  char *a = malloc(bytes), *b = malloc(bytes);
+  double ms = 0;
+  if (a && b) {
+    memset(a, 1, bytes), memset(b, 0, bytes);
+    double t0 = dlrt__now_ms();
+    memcpy(b, a, bytes);
+    ms = dlrt__now_ms() - t0 + (b[bytes - 1] == 2); /* b read: the copy is not elided */
+  }
+  free(a), free(b);
+  return ms > 0 ? ms / (double)bytes : 1e-7;
+}
+
+/* After the profiling run: the look-ahead from its node times and the
+ * link (param_ahead.c). A unit is fetched at a use whose previous use in
+ * the run is more than the look-ahead before it (or that has none). */
+enum { MAX_AHEAD = 16 };
+static void choose_ahead(dlrt_exec_t *e) {
+  dlrt__pstream *ps = e->pstream;
+  const tables *t = &ps->t[1];
+  int n = t->n;
+  ps->profiling = 0;
+  double *fetch_ms = calloc((size_t)MAX_AHEAD * (size_t)(n ? n : 1), sizeof(double));
+  double *unit_ms = calloc((size_t)ps->n_units + 1, sizeof(double));
+  uint64_t *reach = calloc(MAX_AHEAD, sizeof(uint64_t));
+  uint64_t *at = calloc((size_t)(n ? n : 1), sizeof(uint64_t));
+  if (!fetch_ms || !unit_ms || !reach || !at || !t->order) goto done;
+  double rate = dlrt_link_seconds(e->dev, 1 << 20) > 0 ? 0 : memcpy_ms_per_byte();
+  for (int i = 0; i < ps->n_units; i++)
+    unit_ms[i] = rate > 0 ? rate * (double)ps->u[i].bytes
+                          : dlrt_link_seconds(e->dev, ps->u[i].bytes) * 1e3;
+  for (int k = 0; k < n; k++)
+    for (int q = t->use_at[k]; q < t->use_at[k + 1]; q++) {
+      int i = t->use[q], prev = -1;
+      for (int a = t->pos_at[i]; a < t->pos_at[i + 1] && t->pos[a] < k; a++) prev = t->pos[a];
+      at[k] += ps->u[i].bytes;
+      for (int a = 1; a <= MAX_AHEAD; a++)
+        if (prev < 0 || prev < k - a) fetch_ms[(size_t)(a - 1) * (size_t)n + (size_t)k] += unit_ms[i];
+    }
+  /* In reach with look-ahead a: the bytes read by a + 1 positions in a row, at most. */
+  for (int a = 1; a <= MAX_AHEAD; a++)
+    for (int k = 0; k < n; k++) {
+      uint64_t sum = 0;
+      for (int j = k; j <= k + a && j < n; j++) sum += at[j];
+      if (sum > reach[a - 1]) reach[a - 1] = sum;
+    }
+  /* A quarter of the device's budget for the parameters in reach. */
+  uint64_t cap = dlrt_mem_get_limit(e->dev) / 4;
+  int chosen = dlrt__choose_ahead(n, ps->node_ms, fetch_ms, reach, cap, MAX_AHEAD,
+                                  &ps->predicted_ms);
+  if (chosen >= 1) ps->ahead = chosen;
+done:
+  free(fetch_ms), free(unit_ms), free(reach), free(at);
+}
+
 static void stream_begin_run(dlrt_exec_t *e, const dlrt__schedule *s) {
   dlrt__pstream *ps = e->pstream;
   dlrt__residency_plain.begin_run(e, s);
@@ -622,6 +685,10 @@ static void stream_begin_run(dlrt_exec_t *e, const dlrt__schedule *s) {
     /* 16-bit copies of masters written since (initial values, imports). */
     if (make_low(ps, i) < 0) ps->now = NULL;
   }
+  if (ps->profiling) choose_ahead(e);
+  ps->profiling = ps->choose && !ps->node_ms && ps->now && r->train;
+  if (ps->profiling && !(ps->node_ms = calloc((size_t)ps->now->n + 1, sizeof(double))))
+    ps->profiling = 0;
   if (ps->disk && ps->now && r->train && r->last) plan_disk_reads(ps);
   /* Copies left from the last run that this one needs only later go. */
   for (int i = 0; ps->now && i < ps->n_units; i++)
@@ -655,11 +722,17 @@ static int stream_begin_node(dlrt_exec_t *e, const dlrt__schedule *s, int k, int
       x->in_flight = 0;
     }
   }
-  return rc < 0 ? rc : dlrt__residency_plain.begin_node(e, s, k, done);
+  if (rc == DLRT_OK) rc = dlrt__residency_plain.begin_node(e, s, k, done);
+  /* Timing the node alone: what was queued before it (its fetches) done. */
+  if (rc == DLRT_OK && ps->profiling && (rc = dlrt_stream_synchronize(e->stream)) == DLRT_OK)
+    ps->t0 = dlrt__now_ms();
+  return rc;
 }
 
 static int stream_end_node(dlrt_exec_t *e, const dlrt__schedule *s, int k) {
   dlrt__pstream *ps = e->pstream;
+  if (ps->profiling && ps->now && k < ps->now->n && dlrt_stream_synchronize(e->stream) == DLRT_OK)
+    ps->node_ms[k] = dlrt__now_ms() - ps->t0;
   int rc = dlrt__residency_plain.end_node(e, s, k);
   const tables *t = ps->now;
   if (!t) return rc;
@@ -752,7 +825,7 @@ void dlrt__pstream_destroy(dlrt_exec_t *e) {
   dlrt_event_destroy(ps->mark);
   dlrt_stream_destroy(ps->copy);
   free(ps->p), free(ps->u), free(ps->unit_of), free(ps->param_of), free(ps->is_state);
-  free(ps->sums), free(ps->squares);
+  free(ps->sums), free(ps->squares), free(ps->node_ms);
   free(ps);
   e->pstream = NULL;
 }
@@ -852,10 +925,12 @@ static int place_partial_sums(dlrt_exec_t *e) {
 }
 
 int dlrt_exec_offload_params(dlrt_exec_t *e, int ahead) {
-  DLRT__CHECK_ARG(e && ahead >= 1, "dlrt_exec_offload_params: executor is NULL or look-ahead "
-                  "%d (give 1 or more nodes)", ahead);
+  DLRT__CHECK_ARG(e && ahead >= 0, "dlrt_exec_offload_params: executor is NULL or look-ahead "
+                  "%d (give 1 or more nodes, or 0 to choose)", ahead);
   if (e->pstream) {
-    e->pstream->ahead = ahead;
+    e->pstream->ahead = ahead ? ahead : 4;
+    e->pstream->choose = ahead == 0;
+    free(e->pstream->node_ms), e->pstream->node_ms = NULL;
     return DLRT_OK;
   }
   dlrt_graph_t *g = e->g;
@@ -876,7 +951,9 @@ int dlrt_exec_offload_params(dlrt_exec_t *e, int ahead) {
     return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   }
   e->pstream = ps;
-  ps->ahead = ahead;
+  /* 0: 4 nodes until the first training run has been timed. */
+  ps->ahead = ahead ? ahead : 4;
+  ps->choose = ahead == 0;
   ps->e = e;
   const char *overlap = getenv("DLRT_PARAM_OVERLAP");
   ps->overlap = !(overlap && strcmp(overlap, "0") == 0);

@@ -64,6 +64,16 @@ void dlrt__pdisk_new_round(dlrt__pdisk *d);
 int dlrt__pdisk_io(dlrt__pdisk *d, int i, size_t at, void *buf, size_t bytes, int write);
 void dlrt__pdisk_stats_get(dlrt__pdisk *d, dlrt__pdisk_stats *out);
 
+/* param_ahead.c: the look-ahead (1 .. max_ahead) whose step, replayed on
+ * a model of the copy engine and the kernels (node_ms[k], and fetch_ms[(a -
+ * 1) * n + k]: the copies position k needs with look-ahead a, ms), is
+ * within 1% of the best, the smallest such; reach_bytes[a - 1]: the
+ * parameter bytes in reach with look-ahead a, none past cap (0: no cap).
+ * The chosen look-ahead (*predicted_ms its step), or <0. */
+int dlrt__choose_ahead(int n, const double *node_ms, const double *fetch_ms,
+                       const uint64_t *reach_bytes, uint64_t cap, int max_ahead,
+                       double *predicted_ms);
+
 /* host_optim.c: the executor's kernels over host memory, for the gradients
  * and 16-bit copies of streamed parameters (the same bits as a device's):
  * y = x cast to y_dtype (f16 or bf16); y = x + z; *y = dlrt_reduce's sum

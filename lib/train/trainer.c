@@ -179,7 +179,8 @@ static void checkpoint_hint(const dlrt_trainer_t *t, uint64_t model_budget, char
  * bounds everything the run holds on the device. */
 static int choose_param_streaming(dlrt_trainer_t *t) {
   const dlrt_spill_config *c = &t->cfg.spill;
-  int rc = dlrt_exec_offload_params(t->e, c->prefetch > 0 ? c->prefetch : 4);
+  /* prefetch 0: the executor chooses the look-ahead after the first step. */
+  int rc = dlrt_exec_offload_params(t->e, c->prefetch);
   /* --host-limit: the optimizer state beyond it on disk. */
   if (rc == DLRT_OK && c->host_budget) rc = dlrt_exec_param_state_limit(t->e, c->host_budget);
   if (rc < 0) return rc;
