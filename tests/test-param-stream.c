@@ -221,7 +221,8 @@ static void run_config(dlrt_device_t *dev, const char *spec, const config *cf) {
            got_scale.skipped_steps == want_scale.skipped_steps &&
            got_scale.scale == want_scale.scale,
        "%s, %s: loss scaling skipped %lld steps for overflow on the host as on the device "
-       "(%lld) and made the others, the scale %g (%g)", spec, cf->name, (long long)got_scale.skipped_steps,
+       "(%lld) and made the others, the scale %g (%g)", spec, cf->name,
+       (long long)got_scale.skipped_steps,
        (long long)want_scale.skipped_steps, (double)got_scale.scale,
        (double)want_scale.scale);
   /* Each update leaves the device copy stale: every step fetches each

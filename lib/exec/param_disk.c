@@ -194,7 +194,8 @@ int dlrt__pdisk_io(dlrt__pdisk *d, int i, size_t at, void *buf, size_t bytes, in
      * first (zeros where never written). */
     float *whole = k >= 0 ? d->s[k].buf : malloc(d->bytes[i]);
     if (!whole) rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
-    else if (k < 0 && d->written[i]) rc = dlrt__disk_read(&d->disk, d->offset[i], whole, d->bytes[i]);
+    else if (k < 0 && d->written[i])
+      rc = dlrt__disk_read(&d->disk, d->offset[i], whole, d->bytes[i]);
     else if (k < 0) memset(whole, 0, d->bytes[i]);
     if (rc == DLRT_OK && k < 0) memcpy((char *)whole + at, buf, bytes);
     if (rc == DLRT_OK) rc = dlrt__disk_write(&d->disk, d->offset[i], whole, d->bytes[i]);

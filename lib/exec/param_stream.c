@@ -639,7 +639,8 @@ static void choose_ahead(dlrt_exec_t *e) {
       for (int a = t->pos_at[i]; a < t->pos_at[i + 1] && t->pos[a] < k; a++) prev = t->pos[a];
       at[k] += ps->u[i].bytes;
       for (int a = 1; a <= MAX_AHEAD; a++)
-        if (prev < 0 || prev < k - a) fetch_ms[(size_t)(a - 1) * (size_t)n + (size_t)k] += unit_ms[i];
+        if (prev < 0 || prev < k - a)
+          fetch_ms[(size_t)(a - 1) * (size_t)n + (size_t)k] += unit_ms[i];
     }
   /* In reach with look-ahead a: the bytes read by a + 1 positions in a row, at most. */
   for (int a = 1; a <= MAX_AHEAD; a++)
@@ -1091,7 +1092,8 @@ int dlrt_exec_param_state_limit(dlrt_exec_t *e, uint64_t host_bytes) {
   for (int r = 0; r < n; r++) {
     const streamed *p = &ps->p[by_size[r]];
     uint64_t b = p->bytes * (uint64_t)p->n_state;
-    uint64_t next = r + 1 < n ? ps->p[by_size[r + 1]].bytes * (uint64_t)ps->p[by_size[r + 1]].n_state : 0;
+    const streamed *q = r + 1 < n ? &ps->p[by_size[r + 1]] : NULL;
+    uint64_t next = q ? q->bytes * (uint64_t)q->n_state : 0;
     uint64_t slots = SLOTS * (slot ? slot : next);
     if (host + b + slots <= host_bytes) {
       host += b;
@@ -1113,7 +1115,8 @@ int dlrt_exec_param_state_limit(dlrt_exec_t *e, uint64_t host_bytes) {
   int rc = DLRT_OK;
   if (slot) rc = dlrt__pdisk_create(n, disk_bytes, SLOTS, &ps->disk);
   if (rc == DLRT_OK && slot &&
-      (!(ps->seq = malloc(sizeof(int) * (size_t)n)) || !(ps->seq_pos = calloc((size_t)n, sizeof(int)))))
+      (!(ps->seq = malloc(sizeof(int) * (size_t)n)) ||
+       !(ps->seq_pos = calloc((size_t)n, sizeof(int)))))
     rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   /* The state moved there: what it holds now (from an earlier run or an
    * import) is written, and its host copies go. */
