@@ -6,14 +6,20 @@
 # unlimited run (issue 21's bar: at least 0.7x), whether its losses (step
 # lines and val loss) equal the unlimited run's, the device peak, the
 # traffic, and the process's CPU time against its wall time (how the device
-# threads and the host update thread shared the cores).
+# threads and the host update thread shared the cores). Sides ending in -bf16
+# run --precision bf16 and compare with free-bf16 (the unlimited bf16 run);
+# params-disk streams with --host-limit at a quarter of the Adam state (8
+# bytes a parameter: the rest goes through the disk tier, $TMPDIR).
 #
 # Usage: bench/offload-params.sh [--model M] [--limit SIZE] [--runs N] [--steps S]
-#        [--link SPEC] [--context T] [--batch B] [--threads N]
+#        [--link SPEC] [--context T] [--batch B] [--threads N] [--sides "free params ..."]
+# (sides: free params optimizer free-bf16 params-bf16 params-disk; default
+# all)
 # From the build folder (DLTRAIN: default ./tools/dltrain); the tokens are
 # generated text (a fixed seed), the same for every run.
 set -euo pipefail
 model=gpt2-medium limit=1G runs=3 steps=4 link=16GB/s context=64 batch=4 threads=2
+sides="free params optimizer free-bf16 params-bf16 params-disk"
 while (($#)); do
   case $1 in
   --model) model=$2; shift 2 ;;
@@ -24,8 +30,9 @@ while (($#)); do
   --context) context=$2; shift 2 ;;
   --batch) batch=$2; shift 2 ;;
   --threads) threads=$2; shift 2 ;;
+  --sides) sides=$2; shift 2 ;;
   *) echo "usage: $0 [--model M] [--limit SIZE] [--runs N] [--steps S] [--link SPEC]" \
-          "[--context T] [--batch B] [--threads N]" >&2; exit 2 ;;
+          "[--context T] [--batch B] [--threads N] [--sides LIST]" >&2; exit 2 ;;
   esac
 done
 DLTRAIN=${DLTRAIN:-./tools/dltrain}
@@ -43,15 +50,23 @@ open('$tmp/corpus.txt', 'w').write('\n'.join(lines) + '\n')
 common=(--model "$model" --context "$context" --batch "$batch" --steps "$steps"
         --eval-every "$steps" --eval-batches 1 --device cpu --threads "$threads"
         --data "$tmp/corpus.txt" --json)
-sides=(free params optimizer)
+read -r -a sides <<<"$sides"
+# A quarter of the Adam state: the parameter count from --plan.
+params=$("$DLTRAIN" "${common[@]}" --plan | python3 -c "import json, sys
+print(json.loads(sys.stdin.read().splitlines()[-1])['plan']['params'])")
+quarter=$((params * 8 / 4))
 args_free=()
 args_params=(--mem-limit "$limit" --offload params --link "$link")
 args_optimizer=(--mem-limit "$limit" --offload optimizer --link "$link")
+args_free_bf16=(--precision bf16)
+args_params_bf16=(--precision bf16 --mem-limit "$limit" --offload params --link "$link")
+args_params_disk=(--mem-limit "$limit" --offload params --link "$link" --host-limit "$quarter")
+echo "$model: $params parameters; params-disk: --host-limit $quarter (a quarter of the Adam state)"
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 declare -A rates cpu
 for ((i = 1; i <= runs; i++)); do
   for side in "${sides[@]}"; do
-    declare -n extra="args_$side"
+    declare -n extra="args_${side//-/_}"
     if ! /usr/bin/time -f '%e %U %S' -o "$tmp/$side.$i.time" \
       "$DLTRAIN" "${common[@]}" "${extra[@]}" >"$tmp/$side.$i.json" 2>"$tmp/$side.$i.err"; then
       echo "run $i $side failed: $(grep -v '^Command exited' "$tmp/$side.$i.err" | tail -n 1)" >&2
@@ -66,22 +81,28 @@ d = json.loads(open(sys.argv[1]).read().splitlines()[-1]); print(d['tokens_per_s
     echo "run $i $side: $rate tokens/s, wall $wall s, user $user s, sys $sys s"
   done
 done
-free_rate=$(median ${rates[free]})
+# Each side against the unlimited run of its precision (when it ran).
+reference() { case $1 in *-bf16) echo free-bf16 ;; *) echo free ;; esac; }
 echo "$model, context $context, batch $batch, $steps steps, $threads threads, $runs runs alternated:"
 for side in "${sides[@]}"; do
   r=$(median ${rates[$side]})
   c=$(median ${cpu[$side]})
+  ref=$(reference "$side")
+  if [ -z "${rates[$ref]:-}" ]; then ref=$side; fi
+  free_rate=$(median ${rates[$ref]})
   same=$(python3 -c "import json, re, sys
 def losses(p):
     steps = [m for l in open(p + '.err') if l.startswith('step ') for m in re.findall(r'loss ([0-9.]+)', l)]
     return steps, json.loads(open(p + '.json').read().splitlines()[-1])['val_loss']
 a, b = losses(sys.argv[1]), losses(sys.argv[2])
-print('same losses' if a == b and a[0] else 'LOSSES DIFFER %s %s' % (a, b))" "$tmp/free.1" "$tmp/$side.1")
+print('same losses as %s' % sys.argv[3] if a == b and a[0] else 'LOSSES DIFFER %s %s' % (a, b))" \
+    "$tmp/$ref.1" "$tmp/$side.1" "$ref")
   info=$(python3 -c "import json, sys
 d = json.loads(open(sys.argv[1]).read().splitlines()[-1])
-print('peak %.0f MiB of %s planned %.0f MiB, %.2f GiB fetched, %.2f GiB off the device (last stretch)' % (
+print('peak %.0f MiB of %s planned %.0f MiB, %.2f GiB fetched, %.2f GiB off the device, %.2f GiB to disk (last stretch)' % (
     d['peak_device_bytes'] / 2**20, 'a budget of %.0f MiB,' % (d['mem_limit'] / 2**20) if d['mem_limit'] else 'no budget,',
-    d['planned_peak_bytes'] / 2**20, d['fetched_bytes'] / 2**30, d['spilled_bytes'] / 2**30))" "$tmp/$side.1.json")
-  printf '  %-9s %8.2f tokens/s  %.2fx  cpu %.2f cores  %s; %s\n' "$side" "$r" \
-    "$(awk -v a="$r" -v b="$free_rate" 'BEGIN {print a / b}')" "$c" "$same" "$info"
+    d['planned_peak_bytes'] / 2**20, d['fetched_bytes'] / 2**30, d['spilled_bytes'] / 2**30,
+    d['disk_written_bytes'] / 2**30))" "$tmp/$side.1.json")
+  printf '  %-11s %8.2f tokens/s  %.2fx of %s  cpu %.2f cores  %s; %s\n' "$side" "$r" \
+    "$(awk -v a="$r" -v b="$free_rate" 'BEGIN {print a / b}')" "$ref" "$c" "$same" "$info"
 done

@@ -45,6 +45,18 @@ run() {
 have_python=yes
 command -v python3 >/dev/null 2>&1 || have_python=no
 
+# run_limited BYTES ARGS...: run ARGS under a file-size limit (RLIMIT_FSIZE)
+# of BYTES, SIGXFSZ ignored, so a write or a reservation past it fails as on
+# a full disk (shells differ in ulimit -f's unit); needs python3.
+run_limited() {
+  python3 -c "import os, resource, signal, sys
+n = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+os.execv(sys.argv[2], sys.argv[2:])" "$@" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+}
+
 # last_json FILE CODE: runs python CODE with d = the JSON object on FILE's
 # last line.
 last_json() {

@@ -14,12 +14,12 @@ DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=12
+TOOL=$DLTRAIN PLAN=17
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
 if [ $have_python = no ]; then
-  for i in $(seq 1 12); do skip "test $i" "python3 not found"; done
+  for i in $(seq 1 17); do skip "test $i" "python3 not found"; done
   exit 0
 fi
 
@@ -89,10 +89,66 @@ cp "$tmp/out" "$tmp/ck-stream"
 [ $rc -eq 0 ] && same_losses "$tmp/ck-free" "$tmp/ck-stream"
 result "cpu: with --checkpoint blocks the same losses"
 
-run $small --device cpu --mem-limit 4M --offload params --accum 2
-[ $rc -eq 1 ] && grep -q "parameter streaming .* does not go with gradient accumulation" "$tmp/err"
-result "--offload params with --accum: an error naming it"
+# Mixed precision: the host writes the 16-bit copies, the device fetches them.
+for device in cpu opencl:0; do
+  if [ $device = opencl:0 ] && ! has_opencl; then
+    skip "$device: bf16 streamed" "no OpenCL device"
+    continue
+  fi
+  run $small --device $device --precision bf16
+  cp "$tmp/out" "$tmp/bf-free"
+  cp "$tmp/err" "$tmp/bf-free.err"
+  run $small --device $device --precision bf16 --mem-limit 4M --offload params
+  cp "$tmp/out" "$tmp/bf-stream"
+  cp "$tmp/err" "$tmp/bf-stream.err"
+  [ $rc -eq 0 ] && same_losses "$tmp/bf-free" "$tmp/bf-stream" && python3 -c "import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
+assert b['fetched_bytes'] < 0.6 * a['fetched_bytes'], (b['fetched_bytes'], a['fetched_bytes'])
+" "$tmp/stream-$device" "$tmp/bf-stream"
+  result "$device: bf16 streamed: the unlimited bf16 run's losses, about half the fp32 run's bytes fetched"
+done
 
-run $small --device cpu --mem-limit 4M --offload params --host-limit 1M
-[ $rc -eq 1 ] && grep -q -- "--host-limit .* does not go with it" "$tmp/err"
-result "--offload params with --host-limit: an error naming it"
+run $small --device cpu --precision fp16
+cp "$tmp/out" "$tmp/h-free"
+cp "$tmp/err" "$tmp/h-free.err"
+run $small --device cpu --precision fp16 --mem-limit 4M --offload params
+cp "$tmp/out" "$tmp/h-stream"
+cp "$tmp/err" "$tmp/h-stream.err"
+[ $rc -eq 0 ] && same_losses "$tmp/h-free" "$tmp/h-stream"
+result "cpu: fp16 (dynamic loss scaling) streamed: the same losses"
+
+run $small --device cpu --accum 2 --clip-norm 0.5
+cp "$tmp/out" "$tmp/ac-free"
+cp "$tmp/err" "$tmp/ac-free.err"
+run $small --device cpu --accum 2 --clip-norm 0.5 --mem-limit 4M --offload params
+cp "$tmp/out" "$tmp/ac-stream"
+cp "$tmp/err" "$tmp/ac-stream.err"
+[ $rc -eq 0 ] && same_losses "$tmp/ac-free" "$tmp/ac-stream"
+result "cpu: --accum 2 --clip-norm 0.5 streamed: the same losses"
+
+# The optimizer state past --host-limit on disk: a model whose largest
+# state (128 KiB) leaves room for its three slots in a quarter of its 1.7 MB
+# of Adam state.
+deep="--model gpt-mini --layers 4 --heads 4 --embd 64 --context 32 --batch 4 --threads 2
+  --data $tmp/corpus.txt --steps 4 --eval-every 2 --eval-batches 2 --json --device cpu
+  --mem-limit 4M --offload params"
+mkdir -p "$tmp/spill"
+run $deep
+cp "$tmp/out" "$tmp/deep-host"
+cp "$tmp/err" "$tmp/deep-host.err"
+run $deep --host-limit 420K --spill-dir "$tmp/spill"
+cp "$tmp/out" "$tmp/deep-disk"
+cp "$tmp/err" "$tmp/deep-disk.err"
+[ $rc -eq 0 ] && same_losses "$tmp/deep-host" "$tmp/deep-disk" && last_json "$tmp/deep-disk" "
+state = d['params'] * 8
+assert 420 << 10 < state / 4, state
+assert d['disk_written_bytes'] > state / 2, d['disk_written_bytes']"
+result "cpu: --host-limit at a quarter of the Adam state: the same losses, the state through the disk"
+
+run $deep --host-limit 100K
+[ $rc -eq 1 ] && grep -q -- "--host-limit of 0.1 MiB .* is too small .* give at least 0.4 MiB" "$tmp/err"
+result "--host-limit below three slots of state: an error naming the least that would do"
+
+run_limited $((256 << 10)) "$DLTRAIN" $deep --host-limit 420K --spill-dir "$tmp/spill"
+[ $rc -eq 1 ] && ! grep -q '^{' "$tmp/out" && grep -q "the spill directory $tmp/spill is full" "$tmp/err"
+result "a spill folder too small for the state on disk: exit 1 naming it, no results"

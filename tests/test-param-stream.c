@@ -6,7 +6,12 @@
  * optimizer state and gradients on the host end with the losses,
  * parameters and state of the run on the device bit for bit, for
  * look-aheads of 1 to 3 nodes, the updates on the host thread during the
- * backward pass or at their nodes (DLRT_PARAM_OVERLAP=0). Each parameter
+ * backward pass or at their nodes (DLRT_PARAM_OVERLAP=0); under bf16 and
+ * fp16 (the 16-bit copies made on the host and fetched instead of the
+ * masters; loss scaling's overflow check on the host, skipping the same
+ * steps), with accumulation over 2 micro-batches (the sums on the host)
+ * and clipping by global norm (its squares summed on the host in the
+ * device's order), and all of them together. Each parameter
  * is fetched every step, and again for the backward pass where its next
  * use is further than the look-ahead; every gradient comes back; the
  * device holds fewer parameter bytes at once than the model has, and the
@@ -44,9 +49,21 @@ static dlrt_gpt_config small_gpt(void) {
   return c;
 }
 
+/* What a run does besides: its compute type, micro-batches per update, a
+ * clip norm, dynamic loss scaling from an initial scale (0: off). */
+typedef struct {
+  dlrt_dtype precision;
+  int accum;
+  float clip, loss_scale;
+  uint64_t state_limit; /* streaming: the optimizer state's host budget (0: all there) */
+} extras;
+
+static const extras plain = {DLRT_F32, 1, 0, 0, 0};
+
 /* The classifier (linear 64, relu, linear 48, relu, linear 4) or the GPT;
- * streaming when ahead > 0. */
-static int net_make(dlrt_device_t *dev, int gpt, dlrt_optimizer_kind kind, int ahead, net *n) {
+ * streaming when ahead is not 0 (< 0: the look-ahead chosen). */
+static int net_make_x(dlrt_device_t *dev, int gpt, dlrt_optimizer_kind kind, int ahead,
+                      const extras *x, net *n) {
   memset(n, 0, sizeof *n);
   n->gpt = gpt;
   int rc = dlrt_graph_create(&n->g);
@@ -69,11 +86,27 @@ static int net_make(dlrt_device_t *dev, int gpt, dlrt_optimizer_kind kind, int a
   dlrt_optimizer opt = dlrt_optimizer_defaults(kind);
   if (kind == DLRT_OPT_SGD) opt.momentum = 0.9f, opt.lr = 0.05f;
   if (kind == DLRT_OPT_ADAMW) opt.weight_decay = 0.1f;
-  if ((rc = dlrt_graph_backward(n->g, n->loss)) < 0 ||
+  if ((x->precision != DLRT_F32 && (rc = dlrt_graph_set_precision(n->g, x->precision)) < 0) ||
+      (rc = dlrt_graph_backward(n->g, n->loss)) < 0 ||
       (rc = dlrt_graph_optimize(n->g, &opt)) < 0 ||
       (rc = dlrt_exec_create(n->g, dev, 5, &n->e)) < 0)
     return rc;
-  return ahead > 0 ? dlrt_exec_offload_params(n->e, ahead) : DLRT_OK;
+  if (x->accum > 1 && (rc = dlrt_exec_set_accumulation(n->e, x->accum)) < 0) return rc;
+  if (x->clip > 0 && (rc = dlrt_exec_set_clip_norm(n->e, x->clip)) < 0) return rc;
+  if (x->loss_scale > 0) {
+    dlrt_loss_scaler ls = dlrt_loss_scaler_defaults();
+    ls.init_scale = x->loss_scale;
+    ls.growth_interval = 2; /* grows within the test's steps */
+    if ((rc = dlrt_exec_set_loss_scaler(n->e, &ls)) < 0) return rc;
+  }
+  if (ahead == 0) return DLRT_OK;
+  /* ahead < 0: chosen by the executor after the first training run (0). */
+  if ((rc = dlrt_exec_offload_params(n->e, ahead < 0 ? 0 : ahead)) < 0) return rc;
+  return x->state_limit ? dlrt_exec_param_state_limit(n->e, x->state_limit) : DLRT_OK;
+}
+
+static int net_make(dlrt_device_t *dev, int gpt, dlrt_optimizer_kind kind, int ahead, net *n) {
+  return net_make_x(dev, gpt, kind, ahead, &plain, n);
 }
 
 /* Steps [first, last) on data drawn from the step number; the losses. */
@@ -131,25 +164,29 @@ typedef struct {
   dlrt_optimizer_kind kind;
   int ahead;
   int at_nodes; /* DLRT_PARAM_OVERLAP=0: each update at its node, not on the host thread */
+  extras x;
 } config;
 
 static void run_config(dlrt_device_t *dev, const char *spec, const config *cf) {
   net ref, n;
   float want_loss[STEPS + 1], got_loss[STEPS + 1];
-  if (!tap_check(net_make(dev, cf->gpt, cf->kind, 0, &ref), "%s, %s: the model builds", spec,
-                 cf->name))
+  const extras *x = cf->x.accum ? &cf->x : &plain;
+  if (!tap_check(net_make_x(dev, cf->gpt, cf->kind, 0, x, &ref), "%s, %s: the model builds",
+                 spec, cf->name))
     return;
   dlrt_exec_info ri;
   tap_check(net_train(&ref, 0, STEPS, DLRT_RUN_TRAIN, want_loss), "%s, %s: %d steps on the "
             "device", spec, cf->name, STEPS);
   dlrt_exec_info_get(ref.e, &ri);
+  dlrt_loss_scale_state want_scale, got_scale;
+  dlrt_exec_loss_scale(ref.e, &want_scale);
   net_train(&ref, STEPS, STEPS + 1, DLRT_RUN_FORWARD, want_loss + STEPS);
   size_t want_bytes = 0, got_bytes = 0;
   unsigned char *want = net_state(&ref, &want_bytes);
   net_free(&ref);
 
   if (cf->at_nodes) setenv("DLRT_PARAM_OVERLAP", "0", 1);
-  int rc = net_make(dev, cf->gpt, cf->kind, cf->ahead, &n);
+  int rc = net_make_x(dev, cf->gpt, cf->kind, cf->ahead, x, &n);
   unsetenv("DLRT_PARAM_OVERLAP");
   if (!tap_check(rc, "%s, %s: streaming %d nodes ahead", spec, cf->name, cf->ahead)) {
     free(want);
@@ -162,6 +199,7 @@ static void run_config(dlrt_device_t *dev, const char *spec, const config *cf) {
   dlrt_exec_info_get(n.e, &ni);
   dlrt_param_offload_stats st;
   tap_check(dlrt_exec_param_offload_stats(n.e, &st), "%s, %s: its statistics", spec, cf->name);
+  dlrt_exec_loss_scale(n.e, &got_scale);
   if (rc == DLRT_OK) rc = net_train(&n, STEPS, STEPS + 1, DLRT_RUN_FORWARD, got_loss + STEPS);
   tap_check(rc, "%s, %s: an evaluation run streams too", spec, cf->name);
   ok(memcmp(want_loss, got_loss, sizeof want_loss) == 0, "%s, %s: the %d losses and the "
@@ -172,17 +210,46 @@ static void run_config(dlrt_device_t *dev, const char *spec, const config *cf) {
      "%s, %s: parameters and optimizer state equal the device run's bit for bit", spec,
      cf->name);
   uint64_t param_bytes = (uint64_t)ni.params * 4;
-  ok(st.params_streamed > 0 && st.updates == (uint64_t)st.params_streamed * STEPS,
-     "%s, %s: %d parameters streamed, %llu host updates", spec, cf->name, st.params_streamed,
-     (unsigned long long)st.updates);
+  /* Updates: one per parameter each accum micro-batches, none in a step
+   * loss scaling skipped (the same steps as the device run's). */
+  uint64_t updates = (uint64_t)(STEPS / x->accum - want_scale.skipped_steps);
+  ok(st.params_streamed > 0 && st.updates == (uint64_t)st.params_streamed * updates,
+     "%s, %s: %d parameters streamed, %llu host updates (%llu steps)", spec, cf->name,
+     st.params_streamed, (unsigned long long)st.updates, (unsigned long long)updates);
+  if (x->loss_scale > 0)
+    ok(want_scale.skipped_steps > 0 && updates > 0 &&
+           got_scale.skipped_steps == want_scale.skipped_steps &&
+           got_scale.scale == want_scale.scale,
+       "%s, %s: loss scaling skipped %lld steps for overflow on the host as on the device "
+       "(%lld) and made the others, the scale %g (%g)", spec, cf->name,
+       (long long)got_scale.skipped_steps,
+       (long long)want_scale.skipped_steps, (double)got_scale.scale,
+       (double)want_scale.scale);
   /* Each update leaves the device copy stale: every step fetches each
-   * parameter at least once, and those the backward pass needs after more
-   * than `ahead` nodes once more. */
-  ok(st.fetched_bytes > STEPS * param_bytes && st.gradient_bytes == STEPS * param_bytes,
+   * parameter at least once (its 16-bit copy under mixed precision: half
+   * the bytes), and those the backward pass needs after more than `ahead`
+   * nodes once more. */
+  uint64_t fetch_once = x->precision == DLRT_F32 ? param_bytes : param_bytes / 2;
+  ok(st.fetched_bytes > STEPS * fetch_once && st.gradient_bytes == STEPS * param_bytes,
      "%s, %s: each step fetches every parameter, some again for the backward pass (%llu "
      "bytes fetched in all, %llu of parameters) and sends every gradient back (%llu)",
      spec, cf->name, (unsigned long long)st.fetched_bytes, (unsigned long long)param_bytes,
      (unsigned long long)st.gradient_bytes);
+  if (cf->ahead < 0)
+    ok(st.ahead >= 1 && st.ahead <= 16, "%s, %s: the look-ahead chosen after the first step "
+       "from its node times and the link: %d nodes", spec, cf->name, st.ahead);
+  if (x->state_limit)
+    ok(st.state_host_bytes <= x->state_limit && st.state_disk_bytes > 0 &&
+           st.disk_read_bytes > 0 && st.disk_written_bytes >= st.disk_read_bytes,
+       "%s, %s: %llu bytes of optimizer state in host memory (limit %llu), %llu on disk, "
+       "%llu read and %llu written back", spec, cf->name,
+       (unsigned long long)st.state_host_bytes, (unsigned long long)x->state_limit,
+       (unsigned long long)st.state_disk_bytes, (unsigned long long)st.disk_read_bytes,
+       (unsigned long long)st.disk_written_bytes);
+  if (x->precision != DLRT_F32)
+    ok(st.fetched_bytes < 2 * STEPS * fetch_once * 3 / 2, "%s, %s: %llu bytes fetched: the "
+       "16-bit copies (%llu bytes a step once), not the fp32 masters", spec, cf->name,
+       (unsigned long long)st.fetched_bytes, (unsigned long long)fetch_once);
   ok(st.peak_param_bytes < param_bytes, "%s, %s: at most %llu parameter bytes on the device "
      "at once, of %llu", spec, cf->name, (unsigned long long)st.peak_param_bytes,
      (unsigned long long)param_bytes);
@@ -202,6 +269,23 @@ static void run_device(dlrt_device_t *dev, const char *spec, void *ctx) {
       {"gpt adamw, 1 ahead", 1, DLRT_OPT_ADAMW, 1, 0},
       {"gpt adam, 3 ahead", 1, DLRT_OPT_ADAM, 3, 0},
       {"gpt adam, 2 ahead, updates at their nodes", 1, DLRT_OPT_ADAM, 2, 1},
+      {"gpt adamw bf16, 2 ahead", 1, DLRT_OPT_ADAMW, 2, 0, {DLRT_BF16, 1, 0, 0}},
+      {"mlp adam bf16, 1 ahead, at nodes", 0, DLRT_OPT_ADAM, 1, 1, {DLRT_BF16, 1, 0, 0}},
+      {"gpt adam fp16, loss scaling skips", 1, DLRT_OPT_ADAM, 2, 0, {DLRT_F16, 1, 0, 1 << 20}},
+      {"gpt adam, accum 2", 1, DLRT_OPT_ADAM, 2, 0, {DLRT_F32, 2, 0, 0}},
+      {"mlp sgd, accum 2, at nodes", 0, DLRT_OPT_SGD, 1, 1, {DLRT_F32, 2, 0, 0}},
+      {"gpt adamw, clip 0.05", 1, DLRT_OPT_ADAMW, 2, 0, {DLRT_F32, 1, 0.05f, 0}},
+      {"mlp adam, clip 0.05, at nodes", 0, DLRT_OPT_ADAM, 1, 1, {DLRT_F32, 1, 0.05f, 0}},
+      {"gpt adam bf16, accum 2, clip 0.05", 1, DLRT_OPT_ADAM, 3, 0, {DLRT_BF16, 2, 0.05f, 0}},
+      {"gpt adam fp16, accum 2, clip, loss scaling", 1, DLRT_OPT_ADAM, 2, 0,
+       {DLRT_F16, 2, 0.05f, 1 << 18, 0}},
+      {"gpt adam, look-ahead chosen", 1, DLRT_OPT_ADAM, -1, 0, {DLRT_F32, 1, 0, 0, 0}},
+      {"gpt adamw, state on disk past 120 kB", 1, DLRT_OPT_ADAMW, 2, 0,
+       {DLRT_F32, 1, 0, 0, 120000}},
+      {"mlp sgd, state on disk past 50 kB, at nodes", 0, DLRT_OPT_SGD, 1, 1,
+       {DLRT_F32, 1, 0, 0, 50000}},
+      {"gpt adam bf16, accum 2, clip, state on disk", 1, DLRT_OPT_ADAM, 2, 0,
+       {DLRT_BF16, 2, 0.05f, 0, 120000}},
   };
   for (size_t c = 0; c < sizeof configs / sizeof *configs; c++) run_config(dev, spec, &configs[c]);
 
@@ -228,12 +312,9 @@ static void run_device(dlrt_device_t *dev, const char *spec, void *ctx) {
     float l[1];
     tap_check(net_train(&n, 0, 1, DLRT_RUN_TRAIN, l), "%s: and it trains from them", spec);
   }
-  is_status(dlrt_exec_set_accumulation(n.e, 2) == DLRT_OK ? net_train(&n, 1, 2, DLRT_RUN_TRAIN,
-                                                                      (float[1]){0})
-                                                          : DLRT_ERR_STATE,
-            DLRT_ERR_STATE, "%s: streaming with accumulation is refused: %s", spec,
-            dlrt_last_error());
-  ok(strstr(dlrt_last_error(), "accumulation") != NULL, "%s: the message names it", spec);
+  is_status(dlrt_exec_run(n.e, DLRT_RUN_GRADIENTS), DLRT_ERR_STATE, "%s: streaming with "
+            "DLRT_RUN_GRADIENTS (data parallelism) is refused: %s", spec, dlrt_last_error());
+  ok(strstr(dlrt_last_error(), "DLRT_RUN_GRADIENTS") != NULL, "%s: the message names it", spec);
   net_free(&n);
   if (tap_check(net_make(dev, 0, DLRT_OPT_ADAM, 0, &n), "%s: an mlp spilling", spec)) {
     dlrt_spill_config sc = {.device_budget = 1 << 20, .prefetch = 2};

@@ -24,17 +24,6 @@ common="--data generated --limit 1920 --epochs 2 --threads 1 --prefetch 1 --json
   --device cpu --mem-limit 3M --host-limit 1M --offload all"
 mkdir -p "$tmp/spill"
 
-# run_limited BYTES ARGS...: run under a file-size limit (RLIMIT_FSIZE) of
-# BYTES, SIGXFSZ ignored (shells differ in ulimit -f's unit).
-run_limited() {
-  python3 -c "import os, resource, signal, sys
-n = int(sys.argv[1])
-resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))
-signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-os.execv(sys.argv[2], sys.argv[2:])" "$@" >"$tmp/out" 2>"$tmp/err"
-  rc=$?
-}
-
 # no_results: the run printed no JSON results line.
 no_results() { ! grep -q '^{' "$tmp/out"; }
 

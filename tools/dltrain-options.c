@@ -131,16 +131,22 @@ void dltrain_usage(FILE *out) {
         "                             --spill-prefetch nodes ahead of its uses in the\n"
         "                             forward and the backward pass, gradients back as\n"
         "                             soon as complete, updates on the host; the budget\n"
-        "                             bounds the device allocator (fp32; not with\n"
-        "                             --host-limit, --accum, --clip-norm or fp16);\n"
+        "                             bounds the device allocator; with --precision\n"
+        "                             fp16|bf16 the host writes a 16-bit copy after each\n"
+        "                             update and the device fetches that (half the\n"
+        "                             bytes); --accum sums and --clip-norm and loss\n"
+        "                             scaling check the gradients on the host; with\n"
+        "                             --host-limit the optimizer state past SIZE lives\n"
+        "                             in the spill file, read ahead of each update;\n"
         "                             auto: where the model does not fit --mem-limit\n"
         "                             (or the device), the placement --plan prints\n"
         "                             (optimizer, params or all, with --checkpoint,\n"
         "                             --mem-limit, --host-limit it picks); no budget\n"
         "                             needed\n"
         "      --spill-prefetch N     nodes to look ahead for copies back (default 4;\n"
-        "                             0: fetch when needed; with --offload params, at\n"
-        "                             least 1)\n"
+        "                             0: fetch when needed); with --offload params, at\n"
+        "                             least 1 (default: chosen after the first step\n"
+        "                             from its node times and the link)\n"
         "      --link SPEC            a host link model on the device(s), as DLRT_LINK:\n"
         "                             a rate with an optional latency (12GB/s or\n"
         "                             12GB/s:10us) or a preset keeping a GPU's ratio of\n"
@@ -798,6 +804,9 @@ int dltrain_parse_options(int argc, char *const argv[], options *o) {
                        access(o->spill_dir, W_OK | X_OK) != 0))
     return tool_usage_error(err, "--spill-dir %s: not a folder this process can write to",
                             o->spill_dir), STATUS_USAGE;
+  /* --offload params without --spill-prefetch: the look-ahead chosen from
+   * the first step's node times and the link (0). */
+  if (o->spill.policy == DLRT_OFFLOAD_PARAMS && !o->spill_prefetch_given) o->spill.prefetch = 0;
   if (o->spill_dir && setenv("DLRT_SPILL_DIR", o->spill_dir, 1) != 0)
     return tool_usage_error(err, "--spill-dir: cannot set DLRT_SPILL_DIR"), STATUS_USAGE;
   return 0;

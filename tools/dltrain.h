@@ -28,6 +28,8 @@ typedef struct {
   const char *plan_strategy; /* --plan-strategy (set as DLRT_PLAN_STRATEGY) */
   const char *simulate;     /* --simulate PRESET|FILE|this (with --plan) */
   const char *spill_dir;    /* --spill-dir DIR (set as DLRT_SPILL_DIR) */
+  int spill_prefetch_given; /* --spill-prefetch N was given (else --offload params chooses
+                               after its first step; --plan: the placement's look-ahead) */
   const char *devices;      /* --devices A,B,... (data parallel) */
   const char *pipeline;     /* --pipeline A,B,... (pipeline parallel) */
   const char *tensor_parallel; /* --tensor-parallel A,B,... or N (MPI ranks) */
@@ -37,7 +39,6 @@ typedef struct {
   uint64_t device_memory;   /* --device-memory (0: the device's) */
   uint64_t host_memory;     /* --host-memory (0: this machine's RAM, or --simulate's) */
   int offload_auto;         /* --offload auto: the placement's (dlrt_plan_placement) */
-  int spill_prefetch_given; /* --spill-prefetch was given (else the placement's look-ahead) */
   double what_if;           /* --what-if parameters (0: none) */
   int splits;               /* --splits N: a GPT's best splits --plan shows (0: none) */
   int max_devices;          /* --max-devices N: the splits' bound (0: 4096) */

@@ -245,7 +245,7 @@ const char *dlrt_reduce_op_name(dlrt_reduce_op op) {
 /* Segments per row for the first reduction pass: a function of the shape
  * alone, so that every device adds in the same order. Few long rows are cut
  * into up to 1024 segments of at least 16 elements per work-item. */
-static int64_t reduce_segments(int64_t rows, int64_t cols) {
+int64_t dlrt__reduce_segments(int64_t rows, int64_t cols) {
   const int64_t per_group = 256 * 16, max_segs = 1024;
   if (rows >= 256) return 1;
   int64_t segs = cols / per_group;
@@ -281,7 +281,7 @@ int dlrt_reduce(dlrt_stream_t *stream, dlrt_reduce_op op, dlrt_dtype dtype, int6
   }
   if (rows == 0) return lb.dev->be->launch ? DLRT_OK : dlrt__launch_submit(stream, &lb);
   if (!lb.dev->be->launch) return dlrt__launch_submit(stream, &lb);
-  int64_t segs = cols ? reduce_segments(rows, cols) : 1;
+  int64_t segs = cols ? dlrt__reduce_segments(rows, cols) : 1;
   /* fp32 partials, one per (row, segment). Freed at once: the stream-ordered
    * allocator hands the memory to another stream only after this one's work. */
   dlrt_buffer_t *partial;

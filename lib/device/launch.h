@@ -42,5 +42,9 @@ int dlrt__launch_check_args(const dlrt__launcher *lb);
 void dlrt__host_launch_start(dlrt__launcher *lb, int kernel, int64_t items, const char *call);
 void dlrt__host_launch_ptr(dlrt__launcher *lb, const void *ptr, size_t esize);
 int dlrt__host_launch(dlrt__launcher *lb);
+/* The segments per row of dlrt_reduce's first pass (a function of the shape
+ * alone, so every device adds in the same order): for a host launch of the
+ * same reduction (compute.c). */
+int64_t dlrt__reduce_segments(int64_t rows, int64_t cols);
 
 #endif

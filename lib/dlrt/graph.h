@@ -565,9 +565,31 @@ DLRT_API int dlrt_exec_spill_decision(dlrt_exec_t *e, int index, dlrt_spill_deci
  * within reach: bound it with dlrt_mem_set_limit (DLRT_MEM_LIMIT). Same
  * results bit for bit as the run on the device (the same kernels). Call
  * after dlrt_graph_optimize, before or after the executor's storage is
- * made; again to change `ahead` (>= 1). DLRT_ERR_STATE with spilling,
- * accumulation, clipping, loss scaling or DLRT_RUN_GRADIENTS (not done). */
+ * made; again to change `ahead` (>= 1; 0: chosen after the first training
+ * run, which times its nodes, as the smallest look-ahead whose step on a
+ * model of the copy engine and the link, dlrt_link_seconds, or the host's
+ * memcpy rate without a link model, is within 1% of the best, from 1 to 16,
+ * the parameters in reach within a quarter of the device budget; 4 until
+ * then; dlrt_exec_param_offload_stats says it). Under mixed precision the host
+ * keeps the fp32 master and writes its 16-bit copy after each update; the
+ * device fetches that copy instead of running the forward cast.
+ * Accumulation sums the gradients on the host; clipping and loss scaling
+ * sum them (and their squares) on the host in the device's order, and the
+ * updates then wait for every gradient (no overlap with the backward
+ * pass). DLRT_ERR_STATE with spilling or DLRT_RUN_GRADIENTS (not done). */
 DLRT_API int dlrt_exec_offload_params(dlrt_exec_t *e, int ahead);
+/* With parameters streamed (dlrt_exec_offload_params): the optimizer state
+ * in host memory bounded by `host_bytes`. The state of the largest
+ * parameters stays there while it fits beside three slots the size of the
+ * largest state that does not; the rest lives in the spill file
+ * ($DLRT_SPILL_DIR, else $TMPDIR or /tmp; its slots reserved now, so a
+ * folder too small fails here naming it), read into a slot ahead of its
+ * update by an I/O thread, in the order the updates come, and written back
+ * behind it. Masters, 16-bit copies and gradient copies stay in host
+ * memory. The same results bit for bit. 0: all of it in host memory. Call
+ * before the first run; DLRT_ERR_OOM naming the least budget that would
+ * do when the slots alone do not fit. */
+DLRT_API int dlrt_exec_param_state_limit(dlrt_exec_t *e, uint64_t host_bytes);
 typedef struct {
   int params_streamed;        /* parameters on the host */
   int ahead;                  /* nodes of look-ahead */
@@ -581,6 +603,11 @@ typedef struct {
    * at its update node): the executor's time waiting at the update nodes
    * for the host thread, what the backward pass did not hide. */
   double join_ms;
+  /* Optimizer state on disk (dlrt_exec_param_state_limit): its bytes in
+   * host memory (the state kept there and the slots of the state on disk),
+   * on disk, read and written back, and the updates' waiting for reads. */
+  uint64_t state_host_bytes, state_disk_bytes, disk_read_bytes, disk_written_bytes;
+  double disk_wait_ms;
 } dlrt_param_offload_stats;
 DLRT_API int dlrt_exec_param_offload_stats(dlrt_exec_t *e, dlrt_param_offload_stats *out);
 /* The gradients of the DLRT_RUN_GRADIENTS runs since the last update (their

@@ -741,8 +741,8 @@ typedef struct {
  * device peak from the streaming schedule, dlrt_simulate_step's, within
  * 85% of the device and, rounded up to the allocator's 2 MiB segments,
  * within the device; its 16 B a
- * parameter with Adam within 80% of the host; fp32 or bf16, no accumulation
- * or clipping; its look-ahead cfg->spill.prefetch, or where that is 0 the one
+ * parameter with Adam within 80% of the host; one process (no data
+ * parallelism); its look-ahead cfg->spill.prefetch, or where that is 0 the one
  * of 1 .. 32 nodes whose step replayed on machine m is shortest, without m
  * the longest that fits); everything spilled by the pool within the device (--offload
  * all), host copies beyond 80% of the host on disk (--host-limit). Pinned

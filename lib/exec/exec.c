@@ -170,8 +170,9 @@ int dlrt__exec_materialize(dlrt_exec_t *e) {
                t->kind == DLRT__TENSOR_CACHE;
     float *streamed;
     if (dlrt__pstream_init_host(e, i, &streamed)) {
-      /* Streamed parameters and their state start on the host. */
-      if (init) init_values(t, e->seed, streamed);
+      /* Streamed parameters and their state start on the host (state on
+       * disk: NULL, its slot reads as zeros until written). */
+      if (init && streamed) init_values(t, e->seed, streamed);
       continue;
     }
     if (e->spill.pool) {

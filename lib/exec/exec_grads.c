@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "exec/exec.h"
+#include "exec/param_stream.h"
 #include "mem/buffer.h" /* dlrt__host_alloc_staging */
 #include "util/status.h"
 
@@ -36,7 +37,7 @@ int dlrt_exec_set_accumulation(dlrt_exec_t *e, int steps) {
   if (e->grads.micro != 0)
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_set_accumulation: %d of %d micro-batches "
                            "of an update are still pending", e->grads.micro, e->grads.accum_steps);
-  if (steps > 1) {
+  if (steps > 1 && !e->pstream) { /* streamed gradients are summed on the host */
     int rc = dlrt__exec_ensure_accumulators(e);
     if (rc < 0) return rc;
   }
@@ -50,6 +51,8 @@ int dlrt_exec_set_accumulation(dlrt_exec_t *e, int steps) {
  * micro-batch's loss is a mean over its own samples, so the mean of the
  * micro-batch gradients is the gradient of the whole batch's mean loss). */
 int dlrt__exec_accumulate(dlrt_exec_t *e, int last) {
+  /* Streamed gradients are summed on the host as they arrive. */
+  if (e->pstream) return dlrt__pstream_accumulate(e);
   dlrt_graph_t *g = e->g;
   int rc = DLRT_OK;
   for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++) {
@@ -71,16 +74,15 @@ int dlrt__exec_accumulate(dlrt_exec_t *e, int last) {
   return rc;
 }
 
-/* Squares are made this many elements at a time (1 MiB of fp32): a
- * temporary the size of the largest gradient would be 147 MiB for gpt2's
- * token embedding, beside the planned peak. */
-#define SQUARES_CHUNK ((int64_t)1 << 18)
+#define SQUARES_CHUNK DLRT__SQUARES_CHUNK
 
 /* The sum over every parameter gradient of its elements (or of their
  * squares): per-gradient sums (squares: per chunk of SQUARES_CHUNK, through
  * a temporary of that size) into a small vector, their sum, and one number
  * read back to the host. */
 static int gradients_total(dlrt_exec_t *e, int squared, float *out) {
+  /* Streamed gradients are on the host: the same sums there. */
+  if (e->pstream) return dlrt__pstream_gradients_total(e, squared, out);
   dlrt_graph_t *g = e->g;
   int64_t count = 0, largest = 0; /* partial sums; the largest chunk squared */
   for (int i = 0; i < g->n_tensors; i++) {

@@ -24,6 +24,12 @@ typedef struct {
   int next;           /* during a run */
 } dlrt__grad_buckets;
 
+/* Clipping's squares are summed this many elements at a time (1 MiB of
+ * fp32): a temporary the size of the largest gradient would be 147 MiB for
+ * gpt2's token embedding, beside the planned peak. One partial sum per
+ * chunk, then their sum: param_stream.c adds in the same order on the host. */
+#define DLRT__SQUARES_CHUNK ((int64_t)1 << 18)
+
 /* Gradients (exec_grads.c): the step's scale, loss scaling, accumulation
  * and buckets. */
 typedef struct {

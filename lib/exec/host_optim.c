@@ -53,3 +53,60 @@ int dlrt_host_optimizer_update(const dlrt_optimizer *opt, int64_t step, float *p
   dlrt__launch_f32(&lb, grad_scale), dlrt__launch_i64(&lb, opt->kind == DLRT_OPT_ADAMW);
   return dlrt__host_launch(&lb);
 }
+
+/* ---------------------------------------------------------------- gradients on the host */
+
+/* The kernels the executor runs on a gradient's device copy, over its host
+ * copy (param_stream.c): the same kernels and the same order of additions,
+ * so the same bits as on any device. */
+
+int dlrt__host_cast_f32(void *y, dlrt_dtype y_dtype, const float *x, int64_t n) {
+  int kernel = y_dtype == DLRT_F16 ? DLRT__K_cast_f16_f32 : DLRT__K_cast_bf16_f32;
+  dlrt__launcher lb;
+  dlrt__host_launch_start(&lb, kernel, n, "dlrt__host_cast_f32");
+  dlrt__host_launch_ptr(&lb, y, 2);
+  dlrt__host_launch_ptr(&lb, x, sizeof(float));
+  dlrt__launch_i64(&lb, n);
+  return dlrt__host_launch(&lb);
+}
+
+int dlrt__host_add(float *y, const float *x, const float *z, int64_t n) {
+  dlrt__launcher lb;
+  dlrt__host_launch_start(&lb, DLRT__K_add_f32, n, "dlrt__host_add");
+  dlrt__host_launch_ptr(&lb, y, sizeof(float));
+  dlrt__host_launch_ptr(&lb, x, sizeof(float));
+  dlrt__host_launch_ptr(&lb, z, sizeof(float));
+  dlrt__launch_i64(&lb, n);
+  return dlrt__host_launch(&lb);
+}
+
+/* dlrt_reduce(SUM, f32, 1 row of n) into *y: its two passes, the partials
+ * on the stack (at most 1024 segments). */
+int dlrt__host_sum(float *y, const float *x, int64_t n) {
+  float partial[1024];
+  int64_t segs = n ? dlrt__reduce_segments(1, n) : 1;
+  dlrt__launcher lb;
+  dlrt__host_launch_start(&lb, DLRT__K_reduce_sum_f32, 0, "dlrt__host_sum");
+  lb.launch.groups = segs;
+  dlrt__host_launch_ptr(&lb, x, sizeof(float));
+  dlrt__launch_i64(&lb, 1), dlrt__launch_i64(&lb, n), dlrt__launch_i64(&lb, segs);
+  dlrt__host_launch_ptr(&lb, partial, sizeof(float));
+  int rc = dlrt__host_launch(&lb);
+  if (rc < 0) return rc;
+  dlrt__host_launch_start(&lb, DLRT__K_reduce_final_sum_f32, 1, "dlrt__host_sum");
+  dlrt__host_launch_ptr(&lb, partial, sizeof(float));
+  dlrt__launch_i64(&lb, 1), dlrt__launch_i64(&lb, segs);
+  dlrt__host_launch_ptr(&lb, y, sizeof(float));
+  return dlrt__host_launch(&lb);
+}
+
+/* The squares of x (n floats) into y: dlrt_elementwise(MUL, y, x, x). */
+int dlrt__host_square(float *y, const float *x, int64_t n) {
+  dlrt__launcher lb;
+  dlrt__host_launch_start(&lb, DLRT__K_mul_f32, n, "dlrt__host_square");
+  dlrt__host_launch_ptr(&lb, y, sizeof(float));
+  dlrt__host_launch_ptr(&lb, x, sizeof(float));
+  dlrt__host_launch_ptr(&lb, x, sizeof(float));
+  dlrt__launch_i64(&lb, n);
+  return dlrt__host_launch(&lb);
+}

@@ -33,60 +33,108 @@
 #include "util/clock.h"
 #include "util/status.h"
 
+/* What is fetched: a parameter's fp32 master, or its 16-bit copy for
+ * compute (mixed precision: the forward cast of the master, made on the
+ * host after each update instead of on the device, half the bytes). */
+typedef struct {
+  int id;              /* its storage */
+  int param;           /* its parameter: an index in p */
+  void *host;
+  size_t bytes;
+  dlrt_event_t *fetched;
+  int in_flight;       /* a fetch is queued: the compute stream waits for `fetched` */
+  int counted;         /* its device copy counts in `resident` */
+  int recorded;        /* `fetched` has been recorded (a fetch was ever queued) */
+} unit;
+
 typedef struct {
   int id, grad;        /* storages: the parameter's and its gradient's (-1: none) */
   int state[2], n_state;
+  int unit[2];         /* in u: its master, its 16-bit copy (-1: none) */
+  dlrt_dtype low_dtype;
+  int low_stale;       /* the 16-bit copy is not the master's cast yet */
   const dlrt__node *update;
   size_t bytes;
   float *host, *host_state[2], *host_grad;
-  dlrt_event_t *fetched, *grad_done;
-  int in_flight;       /* a fetch is queued: the compute stream waits for `fetched` */
+  float *host_sum;     /* accumulation: the running sum of the micro-batches' gradients */
+  int64_t sum_at, sq_at; /* its entries among the partial sums of all gradients */
+  dlrt_event_t *grad_done;
+  int on_disk;         /* its optimizer state is in the spill file (ps->disk) */
   int grad_on_host;    /* the gradient's copy to the host is queued (grad_done) */
-  int queued;          /* its update is with the host thread (or done by it), this run */
-  int updated;         /* the host thread has updated it this run */
+  int queued;          /* its job is with the host thread this run */
+  int finished;        /* the host thread has done its job this run */
+  int arrived;         /* this run's gradient is on the host, folded into the sum */
+  int applied;         /* its update ran this run */
 } streamed;
 
-/* One schedule's tables, CSR style: for position k the parameters its node
- * reads (use[use_at[k] .. use_at[k + 1]]) and those whose gradients are
- * complete after it (done[...]); for parameter i its use positions in order
+/* One schedule's tables, CSR style: for position k the units its node
+ * reads (use[use_at[k] .. use_at[k + 1]]) and the parameters whose gradients are
+ * complete after it (done[...]); for unit i its use positions in order
  * (pos[pos_at[i] .. pos_at[i + 1]]). */
 typedef struct {
   const int *order; /* the schedule these were made for; NULL: none yet */
   int n;
   int *use_at, *use, *done_at, *done, *pos_at, *pos;
   /* ready[ready_at[k] ..]: parameters whose gradient is complete and whose
-   * last use has been queued after position k: their updates may start. */
+   * units' last uses have been queued after position k: their jobs may start. */
   int *ready_at, *ready;
 } tables;
 
-/* The host thread that updates parameters while the device computes the
- * rest of the backward pass (overlap; DLRT_PARAM_OVERLAP=0 turns it off:
- * each update then runs at its update node). */
+/* The host thread that takes each gradient as it arrives (sums it, makes
+ * its partial sums) and updates its parameter when nothing more is needed
+ * (overlap; DLRT_PARAM_OVERLAP=0 turns it off: all of it at the update
+ * nodes). */
 typedef struct {
   pthread_t thread;
   int started, stop;
   pthread_mutex_t lock;
   pthread_cond_t work, done;
   int *queue, head, tail; /* indices into p, in order (a ring of n) */
-  int failed;             /* an update failed: its message in `error` */
+  int failed;             /* a job failed: its message in `error` */
   char error[512];
 } updater;
 
+/* What a training run does with the gradients, fixed at its start. */
+typedef struct {
+  int train;           /* the run makes gradients */
+  int accum, micro;    /* micro-batches per update; of them run before this one */
+  int last;            /* this run's micro-batch ends an update */
+  int needs_all;       /* clipping or loss scaling: the updates wait for every gradient */
+  float early_scale;   /* the gradient scale of updates made before the update nodes */
+} run_kind;
+
 struct dlrt__pstream {
   int ahead;
-  int n;
+  int n, n_units;
   streamed *p;
-  int *of_id;          /* tensor id -> index in p, or -1 */
+  unit *u;
+  int *unit_of;        /* storage id -> index in u, or -1 */
+  int *param_of;       /* parameter storage id -> index in p, or -1 */
   char *is_state;      /* tensor id -> 1 for the streamed parameters' optimizer state */
+  int all_grads;       /* every parameter with a gradient is streamed */
+  float *sums, *squares; /* partial sums of all gradients, in tensor order (exec_grads.c's) */
+  int64_t n_sums, n_squares;
   tables t[2];         /* DLRT_RUN_FORWARD, DLRT_RUN_TRAIN */
   const tables *now;   /* the running schedule's */
+  run_kind run;
   dlrt_stream_t *copy;
   dlrt_event_t *mark;
   dlrt_param_offload_stats st;
   uint64_t resident;   /* parameter bytes on the device now */
-  dlrt_exec_t *e;      /* for the host thread: steps, lr, grad_scale (fixed during a run) */
+  dlrt_exec_t *e;      /* for the host thread: steps, lr (fixed during a run) */
   int overlap;
   updater up;
+  /* Optimizer state on disk (dlrt_exec_param_state_limit): the file and
+   * its slots, and the run's expected order of the updates of those
+   * parameters (seq; seq_pos[i]: where i is in it), for reading ahead. */
+  dlrt__pdisk *disk;
+  int *seq, *seq_pos, n_seq;
+  uint64_t state_host_bytes;
+  /* The look-ahead chosen (dlrt_exec_offload_params with 0): the first
+   * training run times its nodes (node_ms, by position), the next run
+   * chooses from them and the link. */
+  int choose, profiling;
+  double *node_ms, t0, predicted_ms;
 };
 
 /* ---------------------------------------------------------------- tables */
@@ -99,37 +147,45 @@ static void tables_free(tables *t) {
 
 static int is_update(const dlrt__node *n) { return n->phase == DLRT__PHASE_UPDATE; }
 
-/* The streamed parameter node n reads as input j, or -1. */
-static int param_of(const dlrt__pstream *ps, const dlrt__node *n, int j) {
-  return is_update(n) ? -1 : ps->of_id[n->in[j]->owner->id];
+/* Whether node n is the forward cast of a streamed parameter into its
+ * 16-bit copy: the host makes that copy, the node does not run. */
+static int is_host_cast(const dlrt__pstream *ps, const dlrt__node *n) {
+  if (n->op != DLRT__OP_CAST || n->phase != DLRT__PHASE_FORWARD) return 0;
+  int i = ps->param_of[n->in[0]->owner->id];
+  return i >= 0 && ps->p[i].unit[1] >= 0 && ps->u[ps->p[i].unit[1]].id == n->out[0]->id;
 }
 
-/* The same, counting a parameter once per node: -1 also where an earlier
- * input of the node is the same parameter (x * x reads it once). */
-static int new_param_of(const dlrt__pstream *ps, const dlrt__node *n, int j) {
-  int i = param_of(ps, n, j);
+/* The streamed unit node n reads as input j, or -1. */
+static int unit_of(const dlrt__pstream *ps, const dlrt__node *n, int j) {
+  return is_update(n) || is_host_cast(ps, n) ? -1 : ps->unit_of[n->in[j]->owner->id];
+}
+
+/* The same, counting a unit once per node: -1 also where an earlier input
+ * of the node is the same unit (x * x reads it once). */
+static int new_unit_of(const dlrt__pstream *ps, const dlrt__node *n, int j) {
+  int i = unit_of(ps, n, j);
   for (int j2 = 0; j2 < j && i >= 0; j2++)
-    if (param_of(ps, n, j2) == i) i = -1;
+    if (unit_of(ps, n, j2) == i) i = -1;
   return i;
 }
 
 static int tables_make(dlrt__pstream *ps, const dlrt_graph_t *g, const dlrt__schedule *s,
                        tables *t) {
   tables_free(t);
-  int np = ps->n, n = s->n;
+  int np = ps->n, nu = ps->n_units, n = s->n;
   int *last = malloc(sizeof(int) * (size_t)(np ? np : 1));
   t->use_at = calloc((size_t)n + 1, sizeof(int));
   t->done_at = calloc((size_t)n + 1, sizeof(int));
-  t->pos_at = calloc((size_t)np + 1, sizeof(int));
+  t->pos_at = calloc((size_t)nu + 1, sizeof(int));
   if (!last || !t->use_at || !t->done_at || !t->pos_at) goto oom;
-  /* Counts first: uses per position and per parameter, and where each
+  /* Counts first: uses per position and per unit, and where each
    * gradient is last touched before its update. */
   for (int i = 0; i < np; i++) last[i] = -1;
   int uses = 0;
   for (int k = 0; k < n; k++) {
     const dlrt__node *nd = g->nodes[s->order[k]];
     for (int j = 0; j < nd->n_in; j++) {
-      int i = new_param_of(ps, nd, j);
+      int i = new_unit_of(ps, nd, j);
       if (i < 0) continue;
       t->use_at[k + 1]++, t->pos_at[i + 1]++, uses++;
     }
@@ -146,11 +202,11 @@ static int tables_make(dlrt__pstream *ps, const dlrt_graph_t *g, const dlrt__sch
   for (int i = 0; i < np; i++)
     if (last[i] >= 0) t->done_at[last[i] + 1]++;
   for (int k = 0; k < n; k++) t->use_at[k + 1] += t->use_at[k], t->done_at[k + 1] += t->done_at[k];
-  for (int i = 0; i < np; i++) t->pos_at[i + 1] += t->pos_at[i];
+  for (int i = 0; i < nu; i++) t->pos_at[i + 1] += t->pos_at[i];
   t->use = malloc(sizeof(int) * (size_t)(uses ? uses : 1));
   t->pos = malloc(sizeof(int) * (size_t)(uses ? uses : 1));
   t->done = malloc(sizeof(int) * (size_t)(np ? np : 1));
-  int *fill_use = calloc((size_t)n + 1, sizeof(int)), *fill_pos = calloc((size_t)np + 1, sizeof(int));
+  int *fill_use = calloc((size_t)n + 1, sizeof(int)), *fill_pos = calloc((size_t)nu + 1, sizeof(int));
   int *fill_done = calloc((size_t)n + 1, sizeof(int));
   if (!t->use || !t->pos || !t->done || !fill_use || !fill_pos || !fill_done) {
     free(fill_use), free(fill_pos), free(fill_done);
@@ -159,7 +215,7 @@ static int tables_make(dlrt__pstream *ps, const dlrt_graph_t *g, const dlrt__sch
   for (int k = 0; k < n; k++) {
     const dlrt__node *nd = g->nodes[s->order[k]];
     for (int j = 0; j < nd->n_in; j++) {
-      int i = new_param_of(ps, nd, j);
+      int i = new_unit_of(ps, nd, j);
       if (i < 0) continue;
       t->use[t->use_at[k] + fill_use[k]++] = i;
       t->pos[t->pos_at[i] + fill_pos[i]++] = k;
@@ -167,8 +223,9 @@ static int tables_make(dlrt__pstream *ps, const dlrt_graph_t *g, const dlrt__sch
   }
   for (int i = 0; i < np; i++)
     if (last[i] >= 0) t->done[t->done_at[last[i]] + fill_done[last[i]]++] = i;
-  /* Ready: after both the gradient's completion and the parameter's last
-   * use (a later fetch would read a master the update is writing). */
+  /* Ready: after both the gradient's completion and the last use of each
+   * of the parameter's units (a later fetch would read a host copy the
+   * update is writing). */
   t->ready_at = calloc((size_t)n + 1, sizeof(int));
   t->ready = malloc(sizeof(int) * (size_t)(np ? np : 1));
   if (!t->ready_at || !t->ready) {
@@ -176,8 +233,13 @@ static int tables_make(dlrt__pstream *ps, const dlrt_graph_t *g, const dlrt__sch
     goto oom;
   }
   for (int i = 0; i < np; i++) {
-    int uses_end = t->pos_at[i + 1];
-    int at = uses_end > t->pos_at[i] ? t->pos[uses_end - 1] : -1;
+    int at = -1;
+    for (int w = 0; w < 2; w++) {
+      int ui = ps->p[i].unit[w];
+      if (ui < 0) continue;
+      int uses_end = t->pos_at[ui + 1];
+      if (uses_end > t->pos_at[ui] && t->pos[uses_end - 1] > at) at = t->pos[uses_end - 1];
+    }
     last[i] = last[i] < 0 ? -1 : last[i] > at ? last[i] : at;
     if (last[i] >= 0) t->ready_at[last[i] + 1]++;
   }
@@ -195,8 +257,8 @@ oom:
   return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
 }
 
-/* The position of parameter i's next use after k in the running schedule,
- * or INT32_MAX. */
+/* The position of unit i's next use after k in the running schedule, or
+ * INT32_MAX. */
 static int next_use(const tables *t, int i, int k) {
   for (int a = t->pos_at[i]; a < t->pos_at[i + 1]; a++)
     if (t->pos[a] > k) return t->pos[a];
@@ -205,41 +267,69 @@ static int next_use(const tables *t, int i, int k) {
 
 /* ---------------------------------------------------------------- moves */
 
-/* Queues parameter i's copy to the device on the copy stream, after what
- * the compute stream has queued (the memory may be a block it just freed). */
+/* A unit's device copy that the plain policy freed (a 16-bit copy's
+ * planned life ended) or handed to an output (in place) is no longer
+ * counted. */
+static void forget_if_gone(dlrt_exec_t *e, unit *x) {
+  if (!x->counted || e->bufs[x->id]) return;
+  x->counted = x->in_flight = 0;
+  e->pstream->resident -= x->bytes;
+}
+
+/* Queues unit i's copy to the device on the copy stream, after what the
+ * compute stream has queued (the memory may be a block it just freed). */
 static int fetch(dlrt_exec_t *e, int i) {
   dlrt__pstream *ps = e->pstream;
-  streamed *p = &ps->p[i];
-  if (e->bufs[p->id]) return DLRT_OK;
-  int rc = dlrt__buffer_alloc_ex(e->dev, p->bytes, e->stream, 1, &e->bufs[p->id]);
+  unit *x = &ps->u[i];
+  forget_if_gone(e, x);
+  if (e->bufs[x->id]) return DLRT_OK;
+  int rc = dlrt__buffer_alloc_ex(e->dev, x->bytes, e->stream, 1, &e->bufs[x->id]);
   if (rc < 0) {
-    e->bufs[p->id] = NULL;
+    e->bufs[x->id] = NULL;
     return rc;
   }
   if ((rc = dlrt_event_record(ps->mark, e->stream)) < 0 ||
       (rc = dlrt_stream_wait_event(ps->copy, ps->mark)) < 0 ||
-      (rc = dlrt_copy_h2d(e->bufs[p->id], 0, p->host, p->bytes, ps->copy)) < 0 ||
-      (rc = dlrt_event_record(p->fetched, ps->copy)) < 0 ||
-      (rc = dlrt_buffer_record_stream(e->bufs[p->id], ps->copy)) < 0)
+      (rc = dlrt_copy_h2d(e->bufs[x->id], 0, x->host, x->bytes, ps->copy)) < 0 ||
+      (rc = dlrt_event_record(x->fetched, ps->copy)) < 0 ||
+      (rc = dlrt_buffer_record_stream(e->bufs[x->id], ps->copy)) < 0)
     return rc;
-  p->in_flight = 1;
-  ps->resident += p->bytes;
+  x->in_flight = x->counted = x->recorded = 1;
+  ps->resident += x->bytes;
   if (ps->resident > ps->st.peak_param_bytes) ps->st.peak_param_bytes = ps->resident;
-  ps->st.fetched_bytes += p->bytes;
+  ps->st.fetched_bytes += x->bytes;
   ps->st.fetches++;
   return DLRT_OK;
 }
 
-/* Frees parameter i's device copy (stream-ordered: after the kernels
- * queued that read it). */
+/* Frees unit i's device copy (stream-ordered: after the kernels queued
+ * that read it). */
 static void release(dlrt_exec_t *e, int i) {
   dlrt__pstream *ps = e->pstream;
+  unit *x = &ps->u[i];
+  forget_if_gone(e, x);
+  if (!e->bufs[x->id]) return;
+  dlrt_buffer_free(e->bufs[x->id]);
+  e->bufs[x->id] = NULL;
+  x->in_flight = x->counted = 0;
+  ps->resident -= x->bytes;
+}
+
+/* Parameter i's units, stale after its update: the next uses fetch them. */
+static void release_param(dlrt_exec_t *e, int i) {
+  for (int w = 0; w < 2; w++)
+    if (e->pstream->p[i].unit[w] >= 0) release(e, e->pstream->p[i].unit[w]);
+}
+
+/* The 16-bit copy of parameter i from its master (host_optim.c's cast: the
+ * device's cast kernel, the same bits). */
+static int make_low(dlrt__pstream *ps, int i) {
   streamed *p = &ps->p[i];
-  if (!e->bufs[p->id]) return;
-  dlrt_buffer_free(e->bufs[p->id]);
-  e->bufs[p->id] = NULL;
-  p->in_flight = 0;
-  ps->resident -= p->bytes;
+  if (p->unit[1] < 0 || !p->low_stale) return DLRT_OK;
+  int rc = dlrt__host_cast_f32(ps->u[p->unit[1]].host, p->low_dtype, p->host,
+                               (int64_t)(p->bytes / sizeof(float)));
+  if (rc == DLRT_OK) p->low_stale = 0;
+  return rc;
 }
 
 /* The gradient of parameter i is complete: to the host on the copy stream,
@@ -263,17 +353,111 @@ static int gradient_out(dlrt_exec_t *e, int i) {
   return DLRT_OK;
 }
 
-/* The optimizer's update of parameter i on the host, its gradient's host
- * copy there (on the host thread or the executor's). */
-static int apply_update(dlrt__pstream *ps, int i) {
+/* Parameter i's gradient of this run on the host: its queued copy waited
+ * for (and its last fetches: the update may rewrite what they read), or
+ * copied now where no node completed it before (on the executor's
+ * thread), or zero where the run made none. */
+static int gradient_in(dlrt_exec_t *e, int i) {
+  dlrt__pstream *ps = e->pstream;
+  streamed *p = &ps->p[i];
+  int rc = DLRT_OK;
+  for (int w = 0; w < 2 && rc == DLRT_OK; w++)
+    if (p->unit[w] >= 0 && ps->u[p->unit[w]].recorded)
+      rc = dlrt_event_synchronize(ps->u[p->unit[w]].fetched);
+  if (rc < 0) return rc;
+  if (p->grad_on_host) {
+    rc = dlrt_event_synchronize(p->grad_done);
+  } else if (p->grad >= 0 && e->bufs[p->grad]) {
+    if ((rc = dlrt_copy_d2h(p->host_grad, e->bufs[p->grad], 0, p->bytes, e->stream)) == DLRT_OK)
+      rc = dlrt_stream_synchronize(e->stream);
+    ps->st.gradient_bytes += p->bytes;
+  } else {
+    memset(p->host_grad, 0, p->bytes);
+  }
+  p->grad_on_host = 0;
+  return rc;
+}
+
+/* Parameter i's gradient has arrived: summed over the micro-batches (as
+ * exec_grads.c's dlrt__exec_accumulate does on the device: the first copies,
+ * later ones add, the last adds the sum into the gradient), and where the
+ * updates need every gradient first, its partial sums made (plain: one;
+ * squares: one per chunk, for the clip norm). */
+static int fold(dlrt__pstream *ps, int i) {
+  streamed *p = &ps->p[i];
+  const run_kind *r = &ps->run;
+  int64_t count = (int64_t)(p->bytes / sizeof(float));
+  int rc = DLRT_OK;
+  if (r->accum > 1) {
+    if (r->last) rc = dlrt__host_add(p->host_grad, p->host_grad, p->host_sum, count);
+    else if (r->micro == 0) memcpy(p->host_sum, p->host_grad, p->bytes);
+    else rc = dlrt__host_add(p->host_sum, p->host_sum, p->host_grad, count);
+  }
+  if (rc < 0 || !r->last || !r->needs_all) return rc;
+  if (ps->e->grads.scaler.enabled) rc = dlrt__host_sum(&ps->sums[p->sum_at], p->host_grad, count);
+  if (rc == DLRT_OK && ps->e->grads.clip_norm > 0) {
+    /* A chunk's squares at a time, as the device makes them. */
+    float *squares = malloc(sizeof(float) * (size_t)(count < DLRT__SQUARES_CHUNK
+                                                         ? (count ? count : 1)
+                                                         : DLRT__SQUARES_CHUNK));
+    if (!squares) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+    int64_t k = p->sq_at;
+    for (int64_t at = 0; at < count && rc == DLRT_OK; at += DLRT__SQUARES_CHUNK) {
+      int64_t n = count - at < DLRT__SQUARES_CHUNK ? count - at : DLRT__SQUARES_CHUNK;
+      rc = dlrt__host_square(squares, p->host_grad + at, n);
+      if (rc == DLRT_OK) rc = dlrt__host_sum(&ps->squares[k++], squares, n);
+    }
+    free(squares);
+  }
+  return rc;
+}
+
+/* The optimizer's update of parameter i on the host from its gradient's
+ * host copy, scaled by grad_scale, and its 16-bit copy made anew (on the
+ * host thread or the executor's). */
+static int apply_update(dlrt__pstream *ps, int i, float grad_scale) {
   streamed *p = &ps->p[i];
   dlrt_exec_t *e = ps->e;
   dlrt_optimizer now = e->g->opt;
   now.lr = e->lr;
   const dlrt_tensor_t *param = e->g->tensors[p->id];
-  return dlrt_host_optimizer_update(&now, e->steps, p->host, p->host_state[0],
-                                    p->host_state[1], p->host_grad, param->numel,
-                                    !param->no_decay, e->grads.grad_scale);
+  float *state[2] = {p->host_state[0], p->host_state[1]};
+  int rc = DLRT_OK;
+  if (p->on_disk) {
+    /* Its state from its slot; the next ones on disk read ahead meanwhile. */
+    float *slot;
+    rc = dlrt__pdisk_get(ps->disk, i, &slot);
+    for (int k = ps->seq_pos[i] + 1; k < ps->n_seq && k <= ps->seq_pos[i] + 2; k++)
+      dlrt__pdisk_prefetch(ps->disk, ps->seq[k]);
+    if (rc < 0) return rc;
+    state[0] = slot, state[1] = p->n_state > 1 ? slot + param->numel : NULL;
+  }
+  rc = dlrt_host_optimizer_update(&now, e->steps, p->host, state[0], state[1], p->host_grad,
+                                  param->numel, !param->no_decay, grad_scale);
+  if (p->on_disk) {
+    int rc2 = dlrt__pdisk_put(ps->disk, i); /* written back behind the next updates */
+    if (rc == DLRT_OK) rc = rc2;
+  }
+  p->low_stale = 1;
+  if (rc == DLRT_OK) rc = make_low(ps, i);
+  p->applied = 1;
+  return rc;
+}
+
+/* Parameter i's job when its gradient has arrived: fold it, and update it
+ * where this run's update needs nothing else (the last micro-batch, no
+ * clipping or loss scaling). */
+static int take_gradient(dlrt__pstream *ps, int i, int may_update, double *wait_ms,
+                         double *update_ms) {
+  double t0 = dlrt__now_ms();
+  int rc = gradient_in(ps->e, i);
+  double t1 = dlrt__now_ms();
+  if (rc == DLRT_OK) rc = fold(ps, i);
+  ps->p[i].arrived = 1;
+  if (rc == DLRT_OK && may_update && ps->run.last && !ps->run.needs_all)
+    rc = apply_update(ps, i, ps->run.early_scale);
+  *wait_ms += t1 - t0, *update_ms += dlrt__now_ms() - t1;
+  return rc;
 }
 
 static void *updater_main(void *arg) {
@@ -285,18 +469,15 @@ static void *updater_main(void *arg) {
     if (u->head == u->tail) break; /* stopping, nothing left */
     int i = u->queue[u->head % ps->n];
     pthread_mutex_unlock(&u->lock);
-    double t0 = dlrt__now_ms();
-    int rc = dlrt_event_synchronize(ps->p[i].grad_done);
-    double t1 = dlrt__now_ms();
-    if (rc == DLRT_OK) rc = apply_update(ps, i);
-    double t2 = dlrt__now_ms();
+    double wait_ms = 0, update_ms = 0;
+    int rc = take_gradient(ps, i, 1, &wait_ms, &update_ms);
     pthread_mutex_lock(&u->lock);
-    ps->st.wait_ms += t1 - t0, ps->st.update_ms += t2 - t1;
+    ps->st.wait_ms += wait_ms, ps->st.update_ms += update_ms;
     if (rc < 0 && !u->failed) {
       u->failed = 1;
       snprintf(u->error, sizeof u->error, "%s", dlrt_last_error());
     }
-    ps->p[i].updated = 1;
+    ps->p[i].finished = 1;
     u->head++;
     pthread_cond_broadcast(&u->done);
   }
@@ -304,9 +485,8 @@ static void *updater_main(void *arg) {
   return NULL;
 }
 
-/* Hands parameter i's update to the host thread (its gradient's copy is
- * queued). */
-static int enqueue_update(dlrt__pstream *ps, int i) {
+/* Hands parameter i's gradient to the host thread (its copy is queued). */
+static int enqueue(dlrt__pstream *ps, int i) {
   updater *u = &ps->up;
   if (!u->started) {
     if (pthread_create(&u->thread, NULL, updater_main, ps) != 0)
@@ -316,55 +496,73 @@ static int enqueue_update(dlrt__pstream *ps, int i) {
   }
   pthread_mutex_lock(&u->lock);
   ps->p[i].queued = 1;
-  ps->p[i].updated = 0;
-  u->queue[u->tail++ % ps->n] = i; /* at most n queued: one update each a run */
+  ps->p[i].finished = 0;
+  u->queue[u->tail++ % ps->n] = i; /* at most n queued: one job each a run */
   pthread_cond_signal(&u->work);
   pthread_mutex_unlock(&u->lock);
   return DLRT_OK;
 }
 
-/* The update of parameter i on the host, from its gradient's host copy:
- * waited for where the host thread has it, else made here. */
-static int host_update(dlrt_exec_t *e, int i) {
+/* Parameter i's gradient of this run taken: its job waited for where the
+ * host thread has it, else done here (without the update). */
+static int join(dlrt_exec_t *e, int i) {
   dlrt__pstream *ps = e->pstream;
   streamed *p = &ps->p[i];
-  int rc = DLRT_OK;
   if (p->queued) {
     updater *u = &ps->up;
     double t0 = dlrt__now_ms();
     pthread_mutex_lock(&u->lock);
-    while (!p->updated) pthread_cond_wait(&u->done, &u->lock);
+    while (!p->finished) pthread_cond_wait(&u->done, &u->lock);
     int failed = u->failed;
     pthread_mutex_unlock(&u->lock);
     ps->st.join_ms += dlrt__now_ms() - t0;
-    p->queued = p->grad_on_host = 0;
-    ps->st.updates++;
-    release(e, i); /* stale */
+    p->queued = 0;
     if (failed) return dlrt__set_error(DLRT_ERR_STATE, "a host update failed: %s", u->error);
     return DLRT_OK;
   }
-  double t0 = dlrt__now_ms();
-  if (p->grad_on_host) {
-    rc = dlrt_event_synchronize(p->grad_done);
-  } else if (p->grad >= 0 && e->bufs[p->grad]) {
-    /* Its gradient was never complete before the update (no node touched
-     * it after its making): copied now. */
-    if ((rc = dlrt_copy_d2h(p->host_grad, e->bufs[p->grad], 0, p->bytes, e->stream)) == DLRT_OK)
-      rc = dlrt_stream_synchronize(e->stream);
-    ps->st.gradient_bytes += p->bytes;
-  } else {
-    memset(p->host_grad, 0, p->bytes);
+  if (p->arrived) return DLRT_OK;
+  return take_gradient(ps, i, 0, &ps->st.wait_ms, &ps->st.update_ms);
+}
+
+/* Every job of the run done (its gradients taken). */
+static int join_all(dlrt_exec_t *e) {
+  int rc = DLRT_OK;
+  for (int i = 0; i < e->pstream->n; i++) {
+    int rc2 = e->pstream->run.train ? join(e, i) : DLRT_OK;
+    if (rc == DLRT_OK) rc = rc2;
   }
-  p->grad_on_host = 0;
-  ps->st.wait_ms += dlrt__now_ms() - t0;
+  return rc;
+}
+
+/* The update of parameter i at its update node: its gradient taken, then
+ * updated unless the host thread did. */
+static int host_update(dlrt_exec_t *e, int i) {
+  dlrt__pstream *ps = e->pstream;
+  int rc = join(e, i);
   if (rc < 0) return rc;
-  /* The device copy is stale after the update: the next use fetches it. */
-  release(e, i);
-  t0 = dlrt__now_ms();
-  rc = apply_update(ps, i);
-  ps->st.update_ms += dlrt__now_ms() - t0;
+  /* The device copies are stale after the update: the next uses fetch them. */
+  release_param(e, i);
+  if (!ps->p[i].applied) {
+    double t0 = dlrt__now_ms();
+    rc = apply_update(ps, i, e->grads.grad_scale);
+    ps->st.update_ms += dlrt__now_ms() - t0;
+  }
   ps->st.updates++;
   return rc;
+}
+
+int dlrt__pstream_accumulate(dlrt_exec_t *e) { return join_all(e); }
+
+int dlrt__pstream_gradients_total(dlrt_exec_t *e, int squared, float *out) {
+  dlrt__pstream *ps = e->pstream;
+  *out = 0;
+  int rc = join_all(e);
+  if (rc < 0) return rc;
+  if (!ps->run.needs_all || !ps->run.last)
+    return dlrt__set_error(DLRT_ERR_STATE, "parameter streaming: the gradients' sums were "
+                           "not made in this run (clipping or loss scaling set during it?)");
+  int64_t count = squared ? ps->n_squares : ps->n_sums;
+  return count ? dlrt__host_sum(out, squared ? ps->squares : ps->sums, count) : DLRT_OK;
 }
 
 /* ---------------------------------------------------------------- residency */
@@ -379,12 +577,122 @@ static const tables *tables_for(dlrt_exec_t *e, const dlrt__schedule *s) {
   return t;
 }
 
+/* The order this run's updates of parameters with state on disk will come
+ * in: the order their gradients get ready (updates on the host thread), or
+ * of the update nodes (clipping, loss scaling, DLRT_PARAM_OVERLAP=0); the
+ * first reads start now, during the forward pass. */
+static void plan_disk_reads(dlrt__pstream *ps) {
+  const tables *t = ps->now;
+  int early = ps->overlap && !ps->run.needs_all;
+  ps->n_seq = 0;
+  for (int k = 0; k < ps->n; k++) {
+    int i = early ? (k < t->ready_at[t->n] ? t->ready[k] : -1) : k;
+    if (i >= 0 && ps->p[i].on_disk) ps->seq_pos[i] = ps->n_seq, ps->seq[ps->n_seq++] = i;
+  }
+  /* Parameters with no gradient this run, if any, come at their nodes. */
+  for (int i = 0; early && i < ps->n; i++) {
+    int listed = 0;
+    for (int k = 0; k < ps->n_seq && !listed; k++) listed = ps->seq[k] == i;
+    if (ps->p[i].on_disk && !listed) ps->seq_pos[i] = ps->n_seq, ps->seq[ps->n_seq++] = i;
+  }
+  dlrt__pdisk_new_round(ps->disk);
+  for (int k = 0; k < ps->n_seq && k < 2; k++) dlrt__pdisk_prefetch(ps->disk, ps->seq[k]);
+}
+
+/* The host's copy rate, for fetches without a link model (the cpu
+ * backend's copies are memcpys): one copy of 16 MiB, timed. */
+static double memcpy_ms_per_byte(void) {
+  size_t bytes = (size_t)16 << 20;
+  char *a = malloc(bytes), *b = malloc(bytes);
+  double ms = 0;
+  if (a && b) {
+    memset(a, 1, bytes), memset(b, 0, bytes);
+    double t0 = dlrt__now_ms();
+    memcpy(b, a, bytes);
+    ms = dlrt__now_ms() - t0 + (b[bytes - 1] == 2); /* b read: the copy is not elided */
+  }
+  free(a), free(b);
+  return ms > 0 ? ms / (double)bytes : 1e-7;
+}
+
+/* After the profiling run: the look-ahead from its node times and the
+ * link (param_ahead.c). A unit is fetched at a use whose previous use in
+ * the run is more than the look-ahead before it (or that has none). */
+enum { MAX_AHEAD = 16 };
+static void choose_ahead(dlrt_exec_t *e) {
+  dlrt__pstream *ps = e->pstream;
+  const tables *t = &ps->t[1];
+  int n = t->n;
+  ps->profiling = 0;
+  double *fetch_ms = calloc((size_t)MAX_AHEAD * (size_t)(n ? n : 1), sizeof(double));
+  double *unit_ms = calloc((size_t)ps->n_units + 1, sizeof(double));
+  uint64_t *reach = calloc(MAX_AHEAD, sizeof(uint64_t));
+  uint64_t *at = calloc((size_t)(n ? n : 1), sizeof(uint64_t));
+  if (!fetch_ms || !unit_ms || !reach || !at || !t->order) goto done;
+  double rate = dlrt_link_seconds(e->dev, 1 << 20) > 0 ? 0 : memcpy_ms_per_byte();
+  for (int i = 0; i < ps->n_units; i++)
+    unit_ms[i] = rate > 0 ? rate * (double)ps->u[i].bytes
+                          : dlrt_link_seconds(e->dev, ps->u[i].bytes) * 1e3;
+  for (int k = 0; k < n; k++)
+    for (int q = t->use_at[k]; q < t->use_at[k + 1]; q++) {
+      int i = t->use[q], prev = -1;
+      for (int a = t->pos_at[i]; a < t->pos_at[i + 1] && t->pos[a] < k; a++) prev = t->pos[a];
+      at[k] += ps->u[i].bytes;
+      for (int a = 1; a <= MAX_AHEAD; a++)
+        if (prev < 0 || prev < k - a)
+          fetch_ms[(size_t)(a - 1) * (size_t)n + (size_t)k] += unit_ms[i];
+    }
+  /* In reach with look-ahead a: the bytes read by a + 1 positions in a row, at most. */
+  for (int a = 1; a <= MAX_AHEAD; a++)
+    for (int k = 0; k < n; k++) {
+      uint64_t sum = 0;
+      for (int j = k; j <= k + a && j < n; j++) sum += at[j];
+      if (sum > reach[a - 1]) reach[a - 1] = sum;
+    }
+  /* A quarter of the device's budget for the parameters in reach. */
+  uint64_t cap = dlrt_mem_get_limit(e->dev) / 4;
+  int chosen = dlrt__choose_ahead(n, ps->node_ms, fetch_ms, reach, cap, MAX_AHEAD,
+                                  &ps->predicted_ms);
+  if (chosen >= 1) ps->ahead = chosen;
+done:
+  free(fetch_ms), free(unit_ms), free(reach), free(at);
+}
+
 static void stream_begin_run(dlrt_exec_t *e, const dlrt__schedule *s) {
   dlrt__pstream *ps = e->pstream;
   dlrt__residency_plain.begin_run(e, s);
+  /* The last run's jobs are done (a skipped update's too) before this one
+   * changes what they read. */
+  join_all(e);
   ps->now = tables_for(e, s);
+  const dlrt__exec_grads *gr = &e->grads;
+  run_kind *r = &ps->run;
+  r->train = s == &e->plan.plans[DLRT_RUN_TRAIN];
+  r->accum = gr->accum_steps > 1 ? gr->accum_steps : 1;
+  r->micro = gr->micro;
+  r->last = r->micro + 1 >= r->accum;
+  r->needs_all = gr->clip_norm > 0 || gr->scaler.enabled;
+  /* exec_grads.c's scale of an update without clipping or loss scaling. */
+  r->early_scale = r->accum > 1 ? 1.0f / (float)r->accum : 1.0f;
+  for (int i = 0; i < ps->n; i++) {
+    streamed *p = &ps->p[i];
+    p->queued = p->finished = p->arrived = p->applied = p->grad_on_host = 0;
+    /* Accumulation's running sums live beside the masters (in host memory:
+     * on the device they would hold every gradient at once, what streaming
+     * avoids). */
+    if (r->train && r->accum > 1 && !p->host_sum &&
+        dlrt__host_alloc_staging(e->dev, p->bytes ? p->bytes : 4, (void **)&p->host_sum) < 0)
+      ps->now = NULL;
+    /* 16-bit copies of masters written since (initial values, imports). */
+    if (make_low(ps, i) < 0) ps->now = NULL;
+  }
+  if (ps->profiling) choose_ahead(e);
+  ps->profiling = ps->choose && !ps->node_ms && ps->now && r->train;
+  if (ps->profiling && !(ps->node_ms = calloc((size_t)ps->now->n + 1, sizeof(double))))
+    ps->profiling = 0;
+  if (ps->disk && ps->now && r->train && r->last) plan_disk_reads(ps);
   /* Copies left from the last run that this one needs only later go. */
-  for (int i = 0; ps->now && i < ps->n; i++)
+  for (int i = 0; ps->now && i < ps->n_units; i++)
     if (next_use(ps->now, i, -1) > ps->ahead) release(e, i);
 }
 
@@ -392,37 +700,49 @@ static int stream_begin_node(dlrt_exec_t *e, const dlrt__schedule *s, int k, int
   dlrt__pstream *ps = e->pstream;
   const dlrt__node *n = e->g->nodes[s->order[k]];
   *done = 0;
-  if (!ps->now) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory (parameter streaming)");
-  if (is_update(n) && ps->of_id[n->in[0]->owner->id] >= 0) {
+  if (!ps->now)
+    return dlrt__set_error(DLRT_ERR_OOM, "parameter streaming: out of host memory, or a "
+                           "16-bit copy failed: %s", dlrt_last_error());
+  if (is_update(n) && ps->param_of[n->in[0]->owner->id] >= 0) {
     *done = 1;
-    return host_update(e, ps->of_id[n->in[0]->owner->id]);
+    return host_update(e, ps->param_of[n->in[0]->owner->id]);
   }
   const tables *t = ps->now;
   int rc = DLRT_OK;
-  /* This node's parameters, then those of the next `ahead` nodes. */
+  /* This node's units, then those of the next `ahead` nodes. */
   for (int a = k; a <= k + ps->ahead && a < t->n && rc == DLRT_OK; a++)
     for (int u = t->use_at[a]; u < t->use_at[a + 1] && rc == DLRT_OK; u++) rc = fetch(e, t->use[u]);
+  if (rc == DLRT_OK && is_host_cast(ps, n)) {
+    *done = 1; /* its output is the 16-bit copy the host made */
+    return DLRT_OK;
+  }
   for (int u = t->use_at[k]; u < t->use_at[k + 1] && rc == DLRT_OK; u++) {
-    streamed *p = &ps->p[t->use[u]];
-    if (p->in_flight) {
-      rc = dlrt_stream_wait_event(e->stream, p->fetched);
-      p->in_flight = 0;
+    unit *x = &ps->u[t->use[u]];
+    if (x->in_flight) {
+      rc = dlrt_stream_wait_event(e->stream, x->fetched);
+      x->in_flight = 0;
     }
   }
-  return rc < 0 ? rc : dlrt__residency_plain.begin_node(e, s, k, done);
+  if (rc == DLRT_OK) rc = dlrt__residency_plain.begin_node(e, s, k, done);
+  /* Timing the node alone: what was queued before it (its fetches) done. */
+  if (rc == DLRT_OK && ps->profiling && (rc = dlrt_stream_synchronize(e->stream)) == DLRT_OK)
+    ps->t0 = dlrt__now_ms();
+  return rc;
 }
 
 static int stream_end_node(dlrt_exec_t *e, const dlrt__schedule *s, int k) {
   dlrt__pstream *ps = e->pstream;
+  if (ps->profiling && ps->now && k < ps->now->n && dlrt_stream_synchronize(e->stream) == DLRT_OK)
+    ps->node_ms[k] = dlrt__now_ms() - ps->t0;
   int rc = dlrt__residency_plain.end_node(e, s, k);
   const tables *t = ps->now;
   if (!t) return rc;
   for (int u = t->done_at[k]; u < t->done_at[k + 1] && rc == DLRT_OK; u++)
     rc = gradient_out(e, t->done[u]);
-  /* Updates that may start now run on the host thread meanwhile (not in a
-   * run whose updates the executor skips: accumulation, overflow). */
+  /* Gradients complete with their parameters' last uses queued go to the
+   * host thread meanwhile (summed; updated where nothing else is needed). */
   for (int u = t->ready_at[k]; ps->overlap && u < t->ready_at[k + 1] && rc == DLRT_OK; u++)
-    if (ps->p[t->ready[u]].grad_on_host) rc = enqueue_update(ps, t->ready[u]);
+    if (ps->p[t->ready[u]].grad_on_host) rc = enqueue(ps, t->ready[u]);
   for (int u = t->use_at[k]; u < t->use_at[k + 1]; u++)
     if (next_use(t, t->use[u], k) > k + ps->ahead) release(e, t->use[u]);
   return rc;
@@ -456,7 +776,7 @@ static int stream_end_block(dlrt_exec_t *e, const dlrt__schedule *s, const dlrt_
 
 static void stream_discard(dlrt_exec_t *e, int id) {
   dlrt__pstream *ps = e->pstream;
-  if (ps->of_id[id] >= 0 || ps->is_state[id]) return; /* they live on the host */
+  if (ps->param_of[id] >= 0 || ps->is_state[id]) return; /* they live on the host */
   dlrt__residency_plain.discard(e, id);
 }
 
@@ -489,30 +809,40 @@ void dlrt__pstream_destroy(dlrt_exec_t *e) {
   free(ps->up.queue);
   if (ps->copy) dlrt_stream_synchronize(ps->copy);
   if (e->stream) dlrt_stream_synchronize(e->stream);
+  for (int i = 0; i < ps->n_units; i++) {
+    release(e, i);
+    dlrt_host_free(ps->u[i].host);
+    dlrt_event_destroy(ps->u[i].fetched);
+  }
   for (int i = 0; i < ps->n; i++) {
     streamed *p = &ps->p[i];
-    release(e, i);
-    dlrt_host_free(p->host), dlrt_host_free(p->host_grad);
+    dlrt_host_free(p->host_grad), dlrt_host_free(p->host_sum);
     for (int j = 0; j < p->n_state; j++) dlrt_host_free(p->host_state[j]);
-    dlrt_event_destroy(p->fetched), dlrt_event_destroy(p->grad_done);
+    dlrt_event_destroy(p->grad_done);
   }
   tables_free(&ps->t[0]), tables_free(&ps->t[1]);
+  dlrt__pdisk_destroy(ps->disk);
+  free(ps->seq), free(ps->seq_pos);
   dlrt_event_destroy(ps->mark);
   dlrt_stream_destroy(ps->copy);
-  free(ps->p), free(ps->of_id), free(ps->is_state);
+  free(ps->p), free(ps->u), free(ps->unit_of), free(ps->param_of), free(ps->is_state);
+  free(ps->sums), free(ps->squares), free(ps->node_ms);
   free(ps);
   e->pstream = NULL;
 }
 
 /* What streaming does not do (yet): each is an error naming it. */
 int dlrt__pstream_check(const dlrt_exec_t *e, int gradients_only) {
+  const dlrt__exec_grads *gr = &e->grads;
+  int needs_host_grads = gr->accum_steps > 1 || gr->clip_norm > 0 || gr->scaler.enabled;
   const char *what = e->spill.pool ? "spilling (dlrt_exec_set_spill; the device budget is the "
                                      "allocator's limit, dlrt_mem_set_limit)"
-                     : e->grads.accum_steps > 1 ? "gradient accumulation"
-                     : e->grads.clip_norm > 0   ? "gradient clipping"
-                     : e->grads.scaler.enabled  ? "loss scaling (fp16)"
-                     : gradients_only           ? "DLRT_RUN_GRADIENTS (data parallelism)"
-                                                : NULL;
+                     : gradients_only ? "DLRT_RUN_GRADIENTS (data parallelism)"
+                     : needs_host_grads && e->pstream && !e->pstream->all_grads
+                         ? "accumulation, clipping or loss scaling while some parameter with "
+                           "a gradient is not streamed (not an fp32 tensor of its own "
+                           "trained by SGD or Adam)"
+                         : NULL;
   if (!what) return DLRT_OK;
   return dlrt__set_error(DLRT_ERR_STATE, "parameter streaming (dlrt_exec_offload_params, "
                          "--offload params) does not go with %s: turn one of them off", what);
@@ -536,11 +866,72 @@ static int to_host(dlrt_exec_t *e, int id, float **host) {
   return DLRT_OK;
 }
 
+/* A unit for storage id of parameter i (its host copy `host`, taken over). */
+static int add_unit(dlrt_exec_t *e, int i, int id, void *host, size_t bytes) {
+  dlrt__pstream *ps = e->pstream;
+  unit *x = &ps->u[ps->n_units];
+  *x = (unit){.id = id, .param = i, .host = host, .bytes = bytes};
+  ps->unit_of[id] = ps->n_units;
+  ps->p[i].unit[host == ps->p[i].host ? 0 : 1] = ps->n_units++;
+  return dlrt_event_create(e->dev, &x->fetched);
+}
+
+/* Parameter i's 16-bit copy: the output of a forward cast of its master
+ * into f16 or bf16 (mixed precision; the first such cast). */
+static int add_low_copy(dlrt_exec_t *e, int i) {
+  dlrt__pstream *ps = e->pstream;
+  const dlrt_graph_t *g = e->g;
+  streamed *p = &ps->p[i];
+  for (int k = 0; k < g->n_nodes; k++) {
+    const dlrt__node *n = g->nodes[k];
+    if (n->op != DLRT__OP_CAST || n->phase != DLRT__PHASE_FORWARD || n->in[0] != g->tensors[p->id])
+      continue;
+    const dlrt_tensor_t *low = n->out[0];
+    if (low->owner != low || (low->dtype != DLRT_F16 && low->dtype != DLRT_BF16) ||
+        ps->unit_of[low->id] >= 0)
+      continue;
+    void *host;
+    size_t bytes = dlrt__tensor_bytes(low);
+    int rc = dlrt__host_alloc_staging(e->dev, bytes ? bytes : 4, &host);
+    if (rc < 0) return rc;
+    if ((rc = add_unit(e, i, low->id, host, bytes)) < 0) return rc;
+    p->low_dtype = low->dtype;
+    p->low_stale = 1; /* made before the first run, from the initial values */
+    return DLRT_OK;
+  }
+  return DLRT_OK;
+}
+
+/* Where each streamed gradient's partial sums go among all gradients' (the
+ * parameters with gradients in tensor order, as exec_grads.c adds them). */
+static int place_partial_sums(dlrt_exec_t *e) {
+  dlrt__pstream *ps = e->pstream;
+  const dlrt_graph_t *g = e->g;
+  ps->all_grads = 1;
+  for (int i = 0; i < g->n_tensors; i++) {
+    const dlrt_tensor_t *t = g->tensors[i];
+    if (t->kind != DLRT__TENSOR_PARAM || !t->grad) continue;
+    int k = ps->param_of[t->id];
+    if (k < 0 || ps->p[k].grad != t->grad->owner->id) {
+      ps->all_grads = 0;
+      continue;
+    }
+    ps->p[k].sum_at = ps->n_sums++;
+    ps->p[k].sq_at = ps->n_squares;
+    ps->n_squares += (t->numel + DLRT__SQUARES_CHUNK - 1) / DLRT__SQUARES_CHUNK;
+  }
+  ps->sums = calloc((size_t)ps->n_sums + 1, sizeof(float));
+  ps->squares = calloc((size_t)ps->n_squares + 1, sizeof(float));
+  return ps->sums && ps->squares ? DLRT_OK : dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+}
+
 int dlrt_exec_offload_params(dlrt_exec_t *e, int ahead) {
-  DLRT__CHECK_ARG(e && ahead >= 1, "dlrt_exec_offload_params: executor is NULL or look-ahead "
-                  "%d (give 1 or more nodes)", ahead);
+  DLRT__CHECK_ARG(e && ahead >= 0, "dlrt_exec_offload_params: executor is NULL or look-ahead "
+                  "%d (give 1 or more nodes, or 0 to choose)", ahead);
   if (e->pstream) {
-    e->pstream->ahead = ahead;
+    e->pstream->ahead = ahead ? ahead : 4;
+    e->pstream->choose = ahead == 0;
+    free(e->pstream->node_ms), e->pstream->node_ms = NULL;
     return DLRT_OK;
   }
   dlrt_graph_t *g = e->g;
@@ -552,20 +943,24 @@ int dlrt_exec_offload_params(dlrt_exec_t *e, int ahead) {
   if (rc < 0) return rc;
   dlrt__pstream *ps = calloc(1, sizeof *ps);
   size_t nt = (size_t)(g->n_tensors ? g->n_tensors : 1);
-  if (!ps || !(ps->of_id = malloc(nt * sizeof(int))) || !(ps->is_state = calloc(nt, 1)) ||
-      !(ps->p = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *ps->p))) {
-    if (ps) free(ps->of_id), free(ps->is_state);
+  size_t nn = (size_t)(g->n_nodes ? g->n_nodes : 1);
+  if (!ps || !(ps->unit_of = malloc(nt * sizeof(int))) ||
+      !(ps->param_of = malloc(nt * sizeof(int))) || !(ps->is_state = calloc(nt, 1)) ||
+      !(ps->p = calloc(nn, sizeof *ps->p)) || !(ps->u = calloc(2 * nn, sizeof *ps->u))) {
+    if (ps) free(ps->unit_of), free(ps->param_of), free(ps->is_state), free(ps->p);
     free(ps);
     return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   }
   e->pstream = ps;
-  ps->ahead = ahead;
+  /* 0: 4 nodes until the first training run has been timed. */
+  ps->ahead = ahead ? ahead : 4;
+  ps->choose = ahead == 0;
   ps->e = e;
   const char *overlap = getenv("DLRT_PARAM_OVERLAP");
   ps->overlap = !(overlap && strcmp(overlap, "0") == 0);
   pthread_mutex_init(&ps->up.lock, NULL);
   pthread_cond_init(&ps->up.work, NULL), pthread_cond_init(&ps->up.done, NULL);
-  for (size_t i = 0; i < nt; i++) ps->of_id[i] = -1;
+  for (size_t i = 0; i < nt; i++) ps->unit_of[i] = ps->param_of[i] = -1;
   if ((rc = dlrt_stream_synchronize(e->stream)) < 0 ||
       (rc = dlrt_stream_create(e->dev, &ps->copy)) < 0 ||
       (rc = dlrt_event_create(e->dev, &ps->mark)) < 0)
@@ -574,27 +969,41 @@ int dlrt_exec_offload_params(dlrt_exec_t *e, int ahead) {
     const dlrt__node *n = g->nodes[k];
     if (!is_update(n) || (n->op != DLRT__OP_SGD && n->op != DLRT__OP_ADAM)) continue;
     const dlrt_tensor_t *param = n->in[0];
-    if (param->owner != param || param->dtype != DLRT_F32 || ps->of_id[param->id] >= 0) continue;
-    streamed *p = &ps->p[ps->n];
+    if (param->owner != param || param->dtype != DLRT_F32 || ps->param_of[param->id] >= 0)
+      continue;
+    int i = ps->n++;
+    streamed *p = &ps->p[i];
     p->id = param->id;
+    p->unit[0] = p->unit[1] = -1;
     p->n_state = n->op == DLRT__OP_SGD ? 1 : 2;
     p->grad = n->in[p->n_state + 1]->owner->id;
     p->update = n;
     p->bytes = dlrt__tensor_bytes(param);
     for (int j = 0; j < p->n_state; j++) p->state[j] = n->in[1 + j]->owner->id;
-    ps->of_id[p->id] = ps->n++;
+    ps->param_of[p->id] = i;
     if ((rc = to_host(e, p->id, &p->host)) < 0) break;
+    if ((rc = add_unit(e, i, p->id, p->host, p->bytes)) < 0) break;
     for (int j = 0; j < p->n_state && rc == DLRT_OK; j++) {
       ps->is_state[p->state[j]] = 1;
       rc = to_host(e, p->state[j], &p->host_state[j]);
     }
     if (rc == DLRT_OK) rc = dlrt__host_alloc_staging(e->dev, p->bytes ? p->bytes : 4,
                                                      (void **)&p->host_grad);
-    if (rc == DLRT_OK) rc = dlrt_event_create(e->dev, &p->fetched);
+    ps->state_host_bytes += p->bytes * (uint64_t)p->n_state;
     if (rc == DLRT_OK) rc = dlrt_event_create(e->dev, &p->grad_done);
+    if (rc == DLRT_OK) rc = add_low_copy(e, i);
   }
+  if (rc == DLRT_OK) rc = place_partial_sums(e);
   if (rc == DLRT_OK && !(ps->up.queue = malloc(sizeof(int) * (size_t)(ps->n ? ps->n : 1))))
     rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  if (rc == DLRT_OK) rc = dlrt__pstream_check(e, 0);
+  if (rc == DLRT_OK && e->grads.accum) {
+    /* Device accumulators made before streaming go: the sums are on the host. */
+    for (int i = 0; i < g->n_tensors; i++) dlrt_buffer_free(e->grads.accum[i]);
+    free(e->grads.accum);
+    e->grads.accum = NULL;
+    e->grads.accum_bytes = 0;
+  }
   if (rc == DLRT_OK) return dlrt_mem_reset_peak(e->dev);
 fail:
   /* The values already moved go back to the device: the executor is as it was. */
@@ -614,6 +1023,10 @@ fail:
   {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", dlrt_last_error());
+    /* The host copies are freed with their units; a master without one yet
+     * is freed here. */
+    for (int i = 0; i < ps->n; i++)
+      if (ps->p[i].unit[0] < 0) dlrt_host_free(ps->p[i].host);
     dlrt__pstream_destroy(e);
     return dlrt__set_error(rc, "%s", msg);
   }
@@ -623,16 +1036,105 @@ int dlrt__pstream_init_host(dlrt_exec_t *e, int id, float **host) {
   dlrt__pstream *ps = e->pstream;
   *host = NULL;
   if (!ps) return 0;
-  int i = ps->of_id[id];
+  int i = ps->param_of[id];
   if (i >= 0) {
     *host = ps->p[i].host;
     return 1;
   }
   if (!ps->is_state[id]) return 0;
+  /* State on disk: NULL (its slot reads as zeros, the initial state). */
   for (int k = 0; k < ps->n; k++)
     for (int j = 0; j < ps->p[k].n_state; j++)
       if (ps->p[k].state[j] == id) *host = ps->p[k].host_state[j];
   return 1;
+}
+
+/* Parameter i's state j, and where it is in its state on disk. */
+static int state_on_disk(const dlrt__pstream *ps, int id, int *i, size_t *at) {
+  for (int k = 0; k < ps->n; k++)
+    for (int j = 0; j < ps->p[k].n_state; j++)
+      if (ps->p[k].state[j] == id && ps->p[k].on_disk) {
+        *i = k, *at = (size_t)j * ps->p[k].bytes;
+        return 1;
+      }
+  return 0;
+}
+
+int dlrt_exec_param_state_limit(dlrt_exec_t *e, uint64_t host_bytes) {
+  DLRT__CHECK_ARG(e, "dlrt_exec_param_state_limit: executor is NULL");
+  dlrt__pstream *ps = e->pstream;
+  if (!ps)
+    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_param_state_limit: the parameters are "
+                           "not streamed (dlrt_exec_offload_params first)");
+  if (ps->disk)
+    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_param_state_limit: the state is on disk "
+                           "already (call it once)");
+  if (host_bytes == 0) return DLRT_OK;
+  enum { SLOTS = 3 }; /* one updated, one read ahead, one written back */
+  int n = ps->n, *by_size = malloc(sizeof(int) * (size_t)(n ? n : 1));
+  size_t *disk_bytes = calloc((size_t)(n ? n : 1), sizeof(size_t));
+  if (!by_size || !disk_bytes) {
+    free(by_size), free(disk_bytes);
+    return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  }
+  /* Largest state first (insertion sort: a model's parameter count). */
+  for (int i = 0; i < n; i++) {
+    int k = i;
+    size_t b = ps->p[i].bytes * (size_t)ps->p[i].n_state;
+    while (k > 0 && ps->p[by_size[k - 1]].bytes * (size_t)ps->p[by_size[k - 1]].n_state < b)
+      by_size[k] = by_size[k - 1], k--;
+    by_size[k] = i;
+  }
+  /* Each stays in host memory while it fits beside the slots for what goes
+   * to disk: those the size of the next one down until one goes, then of
+   * the largest that went. */
+  uint64_t host = 0, slot = 0;
+  for (int r = 0; r < n; r++) {
+    const streamed *p = &ps->p[by_size[r]];
+    uint64_t b = p->bytes * (uint64_t)p->n_state;
+    const streamed *q = r + 1 < n ? &ps->p[by_size[r + 1]] : NULL;
+    uint64_t next = q ? q->bytes * (uint64_t)q->n_state : 0;
+    uint64_t slots = SLOTS * (slot ? slot : next);
+    if (host + b + slots <= host_bytes) {
+      host += b;
+    } else {
+      disk_bytes[by_size[r]] = (size_t)b;
+      if (!slot) slot = b;
+    }
+  }
+  free(by_size);
+  if (slot && host + SLOTS * slot > host_bytes) {
+    free(disk_bytes);
+    return dlrt__set_error(DLRT_ERR_OOM, "--host-limit of %.1f MiB (dlrt_exec_param_state_limit) "
+                           "is too small for the optimizer state of the streamed parameters: "
+                           "%.1f MiB stay in host memory beside %d slots of %.1f MiB for the "
+                           "rest on disk; give at least %.1f MiB", (double)host_bytes / 1048576.0,
+                           (double)host / 1048576.0, SLOTS, (double)slot / 1048576.0,
+                           (double)(SLOTS * slot) / 1048576.0);
+  }
+  int rc = DLRT_OK;
+  if (slot) rc = dlrt__pdisk_create(n, disk_bytes, SLOTS, &ps->disk);
+  if (rc == DLRT_OK && slot &&
+      (!(ps->seq = malloc(sizeof(int) * (size_t)n)) ||
+       !(ps->seq_pos = calloc((size_t)n, sizeof(int)))))
+    rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  /* The state moved there: what it holds now (from an earlier run or an
+   * import) is written, and its host copies go. */
+  for (int i = 0; i < n && rc == DLRT_OK; i++) {
+    streamed *p = &ps->p[i];
+    if (!disk_bytes[i]) continue;
+    int nonzero = 0;
+    for (int j = 0; j < p->n_state; j++)
+      for (size_t k = 0; k < p->bytes / sizeof(float) && !nonzero; k++)
+        nonzero = p->host_state[j][k] != 0.0f;
+    for (int j = 0; j < p->n_state && rc == DLRT_OK && nonzero; j++)
+      rc = dlrt__pdisk_io(ps->disk, i, (size_t)j * p->bytes, p->host_state[j], p->bytes, 1);
+    p->on_disk = 1;
+    for (int j = 0; j < p->n_state; j++) dlrt_host_free(p->host_state[j]), p->host_state[j] = NULL;
+  }
+  free(disk_bytes);
+  ps->state_host_bytes = host + (slot ? SLOTS * slot : 0);
+  return rc;
 }
 
 int dlrt__pstream_io(dlrt_exec_t *e, dlrt_tensor_t *t, void *host, size_t bytes, int write,
@@ -648,14 +1150,22 @@ int dlrt__pstream_io(dlrt_exec_t *e, dlrt_tensor_t *t, void *host, size_t bytes,
                            "(dlrt_exec_offload_params): read or write all of its %zu bytes, "
                            "not %zu (and not a view of it)", write ? "dlrt_exec_write"
                            : "dlrt_exec_read", t->name, dlrt__tensor_bytes(t->owner), bytes);
-  /* Queued fetches read the master; queued kernels may still use its copy. */
+  /* Queued fetches read the master; queued kernels may still use its copy;
+   * the host thread may still be updating it. */
   int rc = dlrt_stream_synchronize(e->stream);
   if (rc == DLRT_OK) rc = dlrt_stream_synchronize(e->pstream->copy);
+  if (rc == DLRT_OK) rc = join_all(e);
   if (rc < 0) return rc;
+  int i = e->pstream->param_of[t->id], of;
+  size_t at;
+  if (state_on_disk(e->pstream, t->id, &of, &at))
+    return dlrt__pdisk_io(e->pstream->disk, of, at, host, bytes, write);
   if (write) {
     memcpy(mine, host, bytes);
-    int i = e->pstream->of_id[t->id];
-    if (i >= 0) release(e, i); /* stale */
+    if (i >= 0) {
+      release_param(e, i); /* stale, as is its 16-bit copy: made again before the next run */
+      e->pstream->p[i].low_stale = 1;
+    }
   } else {
     memcpy(host, mine, bytes);
   }
@@ -671,5 +1181,11 @@ int dlrt_exec_param_offload_stats(dlrt_exec_t *e, dlrt_param_offload_stats *out)
   *out = e->pstream->st;
   out->params_streamed = e->pstream->n;
   out->ahead = e->pstream->ahead;
+  dlrt__pdisk_stats ds;
+  dlrt__pdisk_stats_get(e->pstream->disk, &ds);
+  out->state_host_bytes = e->pstream->state_host_bytes;
+  out->state_disk_bytes = ds.disk_bytes;
+  out->disk_read_bytes = ds.read_bytes, out->disk_written_bytes = ds.written_bytes;
+  out->disk_wait_ms = ds.wait_ms;
   return rc;
 }

@@ -22,7 +22,8 @@ extern const dlrt__residency dlrt__residency_params;
 
 void dlrt__pstream_destroy(dlrt_exec_t *e);
 /* DLRT_OK, or DLRT_ERR_STATE naming what streaming does not go with
- * (spilling, accumulation, clipping, loss scaling, DLRT_RUN_GRADIENTS). */
+ * (spilling, DLRT_RUN_GRADIENTS; accumulation, clipping and loss scaling
+ * where a parameter with a gradient is not streamed). */
 int dlrt__pstream_check(const dlrt_exec_t *e, int gradients_only);
 /* 1 when tensor storage `id` is streamed (a parameter or its optimizer
  * state), with *host its host copy (for materialize's initial values);
@@ -32,5 +33,54 @@ int dlrt__pstream_init_host(dlrt_exec_t *e, int id, float **host);
  * copy is read or written (the device copy, stale, is dropped). */
 int dlrt__pstream_io(dlrt_exec_t *e, dlrt_tensor_t *t, void *host, size_t bytes, int write,
                      int *handled);
+
+/* For exec_grads.c, at the first update node: every streamed gradient of
+ * this run on the host and folded into its running sum (accumulation); and
+ * the sum of the gradients' elements (squared: of their squares), added in
+ * the order of the device's (exec_grads.c's gradients_total). */
+int dlrt__pstream_accumulate(dlrt_exec_t *e);
+int dlrt__pstream_gradients_total(dlrt_exec_t *e, int squared, float *out);
+
+/* param_disk.c: the optimizer state of some streamed parameters on disk
+ * (n parameters, bytes[i] of state each, 0: not on disk), in host memory
+ * only in one of n_slots slots around its update. prefetch starts reading
+ * parameter i's state ahead (where a slot is free, or holds a state already
+ * handed out this round); get hands it out (reading it now if need be);
+ * put writes it back behind (its slot stays readable); new_round starts a
+ * run's updates; io reads or writes `bytes` at `at` of it (a checkpoint). */
+typedef struct dlrt__pdisk dlrt__pdisk;
+typedef struct {
+  uint64_t disk_bytes, slot_bytes;   /* reserved in the file; the slots' host memory */
+  uint64_t read_bytes, written_bytes;
+  uint64_t prefetches, misses;       /* reads started ahead; reads an update waited for */
+  double read_ms, write_ms, wait_ms; /* the I/O thread's; an update's waiting */
+} dlrt__pdisk_stats;
+int dlrt__pdisk_create(int n, const size_t *bytes, int n_slots, dlrt__pdisk **out);
+void dlrt__pdisk_destroy(dlrt__pdisk *d);
+void dlrt__pdisk_prefetch(dlrt__pdisk *d, int i);
+int dlrt__pdisk_get(dlrt__pdisk *d, int i, float **state);
+int dlrt__pdisk_put(dlrt__pdisk *d, int i);
+void dlrt__pdisk_new_round(dlrt__pdisk *d);
+int dlrt__pdisk_io(dlrt__pdisk *d, int i, size_t at, void *buf, size_t bytes, int write);
+void dlrt__pdisk_stats_get(dlrt__pdisk *d, dlrt__pdisk_stats *out);
+
+/* param_ahead.c: the look-ahead (1 .. max_ahead) whose step, replayed on
+ * a model of the copy engine and the kernels (node_ms[k], and fetch_ms[(a -
+ * 1) * n + k]: the copies position k needs with look-ahead a, ms), is
+ * within 1% of the best, the smallest such; reach_bytes[a - 1]: the
+ * parameter bytes in reach with look-ahead a, none past cap (0: no cap).
+ * The chosen look-ahead (*predicted_ms its step), or <0. */
+int dlrt__choose_ahead(int n, const double *node_ms, const double *fetch_ms,
+                       const uint64_t *reach_bytes, uint64_t cap, int max_ahead,
+                       double *predicted_ms);
+
+/* host_optim.c: the executor's kernels over host memory, for the gradients
+ * and 16-bit copies of streamed parameters (the same bits as a device's):
+ * y = x cast to y_dtype (f16 or bf16); y = x + z; *y = dlrt_reduce's sum
+ * of x; y = x * x. n floats each. */
+int dlrt__host_cast_f32(void *y, dlrt_dtype y_dtype, const float *x, int64_t n);
+int dlrt__host_add(float *y, const float *x, const float *z, int64_t n);
+int dlrt__host_sum(float *y, const float *x, int64_t n);
+int dlrt__host_square(float *y, const float *x, int64_t n);
 
 #endif

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "mem/buffer.h"
+#include "mem/disk.h"
 #include "mem/managed_pool.h"
 #include "util/replace.h"
 #include "util/status.h"
@@ -119,60 +120,127 @@ int dlrt__mpool_timed_end(dlrt__mpool *p) {
 
 /* ---------------------------------------------------------------- disk */
 
-static int disk_open(dlrt__mpool *p) {
-  if (p->disk_fd >= 0) return DLRT_OK;
+/* The spill file (disk.h): the pool's disk tier and parameter streaming's. */
+
+int dlrt__disk_open(dlrt__disk *d) {
+  if (d->fd > 0) return DLRT_OK;
   const char *dir = getenv("DLRT_SPILL_DIR");
   if (!dir || !*dir) dir = getenv("TMPDIR");
   if (!dir || !*dir) dir = "/tmp";
-  snprintf(p->disk_dir, sizeof p->disk_dir, "%s", dir);
+  snprintf(d->dir, sizeof d->dir, "%s", dir);
   /* Unnamed (or unlinked at once): gone when the process ends, cleanly or not. */
   int fd = dlrt__open_unnamed(dir, "dlrt-spill");
   if (fd < 0)
     return dlrt__set_error(DLRT_ERR_IO, "cannot create a spill file in %s: %s; set "
                            "DLRT_SPILL_DIR (dltrain --spill-dir) to a writable folder with "
                            "room", dir, strerror(errno));
-  p->disk_fd = fd;
+  d->fd = fd;
   return DLRT_OK;
 }
 
-/* The disk tier cannot take `bytes` more (errno `err`): the run stops here.
- * Every copy the pool had on disk may be stale now, so the pool refuses
- * all further use (dlrt__mpool_broken) rather than run on with lost data. */
-static int disk_full(dlrt__mpool *p, int err, size_t bytes, const char *what) {
+void dlrt__disk_close(dlrt__disk *d) {
+  if (d->fd > 0) close(d->fd);
+  d->fd = 0;
+}
+
+/* The disk cannot take `bytes` more (errno `err`): the run stops here.
+ * Every copy on disk may be stale now, so the file refuses all further
+ * use (broken) rather than run on with lost data. */
+int dlrt__disk_failed(dlrt__disk *d, int err, size_t bytes, const char *what) {
   int full = err == ENOSPC || err == EDQUOT || err == EFBIG;
   char detail[160];
   snprintf(detail, sizeof detail, "%s", strerror(err));
-  p->broken = 1;
+  d->broken = 1;
   if (full)
     return dlrt__set_error(DLRT_ERR_IO, "the spill directory %s is full: %s %.1f MiB more "
                            "beside the %.1f MiB the spill file holds failed (%s); give the "
                            "spill file a folder with room (dltrain --spill-dir DIR, or "
                            "DLRT_SPILL_DIR), or raise --host-limit (the host budget) so less "
-                           "goes to disk", p->disk_dir, what, (double)bytes / 1048576.0,
-                           (double)p->disk_end / 1048576.0, detail);
+                           "goes to disk", d->dir, what, (double)bytes / 1048576.0,
+                           (double)d->end / 1048576.0, detail);
   return dlrt__set_error(DLRT_ERR_IO, "cannot %s %.1f MiB in the spill file in %s: %s; set "
                          "DLRT_SPILL_DIR (dltrain --spill-dir) to a folder that works",
-                         what, (double)bytes / 1048576.0, p->disk_dir, detail);
+                         what, (double)bytes / 1048576.0, d->dir, detail);
 }
 
-/* A storage's slot in the file, its blocks reserved at once (fallocate):
+/* A slot of `bytes` in the file, its blocks reserved at once (fallocate):
  * a disk that is full, or a quota, fails here, before any data is written,
  * and not half-way through a copy. Filesystems without fallocate rely on
  * the checked writes. */
-static int disk_slot(dlrt__mpool *p, dlrt__mstore *m) {
-  if (m->disk_offset >= 0) return DLRT_OK;
+int dlrt__disk_reserve(dlrt__disk *d, size_t bytes, int64_t *offset) {
   int err = 0;
+  if (d->broken) return dlrt__disk_failed(d, EIO, bytes, "reserving");
 #if defined(__linux__)
-  if (fallocate(p->disk_fd, 0, (off_t)p->disk_end, (off_t)m->bytes) != 0)
+  if (fallocate(d->fd, 0, (off_t)d->end, (off_t)bytes) != 0)
     err = errno == EOPNOTSUPP || errno == ENOSYS ? 0 : errno;
 #else
-  err = posix_fallocate(p->disk_fd, (off_t)p->disk_end, (off_t)m->bytes);
+  err = posix_fallocate(d->fd, (off_t)d->end, (off_t)bytes);
   if (err == EINVAL || err == EOPNOTSUPP) err = 0;
 #endif
-  if (err) return disk_full(p, err, m->bytes, "reserving");
-  m->disk_offset = p->disk_end;
-  p->disk_end += (int64_t)m->bytes;
+  if (err) return dlrt__disk_failed(d, err, bytes, "reserving");
+  *offset = d->end;
+  d->end += (int64_t)bytes;
   return DLRT_OK;
+}
+
+/* `bytes` from src to the file at `offset`, whole: a short write goes on
+ * from where it stopped; one that writes nothing (0 bytes, or an error)
+ * fails the file. */
+int dlrt__disk_write(dlrt__disk *d, int64_t offset, const void *src, size_t bytes) {
+  const char *at_src = src;
+  size_t left = bytes;
+  off_t at = (off_t)offset;
+  while (left > 0) {
+    ssize_t w = pwrite(d->fd, at_src, left, at);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return dlrt__disk_failed(d, w < 0 ? errno : ENOSPC, left, "writing");
+    at_src += w, left -= (size_t)w, at += w;
+  }
+  return DLRT_OK;
+}
+
+int dlrt__disk_read(dlrt__disk *d, int64_t offset, void *dst, size_t bytes) {
+  char *at_dst = dst;
+  size_t left = bytes;
+  off_t at = (off_t)offset;
+  while (left > 0) {
+    ssize_t r = pread(d->fd, at_dst, left, at);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0)
+      return dlrt__set_error(DLRT_ERR_IO, "cannot read %zu bytes back from the spill file: %s",
+                             bytes, r < 0 ? strerror(errno) : "it is shorter than written");
+    at_dst += r, left -= (size_t)r, at += r;
+  }
+  return DLRT_OK;
+}
+
+/* The pool's file, as a dlrt__disk for the calls above (its fields are the
+ * pool's: managed_pool.h), and back. */
+static dlrt__disk pool_disk(const dlrt__mpool *p) {
+  dlrt__disk d = {.fd = p->disk_fd >= 0 ? p->disk_fd : 0, .end = p->disk_end,
+                  .broken = p->broken};
+  snprintf(d.dir, sizeof d.dir, "%s", p->disk_dir);
+  return d;
+}
+
+static int pool_disk_done(dlrt__mpool *p, const dlrt__disk *d, int rc) {
+  p->disk_fd = d->fd > 0 ? d->fd : -1;
+  p->disk_end = d->end;
+  p->broken = d->broken;
+  snprintf(p->disk_dir, sizeof p->disk_dir, "%s", d->dir);
+  return rc;
+}
+
+static int disk_open(dlrt__mpool *p) {
+  if (p->disk_fd >= 0) return DLRT_OK;
+  dlrt__disk d = pool_disk(p);
+  return pool_disk_done(p, &d, dlrt__disk_open(&d));
+}
+
+static int disk_slot(dlrt__mpool *p, dlrt__mstore *m) {
+  if (m->disk_offset >= 0) return DLRT_OK;
+  dlrt__disk d = pool_disk(p);
+  return pool_disk_done(p, &d, dlrt__disk_reserve(&d, m->bytes, &m->disk_offset));
 }
 
 static int staging_for(dlrt__mpool *p, size_t bytes) {
@@ -192,19 +260,12 @@ int dlrt__mpool_disk_write(dlrt__mpool *p, int id, const void *src) {
   int rc = disk_open(p);
   if (rc < 0 || (rc = disk_slot(p, m)) < 0) return rc;
   double t_disk = dlrt__trace_now_us();
-  const char *at_src = src;
-  size_t left = m->size;
-  off_t at = (off_t)m->disk_offset;
   /* The slot's old copy is overwritten: until the write is whole, there is
-   * no disk copy. A short write goes on from where it stopped; one that
-   * writes nothing (0 bytes, or an error) stops the run. */
+   * no disk copy. */
   m->on_disk = 0;
-  while (left > 0) {
-    ssize_t w = pwrite(p->disk_fd, at_src, left, at);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return disk_full(p, w < 0 ? errno : ENOSPC, left, "writing");
-    at_src += w, left -= (size_t)w, at += w;
-  }
+  dlrt__disk d = pool_disk(p);
+  if ((rc = pool_disk_done(p, &d, dlrt__disk_write(&d, m->disk_offset, src, m->size))) < 0)
+    return rc;
   p->st.disk_written_bytes += m->size;
   if (dlrt__trace_on()) dlrt__trace_span("to disk", "disk", DLRT_TRACE_HOST, t_disk, dlrt__trace_now_us());
   m->on_disk = 1;
@@ -227,17 +288,9 @@ int dlrt__mpool_disk_read(dlrt__mpool *p, int id, void *dst) {
   dlrt__mstore *m = &p->s[id];
   if (p->broken) return dlrt__mpool_broken(p);
   double t0 = dlrt__trace_now_us();
-  char *at_dst = dst;
-  size_t left = m->size;
-  off_t at = (off_t)m->disk_offset;
-  while (left > 0) {
-    ssize_t r = pread(p->disk_fd, at_dst, left, at);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0)
-      return dlrt__set_error(DLRT_ERR_IO, "cannot read %zu bytes back from the spill file: %s",
-                             m->size, r < 0 ? strerror(errno) : "it is shorter than written");
-    at_dst += r, left -= (size_t)r, at += r;
-  }
+  dlrt__disk d = pool_disk(p);
+  int rc = dlrt__disk_read(&d, m->disk_offset, dst, m->size);
+  if (rc < 0) return rc;
   p->st.disk_read_bytes += m->size;
   if (dlrt__trace_on()) dlrt__trace_span("from disk", "disk", DLRT_TRACE_HOST, t0, dlrt__trace_now_us());
   return DLRT_OK;

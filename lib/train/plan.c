@@ -345,11 +345,7 @@ int dlrt_plan_placement(const dlrt_trainer_config *cfg, int64_t channels, int64_
           (double)out->device_usable);
   /* 3: parameters streamed (param_stream.c): master, state and gradient
    * copies on the host; what it does not run with rules it out. */
-  const char *refuses = cfg->precision == DLRT_F16 ? "fp16 (loss scaling)"
-                        : cfg->accum > 1           ? "--accum"
-                        : cfg->clip_norm > 0       ? "--clip-norm"
-                        : cfg->world > 1           ? "data parallelism"
-                                                   : NULL;
+  const char *refuses = cfg->world > 1 ? "data parallelism" : NULL;
   uint64_t host3 = master + state + grads;
   if (refuses) {
     size_t used = strlen(out->why);

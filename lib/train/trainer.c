@@ -179,11 +179,10 @@ static void checkpoint_hint(const dlrt_trainer_t *t, uint64_t model_budget, char
  * bounds everything the run holds on the device. */
 static int choose_param_streaming(dlrt_trainer_t *t) {
   const dlrt_spill_config *c = &t->cfg.spill;
-  if (c->host_budget)
-    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "--offload params keeps the parameters and "
-                           "optimizer state in host memory: --host-limit (the spill pool's "
-                           "disk tier) does not go with it; use --offload optimizer for that");
-  int rc = dlrt_exec_offload_params(t->e, c->prefetch > 0 ? c->prefetch : 4);
+  /* prefetch 0: the executor chooses the look-ahead after the first step. */
+  int rc = dlrt_exec_offload_params(t->e, c->prefetch);
+  /* --host-limit: the optimizer state beyond it on disk. */
+  if (rc == DLRT_OK && c->host_budget) rc = dlrt_exec_param_state_limit(t->e, c->host_budget);
   if (rc < 0) return rc;
   t->streaming = 1;
   return c->device_budget ? dlrt_mem_set_limit(t->dev, c->device_budget) : DLRT_OK;
@@ -588,6 +587,9 @@ int dlrt_trainer_epoch_from(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
     /* Streaming's traffic: gradients off the device, parameters onto it. */
     out->spilled_bytes = stream1.gradient_bytes - stream0.gradient_bytes;
     out->fetched_bytes = stream1.fetched_bytes - stream0.fetched_bytes;
+    /* The optimizer state's disk traffic (--host-limit). */
+    out->disk_bytes = stream1.disk_written_bytes - stream0.disk_written_bytes;
+    out->disk_written_bytes = stream1.disk_written_bytes - stream0.disk_written_bytes;
   }
   return rc;
 }
