@@ -277,6 +277,23 @@ static void check_streaming(void) {
      "look-ahead 1000: all %g B on the device, fetched once; look-ahead 1: at most %llu B, "
      "%llu B fetched", params, (unsigned long long)one.param_peak_bytes,
      (unsigned long long)(one.h2d_bytes - none.h2d_bytes));
+  /* Mixed precision: the matrices' bf16 copies (made on the host after each
+   * update, the forward casts not run) stream in their place at 2 B a
+   * weight, the masters only to fp32 readers; gradients go out in fp32. */
+  dlrt_simulated_step low_none, low;
+  cfg.precision = DLRT_BF16;
+  cfg.spill.policy = DLRT_OFFLOAD_NONE;
+  rc = dlrt_simulate_step(&cfg, 1, 4, 4, 10, &m, NULL, &low_none);
+  cfg.spill.policy = DLRT_OFFLOAD_PARAMS;
+  rc |= dlrt_simulate_step(&cfg, 1, 4, 4, 10, &m, NULL, &low);
+  double matrices = (16 * 32 + 32 * 10) * 2.0, biases = (32 + 10) * 4.0;
+  uint64_t low_in = low.h2d_bytes - low_none.h2d_bytes;
+  ok(rc == DLRT_OK && low.params_streamed == 4 && low_in >= (uint64_t)matrices &&
+         low_in <= (uint64_t)(matrices + biases) && low.d2h_bytes == (uint64_t)params,
+     "bf16, look-ahead 1000: %llu B streamed in (the matrices' bf16 copies, %g B, and at most "
+     "the fp32 biases, %g B; fp32 would be %g), %llu B of fp32 gradients out (%s)",
+     (unsigned long long)low_in, matrices, biases, params, (unsigned long long)low.d2h_bytes,
+     rc ? dlrt_last_error() : low.copies_from);
 }
 
 int main(void) {

@@ -119,7 +119,7 @@ int run_simulate(const options *o, const dlrt_trainer_config *cfg, const dlrt_da
            p.ahead, (double)p.param_peak_bytes / 1048576.0, (double)p.grad_peak_bytes / 1048576.0);
   if (p.host_update_s > 0)
     printf("  %-22s %12.3f ms  (exposed %.3f; %.1f%% of it during the backward pass, "
-           "beside %.1f%% of the backward pass)\n", "host update", ms(p.host_update_s),
+           "as long as %.1f%% of its compute time)\n", "host update", ms(p.host_update_s),
            ms(p.exposed_host_s), 100.0 * p.host_hidden_fraction,
            p.backward_s > 0 ? 100.0 * p.host_hidden_s / p.backward_s : 0.0);
   if (p.tokens_per_s > 0)

@@ -395,9 +395,17 @@ typedef struct {
   double fetched, grad_out, host_begin, host_done;
 } streamed_param;
 
+/* Whether node n is the forward cast of a streamed master into its 16-bit
+ * copy, itself streamed (of_id >= 0 for both): param_stream.c makes that
+ * copy on the host after each update, so the node does not run. */
+static int is_host_cast(const int *of_id, const dlrt__node *n) {
+  return n->op == DLRT__OP_CAST && n->phase == DLRT__PHASE_FORWARD &&
+         of_id[n->in[0]->owner->id] >= 0 && of_id[n->out[0]->id] >= 0;
+}
+
 /* The streamed parameter that node n reads as input j (once per node), or -1. */
 static int stream_param_of(const int *of_id, const dlrt__node *n, int j) {
-  if (is_update(n)) return -1;
+  if (is_update(n) || is_host_cast(of_id, n)) return -1;
   int i = of_id[n->in[j]->owner->id];
   for (int j2 = 0; j2 < j && i >= 0; j2++)
     if (of_id[n->in[j2]->owner->id] == i) i = -1;
@@ -438,6 +446,32 @@ static int stream_replay(const dlrt_graph_t *g, const dlrt__schedule *s, const d
     update_of[k] = np;
     of_id[q->id] = np++;
   }
+  /* Mixed precision: a master's 16-bit copy (the first forward cast of it
+   * into an f16 or bf16 tensor of its own) is streamed in its place to
+   * every node that reads the copy, at 2 B a parameter; the master itself
+   * only to fp32 readers (layer norms, a tied embedding's fp32 head). The
+   * copy has no gradient; the host casts it after the update. */
+  int masters = np;
+  for (int i = 0; i < masters; i++) {
+    for (int k = 0; k < n; k++) {
+      const dlrt__node *nd = g->nodes[s->order[k]];
+      if (nd->op != DLRT__OP_CAST || nd->phase != DLRT__PHASE_FORWARD ||
+          nd->in[0]->id != p[i].id)
+        continue;
+      const dlrt_tensor_t *low = nd->out[0];
+      if (low->owner != low || (low->dtype != DLRT_F16 && low->dtype != DLRT_BF16) ||
+          of_id[low->id] >= 0)
+        continue;
+      streamed_param *q = &p[np];
+      q->id = low->id;
+      q->grad = -1;
+      q->bytes = (double)dlrt__tensor_bytes(low);
+      q->grad_made = q->grad_last = q->ready = -1;
+      p[i].host_s += (p[i].bytes + q->bytes) / m->host_bytes_per_s;
+      of_id[q->id] = np++;
+      break;
+    }
+  }
   /* The device runs the updates of what it does not stream only. */
   out->update_s = 0;
   for (int k = 0; k < n; k++)
@@ -468,7 +502,8 @@ static int stream_replay(const dlrt_graph_t *g, const dlrt__schedule *s, const d
   /* Where each gradient is made and last touched, and each parameter's
    * update may start (after both its gradient and its last use). */
   for (int i = 0; i < g->n_tensors; i++) seen_grad[i] = -1;
-  for (int i = 0; i < np; i++) seen_grad[p[i].grad] = i;
+  for (int i = 0; i < np; i++)
+    if (p[i].grad >= 0) seen_grad[p[i].grad] = i;
   for (int k = 0; k < n; k++) {
     const dlrt__node *nd = g->nodes[s->order[k]];
     if (is_update(nd)) continue;
@@ -538,7 +573,7 @@ static int stream_replay(const dlrt_graph_t *g, const dlrt__schedule *s, const d
           grads_live += (uint64_t)p[i].bytes;
           if (r.counting && grads_live > out->grad_peak_bytes) out->grad_peak_bytes = grads_live;
         }
-      r.t += seconds[k];
+      if (!is_host_cast(of_id, nd)) r.t += seconds[k];
       if (nd->phase == DLRT__PHASE_BACKWARD && r.counting) bw1 = r.t;
       /* Gradients complete here go out; updates that may start, start. */
       for (int i = 0; i < np; i++) {
@@ -574,7 +609,7 @@ static int stream_replay(const dlrt_graph_t *g, const dlrt__schedule *s, const d
   }
   out->host_hidden_s = hidden;
   out->host_hidden_fraction = out->host_update_s > 0 ? hidden / out->host_update_s : 0;
-  out->params_streamed = np;
+  out->params_streamed = masters;
 done:
   free(of_id);
   free(p);
