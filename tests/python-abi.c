@@ -121,7 +121,19 @@ int main(void) {
                     F(T, exposed_host_s) F(T, host_hidden_fraction) F(T, host_hidden_s)
                         F(T, flops) F(T, mfu) F(T, samples_per_s) F(T, tokens_per_s)
                             F(T, h2d_bytes) F(T, d2h_bytes) F(T, copies) F(T, nodes)
-                                F(T, launches) F(T, copies_from));
+                                F(T, launches) F(T, copies_from) F(T, params_streamed)
+                                    F(T, ahead) F(T, param_peak_bytes) F(T, grad_peak_bytes)
+                                        F(T, nodes_measured));
+#undef T
+#define T dlrt_placement_part
+  STRUCT(T, F(T, device) F(T, pinned) F(T, pageable) F(T, disk) F(T, how));
+#undef T
+#define T dlrt_placement
+  STRUCT(T, F(T, fits) F(T, rung) F(T, strategy) F(T, policy) F(T, checkpoint) F(T, mem_limit)
+                F(T, host_limit) F(T, ahead) F(T, flags) F(T, part) F(T, device_need)
+                    F(T, host_need) F(T, pinned_need) F(T, disk_need) F(T, device_memory)
+                        F(T, host_memory) F(T, device_usable) F(T, host_usable)
+                            F(T, param_count) F(T, why));
 #undef T
 #define T dlrt_split
   STRUCT(T, F(T, tensor) F(T, pipeline) F(T, data) F(T, zero) F(T, checkpoint) F(T, micro)

@@ -181,6 +181,9 @@ _SIGNATURES = {
                                   P(c_int)]),
     "dlrt_simulate_step": (c_int, [P(S.TrainerConfig), c_int64, c_int64, c_int64, c_int,
                                    P(S.Machine), c_void_p, P(S.SimulatedStep)]),
+    "dlrt_plan_placement": (c_int, [P(S.TrainerConfig), c_int64, c_int64, c_int64, c_int,
+                                    c_uint64, c_uint64, P(S.Machine), P(S.Placement)]),
+    "dlrt_placement_apply": (None, [P(S.Placement), P(S.TrainerConfig)]),
 }
 
 for _name, (_res, _args) in _SIGNATURES.items():

@@ -155,7 +155,28 @@ class SimulatedStep(Struct):  # dlrt_simulated_step
                 ("host_hidden_s", c_double), ("flops", c_double), ("mfu", c_double),
                 ("samples_per_s", c_double), ("tokens_per_s", c_double),
                 ("h2d_bytes", c_uint64), ("d2h_bytes", c_uint64), ("copies", c_uint64),
-                ("nodes", c_int), ("launches", c_int), ("copies_from", c_char * 96)]
+                ("nodes", c_int), ("launches", c_int), ("copies_from", c_char * 96),
+                ("params_streamed", c_int), ("ahead", c_int), ("param_peak_bytes", c_uint64),
+                ("grad_peak_bytes", c_uint64), ("nodes_measured", c_int)]
+
+
+class PlacementPart(Struct):  # dlrt_placement_part
+    _fields_ = [("device", c_uint64), ("pinned", c_uint64), ("pageable", c_uint64),
+                ("disk", c_uint64), ("how", c_char_p)]
+
+
+PLACEMENT_PARTS = 5  # DLRT_PARTS_
+
+
+class Placement(Struct):  # dlrt_placement
+    _fields_ = [("fits", c_int), ("rung", c_int), ("strategy", c_char_p), ("policy", c_int),
+                ("checkpoint", c_int), ("mem_limit", c_uint64), ("host_limit", c_uint64),
+                ("ahead", c_int), ("flags", c_char * 256),
+                ("part", PlacementPart * PLACEMENT_PARTS), ("device_need", c_uint64),
+                ("host_need", c_uint64), ("pinned_need", c_uint64), ("disk_need", c_uint64),
+                ("device_memory", c_uint64), ("host_memory", c_uint64),
+                ("device_usable", c_uint64), ("host_usable", c_uint64),
+                ("param_count", c_int64), ("why", c_char * 512)]
 
 
 class Split(Struct):  # dlrt_split
@@ -187,6 +208,7 @@ C_NAMES = {
     "dlrt_epoch_stats": EpochStats, "dlrt_memory_plan": MemoryPlan, "dlrt_what_if": WhatIf,
     "dlrt_dataset": Dataset, "dlrt_tokens": Tokens, "dlrt_exec_info": ExecInfo,
     "dlrt_loss_scale_state": LossScaleState, "dlrt_machine": Machine,
-    "dlrt_simulated_step": SimulatedStep, "dlrt_split": Split,
+    "dlrt_simulated_step": SimulatedStep, "dlrt_placement_part": PlacementPart,
+    "dlrt_placement": Placement, "dlrt_split": Split,
     "dlrt_split_limits": SplitLimits,
 }

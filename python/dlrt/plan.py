@@ -83,8 +83,52 @@ def _g(x, digits):
     return float(format(x, ".%dg" % digits))
 
 
-def _simulate(spec, cfg, d, dev, model):
-    """dltrain --plan --simulate SPEC --json's "simulate" object."""
+PLACEMENT_KEYS = ("master_params", "compute_copies", "gradients", "optimizer_state",
+                  "activations")
+
+
+def _placement(cfg, d, device_memory, host_memory, machine, prefetch_given):
+    """dltrain --plan --json's "placement" object (tools/dltrain-plan.c):
+    dlrt_plan_placement, and with a machine the placed step on it."""
+    c = S.TrainerConfig.from_buffer_copy(cfg)
+    if not prefetch_given:
+        c.spill.prefetch = 0  # the placement's own look-ahead
+    pl = S.Placement()
+    check(lib.dlrt_plan_placement(ctypes.byref(c), d.channels, d.height, d.width, d.classes,
+                                  device_memory, host_memory,
+                                  ctypes.byref(machine) if machine is not None else None,
+                                  ctypes.byref(pl)))
+    out = {"fits": bool(pl.fits), "rung": pl.rung, "strategy": text(pl.strategy),
+           "flags": text(pl.flags)}
+    for key in ("device_memory", "host_memory", "device_usable", "host_usable", "device_need",
+                "host_need", "pinned_need", "disk_need", "mem_limit", "host_limit", "ahead"):
+        out[key] = getattr(pl, key)
+    out["params"], out["why_not_cheaper"] = pl.param_count, text(pl.why)
+    out["parts"] = {key: {"device": part.device, "pinned_host": part.pinned,
+                          "pageable_host": part.pageable, "disk": part.disk,
+                          "how": text(part.how) if part.how else ""}
+                    for key, part in zip(PLACEMENT_KEYS, pl.part)}
+    if machine is not None and pl.fits:
+        placed = S.TrainerConfig.from_buffer_copy(cfg)
+        lib.dlrt_placement_apply(ctypes.byref(pl), ctypes.byref(placed))
+        placed.spill.device_budget = placed.spill.host_budget = 0
+        st = S.SimulatedStep()
+        check(lib.dlrt_simulate_step(ctypes.byref(placed), d.channels, d.height, d.width,
+                                     d.classes, ctypes.byref(machine), None, ctypes.byref(st)))
+        out["simulate"] = {"machine": text(machine.name)}
+        for key in ("step_s", "compute_s", "exposed_transfer_s", "host_update_s",
+                    "exposed_host_s"):
+            out["simulate"][key] = _g(getattr(st, key), 9)
+        out["simulate"]["host_hidden_fraction"] = _g(st.host_hidden_fraction, 6)
+        for key in ("tokens_per_s", "samples_per_s"):
+            out["simulate"][key] = _g(getattr(st, key), 9)
+    return out
+
+
+def _simulate(spec, cfg, d, dev, model, device_memory, host_memory, prefetch_given):
+    """dltrain --plan --simulate SPEC --json's "simulate" object (with its
+    "placement" beside it where the model does not fit the machine, or
+    device_memory is given)."""
     m = S.Machine()
     check(lib.dlrt_machine_get(str(spec).encode(), dev._handle, ctypes.byref(m)))
     p = _plan(cfg, d, S.MemoryPlan())
@@ -92,14 +136,22 @@ def _simulate(spec, cfg, d, dev, model):
     check(lib.dlrt_simulate_step(ctypes.byref(cfg), d.channels, d.height, d.width, d.classes,
                                  ctypes.byref(m), dev._handle, ctypes.byref(st)))
     # What has to be on the device: the plan's peak, or with the optimizer
-    # on the host its parameters' and gradients' share without the state.
+    # on the host its parameters' and gradients' share without the state;
+    # streamed, the peak without the states plus what the stream holds.
     offload = cfg.spill.policy in (C.OFFLOAD["optimizer"], C.OFFLOAD["all"])
-    need = (cfg.spill.device_budget or (p.peak - p.optimizer_state if offload else p.peak))
+    states = p.params + p.grads + p.optimizer_state
+    if cfg.spill.policy == C.OFFLOAD["params"]:
+        need = max(p.peak - states, 0) + st.param_peak_bytes + st.grad_peak_bytes
+    else:
+        need = (cfg.spill.device_budget or (p.peak - p.optimizer_state if offload else p.peak))
+    fits = need <= m.device_memory
     out = {"machine": text(m.name), "about": text(m.about), "model": model,
            "batch": cfg.batch, "precision": C.PRECISION_NAMES[cfg.precision],
            "params": p.param_count, "planned_peak_bytes": p.peak,
-           "device_memory": m.device_memory, "fits_device_memory": need <= m.device_memory,
-           "copies_from": text(st.copies_from)}
+           "device_memory": m.device_memory, "fits_device_memory": fits,
+           "copies_from": text(st.copies_from), "nodes_measured": bool(st.nodes_measured)}
+    for key in ("params_streamed", "ahead", "param_peak_bytes", "grad_peak_bytes"):
+        out[key] = getattr(st, key)
     for key in ("step_s", "compute_s", "forward_s", "backward_s", "update_s", "transfer_s",
                 "exposed_transfer_s", "host_update_s", "exposed_host_s"):
         out[key] = _g(getattr(st, key), 9)
@@ -119,11 +171,15 @@ def _simulate(spec, cfg, d, dev, model):
     out["figures"].update({"attention": _g(m.attention_flops, 6), "conv": _g(m.conv_flops, 6),
                            "reduce_bandwidth": _g(m.reduce_bytes_per_s, 6),
                            "device_memory": m.device_memory})
-    return {"simulate": out}
+    result = {"simulate": out}
+    if device_memory or not fits:
+        result["placement"] = _placement(cfg, d, device_memory or m.device_memory,
+                                         host_memory or m.host_memory, m, prefetch_given)
+    return result
 
 
 def plan(model="mlp", batch=None, precision="fp32", device_memory=None, device=None,
-         what_if=None, simulate=None, splits=5, max_devices=0, **options):
+         what_if=None, simulate=None, splits=5, max_devices=0, host_memory=None, **options):
     """What a training run needs at its peak, the largest batch each strategy
     fits, the what-if table (and a transformer's own lines): the dict of
     `dltrain --plan --json` with the same options, keyed as it is.
@@ -137,7 +193,9 @@ def plan(model="mlp", batch=None, precision="fp32", device_memory=None, device=N
     mem_limit the copies of a dry run on `device`, with offload="optimizer"
     the host optimizer's). splits, max_devices: a GPT's best splits over
     devices of device_memory ("splits": dltrain's --splits and
-    --max-devices). The other options are dltrain's (data, accum,
+    --max-devices). host_memory: the host to place the model on ("placement":
+    dltrain's --host-memory; default this machine's RAM, with simulate the
+    machine's). The other options are dltrain's (data, accum,
     optimizer, checkpoint, layers, context, mem_limit, offload, ...)."""
     o = C.options(dict(options, model=model, batch=batch, precision=precision, device=device))
     dev = _open_device(o["device"])
@@ -156,8 +214,12 @@ def plan(model="mlp", batch=None, precision="fp32", device_memory=None, device=N
         sets = _data.images(o["data"], o["seed"], o["limit"], o["mmap"])
     d = sets.train
     cfg = C.trainer_config(o, d, props["total_memory"])
+    host = parse_size(host_memory) if host_memory is not None else 0
+    prefetch_given = "spill_prefetch" in options
     if simulate is not None:
-        return _simulate(simulate, cfg, d, dev, o["model"])
+        return _simulate(simulate, cfg, d, dev, o["model"],
+                         parse_size(device_memory) if device_memory is not None else 0, host,
+                         prefetch_given)
     p = _plan(cfg, d, S.MemoryPlan())
     plain = dict(accum=1)
     fits = {
@@ -191,6 +253,7 @@ def plan(model="mlp", batch=None, precision="fp32", device_memory=None, device=N
         # dltrain prints it with %.0f: the same rounding here.
         "folk_rule_batch": int(format(memory / (4.0 * p.param_count), ".0f")),
         "what_if": rows,
+        "placement": _placement(cfg, d, memory, host, None, prefetch_given),
     }
     if o["gpt_model"]:
         out["transformer"] = _transformer(cfg, d)

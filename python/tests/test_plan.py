@@ -56,6 +56,11 @@ SIMULATE = [
           device="cpu", simulate="h200-pcie5"),
      ["--model", "mlp", "--data", "generated", "--batch", "64", "--mem-limit", "5M",
       "--offload", "optimizer", "--device", "cpu", "--simulate", "h200-pcie5"]),
+    # Streamed parameters, and the placement for a device of 8G beside it.
+    (dict(model="gpt2-xl", batch=8, precision="bf16", offload="params", simulate="h200-pcie5",
+          device_memory="8G"),
+     ["--model", "gpt2-xl", "--batch", "8", "--precision", "bf16", "--offload", "params",
+      "--simulate", "h200-pcie5", "--device-memory", "8G"]),
 ]
 
 
