@@ -75,6 +75,18 @@ worst = max(abs(p - q) / max(abs(p), 1e-30) for p, q in zip(x, y))
 assert len(x) == len(y) and worst <= float(sys.argv[3]), (x, y, worst)" "$1" "$2" "$3"
 }
 
+# round_losses_close A B TOL: every round's train and validation loss of two
+# GPT dltrain --json runs agree within TOL (relative), and there are as many.
+round_losses_close() {
+  python3 -c "import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
+x = a['round_losses'] + a['round_val_losses']
+y = b['round_losses'] + b['round_val_losses']
+worst = max(abs(p - q) / abs(p) for p, q in zip(x, y))
+assert len(x) == len(y) and len(x) > 0 and worst <= float(sys.argv[3]), (x, y, worst)
+print('# %d losses, worst relative difference %.2g' % (len(x), worst))" "$1" "$2" "$3"
+}
+
 # has_opencl: whether dlinfo ($DLINFO) opens OpenCL device 0.
 has_opencl() {
   [ -x "${DLINFO:-./tools/dlinfo}" ] && "${DLINFO:-./tools/dlinfo}" --device opencl:0 >/dev/null 2>&1

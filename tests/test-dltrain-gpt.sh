@@ -27,15 +27,7 @@ TOOL=$DLTRAIN PLAN=27
 . "$(dirname "$0")/tap.sh"
 
 # A corpus of about 100 KB of English-like text, the same on every machine.
-python3 -c "
-import random
-r = random.Random(5)
-words = 'the of and to in is that it was for on are as with his they at be this from have or by one had not but what all were when we there can an your which their said if do will each about how up out them then she many some so these would other into has more her two like him see time could no make than first been its who now people my made over did down only way find use may water long little very after words called just where most know'.split()
-lines = []
-while sum(map(len, lines)) < 100000:
-    lines.append(' '.join(r.choice(words) for _ in range(r.randint(4, 14))).capitalize() + '.')
-open('$tmp/corpus.txt', 'w').write('\n'.join(lines) + '\n')
-"
+python3 "$(dirname "$0")/english_corpus.py" "$tmp/corpus.txt" 100000 96
 small="--model gpt-mini --layers 2 --heads 2 --embd 32 --context 32 --batch 8 --threads 2 --quiet"
 
 # 1-3: a text file as byte tokens: the loss falls, evaluations print.

@@ -98,15 +98,7 @@ assert s['machine'] == 'h200-pcie5' and s['step_s'] >= s['compute_s'] > 0, s
 assert 0 < s['host_hidden_fraction'] <= 1 and s['host_update_s'] > 0, s" "$tmp/out"
 result "--simulate h200-pcie5: the placed step predicted, the host update partly hidden"
 
-python3 -c "
-import random
-r = random.Random(5)
-words = 'the of and to in is that it was for on are as with his they at be this from'.split()
-lines = []
-while sum(map(len, lines)) < 60000:
-    lines.append(' '.join(r.choice(words) for _ in range(r.randint(4, 14))).capitalize() + '.')
-open('$tmp/corpus.txt', 'w').write('\n'.join(lines) + '\n')
-"
+python3 "$(dirname "$0")/english_corpus.py" "$tmp/corpus.txt" 60000 20
 small="--model gpt-mini --layers 2 --heads 4 --embd 128 --context 32 --batch 4 --threads 2
   --data $tmp/corpus.txt --steps 4 --eval-every 2 --eval-batches 2"
 for mem in 4M 3M 2M; do

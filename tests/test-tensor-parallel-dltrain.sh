@@ -29,29 +29,9 @@ if [ $have_python = no ]; then
 fi
 
 # About 100 KB of English-like text, the same on every machine.
-python3 -c "
-import random
-r = random.Random(5)
-words = 'the of and to in is that it was for on are as with his they at be this from have or by one had not but what all were when we there can an your which their said if do will each about how up out them then she many some so these would other into has more her two like him see time could no make than first been its who now people my made over did down only way find use may water long little very after words called just where most know'.split()
-lines = []
-while sum(map(len, lines)) < 100000:
-    lines.append(' '.join(r.choice(words) for _ in range(r.randint(4, 14))).capitalize() + '.')
-open('$tmp/corpus.txt', 'w').write('\n'.join(lines) + '\n')
-"
+python3 "$(dirname "$0")/english_corpus.py" "$tmp/corpus.txt" 100000 96
 common="--model gpt-mini --data $tmp/corpus.txt --context 64 --batch 4 --threads 1"
 common="$common --eval-every 1 --eval-batches 1 --json --quiet"
-
-# same_losses A B TOL: every round's train and validation loss of two runs
-# agree within TOL (relative), and there are as many.
-same_losses() {
-  python3 -c "import json, sys
-a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
-x = a['round_losses'] + a['round_val_losses']
-y = b['round_losses'] + b['round_val_losses']
-worst = max(abs(p - q) / abs(p) for p, q in zip(x, y))
-assert len(x) == len(y) and len(x) > 0 and worst <= float(sys.argv[3]), (x, y, worst)
-print('# %d losses, worst relative difference %.2g' % (len(x), worst))" "$1" "$2" "$3"
-}
 
 # shard_bytes FILE PEERS: PEERS peers listed, each with at most 0.55x of the
 # whole model's parameter bytes.
@@ -75,7 +55,7 @@ result "one device: the reference run (12 steps)"
 # 2, 3
 run $common --steps 12 --tensor-parallel cpu,cpu
 cp "$tmp/err" "$tmp/two.err"
-[ $rc -eq 0 ] && same_losses "$tmp/one.json" "$tmp/out" 1e-5
+[ $rc -eq 0 ] && round_losses_close "$tmp/one.json" "$tmp/out" 1e-5
 result "--tensor-parallel cpu,cpu: every step's losses within 1e-5 of one device"
 shard_bytes "$tmp/out" 2 && grep -q "^tensor parallel cpu:0 heads 0-1, vocabulary 0-127" \
   "$tmp/two.err"
@@ -84,7 +64,7 @@ result "each peer holds half the heads and vocabulary, at most 0.55x of the para
 # 4, 5
 if has_opencl; then
   run $common --steps 12 --tensor-parallel cpu,opencl:0
-  [ $rc -eq 0 ] && same_losses "$tmp/one.json" "$tmp/out" 1e-4
+  [ $rc -eq 0 ] && round_losses_close "$tmp/one.json" "$tmp/out" 1e-4
   result "--tensor-parallel cpu,opencl:0: every step's losses within 1e-4 of one device"
   shard_bytes "$tmp/out" 2 && last_json "$tmp/out" "
 assert [p['device'] for p in d['tensor_parallel']] == ['cpu:0', 'opencl:0'], d
@@ -98,7 +78,7 @@ fi
 # 6, 7: uneven weights: heads 1 and 3, a quarter and three quarters of the
 # vocabulary.
 run $common --steps 12 --tensor-parallel cpu@1,cpu@3
-[ $rc -eq 0 ] && same_losses "$tmp/one.json" "$tmp/out" 1e-5
+[ $rc -eq 0 ] && round_losses_close "$tmp/one.json" "$tmp/out" 1e-5
 result "--tensor-parallel cpu@1,cpu@3: the same losses"
 last_json "$tmp/out" "
 tp = d['tensor_parallel']
@@ -148,7 +128,7 @@ if [ -z "$why" ]; then
   $mpi "$DLTRAIN" $common --steps 12 --device cpu --tensor-parallel 2 \
     >"$tmp/mpi.json" 2>"$tmp/mpi.err"
   rc=$?
-  [ $rc -eq 0 ] && same_losses "$tmp/one.json" "$tmp/mpi.json" 1e-5 &&
+  [ $rc -eq 0 ] && round_losses_close "$tmp/one.json" "$tmp/mpi.json" 1e-5 &&
     grep -q "^mpi      2 ranks, one shard of the model each" "$tmp/mpi.err"
   result "mpirun -np 2 --tensor-parallel 2: every step's losses within 1e-5 of one device"
   shard_bytes "$tmp/mpi.json" 1
