@@ -505,9 +505,11 @@ int main(int argc, char **argv) {
                 "data-parallel replicas); in one process give the devices, such as "
                 "--tensor-parallel cpu,opencl:0\n", o.tensor_parallel,
                 world > 1 ? "" : "run under mpirun -np N: ", world);
+#ifdef DLRT_HAVE_MPI
       /* Every rank reaches the same verdict: all finalize, none aborts
        * (an abort could kill rank 0 before its message is out). */
       ranks_agree_to_stop = 1;
+#endif
       status = STATUS_USAGE;
       goto done;
     }
