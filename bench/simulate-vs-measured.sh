@@ -42,7 +42,7 @@ for c in "${cases[@]}"; do
   for ((r = 0; r < runs; r++)); do
     # shellcheck disable=SC2086
     p=$($DLTRAIN --plan --simulate this --device "$device" $args --json 2>/dev/null |
-      python3 -c 'import json,sys; print(json.load(sys.stdin)["simulate"]["step_s"])')
+      python3 -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["simulate"]["step_s"])')
     # shellcheck disable=SC2086
     m=$($DLTRAIN --device "$device" $args --json 2>/dev/null | python3 -c '
 import json, sys
