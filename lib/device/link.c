@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #ifdef __linux__
@@ -21,6 +20,7 @@
 #include "device/link.h"
 #include "device/registry.h"
 #include "util/clock.h"
+#include "util/file.h"
 #include "util/status.h"
 
 /* The size and tries of the GEMM a preset's rate is measured by: a square
@@ -337,22 +337,14 @@ static int parse_flops(const char *text, double *out) {
  * neither is set. Keyed by the device, its name and (CPU) its threads. */
 static int flops_cache_path(dlrt_device_t *dev, const dlrt_device_props *props, char *path,
                             size_t size) {
-  const char *dir = getenv("DLRT_PROFILE_CACHE");
-  char buf[512];
-  if (!dir || !*dir) {
-    const char *xdg = getenv("XDG_CACHE_HOME");
-    if (!xdg || !*xdg) return 0;
-    snprintf(buf, sizeof buf, "%s/dlrt", xdg);
-    mkdir(buf, 0700); /* may exist */
-    dir = buf;
-  }
   char key[sizeof dev->spec + sizeof props->name + sizeof props->driver + 16];
   snprintf(key, sizeof key, "%s|%s|%s|%d", dev->spec, props->name, props->driver,
            props->threads);
   uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a */
   for (const char *c = key; *c; c++) h = (h ^ (unsigned char)*c) * 0x100000001b3ULL;
-  int n = snprintf(path, size, "%s/link-flops-%016" PRIx64 ".txt", dir, h);
-  return n > 0 && (size_t)n < size;
+  char name[64];
+  snprintf(name, sizeof name, "link-flops-%016" PRIx64 ".txt", h);
+  return dlrt__cache_file(name, path, size);
 }
 
 static int flops_from_file(const char *path, double *flops, char *how, size_t how_size) {

@@ -12,13 +12,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "exec/choose.h"
 #include "exec/exec.h"
 #include "exec/residency.h"
 #include "util/clock.h"
+#include "util/file.h"
 #include "util/status.h"
 
 /* ---------------------------------------------------------------- the key */
@@ -94,17 +94,9 @@ static void to_process(uint64_t key, const dlrt__op_costs *c) {
 
 /* The cache file's path, or 0 when no folder is named. */
 static int cache_path(uint64_t key, char *path, size_t size) {
-  const char *dir = getenv("DLRT_PROFILE_CACHE");
-  char buf[512];
-  if (!dir || !*dir) {
-    const char *xdg = getenv("XDG_CACHE_HOME");
-    if (!xdg || !*xdg) return 0;
-    snprintf(buf, sizeof buf, "%s/dlrt", xdg);
-    mkdir(buf, 0700); /* may exist */
-    dir = buf;
-  }
-  int n = snprintf(path, size, "%s/profile-%016" PRIx64 ".txt", dir, key);
-  return n > 0 && (size_t)n < size;
+  char name[64];
+  snprintf(name, sizeof name, "profile-%016" PRIx64 ".txt", key);
+  return dlrt__cache_file(name, path, size);
 }
 
 static int from_file(uint64_t key, dlrt__op_costs *c) {

@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -67,4 +69,18 @@ int dlrt__open_regular(const char *path, const char *what, int *fd, struct stat 
                            path, dlrt__file_kind(st->st_mode), what);
   return dlrt__set_error(DLRT_ERR_IO, "%s: cannot open %s: %s; check its permissions", path,
                          what, strerror(e));
+}
+
+int dlrt__cache_file(const char *name, char *path, size_t size) {
+  const char *dir = getenv("DLRT_PROFILE_CACHE");
+  char buf[512];
+  if (!dir || !*dir) {
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    if (!xdg || !*xdg) return 0;
+    snprintf(buf, sizeof buf, "%s/dlrt", xdg);
+    mkdir(buf, 0700); /* may exist */
+    dir = buf;
+  }
+  int n = snprintf(path, size, "%s/%s", dir, name);
+  return n > 0 && (size_t)n < size;
 }

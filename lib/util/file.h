@@ -23,4 +23,10 @@ int dlrt__open_regular(const char *path, const char *what, int *fd, struct stat 
  * regular file, whose mode is in *st). */
 int dlrt__open_regular_fd(const char *path, struct stat *st);
 
+/* The path of `name` in dlrt's measurement cache (the planner's per-node
+ * profiles, a link preset's measured GEMM rate): $DLRT_PROFILE_CACHE, else
+ * $XDG_CACHE_HOME/dlrt (made if missing). 0 when neither is set or the
+ * path does not fit `size`; 1 with it in `path`. */
+int dlrt__cache_file(const char *name, char *path, size_t size);
+
 #endif
