@@ -471,9 +471,11 @@ static int check_combinations(options *o, int momentum_given, dlrt_optimizer_kin
       return tool_usage_error(err, "--tensor-parallel takes --checkpoint blocks, sqrt or "
                               "every:N, not auto, in this version");
   }
-  if (o->pipeline && (o->mem_limit || o->accum > 1 || o->checkpoint || o->clip_norm > 0))
-    return tool_usage_error(err, "--pipeline goes without --mem-limit, --accum, --checkpoint "
-                            "and --clip-norm in this version");
+  if (o->pipeline && o->mem_limit)
+    return tool_usage_error(err, "--pipeline goes without --mem-limit in this version");
+  if (o->pipeline && o->checkpoint == DLRT_CHECKPOINT_AUTO)
+    return tool_usage_error(err, "--pipeline takes --checkpoint blocks, sqrt or every:N, not "
+                            "auto, in this version");
   if (o->zero && o->pipeline)
     return tool_usage_error(err, "--zero shards data-parallel replicas (--devices, or the "
                             "ranks under mpirun), not --pipeline stages");

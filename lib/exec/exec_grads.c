@@ -80,14 +80,14 @@ int dlrt__exec_accumulate(dlrt_exec_t *e, int last) {
  * squares): per-gradient sums (squares: per chunk of SQUARES_CHUNK, through
  * a temporary of that size) into a small vector, their sum, and one number
  * read back to the host. */
-static int gradients_total(dlrt_exec_t *e, int squared, float *out) {
+static int gradients_total(dlrt_exec_t *e, int squared, int skip, float *out) {
   /* Streamed gradients are on the host: the same sums there. */
   if (e->pstream) return dlrt__pstream_gradients_total(e, squared, out);
   dlrt_graph_t *g = e->g;
   int64_t count = 0, largest = 0; /* partial sums; the largest chunk squared */
   for (int i = 0; i < g->n_tensors; i++) {
     dlrt_tensor_t *p = g->tensors[i];
-    if (p->kind == DLRT__TENSOR_PARAM && p->grad) {
+    if (p->kind == DLRT__TENSOR_PARAM && p->grad && i != skip) {
       count += squared ? (p->numel + SQUARES_CHUNK - 1) / SQUARES_CHUNK : 1;
       int64_t chunk = p->numel < SQUARES_CHUNK ? p->numel : SQUARES_CHUNK;
       if (chunk > largest) largest = chunk;
@@ -104,7 +104,7 @@ static int gradients_total(dlrt_exec_t *e, int squared, float *out) {
   int64_t k = 0;
   for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++) {
     dlrt_tensor_t *p = g->tensors[i];
-    if (p->kind != DLRT__TENSOR_PARAM || !p->grad) continue;
+    if (p->kind != DLRT__TENSOR_PARAM || !p->grad || i == skip) continue;
     if ((rc = dlrt__exec_use(e, p->grad, 0)) < 0) break;
     dlrt_buffer_t *gb = dlrt__exec_buf(e, p->grad);
     if (!squared) {
@@ -137,7 +137,7 @@ static int gradients_total(dlrt_exec_t *e, int squared, float *out) {
  * max_norm / (norm + 1e-6). */
 int dlrt__exec_clip_factor(dlrt_exec_t *e, float prescale, float *factor) {
   float sq = 0;
-  int rc = gradients_total(e, 1, &sq);
+  int rc = gradients_total(e, 1, -1, &sq);
   *factor = 1.0f;
   if (rc == DLRT_OK) {
     /* The gradients are applied times `prescale` (accumulation): clip that. */
@@ -227,7 +227,7 @@ void dlrt__exec_restore_loss_scale(dlrt_exec_t *e, const dlrt__loss_scale_saved 
  * practice; their squares, with a loss scale, could). */
 int dlrt__exec_gradients_finite(dlrt_exec_t *e, int *finite) {
   float sum = 0;
-  int rc = gradients_total(e, 0, &sum);
+  int rc = gradients_total(e, 0, -1, &sum);
   *finite = rc != DLRT_OK || isfinite(sum);
   return rc;
 }
@@ -409,18 +409,11 @@ int dlrt_exec_gradients_write(dlrt_exec_t *e, const float *src, int64_t count) {
   return gradient_io(e, (float *)src, count, 1);
 }
 
-int dlrt_exec_apply_gradients(dlrt_exec_t *e) {
-  DLRT__CHECK_ARG(e, "dlrt_exec_apply_gradients: executor is NULL");
+/* The updates read the gradients where the accumulators hold them. A kept
+ * gradient has a buffer of its own, which lives on (readable, freed with the
+ * executor): it takes a copy of what the update applies. */
+static int lend_sums(dlrt_exec_t *e) {
   dlrt_graph_t *g = e->g;
-  if (e->shard.stage)
-    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_apply_gradients: the optimizer state is "
-                           "sharded (ZeRO): the trainer updates the shards");
-  if (!e->grads.accum || !g->optimized || e->spill.pool)
-    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_apply_gradients: run DLRT_RUN_GRADIENTS "
-                           "on an optimized graph first (no spilling)");
-  /* The updates read the gradients where the accumulators hold them. A
-   * kept gradient has a buffer of its own, which lives on (readable, freed
-   * with the executor): it takes a copy of what the update applies. */
   int rc = DLRT_OK;
   for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++) {
     dlrt_tensor_t *p = g->tensors[i];
@@ -431,33 +424,80 @@ int dlrt_exec_apply_gradients(dlrt_exec_t *e) {
     else
       *storage = e->grads.accum[i];
   }
-  e->mode = DLRT_RUN_TRAIN;
-  /* The mean of the runs since the last update (one, unless several
-   * micro-batches were run: pipeline stages). */
-  float mean = e->grads.grad_runs > 1 ? 1.0f / (float)e->grads.grad_runs : 1.0f;
-  float clip = 1.0f;
-  int finite = 1;
-  if (rc == DLRT_OK && e->grads.scaler.enabled) {
-    rc = dlrt__exec_gradients_finite(e, &finite);
-    mean /= e->grads.loss_scale;
-  }
-  if (rc == DLRT_OK && finite && e->grads.clip_norm > 0) rc = dlrt__exec_clip_factor(e, mean, &clip);
-  e->grads.grad_scale = mean * clip;
-  const dlrt__schedule *s = &e->plan.plans[DLRT_RUN_TRAIN];
-  for (int k = 0; k < s->n && rc == DLRT_OK && finite; k++) {
-    dlrt__node *n = g->nodes[s->order[k]];
-    if (n->phase == DLRT__PHASE_UPDATE) rc = dlrt__exec_run_node(e, n);
-  }
+  return rc;
+}
+
+static void take_back_sums(dlrt_exec_t *e) {
+  dlrt_graph_t *g = e->g;
   for (int i = 0; i < g->n_tensors; i++) {
     dlrt_tensor_t *p = g->tensors[i];
     if (p->kind != DLRT__TENSOR_PARAM || !p->grad) continue;
     dlrt_buffer_t **storage = &e->bufs[p->grad->owner->id];
     if (*storage == e->grads.accum[i]) *storage = NULL; /* lent for the updates */
   }
+}
+
+static int check_sums(const dlrt_exec_t *e, const char *fn) {
+  if (e->shard.stage)
+    return dlrt__set_error(DLRT_ERR_STATE, "%s: the optimizer state is sharded (ZeRO): the "
+                           "trainer updates the shards", fn);
+  if (!e->grads.accum || !e->g->optimized || e->spill.pool)
+    return dlrt__set_error(DLRT_ERR_STATE, "%s: run DLRT_RUN_GRADIENTS on an optimized graph "
+                           "first (no spilling)", fn);
+  return DLRT_OK;
+}
+
+int dlrt__exec_grad_sums_squares(dlrt_exec_t *e, int skip, float *squares, int *finite) {
+  int rc = check_sums(e, "dlrt__exec_grad_sums_squares");
+  if (rc == DLRT_OK) rc = lend_sums(e);
+  if (rc == DLRT_OK) rc = gradients_total(e, 1, skip, squares);
+  take_back_sums(e);
+  if (rc == DLRT_OK) *finite = isfinite(*squares);
+  return rc;
+}
+
+int dlrt__exec_grad_runs(const dlrt_exec_t *e) { return e->grads.grad_runs; }
+
+/* The update from the sums of the runs since the last one. clip < 0: this
+ * executor's own clipping (and loss-scale verdict); else the caller's factor
+ * and verdict, for executors whose gradients make one update together. */
+static int apply_sums(dlrt_exec_t *e, float clip, int finite) {
+  dlrt_graph_t *g = e->g;
+  int rc = lend_sums(e);
+  e->mode = DLRT_RUN_TRAIN;
+  /* The mean of the runs since the last update (one, unless several
+   * micro-batches were run: pipeline stages). */
+  float mean = e->grads.grad_runs > 1 ? 1.0f / (float)e->grads.grad_runs : 1.0f;
+  int own = clip < 0;
+  if (own) clip = 1.0f, finite = 1;
+  if (rc == DLRT_OK && own && e->grads.scaler.enabled) rc = dlrt__exec_gradients_finite(e, &finite);
+  if (e->grads.scaler.enabled) mean /= e->grads.loss_scale;
+  if (rc == DLRT_OK && own && finite && e->grads.clip_norm > 0)
+    rc = dlrt__exec_clip_factor(e, mean, &clip);
+  e->grads.grad_scale = mean * clip;
+  const dlrt__schedule *s = &e->plan.plans[DLRT_RUN_TRAIN];
+  for (int k = 0; k < s->n && rc == DLRT_OK && finite; k++) {
+    dlrt__node *n = g->nodes[s->order[k]];
+    if (n->phase == DLRT__PHASE_UPDATE) rc = dlrt__exec_run_node(e, n);
+  }
+  take_back_sums(e);
   if (rc == DLRT_OK && e->grads.scaler.enabled) dlrt__exec_update_loss_scale(e, finite);
   if (rc == DLRT_OK && finite) e->steps++;
   e->grads.grad_runs = 0;
   return rc;
+}
+
+int dlrt_exec_apply_gradients(dlrt_exec_t *e) {
+  DLRT__CHECK_ARG(e, "dlrt_exec_apply_gradients: executor is NULL");
+  int rc = check_sums(e, "dlrt_exec_apply_gradients");
+  return rc < 0 ? rc : apply_sums(e, -1.0f, 1);
+}
+
+int dlrt__exec_apply_gradients_as(dlrt_exec_t *e, float clip, int finite) {
+  DLRT__CHECK_ARG(e && clip >= 0 && clip <= 1, "dlrt__exec_apply_gradients_as: executor is "
+                  "NULL or a clipping factor of %g outside [0, 1]", clip);
+  int rc = check_sums(e, "dlrt__exec_apply_gradients_as");
+  return rc < 0 ? rc : apply_sums(e, clip, finite);
 }
 
 /* ---------------------------------------------------------------- for lib/train */

@@ -387,9 +387,11 @@ int dlrt__gpt_build_stage(dlrt_graph_t *g, const dlrt_gpt_config *c, dlrt_tensor
                            (long long)c->layers, (long long)T, targets ? "given" : "none");
   gpt_builder b = {.g = g, .c = c, .proj_std = 0.02f / sqrtf(2.0f * (float)c->layers)};
   dlrt_tensor_t *x = in, *wte = NULL;
-  if (first == 0) x = embeddings(&b, in, batch, T, &wte);
+  /* Each block a checkpoint segment, as in the whole model (--checkpoint
+   * blocks within a pipeline stage). */
+  if (first == 0) x = dlrt_checkpoint_mark(g, embeddings(&b, in, batch, T, &wte));
   for (int i = first; i < last; i++) {
-    x = block(&b, x, i, batch, T);
+    x = dlrt_checkpoint_mark(g, block(&b, x, i, batch, T));
     if ((rc = dlrt_graph_status(g)) < 0) return rc;
   }
   if (last == c->layers) {

@@ -12,6 +12,7 @@
  * head's and the embedding's contributions). */
 #include "config.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -169,6 +170,10 @@ static int stage_build(dlrt_trainer_t *t, struct stage *st, int last_stage, int6
   if (rc == DLRT_OK && st->first > 0) st->dx = dlrt_keep(st->g, dlrt_grad(st->g, st->x));
   if (rc == DLRT_OK) rc = dlrt_graph_optimize(st->g, &t->cfg.opt);
   if (rc == DLRT_OK) rc = dlrt_exec_create(st->g, st->dev, t->cfg.seed, &st->e);
+  /* Checkpointing inside a stage: its backward pass (which recomputes the
+   * stage's forward, as GPipe does) keeps only the segments' inputs. */
+  if (rc == DLRT_OK && t->cfg.checkpoint != 0)
+    rc = dlrt_exec_set_checkpointing(st->e, t->cfg.checkpoint);
   if (rc == DLRT_OK) rc = dlrt_exec_import(st->e, state, n_state);
   return rc;
 }
@@ -177,11 +182,11 @@ int dlrt_trainer_set_pipeline(dlrt_trainer_t *t, dlrt_device_t *const *devs, int
   DLRT__CHECK_ARG(t && devs && n >= 2 && n <= 16 && micro >= 1,
                   "dlrt_trainer_set_pipeline: trainer or devices is NULL, %d stages (2 to 16) "
                   "or %d micro-batches", n, micro);
-  DLRT__CHECK_ARG(t->accum == 1 && !t->spilling && !t->n_reps && !dlrt__across_processes(t) &&
-                      t->cfg.checkpoint == 0 && t->cfg.clip_norm == 0 &&
+  DLRT__CHECK_ARG(!t->spilling && !t->n_reps && !dlrt__across_processes(t) &&
+                      t->cfg.checkpoint != DLRT_CHECKPOINT_AUTO &&
                       t->cfg.precision == DLRT_F32,
-                  "dlrt_trainer_set_pipeline: not with accumulation, spilling, --devices, MPI, "
-                  "checkpointing, clipping or mixed precision in this version");
+                  "dlrt_trainer_set_pipeline: not with spilling, --devices, MPI, automatic "
+                  "checkpointing or mixed precision in this version");
   if (t->batch % micro)
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "a batch of %lld does not split into %d "
                            "micro-batches", (long long)t->batch, micro);
@@ -221,6 +226,7 @@ int dlrt_trainer_set_pipeline(dlrt_trainer_t *t, dlrt_device_t *const *devs, int
     return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   t->n_stages = n;
   t->micro = micro;
+  t->stage_batches = 0;
   dlrt_host_tensor *state;
   int n_state;
   if ((rc = dlrt_exec_export(t->e, 1, &state, &n_state)) < 0) return rc;
@@ -299,6 +305,34 @@ int dlrt_trainer_stages(const dlrt_trainer_t *t, int *first, int *last, int *n) 
   return DLRT_OK;
 }
 
+/* One update of every stage from the mean of its gradient sums. Clipping
+ * takes the global norm over the stages, counting the tied wte once (after
+ * sum_tied_gradients both stages hold the same sum): the last stage leaves
+ * its copy out. */
+static int update_stages(dlrt_trainer_t *t) {
+  int S = t->n_stages, rc = t->lm ? sum_tied_gradients(t) : DLRT_OK;
+  float clip = 1.0f;
+  if (rc == DLRT_OK && t->cfg.clip_norm > 0) {
+    double squares = 0;
+    for (int s = 0; s < S && rc == DLRT_OK; s++) {
+      const struct stage *st = &t->stages[s];
+      int skip = t->lm && s == S - 1 ? st->tied->id : -1, finite;
+      float sq = 0;
+      rc = dlrt__exec_grad_sums_squares(st->e, skip, &sq, &finite);
+      squares += sq;
+    }
+    /* The update applies the sums times 1 / runs (every stage ran as many
+     * micro-batches): clip that, as torch.nn.utils.clip_grad_norm_. */
+    int runs = dlrt__exec_grad_runs(t->stages[0].e);
+    double norm = sqrt(squares) / (runs > 1 ? runs : 1);
+    double coef = t->cfg.clip_norm / (norm + 1e-6);
+    if (coef < 1.0) clip = (float)coef;
+  }
+  for (int s = 0; s < S && rc == DLRT_OK; s++)
+    rc = dlrt__exec_apply_gradients_as(t->stages[s].e, clip, 1);
+  return rc;
+}
+
 /* GPipe: every micro-batch forward through the stages (their inputs kept on
  * the host), then backward through them in reverse, each stage recomputing
  * its forward (as GPipe does) and summing its gradients over the
@@ -355,9 +389,10 @@ int dlrt__pipeline_step(dlrt_trainer_t *t, const void *inputs, const int32_t *la
         rc = dlrt_exec_read(st->e, st->dx, t->upstream, (size_t)t->act_numel[s] * sizeof(float));
     }
   }
-  if (rc == DLRT_OK && t->lm) rc = sum_tied_gradients(t);
-  for (int s = 0; s < S && rc == DLRT_OK; s++) rc = dlrt_exec_apply_gradients(t->stages[s].e);
-  return rc;
+  /* Accumulation: the stages' sums run on over the update's batches. */
+  if (rc < 0 || ++t->stage_batches < t->accum) return rc;
+  t->stage_batches = 0;
+  return update_stages(t);
 }
 
 /* The main executor takes the stages' parameters (for evaluation and

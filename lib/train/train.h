@@ -50,6 +50,7 @@ struct dlrt_trainer {
    * into stages on several devices, each batch in micro-batches. */
   struct stage *stages;
   int n_stages, micro;
+  int stage_batches;        /* batches in the stages' gradient sums (--accum: up to accum) */
   float *acts;              /* stage inputs per micro-batch (host) */
   int64_t *act_at;          /* offset of stage s, micro-batch m: act_at[s] + m * act_numel[s] */
   int64_t *act_numel;

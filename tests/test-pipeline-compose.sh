@@ -1,0 +1,118 @@
+#!/bin/sh
+# shellcheck disable=SC2086
+# test-pipeline-compose.sh — TAP checks that dltrain --pipeline composes with
+# the options a user expects: --accum K (the stages' gradient sums run on
+# over K batches), --clip-norm (one global norm over the stages, the tied wte
+# counted once), --checkpoint blocks|sqrt|every:N inside the stages (the
+# same bits, a smaller stage peak), each against one device with the same
+# options; and that what it still refuses is a usage error.
+
+DLTRAIN=${DLTRAIN:-./tools/dltrain}
+DLINFO=${DLINFO:-./tools/dlinfo}
+unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
+
+TOOL=$DLTRAIN PLAN=11
+# shellcheck source=tests/tap.sh
+. "$(dirname "$0")/tap.sh"
+
+if [ $have_python = no ]; then
+  for i in $(seq 1 11); do skip "test $i" "python3 not found"; done
+  exit 0
+fi
+
+python3 "$(dirname "$0")/english_corpus.py" "$tmp/corpus.txt" 100000 96
+gpt="--model gpt-mini --layers 4 --heads 2 --embd 32 --context 32 --batch 8 --threads 2"
+gpt="$gpt --data $tmp/corpus.txt --steps 12 --eval-every 4 --eval-batches 2 --lr 3e-3"
+gpt="$gpt --json --quiet"
+
+# differ A B MIN: some round loss of A and B differs by more than MIN
+# (relative): the option under test changed the run.
+differ() {
+  python3 -c "import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
+x, y = a['round_losses'] + a['round_val_losses'], b['round_losses'] + b['round_val_losses']
+worst = max(abs(p - q) / abs(p) for p, q in zip(x, y))
+assert worst > float(sys.argv[3]), worst" "$1" "$2" "$3"
+}
+# same_bits A B: every round loss of A and B is the same float.
+same_bits() {
+  python3 -c "import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
+x, y = a['round_losses'] + a['round_val_losses'], b['round_losses'] + b['round_val_losses']
+assert len(x) == len(y) == 6 and x == y, (x, y)" "$1" "$2"
+}
+# stage_peaks A B: every stage of B peaked lower than the same stage of A.
+stage_peaks_lower() {
+  python3 -c "import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1])['devices'] for p in sys.argv[1:3])
+pa, pb = [x['peak_device_bytes'] for x in a], [x['peak_device_bytes'] for x in b]
+assert len(pa) == len(pb) >= 2 and all(q < p for p, q in zip(pa, pb)), (pa, pb)
+print('# stage peaks', pa, '->', pb)" "$1" "$2"
+}
+
+# 1: --accum 2 against one device with --accum 2.
+run $gpt --accum 2 --device cpu
+cp "$tmp/out" "$tmp/accum-one.json"
+run $gpt --accum 2 --pipeline cpu,cpu
+[ $rc -eq 0 ] && round_losses_close "$tmp/accum-one.json" "$tmp/out" 1e-5
+result "--pipeline cpu,cpu --accum 2: one device's losses with --accum 2 (within 1e-5)"
+
+# 2, 3: --clip-norm, small enough to clip every step: one global norm over
+# the stages, as one device clips.
+run $gpt --clip-norm 0.05 --device cpu
+cp "$tmp/out" "$tmp/clip-one.json"
+run $gpt --device cpu
+cp "$tmp/out" "$tmp/plain-one.json"
+differ "$tmp/plain-one.json" "$tmp/clip-one.json" 1e-3
+result "--clip-norm 0.05 clips this run (its losses differ from the unclipped one's)"
+run $gpt --clip-norm 0.05 --pipeline cpu,cpu,cpu --micro-batches 2
+[ $rc -eq 0 ] && round_losses_close "$tmp/clip-one.json" "$tmp/out" 1e-5
+result "--pipeline over three stages --clip-norm 0.05: one device's clipped losses (within 1e-5)"
+
+# 4-6: checkpointing inside the stages recomputes what the stage's backward
+# pass needs: the same bits as the pipeline without it, a lower peak on
+# every stage.
+run $gpt --pipeline cpu,cpu
+cp "$tmp/out" "$tmp/pipe.json"
+for ck in blocks every:4; do
+  run $gpt --pipeline cpu,cpu --checkpoint $ck
+  [ $rc -eq 0 ] && same_bits "$tmp/pipe.json" "$tmp/out" &&
+    stage_peaks_lower "$tmp/pipe.json" "$tmp/out"
+  result "--pipeline cpu,cpu --checkpoint $ck: the same bits, a lower peak on each stage"
+done
+run $gpt --pipeline cpu,cpu --checkpoint sqrt
+[ $rc -eq 0 ] && same_bits "$tmp/pipe.json" "$tmp/out"
+result "--pipeline cpu,cpu --checkpoint sqrt: the same bits"
+
+# 7: all of them together, against one device with the same options.
+all="--accum 2 --clip-norm 0.05 --checkpoint blocks"
+run $gpt $all --device cpu
+cp "$tmp/out" "$tmp/all-one.json"
+run $gpt $all --pipeline cpu,cpu,cpu --micro-batches 4
+[ $rc -eq 0 ] && round_losses_close "$tmp/all-one.json" "$tmp/out" 1e-5
+result "--pipeline over three stages with $all: one device's losses (within 1e-5)"
+
+# 8: a stage on PoCL.
+if has_opencl; then
+  run $gpt $all --pipeline cpu,opencl:0
+  [ $rc -eq 0 ] && round_losses_close "$tmp/all-one.json" "$tmp/out" 1e-4
+  result "--pipeline cpu,opencl:0 with $all: one device's losses (within 1e-4)"
+else
+  skip "--pipeline cpu,opencl:0 with $all" "no OpenCL device"
+fi
+
+# 9: a classifier: accumulation and clipping over its stages.
+mlp="--data generated --limit 1280 --epochs 2 --batch 64 --threads 1 --json --quiet"
+run $mlp --accum 2 --clip-norm 0.5 --device cpu
+cp "$tmp/out" "$tmp/mlp-one.json"
+run $mlp --accum 2 --clip-norm 0.5 --pipeline cpu,cpu
+[ $rc -eq 0 ] && losses_close "$tmp/mlp-one.json" "$tmp/out" 1e-5
+result "mlp --pipeline cpu,cpu --accum 2 --clip-norm 0.5: one device's losses (within 1e-5)"
+
+# 10, 11: what a pipeline does not take yet is a usage error that says so.
+run $gpt --pipeline cpu,cpu --checkpoint auto
+[ $rc -eq 2 ] && grep -q "pipeline takes --checkpoint blocks, sqrt or every:N" "$tmp/err"
+result "--pipeline --checkpoint auto is a usage error naming what works"
+run $gpt --pipeline cpu,cpu --mem-limit 8M
+[ $rc -eq 2 ] && grep -q "pipeline goes without --mem-limit" "$tmp/err"
+result "--pipeline --mem-limit is a usage error"
