@@ -4,19 +4,20 @@
 # the options a user expects: --accum K (the stages' gradient sums run on
 # over K batches), --clip-norm (one global norm over the stages, the tied wte
 # counted once), --checkpoint blocks|sqrt|every:N inside the stages (the
-# same bits, a smaller stage peak), each against one device with the same
-# options; and that what it still refuses is a usage error.
+# same bits, a smaller stage peak), --precision bf16 and fp16 (one loss
+# scale and one overflow verdict for all stages), each against one device
+# with the same options; and that what it still refuses is a usage error.
 
 DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=11
+TOOL=$DLTRAIN PLAN=15
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
 if [ $have_python = no ]; then
-  for i in $(seq 1 11); do skip "test $i" "python3 not found"; done
+  for i in $(seq 1 15); do skip "test $i" "python3 not found"; done
   exit 0
 fi
 
@@ -109,7 +110,40 @@ run $mlp --accum 2 --clip-norm 0.5 --pipeline cpu,cpu
 [ $rc -eq 0 ] && losses_close "$tmp/mlp-one.json" "$tmp/out" 1e-5
 result "mlp --pipeline cpu,cpu --accum 2 --clip-norm 0.5: one device's losses (within 1e-5)"
 
-# 10, 11: what a pipeline does not take yet is a usage error that says so.
+# 10, 11: mixed precision: the activations between stages stay fp32; with
+# fp16 only the last stage's loss is scaled (the others' upstream gradients
+# carry the scale), by scale / M per micro-batch, as one device's rows are.
+run $gpt --precision bf16 --device cpu
+cp "$tmp/out" "$tmp/bf16-one.json"
+run $gpt --precision bf16 --pipeline cpu,cpu,cpu
+[ $rc -eq 0 ] && round_losses_close "$tmp/bf16-one.json" "$tmp/out" 1e-5
+result "--pipeline over three stages --precision bf16: one device's bf16 losses (within 1e-5)"
+run $gpt --precision fp16 $all --device cpu
+cp "$tmp/out" "$tmp/fp16-one.json"
+run $gpt --precision fp16 $all --pipeline cpu,cpu,cpu --micro-batches 4
+[ $rc -eq 0 ] && round_losses_close "$tmp/fp16-one.json" "$tmp/out" 1e-5 &&
+  last_json "$tmp/out" "assert d['skipped_steps'] == 0, d['skipped_steps']"
+result "--pipeline --precision fp16 $all: one device's fp16 losses (within 1e-5), no skips"
+
+# 12, 13: overflow: from a scale that overflows every step, every update is
+# skipped on every stage, as on one device (the parameters never move);
+# from one that overflows some, the stages skip together, back off and then
+# train. (How many skips depends on the micro-batches: a weight gradient's
+# fp16 partial sums cover a micro-batch's rows.)
+run $gpt --precision fp16 --loss-scale 1e10 --device cpu
+cp "$tmp/out" "$tmp/skip-one.json"
+run $gpt --precision fp16 --loss-scale 1e10 --pipeline cpu,cpu,cpu
+[ $rc -eq 0 ] && round_losses_close "$tmp/skip-one.json" "$tmp/out" 1e-6 &&
+  last_json "$tmp/out" "assert d['skipped_steps'] == 12, d['skipped_steps']"
+result "--pipeline fp16 from a scale of 1e10: all 12 updates skipped, as on one device"
+run $gpt --precision fp16 --loss-scale 3e7 --pipeline cpu,cpu --micro-batches 8
+[ $rc -eq 0 ] && last_json "$tmp/out" "assert 0 < d['skipped_steps'] < 12, d['skipped_steps']
+v = d['round_val_losses']
+assert v[-1] < v[0] - 0.3, v
+print('# skipped', d['skipped_steps'], 'of 12; validation losses', v)"
+result "--pipeline fp16 from 3e7: some updates skipped, then the stages train together"
+
+# 14, 15: what a pipeline does not take yet is a usage error that says so.
 run $gpt --pipeline cpu,cpu --checkpoint auto
 [ $rc -eq 2 ] && grep -q "pipeline takes --checkpoint blocks, sqrt or every:N" "$tmp/err"
 result "--pipeline --checkpoint auto is a usage error naming what works"

@@ -445,8 +445,6 @@ static int check_combinations(options *o, int momentum_given, dlrt_optimizer_kin
   char *err = o->error;
   if ((o->devices || o->pipeline) && o->device)
     return tool_usage_error(err, "give --device, or --devices, or --pipeline");
-  if (o->pipeline && o->precision != DLRT_F32)
-    return tool_usage_error(err, "--pipeline goes without --precision in this version");
   if (o->devices && o->pipeline)
     return tool_usage_error(err, "give --devices or --pipeline, not both");
   if (o->tensor_parallel) {

@@ -447,12 +447,16 @@ static int check_sums(const dlrt_exec_t *e, const char *fn) {
   return DLRT_OK;
 }
 
-int dlrt__exec_grad_sums_squares(dlrt_exec_t *e, int skip, float *squares, int *finite) {
-  int rc = check_sums(e, "dlrt__exec_grad_sums_squares");
+int dlrt__exec_grad_sums_check(dlrt_exec_t *e, int skip, float *squares, int *finite) {
+  int rc = check_sums(e, "dlrt__exec_grad_sums_check");
   if (rc == DLRT_OK) rc = lend_sums(e);
-  if (rc == DLRT_OK) rc = gradients_total(e, 1, skip, squares);
+  if (rc == DLRT_OK && squares) rc = gradients_total(e, 1, skip, squares);
+  /* Finite from the plain sum, as dlrt__exec_gradients_finite: squares of
+   * finite scaled gradients can overflow. */
+  float sum = 0;
+  if (rc == DLRT_OK && finite) rc = gradients_total(e, 0, skip, &sum);
   take_back_sums(e);
-  if (rc == DLRT_OK) *finite = isfinite(*squares);
+  if (rc == DLRT_OK && finite) *finite = isfinite(sum);
   return rc;
 }
 

@@ -102,12 +102,13 @@ void dlrt__exec_bucket_range(const dlrt_exec_t *e, int b, int64_t *start, int64_
 dlrt_buffer_t *dlrt__exec_grad_sum(const dlrt_exec_t *e, int id);
 /* For executors whose gradients make one update together (pipeline
  * stages): the sum of the squares of the gradient sums since the last
- * update (DLRT_RUN_GRADIENTS runs), leaving out tensor id `skip` (-1: none;
- * a tied tensor another executor also holds), whether all are finite, and
- * how many runs they sum; then the update with the caller's clipping factor
- * (in [0, 1]) and overflow verdict (finite 0: skipped, the loss scale backs
- * off). dlrt_exec_apply_gradients is this with the executor's own. */
-int dlrt__exec_grad_sums_squares(dlrt_exec_t *e, int skip, float *squares, int *finite);
+ * update (DLRT_RUN_GRADIENTS runs) and whether all are finite (either
+ * pointer may be NULL), leaving out tensor id `skip` (-1: none; a tied
+ * tensor another executor also holds); how many runs they sum; then the
+ * update with the caller's clipping factor (in [0, 1]) and overflow verdict
+ * (finite 0: skipped, the loss scale backs off). dlrt_exec_apply_gradients
+ * is the update with the executor's own. */
+int dlrt__exec_grad_sums_check(dlrt_exec_t *e, int skip, float *squares, int *finite);
 int dlrt__exec_grad_runs(const dlrt_exec_t *e);
 int dlrt__exec_apply_gradients_as(dlrt_exec_t *e, float clip, int finite);
 /* Sets the gradients the updates apply (dlrt_exec_apply_gradients) from a

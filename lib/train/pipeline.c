@@ -145,6 +145,9 @@ static int stage_build(dlrt_trainer_t *t, struct stage *st, int last_stage, int6
                        const dlrt_host_tensor *state, int n_state) {
   int64_t shape[4] = {rows, t->channels, t->height, t->width}, ys[DLRT_MAX_DIMS];
   int rc = dlrt_graph_create(&st->g);
+  /* Mixed precision: the activations passed between stages stay fp32 (an
+   * input, and a kept output). */
+  if (rc == DLRT_OK) rc = dlrt_graph_set_precision(st->g, t->cfg.precision);
   if (rc == DLRT_OK && t->lm)
     rc = gpt_stage_graph(t, st, last_stage, rows); /* the last stage's loss: the head's */
   else if (rc == DLRT_OK)
@@ -167,6 +170,12 @@ static int stage_build(dlrt_trainer_t *t, struct stage *st, int last_stage, int6
   if (rc == DLRT_OK) rc = dlrt_graph_status(st->g);
   if (rc == DLRT_OK && !last_stage) rc = check_stage_ops(t, st);
   if (rc == DLRT_OK) rc = dlrt_graph_backward(st->g, st->loss);
+  /* Loss scaling: only the last stage's loss is scaled. A stage before it
+   * seeds its backward pass with the upstream gradient, which carries the
+   * scale already: its loss seed stays 1 (its updates still divide by the
+   * scale). */
+  for (int i = 0; rc == DLRT_OK && !last_stage && i < st->g->n_nodes; i++)
+    if (st->g->nodes[i]->op == DLRT__OP_FILL) st->g->nodes[i]->fill.loss_seed = 0;
   if (rc == DLRT_OK && st->first > 0) st->dx = dlrt_keep(st->g, dlrt_grad(st->g, st->x));
   if (rc == DLRT_OK) rc = dlrt_graph_optimize(st->g, &t->cfg.opt);
   if (rc == DLRT_OK) rc = dlrt_exec_create(st->g, st->dev, t->cfg.seed, &st->e);
@@ -175,6 +184,18 @@ static int stage_build(dlrt_trainer_t *t, struct stage *st, int last_stage, int6
   if (rc == DLRT_OK && t->cfg.checkpoint != 0)
     rc = dlrt_exec_set_checkpointing(st->e, t->cfg.checkpoint);
   if (rc == DLRT_OK) rc = dlrt_exec_import(st->e, state, n_state);
+  /* Every stage scales (or not) as the main executor does, from its state,
+   * by scale / M: each micro-batch's loss is the mean of its rows, M times
+   * the share of one row in the batch's mean, so the per-row gradients then
+   * have the size they have on one device, and overflow where they would.
+   * The updates divide by the same (gradient sums of M micro-batches times
+   * 1 / (M x scale / M)). */
+  if (rc == DLRT_OK) {
+    dlrt__loss_scale_saved scale;
+    dlrt__exec_save_loss_scale(t->e, &scale);
+    if (scale.scaler.enabled) scale.scale /= (float)t->micro; /* else 1: the kernels read it */
+    dlrt__exec_restore_loss_scale(st->e, &scale);
+  }
   return rc;
 }
 
@@ -183,10 +204,9 @@ int dlrt_trainer_set_pipeline(dlrt_trainer_t *t, dlrt_device_t *const *devs, int
                   "dlrt_trainer_set_pipeline: trainer or devices is NULL, %d stages (2 to 16) "
                   "or %d micro-batches", n, micro);
   DLRT__CHECK_ARG(!t->spilling && !t->n_reps && !dlrt__across_processes(t) &&
-                      t->cfg.checkpoint != DLRT_CHECKPOINT_AUTO &&
-                      t->cfg.precision == DLRT_F32,
-                  "dlrt_trainer_set_pipeline: not with spilling, --devices, MPI, automatic "
-                  "checkpointing or mixed precision in this version");
+                      t->cfg.checkpoint != DLRT_CHECKPOINT_AUTO,
+                  "dlrt_trainer_set_pipeline: not with spilling, --devices, MPI or automatic "
+                  "checkpointing in this version");
   if (t->batch % micro)
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "a batch of %lld does not split into %d "
                            "micro-batches", (long long)t->batch, micro);
@@ -305,31 +325,47 @@ int dlrt_trainer_stages(const dlrt_trainer_t *t, int *first, int *last, int *n) 
   return DLRT_OK;
 }
 
+/* The stages' loss scale (all alike) to the main executor, which reports
+ * it (dlrt_trainer_loss_scale) and saves it in checkpoints: times M. */
+static void scale_to_main(dlrt_trainer_t *t) {
+  dlrt__loss_scale_saved scale;
+  dlrt__exec_save_loss_scale(t->stages[0].e, &scale);
+  if (scale.scaler.enabled) scale.scale *= (float)t->micro;
+  dlrt__exec_restore_loss_scale(t->e, &scale);
+}
+
 /* One update of every stage from the mean of its gradient sums. Clipping
  * takes the global norm over the stages, counting the tied wte once (after
  * sum_tied_gradients both stages hold the same sum): the last stage leaves
- * its copy out. */
+ * its copy out. Loss scaling takes one overflow verdict for all stages, so
+ * that they skip together and their scales stay the same. */
 static int update_stages(dlrt_trainer_t *t) {
   int S = t->n_stages, rc = t->lm ? sum_tied_gradients(t) : DLRT_OK;
+  dlrt__loss_scale_saved scale;
+  dlrt__exec_save_loss_scale(t->stages[0].e, &scale);
+  int scaled = scale.scaler.enabled, clipped = t->cfg.clip_norm > 0, finite = 1;
+  double squares = 0;
+  for (int s = 0; s < S && rc == DLRT_OK && (scaled || clipped); s++) {
+    const struct stage *st = &t->stages[s];
+    int skip = t->lm && s == S - 1 ? st->tied->id : -1, ok = 1;
+    float sq = 0;
+    rc = dlrt__exec_grad_sums_check(st->e, skip, clipped ? &sq : NULL, scaled ? &ok : NULL);
+    squares += sq;
+    finite &= ok;
+  }
   float clip = 1.0f;
-  if (rc == DLRT_OK && t->cfg.clip_norm > 0) {
-    double squares = 0;
-    for (int s = 0; s < S && rc == DLRT_OK; s++) {
-      const struct stage *st = &t->stages[s];
-      int skip = t->lm && s == S - 1 ? st->tied->id : -1, finite;
-      float sq = 0;
-      rc = dlrt__exec_grad_sums_squares(st->e, skip, &sq, &finite);
-      squares += sq;
-    }
-    /* The update applies the sums times 1 / runs (every stage ran as many
-     * micro-batches): clip that, as torch.nn.utils.clip_grad_norm_. */
+  if (rc == DLRT_OK && clipped && finite) {
+    /* The update applies the sums times 1 / (runs x loss scale) (every
+     * stage ran as many micro-batches): clip that, as
+     * torch.nn.utils.clip_grad_norm_. */
     int runs = dlrt__exec_grad_runs(t->stages[0].e);
-    double norm = sqrt(squares) / (runs > 1 ? runs : 1);
+    double norm = sqrt(squares) / (runs > 1 ? runs : 1) / (scaled ? scale.scale : 1.0f);
     double coef = t->cfg.clip_norm / (norm + 1e-6);
     if (coef < 1.0) clip = (float)coef;
   }
   for (int s = 0; s < S && rc == DLRT_OK; s++)
-    rc = dlrt__exec_apply_gradients_as(t->stages[s].e, clip, 1);
+    rc = dlrt__exec_apply_gradients_as(t->stages[s].e, clip, finite);
+  if (rc == DLRT_OK) scale_to_main(t);
   return rc;
 }
 
@@ -421,5 +457,6 @@ int dlrt__pipeline_sync_main(dlrt_trainer_t *t) {
   }
   if (rc == DLRT_OK) rc = dlrt_exec_import(t->e, all, n_all);
   dlrt_host_tensors_free(all, n_all);
+  if (rc == DLRT_OK) scale_to_main(t);
   return rc;
 }
