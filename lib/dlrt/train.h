@@ -392,9 +392,13 @@ DLRT_API int dlrt_trainer_check_ranks(dlrt_trainer_t *t, const dlrt_dataset *tra
  * per block), the embeddings with the first stage and the final LayerNorm
  * and head with the last; those two hold a copy each of the tied token
  * embedding, whose two gradients are summed into both before every update
- * (the same update on both sides). Not with accumulation, spilling,
- * --devices, MPI, checkpointing, clipping, mixed precision or a GPT's
- * dropout in this version. */
+ * (the same update on both sides). The trainer's accumulation (each
+ * stage's sums run on over its batches), clipping (one global norm, the
+ * tied embedding once), checkpointing (inside each stage; not
+ * DLRT_CHECKPOINT_AUTO) and precision (activations between stages in fp32;
+ * under fp16 one loss scale and one overflow verdict for all stages) apply
+ * to the stages. Not with spilling, --devices, MPI or a GPT's dropout in
+ * this version. */
 DLRT_API int dlrt_trainer_set_pipeline(dlrt_trainer_t *t, dlrt_device_t *const *devs, int n,
                                        int micro);
 /* Tensor parallelism for GPT models (Megatron-LM): the model's blocks split
