@@ -81,7 +81,7 @@ result "a rank that left: the other stops after DLRT_MPI_TIMEOUT=3 (exit $rc), n
 
 # 5
 $mpi "$DLTRAIN" --data generated --devices cpu,cpu --limit 640 >/dev/null 2>"$tmp/err"
-[ $? -ne 0 ] && grep -q "are for one process" "$tmp/err"
+[ $? -ne 0 ] && grep -q "is for one process" "$tmp/err"
 result "--devices under mpirun is refused"
 
 # 6-8: ranks that would train apart stop before training, all of them.

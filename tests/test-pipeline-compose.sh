@@ -12,12 +12,12 @@ DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=15
+TOOL=$DLTRAIN PLAN=17
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
 if [ $have_python = no ]; then
-  for i in $(seq 1 15); do skip "test $i" "python3 not found"; done
+  for i in $(seq 1 17); do skip "test $i" "python3 not found"; done
   exit 0
 fi
 
@@ -143,7 +143,32 @@ assert v[-1] < v[0] - 0.3, v
 print('# skipped', d['skipped_steps'], 'of 12; validation losses', v)"
 result "--pipeline fp16 from 3e7: some updates skipped, then the stages train together"
 
-# 14, 15: what a pipeline does not take yet is a usage error that says so.
+# 14, 15: data parallel over MPI ranks, each rank a pipeline: 2 ranks of
+# --batch 4 train as one device with --batch 8.
+why=""
+"$DLTRAIN" --version | grep -q "with MPI" || why="dltrain was built without MPI"
+[ -z "$why" ] && ! command -v mpirun >/dev/null 2>&1 && why="no mpirun (openmpi-bin)"
+if [ -z "$why" ]; then
+  lsan="${LSAN_OPTIONS:+$LSAN_OPTIONS:}detect_leaks=0"
+  root=""
+  [ "$(id -u)" = 0 ] && root="--allow-run-as-root"
+  mpi2="env LSAN_OPTIONS=$lsan mpirun $root --oversubscribe -np 2"
+  wide=$(echo "$gpt" | sed 's/--batch 8/--batch 4/')
+  $mpi2 "$DLTRAIN" $wide --pipeline cpu,cpu >"$tmp/mpi.json" 2>"$tmp/mpi.err"
+  rc=$?
+  [ $rc -eq 0 ] && round_losses_close "$tmp/plain-one.json" "$tmp/mpi.json" 1e-5 &&
+    grep -q "^mpi      2 ranks, 4 windows per rank per step (8 per update)" "$tmp/mpi.err"
+  result "mpirun -np 2 --pipeline cpu,cpu --batch 4: one device's --batch 8 losses (1e-5)"
+  $mpi2 "$DLTRAIN" $wide $all --pipeline cpu,cpu,cpu >"$tmp/mpi.json" 2>"$tmp/mpi.err"
+  rc=$?
+  [ $rc -eq 0 ] && round_losses_close "$tmp/all-one.json" "$tmp/mpi.json" 1e-5
+  result "mpirun -np 2 --pipeline over three stages --batch 4 with $all: one device's --batch 8"
+else
+  skip "mpirun -np 2 --pipeline cpu,cpu" "$why"
+  skip "mpirun -np 2 --pipeline with $all" "$why"
+fi
+
+# 16, 17: what a pipeline does not take yet is a usage error that says so.
 run $gpt --pipeline cpu,cpu --checkpoint auto
 [ $rc -eq 2 ] && grep -q "pipeline takes --checkpoint blocks, sqrt or every:N" "$tmp/err"
 result "--pipeline --checkpoint auto is a usage error naming what works"

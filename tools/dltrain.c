@@ -451,9 +451,9 @@ int main(int argc, char **argv) {
     job.data = job.tensor = MPI_COMM_WORLD;
     const char *timeout = getenv("DLRT_MPI_TIMEOUT");
     if (timeout && atof(timeout) > 0) job.timeout_s = atof(timeout);
-    if (world > 1 && (o.devices || o.pipeline)) {
-      if (rank == 0) fputs("dltrain: --devices and --pipeline are for one process; under "
-                           "mpirun give each rank its --device\n", stderr);
+    if (world > 1 && o.devices) {
+      if (rank == 0) fputs("dltrain: --devices is for one process; under mpirun give each "
+                           "rank its --device (or its --pipeline stages)\n", stderr);
       MPI_Finalize();
       return STATUS_USAGE;
     }
@@ -676,7 +676,8 @@ int main(int argc, char **argv) {
   if (data_world < 2 || n_tp > 0 || tp_ranks) {
     /* One model split over the ranks: no data parallel all-reduce; replicas
      * of a split model take theirs once split (below). */
-  } else if (world > 1 && !o.zero && mpi_cuda_aware() && strcmp(props.backend, "cuda") == 0)
+  } else if (world > 1 && !o.zero && !o.pipeline && mpi_cuda_aware() &&
+             strcmp(props.backend, "cuda") == 0)
     /* CUDA-aware MPI: the gradients go from device memory, not the host. */
     TRY(dlrt_trainer_set_allreduce_device(trainer, mpi_allreduce_start, mpi_allreduce_wait, &job),
         "cannot train across the MPI ranks");
@@ -884,7 +885,9 @@ int main(int argc, char **argv) {
   if (spilled && r.epochs_run > 0 && r.last.slice_images)
     fprintf(log, "; convolution blocks in slices of %" PRId64 " images\n", r.last.slice_images);
   TRY(dlrt_trainer_zero_info(trainer, &r.zero), "cannot read the replicas' model states");
-  if (r.zero.replicas > 1) {
+  /* (A pipeline's replicas hold their states on the stages, which the
+   * figures do not count: no line rather than a wrong one.) */
+  if (r.zero.replicas > 1 && !o.pipeline) {
     const dlrt_zero_info *z = &r.zero;
     uint64_t held = z->param_bytes + z->grad_bytes + z->optimizer_bytes;
     uint64_t full = z->full_param_bytes + z->full_grad_bytes + z->full_optimizer_bytes;

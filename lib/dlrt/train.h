@@ -348,7 +348,9 @@ DLRT_API int dlrt_trainer_set_allreduce(dlrt_trainer_t *t, dlrt_allreduce_fn red
  * place and sets *request; the loss and correct predictions follow as one
  * last vector of 2. `wait` then completes each request in turn. Both return
  * 0, or a negative dlrt status with the reason set. Gradients arrive
- * already divided by the world size. */
+ * already divided by the world size. On a pipelined trainer (set the
+ * pipeline first), each stage's gradient sums go as one vector before each
+ * update, and each batch's loss and correct count as a vector of 2. */
 typedef int (*dlrt_allreduce_start_fn)(void *user, float *values, int64_t count,
                                        void **request);
 typedef int (*dlrt_allreduce_wait_fn)(void *user, void *request);

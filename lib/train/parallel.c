@@ -306,9 +306,10 @@ int dlrt_trainer_set_allreduce(dlrt_trainer_t *t, dlrt_allreduce_fn reduce, void
     t->allreduce_user = user;
     return dlrt__tp_set_replicas(t);
   }
-  DLRT__CHECK_ARG(!reduce || (t->accum == 1 && !t->spilling && !t->n_reps),
-                  "dlrt_trainer_set_allreduce: not with accumulation, spilling or "
-                  "--devices in this version");
+  DLRT__CHECK_ARG(!reduce || (t->accum == 1 && !t->spilling && !t->n_reps && !t->n_stages),
+                  "dlrt_trainer_set_allreduce: not with accumulation, spilling, --devices or "
+                  "--pipeline in this version (a pipeline takes "
+                  "dlrt_trainer_set_allreduce_async)");
   if (t->zero)
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_allreduce: the model states are "
                            "sharded (dlrt_trainer_set_zero), which takes the bucketed form "
@@ -337,9 +338,15 @@ int dlrt_trainer_set_allreduce_async(dlrt_trainer_t *t, dlrt_allreduce_start_fn 
     t->allreduce_user = user;
     return dlrt__tp_set_replicas(t);
   }
-  DLRT__CHECK_ARG(!start || (t->accum == 1 && !t->spilling && !t->n_reps && !t->n_stages),
-                  "dlrt_trainer_set_allreduce_async: not with accumulation, spilling, "
-                  "--devices or --pipeline in this version");
+  if (t->n_stages && start) { /* a pipeline's replicas: pipeline.c sums each stage's */
+    t->allreduce = NULL, t->allreduce_start = start, t->allreduce_wait = wait;
+    t->allreduce_user = user;
+    t->reduce_on_device = 0;
+    return dlrt__pipeline_set_ranks(t);
+  }
+  DLRT__CHECK_ARG(!start || (t->accum == 1 && !t->spilling && !t->n_reps),
+                  "dlrt_trainer_set_allreduce_async: not with accumulation, spilling or "
+                  "--devices in this version");
   if (t->zero)
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_allreduce_async: the model states "
                            "are sharded (dlrt_trainer_set_zero): set the all-reduce first");
@@ -361,10 +368,10 @@ int dlrt_trainer_set_allreduce_device(dlrt_trainer_t *t, dlrt_allreduce_start_fn
                                       dlrt_allreduce_wait_fn wait, void *user) {
   DLRT__CHECK_ARG(t && start && wait, "dlrt_trainer_set_allreduce_device: trainer, start or "
                   "wait is NULL");
-  if (t->tp)
+  if (t->tp || t->n_stages)
     return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "dlrt_trainer_set_allreduce_device: a split "
-                           "model's replicas (tensor parallel) sum their shards' gradients "
-                           "through the host: use dlrt_trainer_set_allreduce_async");
+                           "model's replicas (tensor or pipeline parallel) sum their parts' "
+                           "gradients through the host: use dlrt_trainer_set_allreduce_async");
   if (!dlrt__device_has_addresses(t->dev))
     return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "dlrt_trainer_set_allreduce_device: %s has "
                            "no device addresses (not a CUDA device); use "

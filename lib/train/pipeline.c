@@ -37,6 +37,8 @@ void dlrt__pipeline_free(dlrt_trainer_t *t) {
   free(t->upstream);
   free(t->tied_first);
   free(t->tied_last);
+  free(t->stage_sums);
+  t->stage_sums = NULL;
   t->tied_first = t->tied_last = NULL;
   t->stages = NULL;
   t->acts = t->upstream = NULL;
@@ -178,6 +180,10 @@ static int stage_build(dlrt_trainer_t *t, struct stage *st, int last_stage, int6
     if (st->g->nodes[i]->op == DLRT__OP_FILL) st->g->nodes[i]->fill.loss_seed = 0;
   if (rc == DLRT_OK && st->first > 0) st->dx = dlrt_keep(st->g, dlrt_grad(st->g, st->x));
   if (rc == DLRT_OK) rc = dlrt_graph_optimize(st->g, &t->cfg.opt);
+  for (int i = 0; rc == DLRT_OK && i < st->g->n_tensors; i++) {
+    const dlrt_tensor_t *p = st->g->tensors[i];
+    if (p->kind == DLRT__TENSOR_PARAM && p->grad) st->grads += p->numel;
+  }
   if (rc == DLRT_OK) rc = dlrt_exec_create(st->g, st->dev, t->cfg.seed, &st->e);
   /* Checkpointing inside a stage: its backward pass (which recomputes the
    * stage's forward, as GPipe does) keeps only the segments' inputs. */
@@ -205,8 +211,9 @@ int dlrt_trainer_set_pipeline(dlrt_trainer_t *t, dlrt_device_t *const *devs, int
                   "or %d micro-batches", n, micro);
   DLRT__CHECK_ARG(!t->spilling && !t->n_reps && !dlrt__across_processes(t) &&
                       t->cfg.checkpoint != DLRT_CHECKPOINT_AUTO,
-                  "dlrt_trainer_set_pipeline: not with spilling, --devices, MPI or automatic "
-                  "checkpointing in this version");
+                  "dlrt_trainer_set_pipeline: not with spilling, --devices or automatic "
+                  "checkpointing in this version; across processes, set the pipeline before "
+                  "the all-reduce (dlrt_trainer_set_allreduce_async)");
   if (t->batch % micro)
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "a batch of %lld does not split into %d "
                            "micro-batches", (long long)t->batch, micro);
@@ -334,13 +341,66 @@ static void scale_to_main(dlrt_trainer_t *t) {
   dlrt__exec_restore_loss_scale(t->e, &scale);
 }
 
+int dlrt__pipeline_set_ranks(dlrt_trainer_t *t) {
+  int64_t total = 0;
+  for (int s = 0; s < t->n_stages; s++) total += t->stages[s].grads;
+  free(t->stage_sums);
+  t->stage_sums = malloc((size_t)(total ? total : 1) * sizeof(float));
+  free(t->requests);
+  t->requests = calloc((size_t)t->n_stages + 1, sizeof *t->requests);
+  if (!t->stage_sums || !t->requests) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  return DLRT_OK;
+}
+
+/* Data parallel over processes: each stage's gradient sums averaged with
+ * the same stage's on the other ranks (one all-reduce per stage, all
+ * started before the first wait), before the update. */
+static int reduce_stages(dlrt_trainer_t *t) {
+  int world = t->cfg.world > 0 ? t->cfg.world : 1, started = 0, rc = DLRT_OK;
+  float inv = 1.0f / (float)world, *at = t->stage_sums;
+  for (int s = 0; s < t->n_stages && rc == DLRT_OK; s++) {
+    struct stage *st = &t->stages[s];
+    if ((rc = dlrt_exec_gradients_read(st->e, at, st->grads)) < 0) break;
+    for (int64_t k = 0; k < st->grads; k++) at[k] *= inv;
+    if ((rc = t->allreduce_start(t->allreduce_user, at, st->grads, &t->requests[s])) == DLRT_OK)
+      started++;
+    at += st->grads;
+  }
+  /* Every started request is completed, also after a failure. */
+  for (int s = 0; s < started; s++) {
+    int rc2 = t->allreduce_wait(t->allreduce_user, t->requests[s]);
+    if (rc == DLRT_OK) rc = rc2;
+  }
+  at = t->stage_sums;
+  for (int s = 0; s < t->n_stages && rc == DLRT_OK; s++) {
+    rc = dlrt_exec_gradients_write(t->stages[s].e, at, t->stages[s].grads);
+    at += t->stages[s].grads;
+  }
+  return rc;
+}
+
+/* A batch's loss and correct count, summed over the processes (the loss
+ * divided by their number first). */
+static int reduce_loss(dlrt_trainer_t *t, float *loss, int64_t *correct) {
+  int world = t->cfg.world > 0 ? t->cfg.world : 1;
+  float v[2] = {*loss / (float)world, (float)*correct};
+  void *req = NULL;
+  int rc = t->allreduce_start(t->allreduce_user, v, 2, &req);
+  if (rc == DLRT_OK) rc = t->allreduce_wait(t->allreduce_user, req);
+  if (rc < 0) return rc;
+  *loss = v[0];
+  *correct = (int64_t)(v[1] + 0.5f);
+  return DLRT_OK;
+}
+
 /* One update of every stage from the mean of its gradient sums. Clipping
  * takes the global norm over the stages, counting the tied wte once (after
  * sum_tied_gradients both stages hold the same sum): the last stage leaves
  * its copy out. Loss scaling takes one overflow verdict for all stages, so
  * that they skip together and their scales stay the same. */
 static int update_stages(dlrt_trainer_t *t) {
-  int S = t->n_stages, rc = t->lm ? sum_tied_gradients(t) : DLRT_OK;
+  int S = t->n_stages, rc = dlrt__across_processes(t) ? reduce_stages(t) : DLRT_OK;
+  if (rc == DLRT_OK && t->lm) rc = sum_tied_gradients(t);
   dlrt__loss_scale_saved scale;
   dlrt__exec_save_loss_scale(t->stages[0].e, &scale);
   int scaled = scale.scaler.enabled, clipped = t->cfg.clip_norm > 0, finite = 1;
@@ -376,6 +436,7 @@ static int update_stages(dlrt_trainer_t *t) {
 int dlrt__pipeline_step(dlrt_trainer_t *t, const void *inputs, const int32_t *labels, float lr,
                         float *loss, int64_t *correct) {
   int S = t->n_stages, M = t->micro, rc = DLRT_OK;
+  int64_t correct_before = *correct;
   /* A GPT has a label per position of each row. */
   int64_t rows = t->batch / M, labels_per_row = t->lm ? t->width : 1;
   float *act = t->acts;
@@ -424,6 +485,11 @@ int dlrt__pipeline_step(dlrt_trainer_t *t, const void *inputs, const int32_t *la
       if (rc == DLRT_OK && s > 0)
         rc = dlrt_exec_read(st->e, st->dx, t->upstream, (size_t)t->act_numel[s] * sizeof(float));
     }
+  }
+  if (rc == DLRT_OK && dlrt__across_processes(t)) {
+    int64_t right = *correct - correct_before;
+    rc = reduce_loss(t, loss, &right);
+    *correct = correct_before + right;
   }
   /* Accumulation: the stages' sums run on over the update's batches. */
   if (rc < 0 || ++t->stage_batches < t->accum) return rc;

@@ -51,6 +51,7 @@ struct dlrt_trainer {
   struct stage *stages;
   int n_stages, micro;
   int stage_batches;        /* batches in the stages' gradient sums (--accum: up to accum) */
+  float *stage_sums;        /* across processes: every stage's gradient sums, end to end */
   float *acts;              /* stage inputs per micro-batch (host) */
   int64_t *act_at;          /* offset of stage s, micro-batch m: act_at[s] + m * act_numel[s] */
   int64_t *act_numel;
@@ -72,6 +73,7 @@ struct stage {
   dlrt_tensor_t *x, *y, *upstream, *labels, *loss, *dx; /* upstream: NULL on the last */
   dlrt_tensor_t *tied;  /* a GPT's wte on the first and the last stage, else NULL */
   int first, last;      /* its layers (a GPT's blocks) */
+  int64_t grads;        /* its parameters' gradient elements */
 };
 
 struct dlrt__replica {
@@ -126,6 +128,10 @@ int dlrt__pipeline_step(dlrt_trainer_t *t, const void *inputs, const int32_t *la
 void dlrt__pipeline_free(dlrt_trainer_t *t);
 /* The main executor takes the stages' parameters; nothing without stages. */
 int dlrt__pipeline_sync_main(dlrt_trainer_t *t);
+/* A pipeline's replicas across processes (dlrt_trainer_set_allreduce_async
+ * set on a pipelined trainer): each stage's gradients averaged with the
+ * same stage's on the other ranks before every update. */
+int dlrt__pipeline_set_ranks(dlrt_trainer_t *t);
 /* parallel.c: the training loader is made again at the next epoch (whether it
  * copies batches to the device depends on replicas and stages). */
 void dlrt__drop_train_loader(dlrt_trainer_t *t);
