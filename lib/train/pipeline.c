@@ -93,10 +93,26 @@ static int gpt_stage_graph(dlrt_trainer_t *t, struct stage *st, int last_stage, 
   return rc;
 }
 
-/* A GPT's cuts (cuts[s]: the first block of stage s + 1), balancing the
- * stages' parameters: the embeddings (wte and wpe) count on the first, the
- * final LayerNorm and the head's copy of wte on the last, blocks between
- * the cuts. Each stage takes a block at least. */
+/* A GPT's cuts into n stages (cuts[s]: the first block of stage s + 1),
+ * balancing the stages' parameters: the embeddings (wte and wpe) count on
+ * the first, the final LayerNorm and the head's copy of wte on the last,
+ * blocks between the cuts. Each stage takes a block at least (n <= layers).
+ * split.c cuts its splits' stages with it too. */
+void dlrt__gpt_stage_cuts(const dlrt_gpt_config *c, int n, int *cuts) {
+  int64_t embeddings = (c->vocab + c->context) * c->embd, head = c->vocab * c->embd + 2 * c->embd;
+  int64_t block = (dlrt_gpt_params(c) - embeddings - 2 * c->embd) / c->layers;
+  int64_t total = embeddings + c->layers * block + head;
+  for (int s = 1; s < n; s++) {
+    int64_t target = total * s / n, best_gap = -1;
+    int from = s > 1 ? cuts[s - 2] + 1 : 1;
+    for (int cut = from; cut <= c->layers - (n - s); cut++) {
+      int64_t before = embeddings + cut * block;
+      int64_t gap = before > target ? before - target : target - before;
+      if (best_gap < 0 || gap < best_gap) cuts[s - 1] = cut, best_gap = gap;
+    }
+  }
+}
+
 static int gpt_cuts(const dlrt_trainer_t *t, int n, int *cuts, int *layers) {
   dlrt_gpt_config c;
   dlrt__gpt_model(&t->cfg, &c);
@@ -106,18 +122,7 @@ static int gpt_cuts(const dlrt_trainer_t *t, int n, int *cuts, int *layers) {
   if (n > c.layers)
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s has %lld blocks: it cuts into at most as "
                            "many pipeline stages, not %d", t->model, (long long)c.layers, n);
-  int64_t embeddings = (c.vocab + c.context) * c.embd, head = c.vocab * c.embd + 2 * c.embd;
-  int64_t block = (dlrt_gpt_params(&c) - embeddings - 2 * c.embd) / c.layers;
-  int64_t total = embeddings + c.layers * block + head;
-  for (int s = 1; s < n; s++) {
-    int64_t target = total * s / n, best_gap = -1;
-    int from = s > 1 ? cuts[s - 2] + 1 : 1;
-    for (int cut = from; cut <= c.layers - (n - s); cut++) {
-      int64_t before = embeddings + cut * block;
-      int64_t gap = before > target ? before - target : target - before;
-      if (best_gap < 0 || gap < best_gap) cuts[s - 1] = cut, best_gap = gap;
-    }
-  }
+  dlrt__gpt_stage_cuts(&c, n, cuts);
   return DLRT_OK;
 }
 

@@ -222,24 +222,11 @@ static double extend(const corners *c, int j, double blocks, double windows) {
 /* ---------------------------------------------------------------- stages */
 
 /* The blocks of the largest of `stages` stages, cut as
- * dlrt_trainer_set_pipeline cuts a GPT (pipeline.c's gpt_cuts, static
- * there): balancing parameters, the embeddings counted on the first stage,
- * the final LayerNorm and the head's copy of wte on the last. */
+ * dlrt_trainer_set_pipeline cuts a GPT. */
 static int largest_stage(const dlrt_gpt_config *c, int stages) {
-  if (stages <= 1) return (int)c->layers;
-  int64_t embeddings = (c->vocab + c->context) * c->embd, head = c->vocab * c->embd + 2 * c->embd;
-  int64_t block = (dlrt_gpt_params(c) - embeddings - 2 * c->embd) / c->layers;
-  int64_t total = embeddings + c->layers * block + head;
-  int cuts[64] = {0}, most = 0;
-  for (int s = 1; s < stages; s++) {
-    int64_t target = total * s / stages, best_gap = -1;
-    int from = s > 1 ? cuts[s - 2] + 1 : 1;
-    for (int cut = from; cut <= c->layers - (stages - s); cut++) {
-      int64_t before = embeddings + cut * block;
-      int64_t gap = before > target ? before - target : target - before;
-      if (best_gap < 0 || gap < best_gap) cuts[s - 1] = cut, best_gap = gap;
-    }
-  }
+  if (stages <= 1 || stages > c->layers) return (int)c->layers;
+  int cuts[64] = {0}, most = 0; /* split.c searches up to 64 stages */
+  dlrt__gpt_stage_cuts(c, stages, cuts);
   for (int s = 0; s < stages; s++) {
     int first = s ? cuts[s - 1] : 0, last = s < stages - 1 ? cuts[s] : (int)c->layers;
     if (last - first > most) most = last - first;

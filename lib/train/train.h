@@ -128,6 +128,9 @@ int dlrt__pipeline_step(dlrt_trainer_t *t, const void *inputs, const int32_t *la
 void dlrt__pipeline_free(dlrt_trainer_t *t);
 /* The main executor takes the stages' parameters; nothing without stages. */
 int dlrt__pipeline_sync_main(dlrt_trainer_t *t);
+/* A GPT's cuts into n pipeline stages, n <= its blocks: cuts[s] is the
+ * first block of stage s + 1 (balancing parameters; pipeline.c). */
+void dlrt__gpt_stage_cuts(const dlrt_gpt_config *c, int n, int *cuts);
 /* A pipeline's replicas across processes (dlrt_trainer_set_allreduce_async
  * set on a pipelined trainer): each stage's gradients averaged with the
  * same stage's on the other ranks before every update. */
