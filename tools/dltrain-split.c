@@ -135,8 +135,7 @@ int run_split(const options *o, const dlrt_trainer_config *cfg, const dlrt_datas
     if (!s->runs_now) printf("      not in this version: %s\n", s->needs);
     if (m && s->pipeline > 1)
       printf("      step: compute %.3f s, tensor all-reduces %.3f, stage copies %.3f, bubble "
-             "%.3f, data %.3f; the stages one after another (dltrain's one thread now) "
-             "%.3f s\n", s->compute_s, s->tensor_s, s->pipeline_s, s->bubble_s, s->data_s,
+             "%.3f, data %.3f; the stages one after another %.3f s\n", s->compute_s, s->tensor_s, s->pipeline_s, s->bubble_s, s->data_s,
              s->serial_step_s);
     else if (m)
       printf("      step: compute %.3f s, tensor all-reduces %.3f, data %.3f\n", s->compute_s,

@@ -810,8 +810,8 @@ typedef struct {
    * (on the node's network, a device's share of it; staged through the
    * host as dlrt's collectives are; not overlapped). */
   double step_s, compute_s, tensor_s, pipeline_s, bubble_s, data_s;
-  double serial_step_s;   /* the stages one after another, as dltrain's one thread
-                             drives a --pipeline in one process now */
+  double serial_step_s;   /* the stages one after another, no micro-batch
+                             overlapping another */
   double tokens_per_s;
   double model_tflops;    /* per device, FLOPs counted as Narayanan et al. (2021)
                              count them (their Equation 3: matmuls, recomputation

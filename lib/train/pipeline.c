@@ -262,7 +262,7 @@ int dlrt_trainer_set_pipeline(dlrt_trainer_t *t, dlrt_device_t *const *devs, int
   dlrt_host_tensor *state;
   int n_state;
   if ((rc = dlrt_exec_export(t->e, 1, &state, &n_state)) < 0) return rc;
-  int64_t rows = t->batch / micro, at = 0, widest = 0;
+  int64_t rows = t->batch / micro, at = 0;
   for (int s = 0; s < n && rc == DLRT_OK; s++) {
     struct stage *st = &t->stages[s];
     st->dev = devs[s];
@@ -276,7 +276,6 @@ int dlrt_trainer_set_pipeline(dlrt_trainer_t *t, dlrt_device_t *const *devs, int
       t->act_numel[s] = numel;
       t->act_at[s] = at;
       at += numel * micro;
-      if (numel > widest) widest = numel;
     }
   }
   dlrt_host_tensors_free(state, n_state);
@@ -284,7 +283,7 @@ int dlrt_trainer_set_pipeline(dlrt_trainer_t *t, dlrt_device_t *const *devs, int
     /* A GPT's first stage input is its I32 tokens, kept in the same 4-byte
      * slots. */
     t->acts = malloc((size_t)at * sizeof(float));
-    t->upstream = malloc((size_t)widest * sizeof(float));
+    t->upstream = malloc((size_t)at * sizeof(float)); /* laid out as acts */
     if (!t->acts || !t->upstream) rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   }
   if (rc == DLRT_OK && t->lm) {
@@ -437,60 +436,93 @@ static int update_stages(dlrt_trainer_t *t) {
 /* GPipe: every micro-batch forward through the stages (their inputs kept on
  * the host), then backward through them in reverse, each stage recomputing
  * its forward (as GPipe does) and summing its gradients over the
- * micro-batches; then one update per stage from their mean. */
+ * micro-batches; then one update per stage from their mean.
+ *
+ * Both passes go in waves: in wave w stage s takes micro-batch w - s (the
+ * backward pass: w - (S - 1 - s)), whose input the stage before it (after
+ * it) made in wave w - 1. Every stage's run of a wave is queued on its own
+ * stream before any is waited for, so stages on different devices compute
+ * at once, as GPipe's schedule has them; each stage still takes its
+ * micro-batches in order, so the sums (and the bits) do not change. */
+static int forward_wave(dlrt_trainer_t *t, int w) {
+  int S = t->n_stages, M = t->micro, rc = DLRT_OK;
+  for (int s = 0; s < S - 1 && rc == DLRT_OK; s++) {
+    int m = w - s;
+    if (m < 0 || m >= M) continue;
+    struct stage *st = &t->stages[s];
+    float *in = t->acts + t->act_at[s] + m * t->act_numel[s];
+    if ((rc = dlrt_exec_write(st->e, st->x, in, (size_t)t->act_numel[s] * sizeof(float))) ==
+        DLRT_OK)
+      rc = dlrt_exec_run(st->e, DLRT_RUN_FORWARD);
+  }
+  for (int s = 0; s < S - 1 && rc == DLRT_OK; s++) {
+    int m = w - s;
+    if (m < 0 || m >= M) continue;
+    float *out = t->acts + t->act_at[s + 1] + m * t->act_numel[s + 1];
+    rc = dlrt_exec_read(t->stages[s].e, t->stages[s].y, out,
+                        (size_t)t->act_numel[s + 1] * sizeof(float));
+  }
+  return rc;
+}
+
+static int backward_wave(dlrt_trainer_t *t, int w, const int32_t *labels, float lr, float *loss,
+                         int64_t *correct) {
+  int S = t->n_stages, M = t->micro, rc = DLRT_OK;
+  /* A GPT has a label per position of each row. */
+  int64_t rows = t->batch / M, labels_per_row = t->lm ? t->width : 1;
+  for (int s = S - 1; s >= 0 && rc == DLRT_OK; s--) {
+    int m = w - (S - 1 - s);
+    if (m < 0 || m >= M) continue;
+    struct stage *st = &t->stages[s];
+    float *in = t->acts + t->act_at[s] + m * t->act_numel[s];
+    if ((rc = dlrt_exec_set_lr(st->e, lr)) < 0 ||
+        (rc = dlrt_exec_write(st->e, st->x, in, (size_t)t->act_numel[s] * sizeof(float))) < 0)
+      break;
+    if (s == S - 1)
+      rc = dlrt_exec_write(st->e, st->labels, labels + m * rows * labels_per_row,
+                           (size_t)(rows * labels_per_row) * sizeof(int32_t));
+    else /* the gradient the next stage passed back for this micro-batch */
+      rc = dlrt_exec_write(st->e, st->upstream,
+                           t->upstream + t->act_at[s + 1] + m * t->act_numel[s + 1],
+                           (size_t)t->act_numel[s + 1] * sizeof(float));
+    if (rc == DLRT_OK) rc = dlrt_exec_run(st->e, DLRT_RUN_GRADIENTS);
+  }
+  for (int s = S - 1; s >= 0 && rc == DLRT_OK; s--) {
+    int m = w - (S - 1 - s);
+    if (m < 0 || m >= M) continue;
+    struct stage *st = &t->stages[s];
+    if (s == S - 1) {
+      float l = 0;
+      rc = dlrt_exec_read(st->e, st->loss, &l, sizeof l);
+      if (rc == DLRT_OK && !t->lm) /* a GPT's head makes no logits to count */
+        rc = dlrt_exec_read(st->e, st->y, t->host_logits,
+                            (size_t)(rows * t->classes) * sizeof(float));
+      *loss += l / (float)M;
+      for (int64_t j = 0; j < rows && rc == DLRT_OK && !t->lm; j++) {
+        const float *row = t->host_logits + j * t->classes;
+        int64_t best = 0;
+        for (int64_t c = 1; c < t->classes; c++)
+          if (row[c] > row[best]) best = c;
+        *correct += best == labels[m * rows + j];
+      }
+    }
+    if (rc == DLRT_OK && s > 0)
+      rc = dlrt_exec_read(st->e, st->dx, t->upstream + t->act_at[s] + m * t->act_numel[s],
+                          (size_t)t->act_numel[s] * sizeof(float));
+  }
+  return rc;
+}
+
 int dlrt__pipeline_step(dlrt_trainer_t *t, const void *inputs, const int32_t *labels, float lr,
                         float *loss, int64_t *correct) {
   int S = t->n_stages, M = t->micro, rc = DLRT_OK;
   int64_t correct_before = *correct;
-  /* A GPT has a label per position of each row. */
-  int64_t rows = t->batch / M, labels_per_row = t->lm ? t->width : 1;
-  float *act = t->acts;
   _Static_assert(sizeof(float) == sizeof(int32_t), "a token takes an activation's slot");
-  memcpy(act + t->act_at[0], inputs, (size_t)(t->act_numel[0] * M) * sizeof(float));
-  for (int m = 0; m < M && rc == DLRT_OK; m++)
-    for (int s = 0; s < S - 1 && rc == DLRT_OK; s++) {
-      struct stage *st = &t->stages[s];
-      float *in = act + t->act_at[s] + m * t->act_numel[s];
-      float *out = act + t->act_at[s + 1] + m * t->act_numel[s + 1];
-      if ((rc = dlrt_exec_write(st->e, st->x, in, (size_t)t->act_numel[s] * sizeof(float))) ==
-              DLRT_OK &&
-          (rc = dlrt_exec_run(st->e, DLRT_RUN_FORWARD)) == DLRT_OK)
-        rc = dlrt_exec_read(st->e, st->y, out, (size_t)t->act_numel[s + 1] * sizeof(float));
-    }
+  memcpy(t->acts + t->act_at[0], inputs, (size_t)(t->act_numel[0] * M) * sizeof(float));
+  for (int w = 0; w < M + S - 2 && rc == DLRT_OK; w++) rc = forward_wave(t, w);
   *loss = 0;
-  for (int m = 0; m < M && rc == DLRT_OK; m++) {
-    for (int s = S - 1; s >= 0 && rc == DLRT_OK; s--) {
-      struct stage *st = &t->stages[s];
-      float *in = act + t->act_at[s] + m * t->act_numel[s];
-      if ((rc = dlrt_exec_set_lr(st->e, lr)) < 0 ||
-          (rc = dlrt_exec_write(st->e, st->x, in, (size_t)t->act_numel[s] * sizeof(float))) < 0)
-        break;
-      if (s == S - 1)
-        rc = dlrt_exec_write(st->e, st->labels, labels + m * rows * labels_per_row,
-                             (size_t)(rows * labels_per_row) * sizeof(int32_t));
-      else
-        rc = dlrt_exec_write(st->e, st->upstream, t->upstream,
-                             (size_t)t->act_numel[s + 1] * sizeof(float));
-      if (rc == DLRT_OK) rc = dlrt_exec_run(st->e, DLRT_RUN_GRADIENTS);
-      if (rc == DLRT_OK && s == S - 1) {
-        float l = 0;
-        rc = dlrt_exec_read(st->e, st->loss, &l, sizeof l);
-        if (rc == DLRT_OK && !t->lm) /* a GPT's head makes no logits to count */
-          rc = dlrt_exec_read(st->e, st->y, t->host_logits,
-                              (size_t)(rows * t->classes) * sizeof(float));
-        *loss += l / (float)M;
-        for (int64_t j = 0; j < rows && rc == DLRT_OK && !t->lm; j++) {
-          const float *row = t->host_logits + j * t->classes;
-          int64_t best = 0;
-          for (int64_t c = 1; c < t->classes; c++)
-            if (row[c] > row[best]) best = c;
-          *correct += best == labels[m * rows + j];
-        }
-      }
-      if (rc == DLRT_OK && s > 0)
-        rc = dlrt_exec_read(st->e, st->dx, t->upstream, (size_t)t->act_numel[s] * sizeof(float));
-    }
-  }
+  for (int w = 0; w < M + S - 1 && rc == DLRT_OK; w++)
+    rc = backward_wave(t, w, labels, lr, loss, correct);
   if (rc == DLRT_OK && dlrt__across_processes(t)) {
     int64_t right = *correct - correct_before;
     rc = reduce_loss(t, loss, &right);

@@ -55,7 +55,7 @@ struct dlrt_trainer {
   float *acts;              /* stage inputs per micro-batch (host) */
   int64_t *act_at;          /* offset of stage s, micro-batch m: act_at[s] + m * act_numel[s] */
   int64_t *act_numel;
-  float *upstream;          /* the gradient passed back between stages */
+  float *upstream;          /* the gradients passed back between stages, laid out as acts */
   /* Tensor parallelism (tensor_parallel.c): a GPT's shards on several
    * devices or processes; NULL without. */
   struct dlrt__tp *tp;
