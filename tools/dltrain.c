@@ -692,7 +692,7 @@ int main(int argc, char **argv) {
   else if (world > 1)
     TRY(dlrt_trainer_set_allreduce_async(trainer, mpi_allreduce_start, mpi_allreduce_wait, &job),
         "cannot train across the MPI ranks");
-  if (o.zero && world > 1 && !tp_ranks) {
+  if (o.zero && world > 1 && !tp_ranks && !n_tp) {
     dlrt_zero_collectives across = {mpi_reduce_start, mpi_broadcast_start, mpi_allreduce_wait,
                                     &job};
     TRY(dlrt_trainer_set_zero(trainer, o.zero, &across),
