@@ -262,16 +262,17 @@ static void describe(const split_ctx *x, dlrt_split *s, int node) {
                           n ? "; " : "", text);                                       \
     if (n >= sizeof needs) n = sizeof needs - 1;                                      \
   } while (0)
-  /* tensor_parallel.c composes with data-parallel ranks, --checkpoint and
-   * fp16 loss scaling; not yet with a pipeline or ZeRO. */
+  /* tensor_parallel.c composes with data-parallel ranks, ZeRO over them
+   * (stages 1-3, fp16 loss scaling included), --checkpoint and fp16 loss
+   * scaling; not yet with a pipeline. */
   if (s->tensor > 1 && s->pipeline > 1) NEED("--tensor-parallel with --pipeline");
-  if (s->tensor > 1 && s->zero > 0) NEED("--zero with --tensor-parallel");
   if (s->pipeline > 1 && s->data > 1) NEED("--pipeline with data-parallel replicas");
   if (s->pipeline > 1 && s->checkpoint) NEED("--pipeline with --checkpoint");
   if (s->pipeline > 1 && cfg->precision != DLRT_F32) NEED("--pipeline with --precision");
   if (s->pipeline > node) NEED("--pipeline across processes (one process drives one node)");
   if (s->zero > 0 && s->pipeline > 1) NEED("--zero with --pipeline");
-  if (s->zero > 0 && cfg->precision == DLRT_F16) NEED("--zero with fp16 loss scaling");
+  if (s->zero > 0 && s->tensor == 1 && cfg->precision == DLRT_F16)
+    NEED("--zero with fp16 loss scaling");
 #undef NEED
   snprintf(s->needs, sizeof s->needs, "%s", needs);
   s->runs_now = needs[0] == '\0';
