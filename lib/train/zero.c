@@ -84,8 +84,7 @@ static void pieces_free(zero_member *m) {
   m->n_pieces = 0;
 }
 
-void dlrt__zero_free(dlrt_trainer_t *t) {
-  struct dlrt__zero *z = t->zero;
+static void zero_destroy(struct dlrt__zero *z) {
   if (!z) return;
   for (int i = 0; i < z->n_members; i++) {
     if (z->members[i].e) dlrt_stream_synchronize(dlrt_exec_stream(z->members[i].e));
@@ -97,6 +96,10 @@ void dlrt__zero_free(dlrt_trainer_t *t) {
   if (z->params) dlrt_host_free(z->params);
   free(z->state[0]), free(z->state[1]);
   free(z);
+}
+
+void dlrt__zero_free(dlrt_trainer_t *t) {
+  zero_destroy(t->zero);
   t->zero = NULL;
 }
 
@@ -698,11 +701,7 @@ int dlrt__zero_peer_create(dlrt_exec_t *e, dlrt_device_t *dev, int stage, int re
   return DLRT_OK;
 }
 
-void dlrt__zero_peer_free(struct dlrt__zero *z) {
-  if (!z) return;
-  dlrt_trainer_t t = {.zero = z};
-  dlrt__zero_free(&t);
-}
+void dlrt__zero_peer_free(struct dlrt__zero *z) { zero_destroy(z); }
 
 void dlrt__zero_peer_layout(const struct dlrt__zero *z, int *n, const int **ids,
                             const int64_t **at, int64_t *from, int64_t *to) {
