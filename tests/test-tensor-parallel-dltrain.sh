@@ -153,8 +153,8 @@ run --model mlp --data generated --tensor-parallel cpu,cpu
 [ $rc -eq 2 ] && grep -q "splits GPT models" "$tmp/err"
 result "--tensor-parallel on an MLP is a usage error naming GPT models and --devices"
 run $common --steps 1 --tensor-parallel cpu,cpu --zero 1
-[ $rc -eq 2 ] && grep -q "not both in this version" "$tmp/err"
-result "--tensor-parallel --zero 1 is a usage error"
+[ $rc -eq 2 ] && grep -q "run mpirun -np N x R with --tensor-parallel N" "$tmp/err"
+result "--tensor-parallel --zero 1 in one process (no replicas) is a usage error saying how"
 run $common --steps 1 --tensor-parallel cpu,cpu --pipeline cpu,cpu
 [ $rc -eq 2 ] && grep -q "without --devices and --pipeline" "$tmp/err"
 result "--tensor-parallel with --pipeline is a usage error"

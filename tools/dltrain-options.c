@@ -64,7 +64,9 @@ void dltrain_usage(FILE *out) {
         "                             or of the ranks under mpirun): 1 the optimizer\n"
         "                             state, 2 the gradients too, 3 the parameters too\n"
         "                             (gathered for each pass); each replica updates its\n"
-        "                             range (default 0: off)\n"
+        "                             range. With --tensor-parallel N under mpirun -np\n"
+        "                             N x R: each shard's states over its R replicas\n"
+        "                             (with --accum, --clip-norm, fp16) (default 0: off)\n"
         "  -e, --epochs N             epochs in all, counting resumed ones (default 1)\n"
         "  -b, --batch N              images per step (default 64; a GPT's: windows of\n"
         "                             --context tokens, default 32)\n"
@@ -478,11 +480,14 @@ static int check_combinations(options *o, int momentum_given, dlrt_optimizer_kin
   if (o->zero && o->pipeline)
     return tool_usage_error(err, "--zero shards data-parallel replicas (--devices, or the "
                             "ranks under mpirun), not --pipeline stages");
-  if (o->zero && o->precision == DLRT_F16)
+  /* A split model's replicas shard through tensor_parallel.c's host update,
+   * which takes loss scaling and accumulation too. */
+  if (o->zero && o->precision == DLRT_F16 && !o->tensor_parallel)
     return tool_usage_error(err, "--zero goes without --precision fp16 (loss scaling) in this "
-                            "version: use bf16");
-  if (o->zero && (o->mem_limit || o->accum > 1))
-    return tool_usage_error(err, "--zero goes without --mem-limit and --accum in this version");
+                            "version, but with --tensor-parallel: use bf16");
+  if (o->zero && (o->mem_limit || (o->accum > 1 && !o->tensor_parallel)))
+    return tool_usage_error(err, "--zero goes without --mem-limit, and without --accum but "
+                            "with --tensor-parallel, in this version");
   if (o->devices && (o->mem_limit || o->accum > 1 || o->checkpoint))
     return tool_usage_error(err, "--devices goes without --mem-limit, --accum and --checkpoint "
                             "in this version");

@@ -370,9 +370,13 @@ static int mpi_rooted_start(void *user, float *values, int64_t count, int root, 
     fprintf(stderr, "dltrain: rank %d: out of host memory\n", job->rank);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
-  int ok = reduce ? MPI_Ireduce(job->rank == root ? MPI_IN_PLACE : values, values, (int)count,
-                                MPI_FLOAT, MPI_SUM, root, MPI_COMM_WORLD, req)
-                  : MPI_Ibcast(values, (int)count, MPI_FLOAT, root, MPI_COMM_WORLD, req);
+  /* Over the data-parallel ranks (all of them, or those holding the same
+   * tensor-parallel shard); root is a rank among them. */
+  int me;
+  MPI_Comm_rank(job->data, &me);
+  int ok = reduce ? MPI_Ireduce(me == root ? MPI_IN_PLACE : values, values, (int)count,
+                                MPI_FLOAT, MPI_SUM, root, job->data, req)
+                  : MPI_Ibcast(values, (int)count, MPI_FLOAT, root, job->data, req);
   if (ok != MPI_SUCCESS) {
     fprintf(stderr, "dltrain: rank %d: MPI_I%s failed\n", job->rank, reduce ? "reduce" : "bcast");
     MPI_Abort(MPI_COMM_WORLD, 1);
@@ -552,9 +556,14 @@ int main(int argc, char **argv) {
     }
     o.device = dlrt_device_spec(tp_devs[0]);
   }
-  if (o.zero && o.tensor_parallel) {
-    fputs("dltrain: --zero shards data-parallel replicas, and --tensor-parallel splits one "
-          "model: not both in this version (use one of them)\n", stderr);
+  if (o.zero && o.tensor_parallel && (tp_ranks ? world / tp_ranks : world) < 2) {
+    if (rank == 0)
+      fputs("dltrain: --zero shards a split model's model states over its data-parallel "
+            "replicas: run mpirun -np N x R with --tensor-parallel N (R > 1 replicas)\n",
+            stderr);
+#ifdef DLRT_HAVE_MPI
+    ranks_agree_to_stop = 1; /* every rank says so: all finalize */
+#endif
     status = STATUS_USAGE;
     goto done;
   }
@@ -684,7 +693,7 @@ int main(int argc, char **argv) {
   else if (world > 1)
     TRY(dlrt_trainer_set_allreduce_async(trainer, mpi_allreduce_start, mpi_allreduce_wait, &job),
         "cannot train across the MPI ranks");
-  if (o.zero && world > 1) {
+  if (o.zero && world > 1 && !tp_ranks && !n_tp) {
     dlrt_zero_collectives across = {mpi_reduce_start, mpi_broadcast_start, mpi_allreduce_wait,
                                     &job};
     TRY(dlrt_trainer_set_zero(trainer, o.zero, &across),
@@ -715,6 +724,13 @@ int main(int argc, char **argv) {
   if (data_world > 1 && (n_tp > 0 || tp_ranks))
     TRY(dlrt_trainer_set_allreduce_async(trainer, mpi_allreduce_start, mpi_allreduce_wait, &job),
         "cannot train the split model's replicas across the MPI ranks");
+  /* ZeRO over them: each shard's model states over the ranks that hold it. */
+  if (o.zero && data_world > 1 && (n_tp > 0 || tp_ranks)) {
+    dlrt_zero_collectives across = {mpi_reduce_start, mpi_broadcast_start, mpi_allreduce_wait,
+                                    &job};
+    TRY(dlrt_trainer_set_zero(trainer, o.zero, &across),
+        "cannot shard the split model's states over its replicas (--zero)");
+  }
 #endif
   if (o.zero && n_replicas > 0 && o.devices)
     TRY(dlrt_trainer_set_zero(trainer, o.zero, NULL),

@@ -487,8 +487,15 @@ DLRT_API int dlrt_trainer_split(const dlrt_trainer_t *t, int64_t *split, int *n)
  * or the device-to-device all-reduce of replicas (NCCL: the host combines
  * them instead) in this version. Rebalancing the split after the first
  * steps (dlrt_trainer_set_devices without a split) rebuilds the replicas,
- * which shard again from the host copies. Stage 0 turns nothing on (DLRT_ERR_INVALID_ARG outside
- * 0 to 3, or without replicas). Once per trainer. */
+ * which shard again from the host copies. On a tensor-parallel trainer
+ * (after dlrt_trainer_set_tensor_parallel* and, across processes, the
+ * replicas' dlrt_trainer_set_allreduce_async) each peer's shard is sharded
+ * over the replicas that hold the same shard, with `across` the data
+ * ranks' collectives (root: a rank among them): the same three stages,
+ * with accumulation, clipping (one global norm) and fp16 loss scaling (one
+ * overflow verdict); load a checkpoint before, not after (DLRT_ERR_STATE).
+ * Stage 0 turns nothing on (DLRT_ERR_INVALID_ARG outside 0 to 3, or without
+ * replicas). Once per trainer. */
 typedef int (*dlrt_collective_start_fn)(void *user, float *values, int64_t count, int root,
                                         void **request);
 typedef struct {
@@ -509,9 +516,10 @@ DLRT_API int dlrt_trainer_set_zero(dlrt_trainer_t *t, int stage,
  * are transient and not counted (the devices' measured peaks hold them). */
 typedef struct {
   int stage;    /* 0: not sharded */
-  int replicas; /* devices in one process, or processes; 1 without data parallelism;
-                   0 (all fields 0) for a tensor-parallel trainer, whose bytes
-                   dlrt_trainer_tensor_parallel gives per peer */
+  int replicas; /* devices in one process, or processes; 1 without data parallelism.
+                   A tensor-parallel trainer: its replicas across processes, and
+                   its largest peer's bytes (of its shard; full_*: the shard's
+                   unsharded) */
   uint64_t param_bytes, grad_bytes, optimizer_bytes;
   uint64_t full_param_bytes, full_grad_bytes, full_optimizer_bytes;
 } dlrt_zero_info;

@@ -183,23 +183,35 @@ static int fetch_failed(const dlrt_tensor_t *p, int rc) {
 }
 
 /* The prefetch of position j's parameters that are not resident now, on
- * the copy stream (see dlrt__exec_shard). */
+ * the copy stream (see dlrt__exec_shard). Every buffer is allocated
+ * before the one event the copies wait for: an allocation may order the
+ * compute stream after another stream's last use of its block (another
+ * executor's on the same device: --devices cpu,cpu, or a process's
+ * tensor-parallel peers), and the copies must come after that too. */
+enum { ALLOCATED = 2 }; /* prefetched[id]: its buffer taken, its copy not yet queued */
 static int prefetch(dlrt_exec_t *e, int mode, int j) {
-  int rc = DLRT_OK, waited = 0;
-  for (const int *id = e->shard.fetch[mode][j]; *id >= 0 && rc == DLRT_OK; id++) {
-    const dlrt_tensor_t *p = e->g->tensors[*id];
+  const int *ids = e->shard.fetch[mode][j];
+  int rc = DLRT_OK, any = 0;
+  for (const int *id = ids; *id >= 0 && rc == DLRT_OK; id++) {
     if (e->bufs[*id]) continue; /* in use until its run ends: fetched at j itself */
-    if ((rc = dlrt_buffer_alloc(e->dev, dlrt__tensor_bytes(p), e->stream, &e->bufs[*id])) < 0)
-      break;
-    if (!waited && ((rc = dlrt_event_record(e->shard.queued, e->stream)) < 0 ||
-                    (rc = dlrt_stream_wait_event(e->shard.copy, e->shard.queued)) < 0))
-      break;
-    waited = 1;
+    rc = dlrt_buffer_alloc(e->dev, dlrt__tensor_bytes(e->g->tensors[*id]), e->stream,
+                           &e->bufs[*id]);
+    if (rc == DLRT_OK) e->shard.prefetched[*id] = ALLOCATED, any = 1;
+  }
+  if (rc == DLRT_OK && any && (rc = dlrt_event_record(e->shard.queued, e->stream)) == DLRT_OK)
+    rc = dlrt_stream_wait_event(e->shard.copy, e->shard.queued);
+  for (const int *id = ids; *id >= 0; id++) {
+    if (e->shard.prefetched[*id] != ALLOCATED) continue;
+    e->shard.prefetched[*id] = 0; /* unless queued below: then fetched at j itself */
+    if (rc < 0) continue;
+    const dlrt_tensor_t *p = e->g->tensors[*id];
     if ((rc = dlrt_buffer_record_stream(e->bufs[*id], e->shard.copy)) < 0 ||
-        (rc = e->shard.fetch_fn(e->shard.fetch_user, e, *id, e->bufs[*id], e->shard.copy)) < 0)
-      return fetch_failed(p, rc);
-    if ((rc = dlrt_event_record(e->shard.ready[*id], e->shard.copy)) < 0) break;
-    e->shard.prefetched[*id] = 1;
+        (rc = e->shard.fetch_fn(e->shard.fetch_user, e, *id, e->bufs[*id], e->shard.copy)) < 0) {
+      rc = fetch_failed(p, rc);
+      continue;
+    }
+    if ((rc = dlrt_event_record(e->shard.ready[*id], e->shard.copy)) == DLRT_OK)
+      e->shard.prefetched[*id] = 1;
   }
   return rc;
 }

@@ -503,6 +503,7 @@ int dlrt__allreduce_step(dlrt_trainer_t *t, float *loss, int64_t *correct) {
 /* The main executor takes the replicas' parameters (for evaluation and
  * checkpoints). */
 int dlrt__dp_sync_main(dlrt_trainer_t *t) {
+  if (t->tp) return dlrt__tp_sync(t); /* ZeRO over a split model's replicas: the state */
   if (t->zero) return dlrt__zero_sync_main(t);
   if (t->n_reps) return copy_state(t->reps[0].e, t->e);
   return dlrt__pipeline_sync_main(t);

@@ -58,6 +58,9 @@ typedef struct {
    * host, its parameter elements (dlrt_exec_gradients_read's vector). */
   float *grads;
   int64_t n_grads;
+  /* ZeRO over the data-parallel replicas (dlrt__tp_set_zero): this peer's
+   * shard of its model states (zero.c), else NULL. */
+  struct dlrt__zero *zero;
 } tp_peer;
 
 struct dlrt__tp {
@@ -76,6 +79,7 @@ struct dlrt__tp {
    * overflow and clipping on the global norm, before each peer applies. */
   int update;
   int micro; /* micro-batches of the update under way */
+  int zero_stage; /* ZeRO over the replicas (each peer's `zero`); 0: none */
 };
 enum { GRADIENT_RUNS = 1, HOST_UPDATE = 2 };
 
@@ -282,6 +286,7 @@ static int scatter(const dlrt_gpt_config *c, const dlrt_gpt_shard *s,
 /* ------------------------------------------------------------ peers */
 
 static void peer_free(tp_peer *p) {
+  dlrt__zero_peer_free(p->zero); /* its shards first: they lie on the peer's device */
   dlrt_exec_destroy(p->e);
   dlrt_graph_destroy(p->g);
   free(p->shifted);
@@ -302,7 +307,8 @@ void dlrt__tp_free(dlrt_trainer_t *t) {
 static int update_mode(const dlrt_trainer_t *t) {
   dlrt__loss_scale_saved scale;
   dlrt__exec_save_loss_scale(t->e, &scale);
-  if (dlrt__across_processes(t) || t->cfg.clip_norm > 0 || scale.scaler.enabled)
+  if (dlrt__across_processes(t) || t->cfg.clip_norm > 0 || scale.scaler.enabled ||
+      (t->tp && t->tp->zero_stage))
     return HOST_UPDATE;
   return t->accum > 1 ? GRADIENT_RUNS : 0;
 }
@@ -369,7 +375,8 @@ static const char *refused(const dlrt_trainer_t *t) {
                                        "rank or per group of ranks)";
   if (t->spilling) return "tensor parallelism goes without spilling (--mem-limit, --offload, "
                           "DLRT_MEM_LIMIT) in this version";
-  if (t->zero) return "tensor parallelism goes without ZeRO (--zero) in this version";
+  if (t->zero) return "ZeRO shards a split model's replicas once it is split: call "
+                      "dlrt_trainer_set_zero after the tensor-parallel split, not before";
   if (t->reduce_on_device) return "tensor parallelism takes the host all-reduce "
                                   "(dlrt_trainer_set_allreduce_async), not the device one";
   if (t->cfg.checkpoint == DLRT_CHECKPOINT_AUTO)
@@ -604,54 +611,146 @@ static int all_finite(const float *v, int64_t n) {
   return 1;
 }
 
+/* Peer p's share of the squared global norm over the range [from, to) of
+ * its ZeRO layout (stages 2 and 3: the range this replica holds reduced),
+ * with peer_squares' rule for the tensors every peer holds whole. */
+static double range_squares(const dlrt__tp *tp, const tp_peer *p, int first) {
+  int n;
+  const int *ids;
+  const int64_t *at;
+  int64_t from, to;
+  dlrt__zero_peer_layout(p->zero, &n, &ids, &at, &from, &to);
+  double sq = 0;
+  for (int j = 0; j < n; j++) {
+    const dlrt_tensor_t *w = p->g->tensors[ids[j]];
+    tp_piece piece;
+    int split = w->ndim <= 2 && piece_of(w->name, &tp->gpt, &p->shard, w->ndim, &piece);
+    int64_t lo = at[j] > from ? at[j] : from, hi = at[j] + w->numel < to ? at[j] + w->numel : to;
+    for (int64_t k = lo; (split || first) && k < hi; k++)
+      sq += (double)p->grads[k] * p->grads[k];
+  }
+  return sq;
+}
+
+/* Where a peer's reduced gradients are current: all of them, or (ZeRO
+ * stages 2 and 3) this replica's range. */
+static void reduced_range(const dlrt__tp *tp, const tp_peer *p, int64_t *from, int64_t *to) {
+  *from = 0, *to = p->n_grads;
+  if (p->zero && tp->zero_stage >= 2) {
+    int n;
+    const int *ids;
+    const int64_t *at;
+    dlrt__zero_peer_layout(p->zero, &n, &ids, &at, from, to);
+  }
+}
+
+/* Under ZeRO: each peer's replica updates its range and the parameters are
+ * all-gathered over the replicas, as dlrt_exec_apply_gradients would have
+ * updated them whole (the same scale: the mean of its gradient runs, the
+ * loss scale divided out; clipping is in the gradients already); or, where
+ * the group overflowed, every peer skips the update and backs off its
+ * scale. */
+static int zero_apply(dlrt__tp *tp, int overflow) {
+  int rc = DLRT_OK;
+  for (int i = 0; i < tp->n && rc == DLRT_OK; i++) {
+    dlrt_exec_t *e = tp->peers[i].e;
+    float mean = e->grads.grad_runs > 1 ? 1.0f / (float)e->grads.grad_runs : 1.0f;
+    if (e->grads.scaler.enabled) mean /= e->grads.loss_scale;
+    if (!overflow) rc = dlrt__zero_peer_update(tp->peers[i].zero, tp->peers[i].grads, mean);
+    if (rc == DLRT_OK && e->grads.scaler.enabled) dlrt__exec_update_loss_scale(e, !overflow);
+    e->grads.grad_runs = 0; /* the next update's runs start again */
+  }
+  return rc;
+}
+
 /* The peers' update after the last micro-batch's gradient run, made with
  * the host's help (HOST_UPDATE): each peer's gradient sum read, averaged
- * over the data-parallel replicas; with loss scaling, one verdict on
- * overflow for the group (a peer whose own gradients are finite takes a
- * NaN, so its executor skips the update and backs off the scale as the
- * others do); with clipping, one factor from the norm over the whole
- * model (the mean of the `runs` micro-batches, the loss scale divided out,
- * as dlrt_exec_apply_gradients would clip one device's); written back and
- * applied by every peer. */
+ * over the data-parallel replicas (ZeRO stages 2 and 3: each range reduced
+ * to its owner only); with loss scaling, one verdict on overflow for the
+ * group (a peer whose own gradients are finite takes a NaN, so its
+ * executor skips the update and backs off the scale as the others do);
+ * with clipping, one factor from the norm over the whole model (the mean
+ * of the `runs` micro-batches, the loss scale divided out, as
+ * dlrt_exec_apply_gradients would clip one device's); written back and
+ * applied by every peer, or under ZeRO by each replica to its range. */
 static int host_update(dlrt_trainer_t *t) {
   dlrt__tp *tp = t->tp;
-  int rc = DLRT_OK;
+  int rc = DLRT_OK, scatter = tp->zero_stage >= 2;
   float *values[DLRT_TP_MAX];
   int64_t counts[DLRT_TP_MAX];
   for (int i = 0; i < tp->n && rc == DLRT_OK; i++) {
     tp_peer *p = &tp->peers[i];
     values[i] = p->grads, counts[i] = p->n_grads;
-    rc = dlrt_exec_gradients_read(p->e, p->grads, p->n_grads);
+    if (!scatter) rc = dlrt_exec_gradients_read(p->e, p->grads, p->n_grads); /* else summed */
   }
   int world = t->cfg.world > 1 ? t->cfg.world : 1;
   if (rc == DLRT_OK && dlrt__across_processes(t)) {
     float inv = 1.0f / (float)world;
     for (int i = 0; i < tp->n; i++)
       for (int64_t k = 0; k < counts[i]; k++) values[i][k] *= inv;
-    rc = replicas_sum(t, values, counts, tp->n);
+    if (scatter) {
+      for (int i = 0; i < tp->n && rc == DLRT_OK; i++)
+        rc = dlrt__zero_peer_reduce_scatter(tp->peers[i].zero, values[i]);
+    } else {
+      rc = replicas_sum(t, values, counts, tp->n);
+    }
   }
   dlrt__loss_scale_saved scale;
   dlrt__exec_save_loss_scale(tp->peers[0].e, &scale);
   float overflow = 0;
   if (rc == DLRT_OK && scale.scaler.enabled) {
-    for (int i = 0; i < tp->n; i++) overflow += !all_finite(values[i], counts[i]);
-    rc = group_combine(tp, &overflow, DLRT_COLLECTIVE_MAX);
-    for (int i = 0; i < tp->n && overflow > 0; i++)
+    for (int i = 0; i < tp->n; i++) {
+      int64_t from, to;
+      reduced_range(tp, &tp->peers[i], &from, &to);
+      overflow += !all_finite(values[i] + from, to - from);
+    }
+    if (scatter) { /* each replica saw its own range */
+      float *v = &overflow;
+      int64_t one = 1;
+      rc = replicas_sum(t, &v, &one, 1);
+    }
+    if (rc == DLRT_OK) rc = group_combine(tp, &overflow, DLRT_COLLECTIVE_MAX);
+    for (int i = 0; i < tp->n && overflow > 0 && !tp->zero_stage; i++)
       if (counts[i] > 0 && all_finite(values[i], counts[i])) values[i][0] = NAN;
   }
   if (rc == DLRT_OK && t->cfg.clip_norm > 0 && overflow == 0) {
     double sq = 0;
-    for (int i = 0; i < tp->n; i++)
-      sq += peer_squares(tp, &tp->peers[i], (tp->ranks ? tp->rank : i) == 0);
+    for (int i = 0; i < tp->n; i++) {
+      int first = (tp->ranks ? tp->rank : i) == 0;
+      sq += scatter ? range_squares(tp, &tp->peers[i], first)
+                    : peer_squares(tp, &tp->peers[i], first);
+    }
     float total = (float)sq;
-    rc = group_combine(tp, &total, DLRT_COLLECTIVE_SUM);
+    if (scatter) { /* each replica's ranges, then the shards */
+      float *v = &total;
+      int64_t one = 1;
+      rc = replicas_sum(t, &v, &one, 1);
+    }
+    if (rc == DLRT_OK) rc = group_combine(tp, &total, DLRT_COLLECTIVE_SUM);
     double prescale = 1.0 / ((double)tp->micro * (scale.scaler.enabled ? scale.scale : 1.0));
     double norm = sqrt((double)total) * prescale, coef = t->cfg.clip_norm / (norm + 1e-6);
     for (int i = 0; i < tp->n && rc == DLRT_OK && coef < 1.0; i++)
       for (int64_t k = 0; k < counts[i]; k++) values[i][k] *= (float)coef;
   }
+  if (rc == DLRT_OK && tp->zero_stage) return zero_apply(tp, overflow > 0);
   for (int i = 0; i < tp->n && rc == DLRT_OK; i++)
     rc = dlrt_exec_gradients_write(tp->peers[i].e, values[i], counts[i]);
+  return rc;
+}
+
+/* ZeRO stages 2 and 3: the peers' gradients of the micro-batch just run,
+ * from their buckets on the host into each peer's sum (the first run
+ * copies, later ones add, as the accumulators would). */
+static int bucket_sums(dlrt__tp *tp) {
+  int rc = DLRT_OK;
+  for (int i = 0; i < tp->n && rc == DLRT_OK; i++) {
+    tp_peer *p = &tp->peers[i];
+    int nb = dlrt__exec_bucket_count(p->e);
+    for (int b = 0; b < nb && rc == DLRT_OK; b++) rc = dlrt__exec_bucket_wait(p->e, b);
+    const float *host = dlrt__exec_buckets_host(p->e);
+    for (int64_t k = 0; rc == DLRT_OK && k < p->n_grads; k++)
+      p->grads[k] = tp->micro ? p->grads[k] + host[k] : host[k];
+  }
   return rc;
 }
 
@@ -660,6 +759,7 @@ int dlrt__tp_step(dlrt_trainer_t *t, const int32_t *tokens, const int32_t *targe
   dlrt__tp *tp = t->tp;
   int rc = tp_run(t, tokens, targets, tp->update ? DLRT_RUN_GRADIENTS : DLRT_RUN_TRAIN, lr, loss);
   if (rc < 0 || !tp->update) return rc;
+  if (tp->zero_stage >= 2 && (rc = bucket_sums(tp)) < 0) return rc;
   /* The batch's loss over the replicas. */
   if (dlrt__across_processes(t)) {
     float *v = loss;
@@ -670,7 +770,8 @@ int dlrt__tp_step(dlrt_trainer_t *t, const int32_t *tokens, const int32_t *targe
   if (++tp->micro < t->accum) return DLRT_OK;
   if (tp->update == HOST_UPDATE) rc = host_update(t);
   tp->micro = 0;
-  for (int i = 0; i < tp->n && rc == DLRT_OK; i++) rc = dlrt_exec_apply_gradients(tp->peers[i].e);
+  for (int i = 0; i < tp->n && rc == DLRT_OK && !tp->zero_stage; i++)
+    rc = dlrt_exec_apply_gradients(tp->peers[i].e);
   if (rc < 0) return rc;
   /* The trainer's executor shows the peers' loss scale and step. */
   dlrt__loss_scale_saved scale;
@@ -692,7 +793,8 @@ int dlrt__tp_export(dlrt_trainer_t *t, dlrt_host_tensor **out, int *n_out) {
   dlrt_host_tensor *mine[DLRT_TP_MAX] = {0};
   int n_mine = 0, rc = DLRT_OK;
   for (int i = 0; i < tp->n && rc == DLRT_OK; i++)
-    rc = dlrt_exec_export(tp->peers[i].e, 1, &mine[i], &n_mine);
+    rc = tp->peers[i].zero ? dlrt__zero_peer_export(tp->peers[i].zero, &mine[i], &n_mine)
+                           : dlrt_exec_export(tp->peers[i].e, 1, &mine[i], &n_mine);
   /* The whole tensors' shapes: the trainer's graph has them. */
   dlrt_graph_t *g = t->g;
   dlrt_host_tensor *whole = rc == DLRT_OK ? calloc((size_t)n_mine, sizeof *whole) : NULL;
@@ -750,6 +852,10 @@ int dlrt__tp_export(dlrt_trainer_t *t, dlrt_host_tensor **out, int *n_out) {
 
 int dlrt__tp_import(dlrt_trainer_t *t, const dlrt_host_tensor *tensors, int n) {
   dlrt__tp *tp = t->tp;
+  if (tp->zero_stage)
+    return dlrt__set_error(DLRT_ERR_STATE, "a split model's model states are sharded over its "
+                           "replicas (ZeRO): load the checkpoint before dlrt_trainer_set_zero "
+                           "(dltrain --resume does)");
   int rc = DLRT_OK;
   for (int i = 0; i < tp->n && rc == DLRT_OK; i++) {
     dlrt_host_tensor *mine;
@@ -793,6 +899,9 @@ static int same_split(dlrt_trainer_t *t) {
 
 int dlrt__tp_set_replicas(dlrt_trainer_t *t) {
   dlrt__tp *tp = t->tp;
+  if (tp->zero_stage)
+    return dlrt__set_error(DLRT_ERR_STATE, "the all-reduce of a split model's replicas is set "
+                           "before ZeRO shards them (dlrt_trainer_set_zero), not after");
   if (tp->micro > 0)
     return dlrt__set_error(DLRT_ERR_STATE, "the all-reduce of a split model changes half-way "
                            "through an update (%d micro-batches run)", tp->micro);
@@ -817,5 +926,69 @@ int dlrt__tp_info(dlrt_trainer_t *t, dlrt_exec_info *out) {
     if (peer.measured_peak_bytes > out->measured_peak_bytes)
       out->measured_peak_bytes = peer.measured_peak_bytes;
   }
+  return rc;
+}
+
+/* ------------------------------------------------------------ ZeRO over the replicas */
+
+int dlrt__tp_set_zero(dlrt_trainer_t *t, int stage, const dlrt_zero_collectives *across) {
+  dlrt__tp *tp = t->tp;
+  int world = t->cfg.world > 1 ? t->cfg.world : 1;
+  if (tp->zero_stage)
+    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_zero: the split model's replicas "
+                           "are sharded already (once per trainer)");
+  if (!across || !across->reduce || !across->broadcast || !across->wait ||
+      !dlrt__across_processes(t) || world < 2 || !t->allreduce_start)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "ZeRO shards a split model's model states "
+                           "over its data-parallel replicas across processes: run N x R ranks "
+                           "with --tensor-parallel N (R > 1 replicas; config.world %d), set "
+                           "the replicas' all-reduce (dlrt_trainer_set_allreduce_async) first "
+                           "and give the data ranks' reduce, broadcast and wait", world);
+  if (tp->micro > 0)
+    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_zero: %d micro-batches of an "
+                           "update are under way", tp->micro);
+  int rc = DLRT_OK;
+  for (int i = 0; i < tp->n && rc == DLRT_OK; i++) {
+    tp_peer *p = &tp->peers[i];
+    rc = dlrt__zero_peer_create(p->e, p->dev, stage, t->cfg.rank, world, across,
+                                t->cfg.opt.kind == DLRT_OPT_SGD, &p->zero);
+  }
+  if (rc < 0) { /* a half-sharded split cannot train on */
+    for (int i = 0; i < tp->n; i++) dlrt__zero_peer_free(tp->peers[i].zero);
+    for (int i = 0; i < tp->n; i++) tp->peers[i].zero = NULL;
+    return dlrt__set_error(rc, "%s (the split model's executors gave up their model states: "
+                           "make the trainer again)", dlrt_last_error());
+  }
+  tp->zero_stage = stage;
+  tp->update = HOST_UPDATE;
+  for (int i = 0; i < tp->n && rc == DLRT_OK; i++) rc = host_gradients(&tp->peers[i]);
+  return rc;
+}
+
+int dlrt__tp_zero_info(dlrt_trainer_t *t, dlrt_zero_info *out) {
+  dlrt__tp *tp = t->tp;
+  out->stage = tp->zero_stage;
+  out->replicas = dlrt__across_processes(t) && t->cfg.world > 1 ? t->cfg.world : 1;
+  /* The largest peer's, what it holds and what its shard holds unsharded. */
+  uint64_t best = 0;
+  for (int i = 0; i < tp->n; i++) {
+    dlrt_zero_info peer = {0};
+    dlrt__zero_peer_figures(tp->peers[i].e, tp->peers[i].zero, &peer);
+    uint64_t held = peer.param_bytes + peer.grad_bytes + peer.optimizer_bytes;
+    if (i == 0 || held > best) {
+      best = held;
+      out->param_bytes = peer.param_bytes, out->grad_bytes = peer.grad_bytes;
+      out->optimizer_bytes = peer.optimizer_bytes;
+      out->full_param_bytes = peer.full_param_bytes, out->full_grad_bytes = peer.full_grad_bytes;
+      out->full_optimizer_bytes = peer.full_optimizer_bytes;
+    }
+  }
+  return DLRT_OK;
+}
+
+int dlrt__tp_sync(dlrt_trainer_t *t) {
+  int rc = DLRT_OK;
+  for (int i = 0; i < t->tp->n && rc == DLRT_OK; i++)
+    if (t->tp->peers[i].zero) rc = dlrt__zero_peer_sync(t->tp->peers[i].zero);
   return rc;
 }

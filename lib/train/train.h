@@ -183,6 +183,40 @@ void dlrt__zero_free(dlrt_trainer_t *t);
  * shards let go), then every replica sharded again. */
 int dlrt__zero_rebuild_begin(dlrt_trainer_t *t, dlrt_host_tensor **state, int *n);
 int dlrt__zero_rebuild_end(dlrt_trainer_t *t);
+/* ZeRO over the data-parallel replicas of a tensor-parallel peer
+ * (tensor_parallel.c; zero.c keeps the shards): the peer's executor `e`
+ * lets go of its model states (dlrt__exec_set_shard) and keeps replica
+ * `replica`'s range of `replicas` of its gradient vector, over the data
+ * collectives `coll`. Stage 1's vector is dlrt_exec_gradients_read's
+ * (tensor order); stages 2 and 3 stream the gradients in buckets
+ * (dlrt__exec_buckets_host, bucket order). layout: the parameters (ids,
+ * flat offsets, n) and this replica's range [from, to). reduce_scatter:
+ * each range of `grads` summed into its owner's. update: this replica's
+ * range updated from `grads` (the mean gradients, times `scale`), the
+ * parameters all-gathered into every replica's peer (stage 3: into the
+ * host copy its uses are gathered from). sync: the optimizer state gathered
+ * on every replica (collective), for export: the peer's tensors whole, as
+ * dlrt_exec_export lists them. figures: the model-state bytes `e` (with z's
+ * pieces; z NULL: none) holds, and would unsharded. */
+int dlrt__zero_peer_create(dlrt_exec_t *e, dlrt_device_t *dev, int stage, int replica,
+                           int replicas, const dlrt_zero_collectives *coll, int sgd,
+                           struct dlrt__zero **out);
+void dlrt__zero_peer_free(struct dlrt__zero *z);
+void dlrt__zero_peer_layout(const struct dlrt__zero *z, int *n, const int **ids,
+                            const int64_t **at, int64_t *from, int64_t *to);
+int dlrt__zero_peer_reduce_scatter(struct dlrt__zero *z, float *grads);
+int dlrt__zero_peer_update(struct dlrt__zero *z, const float *grads, float scale);
+int dlrt__zero_peer_sync(struct dlrt__zero *z);
+int dlrt__zero_peer_export(struct dlrt__zero *z, dlrt_host_tensor **tensors, int *n);
+void dlrt__zero_peer_figures(const dlrt_exec_t *e, const struct dlrt__zero *z,
+                             dlrt_zero_info *out);
+/* tensor_parallel.c: ZeRO over the replicas of a split model
+ * (dlrt_trainer_set_zero on a tensor-parallel trainer), its figures
+ * (dlrt_trainer_zero_info: the largest peer's) and the optimizer state
+ * gathered at the end of an epoch (for checkpoints). */
+int dlrt__tp_set_zero(dlrt_trainer_t *t, int stage, const dlrt_zero_collectives *across);
+int dlrt__tp_zero_info(dlrt_trainer_t *t, dlrt_zero_info *out);
+int dlrt__tp_sync(dlrt_trainer_t *t);
 
 /* diverge.c: a run that diverges stops with DLRT_ERR_DIVERGED and a message
  * naming the update and the likely cause. The learning rate of update

@@ -51,6 +51,8 @@ typedef struct {
 
 struct dlrt__zero {
   int stage, owners, across;
+  int tensor_order; /* the gradient vector in tensor order (dlrt_exec_gradients_read's), not
+                       bucket order: a tensor-parallel peer's at stage 1 */
   dlrt_zero_collectives coll;
   int n_params;          /* laid out, in bucket order: */
   int *ids;              /* tensor id */
@@ -82,8 +84,7 @@ static void pieces_free(zero_member *m) {
   m->n_pieces = 0;
 }
 
-void dlrt__zero_free(dlrt_trainer_t *t) {
-  struct dlrt__zero *z = t->zero;
+static void zero_destroy(struct dlrt__zero *z) {
   if (!z) return;
   for (int i = 0; i < z->n_members; i++) {
     if (z->members[i].e) dlrt_stream_synchronize(dlrt_exec_stream(z->members[i].e));
@@ -95,6 +96,10 @@ void dlrt__zero_free(dlrt_trainer_t *t) {
   if (z->params) dlrt_host_free(z->params);
   free(z->state[0]), free(z->state[1]);
   free(z);
+}
+
+void dlrt__zero_free(dlrt_trainer_t *t) {
+  zero_destroy(t->zero);
   t->zero = NULL;
 }
 
@@ -111,27 +116,14 @@ static int fetch_param(void *user, dlrt_exec_t *e, int id, dlrt_buffer_t *buf,
                        stream);
 }
 
-/* The layout from the first member's gradient buckets; every member and
- * the main executor must have the same tensors. */
-static int lay_out(dlrt_trainer_t *t, struct dlrt__zero *z) {
-  int n;
-  const int *ids;
-  const int64_t *at;
-  dlrt_exec_t *first = z->members[0].e;
-  dlrt__exec_bucket_params(first, &n, &ids, &at);
-  const dlrt_graph_t *g = dlrt__exec_graph(first), *main = dlrt__exec_graph(t->e);
+/* The layout of executor e's parameters (their tensor ids and flat
+ * offsets in the gradient vector, n of them) and the owners' cuts; the
+ * optimizer state of each parameter as e's update nodes name it. */
+static int lay_out_params(struct dlrt__zero *z, const dlrt_exec_t *e, int n, const int *ids,
+                          const int64_t *at) {
+  const dlrt_graph_t *g = dlrt__exec_graph(e);
   if (n == 0)
     return dlrt__set_error(DLRT_ERR_STATE, "ZeRO: the replicas stream no gradient buckets");
-  for (int i = 1; i < z->n_members; i++) {
-    int n2;
-    const int *ids2;
-    const int64_t *at2;
-    dlrt__exec_bucket_params(z->members[i].e, &n2, &ids2, &at2);
-    if (n2 != n || memcmp(ids, ids2, (size_t)n * sizeof *ids) != 0 ||
-        memcmp(at, at2, (size_t)n * sizeof *at) != 0)
-      return dlrt__set_error(DLRT_ERR_STATE, "ZeRO: replica %d orders its gradients "
-                             "differently from replica 0", i);
-  }
   z->n_params = n;
   z->n_tensors = g->n_tensors;
   z->ids = malloc((size_t)n * sizeof *z->ids);
@@ -147,17 +139,15 @@ static int lay_out(dlrt_trainer_t *t, struct dlrt__zero *z) {
   z->total = 0;
   for (int j = 0; j < n; j++) {
     const dlrt_tensor_t *p = g->tensors[ids[j]];
-    if (main->n_tensors != g->n_tensors || strcmp(main->tensors[ids[j]]->name, p->name) != 0 ||
-        main->tensors[ids[j]]->numel != p->numel || p->dtype != DLRT_F32 || p->cnhw)
-      return dlrt__set_error(DLRT_ERR_STATE, "ZeRO: parameter %s differs between the "
-                             "replicas and the main executor, or is not plain fp32", p->name);
+    if (p->dtype != DLRT_F32 || p->cnhw)
+      return dlrt__set_error(DLRT_ERR_STATE, "ZeRO: parameter %s is not plain fp32", p->name);
     z->ids[j] = ids[j];
     z->at[j] = at[j];
     z->numel[j] = p->numel;
     z->at_of[ids[j]] = at[j];
     if (at[j] + p->numel > z->total) z->total = at[j] + p->numel;
     int s0, s1;
-    dlrt__exec_optimizer_state(t->e, ids[j], &s0, &s1);
+    dlrt__exec_optimizer_state(e, ids[j], &s0, &s1);
     if (s0 >= 0) z->state_of[s0] = 1, z->param_of[s0] = ids[j];
     if (s1 >= 0) z->state_of[s1] = 2, z->param_of[s1] = ids[j];
   }
@@ -177,24 +167,55 @@ static int lay_out(dlrt_trainer_t *t, struct dlrt__zero *z) {
   return DLRT_OK;
 }
 
-/* The host copies: every parameter, and the whole optimizer state, from
- * the main executor (fresh, or as loaded). */
-static int host_copies(dlrt_trainer_t *t, struct dlrt__zero *z) {
+/* The layout from the first member's gradient buckets; every member and
+ * the main executor must have the same tensors. */
+static int lay_out(dlrt_trainer_t *t, struct dlrt__zero *z) {
+  int n;
+  const int *ids;
+  const int64_t *at;
+  dlrt_exec_t *first = z->members[0].e;
+  dlrt__exec_bucket_params(first, &n, &ids, &at);
+  const dlrt_graph_t *g = dlrt__exec_graph(first), *main = dlrt__exec_graph(t->e);
+  for (int i = 1; i < z->n_members; i++) {
+    int n2;
+    const int *ids2;
+    const int64_t *at2;
+    dlrt__exec_bucket_params(z->members[i].e, &n2, &ids2, &at2);
+    if (n2 != n || memcmp(ids, ids2, (size_t)n * sizeof *ids) != 0 ||
+        memcmp(at, at2, (size_t)n * sizeof *at) != 0)
+      return dlrt__set_error(DLRT_ERR_STATE, "ZeRO: replica %d orders its gradients "
+                             "differently from replica 0", i);
+  }
+  for (int j = 0; j < n; j++) {
+    const dlrt_tensor_t *p = g->tensors[ids[j]];
+    if (main->n_tensors != g->n_tensors || strcmp(main->tensors[ids[j]]->name, p->name) != 0 ||
+        main->tensors[ids[j]]->numel != p->numel)
+      return dlrt__set_error(DLRT_ERR_STATE, "ZeRO: parameter %s differs between the "
+                             "replicas and the main executor", p->name);
+  }
+  return lay_out_params(z, t->e, n, ids, at);
+}
+
+/* The host copies: every parameter (from executor `params_from`), and the
+ * whole optimizer state (from `state_from`: the main executor, fresh or as
+ * loaded), pinned for `dev`. */
+static int host_copies(struct dlrt__zero *z, dlrt_device_t *dev, dlrt_exec_t *params_from,
+                       dlrt_exec_t *state_from, int sgd) {
   size_t bytes = (size_t)(z->total ? z->total : 1) * sizeof(float);
-  int rc = dlrt_host_alloc(t->dev, bytes, (void **)&z->params);
+  int rc = dlrt_host_alloc(dev, bytes, (void **)&z->params);
   if (rc < 0) return rc;
-  z->n_state = t->cfg.opt.kind == DLRT_OPT_SGD ? 1 : 2;
+  z->n_state = sgd ? 1 : 2;
   for (int s = 0; s < z->n_state; s++)
     if (!(z->state[s] = calloc(1, bytes))) return oom();
-  dlrt_graph_t *g = dlrt__exec_graph(t->e);
+  dlrt_graph_t *g = dlrt__exec_graph(state_from), *gp = dlrt__exec_graph(params_from);
   for (int j = 0; j < z->n_params && rc == DLRT_OK; j++) {
     size_t b = (size_t)z->numel[j] * sizeof(float);
-    rc = dlrt_exec_read(z->members[0].e, dlrt__exec_graph(z->members[0].e)->tensors[z->ids[j]],
-                        z->params + z->at[j], b);
+    rc = dlrt_exec_read(params_from, gp->tensors[z->ids[j]], z->params + z->at[j], b);
     int st[2];
-    dlrt__exec_optimizer_state(t->e, z->ids[j], &st[0], &st[1]);
+    dlrt__exec_optimizer_state(state_from, z->ids[j], &st[0], &st[1]);
     for (int s = 0; s < z->n_state && rc == DLRT_OK; s++)
-      if (st[s] >= 0) rc = dlrt_exec_read(t->e, g->tensors[st[s]], z->state[s] + z->at[j], b);
+      if (st[s] >= 0)
+        rc = dlrt_exec_read(state_from, g->tensors[st[s]], z->state[s] + z->at[j], b);
   }
   z->state_valid = rc == DLRT_OK;
   return rc;
@@ -241,6 +262,8 @@ int dlrt_trainer_set_zero(dlrt_trainer_t *t, int stage, const dlrt_zero_collecti
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_zero: the trainer is sharded "
                            "already (once per trainer)");
   if (stage == 0) return DLRT_OK;
+  /* A split model: each peer's model states sharded over its replicas. */
+  if (t->tp) return dlrt__tp_set_zero(t, stage, across);
   int world = t->cfg.world > 1 ? t->cfg.world : 1;
   if (across) {
     DLRT__CHECK_ARG(across->reduce && across->broadcast && across->wait,
@@ -294,7 +317,8 @@ int dlrt_trainer_set_zero(dlrt_trainer_t *t, int stage, const dlrt_zero_collecti
     if (!(t->requests = calloc(slots, sizeof *t->requests))) rc = oom();
   }
   if (rc == DLRT_OK) rc = lay_out(t, z);
-  if (rc == DLRT_OK) rc = host_copies(t, z);
+  if (rc == DLRT_OK)
+    rc = host_copies(z, t->dev, z->members[0].e, t->e, t->cfg.opt.kind == DLRT_OPT_SGD);
   /* The executors let go of what the shards will hold (the replicas, and
    * in one process the main executor for evaluation and checkpoints), and
    * only then are the shards made from the host copies: no device holds
@@ -378,17 +402,19 @@ static int all_gather(struct dlrt__zero *z, float *values) {
   return rc;
 }
 
-int dlrt__zero_update(dlrt_trainer_t *t, const float *grads) {
-  struct dlrt__zero *z = t->zero;
-  float scale;
-  int rc = clip_scale(t, grads, &scale);
+/* Each member's update of its range from the mean gradients `grads` (times
+ * `scale`), the updated values into the host copy; the streams waited for. */
+static int update_ranges(struct dlrt__zero *z, const float *grads, float scale) {
+  int rc = DLRT_OK;
   z->state_valid = 0;
   for (int i = 0; i < z->n_members && rc == DLRT_OK; i++) {
     zero_member *m = &z->members[i];
     dlrt_stream_t *stream = dlrt_exec_stream(m->e);
     /* Stage 1: every replica gets every mean gradient (the all-reduce's
      * result), as in plain data parallel; its update reads its range. */
-    if (z->stage == 1) rc = dlrt__exec_gradients_write_buckets(m->e, grads);
+    if (z->stage == 1)
+      rc = z->tensor_order ? dlrt_exec_gradients_write(m->e, grads, z->total)
+                           : dlrt__exec_gradients_write_buckets(m->e, grads);
     for (int k = 0; k < m->n_pieces && rc == DLRT_OK; k++) {
       const zero_piece *p = &m->pieces[k];
       size_t bytes = (size_t)p->count * sizeof(float), at = (size_t)p->off * sizeof(float);
@@ -409,11 +435,13 @@ int dlrt__zero_update(dlrt_trainer_t *t, const float *grads) {
   }
   for (int i = 0; i < z->n_members && rc == DLRT_OK; i++)
     rc = dlrt_stream_synchronize(dlrt_exec_stream(z->members[i].e));
-  if (rc < 0) return rc;
-  if (!z->across) dlrt__exec_count_update(t->e); /* the main executor's step, for checkpoints */
-  if (z->across && (rc = all_gather(z, z->params)) < 0) return rc;
-  if (z->stage == 3) return DLRT_OK; /* gathered from the host copy at each use */
-  /* Stages 1 and 2: every replica takes every updated parameter. */
+  return rc;
+}
+
+/* Stages 1 and 2: every member takes every updated parameter from the host
+ * copy. */
+static int take_params(struct dlrt__zero *z) {
+  int rc = DLRT_OK;
   for (int i = 0; i < z->n_members && rc == DLRT_OK; i++) {
     zero_member *m = &z->members[i];
     dlrt_stream_t *stream = dlrt_exec_stream(m->e);
@@ -423,6 +451,18 @@ int dlrt__zero_update(dlrt_trainer_t *t, const float *grads) {
     if (rc == DLRT_OK) rc = dlrt_stream_synchronize(stream);
   }
   return rc;
+}
+
+int dlrt__zero_update(dlrt_trainer_t *t, const float *grads) {
+  struct dlrt__zero *z = t->zero;
+  float scale;
+  int rc = clip_scale(t, grads, &scale);
+  if (rc == DLRT_OK) rc = update_ranges(z, grads, scale);
+  if (rc < 0) return rc;
+  if (!z->across) dlrt__exec_count_update(t->e); /* the main executor's step, for checkpoints */
+  if (z->across && (rc = all_gather(z, z->params)) < 0) return rc;
+  if (z->stage == 3) return DLRT_OK; /* gathered from the host copy at each use */
+  return take_params(z);
 }
 
 int dlrt__zero_reduce_bucket(dlrt_trainer_t *t, float *host, int64_t from, int64_t count,
@@ -486,9 +526,11 @@ int dlrt__zero_sync_main(dlrt_trainer_t *t) {
   return rc == DLRT_OK ? gather_state(z) : rc;
 }
 
-int dlrt__trainer_export(dlrt_trainer_t *t, int with_state, dlrt_host_tensor **tensors, int *n) {
-  struct dlrt__zero *z = t->zero;
-  if (!z) return dlrt_exec_export(t->e, with_state, tensors, n);
+/* What dlrt_exec_export of executor `main` gives, in its order, from z's
+ * host copies where the executor holds a shard or nothing; the buffers
+ * (batch-norm statistics) from `stats_from` where it has them. */
+static int export_from(struct dlrt__zero *z, dlrt_exec_t *main, dlrt_exec_t *stats_from,
+                       int with_state, dlrt_host_tensor **tensors, int *n) {
   if (with_state && !z->state_valid) {
     if (z->across)
       return dlrt__set_error(DLRT_ERR_STATE, "the sharded optimizer state is gathered at the "
@@ -496,9 +538,7 @@ int dlrt__trainer_export(dlrt_trainer_t *t, int with_state, dlrt_host_tensor **t
     int rc = gather_state(z);
     if (rc < 0) return rc;
   }
-  /* What dlrt_exec_export gives, in its order, from the host copies where
-   * the executor holds a shard or nothing. */
-  dlrt_graph_t *g = dlrt__exec_graph(t->e);
+  dlrt_graph_t *g = dlrt__exec_graph(main);
   int count = dlrt__export_count(g, with_state);
   dlrt_host_tensor *out = calloc((size_t)(count ? count : 1), sizeof *out);
   if (!out) return oom();
@@ -516,14 +556,14 @@ int dlrt__trainer_export(dlrt_trainer_t *t, int with_state, dlrt_host_tensor **t
     } else {
       /* In one process the first replica's statistics are the current ones
        * (the main executor takes them at the end of an epoch). */
-      dlrt_exec_t *from = t->n_reps ? t->reps[0].e : t->e;
+      dlrt_exec_t *from = stats_from;
       dlrt_graph_t *gf = dlrt__exec_graph(from);
-      if (i >= gf->n_tensors || strcmp(gf->tensors[i]->name, x->name) != 0) from = t->e;
+      if (i >= gf->n_tensors || strcmp(gf->tensors[i]->name, x->name) != 0) from = main;
       rc = dlrt_exec_read(from, dlrt__exec_graph(from)->tensors[i], h->data, h->bytes);
     }
   }
   dlrt_exec_info info;
-  if (rc == DLRT_OK && with_state && (rc = dlrt_exec_info_get(t->e, &info)) == DLRT_OK) {
+  if (rc == DLRT_OK && with_state && (rc = dlrt_exec_info_get(main, &info)) == DLRT_OK) {
     dlrt_host_tensor *h = &out[k++];
     snprintf(h->name, sizeof h->name, "optimizer.step");
     h->dtype = DLRT_I32;
@@ -544,12 +584,48 @@ int dlrt__trainer_export(dlrt_trainer_t *t, int with_state, dlrt_host_tensor **t
   return DLRT_OK;
 }
 
+int dlrt__trainer_export(dlrt_trainer_t *t, int with_state, dlrt_host_tensor **tensors, int *n) {
+  struct dlrt__zero *z = t->zero;
+  if (!z) return dlrt_exec_export(t->e, with_state, tensors, n);
+  /* In one process the first replica's statistics are the current ones. */
+  return export_from(z, t->e, t->n_reps ? t->reps[0].e : t->e, with_state, tensors, n);
+}
+
+/* The model-state bytes executor e holds now, with member m's pieces (m
+ * NULL: none). */
+static void held_bytes(const dlrt_exec_t *e, const zero_member *m, uint64_t *params,
+                       uint64_t *grads, uint64_t *state) {
+  dlrt__exec_held_bytes(e, params, grads, state);
+  for (int k = 0; m && k < m->n_pieces; k++) {
+    uint64_t bytes = (uint64_t)m->pieces[k].count * sizeof(float);
+    *state += bytes * (uint64_t)(m->pieces[k].state1 ? 2 : 1);
+    if (m->pieces[k].grad) *grads += bytes;
+    if (m->pieces[k].param) *params += bytes;
+  }
+}
+
+/* An unsharded replica's (of executor e's graph): every parameter, a
+ * gradient per trained one (the accumulator the combined gradients go to),
+ * and its optimizer state. */
+static void full_bytes(const dlrt_exec_t *e, dlrt_zero_info *out) {
+  const dlrt_graph_t *g = dlrt__exec_graph(e);
+  for (int i = 0; i < g->n_tensors; i++) {
+    const dlrt_tensor_t *x = g->tensors[i];
+    if (x->kind != DLRT__TENSOR_PARAM || x->owner != x) continue;
+    out->full_param_bytes += dlrt__tensor_bytes(x);
+    if (!x->grad) continue;
+    out->full_grad_bytes += dlrt__tensor_bytes(x);
+    int s0, s1;
+    dlrt__exec_optimizer_state(e, i, &s0, &s1);
+    out->full_optimizer_bytes += (uint64_t)((s0 >= 0) + (s1 >= 0)) * dlrt__tensor_bytes(x);
+  }
+}
+
 int dlrt_trainer_zero_info(dlrt_trainer_t *t, dlrt_zero_info *out) {
   DLRT__CHECK_ARG(t && out, "dlrt_trainer_zero_info: trainer or out is NULL");
   memset(out, 0, sizeof *out);
-  /* A split model (tensor parallel, data parallel or not) keeps its bytes
-   * in its peers: dlrt_trainer_tensor_parallel lists them. */
-  if (t->tp) return DLRT_OK;
+  /* A split model keeps its bytes in its peers (tensor_parallel.c). */
+  if (t->tp) return dlrt__tp_zero_info(t, out);
   struct dlrt__zero *z = t->zero;
   int world = t->cfg.world > 1 && dlrt__across_processes(t) ? t->cfg.world : 1;
   out->stage = z ? z->stage : 0;
@@ -560,34 +636,110 @@ int dlrt_trainer_zero_info(dlrt_trainer_t *t, dlrt_zero_info *out) {
   for (int i = 0; i < n; i++) {
     dlrt_exec_t *e = t->n_reps ? t->reps[i].e : t->e;
     uint64_t p, g, s;
-    dlrt__exec_held_bytes(e, &p, &g, &s);
-    const zero_member *m = z ? &z->members[z->n_members > 1 ? i : 0] : NULL;
-    for (int k = 0; m && k < m->n_pieces; k++) {
-      uint64_t bytes = (uint64_t)m->pieces[k].count * sizeof(float);
-      s += bytes * (uint64_t)(m->pieces[k].state1 ? 2 : 1);
-      if (m->pieces[k].grad) g += bytes;
-      if (m->pieces[k].param) p += bytes;
-    }
+    held_bytes(e, z ? &z->members[z->n_members > 1 ? i : 0] : NULL, &p, &g, &s);
     if (p + g + s >= best) {
       best = p + g + s;
       out->param_bytes = p, out->grad_bytes = g, out->optimizer_bytes = s;
     }
   }
-  /* An unsharded replica's: every parameter, a gradient per trained one
-   * (the accumulator the combined gradients go to), and its optimizer
-   * state. */
-  const dlrt_graph_t *g = dlrt__exec_graph(t->e);
-  for (int i = 0; i < g->n_tensors; i++) {
-    const dlrt_tensor_t *x = g->tensors[i];
-    if (x->kind != DLRT__TENSOR_PARAM || x->owner != x) continue;
-    out->full_param_bytes += dlrt__tensor_bytes(x);
-    if (!x->grad) continue;
-    out->full_grad_bytes += dlrt__tensor_bytes(x);
-    int s0, s1;
-    dlrt__exec_optimizer_state(t->e, i, &s0, &s1);
-    out->full_optimizer_bytes += (uint64_t)((s0 >= 0) + (s1 >= 0)) * dlrt__tensor_bytes(x);
-  }
+  full_bytes(t->e, out);
   return DLRT_OK;
 }
 
 int dlrt__zero_stage(const dlrt_trainer_t *t) { return t->zero ? t->zero->stage : 0; }
+
+/* ------------------------------------------------------------ a tensor-parallel peer's replicas */
+
+/* ZeRO over the data-parallel replicas of one tensor-parallel peer: the
+ * peer's executor is the one member, its owner index the replica's, and
+ * the collectives go over the data communicator (the ranks holding the same
+ * shard). Stage 1 lays out the gradient vector of dlrt_exec_gradients_read
+ * (tensor order: the peer keeps its accumulators); stages 2 and 3 stream
+ * the peer's gradients in buckets, as a process of plain data parallel
+ * does, and lay out their order. */
+int dlrt__zero_peer_create(dlrt_exec_t *e, dlrt_device_t *dev, int stage, int replica,
+                           int replicas, const dlrt_zero_collectives *coll, int sgd,
+                           struct dlrt__zero **out) {
+  *out = NULL;
+  struct dlrt__zero *z = calloc(1, sizeof *z);
+  if (!z) return oom();
+  z->stage = stage, z->across = 1, z->coll = *coll, z->owners = replicas;
+  z->tensor_order = stage == 1;
+  z->n_members = 1;
+  z->members = calloc(1, sizeof *z->members);
+  z->requests = calloc((size_t)replicas + 1, sizeof *z->requests);
+  int rc = z->members && z->requests ? DLRT_OK : oom();
+  if (rc == DLRT_OK) z->members[0] = (zero_member){.e = e, .dev = dev, .rank = replica};
+  const dlrt_graph_t *g = dlrt__exec_graph(e);
+  int n = 0, *ids = NULL;
+  int64_t *at = NULL;
+  if (rc == DLRT_OK && z->tensor_order) {
+    ids = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *ids);
+    at = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *at);
+    if (!ids || !at) rc = oom();
+    int64_t off = 0;
+    for (int i = 0; rc == DLRT_OK && i < g->n_tensors; i++)
+      if (g->tensors[i]->kind == DLRT__TENSOR_PARAM && g->tensors[i]->grad)
+        ids[n] = i, at[n++] = off, off += g->tensors[i]->numel;
+    if (rc == DLRT_OK) rc = lay_out_params(z, e, n, ids, at);
+  } else if (rc == DLRT_OK) {
+    const int *bids;
+    const int64_t *bat;
+    rc = dlrt__exec_stream_gradients(e, DLRT_GRADIENT_BUCKET);
+    if (rc == DLRT_OK) dlrt__exec_bucket_params(e, &n, &bids, &bat);
+    if (rc == DLRT_OK) rc = lay_out_params(z, e, n, bids, bat);
+  }
+  free(ids), free(at);
+  if (rc == DLRT_OK) rc = host_copies(z, dev, e, e, sgd);
+  if (rc == DLRT_OK) rc = dlrt__exec_set_shard(e, stage, fetch_param, z);
+  if (rc == DLRT_OK) rc = make_pieces(z, &z->members[0]);
+  if (rc < 0) {
+    dlrt__zero_peer_free(z);
+    return rc;
+  }
+  *out = z;
+  return DLRT_OK;
+}
+
+void dlrt__zero_peer_free(struct dlrt__zero *z) { zero_destroy(z); }
+
+void dlrt__zero_peer_layout(const struct dlrt__zero *z, int *n, const int **ids,
+                            const int64_t **at, int64_t *from, int64_t *to) {
+  *n = z->n_params, *ids = z->ids, *at = z->at;
+  *from = z->cut[z->members[0].rank], *to = z->cut[z->members[0].rank + 1];
+}
+
+int dlrt__zero_peer_reduce_scatter(struct dlrt__zero *z, float *grads) {
+  void **requests = z->requests;
+  int started = 0, rc = DLRT_OK;
+  for (int r = 0; r < z->owners && rc == DLRT_OK; r++)
+    if ((rc = z->coll.reduce(z->coll.user, grads + z->cut[r], z->cut[r + 1] - z->cut[r], r,
+                             &requests[started])) == DLRT_OK)
+      started++;
+  for (int r = 0; r < started; r++) { /* every started request is completed */
+    int rc2 = z->coll.wait(z->coll.user, requests[r]);
+    if (rc == DLRT_OK) rc = rc2;
+  }
+  return rc;
+}
+
+int dlrt__zero_peer_update(struct dlrt__zero *z, const float *grads, float scale) {
+  int rc = update_ranges(z, grads, scale);
+  if (rc == DLRT_OK) rc = all_gather(z, z->params);
+  if (rc < 0 || z->stage == 3) return rc; /* stage 3: gathered from the host copy at each use */
+  return take_params(z);
+}
+
+int dlrt__zero_peer_sync(struct dlrt__zero *z) { return gather_state(z); }
+
+int dlrt__zero_peer_export(struct dlrt__zero *z, dlrt_host_tensor **tensors, int *n) {
+  dlrt_exec_t *e = z->members[0].e;
+  return export_from(z, e, e, 1, tensors, n);
+}
+
+void dlrt__zero_peer_figures(const dlrt_exec_t *e, const struct dlrt__zero *z,
+                             dlrt_zero_info *out) {
+  held_bytes(e, z ? &z->members[0] : NULL, &out->param_bytes, &out->grad_bytes,
+             &out->optimizer_bytes);
+  full_bytes(e, out);
+}
