@@ -272,6 +272,23 @@ static void print_json(const options *o, const results *r) {
     fputs(", \"seconds\": ", stdout);
   }
   printf("%.3f", r->seconds);
+  /* Parameter streaming (--offload params): its look-ahead as run (the
+   * one param_ahead.c chose from the first step's timings unless
+   * --spill-prefetch named it) and its traffic over the run; null when
+   * nothing streams. */
+  dlrt_param_offload_stats ps = {0};
+  if (r->trainer) dlrt_exec_param_offload_stats(dlrt_trainer_executor(r->trainer), &ps);
+  fputs(", \"stream\": ", stdout);
+  if (ps.params_streamed)
+    printf("{\"params_streamed\": %d, \"ahead\": %d, \"fetched_bytes\": %" PRIu64
+           ", \"gradient_bytes\": %" PRIu64 ", \"peak_param_bytes\": %" PRIu64
+           ", \"state_host_bytes\": %" PRIu64 ", \"state_disk_bytes\": %" PRIu64
+           ", \"disk_read_bytes\": %" PRIu64 ", \"disk_written_bytes\": %" PRIu64 "}",
+           ps.params_streamed, ps.ahead, ps.fetched_bytes, ps.gradient_bytes,
+           ps.peak_param_bytes, ps.state_host_bytes, ps.state_disk_bytes, ps.disk_read_bytes,
+           ps.disk_written_bytes);
+  else
+    fputs("null", stdout);
   if (r->trainer) {
     fputs(", \"spill_plan\": ", stdout);
     if (!dltrain_spill_plan_json(stdout, r->trainer, measured_step_ms(o, r), 0))
@@ -865,6 +882,22 @@ int main(int argc, char **argv) {
   uint64_t env_limit = dlrt_mem_get_limit(dev);
   int spilled = o.spill.device_budget ||
                 (env_limit && (r.last.spilled_bytes || r.last.fetched_bytes));
+  /* Streamed parameters: their traffic is the stream's, not spilling's. */
+  dlrt_param_offload_stats streamed = {0};
+  dlrt_exec_param_offload_stats(dlrt_trainer_executor(trainer), &streamed);
+  if (streamed.params_streamed && r.epochs_run > 0) {
+    fprintf(log, "stream   %d parameters, %d nodes ahead: %.1f MiB of parameters in, %.1f MiB "
+            "of gradients out (the last round)", streamed.params_streamed, streamed.ahead,
+            (double)r.last.fetched_bytes / 1048576.0, (double)r.last.spilled_bytes / 1048576.0);
+    if (streamed.state_disk_bytes)
+      fprintf(log, "; optimizer state %.1f MiB in host memory, %.1f MiB on disk, %.1f MiB read "
+              "and %.1f MiB written in all", (double)streamed.state_host_bytes / 1048576.0,
+              (double)streamed.state_disk_bytes / 1048576.0,
+              (double)streamed.disk_read_bytes / 1048576.0,
+              (double)streamed.disk_written_bytes / 1048576.0);
+    fputc('\n', log);
+    spilled = 0;
+  }
   if (spilled && r.epochs_run > 0)
     fprintf(log, "spill    budget %.1f MiB%s: %.1f MiB off the device (%.1f of it to disk), "
             "%.1f MiB back; %.1f MiB written to disk in all%s",

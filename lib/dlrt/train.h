@@ -601,6 +601,11 @@ typedef struct {
   double peer_bytes_per_s, peer_latency_s;
   int devices_per_node;
   double network_bytes_per_s, network_latency_s;
+  /* The disk behind host memory (the spill folder's): sequential reads and
+   * writes of large blocks, B/s, as one thread's synchronous I/O reaches
+   * them (the disk tier has one I/O thread). 0: not known (the disk's time
+   * is then not replayed). */
+  double disk_read_bytes_per_s, disk_write_bytes_per_s;
 } dlrt_machine;
 
 /* The presets: the host link presets' names (dlrt_link_preset_get), each
@@ -612,7 +617,7 @@ DLRT_API int dlrt_machine_preset(const char *name, dlrt_machine *out);
  * matmul_bf16, vector_fp32 (FLOP/s: 7.9e14 or 791.5T), memory_bandwidth,
  * host_bandwidth, reduce_bandwidth (B/s: 4.3TB/s), attention, conv (FLOP/s),
  * link (a rate and latency as --link takes them: 55GB/s:10us), launch,
- * matmul_overhead (10us), device_memory,
+ * matmul_overhead (10us), disk_read, disk_write (B/s), device_memory,
  * host_memory (141G), name, about. Without a base every rate, the link and
  * device_memory are needed. DLRT_ERR_INVALID_ARG naming the file, the line
  * and the fault (an unknown key lists the keys). */
@@ -668,6 +673,16 @@ typedef struct {
    * shapes (machine "this" with a device: the planner's profiling pass),
    * 0: the roofline of the machine's figures. */
   int nodes_measured;
+  /* Streamed parameters' optimizer state on disk (spill.host_budget, the
+   * split of dlrt_exec_param_state_limit): the parameters whose state is
+   * there, its bytes, the bytes read ahead of their updates and written
+   * back behind them in the step, the disk's busy time (one I/O thread,
+   * at the machine's disk_read / disk_write rates), of it the time the
+   * host updates waited for reads, and of that the time the compute
+   * stream waited (part of exposed_host_s, which counts it too). */
+  int params_on_disk;
+  uint64_t state_disk_bytes, disk_read_bytes, disk_written_bytes;
+  double disk_s, disk_wait_s, exposed_disk_s;
 } dlrt_simulated_step;
 
 /* Predicts cfg's training step (the classifier or GPT of dlrt_plan_memory)
