@@ -417,8 +417,8 @@ int dltrain_placement_print(FILE *out, const options *o, const dlrt_trainer_conf
             : pl.mem_limit ? "; the budget itself not replayed" : "");
   if (simulated && st.params_on_disk)
     fprintf(out, "  predicted disk: %d states, %.1f GiB on disk; %.1f GiB read and %.1f GiB "
-            "written a step in %.2f ms; the host updates waited %.2f ms for reads, %.2f ms of "
-            "it exposed%s\n", st.params_on_disk, (double)st.state_disk_bytes / 1073741824.0,
+            "written a step in %.2f ms; the host updates waited %.2f ms for reads; the step "
+            "%.2f ms longer than with all the state in host memory%s\n", st.params_on_disk, (double)st.state_disk_bytes / 1073741824.0,
             (double)st.disk_read_bytes / 1073741824.0,
             (double)st.disk_written_bytes / 1073741824.0, st.disk_s * 1e3, st.disk_wait_s * 1e3,
             st.exposed_disk_s * 1e3,

@@ -131,7 +131,8 @@ int run_simulate(const options *o, const dlrt_trainer_config *cfg, const dlrt_da
            p.backward_s > 0 ? 100.0 * p.host_hidden_s / p.backward_s : 0.0);
   if (p.params_on_disk)
     printf("  %-22s %12.3f ms  (%d states, %.1f MiB on disk: %.1f MiB read ahead, %.1f MiB "
-           "written back; the host updates waited %.3f ms for reads, exposed %.3f%s)\n",
+           "written back; the host updates waited %.3f ms for reads; exposed %.3f: the step "
+           "beyond all the state in host memory%s)\n",
            "disk", ms(p.disk_s), p.params_on_disk, (double)p.state_disk_bytes / 1048576.0,
            (double)p.disk_read_bytes / 1048576.0, (double)p.disk_written_bytes / 1048576.0,
            ms(p.disk_wait_s), ms(p.exposed_disk_s),

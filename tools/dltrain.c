@@ -882,10 +882,12 @@ int main(int argc, char **argv) {
   uint64_t env_limit = dlrt_mem_get_limit(dev);
   int spilled = o.spill.device_budget ||
                 (env_limit && (r.last.spilled_bytes || r.last.fetched_bytes));
-  /* Streamed parameters: their traffic is the stream's, not spilling's. */
+  /* Streamed parameters: their traffic is the stream's, not spilling's.
+   * (A GPT trains in steps, not epochs.) */
+  int trained = r.epochs_run > 0 || lm.steps_run > 0;
   dlrt_param_offload_stats streamed = {0};
   dlrt_exec_param_offload_stats(dlrt_trainer_executor(trainer), &streamed);
-  if (streamed.params_streamed && r.epochs_run > 0) {
+  if (streamed.params_streamed && trained) {
     fprintf(log, "stream   %d parameters, %d nodes ahead: %.1f MiB of parameters in, %.1f MiB "
             "of gradients out (the last round)", streamed.params_streamed, streamed.ahead,
             (double)r.last.fetched_bytes / 1048576.0, (double)r.last.spilled_bytes / 1048576.0);
@@ -898,7 +900,7 @@ int main(int argc, char **argv) {
     fputc('\n', log);
     spilled = 0;
   }
-  if (spilled && r.epochs_run > 0)
+  if (spilled && trained)
     fprintf(log, "spill    budget %.1f MiB%s: %.1f MiB off the device (%.1f of it to disk), "
             "%.1f MiB back; %.1f MiB written to disk in all%s",
             (double)(o.spill.device_budget ? o.spill.device_budget : env_limit / 100 * 85) /
@@ -914,7 +916,7 @@ int main(int argc, char **argv) {
     fprintf(log, "step     predicted %.1f ms (%s), measured %.1f ms\n", sp.predicted.step_ms,
             dlrt_plan_strategy_name(sp.chosen), measured_step_ms(&o, &r));
   }
-  if (spilled && r.epochs_run > 0 && r.last.slice_images)
+  if (spilled && trained && r.last.slice_images)
     fprintf(log, "; convolution blocks in slices of %" PRId64 " images\n", r.last.slice_images);
   TRY(dlrt_trainer_zero_info(trainer, &r.zero), "cannot read the replicas' model states");
   if (r.zero.replicas > 1) {

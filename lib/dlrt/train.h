@@ -677,9 +677,11 @@ typedef struct {
    * split of dlrt_exec_param_state_limit): the parameters whose state is
    * there, its bytes, the bytes read ahead of their updates and written
    * back behind them in the step, the disk's busy time (one I/O thread,
-   * at the machine's disk_read / disk_write rates), of it the time the
-   * host updates waited for reads, and of that the time the compute
-   * stream waited (part of exposed_host_s, which counts it too). */
+   * at the machine's disk_read / disk_write rates), the time the host
+   * updates waited for reads, and the disk's cost to the step: step_s
+   * beyond the same step with all the state in host memory (a second
+   * replay; the compute waits for it through the host's updates, so it is
+   * part of exposed_host_s too). */
   int params_on_disk;
   uint64_t state_disk_bytes, disk_read_bytes, disk_written_bytes;
   double disk_s, disk_wait_s, exposed_disk_s;

@@ -431,9 +431,9 @@ int dlrt_plan_placement(const dlrt_trainer_config *cfg, int64_t channels, int64_
                 (double)(host_rest + state), (double)out->host_usable);
       c.spill.prefetch = best;
       out->rung = disk ? 4 : 3;
-      out->strategy = disk ? "parameters, 16-bit copies and gradients on the host, optimizer "
-                             "state beyond --host-limit on disk, parameters streamed to the "
-                             "device around each use"
+      out->strategy = disk ? "parameters (with their 16-bit copies) and gradients on the host, "
+                             "optimizer state beyond --host-limit on disk, parameters streamed "
+                             "to the device around each use"
                            : "parameters, gradients and optimizer state on the host, "
                              "parameters streamed to the device around each use";
       out->policy = DLRT_OFFLOAD_PARAMS;

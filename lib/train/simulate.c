@@ -401,7 +401,6 @@ typedef struct {
    * data yet, and when its update waited for its read. */
   double state_bytes;
   int seq_pos, written;
-  double disk_wait_from, disk_wait_to;
 } streamed_param;
 
 /* ---------------------------------------------------------- the state on disk */
@@ -522,7 +521,6 @@ static void host_update(stream_disk *d, streamed_param *q, double begin, double 
   if (d && q->state_bytes > 0) {
     start = disk_get(d, (int)(q - d->p), begin);
     if (d->counting) d->out->disk_wait_s += start - begin;
-    q->disk_wait_from = begin, q->disk_wait_to = start;
   }
   q->host_begin = start, q->host_done = *host_free = start + q->host_s;
   if (d && q->state_bytes > 0) disk_put(d, (int)(q - d->p), q->host_done);
@@ -625,11 +623,12 @@ static int stream_replay(const dlrt_graph_t *g, const dlrt__schedule *s, const d
       }
     free(sid), free(sbytes), free(on_disk);
     if (rc == DLRT_OK && !split.fits)
-      rc = dlrt__set_error(DLRT_ERR_OOM, "a host budget of %.1f MiB is too small for the "
-                           "optimizer state of the streamed parameters: %.1f MiB stay in host "
-                           "memory beside %d slots of %.1f MiB", (double)host_budget / 1048576.0,
-                           (double)split.host_bytes / 1048576.0, DLRT__STATE_SLOTS,
-                           (double)split.slot_bytes / 1048576.0);
+      rc = dlrt__set_error(DLRT_ERR_OOM, "a host budget of %.3f MiB is too small for the "
+                           "optimizer state of the streamed parameters: %.3f MiB stay in host "
+                           "memory beside %d slots of %.3f MiB; give at least %.3f MiB",
+                           (double)host_budget / 1048576.0, (double)split.host_bytes / 1048576.0,
+                           DLRT__STATE_SLOTS, (double)split.slot_bytes / 1048576.0,
+                           (double)(DLRT__STATE_SLOTS * split.slot_bytes) / 1048576.0);
     if (rc < 0) goto done;
     if (out->params_on_disk && m->disk_read_bytes_per_s > 0 && m->disk_write_bytes_per_s > 0) {
       dk = &disk;
@@ -730,15 +729,9 @@ static int stream_replay(const dlrt_graph_t *g, const dlrt__schedule *s, const d
           if (r.counting) out->host_update_s += q->host_s;
         }
         /* Waiting for its gradient's copy is the link's; after that, the
-         * host's, and of that what the host spent waiting for the disk
-         * the disk's too. */
+         * host's (the disk's delays of the host included). */
         if (q->ready >= 0) wait_until(&r, q->grad_out, &out->exposed_transfer_s);
         if (q->host_done > r.t) {
-          for (int i = 0; dk && r.counting && i < np; i++) {
-            double lo = p[i].disk_wait_from > r.t ? p[i].disk_wait_from : r.t;
-            double hi = p[i].disk_wait_to < q->host_done ? p[i].disk_wait_to : q->host_done;
-            if (p[i].state_bytes > 0 && hi > lo) out->exposed_disk_s += hi - lo;
-          }
           if (r.counting) out->exposed_host_s += q->host_done - r.t;
           r.t = q->host_done;
         }
@@ -938,6 +931,15 @@ int dlrt_simulate_step(const dlrt_trainer_config *cfg, int64_t channels, int64_t
     if ((rc = stream_replay(g, &s, seconds, ahead, batch_bytes, cfg->spill.host_budget, m,
                             out)) < 0)
       goto done;
+    /* The disk's cost to the step: beyond the same step with all the
+     * state in host memory (a second replay; the disk's delays reach the
+     * step through the host's updates, not only where the compute waits). */
+    if (out->params_on_disk && m->disk_read_bytes_per_s > 0 && m->disk_write_bytes_per_s > 0) {
+      dlrt_simulated_step in_host;
+      memset(&in_host, 0, sizeof in_host);
+      if ((rc = stream_replay(g, &s, seconds, ahead, batch_bytes, 0, m, &in_host)) < 0) goto done;
+      out->exposed_disk_s = out->step_s > in_host.step_s ? out->step_s - in_host.step_s : 0;
+    }
     out->ahead = ahead;
     snprintf(out->copies_from, sizeof out->copies_from, "parameters streamed from the host, "
              "%d nodes ahead%s", ahead, !out->params_on_disk ? ""
