@@ -626,7 +626,9 @@ DLRT_API int dlrt_machine_load(const char *path, dlrt_machine *out);
  * per precision at two sizes (the rate and the overhead per GEMM), the
  * bandwidth of an elementwise kernel, the rate of GELU's arithmetic, a
  * small kernel's launch, the device's link model if it has one (else its
- * measured host-to-device copies), host memory through the host optimizer. */
+ * measured host-to-device copies), host memory through the host optimizer,
+ * the spill folder's disk through the disk tier's own reads and writes
+ * (whole 16 MiB slots, the page cache taking part as it does in a run). */
 DLRT_API int dlrt_machine_measure(dlrt_device_t *dev, dlrt_machine *out);
 /* A preset name, "this" or "local" (measured on dev), or a file. */
 DLRT_API int dlrt_machine_get(const char *spec, dlrt_device_t *dev, dlrt_machine *out);
