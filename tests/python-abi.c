@@ -113,7 +113,8 @@ int main(void) {
                                 F(T, peak_matmul_flops_bf16) F(T, peak_memory_bytes_per_s)
                                     F(T, peer_bytes_per_s) F(T, peer_latency_s)
                                         F(T, devices_per_node) F(T, network_bytes_per_s)
-                                            F(T, network_latency_s));
+                                            F(T, network_latency_s) F(T, disk_read_bytes_per_s)
+                                                F(T, disk_write_bytes_per_s));
 #undef T
 #define T dlrt_simulated_step
   STRUCT(T, F(T, step_s) F(T, compute_s) F(T, forward_s) F(T, backward_s) F(T, update_s)
@@ -123,7 +124,10 @@ int main(void) {
                             F(T, h2d_bytes) F(T, d2h_bytes) F(T, copies) F(T, nodes)
                                 F(T, launches) F(T, copies_from) F(T, params_streamed)
                                     F(T, ahead) F(T, param_peak_bytes) F(T, grad_peak_bytes)
-                                        F(T, nodes_measured));
+                                        F(T, nodes_measured) F(T, params_on_disk)
+                                            F(T, state_disk_bytes) F(T, disk_read_bytes)
+                                                F(T, disk_written_bytes) F(T, disk_s)
+                                                    F(T, disk_wait_s) F(T, exposed_disk_s));
 #undef T
 #define T dlrt_placement_part
   STRUCT(T, F(T, device) F(T, pinned) F(T, pageable) F(T, disk) F(T, how));

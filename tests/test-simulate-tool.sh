@@ -3,19 +3,21 @@
 # test-simulate-tool.sh — TAP checks of dltrain --plan --simulate: the table and
 # its JSON keys for a preset, a file and this machine; gpt3-175b with the
 # optimizer on the host in under a second without allocating (its planned
-# peak is far past this machine); a budget's copies from a dry run; and
+# peak is far past this machine); a budget's copies from a dry run;
+# streaming with the optimizer state past --host-limit on disk, the disk's
+# time from a file's disk_read and disk_write; and
 # each bad --simulate (an unknown preset, a missing file, a bad line, no
 # --plan) a usage error (exit 2) naming the problem.
 
 DLTRAIN=${DLTRAIN:-./tools/dltrain}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=12
+TOOL=$DLTRAIN PLAN=13
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
 if [ $have_python = no ]; then
-  for i in $(seq 1 12); do skip "test $i" "python3 not found"; done
+  for i in $(seq 1 13); do skip "test $i" "python3 not found"; done
   exit 0
 fi
 
@@ -86,6 +88,18 @@ run --plan --model mlp --data generated --limit 640 --simulate h200-pcie5 --devi
 assert s['copies_from'].startswith('a dry run of the executor on cpu'), s
 assert s['h2d_bytes'] > 0 and s['d2h_bytes'] > 0 and s['host_update_s'] > 0, s"
 result "--mem-limit: the copies of a dry run on the device, the host's updates"
+
+printf 'base = h200-pcie5\nname = slow-disk\ndisk_read = 2GB/s\ndisk_write = 1GB/s\n' >"$tmp/disk"
+run --plan --model gpt2-xl --batch 8 --precision bf16 --offload params --host-limit 4G \
+  --simulate "$tmp/disk" --json
+[ $rc -eq 0 ] && has_keys "$tmp/out" && last_json "$tmp/out" "s = d['simulate']
+assert s['figures']['disk_read'] == 2e9 and s['figures']['disk_write'] == 1e9, s['figures']
+assert s['params_on_disk'] > 0 and s['state_disk_bytes'] > 0, s
+assert s['disk_written_bytes'] == s['state_disk_bytes'] >= s['disk_read_bytes'] > 0, s
+want = s['disk_read_bytes'] / 2e9 + s['disk_written_bytes'] / 1e9
+assert abs(s['disk_s'] - want) <= 1e-6 * want, (s['disk_s'], want)
+assert 0 <= s['exposed_disk_s'] <= s['step_s'] and 'state on disk' in s['copies_from'], s"
+result "--offload params --host-limit 4G: the state on disk at the file's 2 and 1 GB/s"
 
 run --plan --model mlp --data generated --simulate h900-pcie9
 [ $rc -eq 2 ] && grep -q 'h900-pcie9' "$tmp/err" && grep -q 'h200-pcie5' "$tmp/err"

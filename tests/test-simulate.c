@@ -17,7 +17,10 @@
  *    is exposed in a row (the parameters in, the gradients out); a slow
  *    host's update is the step; two layers hide part of the update in the
  *    backward pass; a longer look-ahead keeps more on the device and
- *    fetches less.
+ *    fetches less;
+ *  - the optimizer state of streamed parameters on disk under a host
+ *    budget: which states go there, the disk's time from the machine's
+ *    disk_read and disk_write figures, and how much of it the step waits.
  * Points: done_testing.
  */
 #include <math.h>
@@ -296,6 +299,71 @@ static void check_streaming(void) {
      rc ? dlrt_last_error() : low.copies_from);
 }
 
+/* --offload params with a host budget: the optimizer state of some
+ * parameters on disk, read ahead of each update and written back behind
+ * it at the machine's disk figures (param_disk.c's rules replayed). */
+static void check_disk(void) {
+  /* Four 16 x 16 layers and a head: SGD's momentum of each square weight
+   * is 1024 B, the head's 640 B, the biases' 64 B (40 B the head's). Under
+   * 4064 B the four squares go to disk (each would need 1024 B beside
+   * three slots of 1024 B: 4096 B), the rest (936 B) stays beside the
+   * slots (3072 B). */
+  const char *model = tap_join(dir, "deep.model");
+  tap_write_text(model, "linear 16\nrelu\nlinear 16\nrelu\nlinear 16\nrelu\nlinear 16\n"
+                        "relu\nlinear 10\n");
+  dlrt_trainer_config cfg = regression(model);
+  cfg.spill.policy = DLRT_OFFLOAD_PARAMS;
+  cfg.spill.host_budget = 4064;
+  dlrt_machine m;
+  /* Only the disk costs: 1 MB/s to read, 0.5 MB/s to write. */
+  dlrt_machine_load(machine_file("disk", "matmul_fp32 = 1e30\nvector_fp32 = 1e30\n"
+                                         "memory_bandwidth = 1e30\nlink = 1000000TB/s\n"
+                                         "launch = 0\nhost_bandwidth = 1e30\n"
+                                         "disk_read = 1MB/s\ndisk_write = 0.5MB/s\n"
+                                         "device_memory = 1G\n"), &m);
+  ok(m.disk_read_bytes_per_s == 1e6 && m.disk_write_bytes_per_s == 0.5e6,
+     "a machine file's disk_read and disk_write (%g, %g B/s)", m.disk_read_bytes_per_s,
+     m.disk_write_bytes_per_s);
+  dlrt_simulated_step p;
+  int rc = dlrt_simulate_step(&cfg, 1, 4, 4, 10, &m, NULL, &p);
+  double disk_s = (double)p.disk_read_bytes / 1e6 + (double)p.disk_written_bytes / 0.5e6;
+  ok(rc == DLRT_OK && p.params_on_disk == 4 && p.state_disk_bytes == 4096 &&
+         p.disk_written_bytes == 4096 && p.disk_read_bytes % 1024 == 0 &&
+         p.disk_read_bytes > 0 && p.disk_read_bytes <= 4096 && near(p.disk_s, disk_s, 1e-9) &&
+         strstr(p.copies_from, "state on disk"),
+     "4064 B of host budget: the 4 square layers' 4096 B of state on disk, each written back "
+     "once a step (4096 B at 0.5 MB/s) and %llu B read ahead (at 1 MB/s): %g s of disk, "
+     "got %g (%s)", (unsigned long long)p.disk_read_bytes, disk_s, p.disk_s,
+     rc ? dlrt_last_error() : p.copies_from);
+  /* Nothing else costs: the step is the updates' waiting for the disk
+   * (the reads they need behind the last step's writes), all exposed. */
+  ok(rc == DLRT_OK && p.disk_wait_s > 0 && near(p.exposed_disk_s, p.step_s, 1e-6) &&
+         near(p.exposed_host_s, p.step_s, 1e-6) && p.step_s <= p.disk_s * (1 + 1e-9) &&
+         p.step_s >= (double)p.disk_read_bytes / 1e6 * (1 - 1e-9),
+     "free compute and host: the step (%g s) is the disk's waiting, all exposed (%g), at "
+     "least its reads (%g s) and at most its I/O (%g s)", p.step_s, p.exposed_disk_s,
+     (double)p.disk_read_bytes / 1e6, p.disk_s);
+  /* A disk ten times as fast: ten times less disk time. */
+  dlrt_machine fast = m;
+  fast.disk_read_bytes_per_s *= 10, fast.disk_write_bytes_per_s *= 10;
+  dlrt_simulated_step q;
+  rc = dlrt_simulate_step(&cfg, 1, 4, 4, 10, &fast, NULL, &q);
+  ok(rc == DLRT_OK && near(q.disk_s, p.disk_s / 10, 1e-9) && near(q.step_s, p.step_s / 10, 1e-6),
+     "a disk 10x faster: %g s of disk, a %g s step (10x less)", q.disk_s, q.step_s);
+  /* No disk figures: the split is known, the disk's time is not. */
+  fast.disk_read_bytes_per_s = fast.disk_write_bytes_per_s = 0;
+  rc = dlrt_simulate_step(&cfg, 1, 4, 4, 10, &fast, NULL, &q);
+  ok(rc == DLRT_OK && q.params_on_disk == 4 && q.disk_s == 0 && q.step_s < 1e-9 &&
+         strstr(q.copies_from, "no disk figures"),
+     "no disk figures: 4 states on disk, their time not replayed (%s)",
+     rc ? dlrt_last_error() : q.copies_from);
+  /* A budget the slots alone exceed is refused, as the runtime refuses it. */
+  cfg.spill.host_budget = 3000;
+  rc = dlrt_simulate_step(&cfg, 1, 4, 4, 10, &m, NULL, &q);
+  ok(rc == DLRT_ERR_OOM && strstr(dlrt_last_error(), "3 slots"),
+     "a host budget of 3000 B, under three slots of 1024 B, is refused: %s", dlrt_last_error());
+}
+
 int main(void) {
   tap_tempdir("test-simulate", dir, sizeof dir);
   if (dlrt_init() != DLRT_OK) bail_out("dlrt_init: %s", dlrt_last_error());
@@ -305,6 +373,7 @@ int main(void) {
   if (dlrt_device_open("cpu", &dev) != DLRT_OK) bail_out("no cpu device: %s", dlrt_last_error());
   check_replay(dev);
   check_streaming();
+  check_disk();
   tap_remove_tree(dir);
   return done_testing();
 }

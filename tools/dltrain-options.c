@@ -194,9 +194,11 @@ void dltrain_usage(FILE *out) {
         "                             activations live (device, pinned or pageable\n"
         "                             host, disk), the host and disk bytes, the flags\n"
         "                             that realise it (and its step with --simulate)\n"
-        "      --host-memory SIZE     with --plan: the host memory the placement plans\n"
-        "                             for (default this machine's RAM, or --simulate's\n"
-        "                             machine's)\n"
+        "      --host-memory SIZE     with --plan or --offload auto: the host memory the\n"
+        "                             placement plans for (default this machine's RAM,\n"
+        "                             or --simulate's machine's); past what streaming\n"
+        "                             keeps there, the optimizer state goes to disk\n"
+        "                             (--offload params --host-limit)\n"
         "      --what-if N            with --plan: the memory a model of N parameters\n"
         "                             (175e9, 7B) needs per strategy, and the devices\n"
         "      --splits N             with --plan for a GPT: show its best N (default 5;\n"
@@ -218,7 +220,10 @@ void dltrain_usage(FILE *out) {
         "                             compute, transfer, exposed transfer, host update;\n"
         "                             with --mem-limit the copies of a dry run on this\n"
         "                             device, with --offload optimizer (no --mem-limit\n"
-        "                             needed) the updates on the host, overlapped\n"
+        "                             needed) the updates on the host, overlapped; with\n"
+        "                             --offload params --host-limit also the optimizer\n"
+        "                             state's disk reads and writes (the machine's\n"
+        "                             disk_read, disk_write) and how much the step waits\n"
         "GPT models (--model gpt-*):\n"
         "      --data FILE|DIR        the tokens: a text file or a folder of them (bytes,\n"
         "                             vocabulary 256) or an llm.c token file (.bin);\n"
@@ -502,8 +507,10 @@ static int check_combinations(options *o, int momentum_given, dlrt_optimizer_kin
   if (o->simulate && !*o->simulate)
     return tool_usage_error(err, "--simulate needs a preset (h200-pcie5, ...), a file of "
                             "figures or this");
-  if ((o->what_if > 0 || o->device_memory > 0 || o->host_memory > 0) && !o->plan)
-    return tool_usage_error(err, "--what-if, --device-memory and --host-memory go with --plan");
+  if ((o->what_if > 0 || o->device_memory > 0) && !o->plan)
+    return tool_usage_error(err, "--what-if and --device-memory go with --plan");
+  if (o->host_memory > 0 && !o->plan && !o->offload_auto)
+    return tool_usage_error(err, "--host-memory goes with --plan or --offload auto");
   if (o->offload_auto && o->host_limit)
     return tool_usage_error(err, "--offload auto chooses --host-limit itself: give it with "
                             "--offload optimizer or all instead");

@@ -335,7 +335,7 @@ int dltrain_placement_print(FILE *out, const options *o, const dlrt_trainer_conf
   if (m && pl.fits) {
     dlrt_trainer_config placed = *cfg;
     dlrt_placement_apply(&pl, &placed);
-    placed.spill.device_budget = 0, placed.spill.host_budget = 0;
+    placed.spill.device_budget = 0; /* the host budget stays: the state's split on disk */
     if ((rc = dlrt_simulate_step(&placed, d->channels, d->height, d->width, d->classes, m, NULL,
                                  &st)) < 0)
       return tool_fail("cannot simulate the placed step", rc);
@@ -371,9 +371,14 @@ int dltrain_placement_print(FILE *out, const options *o, const dlrt_trainer_conf
       tool_json_string(out, m->name);
       fprintf(out, ", \"step_s\": %.9g, \"compute_s\": %.9g, \"exposed_transfer_s\": %.9g, "
               "\"host_update_s\": %.9g, \"exposed_host_s\": %.9g, \"host_hidden_fraction\": "
-              "%.6g, \"tokens_per_s\": %.9g, \"samples_per_s\": %.9g}", st.step_s, st.compute_s,
+              "%.6g, \"tokens_per_s\": %.9g, \"samples_per_s\": %.9g, \"params_on_disk\": %d, "
+              "\"state_disk_bytes\": %" PRIu64 ", \"disk_read_bytes\": %" PRIu64
+              ", \"disk_written_bytes\": %" PRIu64 ", \"disk_s\": %.9g, \"disk_wait_s\": %.9g, "
+              "\"exposed_disk_s\": %.9g}", st.step_s, st.compute_s,
               st.exposed_transfer_s, st.host_update_s, st.exposed_host_s,
-              st.host_hidden_fraction, st.tokens_per_s, st.samples_per_s);
+              st.host_hidden_fraction, st.tokens_per_s, st.samples_per_s, st.params_on_disk,
+              st.state_disk_bytes, st.disk_read_bytes, st.disk_written_bytes, st.disk_s,
+              st.disk_wait_s, st.exposed_disk_s);
     }
     fputc('}', out);
     return 0;
@@ -407,9 +412,17 @@ int dltrain_placement_print(FILE *out, const options *o, const dlrt_trainer_conf
             "update %.2f of which %.1f%% beside the backward pass, exposed %.2f)%s\n", m->name,
             st.step_s * 1e3, st.compute_s * 1e3, st.exposed_transfer_s * 1e3,
             st.host_update_s * 1e3, 100 * st.host_hidden_fraction, st.exposed_host_s * 1e3,
-            pl.rung == 4 ? "; a lower bound: the pool's own traffic of parameters and "
+            pl.rung == 5 ? "; a lower bound: the pool's own traffic of parameters and "
                            "gradients, and the disk, not replayed"
             : pl.mem_limit ? "; the budget itself not replayed" : "");
+  if (simulated && st.params_on_disk)
+    fprintf(out, "  predicted disk: %d states, %.1f GiB on disk; %.1f GiB read and %.1f GiB "
+            "written a step in %.2f ms; the host updates waited %.2f ms for reads; the step "
+            "%.2f ms longer than with all the state in host memory%s\n", st.params_on_disk, (double)st.state_disk_bytes / 1073741824.0,
+            (double)st.disk_read_bytes / 1073741824.0,
+            (double)st.disk_written_bytes / 1073741824.0, st.disk_s * 1e3, st.disk_wait_s * 1e3,
+            st.exposed_disk_s * 1e3,
+            m->disk_read_bytes_per_s > 0 ? "" : " (no disk figures: not replayed)");
   (void)o;
   return 0;
 }

@@ -72,7 +72,8 @@ int run_simulate(const options *o, const dlrt_trainer_config *cfg, const dlrt_da
            "\"matmul_overhead_s\": %.6g, \"vector_fp32\": %.6g, \"memory_bandwidth\": %.6g, "
            "\"launch_s\": %.6g, \"link\": %.6g, \"link_latency_s\": %.6g, "
            "\"host_bandwidth\": %.6g, \"host_memory\": %" PRIu64 ", \"attention\": %.6g, "
-           "\"conv\": %.6g, \"reduce_bandwidth\": %.6g, \"device_memory\": %" PRIu64 "}}",
+           "\"conv\": %.6g, \"reduce_bandwidth\": %.6g, \"device_memory\": %" PRIu64
+           ", \"disk_read\": %.6g, \"disk_write\": %.6g}",
            p.step_s, p.compute_s, p.forward_s, p.backward_s, p.update_s, p.transfer_s,
            p.exposed_transfer_s, p.host_update_s, p.exposed_host_s, p.host_hidden_fraction,
            p.host_hidden_s,
@@ -81,7 +82,12 @@ int run_simulate(const options *o, const dlrt_trainer_config *cfg, const dlrt_da
            m.matmul_flops[DLRT_BF16], m.matmul_overhead_s, m.vector_flops,
            m.memory_bytes_per_s, m.launch_s, m.link_bytes_per_s, m.link_latency_s,
            m.host_bytes_per_s, m.host_memory, m.attention_flops, m.conv_flops,
-           m.reduce_bytes_per_s, m.device_memory);
+           m.reduce_bytes_per_s, m.device_memory, m.disk_read_bytes_per_s,
+           m.disk_write_bytes_per_s);
+    printf(", \"params_on_disk\": %d, \"state_disk_bytes\": %" PRIu64 ", \"disk_read_bytes\": %"
+           PRIu64 ", \"disk_written_bytes\": %" PRIu64 ", \"disk_s\": %.9g, \"disk_wait_s\": "
+           "%.9g, \"exposed_disk_s\": %.9g}", p.params_on_disk, p.state_disk_bytes,
+           p.disk_read_bytes, p.disk_written_bytes, p.disk_s, p.disk_wait_s, p.exposed_disk_s);
     if (place) {
       fputs(", \"placement\": ", stdout);
       if ((rc = dltrain_placement_print(stdout, o, cfg, d, place_device, place_host, place_from,
@@ -94,11 +100,12 @@ int run_simulate(const options *o, const dlrt_trainer_config *cfg, const dlrt_da
   printf("simulate %s on %s (%s), batch %" PRId64 ", %s, %" PRId64 " parameters\n", o->model,
          m.name, m.about, cfg->batch, precision, plan.param_count);
   printf("  machine: GEMM %.4g / %.4g / %.4g TFLOP/s (fp32 / fp16 / bf16), vector %.4g "
-         "TFLOP/s, memory %.4g GB/s, link %.4g GB/s + %.3g us, launch %.3g us, host %.4g GB/s\n",
+         "TFLOP/s, memory %.4g GB/s, link %.4g GB/s + %.3g us, launch %.3g us, host %.4g GB/s, "
+         "disk %.4g / %.4g GB/s (read / write)\n",
          m.matmul_flops[DLRT_F32] / 1e12, m.matmul_flops[DLRT_F16] / 1e12,
          m.matmul_flops[DLRT_BF16] / 1e12, m.vector_flops / 1e12, m.memory_bytes_per_s / 1e9,
          m.link_bytes_per_s / 1e9, m.link_latency_s * 1e6, m.launch_s * 1e6,
-         m.host_bytes_per_s / 1e9);
+         m.host_bytes_per_s / 1e9, m.disk_read_bytes_per_s / 1e9, m.disk_write_bytes_per_s / 1e9);
   if (m.attention_flops > 0 || m.conv_flops > 0 || m.reduce_bytes_per_s > 0)
     printf("  kernels: attention %.4g TFLOP/s, convolution %.4g TFLOP/s, reductions %.4g GB/s "
            "(0: the GEMM rate, the memory bandwidth)\n", m.attention_flops / 1e12,
@@ -122,6 +129,15 @@ int run_simulate(const options *o, const dlrt_trainer_config *cfg, const dlrt_da
            "as long as %.1f%% of its compute time)\n", "host update", ms(p.host_update_s),
            ms(p.exposed_host_s), 100.0 * p.host_hidden_fraction,
            p.backward_s > 0 ? 100.0 * p.host_hidden_s / p.backward_s : 0.0);
+  if (p.params_on_disk)
+    printf("  %-22s %12.3f ms  (%d states, %.1f MiB on disk: %.1f MiB read ahead, %.1f MiB "
+           "written back; the host updates waited %.3f ms for reads; exposed %.3f: the step "
+           "beyond all the state in host memory%s)\n",
+           "disk", ms(p.disk_s), p.params_on_disk, (double)p.state_disk_bytes / 1048576.0,
+           (double)p.disk_read_bytes / 1048576.0, (double)p.disk_written_bytes / 1048576.0,
+           ms(p.disk_wait_s), ms(p.exposed_disk_s),
+           m.disk_read_bytes_per_s > 0 && m.disk_write_bytes_per_s > 0
+               ? "" : "; no disk figures: not replayed");
   if (p.tokens_per_s > 0)
     printf("  %-22s %12.1f\n", "tokens per second", p.tokens_per_s);
   printf("  %-22s %12.1f\n", "samples per second", p.samples_per_s);

@@ -272,6 +272,23 @@ static void print_json(const options *o, const results *r) {
     fputs(", \"seconds\": ", stdout);
   }
   printf("%.3f", r->seconds);
+  /* Parameter streaming (--offload params): its look-ahead as run (the
+   * one param_ahead.c chose from the first step's timings unless
+   * --spill-prefetch named it) and its traffic over the run; null when
+   * nothing streams. */
+  dlrt_param_offload_stats ps = {0};
+  if (r->trainer) dlrt_exec_param_offload_stats(dlrt_trainer_executor(r->trainer), &ps);
+  fputs(", \"stream\": ", stdout);
+  if (ps.params_streamed)
+    printf("{\"params_streamed\": %d, \"ahead\": %d, \"fetched_bytes\": %" PRIu64
+           ", \"gradient_bytes\": %" PRIu64 ", \"peak_param_bytes\": %" PRIu64
+           ", \"state_host_bytes\": %" PRIu64 ", \"state_disk_bytes\": %" PRIu64
+           ", \"disk_read_bytes\": %" PRIu64 ", \"disk_written_bytes\": %" PRIu64 "}",
+           ps.params_streamed, ps.ahead, ps.fetched_bytes, ps.gradient_bytes,
+           ps.peak_param_bytes, ps.state_host_bytes, ps.state_disk_bytes, ps.disk_read_bytes,
+           ps.disk_written_bytes);
+  else
+    fputs("null", stdout);
   if (r->trainer) {
     fputs(", \"spill_plan\": ", stdout);
     if (!dltrain_spill_plan_json(stdout, r->trainer, measured_step_ms(o, r), 0))
@@ -882,7 +899,25 @@ int main(int argc, char **argv) {
   uint64_t env_limit = dlrt_mem_get_limit(dev);
   int spilled = o.spill.device_budget ||
                 (env_limit && (r.last.spilled_bytes || r.last.fetched_bytes));
-  if (spilled && r.epochs_run > 0)
+  /* Streamed parameters: their traffic is the stream's, not spilling's.
+   * (A GPT trains in steps, not epochs.) */
+  int trained = r.epochs_run > 0 || lm.steps_run > 0;
+  dlrt_param_offload_stats streamed = {0};
+  dlrt_exec_param_offload_stats(dlrt_trainer_executor(trainer), &streamed);
+  if (streamed.params_streamed && trained) {
+    fprintf(log, "stream   %d parameters, %d nodes ahead: %.1f MiB of parameters in, %.1f MiB "
+            "of gradients out (the last round)", streamed.params_streamed, streamed.ahead,
+            (double)r.last.fetched_bytes / 1048576.0, (double)r.last.spilled_bytes / 1048576.0);
+    if (streamed.state_disk_bytes)
+      fprintf(log, "; optimizer state %.1f MiB in host memory, %.1f MiB on disk, %.1f MiB read "
+              "and %.1f MiB written in all", (double)streamed.state_host_bytes / 1048576.0,
+              (double)streamed.state_disk_bytes / 1048576.0,
+              (double)streamed.disk_read_bytes / 1048576.0,
+              (double)streamed.disk_written_bytes / 1048576.0);
+    fputc('\n', log);
+    spilled = 0;
+  }
+  if (spilled && trained)
     fprintf(log, "spill    budget %.1f MiB%s: %.1f MiB off the device (%.1f of it to disk), "
             "%.1f MiB back; %.1f MiB written to disk in all%s",
             (double)(o.spill.device_budget ? o.spill.device_budget : env_limit / 100 * 85) /
@@ -898,7 +933,7 @@ int main(int argc, char **argv) {
     fprintf(log, "step     predicted %.1f ms (%s), measured %.1f ms\n", sp.predicted.step_ms,
             dlrt_plan_strategy_name(sp.chosen), measured_step_ms(&o, &r));
   }
-  if (spilled && r.epochs_run > 0 && r.last.slice_images)
+  if (spilled && trained && r.last.slice_images)
     fprintf(log, "; convolution blocks in slices of %" PRId64 " images\n", r.last.slice_images);
   TRY(dlrt_trainer_zero_info(trainer, &r.zero), "cannot read the replicas' model states");
   /* (A pipeline's replicas hold their states on the stages, which the

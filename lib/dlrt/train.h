@@ -615,6 +615,11 @@ typedef struct {
   double peer_bytes_per_s, peer_latency_s;
   int devices_per_node;
   double network_bytes_per_s, network_latency_s;
+  /* The disk behind host memory (the spill folder's): sequential reads and
+   * writes of large blocks, B/s, as one thread's synchronous I/O reaches
+   * them (the disk tier has one I/O thread). 0: not known (the disk's time
+   * is then not replayed). */
+  double disk_read_bytes_per_s, disk_write_bytes_per_s;
 } dlrt_machine;
 
 /* The presets: the host link presets' names (dlrt_link_preset_get), each
@@ -626,7 +631,7 @@ DLRT_API int dlrt_machine_preset(const char *name, dlrt_machine *out);
  * matmul_bf16, vector_fp32 (FLOP/s: 7.9e14 or 791.5T), memory_bandwidth,
  * host_bandwidth, reduce_bandwidth (B/s: 4.3TB/s), attention, conv (FLOP/s),
  * link (a rate and latency as --link takes them: 55GB/s:10us), launch,
- * matmul_overhead (10us), device_memory,
+ * matmul_overhead (10us), disk_read, disk_write (B/s), device_memory,
  * host_memory (141G), name, about. Without a base every rate, the link and
  * device_memory are needed. DLRT_ERR_INVALID_ARG naming the file, the line
  * and the fault (an unknown key lists the keys). */
@@ -635,7 +640,9 @@ DLRT_API int dlrt_machine_load(const char *path, dlrt_machine *out);
  * per precision at two sizes (the rate and the overhead per GEMM), the
  * bandwidth of an elementwise kernel, the rate of GELU's arithmetic, a
  * small kernel's launch, the device's link model if it has one (else its
- * measured host-to-device copies), host memory through the host optimizer. */
+ * measured host-to-device copies), host memory through the host optimizer,
+ * the spill folder's disk through the disk tier's own reads and writes
+ * (whole 16 MiB slots, the page cache taking part as it does in a run). */
 DLRT_API int dlrt_machine_measure(dlrt_device_t *dev, dlrt_machine *out);
 /* A preset name, "this" or "local" (measured on dev), or a file. */
 DLRT_API int dlrt_machine_get(const char *spec, dlrt_device_t *dev, dlrt_machine *out);
@@ -682,6 +689,18 @@ typedef struct {
    * shapes (machine "this" with a device: the planner's profiling pass),
    * 0: the roofline of the machine's figures. */
   int nodes_measured;
+  /* Streamed parameters' optimizer state on disk (spill.host_budget, the
+   * split of dlrt_exec_param_state_limit): the parameters whose state is
+   * there, its bytes, the bytes read ahead of their updates and written
+   * back behind them in the step, the disk's busy time (one I/O thread,
+   * at the machine's disk_read / disk_write rates), the time the host
+   * updates waited for reads, and the disk's cost to the step: step_s
+   * beyond the same step with all the state in host memory (a second
+   * replay; the compute waits for it through the host's updates, so it is
+   * part of exposed_host_s too). */
+  int params_on_disk;
+  uint64_t state_disk_bytes, disk_read_bytes, disk_written_bytes;
+  double disk_s, disk_wait_s, exposed_disk_s;
 } dlrt_simulated_step;
 
 /* Predicts cfg's training step (the classifier or GPT of dlrt_plan_memory)

@@ -18,6 +18,7 @@
 
 #include "dlrt.h"
 #include "graph/cost.h"
+#include "mem/disk.h"
 #include "util/clock.h"
 #include "util/status.h"
 
@@ -44,6 +45,11 @@
 #define NETWORK_ACHIEVED 0.8
 #define PEER_LATENCY_S 5e-6
 #define NETWORK_LATENCY_S 10e-6
+/* The disk: the drives of the node's internal NVMe array (RAID 0, as DGX
+ * systems ship their cache volume) at 0.8 of their sequential rates, the
+ * disk tier's large blocks; one thread's synchronous I/O is assumed to
+ * reach it. */
+#define DISK_ACHIEVED 0.8
 
 static const struct {
   const char *name; /* a link preset's */
@@ -56,37 +62,49 @@ static const struct {
   double peer_gbs;
   int per_node;
   double network_gbs;
+  /* The node's internal NVMe drives, and each one's sequential read and
+   * write, GB/s. */
+  int drives;
+  double drive_read_gbs, drive_write_gbs;
 } figures[] = {
     /* H200 SXM: 67 fp32, 494.7 tf32 and 989.4 fp16 dense; 141 GB HBM3e,
      * 4.8 TB/s. Host: 2 x Xeon 8480C, 16 channels DDR5-4800 (DGX H200).
      * DGX H200: NVLink 4 through NVSwitch, 900 GB/s a GPU both ways; 8 GPUs;
-     * 8 ConnectX-7 at 400 Gb/s for the compute network. */
-    {"h200-pcie5", 67, 494.7, 989.4, 4.8, 141, 614.4, 2048, 450, 8, 400},
+     * 8 ConnectX-7 at 400 Gb/s for the compute network.
+     * Disk: DGX H200's 8 x 3.84 TB NVMe U.2 cache drives; each one's 6.9 GB/s
+     * read and 4.1 GB/s write are assumed (a PCIe 4.0 U.2 drive of that
+     * size: NVIDIA does not name the drive). */
+    {"h200-pcie5", 67, 494.7, 989.4, 4.8, 141, 614.4, 2048, 450, 8, 400, 8, 6.9, 4.1},
     /* H100 PCIe: 51, 378, 756; 80 GB HBM2e, 2.0 TB/s.
      * Its node as DGX H100's (the host above): NVLink 4, 900 GB/s both ways,
-     * 8 GPUs, 8 x 400 Gb/s. (The PCIe card's own NVLink bridge joins pairs.) */
-    {"h100-pcie5", 51, 378, 756, 2.0, 80, 614.4, 2048, 450, 8, 400},
+     * 8 GPUs, 8 x 400 Gb/s. (The PCIe card's own NVLink bridge joins pairs.)
+     * Disk: DGX H100's 8 x 3.84 TB NVMe U.2, each as above (assumed). */
+    {"h100-pcie5", 51, 378, 756, 2.0, 80, 614.4, 2048, 450, 8, 400, 8, 6.9, 4.1},
     /* A100 80GB PCIe: 19.5, 156, 312; 1.935 TB/s. Host: 2 x EPYC 7742,
      * 16 channels DDR4-3200 (DGX A100).
      * Its node as DGX A100's (the host above): NVLink 3 through NVSwitch,
      * 600 GB/s a GPU both ways; 8 GPUs; 8 ConnectX-6 HDR at 200 Gb/s (the
-     * nodes of Selene, where Megatron-LM's figures were measured). */
-    {"a100-pcie4", 19.5, 156, 312, 1.935, 80, 409.6, 1024, 300, 8, 200},
+     * nodes of Selene, where Megatron-LM's figures were measured).
+     * Disk: DGX A100 640GB's 8 x 3.84 TB NVMe U.2 (30 TB), each as above
+     * (assumed). */
+    {"a100-pcie4", 19.5, 156, 312, 1.935, 80, 409.6, 1024, 300, 8, 200, 8, 6.9, 4.1},
     /* L40S: 91.6, 183, 362.05; 48 GB GDDR6, 864 GB/s.
      * No NVLink: peers over PCIe 4.0 x16 (32 GB/s a direction, the link's
      * rate); 8 GPUs; 4 x 200 Gb/s (a server of NVIDIA's L40S reference
-     * configurations). */
-    {"l40s-pcie4", 91.6, 183, 362.05, 0.864, 48, 614.4, 1024, 25.6, 8, 100},
+     * configurations). Disk: 4 NVMe drives, each as above (assumed). */
+    {"l40s-pcie4", 91.6, 183, 362.05, 0.864, 48, 614.4, 1024, 25.6, 8, 100, 4, 6.9, 4.1},
     /* GH200 (96 GB HBM3, 4.0 TB/s): the Hopper rates; Grace's 480 GB of
      * LPDDR5X at up to 512 GB/s is the host.
      * One superchip a node; one ConnectX-7 at 400 Gb/s. The peer figure is
-     * NVLink 4's (used within a node only: none here). */
-    {"gh200-c2c", 67, 494.7, 989.4, 4.0, 96, 512, 480, 450, 1, 50},
+     * NVLink 4's (used within a node only: none here). Disk: one E1.S NVMe
+     * drive, as above (assumed). */
+    {"gh200-c2c", 67, 494.7, 989.4, 4.0, 96, 512, 480, 450, 1, 50, 1, 6.9, 4.1},
     /* MI300X: 163.4 fp32, 653.7 tf32, 1307.4 fp16 dense; 192 GB HBM3,
      * 5.3 TB/s. Host: 2 x EPYC 9654, 24 channels DDR5-4800.
      * 8 GPUs fully connected by Infinity Fabric (xGMI): 7 links of 64 GB/s
-     * a direction, 448 GB/s to the others; 8 x 400 Gb/s. */
-    {"mi300x-pcie5", 163.4, 653.7, 1307.4, 5.3, 192, 921.6, 2048, 448, 8, 400},
+     * a direction, 448 GB/s to the others; 8 x 400 Gb/s. Disk: 8 NVMe
+     * drives, each as above (assumed). */
+    {"mi300x-pcie5", 163.4, 653.7, 1307.4, 5.3, 192, 921.6, 2048, 448, 8, 400, 8, 6.9, 4.1},
 };
 #define N_FIGURES ((int)(sizeof figures / sizeof figures[0]))
 
@@ -128,6 +146,8 @@ int dlrt_machine_preset(const char *name, dlrt_machine *out) {
   out->devices_per_node = figures[f].per_node;
   out->network_bytes_per_s = NETWORK_ACHIEVED * figures[f].network_gbs * G;
   out->network_latency_s = NETWORK_LATENCY_S;
+  out->disk_read_bytes_per_s = DISK_ACHIEVED * figures[f].drives * figures[f].drive_read_gbs * G;
+  out->disk_write_bytes_per_s = DISK_ACHIEVED * figures[f].drives * figures[f].drive_write_gbs * G;
   return DLRT_OK;
 }
 
@@ -176,12 +196,12 @@ static char *trim(char *s) {
 
 enum { K_BASE, K_NAME, K_ABOUT, K_FP32, K_FP16, K_BF16, K_VECTOR, K_MEMORY, K_HOST_BW, K_LINK,
        K_LAUNCH, K_OVERHEAD, K_DEVICE_MEM, K_HOST_MEM, K_ATTENTION, K_CONV, K_REDUCE, K_PEER,
-       K_PER_NODE, K_NETWORK, K_COUNT };
+       K_PER_NODE, K_NETWORK, K_DISK_READ, K_DISK_WRITE, K_COUNT };
 static const char *const keys[K_COUNT] = {
     "base", "name", "about", "matmul_fp32", "matmul_fp16", "matmul_bf16", "vector_fp32",
     "memory_bandwidth", "host_bandwidth", "link", "launch", "matmul_overhead", "device_memory",
     "host_memory", "attention", "conv", "reduce_bandwidth", "peer", "devices_per_node",
-    "network"};
+    "network", "disk_read", "disk_write"};
 
 /* One "key = value" into m; 0 or a message in why. */
 static int set_key(dlrt_machine *m, int key, const char *value, char *why, size_t size) {
@@ -205,6 +225,8 @@ static int set_key(dlrt_machine *m, int key, const char *value, char *why, size_
   case K_REDUCE: rate = &m->reduce_bytes_per_s; break;
   case K_ATTENTION: rate = &m->attention_flops, unit = "FLOP/s"; break;
   case K_CONV: rate = &m->conv_flops, unit = "FLOP/s"; break;
+  case K_DISK_READ: rate = &m->disk_read_bytes_per_s; break;
+  case K_DISK_WRITE: rate = &m->disk_write_bytes_per_s; break;
   case K_PEER:
   case K_NETWORK: {
     /* A rate and a latency as --link takes them (300GB/s:5us); a preset's
@@ -478,6 +500,37 @@ static int measure_host(double *bytes_per_s) {
   return rc;
 }
 
+/* The spill file's disk as the disk tier uses it (lib/mem/disk.h): one
+ * thread's whole writes, then reads, of 4 slots of 16 MiB, the best of 3.
+ * The page cache takes part, as it does for the disk tier's own I/O. */
+static int measure_disk(double *read_bytes_per_s, double *write_bytes_per_s) {
+  enum { SLOTS = 4, SLOT = 16 << 20 };
+  char *buf = malloc(SLOT);
+  if (!buf) return dlrt__set_error(DLRT_ERR_OOM, "cannot allocate 16 MiB to time the disk");
+  memset(buf, 1, SLOT);
+  dlrt__disk d = {0};
+  int64_t at[SLOTS];
+  int rc = dlrt__disk_open(&d);
+  for (int i = 0; i < SLOTS && rc == DLRT_OK; i++) rc = dlrt__disk_reserve(&d, SLOT, &at[i]);
+  double best[2] = {INFINITY, INFINITY};
+  for (int t = 0; t < 3 && rc == DLRT_OK; t++) {
+    for (int write = 1; write >= 0 && rc == DLRT_OK; write--) {
+      double t0 = dlrt__now_s();
+      for (int i = 0; i < SLOTS && rc == DLRT_OK; i++)
+        rc = write ? dlrt__disk_write(&d, at[i], buf, SLOT) : dlrt__disk_read(&d, at[i], buf, SLOT);
+      double dt = dlrt__now_s() - t0;
+      if (dt < best[write]) best[write] = dt;
+    }
+  }
+  dlrt__disk_close(&d);
+  free(buf);
+  if (rc == DLRT_OK) {
+    *read_bytes_per_s = (double)SLOTS * SLOT / best[0];
+    *write_bytes_per_s = (double)SLOTS * SLOT / best[1];
+  }
+  return rc;
+}
+
 int dlrt_machine_measure(dlrt_device_t *dev, dlrt_machine *out) {
   DLRT__CHECK_ARG(dev && out, "dlrt_machine_measure: device or out is NULL");
   memset(out, 0, sizeof *out);
@@ -544,6 +597,7 @@ int dlrt_machine_measure(dlrt_device_t *dev, dlrt_machine *out) {
     if (b.host) dlrt_host_free(b.host);
   }
   if (rc == DLRT_OK) rc = measure_host(&out->host_bytes_per_s);
+  if (rc == DLRT_OK) rc = measure_disk(&out->disk_read_bytes_per_s, &out->disk_write_bytes_per_s);
   dlrt_buffer_free(b.a);
   dlrt_buffer_free(b.b);
   dlrt_buffer_free(b.c);

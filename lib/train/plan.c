@@ -8,10 +8,12 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "exec/exec.h"
+#include "exec/state_split.h"
 #include "mem/caching_allocator.h"
 #include "train/train.h"
 #include "util/status.h"
@@ -206,6 +208,26 @@ static int streamed_peaks(const dlrt_trainer_config *cfg, int64_t channels, int6
   return rc;
 }
 
+/* The split of the streamed parameters' optimizer state of cfg's model
+ * under `budget` bytes of host memory (dlrt_exec_param_state_limit's rule,
+ * state_split.h). */
+static int streamed_split(const dlrt_trainer_config *cfg, int64_t channels, int64_t height,
+                          int64_t width, int classes, uint64_t budget, dlrt__state_split *out) {
+  dlrt_graph_t *g = NULL;
+  dlrt_tensor_t *images, *labels, *logits, *loss;
+  int n = 0, *id = NULL;
+  uint64_t *bytes = NULL;
+  int rc = dlrt_graph_create(&g);
+  if (rc == DLRT_OK)
+    rc = dlrt__build_classifier(g, cfg, channels, height, width, classes, &images, &labels,
+                                &logits, &loss);
+  if (rc == DLRT_OK) rc = dlrt__streamed_states(g, &n, &id, &bytes);
+  if (rc == DLRT_OK) rc = dlrt__state_split_make(n, bytes, budget, NULL, out);
+  free(id), free(bytes);
+  dlrt_graph_destroy(g);
+  return rc;
+}
+
 /* The 16-bit copies of the parameters a plan counts among its parameters
  * at the peak (the casts' outputs, kept for the backward pass). */
 static uint64_t live_copies(const dlrt_trainer_config *cfg, const dlrt_memory_plan *p) {
@@ -343,17 +365,18 @@ int dlrt_plan_placement(const dlrt_trainer_config *cfg, int64_t channels, int64_
   }
   why_add(out, "%soptimizer state on the host: %.2f GiB on the device > %.2f", (double)need2,
           (double)out->device_usable);
-  /* 3: parameters streamed (param_stream.c): master, state and gradient
-   * copies on the host; what it does not run with rules it out. */
+  /* 3 and 4: parameters streamed (param_stream.c): masters, their 16-bit
+   * copies, the gradients' host copies (and running sums under --accum)
+   * on the host; the optimizer state there too (3), or beyond --host-limit
+   * on disk (4, param_disk.c); what streaming does not run with rules both
+   * out. Both hold the same on the device. */
   const char *refuses = cfg->world > 1 ? "data parallelism" : NULL;
-  uint64_t host3 = master + state + grads;
+  uint64_t sums = cfg->accum > 1 ? grads : 0;
+  uint64_t host_rest = master + copies + grads + sums; /* all but the state */
   if (refuses) {
     size_t used = strlen(out->why);
     snprintf(out->why + used, sizeof out->why - used, "%sparameters streamed: not with %s",
              used ? "; " : "", refuses);
-  } else if (host3 > out->host_usable) {
-    why_add(out, "%sparameters streamed: %.2f GiB on the host > %.2f (no disk tier behind "
-            "streamed parameters)", (double)host3, (double)out->host_usable);
   } else {
     /* A GPT checkpoints its blocks; chunked convolution segments do not
      * stream, so a classifier keeps its own checkpointing unless it is
@@ -389,11 +412,30 @@ int dlrt_plan_placement(const dlrt_trainer_config *cfg, int64_t channels, int64_
       if (best && (!m || step_s > best_s * (1 - 1e-9))) continue;
       best = c.spill.prefetch, best_s = step_s, need3 = need, pp = pp_i, gp = gp_i;
     }
-    if (best) {
+    /* The state's split under the host's room beside the rest (rung 4),
+     * by the runtime's own rule (state_split.h). */
+    dlrt__state_split split = {0};
+    uint64_t state_budget = 0;
+    if (best && host_rest + state > out->host_usable && host_rest < out->host_usable) {
+      state_budget = size_round(out->host_usable - host_rest);
+      if ((rc = streamed_split(&c, channels, height, width, classes, state_budget, &split)) < 0)
+        return rc;
+    }
+    if (!best) {
+      why_add(out, "%sparameters streamed: %.2f GiB on the device > %.2f", (double)need3,
+              (double)out->device_usable);
+    } else if (host_rest + state <= out->host_usable || (state_budget && split.fits)) {
+      int disk = host_rest + state > out->host_usable;
+      if (disk)
+        why_add(out, "%sparameters streamed, all on the host: %.2f GiB > %.2f",
+                (double)(host_rest + state), (double)out->host_usable);
       c.spill.prefetch = best;
-      out->rung = 3;
-      out->strategy = "parameters, gradients and optimizer state on the host, parameters "
-                      "streamed to the device around each use";
+      out->rung = disk ? 4 : 3;
+      out->strategy = disk ? "parameters (with their 16-bit copies) and gradients on the host, "
+                             "optimizer state beyond --host-limit on disk, parameters streamed "
+                             "to the device around each use"
+                           : "parameters, gradients and optimizer state on the host, "
+                             "parameters streamed to the device around each use";
       out->policy = DLRT_OFFLOAD_PARAMS;
       out->checkpoint = c.checkpoint;
       out->ahead = c.spill.prefetch;
@@ -404,16 +446,33 @@ int dlrt_plan_placement(const dlrt_trainer_config *cfg, int64_t channels, int64_
       part[DLRT_PART_COMPUTE_COPY].device = live_copies(cfg, &ps);
       part[DLRT_PART_GRADIENTS].device = gp;
       part[DLRT_PART_ACTIVATIONS].device = acts;
+      /* Staging memory (pinned while the pool has room): masters, copies,
+       * gradients and sums, the state kept; the slots are plain malloc. */
       host_part(out, DLRT_PART_MASTER, master, &pinned_left);
-      host_part(out, DLRT_PART_OPTIMIZER, state, &pinned_left);
-      host_part(out, DLRT_PART_GRADIENTS, grads, &pinned_left);
+      host_part(out, DLRT_PART_COMPUTE_COPY, copies, &pinned_left);
+      host_part(out, DLRT_PART_GRADIENTS, grads + sums, &pinned_left);
+      if (disk) {
+        out->host_limit = state_budget;
+        host_part(out, DLRT_PART_OPTIMIZER, split.host_bytes, &pinned_left);
+        part[DLRT_PART_OPTIMIZER].pageable += DLRT__STATE_SLOTS * split.slot_bytes;
+        part[DLRT_PART_OPTIMIZER].disk = split.disk_bytes;
+      } else {
+        host_part(out, DLRT_PART_OPTIMIZER, state, &pinned_left);
+      }
       out->device_need = need3;
       goto found;
+    } else if (host_rest >= out->host_usable) {
+      why_add(out, "%sparameters streamed: %.2f GiB of masters, 16-bit copies and gradients on "
+              "the host > %.2f (they have no disk tier yet)", (double)host_rest,
+              (double)out->host_usable);
+    } else {
+      why_add(out, "%sparameters streamed, optimizer state on disk: %.2f GiB on the host (the "
+              "state's slots beside the rest) > %.2f",
+              (double)(host_rest + split.host_bytes + DLRT__STATE_SLOTS * split.slot_bytes),
+              (double)out->host_usable);
     }
-    why_add(out, "%sparameters streamed: %.2f GiB on the device > %.2f", (double)need3,
-            (double)out->device_usable);
   }
-  /* 4: everything through the spill pool: the device holds what one
+  /* 5: everything through the spill pool: the device holds what one
    * operation needs at once; host copies beyond the host on disk. */
   dlrt_trainer_config c4 = *cfg;
   c4.checkpoint = ck;
@@ -421,7 +480,7 @@ int dlrt_plan_placement(const dlrt_trainer_config *cfg, int64_t channels, int64_
   dlrt_memory_plan p4;
   if ((rc = dlrt_plan_memory(&c4, channels, height, width, classes, &p4)) < 0) return rc;
   if (p4.spill_least <= out->device_usable) {
-    out->rung = 4;
+    out->rung = 5;
     out->strategy = "everything spilled by the pool: the device holds each operation's "
                     "tensors, the host the rest, the disk what the host cannot";
     out->policy = DLRT_OFFLOAD_ALL;
@@ -460,22 +519,30 @@ found:
   else part[DLRT_PART_COMPUTE_COPY].how = "on the device: 2 B a parameter, cast from the fp32 "
                                           "master at its first use and kept for the backward "
                                           "pass (those live at the peak; fetches move fp32)";
+  if (copies && (out->rung == 3 || out->rung == 4))
+    part[DLRT_PART_COMPUTE_COPY].how = "on the host: 2 B a parameter, cast there after each "
+                                       "update and fetched in the master's place (device: "
+                                       "those live at the peak)";
   if (out->rung == 2) {
     part[DLRT_PART_OPTIMIZER].how = part[DLRT_PART_OPTIMIZER].disk
                                         ? "on the host, beyond --host-limit on disk; updated there"
                                         : "on the host, updated there";
-  } else if (out->rung == 3) {
+  } else if (out->rung == 3 || out->rung == 4) {
     part[DLRT_PART_MASTER].how = "on the host; each fetched to the device ahead of its forward "
                                  "and backward uses, freed after (device: the most at once)";
     part[DLRT_PART_GRADIENTS].how = "to the host as soon as complete (device: the most at once)";
-    part[DLRT_PART_OPTIMIZER].how = "on the host, updated there beside the backward pass";
-  } else if (out->rung == 4) {
+    part[DLRT_PART_OPTIMIZER].how =
+        out->rung == 3 ? "on the host, updated there beside the backward pass"
+                       : "the largest that fit on the host, the rest on disk: each read ahead "
+                         "of its update into one of 3 slots of the largest on disk, written "
+                         "back behind it; updated on the host beside the backward pass";
+  } else if (out->rung == 5) {
     for (int i = 0; i < DLRT_PARTS_; i++)
       if (i != DLRT_PART_COMPUTE_COPY)
         part[i].how = "spilled by the pool: on the device while used, else on the host, "
                       "beyond --host-limit on disk";
   }
-  if (out->rung >= 1 && out->rung <= 3 && out->checkpoint)
+  if (out->rung >= 1 && out->rung <= 4 && out->checkpoint)
     part[DLRT_PART_ACTIVATIONS].how = "on the device, checkpointed (recomputed in the backward "
                                       "pass)";
   for (int i = 0; i < DLRT_PARTS_; i++) {

@@ -31,6 +31,7 @@
 #include "device/link_model.h"
 #include "exec/choose.h"
 #include "exec/exec.h"
+#include "exec/state_split.h"
 #include "graph/cost.h"
 #include "train/train.h"
 #include "util/status.h"
@@ -384,7 +385,9 @@ static int offload_updates(replay *r, const dlrt_graph_t *g, const dlrt__schedul
  * once the gradient is there and the parameter's last use has run; the
  * update nodes at the step's end wait for them. Steps do not overlap (the
  * update nodes join the host thread), so one step after a first is the
- * steady state. */
+ * steady state. With the optimizer state of some on disk (a host budget:
+ * stream_disk below) the disk's I/O runs on across steps, so two steps
+ * after a first are. */
 typedef struct {
   int id, grad;           /* storages */
   double bytes;           /* the fp32 parameter's (and its gradient's) */
@@ -393,7 +396,135 @@ typedef struct {
                                       touch, and when its update may start */
   int resident;           /* on the device now */
   double fetched, grad_out, host_begin, host_done;
+  /* Its optimizer state on disk: the state's bytes (else 0), where it is
+   * in the round's order of disk updates, whether its file slot holds
+   * data yet, and when its update waited for its read. */
+  double state_bytes;
+  int seq_pos, written;
 } streamed_param;
+
+/* ---------------------------------------------------------- the state on disk */
+
+/* param_disk.c's rules, replayed: one I/O thread takes reads and writes in
+ * the order they are queued, at the machine's disk rates (a slot never
+ * written reads as zeros: no disk time); DLRT__STATE_SLOTS host slots. At a
+ * round's start (the forward pass) the first two states in update order
+ * are read ahead into free slots; an update takes its state (read now if
+ * it is in no slot: a miss, into the least recently used clean slot,
+ * waiting for one if none is), reads the next two ahead into slots that
+ * are free or hold a state handed out this round and clean by then, and
+ * writes its state back behind it. */
+typedef struct {
+  int owner;        /* streamed parameter, -1: none */
+  int in_use;       /* handed out to an update, not yet put back */
+  double clean_at;  /* when its read or write ends */
+  uint64_t last;    /* when it was last handed out (least recently used goes first) */
+} disk_slot;
+
+typedef struct {
+  const dlrt_machine *m;
+  streamed_param *p;
+  int *slot_of;     /* per streamed parameter: its slot, -1: none */
+  uint64_t *used;   /* per streamed parameter: the round it was last handed out in */
+  int *seq, n_seq;  /* the round's order of updates with state on disk */
+  disk_slot s[DLRT__STATE_SLOTS];
+  double io_free;   /* when the I/O thread is free */
+  uint64_t round, clock;
+  dlrt_simulated_step *out;
+  int counting;
+} stream_disk;
+
+/* One read or write of parameter i's state queued at `issue`: when it ends. */
+static double disk_io(stream_disk *d, int i, double issue, int write) {
+  double begin = issue > d->io_free ? issue : d->io_free, bytes = d->p[i].state_bytes;
+  double seconds = write ? bytes / d->m->disk_write_bytes_per_s
+                   : d->p[i].written ? bytes / d->m->disk_read_bytes_per_s : 0;
+  d->io_free = begin + seconds;
+  if (d->counting) {
+    d->out->disk_s += seconds;
+    if (write) d->out->disk_written_bytes += (uint64_t)bytes;
+    else if (d->p[i].written) d->out->disk_read_bytes += (uint64_t)bytes;
+  }
+  if (write) d->p[i].written = 1;
+  return d->io_free;
+}
+
+/* A slot at time t (param_disk.c's slot_for): a free one, else the least
+ * recently used clean one (for a read ahead, only one whose state was
+ * handed out this round); -1: none. */
+static int disk_slot_for(stream_disk *d, double t, int ahead) {
+  int best = -1;
+  for (int k = 0; k < DLRT__STATE_SLOTS; k++) {
+    const disk_slot *x = &d->s[k];
+    if (x->owner < 0) return k;
+    if (x->in_use || x->clean_at > t || (ahead && d->used[x->owner] != d->round)) continue;
+    if (best < 0 || x->last < d->s[best].last) best = k;
+  }
+  return best;
+}
+
+static void disk_read_into(stream_disk *d, int i, int k, double t) {
+  disk_slot *x = &d->s[k];
+  if (x->owner >= 0) d->slot_of[x->owner] = -1;
+  x->owner = i, d->slot_of[i] = k;
+  x->clean_at = disk_io(d, i, t, 0);
+}
+
+static void disk_prefetch(stream_disk *d, int pos, double t) {
+  if (pos >= d->n_seq || d->slot_of[d->seq[pos]] >= 0) return;
+  int k = disk_slot_for(d, t, 1);
+  if (k >= 0) disk_read_into(d, d->seq[pos], k, t);
+}
+
+static void disk_new_round(stream_disk *d, double t) {
+  d->round++;
+  for (int pos = 0; pos < 2; pos++) disk_prefetch(d, pos, t);
+}
+
+/* Parameter i's update wants its state at `want`: when it has it. */
+static double disk_get(stream_disk *d, int i, double want) {
+  double t = want;
+  for (;;) {
+    int k = d->slot_of[i];
+    if (k >= 0) {
+      if (d->s[k].clean_at > t) t = d->s[k].clean_at;
+      d->s[k].in_use = 1, d->s[k].last = ++d->clock;
+      d->used[i] = d->round;
+      break;
+    }
+    if ((k = disk_slot_for(d, t, 0)) >= 0) {
+      disk_read_into(d, i, k, t);
+      continue;
+    }
+    /* Every slot busy: until the first of them is clean. */
+    double next = INFINITY;
+    for (int j = 0; j < DLRT__STATE_SLOTS; j++)
+      if (!d->s[j].in_use && d->s[j].clean_at < next) next = d->s[j].clean_at;
+    if (!isfinite(next)) break; /* cannot happen: one update at a time */
+    t = next;
+  }
+  for (int pos = d->p[i].seq_pos + 1; pos <= d->p[i].seq_pos + 2; pos++) disk_prefetch(d, pos, t);
+  return t;
+}
+
+static void disk_put(stream_disk *d, int i, double t) {
+  int k = d->slot_of[i];
+  if (k < 0) return;
+  d->s[k].in_use = 0;
+  d->s[k].clean_at = disk_io(d, i, t, 1);
+}
+
+/* Parameter q's update on the host thread from `begin` on (its state read
+ * first where it is on disk, written back behind it). */
+static void host_update(stream_disk *d, streamed_param *q, double begin, double *host_free) {
+  double start = begin;
+  if (d && q->state_bytes > 0) {
+    start = disk_get(d, (int)(q - d->p), begin);
+    if (d->counting) d->out->disk_wait_s += start - begin;
+  }
+  q->host_begin = start, q->host_done = *host_free = start + q->host_s;
+  if (d && q->state_bytes > 0) disk_put(d, (int)(q - d->p), q->host_done);
+}
 
 /* Whether node n is the forward cast of a streamed master into its 16-bit
  * copy, itself streamed (of_id >= 0 for both): param_stream.c makes that
@@ -413,8 +544,8 @@ static int stream_param_of(const int *of_id, const dlrt__node *n, int j) {
 }
 
 static int stream_replay(const dlrt_graph_t *g, const dlrt__schedule *s, const double *seconds,
-                         int ahead, double batch_bytes, const dlrt_machine *m,
-                         dlrt_simulated_step *out) {
+                         int ahead, double batch_bytes, uint64_t host_budget,
+                         const dlrt_machine *m, dlrt_simulated_step *out) {
   int n = s->n, np = 0, rc = DLRT_OK;
   int *of_id = malloc(sizeof(int) * (size_t)(g->n_tensors ? g->n_tensors : 1));
   streamed_param *p = calloc((size_t)(n ? n : 1), sizeof *p);
@@ -423,6 +554,7 @@ static int stream_replay(const dlrt_graph_t *g, const dlrt__schedule *s, const d
    * use_next[u] is that parameter's next use after k (INT32_MAX: none). */
   int *use_at = calloc((size_t)n + 1, sizeof(int)), *use = NULL, *use_next = NULL, *seen = NULL;
   int *seen_grad = malloc(sizeof(int) * (size_t)(g->n_tensors ? g->n_tensors : 1));
+  stream_disk disk = {.m = m, .p = p, .out = out}, *dk = NULL;
   if (!of_id || !p || !update_of || !use_at || !seen_grad) {
     rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory replaying a step");
     goto done;
@@ -470,6 +602,45 @@ static int stream_replay(const dlrt_graph_t *g, const dlrt__schedule *s, const d
       p[i].host_s += (p[i].bytes + q->bytes) / m->host_bytes_per_s;
       of_id[q->id] = np++;
       break;
+    }
+  }
+  /* The optimizer state on disk under the host budget, split by the
+   * runtime's rule; replayed where the machine has disk figures. */
+  if (host_budget) {
+    int ns = 0, *sid = NULL;
+    uint64_t *sbytes = NULL;
+    char *on_disk = NULL;
+    dlrt__state_split split;
+    rc = dlrt__streamed_states(g, &ns, &sid, &sbytes);
+    if (rc == DLRT_OK && !(on_disk = malloc((size_t)(ns ? ns : 1))))
+      rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory replaying a step");
+    if (rc == DLRT_OK) rc = dlrt__state_split_make(ns, sbytes, host_budget, on_disk, &split);
+    for (int j = 0; rc == DLRT_OK && j < ns; j++)
+      if (on_disk[j] && of_id[sid[j]] >= 0) {
+        p[of_id[sid[j]]].state_bytes = (double)sbytes[j];
+        out->params_on_disk++;
+        out->state_disk_bytes += sbytes[j];
+      }
+    free(sid), free(sbytes), free(on_disk);
+    if (rc == DLRT_OK && !split.fits)
+      rc = dlrt__set_error(DLRT_ERR_OOM, "a host budget of %.3f MiB is too small for the "
+                           "optimizer state of the streamed parameters: %.3f MiB stay in host "
+                           "memory beside %d slots of %.3f MiB; give at least %.3f MiB",
+                           (double)host_budget / 1048576.0, (double)split.host_bytes / 1048576.0,
+                           DLRT__STATE_SLOTS, (double)split.slot_bytes / 1048576.0,
+                           (double)(DLRT__STATE_SLOTS * split.slot_bytes) / 1048576.0);
+    if (rc < 0) goto done;
+    if (out->params_on_disk && m->disk_read_bytes_per_s > 0 && m->disk_write_bytes_per_s > 0) {
+      dk = &disk;
+      disk.slot_of = malloc(sizeof(int) * (size_t)np);
+      disk.used = calloc((size_t)np, sizeof(uint64_t));
+      disk.seq = malloc(sizeof(int) * (size_t)np);
+      if (!disk.slot_of || !disk.used || !disk.seq) {
+        rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory replaying a step");
+        goto done;
+      }
+      for (int i = 0; i < np; i++) disk.slot_of[i] = -1;
+      for (int k = 0; k < DLRT__STATE_SLOTS; k++) disk.s[k].owner = -1;
     }
   }
   /* The device runs the updates of what it does not stream only. */
@@ -522,12 +693,26 @@ static int stream_replay(const dlrt_graph_t *g, const dlrt__schedule *s, const d
   for (int i = 0; i < np; i++)
     if (p[i].grad_last < 0) p[i].ready = -1; /* no gradient: updated at its node */
     else if (p[i].grad_last > p[i].ready) p[i].ready = p[i].grad_last;
+  /* The round's order of updates with state on disk: as the host thread
+   * takes them (by the position their update may start at), then those
+   * without a gradient at their update nodes (param_stream.c's
+   * plan_disk_reads). */
+  for (int k = 0; dk && k < n; k++)
+    for (int i = 0; i < np; i++)
+      if (p[i].ready == k && p[i].state_bytes > 0) p[i].seq_pos = disk.n_seq, disk.seq[disk.n_seq++] = i;
+  for (int k = 0; dk && k < n; k++) {
+    int i = update_of[k];
+    if (i >= 0 && p[i].ready < 0 && p[i].state_bytes > 0)
+      p[i].seq_pos = disk.n_seq, disk.seq[disk.n_seq++] = i;
+  }
   replay r = {.m = m, .p = out};
   double step_start = 0, batch_ready = 0, bw0 = -1, bw1 = 0;
   uint64_t resident = 0, grads_live = 0;
-  for (int step = 0; step < 2; step++) {
-    r.counting = step == 1;
+  int steps = dk ? 3 : 2;
+  for (int step = 0; step < steps; step++) {
+    r.counting = disk.counting = step == steps - 1;
     step_start = r.t;
+    if (dk) disk_new_round(dk, r.t);
     wait_until(&r, batch_ready, &out->exposed_transfer_s);
     sim_copy next_batch = {0, -1, DLRT__LINK_H2D, 0, batch_bytes};
     batch_ready = copy_end(&r, r.t, &next_batch);
@@ -540,12 +725,11 @@ static int stream_replay(const dlrt_graph_t *g, const dlrt__schedule *s, const d
          * when nothing queued it: a parameter without a gradient). */
         streamed_param *q = &p[update_of[k]];
         if (q->ready < 0) {
-          double begin = r.t > r.host_free ? r.t : r.host_free;
-          q->host_begin = begin, q->host_done = r.host_free = begin + q->host_s;
+          host_update(dk, q, r.t > r.host_free ? r.t : r.host_free, &r.host_free);
           if (r.counting) out->host_update_s += q->host_s;
         }
         /* Waiting for its gradient's copy is the link's; after that, the
-         * host's. */
+         * host's (the disk's delays of the host included). */
         if (q->ready >= 0) wait_until(&r, q->grad_out, &out->exposed_transfer_s);
         if (q->host_done > r.t) {
           if (r.counting) out->exposed_host_s += q->host_done - r.t;
@@ -585,7 +769,7 @@ static int stream_replay(const dlrt_graph_t *g, const dlrt__schedule *s, const d
         if (p[i].ready == k) {
           double begin = p[i].grad_out > r.host_free ? p[i].grad_out : r.host_free;
           if (r.t > begin) begin = r.t;
-          p[i].host_begin = begin, p[i].host_done = r.host_free = begin + p[i].host_s;
+          host_update(dk, &p[i], begin, &r.host_free);
           if (r.counting) out->host_update_s += p[i].host_s;
         }
       }
@@ -615,6 +799,7 @@ done:
   free(p);
   free(update_of);
   free(use_at), free(use), free(use_next), free(seen), free(seen_grad);
+  free(disk.slot_of), free(disk.used), free(disk.seq);
   return rc;
 }
 
@@ -743,10 +928,23 @@ int dlrt_simulate_step(const dlrt_trainer_config *cfg, int64_t channels, int64_t
                                 (uint64_t)(cfg->prefetch > 0 ? cfg->prefetch : 1));
   if (streaming) {
     int ahead = cfg->spill.prefetch > 0 ? cfg->spill.prefetch : 4; /* the trainer's */
-    if ((rc = stream_replay(g, &s, seconds, ahead, batch_bytes, m, out)) < 0) goto done;
+    if ((rc = stream_replay(g, &s, seconds, ahead, batch_bytes, cfg->spill.host_budget, m,
+                            out)) < 0)
+      goto done;
+    /* The disk's cost to the step: beyond the same step with all the
+     * state in host memory (a second replay; the disk's delays reach the
+     * step through the host's updates, not only where the compute waits). */
+    if (out->params_on_disk && m->disk_read_bytes_per_s > 0 && m->disk_write_bytes_per_s > 0) {
+      dlrt_simulated_step in_host;
+      memset(&in_host, 0, sizeof in_host);
+      if ((rc = stream_replay(g, &s, seconds, ahead, batch_bytes, 0, m, &in_host)) < 0) goto done;
+      out->exposed_disk_s = out->step_s > in_host.step_s ? out->step_s - in_host.step_s : 0;
+    }
     out->ahead = ahead;
     snprintf(out->copies_from, sizeof out->copies_from, "parameters streamed from the host, "
-             "%d nodes ahead", ahead);
+             "%d nodes ahead%s", ahead, !out->params_on_disk ? ""
+             : m->disk_read_bytes_per_s > 0 && m->disk_write_bytes_per_s > 0
+                 ? "; state on disk" : "; state on disk, no disk figures");
     goto summary;
   }
   /* The offload model's dependencies: where each gradient is complete

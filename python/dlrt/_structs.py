@@ -144,7 +144,8 @@ class Machine(Struct):  # dlrt_machine
                 ("peak_matmul_flops_bf16", c_double), ("peak_memory_bytes_per_s", c_double),
                 ("peer_bytes_per_s", c_double), ("peer_latency_s", c_double),
                 ("devices_per_node", c_int), ("network_bytes_per_s", c_double),
-                ("network_latency_s", c_double)]
+                ("network_latency_s", c_double), ("disk_read_bytes_per_s", c_double),
+                ("disk_write_bytes_per_s", c_double)]
 
 
 class SimulatedStep(Struct):  # dlrt_simulated_step
@@ -157,7 +158,10 @@ class SimulatedStep(Struct):  # dlrt_simulated_step
                 ("h2d_bytes", c_uint64), ("d2h_bytes", c_uint64), ("copies", c_uint64),
                 ("nodes", c_int), ("launches", c_int), ("copies_from", c_char * 96),
                 ("params_streamed", c_int), ("ahead", c_int), ("param_peak_bytes", c_uint64),
-                ("grad_peak_bytes", c_uint64), ("nodes_measured", c_int)]
+                ("grad_peak_bytes", c_uint64), ("nodes_measured", c_int),
+                ("params_on_disk", c_int), ("state_disk_bytes", c_uint64),
+                ("disk_read_bytes", c_uint64), ("disk_written_bytes", c_uint64),
+                ("disk_s", c_double), ("disk_wait_s", c_double), ("exposed_disk_s", c_double)]
 
 
 class PlacementPart(Struct):  # dlrt_placement_part

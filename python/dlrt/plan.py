@@ -111,7 +111,7 @@ def _placement(cfg, d, device_memory, host_memory, machine, prefetch_given):
     if machine is not None and pl.fits:
         placed = S.TrainerConfig.from_buffer_copy(cfg)
         lib.dlrt_placement_apply(ctypes.byref(pl), ctypes.byref(placed))
-        placed.spill.device_budget = placed.spill.host_budget = 0
+        placed.spill.device_budget = 0  # the host budget stays: the state's split on disk
         st = S.SimulatedStep()
         check(lib.dlrt_simulate_step(ctypes.byref(placed), d.channels, d.height, d.width,
                                      d.classes, ctypes.byref(machine), None, ctypes.byref(st)))
@@ -122,6 +122,16 @@ def _placement(cfg, d, device_memory, host_memory, machine, prefetch_given):
         out["simulate"]["host_hidden_fraction"] = _g(st.host_hidden_fraction, 6)
         for key in ("tokens_per_s", "samples_per_s"):
             out["simulate"][key] = _g(getattr(st, key), 9)
+        out["simulate"].update(_disk(st))
+    return out
+
+
+def _disk(st):
+    """The optimizer state on disk of a simulated step, as dltrain prints it."""
+    out = {key: getattr(st, key) for key in ("params_on_disk", "state_disk_bytes",
+                                             "disk_read_bytes", "disk_written_bytes")}
+    out.update({key: _g(getattr(st, key), 9) for key in ("disk_s", "disk_wait_s",
+                                                          "exposed_disk_s")})
     return out
 
 
@@ -170,7 +180,10 @@ def _simulate(spec, cfg, d, dev, model, device_memory, host_memory, prefetch_giv
     out["figures"]["host_memory"] = m.host_memory
     out["figures"].update({"attention": _g(m.attention_flops, 6), "conv": _g(m.conv_flops, 6),
                            "reduce_bandwidth": _g(m.reduce_bytes_per_s, 6),
-                           "device_memory": m.device_memory})
+                           "device_memory": m.device_memory,
+                           "disk_read": _g(m.disk_read_bytes_per_s, 6),
+                           "disk_write": _g(m.disk_write_bytes_per_s, 6)})
+    out.update(_disk(st))
     result = {"simulate": out}
     if device_memory or not fits:
         result["placement"] = _placement(cfg, d, device_memory or m.device_memory,
