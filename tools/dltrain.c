@@ -926,6 +926,8 @@ int main(int argc, char **argv) {
             (double)r.last.spilled_bytes / 1048576.0, (double)r.last.disk_bytes / 1048576.0,
             (double)r.last.fetched_bytes / 1048576.0,
             (double)r.last.disk_written_bytes / 1048576.0, r.last.slice_images ? "" : "\n");
+  if (spilled && trained && r.last.slice_images) /* the end of the spill line */
+    fprintf(log, "; convolution blocks in slices of %" PRId64 " images\n", r.last.slice_images);
   dlrt_spill_plan sp;
   if (dlrt_exec_spill_plan(dlrt_trainer_executor(trainer), &sp) == DLRT_OK && sp.decisions) {
     r.train = &data[0];
@@ -933,8 +935,6 @@ int main(int argc, char **argv) {
     fprintf(log, "step     predicted %.1f ms (%s), measured %.1f ms\n", sp.predicted.step_ms,
             dlrt_plan_strategy_name(sp.chosen), measured_step_ms(&o, &r));
   }
-  if (spilled && trained && r.last.slice_images)
-    fprintf(log, "; convolution blocks in slices of %" PRId64 " images\n", r.last.slice_images);
   TRY(dlrt_trainer_zero_info(trainer, &r.zero), "cannot read the replicas' model states");
   /* (A pipeline's replicas hold their states on the stages, which the
    * figures do not count: no line rather than a wrong one.) */

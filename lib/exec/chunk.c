@@ -23,8 +23,9 @@
  * through its chunks, or move a chunk's images at a time (slices), and the
  * pool holds a chunk's own at one chunk's size (exec_spill.c). Under a
  * tight budget a block may run fewer images per chunk than planned, down to
- * its `unit`: the images its weight gradients sum at a time, so those keep
- * their bits (exec_ops.c, run_conv). */
+ * its `unit`: a whole number of its convolutions' pieces, the images each of
+ * their GEMMs covers, so those run the same GEMMs and keep their bits
+ * (exec_ops.c, run_conv). */
 #include "config.h"
 
 #include <stdlib.h>
@@ -44,6 +45,15 @@ static int64_t gcd64(int64_t a, int64_t b) {
 /* Images per chunk of a convolution node's own loop (its workspace). */
 static int64_t conv_chunk(const dlrt__node *n) {
   return n->out[1]->shape[1] / (n->conv.oh * n->conv.ow);
+}
+
+/* Images each GEMM of a convolution node covers (run_conv): chunks must be
+ * a whole number of them. */
+static int64_t conv_piece(const dlrt__node *n) {
+  const struct dlrt__conv_params *p = &n->conv;
+  const dlrt_tensor_t *w = n->op == DLRT__OP_CONV_GRAD_W ? n->out[0] : n->in[1];
+  return dlrt__conv_weight_piece(w->shape[0], p->c * p->kh * p->kw, p->oh * p->ow,
+                                 conv_chunk(n));
 }
 
 typedef struct {
@@ -67,8 +77,9 @@ static int read_outside(const span *b, int id) {
  * batch, starting from storage made outside (or the batch itself). Marks
  * local[] (1: holds a chunk; 2: a convolution's workspace, freed each
  * chunk) and returns the chunk's images (the least common multiple of the
- * convolutions' own chunks), or 0 when the segment cannot be chunked. */
-static int64_t check_forward(const span *b, char *local, int64_t *batch) {
+ * convolutions' own chunks), or 0 when the segment cannot be chunked;
+ * *unit becomes what its chunks must be a whole number of. */
+static int64_t check_forward(const span *b, char *local, int64_t *batch, int64_t *unit) {
   int64_t chunk = 1, n_images = 0;
   int convs = 0;
   for (int k = b->begin; k < b->end; k++) {
@@ -76,8 +87,9 @@ static int64_t check_forward(const span *b, char *local, int64_t *batch) {
     if (n->op == DLRT__OP_CONV) {
       if (n_images && n->conv.n != n_images) return 0;
       n_images = n->conv.n;
-      int64_t c = conv_chunk(n);
+      int64_t c = conv_chunk(n), piece = conv_piece(n);
       chunk = chunk / gcd64(chunk, c) * c;
+      *unit = *unit / gcd64(*unit, piece) * piece;
       convs++;
     } else if (n->op != DLRT__OP_BIAS_CHANNELS && n->op != DLRT__OP_RELU && n->op != DLRT__OP_MAXPOOL) {
       return 0;
@@ -153,14 +165,9 @@ static int find_backward(const span *fw, char *local, int64_t batch, int64_t *ch
       break;
     case DLRT__OP_CONV_GRAD_W:
     case DLRT__OP_CONV_GRAD_X: {
-      int64_t c = conv_chunk(n);
+      int64_t c = conv_chunk(n), piece = conv_piece(n);
       *chunk = *chunk / gcd64(*chunk, c) * c;
-      if (n->op == DLRT__OP_CONV_GRAD_W) {
-        const struct dlrt__conv_params *p = &n->conv;
-        int64_t piece = dlrt__conv_weight_piece(n->out[0]->shape[0], p->c * p->kh * p->kw,
-                                                p->oh * p->ow, c);
-        *unit = *unit / gcd64(*unit, piece) * piece;
-      }
+      *unit = *unit / gcd64(*unit, piece) * piece;
       local[n->out[1]->id] = 2;
       break;
     }
@@ -282,7 +289,7 @@ int dlrt__find_chunk_blocks(const dlrt_graph_t *g, dlrt__schedule *s, int every)
   for (int seg = segments - 1; seg >= 0; seg--) {
     span fw = {g, s, starts[seg], starts[seg + 1]};
     memcpy(trial, s->local, nt);
-    int64_t batch = 0, chunk = check_forward(&fw, trial, &batch), unit = 1;
+    int64_t batch = 0, unit = 1, chunk = check_forward(&fw, trial, &batch, &unit);
     int b0 = 0, b1 = 0, second = 0;
     /* An evaluation schedule has forward blocks only. */
     if (!chunk || (training && !find_backward(&fw, trial, batch, &chunk, &unit, &b0, &b1)))

@@ -172,18 +172,22 @@ static int64_t in_chunk(const dlrt__chunk *c, int64_t whole) {
  * are chunk x OHW). y and dy are CNHW: O x (N x OHW), a chunk's columns
  * start at b0 x OHW, so each GEMM reads or writes its block of them in
  * place with the leading dimension N x OHW.
- *   forward: cols = im2col(x[b0..]); y[:, b0..] = W cols
+ *   forward: cols = im2col(x[b0..]); per piece q0: y[:, q0..] = W cols[:, q0..]
  *   dW:      per piece q0 of dlrt__conv_weight_piece images:
  *            cols = im2col(x[q0..]); dW (+)= dy[:, q0..] cols^T (beta 1 after the first);
  *            in a 16-bit graph dW is fp32 (autodiff.c), so the pieces sum in fp32
- *   dx:      cols = W^T dy[:, b0..]; dx[b0..] = col2im(cols)
+ *   dx:      per piece q0: cols[:, q0..] = W^T dy[:, q0..]; dx[b0..] = col2im(cols)
  * In a chunked block (c) the node covers images [c->b0, c->b0 + c->nb) of
- * the batch, and x, y or dy may hold only those. A block's chunk is a whole
- * number of weight pieces, so dW sums in the same order, bit for bit. A
- * block of as many images as the node's chunk runs the same forward and dx
- * GEMMs too; one of fewer (spilling: dlrt__spill_fit) runs GEMMs of fewer
- * columns, which reduce over channels only: the same sums for each column
- * with PoCL's kernels, rounding differences with OpenBLAS's. */
+ * the batch, and x, y or dy may hold only those.
+ * Every GEMM covers one piece (forward and dx too, whose columns are a
+ * piece's images), so its shape does not depend on how many images a call
+ * of the node covers: OpenBLAS's sgemm rounds a column differently for
+ * another column count (M 32, K 9: 300 of 401,408 outputs differ between
+ * N 12544 and 25088), its leading dimensions and offsets change nothing.
+ * A block's chunk is a whole number of pieces (chunk.c), so a block of
+ * fewer images than the node's chunk (spilling: dlrt__spill_fit) runs the
+ * same GEMMs on the same images, and dW sums in the same order: the same
+ * bits as the whole batch on the CPU and OpenCL backends. */
 static int run_conv(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *c) {
   const struct dlrt__conv_params *p = &n->conv;
   dlrt_tensor_t *ws = n->out[1], *w = n->op == DLRT__OP_CONV_GRAD_W ? n->out[0] : n->in[1];
@@ -192,7 +196,7 @@ static int run_conv(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *c) {
                                                    : n->in[1];
   dlrt_tensor_t *y = n->op == DLRT__OP_CONV ? n->out[0] : n->in[0];
   int64_t batch = p->n, ohw = p->oh * p->ow, ckk = p->c * p->kh * p->kw, o = w->shape[0];
-  int64_t chunk = ws->shape[1] / ohw;
+  int64_t chunk = ws->shape[1] / ohw, piece = dlrt__conv_weight_piece(o, ckk, ohw, chunk);
   int64_t first = c ? c->b0 : 0, end = c ? c->b0 + c->nb : batch;
   /* Images each of x and y holds, and the batch index of its first. */
   int64_t x_held = chunk_local(c, x) ? c->nb : batch, x_first = chunk_local(c, x) ? c->b0 : 0;
@@ -202,27 +206,33 @@ static int run_conv(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *c) {
   size_t es = dlrt_dtype_size(y->dtype);
   int rc = DLRT_OK;
   for (int64_t b0 = first; b0 < end && rc == DLRT_OK; b0 += chunk) {
-    int64_t nb = end - b0 < chunk ? end - b0 : chunk, cols = nb * ohw;
-    size_t y_at = off(y) + (size_t)((b0 - y_first) * ohw) * es;
+    int64_t nb = end - b0 < chunk ? end - b0 : chunk;
     dlrt_gemm_desc d;
-    if (n->op == DLRT__OP_CONV_GRAD_X) {
-      d = dlrt_gemm_desc_make(y->dtype, 1, 0, ckk, cols, o, 1.0f, 0.0f);
-      d.ldb = y_held * ohw;
-      rc = dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, w), off(w), dlrt__exec_buf(e, y), y_at,
-                     dlrt__exec_buf(e, ws), off(ws));
-      if (rc == DLRT_OK) rc = conv_columns(e, 0, x, ws, &geometry, b0 - x_first, nb);
-      continue;
-    }
-    if (n->op == DLRT__OP_CONV) {
-      if ((rc = conv_columns(e, 1, x, ws, &geometry, b0 - x_first, nb)) < 0) break;
-      d = dlrt_gemm_desc_make(y->dtype, 0, 0, o, cols, ckk, 1.0f, 0.0f);
-      d.ldc = y_held * ohw;
-      rc = dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, w), off(w), dlrt__exec_buf(e, ws), off(ws),
-                     dlrt__exec_buf(e, y), y_at);
+    if (n->op != DLRT__OP_CONV_GRAD_W) {
+      int forward = n->op == DLRT__OP_CONV;
+      if (forward && (rc = conv_columns(e, 1, x, ws, &geometry, b0 - x_first, nb)) < 0) break;
+      /* A piece's columns: of cols (CKK x nb OHW) and of y or dy (O x
+       * y_held OHW), each in place with its own leading dimension. */
+      for (int64_t q0 = b0; q0 < b0 + nb && rc == DLRT_OK; q0 += piece) {
+        int64_t nq = b0 + nb - q0 < piece ? b0 + nb - q0 : piece;
+        size_t y_at = off(y) + (size_t)((q0 - y_first) * ohw) * es;
+        size_t cols_at = off(ws) + (size_t)((q0 - b0) * ohw) * dlrt_dtype_size(ws->dtype);
+        if (forward) {
+          d = dlrt_gemm_desc_make(y->dtype, 0, 0, o, nq * ohw, ckk, 1.0f, 0.0f);
+          d.ldb = nb * ohw, d.ldc = y_held * ohw;
+          rc = dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, w), off(w), dlrt__exec_buf(e, ws),
+                         cols_at, dlrt__exec_buf(e, y), y_at);
+        } else {
+          d = dlrt_gemm_desc_make(y->dtype, 1, 0, ckk, nq * ohw, o, 1.0f, 0.0f);
+          d.ldb = y_held * ohw, d.ldc = nb * ohw;
+          rc = dlrt_gemm(e->stream, &d, dlrt__exec_buf(e, w), off(w), dlrt__exec_buf(e, y), y_at,
+                         dlrt__exec_buf(e, ws), cols_at);
+        }
+      }
+      if (rc == DLRT_OK && !forward) rc = conv_columns(e, 0, x, ws, &geometry, b0 - x_first, nb);
       continue;
     }
     /* dW: in pieces at fixed images of the batch, whatever the chunk. */
-    int64_t piece = dlrt__conv_weight_piece(o, ckk, ohw, chunk);
     for (int64_t q0 = b0; q0 < b0 + nb && rc == DLRT_OK; q0 += piece) {
       int64_t nq = b0 + nb - q0 < piece ? b0 + nb - q0 : piece;
       if ((rc = conv_columns(e, 1, x, ws, &geometry, q0 - x_first, nq)) < 0) break;

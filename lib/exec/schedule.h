@@ -12,7 +12,8 @@
 /* Positions [begin, end) of a schedule that run a chunk of `chunk` images
  * at a time over a batch of `batch` (chunk.c). `full` is the chunk it was
  * planned with (a whole number of its convolutions' own chunks); `unit`
- * what any chunk must be a whole number of (its weight gradients' pieces). */
+ * what any chunk must be a whole number of (its convolutions' pieces, the
+ * images each of their GEMMs covers). */
 typedef struct {
   int begin, end;
   int64_t batch, chunk, full, unit;

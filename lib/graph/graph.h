@@ -274,12 +274,13 @@ int dlrt__graph_apply_precision(dlrt_graph_t *g);
  * their transients hold. */
 #define DLRT_CONV_CHUNK_IMAGES 32
 int64_t dlrt__conv_chunk(int64_t ckk, int64_t ohw, int64_t n);
-/* A convolution's weight gradient sums over images in GEMMs of this many
- * at a time: a divisor of its chunk (`chunk`) whose dy and columns (O and
- * CKK rows of OHW per image, fp32) fit DLRT_CONV_WORKSPACE bytes. The order
- * of its sum then depends on the graph alone, so a chunked block may run
- * fewer images than a chunk (under spilling, chunk.c) and get the same
- * bits. */
+/* A convolution's GEMMs (forward, weight and input gradients) each cover
+ * this many images, its piece: a divisor of its chunk (`chunk`) whose dy
+ * and columns (O and CKK rows of OHW per image, fp32) fit
+ * DLRT_CONV_WORKSPACE bytes. Their shapes, and the order in which the
+ * weight gradient sums, then depend on the graph alone, so a chunked block
+ * may run fewer images than a chunk (under spilling, chunk.c) and get the
+ * same bits. */
 #define DLRT_CONV_PIECE DLRT_CONV_WORKSPACE
 int64_t dlrt__conv_weight_piece(int64_t o, int64_t ckk, int64_t ohw, int64_t chunk);
 /* The sum of x over the tensor-parallel peers (a DLRT__OP_ALLREDUCE node
