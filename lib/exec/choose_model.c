@@ -337,7 +337,8 @@ static void run_block(sim *z, const dlrt__chunk_block *b, double *compute, doubl
         continue;
       }
       if (z->st[t->id].locked && z->st[t->id].resident) continue;
-      int window = m->slicing && !s->local[t->id] && dlrt__batch_image(t, b->batch);
+      int window = m->slicing && !s->local[t->id] &&
+                   (b->one_node ? dlrt__slice_operand(n, j) : dlrt__batch_image(t, b->batch));
       if (window || (!z->st[t->id].resident && !z->st[t->id].drain && !s->local[t->id] &&
                      !make_room(z, bytes_of(z, t->id), -1))) {
         if (z->st[t->id].drain) release_drain(z, t->id); /* slices: through the host view */

@@ -228,15 +228,18 @@ static int image_operand(const dlrt__node *n, int j) {
   }
 }
 
-/* Whether a block's touch is of a whole-batch image storage. */
+/* Whether a block's touch is of a whole-batch image storage (a slice
+ * block's: of a storage that moves in slices of its items). */
 static int whole_image(const dlrt__schedule *s, const dlrt__chunk_block *b, const dlrt__node *n, int j) {
   const dlrt_tensor_t *o = (j < n->n_in ? n->in[j] : n->out[j - n->n_in])->owner;
+  if (b->one_node) return !s->local[o->id] && dlrt__slice_operand(n, j);
   return !s->local[o->id] && image_operand(n, j) && dlrt__batch_image(o, b->batch);
 }
 
 /* Whether block b can hold its whole-batch image storages in slices: each
  * is touched as itself (no view), and none is taken over in place. */
 static int block_slices(const dlrt_graph_t *g, const dlrt__schedule *s, const dlrt__chunk_block *b) {
+  if (b->one_node) return 1; /* its operands are dense views at 0 (dlrt__slice_items) */
   int any = 0;
   for (int k = b->begin; k < b->end; k++) {
     const dlrt__node *n = g->nodes[s->order[k]];
@@ -254,11 +257,13 @@ static int block_slices(const dlrt_graph_t *g, const dlrt__schedule *s, const dl
 static int add_slice(dlrt_exec_t *e, const dlrt__schedule *s, int k, int j, int id, int write) {
   const dlrt_tensor_t *t = e->g->tensors[id];
   if (write < 0 || !whole_image(s, e->spill.slice_block, e->g->nodes[s->order[k]], j)) return DLRT_OK;
+  const dlrt__chunk_block *b = e->spill.slice_block;
   struct dlrt__slice *sl = &e->spill.slices[e->spill.n_slices++];
   sl->id = id, sl->read = !write, sl->written = write;
-  sl->rows = t->cnhw ? (size_t)t->shape[1] : 1; /* C x N x HW: a row per channel */
-  sl->row_image_bytes = dlrt__tensor_bytes(t) / (size_t)t->shape[0] / sl->rows;
-  sl->pitch = sl->row_image_bytes * (size_t)t->shape[0];
+  /* C x N x HW: a row per channel; a slice block's items lead. */
+  sl->rows = t->cnhw && !b->one_node ? (size_t)t->shape[1] : 1;
+  sl->row_image_bytes = dlrt__tensor_bytes(t) / (size_t)b->batch / sl->rows;
+  sl->pitch = sl->row_image_bytes * (size_t)b->batch;
   e->spill.block_local[id] = 3;
   return DLRT_OK;
 }
@@ -453,23 +458,32 @@ uint64_t dlrt__spill_fit(const dlrt_graph_t *g, dlrt__schedule *plans, int n_pla
   if (budget && least <= budget) return least;
   int w;
   uint64_t sliced_least = dlrt__least_spill_budget(g, plans, n_plans, policy, 1, &w);
-  if (sliced_least >= least) return least; /* no block gains by it */
-  *slices = 1, least = sliced_least, *worst = w;
-  /* Then halve the chunk of the block that needs the most (in each
-   * schedule that runs it: named by its first node), down to its unit,
-   * while that block is the one that needs the most. */
-  while ((!budget || least > budget) && *worst <= -2) {
+  if (sliced_least < least) *slices = 1, least = sliced_least, *worst = w;
+  /* Then, while it needs the most: halve the chunk of the block that does
+   * (in each schedule that runs it: named by its first node), down to its
+   * unit; or run the node that does in slices of its items (a slice
+   * block), if it can. */
+  while (!budget || least > budget) {
     int changed = 0;
-    for (int m = 0; m < n_plans; m++)
-      for (int i = 0; i < plans[m].n_blocks; i++) {
-        dlrt__chunk_block *b = &plans[m].blocks[i];
-        if (plans[m].order[b->begin] != -2 - *worst || b->chunk <= b->unit) continue;
-        int64_t half = b->chunk / 2 / b->unit * b->unit;
-        b->chunk = half > b->unit ? half : b->unit;
-        changed = 1;
+    if (*worst <= -2 && *slices) {
+      for (int m = 0; m < n_plans; m++)
+        for (int i = 0; i < plans[m].n_blocks; i++) {
+          dlrt__chunk_block *b = &plans[m].blocks[i];
+          if (plans[m].order[b->begin] != -2 - *worst || b->chunk <= b->unit) continue;
+          int64_t half = b->chunk / 2 / b->unit * b->unit;
+          b->chunk = half > b->unit ? half : b->unit;
+          changed = 1;
+        }
+    } else if (*worst >= 0) {
+      for (int m = 0; m < n_plans; m++) {
+        int made = dlrt__add_slice_blocks(g, &plans[m], *worst);
+        if (made < 0) return UINT64_MAX; /* out of host memory: nothing fits */
+        changed += made;
       }
+      if (changed) *slices = 1;
+    }
     if (!changed) break;
-    least = dlrt__least_spill_budget(g, plans, n_plans, policy, 1, worst);
+    least = dlrt__least_spill_budget(g, plans, n_plans, policy, *slices, worst);
   }
   return least;
 }
@@ -572,7 +586,7 @@ int dlrt_exec_spill_stats(dlrt_exec_t *e, dlrt_spill_stats *out) {
   if (rc == DLRT_OK) rc = dlrt__mpool_stats(e->spill.pool, out);
   for (int m = 0; m < 2 && e->spill.slicing; m++)
     for (int i = 0; i < e->plan.plans[m].n_blocks; i++)
-      if (e->plan.plans[m].blocks[i].chunk > out->slice_images)
+      if (!e->plan.plans[m].blocks[i].one_node && e->plan.plans[m].blocks[i].chunk > out->slice_images)
         out->slice_images = e->plan.plans[m].blocks[i].chunk;
   return rc;
 }
