@@ -432,6 +432,33 @@ static uint64_t block_need(const dlrt_graph_t *g, const dlrt__schedule *plans, i
   return whole + own_most;
 }
 
+/* What position k of schedule s needs at once: its node's storages, or a
+ * block's at its first position (0 at the block's others). */
+static uint64_t position_need(const dlrt_graph_t *g, const dlrt__schedule *plans, int n_plans,
+                              const dlrt__schedule *s, int k, dlrt_offload_policy policy,
+                              int slices) {
+  const dlrt__chunk_block *b = s->block_of && s->block_of[k] >= 0 ? &s->blocks[s->block_of[k]] : NULL;
+  if (b && k != b->begin) return 0;
+  return b ? block_need(g, plans, n_plans, s, b, slices)
+           : node_need(g->nodes[s->order[k]], s->inplace[k] >= 0, policy);
+}
+
+/* The most of needs[m][k] over the schedules' positions, the first that
+ * needs it named in *worst (a block by its first node, as -2 - index). */
+static uint64_t most_need(const dlrt__schedule *plans, int n_plans, uint64_t *const *needs,
+                          int *worst) {
+  uint64_t most = 0;
+  *worst = -1;
+  for (int m = 0; m < n_plans; m++)
+    for (int k = 0; k < plans[m].n; k++)
+      if (needs[m][k] > most) {
+        const dlrt__schedule *s = &plans[m];
+        int block = s->block_of && s->block_of[k] >= 0;
+        most = needs[m][k], *worst = block ? -2 - s->order[k] : s->order[k];
+      }
+  return most;
+}
+
 uint64_t dlrt__least_spill_budget(const dlrt_graph_t *g, const dlrt__schedule *plans, int n_plans,
                                   dlrt_offload_policy policy, int slices, int *worst) {
   uint64_t most = 0;
@@ -439,15 +466,24 @@ uint64_t dlrt__least_spill_budget(const dlrt_graph_t *g, const dlrt__schedule *p
   for (int m = 0; m < n_plans; m++) {
     const dlrt__schedule *s = &plans[m];
     for (int k = 0; k < s->n; k++) {
-      const dlrt__chunk_block *b = s->block_of && s->block_of[k] >= 0 ? &s->blocks[s->block_of[k]] : NULL;
-      if (b && k != b->begin) continue;
-      uint64_t need = b ? block_need(g, plans, n_plans, s, b, slices)
-                        : node_need(g->nodes[s->order[k]], s->inplace[k] >= 0, policy);
-      /* A block is named by its first node, as -2 - index. */
-      if (need > most) most = need, *worst = b ? -2 - s->order[k] : s->order[k];
+      uint64_t need = position_need(g, plans, n_plans, s, k, policy, slices);
+      if (need > most) {
+        int block = s->block_of && s->block_of[k] >= 0;
+        most = need, *worst = block ? -2 - s->order[k] : s->order[k];
+      }
     }
   }
   return most;
+}
+
+/* needs[m][k] again for every position of graph node `node` (all of them
+ * when node < 0). */
+static void refresh_needs(const dlrt_graph_t *g, const dlrt__schedule *plans, int n_plans,
+                          dlrt_offload_policy policy, int slices, int node, uint64_t **needs) {
+  for (int m = 0; m < n_plans; m++)
+    for (int k = 0; k < plans[m].n; k++)
+      if (node < 0 || plans[m].order[k] == node)
+        needs[m][k] = position_need(g, plans, n_plans, &plans[m], k, policy, slices);
 }
 
 uint64_t dlrt__spill_fit(const dlrt_graph_t *g, dlrt__schedule *plans, int n_plans,
@@ -462,29 +498,39 @@ uint64_t dlrt__spill_fit(const dlrt_graph_t *g, dlrt__schedule *plans, int n_pla
   /* Then, while it needs the most: halve the chunk of the block that does
    * (in each schedule that runs it: named by its first node), down to its
    * unit; or run the node that does in slices of its items (a slice
-   * block), if it can. */
-  while (!budget || least > budget) {
-    int changed = 0;
+   * block), if it can. Each step changes the positions of one node: only
+   * theirs are counted again. */
+  uint64_t **needs = calloc((size_t)n_plans, sizeof *needs);
+  int ok = needs != NULL;
+  for (int m = 0; ok && m < n_plans; m++)
+    ok = (needs[m] = malloc((size_t)(plans[m].n ? plans[m].n : 1) * sizeof **needs)) != NULL;
+  if (ok) refresh_needs(g, plans, n_plans, policy, *slices, -1, needs);
+  while (ok && (!budget || least > budget)) {
+    int changed = 0, node = *worst <= -2 ? -2 - *worst : *worst, was = *slices;
     if (*worst <= -2 && *slices) {
       for (int m = 0; m < n_plans; m++)
         for (int i = 0; i < plans[m].n_blocks; i++) {
           dlrt__chunk_block *b = &plans[m].blocks[i];
-          if (plans[m].order[b->begin] != -2 - *worst || b->chunk <= b->unit) continue;
+          if (plans[m].order[b->begin] != node || b->chunk <= b->unit) continue;
           int64_t half = b->chunk / 2 / b->unit * b->unit;
           b->chunk = half > b->unit ? half : b->unit;
           changed = 1;
         }
     } else if (*worst >= 0) {
       for (int m = 0; m < n_plans; m++) {
-        int made = dlrt__add_slice_blocks(g, &plans[m], *worst);
-        if (made < 0) return UINT64_MAX; /* out of host memory: nothing fits */
+        int made = dlrt__add_slice_blocks(g, &plans[m], node);
+        if (made < 0) break; /* out of host memory: what fits so far */
         changed += made;
       }
       if (changed) *slices = 1;
     }
     if (!changed) break;
-    least = dlrt__least_spill_budget(g, plans, n_plans, policy, *slices, worst);
+    /* Slicing newly on changes every segment's block. */
+    refresh_needs(g, plans, n_plans, policy, *slices, was == *slices ? node : -1, needs);
+    least = most_need(plans, n_plans, needs, worst);
   }
+  for (int m = 0; needs && m < n_plans; m++) free(needs[m]);
+  free(needs);
   return least;
 }
 
