@@ -322,8 +322,8 @@ static void run_position(sim *z, int k, double *compute, double *recompute) {
 }
 
 /* Whether touch j of position k is the first of its storage in block b. */
-static int first_in_block(const dlrt_graph_t *g, const dlrt__schedule *s, const dlrt__chunk_block *b,
-                          int k, int j) {
+static int first_in_block(const dlrt_graph_t *g, const dlrt__schedule *s,
+                          const dlrt__chunk_block *b, int k, int j) {
   const dlrt_tensor_t *o = touch(g->nodes[s->order[k]], j)->owner;
   for (int k2 = b->begin; k2 <= k; k2++) {
     const dlrt__node *n = g->nodes[s->order[k2]];

@@ -437,7 +437,8 @@ static uint64_t block_need(const dlrt_graph_t *g, const dlrt__schedule *plans, i
 static uint64_t position_need(const dlrt_graph_t *g, const dlrt__schedule *plans, int n_plans,
                               const dlrt__schedule *s, int k, dlrt_offload_policy policy,
                               int slices) {
-  const dlrt__chunk_block *b = s->block_of && s->block_of[k] >= 0 ? &s->blocks[s->block_of[k]] : NULL;
+  const dlrt__chunk_block *b =
+      s->block_of && s->block_of[k] >= 0 ? &s->blocks[s->block_of[k]] : NULL;
   if (b && k != b->begin) return 0;
   return b ? block_need(g, plans, n_plans, s, b, slices)
            : node_need(g->nodes[s->order[k]], s->inplace[k] >= 0, policy);
@@ -632,7 +633,8 @@ int dlrt_exec_spill_stats(dlrt_exec_t *e, dlrt_spill_stats *out) {
   if (rc == DLRT_OK) rc = dlrt__mpool_stats(e->spill.pool, out);
   for (int m = 0; m < 2 && e->spill.slicing; m++)
     for (int i = 0; i < e->plan.plans[m].n_blocks; i++)
-      if (!e->plan.plans[m].blocks[i].one_node && e->plan.plans[m].blocks[i].chunk > out->slice_images)
+      if (!e->plan.plans[m].blocks[i].one_node && /* images: the segments' */
+          e->plan.plans[m].blocks[i].chunk > out->slice_images)
         out->slice_images = e->plan.plans[m].blocks[i].chunk;
   return rc;
 }
