@@ -9,7 +9,10 @@
  * strategy's; the misuses are refused. And a sibling: with checkpointing,
  * --offload activations moves the forward pass's activations off (the end
  * of the forward pass is where the backward pass begins, not the last
- * recomputation).
+ * recomputation). And a node larger than the budget: a wide GELU's gradient
+ * runs in slices of its rows (a slice block) under a budget below what it
+ * holds whole, with the same bits, and the model still replays the pool's
+ * Belady traffic byte for byte.
  */
 #include <math.h>
 #include <stdio.h>
@@ -22,12 +25,17 @@
 
 enum { BATCH = 32, SIDE = 8, CLASSES = 4, STEPS = 4 };
 
-static char dir[64], model_path[128];
+static char dir[64], model_path[128], wide_path[128];
+
+/* What net_make builds: the small classifier, or the wide GELU's. */
+static const char *net_model = model_path;
+static int net_batch = BATCH, net_side = SIDE;
 
 typedef struct {
   dlrt_graph_t *g;
   dlrt_exec_t *e;
   dlrt_tensor_t *x, *labels, *loss;
+  int batch, side;
 } net;
 
 static void net_free(net *n) {
@@ -38,13 +46,14 @@ static void net_free(net *n) {
 
 static int net_make(dlrt_device_t *dev, net *n) {
   memset(n, 0, sizeof *n);
+  n->batch = net_batch, n->side = net_side;
   int rc = dlrt_graph_create(&n->g);
   if (rc < 0) return rc;
-  int64_t xs[4] = {BATCH, 1, SIDE, SIDE}, ls[1] = {BATCH};
+  int64_t xs[4] = {n->batch, 1, n->side, n->side}, ls[1] = {n->batch};
   n->x = dlrt_input(n->g, "images", DLRT_F32, 4, xs);
   n->labels = dlrt_input(n->g, "labels", DLRT_I32, 1, ls);
   dlrt_tensor_t *logits;
-  if ((rc = dlrt_model_build(n->g, model_path, n->x, CLASSES, &logits)) < 0) return rc;
+  if ((rc = dlrt_model_build(n->g, net_model, n->x, CLASSES, &logits)) < 0) return rc;
   n->loss = dlrt_keep(n->g, dlrt_cross_entropy(n->g, logits, n->labels, 0.0f));
   dlrt_optimizer opt = dlrt_optimizer_defaults(DLRT_OPT_ADAM);
   if ((rc = dlrt_graph_backward(n->g, n->loss)) < 0 ||
@@ -54,18 +63,26 @@ static int net_make(dlrt_device_t *dev, net *n) {
 }
 
 static int net_step(net *n, int s) {
-  float x[BATCH * SIDE * SIDE];
-  int32_t y[BATCH];
+  size_t pixels = (size_t)n->batch * (size_t)(n->side * n->side);
+  float *x = malloc(pixels * sizeof *x);
+  int32_t *y = malloc((size_t)n->batch * sizeof *y);
+  if (!x || !y) {
+    free(x), free(y);
+    return DLRT_ERR_OOM;
+  }
   uint64_t r = 0x1234567u + (uint64_t)s * 0x9e3779b97f4a7c15ull;
-  for (int i = 0; i < BATCH * SIDE * SIDE; i++) {
+  for (size_t i = 0; i < pixels; i++) {
     r ^= r << 13, r ^= r >> 7, r ^= r << 17;
     x[i] = (float)(r % 1000) / 1000.0f - 0.5f;
   }
-  for (int i = 0; i < BATCH; i++) y[i] = (int32_t)((i * 7 + s) % CLASSES);
+  for (int i = 0; i < n->batch; i++) y[i] = (int32_t)((i * 7 + s) % CLASSES);
   int rc;
-  if ((rc = dlrt_exec_write(n->e, n->x, x, sizeof x)) < 0 ||
-      (rc = dlrt_exec_write(n->e, n->labels, y, sizeof y)) < 0)
+  if ((rc = dlrt_exec_write(n->e, n->x, x, pixels * sizeof *x)) < 0 ||
+      (rc = dlrt_exec_write(n->e, n->labels, y, (size_t)n->batch * sizeof *y)) < 0) {
+    free(x), free(y);
     return rc;
+  }
+  free(x), free(y);
   return dlrt_exec_run(n->e, DLRT_RUN_TRAIN);
 }
 
@@ -153,6 +170,61 @@ static void writeback_overlaps(dlrt_device_t *dev, const char *spec, uint64_t bu
   free(got);
   net_free(&n);
   dlrt_link_set(dev, "none");
+}
+
+/* A GELU over 512 rows of 128 (dlrt_model_build's "gelu_tanh") whose
+ * gradient holds 768 KiB whole (dy, x and dx), under a budget of 600 KiB:
+ * the budget fits only when it runs in slices of its rows (chunk.c's slice
+ * blocks). Each strategy keeps the unlimited run's bits within the budget;
+ * Belady's traffic is the model's byte for byte. */
+static void slices_fit(dlrt_device_t *dev, const char *spec) {
+  const uint64_t budget = 600 * 1024, whole = 3 * 512 * 128 * 4;
+  net_model = wide_path, net_batch = 512, net_side = 4;
+  net ref;
+  int rc = net_make(dev, &ref);
+  for (int s = 0; s < STEPS && rc == DLRT_OK; s++) rc = net_step(&ref, s);
+  size_t ref_bytes = 0;
+  unsigned char *want = rc == DLRT_OK ? net_state(&ref, &ref_bytes) : NULL;
+  tap_check(rc, "%s, wide GELU: the unlimited run", spec);
+  net_free(&ref);
+  for (int strategy = 0; strategy < DLRT_PLAN_STRATEGIES_ && want; strategy++) {
+    const char *name = dlrt_plan_strategy_name((dlrt_plan_strategy)strategy);
+    net n;
+    dlrt_spill_config c = {.device_budget = budget, .prefetch = 2};
+    rc = net_make(dev, &n);
+    if (rc == DLRT_OK) rc = dlrt_exec_set_spill(n.e, &c);
+    if (rc == DLRT_OK) rc = dlrt_exec_plan_spill(n.e, (dlrt_plan_strategy)strategy);
+    dlrt_spill_plan p = {0};
+    if (rc == DLRT_OK) rc = dlrt_exec_spill_plan(n.e, &p);
+    dlrt_spill_stats s0 = {0}, s1 = {0};
+    if (rc == DLRT_OK) rc = net_step(&n, 0);
+    if (rc == DLRT_OK) rc = dlrt_exec_spill_stats(n.e, &s0);
+    if (rc == DLRT_OK) rc = net_step(&n, 1);
+    if (rc == DLRT_OK) rc = dlrt_exec_spill_stats(n.e, &s1);
+    for (int s = 2; s < STEPS && rc == DLRT_OK; s++) rc = net_step(&n, s);
+    size_t got_bytes = 0;
+    unsigned char *got = rc == DLRT_OK ? net_state(&n, &got_bytes) : NULL;
+    ok(rc == DLRT_OK && got && got_bytes == ref_bytes && memcmp(got, want, ref_bytes) == 0 &&
+           s1.peak_resident <= budget && p.predicted.feasible && p.predicted.step_ms > 0,
+       "%s, wide GELU: %s (ran %s) within %.0f KiB, below the %.0f KiB its gradient holds "
+       "whole: the unlimited run's bits, peak %.0f KiB, predicted %.3f ms (%s)", spec, name,
+       dlrt_plan_strategy_name(p.chosen), (double)budget / 1024, (double)whole / 1024,
+       (double)s1.peak_resident / 1024, p.predicted.step_ms, rc < 0 ? dlrt_last_error() : "ok");
+    free(got);
+    if (strategy == DLRT_PLAN_BELADY) {
+      uint64_t fetched = s1.fetched_bytes - s0.fetched_bytes;
+      uint64_t spilled = s1.spilled_bytes - s0.spilled_bytes;
+      ok(rc == DLRT_OK && fetched > 0 && p.predicted.fetched_bytes == fetched &&
+             p.predicted.spilled_bytes == spilled,
+         "%s, wide GELU: belady's step moves what the model says: fetched %llu (model %llu), "
+         "spilled %llu (model %llu)", spec, (unsigned long long)fetched,
+         (unsigned long long)p.predicted.fetched_bytes, (unsigned long long)spilled,
+         (unsigned long long)p.predicted.spilled_bytes);
+    }
+    net_free(&n);
+  }
+  free(want);
+  net_model = model_path, net_batch = BATCH, net_side = SIDE;
 }
 
 static void run_device(dlrt_device_t *dev, const char *spec, void *ctx) {
@@ -255,6 +327,7 @@ static void run_device(dlrt_device_t *dev, const char *spec, void *ctx) {
   net_free(&n);
   writeback_overlaps(dev, spec, budget, want, ref_bytes);
   free(want);
+  slices_fit(dev, spec);
 }
 
 int main(void) {
@@ -263,6 +336,10 @@ int main(void) {
   FILE *m = fopen(model_path, "w");
   if (!m || fputs("linear 64\nrelu\nlinear 48\nrelu\n", m) < 0 || fclose(m) != 0)
     bail_out("cannot write %s", model_path);
+  snprintf(wide_path, sizeof wide_path, "%s/wide.model", dir);
+  m = fopen(wide_path, "w");
+  if (!m || fputs("linear 128\ngelu_tanh\n", m) < 0 || fclose(m) != 0)
+    bail_out("cannot write %s", wide_path);
   setenv("DLRT_SPILL_CHECK", "1", 1);
   unsetenv("DLRT_PROFILE_CACHE");
   unsetenv("XDG_CACHE_HOME");

@@ -118,6 +118,8 @@ void dltrain_usage(FILE *out) {
         "                             memory beyond it, moved ahead of need; with\n"
         "                             --checkpoint, conv/relu/maxpool segments move\n"
         "                             their batch tensors a chunk at a time if they must;\n"
+        "                             a node larger than the budget (a GELU, attention)\n"
+        "                             runs over its rows or sequences in slices;\n"
         "                             without it, a plan over 80% of DLRT_MEM_LIMIT\n"
         "                             spills within 85% of that limit\n"
         "      --host-limit SIZE      with a budget: host copies beyond SIZE go to a\n"

@@ -238,8 +238,13 @@ static int make_plan(const chooser *z, const int *dec, plan *p) {
     uint64_t peak;
     rc = dlrt__plan_dropping(z->g, p->drop, &p->s, &peak);
     p->own_s = 1;
+    /* Nodes the budget cannot hold whole run in slices, as the executor
+     * will run them (dlrt_exec_set_spill). */
+    int worst;
+    if (rc == DLRT_OK) dlrt__spill_fit(z->g, &p->s, 1, z->policy, z->budget, &p->slicing, &worst);
   } else if (rc == DLRT_OK) {
-    p->s = *z->s0; /* borrowed */
+    p->s = *z->s0; /* borrowed, with the executor's slices */
+    p->slicing = z->e->spill.slicing;
   }
   if (rc == DLRT_OK) {
     p->first_backward = first_backward(z->g, &p->s);

@@ -321,12 +321,75 @@ static void run_position(sim *z, int k, double *compute, double *recompute) {
     for (int *p = m->prefetch_at[k]; *p >= 0; p++) prefetch(z, *p);
 }
 
-/* A chunked block (a checkpointed segment of convolutions): its
- * whole-batch storages locked through it, its own made and freed as it
- * goes, its nodes' measured times (a whole batch's) once. */
+/* Whether touch j of position k is the first of its storage in block b. */
+static int first_in_block(const dlrt_graph_t *g, const dlrt__schedule *s,
+                          const dlrt__chunk_block *b, int k, int j) {
+  const dlrt_tensor_t *o = touch(g->nodes[s->order[k]], j)->owner;
+  for (int k2 = b->begin; k2 <= k; k2++) {
+    const dlrt__node *n = g->nodes[s->order[k2]];
+    for (int i = 0; i < (k2 < k ? n->n_in + n->n_out : j); i++)
+      if (touch(n, i)->owner == o) return 0;
+  }
+  return 1;
+}
+
+/* Whether a block's touch moves in slices (exec_spill.c: whole_image). */
+static int in_window(const dlrt__pool_model *m, const dlrt__chunk_block *b, const dlrt__node *n,
+                     int j) {
+  const dlrt_tensor_t *t = touch(n, j)->owner;
+  if (!m->slicing || m->s->local[t->id]) return 0;
+  return b->one_node ? dlrt__slice_operand(n, j) : dlrt__batch_image(t, b->batch);
+}
+
+/* The window of a storage in slices, as exec_spill.c sizes it (a chunk's
+ * images, or a slice block's items), in the pool's granules. */
+static uint64_t window_bytes(const dlrt__chunk_block *b, const dlrt_tensor_t *t) {
+  uint64_t rows = t->cnhw && !b->one_node ? (uint64_t)t->shape[1] : 1;
+  uint64_t per = dlrt__tensor_bytes(t) / (uint64_t)b->batch / rows;
+  return dlrt__alloc_rounded(per * rows * (uint64_t)b->chunk);
+}
+
+/* A chunked block (a checkpointed segment of convolutions, or a slice
+ * block): its whole-batch storages locked through it, its own made and
+ * freed as it goes, its nodes' measured times (a whole batch's) once.
+ * Storages in slices, as dlrt__mpool_slices_begin does it first: the host
+ * copy made current (a dirty device copy written back on the compute
+ * stream), the device copy dropped, a window of a chunk held; then each
+ * is copied in (when the block reads it) and out (when it writes it), a
+ * slice at a time on the compute stream: the whole storage each way. */
 static void run_block(sim *z, const dlrt__chunk_block *b, double *compute, double *recompute) {
   const dlrt__pool_model *m = z->m;
   const dlrt__schedule *s = m->s;
+  uint64_t windows = 0, read_in = 0, written_out = 0;
+  for (int k = b->begin; k < b->end; k++) {
+    const dlrt__node *n = m->g->nodes[s->order[k]];
+    for (int j = 0; j < n->n_in + n->n_out; j++) {
+      const dlrt_tensor_t *t = touch(n, j)->owner;
+      if (seen_before(n, j) || !in_window(m, b, n, j)) continue;
+      if (!first_in_block(m->g, s, b, k, j)) {
+        if (j >= n->n_in) z->st[t->id].dirty = 2; /* written in the block: copied out */
+        continue;
+      }
+      store *st = &z->st[t->id];
+      if (st->in_flight) wait_until(z, st->ready_s), st->in_flight = 0;
+      if (st->drain) release_drain(z, t->id); /* the host copy serves */
+      if (st->resident) {
+        if (st->dirty || !st->on_host) {
+          copy_on_compute(z, 1, size_of(z, t->id));
+          z->spilled += size_of(z, t->id);
+        }
+        st->resident = 0;
+        z->resident -= bytes_of(z, t->id);
+      }
+      st->on_host = 1;
+      st->dirty = j >= n->n_in ? 2 : 0;
+      if (j < n->n_in) read_in += size_of(z, t->id);
+      uint64_t w = window_bytes(b, t);
+      if (!make_room(z, w, -1)) z->feasible = 0;
+      z->resident += w, windows += w;
+      if (z->resident > z->peak) z->peak = z->resident;
+    }
+  }
   for (int k = b->begin; k < b->end; k++) {
     const dlrt__node *n = m->g->nodes[s->order[k]];
     for (int j = 0; j < n->n_in + n->n_out; j++) {
@@ -336,10 +399,10 @@ static void run_block(sim *z, const dlrt__chunk_block *b, double *compute, doubl
         take_over(z, t->id, s->inplace[k]);
         continue;
       }
+      if (in_window(m, b, n, j)) continue;
       if (z->st[t->id].locked && z->st[t->id].resident) continue;
-      int window = m->slicing && !s->local[t->id] && dlrt__batch_image(t, b->batch);
-      if (window || (!z->st[t->id].resident && !z->st[t->id].drain && !s->local[t->id] &&
-                     !make_room(z, bytes_of(z, t->id), -1))) {
+      if (!z->st[t->id].resident && !z->st[t->id].drain && !s->local[t->id] &&
+          !make_room(z, bytes_of(z, t->id), -1)) {
         if (z->st[t->id].drain) release_drain(z, t->id); /* slices: through the host view */
         /* No room for it whole: it moves in slices, a chunk's images at a
          * time through the host, in (when read) and out (when written). */
@@ -352,12 +415,24 @@ static void run_block(sim *z, const dlrt__chunk_block *b, double *compute, doubl
       }
       acquire(z, t->id, j >= n->n_in);
     }
+  }
+  if (read_in) copy_on_compute(z, 0, read_in), z->fetched += read_in;
+  for (int k = b->begin; k < b->end; k++) {
+    const dlrt__node *n = m->g->nodes[s->order[k]];
     double cost = m->node_ms[s->order[k]] / 1e3;
     z->now += cost;
     if (n->phase == DLRT__PHASE_FORWARD && k > m->first_backward) *recompute += cost;
     else *compute += cost;
     if (s->inplace[k] >= 0) z->st[s->inplace[k]].resident = 0, z->st[s->inplace[k]].handed_over = 0;
   }
+  /* The slices written go out; the windows go. */
+  for (int i = 0; i < m->g->n_tensors && windows; i++)
+    if (z->st[i].dirty == 2 && !z->st[i].resident) {
+      written_out += size_of(z, i);
+      z->st[i].dirty = 0, z->st[i].on_host = 1;
+    }
+  if (written_out) copy_on_compute(z, 1, written_out), z->spilled += written_out;
+  z->resident -= windows;
   for (int k = b->begin; k < b->end; k++) {
     const dlrt__node *n = m->g->nodes[s->order[k]];
     for (int j = 0; j < n->n_in + n->n_out; j++) {

@@ -333,5 +333,98 @@ int dlrt__find_chunk_blocks(const dlrt_graph_t *g, dlrt__schedule *s, int every)
 }
 
 void dlrt__reset_chunks(dlrt__schedule *s) {
+  /* Slice blocks come after the segments' blocks: spilling adds them. */
+  while (s->n_blocks && s->blocks[s->n_blocks - 1].one_node) {
+    const dlrt__chunk_block *b = &s->blocks[--s->n_blocks];
+    for (int k = b->begin; k < b->end; k++) s->block_of[k] = -1;
+  }
   for (int i = 0; i < s->n_blocks; i++) s->blocks[i].chunk = s->blocks[i].full;
+}
+
+/* ---------------------------------------------------------------- slice blocks
+ *
+ * A node whose operands hold more than the spilling budget whole, say a
+ * GELU's gradient over a GPT's 4C-wide rows (dy, x and dx: 24 MiB for
+ * gpt-mini), runs over its items a slice at a time: each item (a row of an
+ * elementwise node, a sequence of an attention node: every head of it) is
+ * computed from its own inputs alone, by the same kernel code whichever
+ * slice it is in, so the results are the same bits as the node's whole
+ * run. Nothing sums over items. Its operands move a slice at a time through
+ * windows (exec_spill.c); a broadcast bias stays whole. */
+
+static int dense_items(const dlrt_tensor_t *t, int64_t items, int64_t numel) {
+  const dlrt_tensor_t *o = t->owner;
+  return t->numel == numel && o->numel == numel && t->offset == 0 && dlrt__contiguous(t) &&
+         !dlrt__persistent(o) && numel % items == 0;
+}
+
+int64_t dlrt__slice_items(const dlrt__node *n) {
+  if (n->n_out < 1) return 0;
+  const dlrt_tensor_t *y = n->out[0];
+  int64_t items = 0, numel = y->numel;
+  switch (n->op) {
+  case DLRT__OP_ACT:
+  case DLRT__OP_ACT_GRAD:
+  case DLRT__OP_ADD:
+  case DLRT__OP_MUL:
+    items = y->ndim >= 2 ? numel / y->shape[y->ndim - 1] : 0;
+    break;
+  case DLRT__OP_BCAST:
+    if (n->bcast.count != numel || n->bcast.m <= 0 || numel % n->bcast.m) return 0;
+    items = numel / n->bcast.m;
+    break;
+  case DLRT__OP_ATTENTION:
+  case DLRT__OP_ATTENTION_GRAD:
+    /* Dropout's mask hashes the position in the whole batch. */
+    if (n->attention.dropout > 0.0f) return 0;
+    items = n->attention.batch;
+    break;
+  default: return 0;
+  }
+  if (items < 2) return 0;
+  for (int j = 0; j < n->n_in + n->n_out; j++) {
+    const dlrt_tensor_t *t = j < n->n_in ? n->in[j] : n->out[j - n->n_in];
+    if (!dlrt__slice_operand(n, j)) continue;
+    /* An attention's operands are B x ...: qkv, o, dO, lse, D. */
+    int attention = n->op == DLRT__OP_ATTENTION || n->op == DLRT__OP_ATTENTION_GRAD;
+    if (!dense_items(t, items, attention ? t->numel : numel) ||
+        (attention && t->shape[0] != items))
+      return 0;
+    /* Two touches of one storage would need one window for both. */
+    for (int i = 0; i < j; i++)
+      if ((i < n->n_in ? n->in[i] : n->out[i - n->n_in])->owner == t->owner) return 0;
+  }
+  return items;
+}
+
+int dlrt__slice_operand(const dlrt__node *n, int j) {
+  return !(n->op == DLRT__OP_BCAST && j == 1);
+}
+
+int dlrt__add_slice_blocks(const dlrt_graph_t *g, dlrt__schedule *s, int node) {
+  int64_t items = dlrt__slice_items(g->nodes[node]);
+  if (!items) return 0;
+  int want = 0;
+  for (int k = 0; k < s->n; k++)
+    want += s->order[k] == node && (!s->block_of || s->block_of[k] < 0) && s->inplace[k] < 0;
+  if (!want) return 0;
+  size_t nt = (size_t)(g->n_tensors ? g->n_tensors : 1);
+  if (!s->local && !(s->local = calloc(nt, 1)))
+    return dlrt__set_error(DLRT_ERR_OOM, "out of host memory planning the graph");
+  if (!s->block_of) {
+    if (!(s->block_of = malloc((size_t)(s->n ? s->n : 1) * sizeof *s->block_of)))
+      return dlrt__set_error(DLRT_ERR_OOM, "out of host memory planning the graph");
+    for (int k = 0; k < s->n; k++) s->block_of[k] = -1;
+  }
+  dlrt__chunk_block *grown = realloc(s->blocks, (size_t)(s->n_blocks + want) * sizeof *grown);
+  if (!grown) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory planning the graph");
+  s->blocks = grown;
+  for (int k = 0; k < s->n; k++) {
+    if (s->order[k] != node || s->block_of[k] >= 0 || s->inplace[k] >= 0) continue;
+    dlrt__chunk_block *b = &s->blocks[s->n_blocks];
+    *b = (dlrt__chunk_block){.begin = k, .end = k + 1, .batch = items, .chunk = items,
+                             .full = items, .unit = 1, .one_node = 1};
+    s->block_of[k] = s->n_blocks++;
+  }
+  return want;
 }

@@ -168,6 +168,19 @@ static int64_t in_chunk(const dlrt__chunk *c, int64_t whole) {
   return c ? whole / c->n * c->nb : whole;
 }
 
+/* Where a slice block's chunk of items [b0, b0 + nb) of t starts (chunk.c:
+ * dlrt__slice_items): at 0 in its window when it moves in slices, else at
+ * item b0 of its storage. */
+static size_t item_off(dlrt_exec_t *e, const dlrt_tensor_t *t, const dlrt__chunk *c) {
+  if (!c || (e->spill.windows && e->spill.windows[t->owner->id])) return off(t);
+  return off(t) + dlrt__tensor_bytes(t) / (size_t)c->n * (size_t)c->b0;
+}
+
+static void arg_items(dlrt__launcher *lb, dlrt_exec_t *e, const dlrt_tensor_t *t,
+                      const dlrt__chunk *c) {
+  dlrt__launch_buffer_arg(lb, dlrt__exec_buf(e, t), item_off(e, t, c), dlrt_dtype_size(t->dtype));
+}
+
 /* A convolution node, a chunk of images at a time (the workspace's columns
  * are chunk x OHW). y and dy are CNHW: O x (N x OHW), a chunk's columns
  * start at b0 x OHW, so each GEMM reads or writes its block of them in
@@ -307,8 +320,11 @@ static void attention_sizes(dlrt__launcher *lb, const dlrt_exec_t *e,
  * also writes D = rowsum(dO * o) into the node's workspace) and then dK, dV
  * over tiles of keys, reading D. qkv, o, dO and dqkv share one storage
  * type (the precision pass sees to it); lse and D are fp32. */
-static int run_attention(dlrt_exec_t *e, dlrt__node *n) {
-  const struct dlrt__attention_params *p = &n->attention;
+static int run_attention(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *c) {
+  /* A slice block's chunk of sequences: each (sequence, head) alone. */
+  struct dlrt__attention_params chunk_p = n->attention;
+  chunk_p.batch = in_chunk(c, chunk_p.batch);
+  const struct dlrt__attention_params *p = &chunk_p;
   int64_t rows = DLRT__ATTN_ROWS(p->head_dim);
   int64_t groups = p->batch * p->heads * ((p->seq + rows - 1) / rows);
   int fwd = n->op == DLRT__OP_ATTENTION;
@@ -322,19 +338,20 @@ static int run_attention(dlrt_exec_t *e, dlrt__node *n) {
   dlrt__launcher lb;
   if (fwd) {
     start(&lb, e, typed(DLRT__K_attention_f32, dtype), 0, groups);
-    arg(&lb, e, o), arg(&lb, e, lse), arg(&lb, e, qkv);
+    arg_items(&lb, e, o, c), arg_items(&lb, e, lse, c), arg_items(&lb, e, qkv, c);
     attention_sizes(&lb, e, p, rows);
     return dlrt__launch_submit(e->stream, &lb);
   }
   dlrt_tensor_t *dqkv = n->out[0], *dsum = n->out[1], *dout = n->in[0];
   start(&lb, e, typed(DLRT__K_attention_grad_q_f32, dtype), 0, groups);
-  arg(&lb, e, dqkv), arg(&lb, e, dsum), arg(&lb, e, dout), arg(&lb, e, qkv), arg(&lb, e, o);
-  arg(&lb, e, lse);
+  arg_items(&lb, e, dqkv, c), arg_items(&lb, e, dsum, c), arg_items(&lb, e, dout, c);
+  arg_items(&lb, e, qkv, c), arg_items(&lb, e, o, c), arg_items(&lb, e, lse, c);
   attention_sizes(&lb, e, p, rows);
   int rc = dlrt__launch_submit(e->stream, &lb);
   if (rc < 0) return rc;
   start(&lb, e, typed(DLRT__K_attention_grad_kv_f32, dtype), 0, groups);
-  arg(&lb, e, dqkv), arg(&lb, e, dout), arg(&lb, e, qkv), arg(&lb, e, lse), arg(&lb, e, dsum);
+  arg_items(&lb, e, dqkv, c), arg_items(&lb, e, dout, c), arg_items(&lb, e, qkv, c);
+  arg_items(&lb, e, lse, c), arg_items(&lb, e, dsum, c);
   attention_sizes(&lb, e, p, rows);
   return dlrt__launch_submit(e->stream, &lb);
 }
@@ -438,10 +455,11 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
     return dlrt_elementwise(e->stream, DLRT_EW_RELU, y->dtype, in_chunk(c, y->numel), 0,
                             dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, a), off(a), NULL, 0);
   case DLRT__OP_ADD:
-  case DLRT__OP_MUL:
+  case DLRT__OP_MUL: /* and a slice block's chunk of rows */
     return dlrt_elementwise(e->stream, n->op == DLRT__OP_ADD ? DLRT_EW_ADD : DLRT_EW_MUL, y->dtype,
-                            y->numel, 0, dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, a),
-                            off(a), dlrt__exec_buf(e, b), off(b));
+                            in_chunk(c, y->numel), 0, dlrt__exec_buf(e, y), item_off(e, y, c),
+                            dlrt__exec_buf(e, a), item_off(e, a, c), dlrt__exec_buf(e, b),
+                            item_off(e, b, c));
   case DLRT__OP_SCALE:
     return dlrt_elementwise(e->stream, DLRT_EW_SCALE, y->dtype, y->numel, n->scale.alpha,
                             dlrt__exec_buf(e, y), off(y), dlrt__exec_buf(e, a), off(a), NULL, 0);
@@ -577,7 +595,7 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
   case DLRT__OP_ALLREDUCE: return dlrt__exec_run_collective(e, n);
   case DLRT__OP_ATTENTION:
   case DLRT__OP_ATTENTION_GRAD:
-    return run_attention(e, n);
+    return run_attention(e, n, c);
   case DLRT__OP_ATTENTION_DECODE:
     return run_attention_decode(e, n);
   case DLRT__OP_SUB:
@@ -596,15 +614,16 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
     dlrt_dtype type;
     int rc = one_type(n, n->n_in + 1, &type);
     if (rc < 0) return rc;
+    int64_t count = in_chunk(c, y->numel); /* a slice block's chunk of rows */
     if (n->op == DLRT__OP_ACT) {
-      start(&lb, e, typed(DLRT__K_activation_f32, type), y->numel, 0);
-      arg(&lb, e, y), arg(&lb, e, a);
-      dlrt__launch_i64(&lb, y->numel), dlrt__launch_i64(&lb, n->act.kind);
+      start(&lb, e, typed(DLRT__K_activation_f32, type), count, 0);
+      arg_items(&lb, e, y, c), arg_items(&lb, e, a, c);
+      dlrt__launch_i64(&lb, count), dlrt__launch_i64(&lb, n->act.kind);
       break;
     }
-    start(&lb, e, typed(DLRT__K_activation_grad_f32, type), y->numel, 0);
-    arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
-    dlrt__launch_i64(&lb, y->numel), dlrt__launch_i64(&lb, n->act.kind);
+    start(&lb, e, typed(DLRT__K_activation_grad_f32, type), count, 0);
+    arg_items(&lb, e, y, c), arg_items(&lb, e, a, c), arg_items(&lb, e, b, c);
+    dlrt__launch_i64(&lb, count), dlrt__launch_i64(&lb, n->act.kind);
     break;
   }
   case DLRT__OP_SOFTMAX:
@@ -747,10 +766,12 @@ int dlrt__exec_run_node_chunk(dlrt_exec_t *e, dlrt__node *n, const dlrt__chunk *
     int rc = one_type(n, n->n_in + 1, &type);
     if (rc < 0) return rc;
     int kernel = n->op == DLRT__OP_BCAST ? DLRT__K_bcast_f32 : DLRT__K_bcast_grad_b_f32;
-    start(&lb, e, typed(kernel, type), p->count, 0);
-    arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b);
-    if (n->op == DLRT__OP_BCAST_GRAD_B) arg(&lb, e, n->in[2]);
-    dlrt__launch_i64(&lb, p->count), dlrt__launch_i64(&lb, p->m), dlrt__launch_i64(&lb, p->op);
+    /* A slice block's chunk of rows (whole rows of m: b as it is). */
+    int64_t count = n->op == DLRT__OP_BCAST ? in_chunk(c, p->count) : p->count;
+    start(&lb, e, typed(kernel, type), count, 0);
+    if (n->op == DLRT__OP_BCAST) arg_items(&lb, e, y, c), arg_items(&lb, e, a, c), arg(&lb, e, b);
+    else arg(&lb, e, y), arg(&lb, e, a), arg(&lb, e, b), arg(&lb, e, n->in[2]);
+    dlrt__launch_i64(&lb, count), dlrt__launch_i64(&lb, p->m), dlrt__launch_i64(&lb, p->op);
     break;
   }
   case DLRT__OP_EMBED:

@@ -228,15 +228,18 @@ static int image_operand(const dlrt__node *n, int j) {
   }
 }
 
-/* Whether a block's touch is of a whole-batch image storage. */
+/* Whether a block's touch is of a whole-batch image storage (a slice
+ * block's: of a storage that moves in slices of its items). */
 static int whole_image(const dlrt__schedule *s, const dlrt__chunk_block *b, const dlrt__node *n, int j) {
   const dlrt_tensor_t *o = (j < n->n_in ? n->in[j] : n->out[j - n->n_in])->owner;
+  if (b->one_node) return !s->local[o->id] && dlrt__slice_operand(n, j);
   return !s->local[o->id] && image_operand(n, j) && dlrt__batch_image(o, b->batch);
 }
 
 /* Whether block b can hold its whole-batch image storages in slices: each
  * is touched as itself (no view), and none is taken over in place. */
 static int block_slices(const dlrt_graph_t *g, const dlrt__schedule *s, const dlrt__chunk_block *b) {
+  if (b->one_node) return 1; /* its operands are dense views at 0 (dlrt__slice_items) */
   int any = 0;
   for (int k = b->begin; k < b->end; k++) {
     const dlrt__node *n = g->nodes[s->order[k]];
@@ -254,11 +257,13 @@ static int block_slices(const dlrt_graph_t *g, const dlrt__schedule *s, const dl
 static int add_slice(dlrt_exec_t *e, const dlrt__schedule *s, int k, int j, int id, int write) {
   const dlrt_tensor_t *t = e->g->tensors[id];
   if (write < 0 || !whole_image(s, e->spill.slice_block, e->g->nodes[s->order[k]], j)) return DLRT_OK;
+  const dlrt__chunk_block *b = e->spill.slice_block;
   struct dlrt__slice *sl = &e->spill.slices[e->spill.n_slices++];
   sl->id = id, sl->read = !write, sl->written = write;
-  sl->rows = t->cnhw ? (size_t)t->shape[1] : 1; /* C x N x HW: a row per channel */
-  sl->row_image_bytes = dlrt__tensor_bytes(t) / (size_t)t->shape[0] / sl->rows;
-  sl->pitch = sl->row_image_bytes * (size_t)t->shape[0];
+  /* C x N x HW: a row per channel; a slice block's items lead. */
+  sl->rows = t->cnhw && !b->one_node ? (size_t)t->shape[1] : 1;
+  sl->row_image_bytes = dlrt__tensor_bytes(t) / (size_t)b->batch / sl->rows;
+  sl->pitch = sl->row_image_bytes * (size_t)b->batch;
   e->spill.block_local[id] = 3;
   return DLRT_OK;
 }
@@ -427,6 +432,34 @@ static uint64_t block_need(const dlrt_graph_t *g, const dlrt__schedule *plans, i
   return whole + own_most;
 }
 
+/* What position k of schedule s needs at once: its node's storages, or a
+ * block's at its first position (0 at the block's others). */
+static uint64_t position_need(const dlrt_graph_t *g, const dlrt__schedule *plans, int n_plans,
+                              const dlrt__schedule *s, int k, dlrt_offload_policy policy,
+                              int slices) {
+  const dlrt__chunk_block *b =
+      s->block_of && s->block_of[k] >= 0 ? &s->blocks[s->block_of[k]] : NULL;
+  if (b && k != b->begin) return 0;
+  return b ? block_need(g, plans, n_plans, s, b, slices)
+           : node_need(g->nodes[s->order[k]], s->inplace[k] >= 0, policy);
+}
+
+/* The most of needs[m][k] over the schedules' positions, the first that
+ * needs it named in *worst (a block by its first node, as -2 - index). */
+static uint64_t most_need(const dlrt__schedule *plans, int n_plans, uint64_t *const *needs,
+                          int *worst) {
+  uint64_t most = 0;
+  *worst = -1;
+  for (int m = 0; m < n_plans; m++)
+    for (int k = 0; k < plans[m].n; k++)
+      if (needs[m][k] > most) {
+        const dlrt__schedule *s = &plans[m];
+        int block = s->block_of && s->block_of[k] >= 0;
+        most = needs[m][k], *worst = block ? -2 - s->order[k] : s->order[k];
+      }
+  return most;
+}
+
 uint64_t dlrt__least_spill_budget(const dlrt_graph_t *g, const dlrt__schedule *plans, int n_plans,
                                   dlrt_offload_policy policy, int slices, int *worst) {
   uint64_t most = 0;
@@ -434,15 +467,24 @@ uint64_t dlrt__least_spill_budget(const dlrt_graph_t *g, const dlrt__schedule *p
   for (int m = 0; m < n_plans; m++) {
     const dlrt__schedule *s = &plans[m];
     for (int k = 0; k < s->n; k++) {
-      const dlrt__chunk_block *b = s->block_of && s->block_of[k] >= 0 ? &s->blocks[s->block_of[k]] : NULL;
-      if (b && k != b->begin) continue;
-      uint64_t need = b ? block_need(g, plans, n_plans, s, b, slices)
-                        : node_need(g->nodes[s->order[k]], s->inplace[k] >= 0, policy);
-      /* A block is named by its first node, as -2 - index. */
-      if (need > most) most = need, *worst = b ? -2 - s->order[k] : s->order[k];
+      uint64_t need = position_need(g, plans, n_plans, s, k, policy, slices);
+      if (need > most) {
+        int block = s->block_of && s->block_of[k] >= 0;
+        most = need, *worst = block ? -2 - s->order[k] : s->order[k];
+      }
     }
   }
   return most;
+}
+
+/* needs[m][k] again for every position of graph node `node` (all of them
+ * when node < 0). */
+static void refresh_needs(const dlrt_graph_t *g, const dlrt__schedule *plans, int n_plans,
+                          dlrt_offload_policy policy, int slices, int node, uint64_t **needs) {
+  for (int m = 0; m < n_plans; m++)
+    for (int k = 0; k < plans[m].n; k++)
+      if (node < 0 || plans[m].order[k] == node)
+        needs[m][k] = position_need(g, plans, n_plans, &plans[m], k, policy, slices);
 }
 
 uint64_t dlrt__spill_fit(const dlrt_graph_t *g, dlrt__schedule *plans, int n_plans,
@@ -453,24 +495,43 @@ uint64_t dlrt__spill_fit(const dlrt_graph_t *g, dlrt__schedule *plans, int n_pla
   if (budget && least <= budget) return least;
   int w;
   uint64_t sliced_least = dlrt__least_spill_budget(g, plans, n_plans, policy, 1, &w);
-  if (sliced_least >= least) return least; /* no block gains by it */
-  *slices = 1, least = sliced_least, *worst = w;
-  /* Then halve the chunk of the block that needs the most (in each
-   * schedule that runs it: named by its first node), down to its unit,
-   * while that block is the one that needs the most. */
-  while ((!budget || least > budget) && *worst <= -2) {
-    int changed = 0;
-    for (int m = 0; m < n_plans; m++)
-      for (int i = 0; i < plans[m].n_blocks; i++) {
-        dlrt__chunk_block *b = &plans[m].blocks[i];
-        if (plans[m].order[b->begin] != -2 - *worst || b->chunk <= b->unit) continue;
-        int64_t half = b->chunk / 2 / b->unit * b->unit;
-        b->chunk = half > b->unit ? half : b->unit;
-        changed = 1;
+  if (sliced_least < least) *slices = 1, least = sliced_least, *worst = w;
+  /* Then, while it needs the most: halve the chunk of the block that does
+   * (in each schedule that runs it: named by its first node), down to its
+   * unit; or run the node that does in slices of its items (a slice
+   * block), if it can. Each step changes the positions of one node: only
+   * theirs are counted again. */
+  uint64_t **needs = calloc((size_t)n_plans, sizeof *needs);
+  int ok = needs != NULL;
+  for (int m = 0; ok && m < n_plans; m++)
+    ok = (needs[m] = malloc((size_t)(plans[m].n ? plans[m].n : 1) * sizeof **needs)) != NULL;
+  if (ok) refresh_needs(g, plans, n_plans, policy, *slices, -1, needs);
+  while (ok && (!budget || least > budget)) {
+    int changed = 0, node = *worst <= -2 ? -2 - *worst : *worst, was = *slices;
+    if (*worst <= -2 && *slices) {
+      for (int m = 0; m < n_plans; m++)
+        for (int i = 0; i < plans[m].n_blocks; i++) {
+          dlrt__chunk_block *b = &plans[m].blocks[i];
+          if (plans[m].order[b->begin] != node || b->chunk <= b->unit) continue;
+          int64_t half = b->chunk / 2 / b->unit * b->unit;
+          b->chunk = half > b->unit ? half : b->unit;
+          changed = 1;
+        }
+    } else if (*worst >= 0) {
+      for (int m = 0; m < n_plans; m++) {
+        int made = dlrt__add_slice_blocks(g, &plans[m], node);
+        if (made < 0) break; /* out of host memory: what fits so far */
+        changed += made;
       }
+      if (changed) *slices = 1;
+    }
     if (!changed) break;
-    least = dlrt__least_spill_budget(g, plans, n_plans, policy, 1, worst);
+    /* Slicing newly on changes every segment's block. */
+    refresh_needs(g, plans, n_plans, policy, *slices, was == *slices ? node : -1, needs);
+    least = most_need(plans, n_plans, needs, worst);
   }
+  for (int m = 0; needs && m < n_plans; m++) free(needs[m]);
+  free(needs);
   return least;
 }
 
@@ -572,7 +633,8 @@ int dlrt_exec_spill_stats(dlrt_exec_t *e, dlrt_spill_stats *out) {
   if (rc == DLRT_OK) rc = dlrt__mpool_stats(e->spill.pool, out);
   for (int m = 0; m < 2 && e->spill.slicing; m++)
     for (int i = 0; i < e->plan.plans[m].n_blocks; i++)
-      if (e->plan.plans[m].blocks[i].chunk > out->slice_images)
+      if (!e->plan.plans[m].blocks[i].one_node && /* images: the segments' */
+          e->plan.plans[m].blocks[i].chunk > out->slice_images)
         out->slice_images = e->plan.plans[m].blocks[i].chunk;
   return rc;
 }

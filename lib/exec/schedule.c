@@ -577,13 +577,15 @@ int dlrt__graph_plan_memory(dlrt_graph_t *g, int checkpoint_every, dlrt_offload_
   if (rc == DLRT_OK) out->activation_peak = act_peak;
   if (rc == DLRT_OK) out->peak = evaluation ? forward_peak : train_peak;
   if (rc == DLRT_OK) out->forward_at_peak = evaluation;
+  dlrt__schedule both[2] = {forward, train};
   if (rc == DLRT_OK) {
-    dlrt__schedule both[2] = {forward, train};
+    /* The least with every node that can run in slices of its items so
+     * (dlrt__add_slice_blocks adds their blocks to `both`). */
     int worst, slices;
     out->least_spill = dlrt__spill_fit(g, both, 2, policy, 0, &slices, &worst);
   }
-  dlrt__schedule_free(&train);
-  dlrt__schedule_free(&forward);
+  dlrt__schedule_free(&both[1]);
+  dlrt__schedule_free(&both[0]);
   return rc;
 }
 

@@ -13,10 +13,15 @@
  * at a time over a batch of `batch` (chunk.c). `full` is the chunk it was
  * planned with (a whole number of its convolutions' own chunks); `unit`
  * what any chunk must be a whole number of (its convolutions' pieces, the
- * images each of their GEMMs covers). */
+ * images each of their GEMMs covers). A slice block (`one_node`: spilling
+ * adds it, dlrt__add_slice_blocks) is one node that holds more than the
+ * budget whole, run over its `batch` items (rows of an elementwise node,
+ * sequences of an attention node) `chunk` at a time, each operand but a
+ * broadcast one in slices. */
 typedef struct {
   int begin, end;
   int64_t batch, chunk, full, unit;
+  int one_node;
 } dlrt__chunk_block;
 
 typedef struct {
@@ -112,8 +117,19 @@ void dlrt__schedule_free(dlrt__schedule *s);
 /* Finds the chunked blocks of a checkpointed training schedule (segments
  * of `every` forward nodes) and fills s->blocks, block_of and local. */
 int dlrt__find_chunk_blocks(const dlrt_graph_t *g, dlrt__schedule *s, int every);
-/* Runs each block in chunks as planned again (spilling may run fewer). */
+/* Runs each block in chunks as planned again (spilling may run fewer), and
+ * removes the slice blocks that spilling added. */
 void dlrt__reset_chunks(dlrt__schedule *s);
+/* Slice blocks (chunk.c): the items node n can run in slices of (its
+ * output's rows, or an attention's sequences; every item computed alone,
+ * so any slicing gives the same bits), or 0 when it cannot; whether its
+ * touch j (input j, or output j - n_in) moves in slices (not a broadcast
+ * bias). dlrt__add_slice_blocks makes each plain position of graph node
+ * `node` in s a slice block of all its items; returns how many it made,
+ * or a negative status. */
+int64_t dlrt__slice_items(const dlrt__node *n);
+int dlrt__slice_operand(const dlrt__node *n, int j);
+int dlrt__add_slice_blocks(const dlrt_graph_t *g, dlrt__schedule *s, int node);
 /* The segment length that means "cut at the marks only"
  * (DLRT_CHECKPOINT_MARKS): longer than any graph, so no length cut. */
 #define DLRT__SEGMENTS_AT_MARKS INT_MAX
