@@ -470,7 +470,8 @@ DLRT_API int dlrt_exec_spill_stats(dlrt_exec_t *e, dlrt_spill_stats *out);
  * nearest storages that stay, run again just before the backward pass
  * needs it), with the prefetches placed to finish in time. Each node of
  * the training step is timed on the device first (a profiling pass of a
- * warm-up and three runs, cached per device and graph shape in the process
+ * warm-up and at least three runs, more for a short step, each node timed
+ * on the stream, cached per device and graph shape in the process
  * and in $DLRT_PROFILE_CACHE or $XDG_CACHE_HOME/dlrt when set;
  * DLRT_PROFILE_FRESH=1 measures again), and each choice is priced by
  * replaying the step on a model of the spill pool and the device's link

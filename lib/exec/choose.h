@@ -19,11 +19,18 @@ typedef struct {
                                 (without a link model), 0 when it moved too little */
   int cached;                /* 0 measured now, 1 from the process, 2 from the file */
   double profile_ms;         /* the profiling pass's time (0 when cached) */
+  int passes;                /* counted passes: each node's time is their median */
+  double spread;             /* the passes' step totals: (q3 - q1) / median */
+  double handoff_ms;         /* the step's stream hand-offs, left out of the nodes */
 } dlrt__op_costs;
 
 /* Times the nodes of the executor's training schedule (spilling on): a
- * warm-up run, then `reps` more, the median of each; the storages hold
- * garbage afterwards (the caller initialises them again). */
+ * warm-up run, then at least `reps` more (more for a short step, within a
+ * bounded time), the median of each; each node between two events on the
+ * compute stream (its kernels, without the hand-off to and from the
+ * stream that a training run pipelines), over inputs filled like a batch;
+ * the storages hold garbage afterwards (the caller initialises them
+ * again). */
 int dlrt__op_costs_measure(dlrt_exec_t *e, int reps, dlrt__op_costs *c);
 void dlrt__op_costs_free(dlrt__op_costs *c);
 

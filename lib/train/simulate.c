@@ -91,6 +91,15 @@ static double host_update_bytes(const dlrt__node *n) {
   return n->op == DLRT__OP_ADAM ? 28.0 * count : 20.0 * count;
 }
 
+/* Seconds update node n (at position k) takes on the host: as the profile
+ * timed it there (measured: the update run on the host, its host views'
+ * copies with it, as the training run makes them), else its bytes at host
+ * memory speed. */
+static double host_seconds(const dlrt_machine *m, const dlrt__node *n, const double *measured,
+                           int k) {
+  return measured ? measured[k] : host_update_bytes(n) / m->host_bytes_per_s;
+}
+
 static int offloaded(const dlrt_trainer_config *cfg) {
   return cfg->spill.policy == DLRT_OFFLOAD_OPTIMIZER || cfg->spill.policy == DLRT_OFFLOAD_ALL;
 }
@@ -224,13 +233,16 @@ static int dry_run(const dlrt_trainer_config *cfg, int64_t channels, int64_t hei
 
 /* For "this" machine: each node's time measured on dev at the model's own
  * shapes, by the planner's profiling pass (op_costs.c: a warm-up, then the
- * median of three runs of each node, cached per device and graph shape),
- * in place of the roofline of figures measured on other shapes (a GEMM of
- * 64 x 784 x 512 runs at its own rate, not a square's). The executor runs
- * with spilling on and a budget of the whole device (the profiler needs the
- * pool; nothing spills) and the link model off (kernels only). *measured is
- * 0, and seconds unchanged, where the model cannot be built on dev or its
- * graph is not the replay's. */
+ * median of at least three runs of each node, each timed on the stream,
+ * cached per device, graph shape and offload policy), in place of the
+ * roofline of figures measured on other shapes (a GEMM of 64 x 784 x 512
+ * runs at its own rate, not a square's). The executor runs with spilling
+ * on and a budget of the whole device (the profiler needs the pool;
+ * nothing spills), the link model off (kernels only), and an offloaded
+ * optimizer's updates on the host, as training runs them (their time is
+ * the update's there: its kernel on the host's threads and its host
+ * views' copies). *measured is 0, and seconds unchanged, where the model
+ * cannot be built on dev or its graph is not the replay's. */
 static int measured_seconds(const dlrt_trainer_config *cfg, int64_t channels, int64_t height,
                             int64_t width, int classes, dlrt_device_t *dev,
                             const dlrt_graph_t *g, const dlrt__schedule *s, double *seconds,
@@ -258,7 +270,8 @@ static int measured_seconds(const dlrt_trainer_config *cfg, int64_t channels, in
   if (rc == DLRT_OK && cfg->checkpoint != 0 && cfg->checkpoint != DLRT_CHECKPOINT_AUTO)
     rc = dlrt_exec_set_checkpointing(e, cfg->checkpoint);
   if (rc == DLRT_OK) {
-    dlrt_spill_config c = {.device_budget = props.total_memory, .prefetch = 4};
+    dlrt_spill_config c = {.device_budget = props.total_memory, .prefetch = 4,
+                           .policy = offloaded(cfg) ? DLRT_OFFLOAD_OPTIMIZER : DLRT_OFFLOAD_NONE};
     rc = dlrt_exec_set_spill(e, &c);
   }
   if (rc == DLRT_OK && (rc = dlrt_link_get(dev, &li)) == DLRT_OK && li.active) {
@@ -274,6 +287,12 @@ static int measured_seconds(const dlrt_trainer_config *cfg, int64_t channels, in
   if (same) {
     for (int k = 0; k < s->n; k++) seconds[k] = costs.node_ms[s->order[k]] / 1e3;
     *measured = 1;
+    const char *trace = getenv("DLRT_SIMULATE_TRACE");
+    if (trace && *trace && strcmp(trace, "0") != 0)
+      fprintf(stderr, "profile %s: %d passes, their spread (q3 - q1) / median %.1f%%, %.3f ms "
+              "of stream hand-offs left out, updates timed on the %s\n",
+              costs.cached ? "cached" : "measured now", costs.passes, 100 * costs.spread,
+              costs.handoff_ms, offloaded(cfg) ? "host" : "device");
   }
   dlrt__op_costs_free(&costs);
   dlrt_exec_destroy(e);
@@ -326,6 +345,7 @@ static void wait_until(replay *r, double until, double *exposed) {
 typedef struct {
   const dlrt__node *node;
   double made_at;
+  int pos;
 } pending_update;
 
 static int by_made_at(const void *a, const void *b) {
@@ -335,7 +355,7 @@ static int by_made_at(const void *a, const void *b) {
 
 static int offload_updates(replay *r, const dlrt_graph_t *g, const dlrt__schedule *s, int k,
                            const int *grad_done, double *ready, double *host_done, double bw0,
-                           double bw1, double *hidden) {
+                           double bw1, const double *host_measured, double *hidden) {
   int count = 0;
   for (int a = k; a < s->n; a++) count += is_update(g->nodes[s->order[a]]);
   pending_update *u = malloc((size_t)(count ? count : 1) * sizeof *u);
@@ -345,14 +365,14 @@ static int offload_updates(replay *r, const dlrt_graph_t *g, const dlrt__schedul
     const dlrt__node *node = g->nodes[s->order[a]];
     if (!is_update(node)) continue;
     const dlrt_tensor_t *gr = node->in[node->n_in - 1]->owner;
-    u[count].node = node;
+    u[count].node = node, u[count].pos = a;
     u[count++].made_at = grad_done[gr->id] >= 0 ? ready[gr->id] : r->t;
   }
   qsort(u, (size_t)count, sizeof *u, by_made_at);
   for (int i = 0; i < count; i++) {
     const dlrt__node *node = u[i].node;
     const dlrt_tensor_t *p = node->in[0]->owner, *gr = node->in[node->n_in - 1]->owner;
-    double host_s = host_update_bytes(node) / r->m->host_bytes_per_s;
+    double host_s = host_seconds(r->m, node, host_measured, u[i].pos);
     sim_copy out_grad = {k, -1, DLRT__LINK_D2H, 0, (double)dlrt__tensor_bytes(gr)};
     double on_host = copy_end(r, u[i].made_at, &out_grad);
     double begin = on_host > r->host_free ? on_host : r->host_free;
@@ -900,6 +920,8 @@ int dlrt_simulate_step(const dlrt_trainer_config *cfg, int64_t channels, int64_t
   }
   /* The copies. */
   int host_updates = 0; /* the offload model: updates on the host, overlapped */
+  /* The updates' host time, where the profile ran them on the host. */
+  const double *host_measured = out->nodes_measured && offloaded(cfg) ? seconds : NULL;
   if (budget) {
     if ((rc = dry_run(cfg, channels, height, width, classes, dev, &log)) < 0) goto done;
     if (log.nodes != n) {
@@ -1005,8 +1027,8 @@ int dlrt_simulate_step(const dlrt_trainer_config *cfg, int64_t channels, int64_t
         backward_start = r.t;
       if (is_update(node) && host_updates) {
         if (!updates_done) {
-          if ((rc = offload_updates(&r, g, &s, k, grad_done, ready, host_done,
-                                    backward_start, backward_end, &host_in_backward)) < 0)
+          if ((rc = offload_updates(&r, g, &s, k, grad_done, ready, host_done, backward_start,
+                                    backward_end, host_measured, &host_in_backward)) < 0)
             goto done;
           updates_done = 1;
         }
@@ -1014,7 +1036,7 @@ int dlrt_simulate_step(const dlrt_trainer_config *cfg, int64_t channels, int64_t
       }
       if (is_update(node) && log.on_host && log.on_host[k]) {
         /* The executor's own host update: the compute stream waits. */
-        double host_s = host_update_bytes(node) / m->host_bytes_per_s;
+        double host_s = host_seconds(m, node, host_measured, k);
         r.t += host_s;
         out->host_update_s += host_s;
         out->exposed_host_s += host_s;
