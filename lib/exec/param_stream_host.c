@@ -87,31 +87,47 @@ static int fold(dlrt__pstream *ps, int i) {
   return rc;
 }
 
+/* Starts reading `count` chunks of state on disk ahead: from chunk c of
+ * the k-th parameter in this run's order of updates on (its later chunks,
+ * then the next parameters'). */
+static void read_ahead(dlrt__pstream *ps, int k, int c, int count) {
+  for (; count > 0 && k < ps->n_seq; k++, c = 0) {
+    int i = ps->seq[k], chunks = dlrt__pdisk_chunks(ps->disk, i);
+    for (; c < chunks && count > 0; c++, count--) dlrt__pdisk_prefetch(ps->disk, i, c);
+  }
+}
+
 /* The optimizer's update of parameter i on the host from its gradient's
  * host copy, scaled by grad_scale, and its 16-bit copy made anew (on the
- * host thread or the executor's). */
+ * host thread or the executor's). A state on disk is updated chunk by
+ * chunk from its slots (the update is elementwise: the same bits), the
+ * next chunks read ahead meanwhile, each written back behind. */
 static int apply_update(dlrt__pstream *ps, int i, float grad_scale) {
   streamed *p = &ps->p[i];
   dlrt_exec_t *e = ps->e;
   dlrt_optimizer now = e->g->opt;
   now.lr = e->lr;
   const dlrt_tensor_t *param = e->g->tensors[p->id];
-  float *state[2] = {p->host_state[0], p->host_state[1]};
-  int rc = DLRT_OK;
-  if (p->on_disk) {
-    /* Its state from its slot; the next ones on disk read ahead meanwhile. */
-    float *slot;
-    rc = dlrt__pdisk_get(ps->disk, i, &slot);
-    for (int k = ps->seq_pos[i] + 1; k < ps->n_seq && k <= ps->seq_pos[i] + 2; k++)
-      dlrt__pdisk_prefetch(ps->disk, ps->seq[k]);
-    if (rc < 0) return rc;
-    state[0] = slot, state[1] = p->n_state > 1 ? slot + param->numel : NULL;
-  }
-  rc = dlrt_host_optimizer_update(&now, e->steps, p->host, state[0], state[1], p->host_grad,
-                                  param->numel, !param->no_decay, grad_scale);
-  if (p->on_disk) {
-    int rc2 = dlrt__pdisk_put(ps->disk, i); /* written back behind the next updates */
-    if (rc == DLRT_OK) rc = rc2;
+  int decay = !param->no_decay, rc = DLRT_OK;
+  if (!p->on_disk) {
+    rc = dlrt_host_optimizer_update(&now, e->steps, p->host, p->host_state[0], p->host_state[1],
+                                    p->host_grad, param->numel, decay, grad_scale);
+  } else {
+    int chunks = dlrt__pdisk_chunks(ps->disk, i);
+    int64_t chunk = dlrt__pdisk_chunk(ps->disk);
+    for (int c = 0; c < chunks && rc == DLRT_OK; c++) {
+      float *slot;
+      int64_t count, at = (int64_t)c * chunk;
+      rc = dlrt__pdisk_get(ps->disk, i, c, &slot, &count);
+      /* One slot is updated, one written back: the others read ahead. */
+      read_ahead(ps, ps->seq_pos[i], c + 1, DLRT__PDISK_SLOTS - 2);
+      if (rc < 0) break;
+      rc = dlrt_host_optimizer_update(&now, e->steps, p->host + at, slot,
+                                      p->n_state > 1 ? slot + chunk : NULL, p->host_grad + at,
+                                      count, decay, grad_scale);
+      int rc2 = dlrt__pdisk_put(ps->disk, i, c); /* written back behind the next chunks */
+      if (rc == DLRT_OK) rc = rc2;
+    }
   }
   p->low_stale = 1;
   if (rc == DLRT_OK) rc = dlrt__pstream_make_low(ps, i);
@@ -259,7 +275,7 @@ void dlrt__pstream_plan_disk_reads(dlrt__pstream *ps) {
     if (ps->p[i].on_disk && !listed) ps->seq_pos[i] = ps->n_seq, ps->seq[ps->n_seq++] = i;
   }
   dlrt__pdisk_new_round(ps->disk);
-  for (int k = 0; k < ps->n_seq && k < 2; k++) dlrt__pdisk_prefetch(ps->disk, ps->seq[k]);
+  read_ahead(ps, 0, 0, DLRT__PDISK_SLOTS - 1);
 }
 
 /* Parameter i's state j, and where it is in its state on disk. */
@@ -273,6 +289,13 @@ int dlrt__pstream_state_on_disk(const dlrt__pstream *ps, int id, int *i, size_t 
   return 0;
 }
 
+/* A size for messages: KiB below a MiB, else MiB. */
+static const char *size_text(uint64_t bytes, char *buf, size_t n) {
+  if (bytes < (1u << 20)) snprintf(buf, n, "%.1f KiB", (double)bytes / 1024.0);
+  else snprintf(buf, n, "%.1f MiB", (double)bytes / 1048576.0);
+  return buf;
+}
+
 int dlrt_exec_param_state_limit(dlrt_exec_t *e, uint64_t host_bytes) {
   DLRT__CHECK_ARG(e, "dlrt_exec_param_state_limit: executor is NULL");
   dlrt__pstream *ps = e->pstream;
@@ -283,51 +306,33 @@ int dlrt_exec_param_state_limit(dlrt_exec_t *e, uint64_t host_bytes) {
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_param_state_limit: the state is on disk "
                            "already (call it once)");
   if (host_bytes == 0) return DLRT_OK;
-  enum { SLOTS = 3 }; /* one updated, one read ahead, one written back */
-  int n = ps->n, *by_size = malloc(sizeof(int) * (size_t)(n ? n : 1));
-  size_t *disk_bytes = calloc((size_t)(n ? n : 1), sizeof(size_t));
-  if (!by_size || !disk_bytes) {
-    free(by_size), free(disk_bytes);
+  int n = ps->n, *n_state = malloc(sizeof(int) * (size_t)(n ? n : 1));
+  int64_t *numel = calloc((size_t)(n ? n : 1), sizeof(int64_t));
+  char *on_disk = calloc((size_t)(n ? n : 1), 1);
+  if (!n_state || !numel || !on_disk) {
+    free(n_state), free(numel), free(on_disk);
     return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   }
-  /* Largest state first (insertion sort: a model's parameter count). */
-  for (int i = 0; i < n; i++) {
-    int k = i;
-    size_t b = ps->p[i].bytes * (size_t)ps->p[i].n_state;
-    while (k > 0 && ps->p[by_size[k - 1]].bytes * (size_t)ps->p[by_size[k - 1]].n_state < b)
-      by_size[k] = by_size[k - 1], k--;
-    by_size[k] = i;
+  for (int i = 0; i < n; i++)
+    numel[i] = (int64_t)(ps->p[i].bytes / sizeof(float)), n_state[i] = ps->p[i].n_state;
+  dlrt__param_disk_fit_t fit;
+  int rc = dlrt__param_disk_fit(n, numel, n_state, host_bytes, 0, &fit, on_disk);
+  if (rc == DLRT_OK && !fit.fits) {
+    char a[32], b[32], c[32];
+    rc = dlrt__set_error(DLRT_ERR_OOM, "--host-limit of %s (dlrt_exec_param_state_limit) is "
+                         "too small for the optimizer state of the streamed parameters (%s): "
+                         "its slots alone, %d chunks of %d elements of each state, take %s; "
+                         "give at least %s (%llu bytes)", size_text(host_bytes, a, sizeof a),
+                         size_text(fit.state_bytes, b, sizeof b), DLRT__PDISK_SLOTS,
+                         (int)DLRT__PDISK_CHUNK_LEAST, size_text(fit.least_host_bytes, c, sizeof c),
+                         c, (unsigned long long)fit.least_host_bytes);
   }
-  /* Each stays in host memory while it fits beside the slots for what goes
-   * to disk: those the size of the next one down until one goes, then of
-   * the largest that went. */
-  uint64_t host = 0, slot = 0;
-  for (int r = 0; r < n; r++) {
-    const streamed *p = &ps->p[by_size[r]];
-    uint64_t b = p->bytes * (uint64_t)p->n_state;
-    const streamed *q = r + 1 < n ? &ps->p[by_size[r + 1]] : NULL;
-    uint64_t next = q ? q->bytes * (uint64_t)q->n_state : 0;
-    uint64_t slots = SLOTS * (slot ? slot : next);
-    if (host + b + slots <= host_bytes) {
-      host += b;
-    } else {
-      disk_bytes[by_size[r]] = (size_t)b;
-      if (!slot) slot = b;
-    }
-  }
-  free(by_size);
-  if (slot && host + SLOTS * slot > host_bytes) {
-    free(disk_bytes);
-    return dlrt__set_error(DLRT_ERR_OOM, "--host-limit of %.1f MiB (dlrt_exec_param_state_limit) "
-                           "is too small for the optimizer state of the streamed parameters: "
-                           "%.1f MiB stay in host memory beside %d slots of %.1f MiB for the "
-                           "rest on disk; give at least %.1f MiB", (double)host_bytes / 1048576.0,
-                           (double)host / 1048576.0, SLOTS, (double)slot / 1048576.0,
-                           (double)(SLOTS * slot) / 1048576.0);
-  }
-  int rc = DLRT_OK;
-  if (slot) rc = dlrt__pdisk_create(n, disk_bytes, SLOTS, &ps->disk);
-  if (rc == DLRT_OK && slot &&
+  /* Only the state on disk in the file: numel 0 for the rest. */
+  for (int i = 0; i < n; i++)
+    if (!on_disk[i]) numel[i] = 0;
+  if (rc == DLRT_OK && fit.n_on_disk)
+    rc = dlrt__pdisk_create(n, numel, n_state, fit.chunk, DLRT__PDISK_SLOTS, &ps->disk);
+  if (rc == DLRT_OK && fit.n_on_disk &&
       (!(ps->seq = malloc(sizeof(int) * (size_t)n)) ||
        !(ps->seq_pos = calloc((size_t)n, sizeof(int)))))
     rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
@@ -335,7 +340,7 @@ int dlrt_exec_param_state_limit(dlrt_exec_t *e, uint64_t host_bytes) {
    * import) is written, and its host copies go. */
   for (int i = 0; i < n && rc == DLRT_OK; i++) {
     streamed *p = &ps->p[i];
-    if (!disk_bytes[i]) continue;
+    if (!on_disk[i]) continue;
     int nonzero = 0;
     for (int j = 0; j < p->n_state; j++)
       for (size_t k = 0; k < p->bytes / sizeof(float) && !nonzero; k++)
@@ -345,7 +350,7 @@ int dlrt_exec_param_state_limit(dlrt_exec_t *e, uint64_t host_bytes) {
     p->on_disk = 1;
     for (int j = 0; j < p->n_state; j++) dlrt_host_free(p->host_state[j]), p->host_state[j] = NULL;
   }
-  free(disk_bytes);
-  ps->state_host_bytes = host + (slot ? SLOTS * slot : 0);
+  free(n_state), free(numel), free(on_disk);
+  if (rc == DLRT_OK) ps->state_host_bytes = fit.host_bytes;
   return rc;
 }
