@@ -17,12 +17,20 @@
  * device holds fewer parameter bytes at once than the model has, and the
  * step's device peak is below the device run's. Evaluation runs stream
  * too; reads and writes of streamed parameters go to their host copies;
- * what streaming does not go with is refused, naming it. On every device
+ * what streaming does not go with is refused, naming it. The optimizer
+ * state past a host budget lives on disk (dlrt_exec_param_state_limit),
+ * through slots a chunk at a time: the same bits with SGD, Adam and AdamW,
+ * a state more than a third of the budget, chunks of 64 elements, bf16
+ * with accumulation and clipping; a budget below the least chunks' slots
+ * and a spill folder too small are refused, naming the least and the
+ * folder. On every device
  * present (tap_for_each_device).
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "dlrt.h"
 #include "tap.h"
@@ -56,6 +64,7 @@ typedef struct {
   int accum;
   float clip, loss_scale;
   uint64_t state_limit; /* streaming: the optimizer state's host budget (0: all there) */
+  int chunk_bytes;      /* DLRT_PARAM_DISK_CHUNK (0: its default) */
 } extras;
 
 static const extras plain = {DLRT_F32, 1, 0, 0, 0};
@@ -102,7 +111,13 @@ static int net_make_x(dlrt_device_t *dev, int gpt, dlrt_optimizer_kind kind, int
   if (ahead == 0) return DLRT_OK;
   /* ahead < 0: chosen by the executor after the first training run (0). */
   if ((rc = dlrt_exec_offload_params(n->e, ahead < 0 ? 0 : ahead)) < 0) return rc;
-  return x->state_limit ? dlrt_exec_param_state_limit(n->e, x->state_limit) : DLRT_OK;
+  if (!x->state_limit) return DLRT_OK;
+  char chunk[32];
+  snprintf(chunk, sizeof chunk, "%d", x->chunk_bytes);
+  if (x->chunk_bytes) setenv("DLRT_PARAM_DISK_CHUNK", chunk, 1);
+  rc = dlrt_exec_param_state_limit(n->e, x->state_limit);
+  unsetenv("DLRT_PARAM_DISK_CHUNK");
+  return rc;
 }
 
 static int net_make(dlrt_device_t *dev, int gpt, dlrt_optimizer_kind kind, int ahead, net *n) {
@@ -156,6 +171,19 @@ static unsigned char *net_state(net *n, size_t *bytes) {
   dlrt_safetensors_free(t, count, NULL);
   *bytes = total;
   return out;
+}
+
+/* The largest parameter's optimizer state, bytes (2 states for Adam, 1
+ * for SGD with momentum). */
+static uint64_t largest_state(net *n, dlrt_optimizer_kind kind) {
+  dlrt_host_tensor *t;
+  int count;
+  uint64_t most = 0;
+  if (dlrt_exec_export(n->e, 0, &t, &count) < 0) return 0;
+  for (int i = 0; i < count; i++)
+    if (t[i].bytes > most) most = t[i].bytes;
+  dlrt_safetensors_free(t, count, NULL);
+  return most * (kind == DLRT_OPT_SGD ? 1 : 2);
 }
 
 typedef struct {
@@ -238,6 +266,12 @@ static void run_config(dlrt_device_t *dev, const char *spec, const config *cf) {
   if (cf->ahead < 0)
     ok(st.ahead >= 1 && st.ahead <= 16, "%s, %s: the look-ahead chosen after the first step "
        "from its node times and the link: %d nodes", spec, cf->name, st.ahead);
+  if (x->state_limit && x->state_limit / 3 < largest_state(&n, cf->kind))
+    ok(st.state_host_bytes <= x->state_limit && st.state_disk_bytes >= largest_state(&n, cf->kind),
+       "%s, %s: the largest parameter's optimizer state, %llu bytes, more than a third of "
+       "the %llu-byte limit (three whole slots would not fit), streams through the disk in "
+       "chunks", spec, cf->name, (unsigned long long)largest_state(&n, cf->kind),
+       (unsigned long long)x->state_limit);
   if (x->state_limit)
     ok(st.state_host_bytes <= x->state_limit && st.state_disk_bytes > 0 &&
            st.disk_read_bytes > 0 && st.disk_written_bytes >= st.disk_read_bytes,
@@ -282,8 +316,18 @@ static void run_device(dlrt_device_t *dev, const char *spec, void *ctx) {
       {"gpt adam, look-ahead chosen", 1, DLRT_OPT_ADAM, -1, 0, {DLRT_F32, 1, 0, 0, 0}},
       {"gpt adamw, state on disk past 120 kB", 1, DLRT_OPT_ADAMW, 2, 0,
        {DLRT_F32, 1, 0, 0, 120000}},
-      {"mlp sgd, state on disk past 50 kB, at nodes", 0, DLRT_OPT_SGD, 1, 1,
-       {DLRT_F32, 1, 0, 0, 50000}},
+      {"mlp sgd, state on disk past 20 kB, at nodes", 0, DLRT_OPT_SGD, 1, 1,
+       {DLRT_F32, 1, 0, 0, 20000}},
+      /* Its 4096-element layers' Adam state (32 KiB each) is more than a
+       * third of the budget: it streams in chunks of 1024 elements. */
+      {"gpt adam, state on disk past 40 kB, in chunks", 1, DLRT_OPT_ADAM, 2, 0,
+       {DLRT_F32, 1, 0, 0, 40000}},
+      {"mlp adamw, state on disk past 24 kB, in chunks, at nodes", 0, DLRT_OPT_ADAMW, 1, 1,
+       {DLRT_F32, 1, 0, 0, 24000}},
+      /* Chunks of 64 elements (DLRT_PARAM_DISK_CHUNK=256 bytes): many
+       * chunks a tensor, the last one short where 64 does not divide it. */
+      {"gpt adam bf16, accum 2, clip, 64-element chunks", 1, DLRT_OPT_ADAM, 2, 0,
+       {DLRT_BF16, 2, 0.05f, 0, 120000, 256}},
       {"gpt adam bf16, accum 2, clip, state on disk", 1, DLRT_OPT_ADAM, 2, 0,
        {DLRT_BF16, 2, 0.05f, 0, 120000}},
   };
@@ -315,6 +359,33 @@ static void run_device(dlrt_device_t *dev, const char *spec, void *ctx) {
   is_status(dlrt_exec_run(n.e, DLRT_RUN_GRADIENTS), DLRT_ERR_STATE, "%s: streaming with "
             "DLRT_RUN_GRADIENTS (data parallelism) is refused: %s", spec, dlrt_last_error());
   ok(strstr(dlrt_last_error(), "DLRT_RUN_GRADIENTS") != NULL, "%s: the message names it", spec);
+  net_free(&n);
+  /* A host budget below the least that streams (the slots of 64-element
+   * chunks: 4 x 2 x 64 floats, 2 KiB) is refused, naming the least. */
+  const extras tiny = {DLRT_F32, 1, 0, 0, 1000, 0};
+  is_status(net_make_x(dev, 1, DLRT_OPT_ADAM, 2, &tiny, &n), DLRT_ERR_OOM, "%s: a --host-limit "
+            "of 1000 bytes is refused: %s", spec, dlrt_last_error());
+  ok(strstr(dlrt_last_error(), "give at least 2.0 KiB") != NULL, "%s: the message names the "
+     "least budget that works", spec);
+  net_free(&n);
+  /* A spill folder too small for the state on disk (a 16 KiB file-size
+   * limit, as a full disk) fails at once, naming the folder. */
+  struct rlimit was, small;
+  getrlimit(RLIMIT_FSIZE, &was);
+  small = was;
+  small.rlim_cur = 16384;
+  signal(SIGXFSZ, SIG_IGN);
+  setenv("DLRT_SPILL_DIR", dir, 1);
+  setrlimit(RLIMIT_FSIZE, &small);
+  const extras some = {DLRT_F32, 1, 0, 0, 40000, 0};
+  int rc = net_make_x(dev, 1, DLRT_OPT_ADAM, 2, &some, &n);
+  setrlimit(RLIMIT_FSIZE, &was);
+  unsetenv("DLRT_SPILL_DIR");
+  is_status(rc, DLRT_ERR_IO, "%s: a spill folder too small for the state on disk fails "
+            "before the first step: %s", spec, dlrt_last_error());
+  char full[128];
+  snprintf(full, sizeof full, "the spill directory %s is full", dir);
+  ok(strstr(dlrt_last_error(), full) != NULL, "%s: the message names the folder", spec);
   net_free(&n);
   if (tap_check(net_make(dev, 0, DLRT_OPT_ADAM, 0, &n), "%s: an mlp spilling", spec)) {
     dlrt_spill_config sc = {.device_budget = 1 << 20, .prefetch = 2};

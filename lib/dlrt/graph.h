@@ -581,15 +581,17 @@ DLRT_API int dlrt_exec_spill_decision(dlrt_exec_t *e, int index, dlrt_spill_deci
 DLRT_API int dlrt_exec_offload_params(dlrt_exec_t *e, int ahead);
 /* With parameters streamed (dlrt_exec_offload_params): the optimizer state
  * in host memory bounded by `host_bytes`. The state of the largest
- * parameters stays there while it fits beside three slots the size of the
- * largest state that does not; the rest lives in the spill file
- * ($DLRT_SPILL_DIR, else $TMPDIR or /tmp; its slots reserved now, so a
- * folder too small fails here naming it), read into a slot ahead of its
- * update by an I/O thread, in the order the updates come, and written back
- * behind it. Masters, 16-bit copies and gradient copies stay in host
- * memory. The same results bit for bit. 0: all of it in host memory. Call
- * before the first run; DLRT_ERR_OOM naming the least budget that would
- * do when the slots alone do not fit. */
+ * parameters stays there while it fits beside four slots; the rest lives
+ * in the spill file ($DLRT_SPILL_DIR, else $TMPDIR or /tmp; all of it
+ * reserved now, so a folder too small fails here naming it) and passes
+ * through the slots a chunk at a time (a chunk of each of its states: at
+ * most DLRT_PARAM_DISK_CHUNK bytes of one state, default 16 MiB, halved
+ * until the slots fit, at least 64 elements): read ahead of its update by
+ * an I/O thread, in the order the updates come, and written back behind
+ * it. Masters, 16-bit copies and gradient copies stay in host memory. The
+ * same results bit for bit. 0: all of it in host memory. Call before the
+ * first run; DLRT_ERR_OOM naming the least budget that would do when the
+ * slots of the least chunks do not fit. */
 DLRT_API int dlrt_exec_param_state_limit(dlrt_exec_t *e, uint64_t host_bytes);
 typedef struct {
   int params_streamed;        /* parameters on the host */

@@ -1,19 +1,24 @@
 /* param_disk.c — streamed parameters' optimizer state on disk, behind a
- * host budget (param_stream.c, dlrt_exec_param_state_limit): each such
- * parameter's state (Adam's two moments, SGD's momentum: n_state x its
- * bytes) has a slot in the spill file (disk.h), reserved at once, and is in
- * host memory only in one of a few slots around its update: read ahead by
- * an I/O thread in the order the updates will come, updated in place, then
- * written back by the same thread while later updates run. A slot written
- * back stays readable (clean) until another parameter needs it. A slot
- * never written reads as zeros: the optimizer's initial state. */
+ * host budget (param_disk.h; param_stream_host.c,
+ * dlrt_exec_param_state_limit): each such parameter's state (Adam's two
+ * moments, SGD's momentum: n_state x its elements) has its place in the
+ * spill file (disk.h), reserved at once, state after state, and is in host
+ * memory only a chunk at a time, in one of a few slots around its update:
+ * read ahead by an I/O thread in the order the updates will come, updated
+ * in place, then written back by the same thread while later chunks are
+ * updated. So the budget needs a few chunks, not whole tensors (gpt2-medium's
+ * embedding alone has 412 MB of Adam state). A slot written back stays
+ * readable (clean) until another chunk needs it. A chunk never written
+ * reads as zeros: the optimizer's initial state. The update is elementwise,
+ * so chunks give the same bits as one whole-tensor update. Which
+ * parameters go there, and the chunk: param_disk_fit.c. */
 #include "config.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec/param_stream.h"
+#include "exec/param_disk.h"
 #include "mem/disk.h"
 #include "util/clock.h"
 #include "util/status.h"
@@ -21,19 +26,24 @@
 enum { SLOT_FREE, SLOT_READING, SLOT_READY, SLOT_IN_USE, SLOT_WRITING };
 
 typedef struct {
-  int owner; /* parameter, -1: none */
+  int owner; /* a chunk (an index among all parameters' chunks), -1: none */
   int state;
   uint64_t last; /* when it was last handed out (least recently used goes first) */
-  float *buf;
+  float *buf;    /* n_state x chunk floats: state j at buf + j * chunk */
 } slot;
 
 struct dlrt__pdisk {
   int n;
-  size_t *bytes;   /* per parameter: its state's bytes, 0: in host memory */
-  int64_t *offset; /* its slot in the file */
-  char *written;   /* its slot holds data (else zeros) */
-  int *slot_of;    /* -1: in no host slot */
-  uint64_t *used;  /* the round in which it was last handed out */
+  int64_t *numel;  /* per parameter: its elements, 0: state in host memory */
+  int *n_state;
+  int64_t *offset; /* its states in the file, one after the other */
+  int *first;      /* its chunks: first[i] .. first[i + 1] - 1 */
+  int *param_of;   /* per chunk: its parameter */
+  int n_chunks;
+  int64_t chunk;   /* elements of each state per chunk */
+  char *written;   /* per chunk: its place holds data (else zeros) */
+  int *slot_of;    /* per chunk: -1, in no host slot */
+  uint64_t *used;  /* per chunk: the round in which it was last handed out */
   uint64_t round, clock;
   int n_slots;
   slot *s;
@@ -48,6 +58,34 @@ struct dlrt__pdisk {
   dlrt__pdisk_stats st;
 };
 
+/* Chunk q's parameter i, its first element and its element count. */
+static int64_t chunk_span(const dlrt__pdisk *d, int q, int *i, int64_t *at) {
+  *i = d->param_of[q];
+  *at = (int64_t)(q - d->first[*i]) * d->chunk;
+  int64_t left = d->numel[*i] - *at;
+  return left < d->chunk ? left : d->chunk;
+}
+
+/* Chunk q between its slot's buffer and the file (each state's part). */
+static int chunk_io(dlrt__pdisk *d, int q, float *buf, int write) {
+  int i;
+  int64_t at, count = chunk_span(d, q, &i, &at);
+  int rc = DLRT_OK;
+  for (int j = 0; j < d->n_state[i] && rc == DLRT_OK; j++) {
+    int64_t where = d->offset[i] + ((int64_t)j * d->numel[i] + at) * 4;
+    float *mine = buf + (int64_t)j * d->chunk;
+    rc = write ? dlrt__disk_write(&d->disk, where, mine, (size_t)count * 4)
+               : dlrt__disk_read(&d->disk, where, mine, (size_t)count * 4);
+  }
+  return rc;
+}
+
+static uint64_t chunk_bytes(const dlrt__pdisk *d, int q) {
+  int i;
+  int64_t at, count = chunk_span(d, q, &i, &at);
+  return (uint64_t)count * (uint64_t)d->n_state[i] * 4u;
+}
+
 static void *io_main(void *arg) {
   dlrt__pdisk *d = arg;
   pthread_mutex_lock(&d->lock);
@@ -55,21 +93,20 @@ static void *io_main(void *arg) {
     while (!d->stop && d->head == d->tail) pthread_cond_wait(&d->work, &d->lock);
     if (d->head == d->tail) break;
     slot *x = &d->s[d->queue[d->head++ % d->n_slots]];
-    int i = x->owner, write = x->state == SLOT_WRITING, was_written = d->written[i];
+    int q = x->owner, write = x->state == SLOT_WRITING, was_written = d->written[q];
     pthread_mutex_unlock(&d->lock);
     double t0 = dlrt__now_ms();
     int rc = DLRT_OK;
-    if (write) rc = dlrt__disk_write(&d->disk, d->offset[i], x->buf, d->bytes[i]);
-    else if (was_written) rc = dlrt__disk_read(&d->disk, d->offset[i], x->buf, d->bytes[i]);
-    else memset(x->buf, 0, d->bytes[i]);
+    if (write || was_written) rc = chunk_io(d, q, x->buf, write);
+    else memset(x->buf, 0, sizeof(float) * (size_t)d->chunk * (size_t)d->n_state[d->param_of[q]]);
     double ms = dlrt__now_ms() - t0;
     pthread_mutex_lock(&d->lock);
     if (rc < 0 && !d->failed) {
       d->failed = 1;
       snprintf(d->error, sizeof d->error, "%s", dlrt_last_error());
     }
-    if (write) d->written[i] = 1, d->st.written_bytes += d->bytes[i], d->st.write_ms += ms;
-    else if (was_written) d->st.read_bytes += d->bytes[i], d->st.read_ms += ms;
+    if (write) d->written[q] = 1, d->st.written_bytes += chunk_bytes(d, q), d->st.write_ms += ms;
+    else if (was_written) d->st.read_bytes += chunk_bytes(d, q), d->st.read_ms += ms;
     x->state = SLOT_READY; /* clean either way: readable until it is needed elsewhere */
     pthread_cond_broadcast(&d->changed);
   }
@@ -88,9 +125,9 @@ static void queue_io(dlrt__pdisk *d, int k) {
   pthread_cond_signal(&d->work);
 }
 
-/* A slot parameter i may take, or -1: a free one, else the least recently
- * used clean one (for a read ahead, only one whose parameter was handed out
- * this round already: it will not be needed again before the next). */
+/* A slot chunk may take, or -1: a free one, else the least recently used
+ * clean one (for a read ahead, only one whose chunk was handed out this
+ * round already: it will not be needed again before the next). */
 static int slot_for(dlrt__pdisk *d, int ahead) {
   int best = -1;
   for (int k = 0; k < d->n_slots; k++) {
@@ -102,26 +139,43 @@ static int slot_for(dlrt__pdisk *d, int ahead) {
   return best;
 }
 
-/* Starts reading parameter i's state into slot k; lock held. */
-static void start_read(dlrt__pdisk *d, int i, int k) {
+/* Starts reading chunk q into slot k; lock held. */
+static void start_read(dlrt__pdisk *d, int q, int k) {
   slot *x = &d->s[k];
   if (x->owner >= 0) d->slot_of[x->owner] = -1;
-  x->owner = i, x->state = SLOT_READING;
-  d->slot_of[i] = k;
+  x->owner = q, x->state = SLOT_READING;
+  d->slot_of[q] = k;
   queue_io(d, k);
 }
 
-void dlrt__pdisk_prefetch(dlrt__pdisk *d, int i) {
-  if (!d || i < 0 || i >= d->n || !d->bytes[i]) return;
+/* Chunk c of parameter i, or -1. */
+static int chunk_of(const dlrt__pdisk *d, int i, int c) {
+  if (!d || i < 0 || i >= d->n || c < 0 || c >= d->first[i + 1] - d->first[i]) return -1;
+  return d->first[i] + c;
+}
+
+int dlrt__pdisk_chunks(const dlrt__pdisk *d, int i) {
+  return d && i >= 0 && i < d->n ? d->first[i + 1] - d->first[i] : 0;
+}
+
+int64_t dlrt__pdisk_chunk(const dlrt__pdisk *d) { return d ? d->chunk : 0; }
+
+void dlrt__pdisk_prefetch(dlrt__pdisk *d, int i, int c) {
+  int q = chunk_of(d, i, c);
+  if (q < 0) return;
   pthread_mutex_lock(&d->lock);
-  if (d->slot_of[i] < 0) {
+  if (d->slot_of[q] < 0) {
     int k = slot_for(d, 1);
-    if (k >= 0) start_read(d, i, k), d->st.prefetches++;
+    if (k >= 0) start_read(d, q, k), d->st.prefetches++;
   }
   pthread_mutex_unlock(&d->lock);
 }
 
-int dlrt__pdisk_get(dlrt__pdisk *d, int i, float **state) {
+int dlrt__pdisk_get(dlrt__pdisk *d, int i, int c, float **state, int64_t *count) {
+  int q = chunk_of(d, i, c);
+  if (q < 0)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "optimizer state on disk: parameter %d has "
+                           "no chunk %d there", i, c);
   double t0 = dlrt__now_ms();
   pthread_mutex_lock(&d->lock);
   int rc = DLRT_OK;
@@ -130,29 +184,34 @@ int dlrt__pdisk_get(dlrt__pdisk *d, int i, float **state) {
       rc = failed(d);
       break;
     }
-    int k = d->slot_of[i];
+    int k = d->slot_of[q];
     if (k >= 0 && d->s[k].state == SLOT_READY) {
       d->s[k].state = SLOT_IN_USE;
       d->s[k].last = ++d->clock;
-      d->used[i] = d->round;
+      d->used[q] = d->round;
       *state = d->s[k].buf;
+      int p;
+      int64_t at;
+      *count = chunk_span(d, q, &p, &at);
       break;
     }
     if (k < 0 && (k = slot_for(d, 0)) >= 0) {
-      start_read(d, i, k);
+      start_read(d, q, k);
       d->st.misses++;
       continue;
     }
     pthread_cond_wait(&d->changed, &d->lock); /* a read or a write to finish */
   }
-  pthread_mutex_unlock(&d->lock);
   d->st.wait_ms += dlrt__now_ms() - t0;
+  pthread_mutex_unlock(&d->lock);
   return rc;
 }
 
-int dlrt__pdisk_put(dlrt__pdisk *d, int i) {
+int dlrt__pdisk_put(dlrt__pdisk *d, int i, int c) {
+  int q = chunk_of(d, i, c);
+  if (q < 0) return DLRT_OK;
   pthread_mutex_lock(&d->lock);
-  int k = d->slot_of[i], rc = d->failed ? failed(d) : DLRT_OK;
+  int k = d->slot_of[q], rc = d->failed ? failed(d) : DLRT_OK;
   if (k >= 0 && d->s[k].state == SLOT_IN_USE) {
     d->s[k].state = SLOT_WRITING;
     queue_io(d, k);
@@ -179,37 +238,63 @@ static void idle(dlrt__pdisk *d) {
   }
 }
 
+/* Bytes [at, at + bytes) of parameter i's states (one after the other) to
+ * or from the file, chunk by chunk: a chunk never written reads as zeros,
+ * and is zeroed first where a write covers only part of it. A slot holding
+ * a chunk written here is dropped (the file is newer). Lock held, idle. */
+static int range_io(dlrt__pdisk *d, int i, size_t at, char *buf, size_t bytes, int write) {
+  size_t state_bytes = (size_t)d->numel[i] * 4, chunk_b = (size_t)d->chunk * 4;
+  float *zeros = NULL;
+  int rc = DLRT_OK;
+  for (size_t done = 0; done < bytes && rc == DLRT_OK;) {
+    size_t pos = at + done, j = pos / state_bytes, in_state = pos % state_bytes;
+    int q = d->first[i] + (int)(in_state / chunk_b);
+    size_t chunk_end = (size_t)(q - d->first[i]) * chunk_b + chunk_b;
+    if (chunk_end > state_bytes) chunk_end = state_bytes;
+    size_t take = chunk_end - in_state < bytes - done ? chunk_end - in_state : bytes - done;
+    int64_t where = d->offset[i] + (int64_t)(j * state_bytes + in_state);
+    if (!write) {
+      if (d->written[q]) rc = dlrt__disk_read(&d->disk, where, buf + done, take);
+      else memset(buf + done, 0, take);
+    } else {
+      if (!d->written[q]) {
+        /* Zeros in every state's part of the chunk first: it is written now. */
+        int p;
+        int64_t first, count = chunk_span(d, q, &p, &first);
+        if (!zeros && !(zeros = calloc((size_t)d->chunk, sizeof(float))))
+          rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+        for (int s = 0; s < d->n_state[i] && rc == DLRT_OK; s++)
+          rc = dlrt__disk_write(&d->disk, d->offset[i] + ((int64_t)s * d->numel[i] + first) * 4,
+                                zeros, (size_t)count * 4);
+        if (rc == DLRT_OK) d->written[q] = 1;
+      }
+      if (rc == DLRT_OK) rc = dlrt__disk_write(&d->disk, where, buf + done, take);
+      if (rc == DLRT_OK) d->st.written_bytes += take;
+      int k = d->slot_of[q];
+      if (k >= 0) d->slot_of[q] = -1, d->s[k].owner = -1, d->s[k].state = SLOT_FREE;
+    }
+    done += take;
+  }
+  free(zeros);
+  return rc;
+}
+
 int dlrt__pdisk_io(dlrt__pdisk *d, int i, size_t at, void *buf, size_t bytes, int write) {
   pthread_mutex_lock(&d->lock);
   idle(d);
-  int rc = d->failed ? failed(d) : DLRT_OK, k = d->slot_of[i];
-  if (rc == DLRT_OK && k >= 0) {
-    /* Its slot is current: read there, or write there and to disk. */
-    char *mine = (char *)d->s[k].buf + at;
-    if (!write) memcpy(buf, mine, bytes);
-    else memcpy(mine, buf, bytes);
-  }
-  if (rc == DLRT_OK && write) {
-    /* The whole state to disk: from the slot, or the untouched rest read
-     * first (zeros where never written). */
-    float *whole = k >= 0 ? d->s[k].buf : malloc(d->bytes[i]);
-    if (!whole) rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
-    else if (k < 0 && d->written[i])
-      rc = dlrt__disk_read(&d->disk, d->offset[i], whole, d->bytes[i]);
-    else if (k < 0) memset(whole, 0, d->bytes[i]);
-    if (rc == DLRT_OK && k < 0) memcpy((char *)whole + at, buf, bytes);
-    if (rc == DLRT_OK) rc = dlrt__disk_write(&d->disk, d->offset[i], whole, d->bytes[i]);
-    if (rc == DLRT_OK) d->written[i] = 1, d->st.written_bytes += d->bytes[i];
-    if (k < 0) free(whole);
-  } else if (rc == DLRT_OK && k < 0) {
-    if (d->written[i]) rc = dlrt__disk_read(&d->disk, d->offset[i] + (int64_t)at, buf, bytes);
-    else memset(buf, 0, bytes);
-  }
+  int rc = d->failed ? failed(d) : DLRT_OK;
+  size_t whole = (size_t)d->numel[i] * 4 * (size_t)d->n_state[i];
+  if (rc == DLRT_OK && (at > whole || bytes > whole - at))
+    rc = dlrt__set_error(DLRT_ERR_INVALID_ARG, "optimizer state on disk: bytes %zu..%zu are "
+                         "past parameter %d's %zu", at, at + bytes, i, whole);
+  /* Every slot is clean now (the file holds what it holds). */
+  if (rc == DLRT_OK) rc = range_io(d, i, at, buf, bytes, write);
   pthread_mutex_unlock(&d->lock);
   return rc;
 }
 
-int dlrt__pdisk_create(int n, const size_t *bytes, int n_slots, dlrt__pdisk **out) {
+int dlrt__pdisk_create(int n, const int64_t *numel, const int *n_state, int64_t chunk,
+                       int n_slots, dlrt__pdisk **out) {
   *out = NULL;
   dlrt__pdisk *d = calloc(1, sizeof *d);
   size_t nn = (size_t)(n ? n : 1);
@@ -217,33 +302,50 @@ int dlrt__pdisk_create(int n, const size_t *bytes, int n_slots, dlrt__pdisk **ou
   d->n = n, d->n_slots = n_slots;
   pthread_mutex_init(&d->lock, NULL);
   pthread_cond_init(&d->work, NULL), pthread_cond_init(&d->changed, NULL);
-  d->bytes = calloc(nn, sizeof *d->bytes);
+  d->numel = calloc(nn, sizeof *d->numel);
+  d->n_state = calloc(nn, sizeof *d->n_state);
   d->offset = calloc(nn, sizeof *d->offset);
-  d->written = calloc(nn, 1);
-  d->slot_of = malloc(nn * sizeof *d->slot_of);
-  d->used = calloc(nn, sizeof *d->used);
+  d->first = calloc(nn + 1, sizeof *d->first);
   d->s = calloc((size_t)n_slots, sizeof *d->s);
   d->queue = calloc((size_t)n_slots, sizeof *d->queue);
   int rc = DLRT_OK;
-  if (!d->bytes || !d->offset || !d->written || !d->slot_of || !d->used || !d->s || !d->queue)
+  if (!d->numel || !d->n_state || !d->offset || !d->first || !d->s || !d->queue)
     rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
-  size_t largest = 0;
+  int64_t largest = 0;
+  int most_states = 1;
+  for (int i = 0; i < n && rc == DLRT_OK; i++)
+    if (numel[i] > largest) largest = numel[i];
+  d->chunk = chunk < largest ? chunk : largest;
+  if (d->chunk < 1) d->chunk = 1;
   for (int i = 0; i < n && rc == DLRT_OK; i++) {
-    d->slot_of[i] = -1;
-    d->bytes[i] = bytes[i];
-    if (bytes[i] > largest) largest = bytes[i];
+    d->numel[i] = numel[i];
+    d->n_state[i] = numel[i] ? n_state[i] : 0;
+    if (d->n_state[i] > most_states) most_states = d->n_state[i];
+    d->first[i + 1] = d->first[i] + (int)((numel[i] + d->chunk - 1) / d->chunk);
   }
-  d->round = 1; /* parameters never handed out are not this round's */
+  d->n_chunks = rc == DLRT_OK ? d->first[n] : 0;
+  size_t nq = (size_t)(d->n_chunks ? d->n_chunks : 1);
+  if (rc == DLRT_OK &&
+      (!(d->param_of = malloc(nq * sizeof *d->param_of)) || !(d->written = calloc(nq, 1)) ||
+       !(d->slot_of = malloc(nq * sizeof *d->slot_of)) || !(d->used = calloc(nq, sizeof *d->used))))
+    rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  for (int i = 0; i < n && rc == DLRT_OK; i++)
+    for (int q = d->first[i]; q < d->first[i + 1]; q++) d->param_of[q] = i, d->slot_of[q] = -1;
+  d->round = 1; /* chunks never handed out are not this round's */
+  size_t slot_floats = (size_t)d->chunk * (size_t)most_states;
   for (int k = 0; k < n_slots && rc == DLRT_OK; k++) {
     d->s[k].owner = -1;
-    if (!(d->s[k].buf = malloc(largest ? largest : 4)))
+    if (!(d->s[k].buf = malloc(slot_floats * sizeof(float))))
       rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory: %d slots of %.1f MiB for the "
-                           "optimizer state on disk", n_slots, (double)largest / 1048576.0);
+                           "optimizer state on disk", n_slots,
+                           (double)(slot_floats * sizeof(float)) / 1048576.0);
   }
-  /* Every slot in the file reserved now: a folder too small fails here. */
+  /* Every state's place in the file reserved now: a folder too small fails here. */
   if (rc == DLRT_OK) rc = dlrt__disk_open(&d->disk);
   for (int i = 0; i < n && rc == DLRT_OK; i++)
-    if (bytes[i]) rc = dlrt__disk_reserve(&d->disk, bytes[i], &d->offset[i]);
+    if (numel[i])
+      rc = dlrt__disk_reserve(&d->disk, (size_t)numel[i] * 4 * (size_t)d->n_state[i],
+                              &d->offset[i]);
   if (rc == DLRT_OK && pthread_create(&d->thread, NULL, io_main, d) != 0)
     rc = dlrt__set_error(DLRT_ERR_OOM, "cannot start the optimizer state's disk thread");
   if (rc == DLRT_OK) d->started = 1;
@@ -252,7 +354,7 @@ int dlrt__pdisk_create(int n, const size_t *bytes, int n_slots, dlrt__pdisk **ou
     return rc;
   }
   d->st.disk_bytes = (uint64_t)d->disk.end;
-  d->st.slot_bytes = (uint64_t)largest * (uint64_t)n_slots;
+  d->st.slot_bytes = (uint64_t)slot_floats * sizeof(float) * (uint64_t)n_slots;
   *out = d;
   return DLRT_OK;
 }
@@ -270,7 +372,8 @@ void dlrt__pdisk_destroy(dlrt__pdisk *d) {
   dlrt__disk_close(&d->disk);
   pthread_mutex_destroy(&d->lock);
   pthread_cond_destroy(&d->work), pthread_cond_destroy(&d->changed);
-  free(d->bytes), free(d->offset), free(d->written), free(d->slot_of), free(d->used);
+  free(d->numel), free(d->n_state), free(d->offset), free(d->first), free(d->param_of);
+  free(d->written), free(d->slot_of), free(d->used);
   free(d->s), free(d->queue);
   free(d);
 }

@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "dlrt.h"
+#include "exec/param_disk.h"
 
 typedef struct dlrt__pstream dlrt__pstream;
 typedef struct dlrt__residency dlrt__residency;
@@ -41,28 +42,7 @@ int dlrt__pstream_io(dlrt_exec_t *e, dlrt_tensor_t *t, void *host, size_t bytes,
 int dlrt__pstream_accumulate(dlrt_exec_t *e);
 int dlrt__pstream_gradients_total(dlrt_exec_t *e, int squared, float *out);
 
-/* param_disk.c: the optimizer state of some streamed parameters on disk
- * (n parameters, bytes[i] of state each, 0: not on disk), in host memory
- * only in one of n_slots slots around its update. prefetch starts reading
- * parameter i's state ahead (where a slot is free, or holds a state already
- * handed out this round); get hands it out (reading it now if need be);
- * put writes it back behind (its slot stays readable); new_round starts a
- * run's updates; io reads or writes `bytes` at `at` of it (a checkpoint). */
-typedef struct dlrt__pdisk dlrt__pdisk;
-typedef struct {
-  uint64_t disk_bytes, slot_bytes;   /* reserved in the file; the slots' host memory */
-  uint64_t read_bytes, written_bytes;
-  uint64_t prefetches, misses;       /* reads started ahead; reads an update waited for */
-  double read_ms, write_ms, wait_ms; /* the I/O thread's; an update's waiting */
-} dlrt__pdisk_stats;
-int dlrt__pdisk_create(int n, const size_t *bytes, int n_slots, dlrt__pdisk **out);
-void dlrt__pdisk_destroy(dlrt__pdisk *d);
-void dlrt__pdisk_prefetch(dlrt__pdisk *d, int i);
-int dlrt__pdisk_get(dlrt__pdisk *d, int i, float **state);
-int dlrt__pdisk_put(dlrt__pdisk *d, int i);
-void dlrt__pdisk_new_round(dlrt__pdisk *d);
-int dlrt__pdisk_io(dlrt__pdisk *d, int i, size_t at, void *buf, size_t bytes, int write);
-void dlrt__pdisk_stats_get(dlrt__pdisk *d, dlrt__pdisk_stats *out);
+/* param_disk.h: the optimizer state of some streamed parameters on disk. */
 
 /* param_ahead.c: the look-ahead (1 .. max_ahead) whose step, replayed on
  * a model of the copy engine and the kernels (node_ms[k], and fetch_ms[(a -
