@@ -304,16 +304,16 @@ static void check_streaming(void) {
  * it at the machine's disk figures (param_disk.c's rules replayed). */
 static void check_disk(void) {
   /* Four 16 x 16 layers and a head: SGD's momentum of each square weight
-   * is 1024 B, the head's 640 B, the biases' 64 B (40 B the head's). Under
-   * 4064 B the four squares go to disk (each would need 1024 B beside
-   * three slots of 1024 B: 4096 B), the rest (936 B) stays beside the
-   * slots (3072 B). */
+   * is 1024 B, the head's 640 B, the biases' 64 B (40 B the head's), 5032 B
+   * in all. Under 3000 B the runtime's rule (dlrt__param_disk_fit) takes
+   * chunks of 128 elements, four slots of 512 B (2048 B): no square fits
+   * beside them, so the four go to disk, and the rest (936 B) stays. */
   const char *model = tap_join(dir, "deep.model");
   tap_write_text(model, "linear 16\nrelu\nlinear 16\nrelu\nlinear 16\nrelu\nlinear 16\n"
                         "relu\nlinear 10\n");
   dlrt_trainer_config cfg = regression(model);
   cfg.spill.policy = DLRT_OFFLOAD_PARAMS;
-  cfg.spill.host_budget = 4064;
+  cfg.spill.host_budget = 3000;
   dlrt_machine m;
   /* Only the disk costs: 1 MB/s to read, 0.5 MB/s to write. */
   dlrt_machine_load(machine_file("disk", "matmul_fp32 = 1e30\nvector_fp32 = 1e30\n"
@@ -331,7 +331,7 @@ static void check_disk(void) {
          p.disk_written_bytes == 4096 && p.disk_read_bytes % 1024 == 0 &&
          p.disk_read_bytes > 0 && p.disk_read_bytes <= 4096 && near(p.disk_s, disk_s, 1e-9) &&
          strstr(p.copies_from, "state on disk"),
-     "4064 B of host budget: the 4 square layers' 4096 B of state on disk, each written back "
+     "3000 B of host budget: the 4 square layers' 4096 B of state on disk, each written back "
      "once a step (4096 B at 0.5 MB/s) and %llu B read ahead (at 1 MB/s): %g s of disk, "
      "got %g (%s)", (unsigned long long)p.disk_read_bytes, disk_s, p.disk_s,
      rc ? dlrt_last_error() : p.copies_from);
@@ -357,11 +357,13 @@ static void check_disk(void) {
          strstr(q.copies_from, "no disk figures"),
      "no disk figures: 4 states on disk, their time not replayed (%s)",
      rc ? dlrt_last_error() : q.copies_from);
-  /* A budget the slots alone exceed is refused, as the runtime refuses it. */
-  cfg.spill.host_budget = 3000;
+  /* A budget below the least chunks' slots (4 of 64 elements: 1024 B) is
+   * refused, as the runtime refuses it. */
+  cfg.spill.host_budget = 1000;
   rc = dlrt_simulate_step(&cfg, 1, 4, 4, 10, &m, NULL, &q);
-  ok(rc == DLRT_ERR_OOM && strstr(dlrt_last_error(), "3 slots"),
-     "a host budget of 3000 B, under three slots of 1024 B, is refused: %s", dlrt_last_error());
+  ok(rc == DLRT_ERR_OOM && strstr(dlrt_last_error(), "give at least 0.001 MiB"),
+     "a host budget of 1000 B, under four slots of 64 elements (1024 B), is refused: %s",
+     dlrt_last_error());
 }
 
 int main(void) {

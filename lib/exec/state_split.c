@@ -9,61 +9,41 @@
 #include "exec/state_split.h"
 #include "util/status.h"
 
-typedef struct {
-  uint64_t bytes;
-  int index;
-} sized;
-
-/* Largest first, ties in index order: the runtime's stable insertion sort. */
-static int by_size(const void *a, const void *b) {
-  const sized *x = a, *y = b;
-  if (x->bytes != y->bytes) return x->bytes < y->bytes ? 1 : -1;
-  return (x->index > y->index) - (x->index < y->index);
-}
-
-int dlrt__state_split_make(int n, const uint64_t *bytes, uint64_t budget, char *disk,
-                           dlrt__state_split *out) {
+int dlrt__state_split_make(int n, const uint64_t *bytes, const int *n_state, uint64_t budget,
+                           char *disk, dlrt__state_split *out) {
   memset(out, 0, sizeof *out);
   out->fits = 1;
   if (disk) memset(disk, 0, (size_t)(n > 0 ? n : 0));
   if (n <= 0) return DLRT_OK;
-  if (budget == 0) {
-    for (int i = 0; i < n; i++) out->host_bytes += bytes[i];
-    return DLRT_OK;
-  }
-  sized *order = malloc(sizeof *order * (size_t)n);
-  if (!order) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
-  for (int i = 0; i < n; i++) order[i] = (sized){bytes[i], i};
-  qsort(order, (size_t)n, sizeof *order, by_size);
-  uint64_t host = 0, slot = 0;
-  for (int r = 0; r < n; r++) {
-    uint64_t b = order[r].bytes, next = r + 1 < n ? order[r + 1].bytes : 0;
-    uint64_t slots = DLRT__STATE_SLOTS * (slot ? slot : next);
-    if (host + b + slots <= budget) {
-      host += b;
-      continue;
-    }
-    if (disk) disk[order[r].index] = 1;
-    out->disk_bytes += b;
-    out->on_disk++;
-    if (!slot) slot = b;
-  }
-  free(order);
-  out->host_bytes = host;
-  out->slot_bytes = slot;
-  out->fits = !slot || host + DLRT__STATE_SLOTS * slot <= budget;
+  int64_t *numel = malloc(sizeof *numel * (size_t)n);
+  if (!numel) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  for (int i = 0; i < n; i++)
+    numel[i] = (int64_t)(bytes[i] / ((uint64_t)n_state[i] * sizeof(float)));
+  dlrt__param_disk_fit_t fit;
+  int rc = dlrt__param_disk_fit(n, numel, n_state, budget, 0, &fit, disk);
+  free(numel);
+  if (rc < 0) return rc;
+  out->fits = fit.fits;
+  out->on_disk = fit.n_on_disk;
+  out->n_slots = fit.n_slots;
+  out->slot_bytes = fit.n_slots ? fit.slot_bytes / (uint64_t)fit.n_slots : 0;
+  out->host_bytes = fit.host_bytes - fit.slot_bytes;
+  out->disk_bytes = fit.disk_bytes;
+  out->least_host_bytes = fit.least_host_bytes;
   return DLRT_OK;
 }
 
-int dlrt__streamed_states(const dlrt_graph_t *g, int *n, int **id, uint64_t **bytes) {
-  *n = 0, *id = NULL, *bytes = NULL;
+int dlrt__streamed_states(const dlrt_graph_t *g, int *n, int **id, uint64_t **bytes,
+                          int **n_state) {
+  *n = 0, *id = NULL, *bytes = NULL, *n_state = NULL;
   size_t cap = (size_t)(g->n_nodes ? g->n_nodes : 1);
   char *seen = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), 1);
   *id = malloc(sizeof **id * cap);
   *bytes = malloc(sizeof **bytes * cap);
-  if (!seen || !*id || !*bytes) {
-    free(seen), free(*id), free(*bytes);
-    *id = NULL, *bytes = NULL;
+  *n_state = malloc(sizeof **n_state * cap);
+  if (!seen || !*id || !*bytes || !*n_state) {
+    free(seen), free(*id), free(*bytes), free(*n_state);
+    *id = NULL, *bytes = NULL, *n_state = NULL;
     return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   }
   for (int k = 0; k < g->n_nodes; k++) {
@@ -75,6 +55,7 @@ int dlrt__streamed_states(const dlrt_graph_t *g, int *n, int **id, uint64_t **by
     seen[param->id] = 1;
     int states = nd->op == DLRT__OP_SGD ? 1 : 2;
     (*id)[*n] = param->id;
+    (*n_state)[*n] = states;
     (*bytes)[(*n)++] = (uint64_t)dlrt__tensor_bytes(param) * (uint64_t)states;
   }
   free(seen);

@@ -215,15 +215,15 @@ static int streamed_split(const dlrt_trainer_config *cfg, int64_t channels, int6
                           int64_t width, int classes, uint64_t budget, dlrt__state_split *out) {
   dlrt_graph_t *g = NULL;
   dlrt_tensor_t *images, *labels, *logits, *loss;
-  int n = 0, *id = NULL;
+  int n = 0, *id = NULL, *n_state = NULL;
   uint64_t *bytes = NULL;
   int rc = dlrt_graph_create(&g);
   if (rc == DLRT_OK)
     rc = dlrt__build_classifier(g, cfg, channels, height, width, classes, &images, &labels,
                                 &logits, &loss);
-  if (rc == DLRT_OK) rc = dlrt__streamed_states(g, &n, &id, &bytes);
-  if (rc == DLRT_OK) rc = dlrt__state_split_make(n, bytes, budget, NULL, out);
-  free(id), free(bytes);
+  if (rc == DLRT_OK) rc = dlrt__streamed_states(g, &n, &id, &bytes, &n_state);
+  if (rc == DLRT_OK) rc = dlrt__state_split_make(n, bytes, n_state, budget, NULL, out);
+  free(id), free(bytes), free(n_state);
   dlrt_graph_destroy(g);
   return rc;
 }
@@ -454,7 +454,7 @@ int dlrt_plan_placement(const dlrt_trainer_config *cfg, int64_t channels, int64_
       if (disk) {
         out->host_limit = state_budget;
         host_part(out, DLRT_PART_OPTIMIZER, split.host_bytes, &pinned_left);
-        part[DLRT_PART_OPTIMIZER].pageable += DLRT__STATE_SLOTS * split.slot_bytes;
+        part[DLRT_PART_OPTIMIZER].pageable += (uint64_t)split.n_slots * split.slot_bytes;
         part[DLRT_PART_OPTIMIZER].disk = split.disk_bytes;
       } else {
         host_part(out, DLRT_PART_OPTIMIZER, state, &pinned_left);
@@ -468,7 +468,7 @@ int dlrt_plan_placement(const dlrt_trainer_config *cfg, int64_t channels, int64_
     } else {
       why_add(out, "%sparameters streamed, optimizer state on disk: %.2f GiB on the host (the "
               "state's slots beside the rest) > %.2f",
-              (double)(host_rest + split.host_bytes + DLRT__STATE_SLOTS * split.slot_bytes),
+              (double)(host_rest + split.host_bytes + (uint64_t)split.n_slots * split.slot_bytes),
               (double)out->host_usable);
     }
   }

@@ -498,6 +498,14 @@ static void disk_prefetch(stream_disk *d, int pos, double t) {
 
 static void disk_new_round(stream_disk *d, double t) {
   d->round++;
+  /* The runtime's slots hold chunks, not whole states: nothing read in one
+   * round is still there in the next, and every state on disk is read
+   * again (behind its write-back, the I/O thread taking both in order). */
+  for (int k = 0; k < DLRT__STATE_SLOTS; k++)
+    if (d->s[k].owner >= 0 && !d->s[k].in_use) {
+      d->slot_of[d->s[k].owner] = -1;
+      d->s[k].owner = -1;
+    }
   for (int pos = 0; pos < 2; pos++) disk_prefetch(d, pos, t);
 }
 
@@ -627,28 +635,28 @@ static int stream_replay(const dlrt_graph_t *g, const dlrt__schedule *s, const d
   /* The optimizer state on disk under the host budget, split by the
    * runtime's rule; replayed where the machine has disk figures. */
   if (host_budget) {
-    int ns = 0, *sid = NULL;
+    int ns = 0, *sid = NULL, *sstates = NULL;
     uint64_t *sbytes = NULL;
     char *on_disk = NULL;
     dlrt__state_split split;
-    rc = dlrt__streamed_states(g, &ns, &sid, &sbytes);
+    rc = dlrt__streamed_states(g, &ns, &sid, &sbytes, &sstates);
     if (rc == DLRT_OK && !(on_disk = malloc((size_t)(ns ? ns : 1))))
       rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory replaying a step");
-    if (rc == DLRT_OK) rc = dlrt__state_split_make(ns, sbytes, host_budget, on_disk, &split);
+    if (rc == DLRT_OK)
+      rc = dlrt__state_split_make(ns, sbytes, sstates, host_budget, on_disk, &split);
     for (int j = 0; rc == DLRT_OK && j < ns; j++)
       if (on_disk[j] && of_id[sid[j]] >= 0) {
         p[of_id[sid[j]]].state_bytes = (double)sbytes[j];
         out->params_on_disk++;
         out->state_disk_bytes += sbytes[j];
       }
-    free(sid), free(sbytes), free(on_disk);
+    free(sid), free(sbytes), free(sstates), free(on_disk);
     if (rc == DLRT_OK && !split.fits)
       rc = dlrt__set_error(DLRT_ERR_OOM, "a host budget of %.3f MiB is too small for the "
-                           "optimizer state of the streamed parameters: %.3f MiB stay in host "
-                           "memory beside %d slots of %.3f MiB; give at least %.3f MiB",
-                           (double)host_budget / 1048576.0, (double)split.host_bytes / 1048576.0,
-                           DLRT__STATE_SLOTS, (double)split.slot_bytes / 1048576.0,
-                           (double)(DLRT__STATE_SLOTS * split.slot_bytes) / 1048576.0);
+                           "optimizer state of the streamed parameters: give at least %.3f MiB "
+                           "(its slots of the least chunks)",
+                           (double)host_budget / 1048576.0,
+                           (double)split.least_host_bytes / 1048576.0);
     if (rc < 0) goto done;
     if (out->params_on_disk && m->disk_read_bytes_per_s > 0 && m->disk_write_bytes_per_s > 0) {
       dk = &disk;
