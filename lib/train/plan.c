@@ -533,9 +533,9 @@ found:
     part[DLRT_PART_GRADIENTS].how = "to the host as soon as complete (device: the most at once)";
     part[DLRT_PART_OPTIMIZER].how =
         out->rung == 3 ? "on the host, updated there beside the backward pass"
-                       : "the largest that fit on the host, the rest on disk: each read ahead "
-                         "of its update into one of 3 slots of the largest on disk, written "
-                         "back behind it; updated on the host beside the backward pass";
+                       : "the largest that fit on the host, the rest on disk: read ahead of "
+                         "its update in chunks through 4 host slots, written back behind it; "
+                         "updated on the host beside the backward pass";
   } else if (out->rung == 5) {
     for (int i = 0; i < DLRT_PARTS_; i++)
       if (i != DLRT_PART_COMPUTE_COPY)
