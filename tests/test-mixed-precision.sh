@@ -93,13 +93,12 @@ result "an fp16 checkpoint resumes with its loss scale"
 
 # 10: usage errors.
 bad=0
-for args in "--precision fp8" "--loss-scale -1" "--loss-scale 1024:0" \
-  "--precision fp16 --pipeline cpu,cpu"; do
+for args in "--precision fp8" "--loss-scale -1" "--loss-scale 1024:0"; do
   run --data generated $args
   { [ $rc -eq 2 ] && [ -s "$tmp/err" ]; } || { bad=1; echo "# $args: exit $rc"; }
 done
 [ $bad -eq 0 ]
-result "bad --precision / --loss-scale values and --precision with --pipeline are usage errors"
+result "bad --precision / --loss-scale values are usage errors"
 
 # 11: data parallel in fp16 over the CPU named twice: the replicas are
 # rebuilt after 4 timed steps, and the loss scale goes on with them.
