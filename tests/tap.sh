@@ -87,6 +87,29 @@ assert len(x) == len(y) and len(x) > 0 and worst <= float(sys.argv[3]), (x, y, w
 print('# %d losses, worst relative difference %.2g' % (len(x), worst))" "$1" "$2" "$3"
 }
 
+# mpi_why: why the MPI tests cannot run here, or nothing when they can
+# (dltrain, $DLTRAIN, built with MPI, and mpirun on PATH).
+mpi_why() {
+  if ! "${DLTRAIN:-./tools/dltrain}" --version | grep -q "with MPI"; then
+    echo "dltrain was built without MPI"
+  elif ! command -v mpirun >/dev/null 2>&1; then
+    echo "no mpirun (openmpi-bin)"
+  fi
+}
+
+# mpi_np [N]: the command that runs N ranks here (without N: give -np
+# after it): oversubscribed (the machine may have fewer cores than ranks),
+# as root where root runs the tests, and without LeakSanitizer's report at
+# exit: under --enable-sanitizers Open MPI's components leak at
+# MPI_Finalize after they are unloaded (no frames left to suppress by
+# name); ASan and UBSan still check every access.
+mpi_np() {
+  root=""
+  [ "$(id -u)" = 0 ] && root="--allow-run-as-root"
+  echo "env LSAN_OPTIONS=${LSAN_OPTIONS:+$LSAN_OPTIONS:}detect_leaks=0 mpirun $root" \
+    "--oversubscribe${1:+ -np $1}"
+}
+
 # has_opencl: whether dlinfo ($DLINFO) opens OpenCL device 0.
 has_opencl() {
   [ -x "${DLINFO:-./tools/dlinfo}" ] && "${DLINFO:-./tools/dlinfo}" --device opencl:0 >/dev/null 2>&1

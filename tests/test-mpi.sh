@@ -16,9 +16,7 @@ TOOL=$DLTRAIN PLAN=9
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
-why=""
-"$DLTRAIN" --version | grep -q "with MPI" || why="dltrain was built without MPI"
-[ -z "$why" ] && ! command -v mpirun >/dev/null 2>&1 && why="no mpirun (openmpi-bin)"
+why=$(mpi_why)
 [ -z "$why" ] && [ $have_python = no ] && why="python3 not found"
 if [ -n "$why" ]; then
   for i in 1 2 3 4 5 6 7 8 9; do skip "test $i" "$why"; done
@@ -30,8 +28,7 @@ fi
 # still check every access; only the leak report at exit is off.
 LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}detect_leaks=0"
 export LSAN_OPTIONS
-mpi="mpirun --oversubscribe -np 2"
-[ "$(id -u)" = 0 ] && mpi="mpirun --allow-run-as-root --oversubscribe -np 2"
+mpi=$(mpi_np 2)
 common="--data generated --limit 2560 --threads 1 --device cpu --optimizer sgd --momentum 0.9"
 common="$common --json --quiet"
 

@@ -145,14 +145,9 @@ result "--pipeline fp16 from 3e7: some updates skipped, then the stages train to
 
 # 14, 15: data parallel over MPI ranks, each rank a pipeline: 2 ranks of
 # --batch 4 train as one device with --batch 8.
-why=""
-"$DLTRAIN" --version | grep -q "with MPI" || why="dltrain was built without MPI"
-[ -z "$why" ] && ! command -v mpirun >/dev/null 2>&1 && why="no mpirun (openmpi-bin)"
+why=$(mpi_why)
 if [ -z "$why" ]; then
-  lsan="${LSAN_OPTIONS:+$LSAN_OPTIONS:}detect_leaks=0"
-  root=""
-  [ "$(id -u)" = 0 ] && root="--allow-run-as-root"
-  mpi2="env LSAN_OPTIONS=$lsan mpirun $root --oversubscribe -np 2"
+  mpi2=$(mpi_np 2)
   wide=$(echo "$gpt" | sed 's/--batch 8/--batch 4/')
   $mpi2 "$DLTRAIN" $wide --pipeline cpu,cpu >"$tmp/mpi.json" 2>"$tmp/mpi.err"
   rc=$?

@@ -105,15 +105,10 @@ print('# %d of 12 updates skipped, train loss %.4f to %.4f' % (s, x[0], d['round
 result "fp16 from a scale of 2^30: the overflowing updates skipped, the rest train"
 
 # 9-16: data x tensor parallel over MPI ranks.
-why=""
-"$DLTRAIN" --version | grep -q "with MPI" || why="dltrain was built without MPI"
-[ -z "$why" ] && ! command -v mpirun >/dev/null 2>&1 && why="no mpirun (openmpi-bin)"
+why=$(mpi_why)
 if [ -z "$why" ]; then
-  lsan="${LSAN_OPTIONS:+$LSAN_OPTIONS:}detect_leaks=0"
-  root=""
-  [ "$(id -u)" = 0 ] && root="--allow-run-as-root"
-  mpi2="env LSAN_OPTIONS=$lsan mpirun $root --oversubscribe -np 2"
-  mpi4="env LSAN_OPTIONS=$lsan mpirun $root --oversubscribe -np 4"
+  mpi2=$(mpi_np 2)
+  mpi4=$(mpi_np 4)
   one wide --batch 8
   $mpi4 "$DLTRAIN" $common --batch 4 --device cpu --tensor-parallel 2 \
     >"$tmp/dt.json" 2>"$tmp/dt.err"

@@ -115,16 +115,9 @@ assert len(y) == 6 and max(abs(p - q) / abs(p) for p, q in zip(x, y)) <= 1e-5, (
 result "one device's checkpoint resumes split over cpu,cpu with the same losses"
 
 # 11-13: across two MPI ranks.
-why=""
-"$DLTRAIN" --version | grep -q "with MPI" || why="dltrain was built without MPI"
-[ -z "$why" ] && ! command -v mpirun >/dev/null 2>&1 && why="no mpirun (openmpi-bin)"
+why=$(mpi_why)
 if [ -z "$why" ]; then
-  # Open MPI's components leak at MPI_Finalize (see test-mpi.sh): no leak
-  # report for the ranks (ASan and UBSan still check every access).
-  lsan="${LSAN_OPTIONS:+$LSAN_OPTIONS:}detect_leaks=0"
-  mpi="mpirun --oversubscribe -np 2"
-  [ "$(id -u)" = 0 ] && mpi="mpirun --allow-run-as-root --oversubscribe -np 2"
-  mpi="env LSAN_OPTIONS=$lsan $mpi"
+  mpi=$(mpi_np 2)
   $mpi "$DLTRAIN" $common --steps 12 --device cpu --tensor-parallel 2 \
     >"$tmp/mpi.json" 2>"$tmp/mpi.err"
   rc=$?

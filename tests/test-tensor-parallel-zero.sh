@@ -26,8 +26,7 @@ TOOL=$DLTRAIN PLAN=14
 
 why=""
 [ $have_python = no ] && why="python3 not found"
-[ -z "$why" ] && ! "$DLTRAIN" --version | grep -q "with MPI" && why="dltrain was built without MPI"
-[ -z "$why" ] && ! command -v mpirun >/dev/null 2>&1 && why="no mpirun (openmpi-bin)"
+[ -z "$why" ] && why=$(mpi_why)
 if [ -n "$why" ]; then
   for i in $(seq 1 $PLAN); do skip "test $i" "$why"; done
   exit 0
@@ -37,10 +36,7 @@ python3 "$(dirname "$0")/english_corpus.py" "$tmp/corpus.txt" 100000 96
 common="--model gpt-mini --data $tmp/corpus.txt --context 64 --threads 1"
 common="$common --eval-every 1 --eval-batches 1 --json --quiet --batch 4"
 tp2="--device cpu --tensor-parallel 2"
-lsan="${LSAN_OPTIONS:+$LSAN_OPTIONS:}detect_leaks=0"
-root=""
-[ "$(id -u)" = 0 ] && root="--allow-run-as-root"
-mpi="env LSAN_OPTIONS=$lsan mpirun $root --oversubscribe"
+mpi=$(mpi_np)
 
 # ranks N NAME ARGS: mpirun -np N dltrain ARGS, kept as $tmp/NAME.json (its
 # log $tmp/NAME.err, the status in $rc).

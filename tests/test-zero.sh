@@ -133,17 +133,14 @@ for z in 1 3; do
 done
 
 # 13-18: across two MPI ranks.
-why=""
-"$DLTRAIN" --version | grep -q "with MPI" || why="dltrain was built without MPI"
-[ -z "$why" ] && ! command -v mpirun >/dev/null 2>&1 && why="no mpirun (openmpi-bin)"
+why=$(mpi_why)
 if [ -n "$why" ]; then
   for i in 13 14 15 16 17 18; do skip "mpirun test $i" "$why"; done
 else
   # Open MPI's components leak at MPI_Finalize (see test-mpi.sh).
   LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}detect_leaks=0"
   export LSAN_OPTIONS
-  mpi="mpirun --oversubscribe -np 2"
-  [ "$(id -u)" = 0 ] && mpi="mpirun --allow-run-as-root --oversubscribe -np 2"
+  mpi=$(mpi_np 2)
   ranks="--data generated --limit 2560 --batch 32 --threads 1 --device cpu --optimizer adam"
   ranks="$ranks --lr 0.0005 --epochs 2 --json --quiet"
   timeout 300 $mpi "$DLTRAIN" $ranks >"$tmp/mpi.json" 2>"$tmp/err"
