@@ -176,8 +176,16 @@ static uint64_t share(uint64_t bytes, int percent) { return bytes / 100 * (uint6
 static void why_add(dlrt_placement *out, const char *fmt, double need, double have) {
   size_t used = strlen(out->why);
   if (used + 1 >= sizeof out->why) return;
-  snprintf(out->why + used, sizeof out->why - used, fmt, used ? "; " : "", need / 1073741824.0,
-           have / 1073741824.0);
+  /* Both sizes in the unit of the larger, so that a small model reads
+   * "1.72 MiB > 1.23 MiB", not "0.00 GiB > 0.00". */
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double larger = need > have ? need : have, scale = 1;
+  int u = 0;
+  while (u < 4 && larger >= 1024 * scale) scale *= 1024, u++;
+  char a[32], b[32];
+  snprintf(a, sizeof a, "%.2f %s", need / scale, units[u]);
+  snprintf(b, sizeof b, "%.2f %s", have / scale, units[u]);
+  snprintf(out->why + used, sizeof out->why - used, fmt, used ? "; " : "", a, b);
 }
 
 /* Host bytes of a part into pinned (while the pinned pool, half of the host
@@ -326,8 +334,8 @@ int dlrt_plan_placement(const dlrt_trainer_config *cfg, int64_t channels, int64_
     const dlrt_memory_plan *p = rung ? &pk : &p0;
     if (rung == 1 && ck == cfg->checkpoint) continue; /* the same plan */
     if (p->peak > plain_usable) {
-      why_add(out, rung ? "%scheckpointed, all on the device: %.2f GiB > %.2f"
-                        : "%sall on the device: %.2f GiB > %.2f", (double)p->peak,
+      why_add(out, rung ? "%scheckpointed, all on the device: %s > %s"
+                        : "%sall on the device: %s > %s", (double)p->peak,
               (double)plain_usable);
       continue;
     }
@@ -363,7 +371,7 @@ int dlrt_plan_placement(const dlrt_trainer_config *cfg, int64_t channels, int64_
     out->device_need = need2;
     goto found;
   }
-  why_add(out, "%soptimizer state on the host: %.2f GiB on the device > %.2f", (double)need2,
+  why_add(out, "%soptimizer state on the host: %s on the device > %s", (double)need2,
           (double)out->device_usable);
   /* 3 and 4: parameters streamed (param_stream.c): masters, their 16-bit
    * copies, the gradients' host copies (and running sums under --accum)
@@ -422,12 +430,12 @@ int dlrt_plan_placement(const dlrt_trainer_config *cfg, int64_t channels, int64_
         return rc;
     }
     if (!best) {
-      why_add(out, "%sparameters streamed: %.2f GiB on the device > %.2f", (double)need3,
+      why_add(out, "%sparameters streamed: %s on the device > %s", (double)need3,
               (double)out->device_usable);
     } else if (host_rest + state <= out->host_usable || (state_budget && split.fits)) {
       int disk = host_rest + state > out->host_usable;
       if (disk)
-        why_add(out, "%sparameters streamed, all on the host: %.2f GiB > %.2f",
+        why_add(out, "%sparameters streamed, all on the host: %s > %s",
                 (double)(host_rest + state), (double)out->host_usable);
       c.spill.prefetch = best;
       out->rung = disk ? 4 : 3;
@@ -462,12 +470,12 @@ int dlrt_plan_placement(const dlrt_trainer_config *cfg, int64_t channels, int64_
       out->device_need = need3;
       goto found;
     } else if (host_rest >= out->host_usable) {
-      why_add(out, "%sparameters streamed: %.2f GiB of masters, 16-bit copies and gradients on "
-              "the host > %.2f (they have no disk tier yet)", (double)host_rest,
+      why_add(out, "%sparameters streamed: %s of masters, 16-bit copies and gradients on "
+              "the host > %s (they have no disk tier yet)", (double)host_rest,
               (double)out->host_usable);
     } else {
-      why_add(out, "%sparameters streamed, optimizer state on disk: %.2f GiB on the host (the "
-              "state's slots beside the rest) > %.2f",
+      why_add(out, "%sparameters streamed, optimizer state on disk: %s on the host (the "
+              "state's slots beside the rest) > %s",
               (double)(host_rest + split.host_bytes + (uint64_t)split.n_slots * split.slot_bytes),
               (double)out->host_usable);
     }
@@ -505,7 +513,7 @@ int dlrt_plan_placement(const dlrt_trainer_config *cfg, int64_t channels, int64_
     if (master + grads + state + acts_host > out->host_usable) out->host_limit = out->host_usable;
     goto found;
   }
-  why_add(out, "%severything spilled: one operation needs %.2f GiB > %.2f",
+  why_add(out, "%severything spilled: one operation needs %s > %s",
           (double)p4.spill_least, (double)out->device_usable);
   out->rung = -1;
   out->strategy = "none fits";
