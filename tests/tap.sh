@@ -110,6 +110,28 @@ mpi_np() {
     "--oversubscribe${1:+ -np $1}"
 }
 
+# opencl_auto_same_bits LIMIT ARGS...: two points on OpenCL device 0 (or two
+# skips without one): dltrain ARGS unlimited, then under --mem-limit LIMIT
+# (--link 16GB/s --plan-strategy auto), which must save the same checkpoint
+# bytes and peak within LIMIT.
+opencl_auto_same_bits() {
+  limit=$1
+  shift
+  if has_opencl; then
+    run "$@" --device opencl:0 --save "$tmp/free-cl.st"
+    [ $rc -eq 0 ]
+    result "opencl:0: the unlimited run"
+    run "$@" --device opencl:0 --mem-limit "$limit" --link 16GB/s --plan-strategy auto \
+      --save "$tmp/auto-cl.st" --json
+    [ $rc -eq 0 ] && cmp -s "$tmp/free-cl.st" "$tmp/auto-cl.st" &&
+      last_json "$tmp/out" "assert d['peak_device_bytes'] <= $limit"
+    result "opencl:0: auto within the budget, the same bits as unlimited"
+  else
+    skip "opencl:0: the unlimited run" "no OpenCL device"
+    skip "opencl:0: auto within the budget" "no OpenCL device"
+  fi
+}
+
 # has_opencl: whether dlinfo ($DLINFO) opens OpenCL device 0.
 has_opencl() {
   [ -x "${DLINFO:-./tools/dlinfo}" ] && "${DLINFO:-./tools/dlinfo}" --device opencl:0 >/dev/null 2>&1

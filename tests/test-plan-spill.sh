@@ -113,19 +113,7 @@ DLRT_PROFILE_CACHE="$tmp/cache" run $gpt --device cpu --plan --mem-limit $limit 
 result "the profile is cached in DLRT_PROFILE_CACHE"
 
 # 13-14: OpenCL, the same bits.
-if has_opencl; then
-  run $gpt --device opencl:0 --save "$tmp/free-cl.st"
-  [ $rc -eq 0 ]
-  result "opencl:0: the unlimited run"
-  run $gpt --device opencl:0 --mem-limit $limit --link 16GB/s --plan-strategy auto \
-    --save "$tmp/auto-cl.st" --json
-  [ $rc -eq 0 ] && cmp -s "$tmp/free-cl.st" "$tmp/auto-cl.st" &&
-    last_json "$tmp/out" "assert d['peak_device_bytes'] <= $limit"
-  result "opencl:0: auto within the budget, the same bits as unlimited"
-else
-  skip "opencl:0: the unlimited run" "no OpenCL device"
-  skip "opencl:0: auto within the budget" "no OpenCL device"
-fi
+opencl_auto_same_bits $limit $gpt
 
 # 15: a cnn at half its peak: the plain schedule does not fit, the segments do.
 cnn="--model cnn --data generated --limit 256 --epochs 1 --batch 64 --threads 1 --quiet"

@@ -69,19 +69,7 @@ assert p['measured_step_ms'] > 0 and p['predicted']['step_ms'] > 0, p"
 done
 
 # 7-8: OpenCL, the same bits.
-if has_opencl; then
-  run $gpt --device opencl:0 --save "$tmp/free-cl.st"
-  [ $rc -eq 0 ]
-  result "opencl:0: the unlimited run"
-  run $gpt --device opencl:0 --mem-limit $limit --link 16GB/s --plan-strategy auto \
-    --save "$tmp/auto-cl.st" --json
-  [ $rc -eq 0 ] && cmp -s "$tmp/free-cl.st" "$tmp/auto-cl.st" &&
-    last_json "$tmp/out" "assert d['peak_device_bytes'] <= $limit"
-  result "opencl:0: auto within the budget, the same bits as unlimited"
-else
-  skip "opencl:0: the unlimited run" "no OpenCL device"
-  skip "opencl:0: auto within the budget" "no OpenCL device"
-fi
+opencl_auto_same_bits $limit $gpt
 
 # 9: below the least, a clear error naming the smallest budget that fits.
 run $gpt --device cpu --steps 1 --mem-limit 300K
