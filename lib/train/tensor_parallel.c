@@ -23,65 +23,9 @@
 #include <string.h>
 
 #include "exec/exec.h"
+#include "train/tensor_parallel_internal.h"
 #include "train/train.h"
 #include "util/status.h"
-
-/* The peers of one process meeting at each collective: the last to arrive
- * combines every peer's values in peer order and writes the result back to
- * each (they wait meanwhile), so all get the same bits. A peer that fails
- * breaks the group, and the others' collectives fail instead of waiting. */
-typedef struct {
-  pthread_mutex_t lock;
-  pthread_cond_t done;
-  int n, arrived, broken;
-  int64_t generation;
-  float *values[DLRT_TP_MAX];
-  int64_t count[DLRT_TP_MAX], tag[DLRT_TP_MAX];
-  dlrt_collective_op op[DLRT_TP_MAX];
-  char why[256];
-} tp_group;
-
-typedef struct {
-  dlrt_device_t *dev;
-  dlrt_graph_t *g;
-  dlrt_exec_t *e;
-  dlrt_tensor_t *tokens, *targets, *loss;
-  dlrt_gpt_shard shard;
-  int32_t *shifted; /* the batch's tokens minus the shard's first vocabulary row */
-  tp_group *group;
-  int index;
-  pthread_t thread;
-  dlrt_run_mode mode;
-  int rc;
-  char error[512];
-  /* With updates made here (see host_update): the peer's gradients on the
-   * host, its parameter elements (dlrt_exec_gradients_read's vector). */
-  float *grads;
-  int64_t n_grads;
-  /* ZeRO over the data-parallel replicas (dlrt__tp_set_zero): this peer's
-   * shard of its model states (zero.c), else NULL. */
-  struct dlrt__zero *zero;
-} tp_peer;
-
-struct dlrt__tp {
-  dlrt_gpt_config gpt;
-  tp_peer peers[DLRT_TP_MAX];
-  int n;          /* peers in this process */
-  int rank, ranks; /* across processes: this process's shard of `ranks` (else 0 of n) */
-  dlrt_collective_fn fn; /* across processes: the caller's collective */
-  void *user;
-  tp_group group;
-  /* How the peers update: 0, each in its training run (DLRT_RUN_TRAIN);
-   * else gradient runs (DLRT_RUN_GRADIENTS), one per micro-batch, then
-   * GRADIENT_RUNS: each peer applies its own sum (accumulation alone), or
-   * HOST_UPDATE: the sums go through the host, where data parallelism
-   * averages them over the replicas, fp16 loss scaling agrees on the
-   * overflow and clipping on the global norm, before each peer applies. */
-  int update;
-  int micro; /* micro-batches of the update under way */
-  int zero_stage; /* ZeRO over the replicas (each peer's `zero`); 0: none */
-};
-enum { GRADIENT_RUNS = 1, HOST_UPDATE = 2 };
 
 /* ------------------------------------------------------------ collectives */
 
@@ -185,21 +129,14 @@ static void make_shards(const dlrt_gpt_config *c, int n, const double *weights,
   }
 }
 
-/* Where shard s's part of a whole tensor lies, viewed as rows x cols (a
- * vector as one row): along rows or columns, in up to three segments (the
- * q, k and v blocks of c_attn). 0 for a tensor every peer holds whole. */
-typedef struct {
-  int by_cols, n_seg;
-  int64_t start[3], len[3];
-} tp_piece;
 
 static int ends_with(const char *s, const char *suffix) {
   size_t a = strlen(s), b = strlen(suffix);
   return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
-static int piece_of(const char *tensor_name, const dlrt_gpt_config *c, const dlrt_gpt_shard *s,
-                    int ndim, tp_piece *out) {
+int dlrt__tp_piece_of(const char *tensor_name, const dlrt_gpt_config *c, const dlrt_gpt_shard *s,
+                      int ndim, tp_piece *out) {
   /* Optimizer state follows its parameter ("NAME.exp_avg", ...). */
   char name[128];
   snprintf(name, sizeof name, "%s", tensor_name);
@@ -264,7 +201,8 @@ static int scatter(const dlrt_gpt_config *c, const dlrt_gpt_shard *s,
     const dlrt_host_tensor *w = &whole[k];
     t[k] = *w;
     tp_piece p;
-    int split = w->dtype == DLRT_F32 && w->ndim <= 2 && piece_of(w->name, c, s, w->ndim, &p);
+    int split =
+        w->dtype == DLRT_F32 && w->ndim <= 2 && dlrt__tp_piece_of(w->name, c, s, w->ndim, &p);
     int64_t rows, cols, part = 0;
     rows_cols(w, &rows, &cols);
     for (int j = 0; split && j < p.n_seg; j++) part += p.len[j];
@@ -313,8 +251,7 @@ static int update_mode(const dlrt_trainer_t *t) {
   return t->accum > 1 ? GRADIENT_RUNS : 0;
 }
 
-/* Peer p's host vector of its gradients. */
-static int host_gradients(tp_peer *p) {
+int dlrt__tp_host_gradients(tp_peer *p) {
   if (p->grads) return DLRT_OK;
   dlrt_exec_info info;
   int rc = dlrt_exec_info_get(p->e, &info);
@@ -361,7 +298,7 @@ static int peer_build(dlrt_trainer_t *t, tp_peer *p, const dlrt_host_tensor *who
   if (rc == DLRT_OK && p->shard.vocab > 0 &&
       !(p->shifted = malloc((size_t)(cfg->batch * t->width) * sizeof(int32_t))))
     rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
-  if (rc == DLRT_OK && t->tp->update == HOST_UPDATE) rc = host_gradients(p);
+  if (rc == DLRT_OK && t->tp->update == HOST_UPDATE) rc = dlrt__tp_host_gradients(p);
   return rc;
 }
 
@@ -504,11 +441,10 @@ static void *peer_main(void *arg) {
   return NULL;
 }
 
-/* Every peer runs its graph on the batch (tokens B x T, targets B T) in
- * `mode` (a training run at learning rate lr), side by side; *loss is the
- * whole model's mean loss. */
-static int tp_run(dlrt_trainer_t *t, const int32_t *tokens, const int32_t *targets,
-                  dlrt_run_mode mode, float lr, float *loss) {
+/* Side by side, one thread a peer (dlrt__tp_run's contract:
+ * tensor_parallel_internal.h). */
+int dlrt__tp_run(dlrt_trainer_t *t, const int32_t *tokens, const int32_t *targets,
+                 dlrt_run_mode mode, float lr, float *loss) {
   dlrt__tp *tp = t->tp;
   int64_t count = t->batch * t->width;
   int rc = DLRT_OK;
@@ -555,235 +491,10 @@ static int tp_run(dlrt_trainer_t *t, const int32_t *tokens, const int32_t *targe
   return dlrt_exec_read(tp->peers[0].e, tp->peers[0].loss, loss, sizeof *loss);
 }
 
-/* ------------------------------------------------------------ updates */
-
-/* The data-parallel sum over the processes (the trainer's all-reduce, its
- * bucketed form or the plain one) of `n` vectors, in place, started in
- * the same order on every process. */
-static int replicas_sum(dlrt_trainer_t *t, float *const *values, const int64_t *count, int n) {
-  if (!t->allreduce_start) {
-    int rc = DLRT_OK;
-    for (int i = 0; i < n && rc == DLRT_OK; i++)
-      rc = t->allreduce(t->allreduce_user, values[i], count[i]);
-    return rc;
-  }
-  void *requests[DLRT_TP_MAX + 1];
-  int started = 0, rc = DLRT_OK;
-  for (int i = 0; i < n && rc == DLRT_OK; i++)
-    if ((rc = t->allreduce_start(t->allreduce_user, values[i], count[i],
-                                 &requests[started])) == DLRT_OK)
-      started++;
-  for (int i = 0; i < started; i++) { /* every started request is completed */
-    int rc2 = t->allreduce_wait(t->allreduce_user, requests[i]);
-    if (rc == DLRT_OK) rc = rc2;
-  }
-  return rc;
-}
-
-/* Over the tensor-parallel group: across processes the caller's collective
- * (tag -2), in this process the peers' values are at hand. */
-static int group_combine(dlrt__tp *tp, float *v, dlrt_collective_op op) {
-  return tp->fn ? tp->fn(tp->user, v, 1, op, -2) : DLRT_OK;
-}
-
-/* Peer p's share of the squared global norm of its gradients: its shard's
- * pieces, and the tensors every peer holds whole (LayerNorms, wpe, the
- * row-parallel biases) on the first peer only, so each counts once. */
-static double peer_squares(const dlrt__tp *tp, const tp_peer *p, int first) {
-  const dlrt_graph_t *g = p->g;
-  double sq = 0;
-  int64_t at = 0;
-  for (int id = 0; id < g->n_tensors; id++) {
-    const dlrt_tensor_t *w = g->tensors[id];
-    if (w->kind != DLRT__TENSOR_PARAM || !w->grad) continue;
-    tp_piece piece;
-    int split = w->ndim <= 2 && piece_of(w->name, &tp->gpt, &p->shard, w->ndim, &piece);
-    if (split || first)
-      for (int64_t k = 0; k < w->numel; k++) sq += (double)p->grads[at + k] * p->grads[at + k];
-    at += w->numel;
-  }
-  return sq;
-}
-
-static int all_finite(const float *v, int64_t n) {
-  for (int64_t k = 0; k < n; k++)
-    if (!isfinite(v[k])) return 0;
-  return 1;
-}
-
-/* Peer p's share of the squared global norm over the range [from, to) of
- * its ZeRO layout (stages 2 and 3: the range this replica holds reduced),
- * with peer_squares' rule for the tensors every peer holds whole. */
-static double range_squares(const dlrt__tp *tp, const tp_peer *p, int first) {
-  int n;
-  const int *ids;
-  const int64_t *at;
-  int64_t from, to;
-  dlrt__zero_peer_layout(p->zero, &n, &ids, &at, &from, &to);
-  double sq = 0;
-  for (int j = 0; j < n; j++) {
-    const dlrt_tensor_t *w = p->g->tensors[ids[j]];
-    tp_piece piece;
-    int split = w->ndim <= 2 && piece_of(w->name, &tp->gpt, &p->shard, w->ndim, &piece);
-    int64_t lo = at[j] > from ? at[j] : from, hi = at[j] + w->numel < to ? at[j] + w->numel : to;
-    for (int64_t k = lo; (split || first) && k < hi; k++)
-      sq += (double)p->grads[k] * p->grads[k];
-  }
-  return sq;
-}
-
-/* Where a peer's reduced gradients are current: all of them, or (ZeRO
- * stages 2 and 3) this replica's range. */
-static void reduced_range(const dlrt__tp *tp, const tp_peer *p, int64_t *from, int64_t *to) {
-  *from = 0, *to = p->n_grads;
-  if (p->zero && tp->zero_stage >= 2) {
-    int n;
-    const int *ids;
-    const int64_t *at;
-    dlrt__zero_peer_layout(p->zero, &n, &ids, &at, from, to);
-  }
-}
-
-/* Under ZeRO: each peer's replica updates its range and the parameters are
- * all-gathered over the replicas, as dlrt_exec_apply_gradients would have
- * updated them whole (the same scale: the mean of its gradient runs, the
- * loss scale divided out; clipping is in the gradients already); or, where
- * the group overflowed, every peer skips the update and backs off its
- * scale. */
-static int zero_apply(dlrt__tp *tp, int overflow) {
-  int rc = DLRT_OK;
-  for (int i = 0; i < tp->n && rc == DLRT_OK; i++) {
-    dlrt_exec_t *e = tp->peers[i].e;
-    float mean = e->grads.grad_runs > 1 ? 1.0f / (float)e->grads.grad_runs : 1.0f;
-    if (e->grads.scaler.enabled) mean /= e->grads.loss_scale;
-    if (!overflow) rc = dlrt__zero_peer_update(tp->peers[i].zero, tp->peers[i].grads, mean);
-    if (rc == DLRT_OK && e->grads.scaler.enabled) dlrt__exec_update_loss_scale(e, !overflow);
-    e->grads.grad_runs = 0; /* the next update's runs start again */
-  }
-  return rc;
-}
-
-/* The peers' update after the last micro-batch's gradient run, made with
- * the host's help (HOST_UPDATE): each peer's gradient sum read, averaged
- * over the data-parallel replicas (ZeRO stages 2 and 3: each range reduced
- * to its owner only); with loss scaling, one verdict on overflow for the
- * group (a peer whose own gradients are finite takes a NaN, so its
- * executor skips the update and backs off the scale as the others do);
- * with clipping, one factor from the norm over the whole model (the mean
- * of the `runs` micro-batches, the loss scale divided out, as
- * dlrt_exec_apply_gradients would clip one device's); written back and
- * applied by every peer, or under ZeRO by each replica to its range. */
-static int host_update(dlrt_trainer_t *t) {
-  dlrt__tp *tp = t->tp;
-  int rc = DLRT_OK, scatter = tp->zero_stage >= 2;
-  float *values[DLRT_TP_MAX];
-  int64_t counts[DLRT_TP_MAX];
-  for (int i = 0; i < tp->n && rc == DLRT_OK; i++) {
-    tp_peer *p = &tp->peers[i];
-    values[i] = p->grads, counts[i] = p->n_grads;
-    if (!scatter) rc = dlrt_exec_gradients_read(p->e, p->grads, p->n_grads); /* else summed */
-  }
-  int world = t->cfg.world > 1 ? t->cfg.world : 1;
-  if (rc == DLRT_OK && dlrt__across_processes(t)) {
-    float inv = 1.0f / (float)world;
-    for (int i = 0; i < tp->n; i++)
-      for (int64_t k = 0; k < counts[i]; k++) values[i][k] *= inv;
-    if (scatter) {
-      for (int i = 0; i < tp->n && rc == DLRT_OK; i++)
-        rc = dlrt__zero_peer_reduce_scatter(tp->peers[i].zero, values[i]);
-    } else {
-      rc = replicas_sum(t, values, counts, tp->n);
-    }
-  }
-  dlrt__loss_scale_saved scale;
-  dlrt__exec_save_loss_scale(tp->peers[0].e, &scale);
-  float overflow = 0;
-  if (rc == DLRT_OK && scale.scaler.enabled) {
-    for (int i = 0; i < tp->n; i++) {
-      int64_t from, to;
-      reduced_range(tp, &tp->peers[i], &from, &to);
-      overflow += !all_finite(values[i] + from, to - from);
-    }
-    if (scatter) { /* each replica saw its own range */
-      float *v = &overflow;
-      int64_t one = 1;
-      rc = replicas_sum(t, &v, &one, 1);
-    }
-    if (rc == DLRT_OK) rc = group_combine(tp, &overflow, DLRT_COLLECTIVE_MAX);
-    for (int i = 0; i < tp->n && overflow > 0 && !tp->zero_stage; i++)
-      if (counts[i] > 0 && all_finite(values[i], counts[i])) values[i][0] = NAN;
-  }
-  if (rc == DLRT_OK && t->cfg.clip_norm > 0 && overflow == 0) {
-    double sq = 0;
-    for (int i = 0; i < tp->n; i++) {
-      int first = (tp->ranks ? tp->rank : i) == 0;
-      sq += scatter ? range_squares(tp, &tp->peers[i], first)
-                    : peer_squares(tp, &tp->peers[i], first);
-    }
-    float total = (float)sq;
-    if (scatter) { /* each replica's ranges, then the shards */
-      float *v = &total;
-      int64_t one = 1;
-      rc = replicas_sum(t, &v, &one, 1);
-    }
-    if (rc == DLRT_OK) rc = group_combine(tp, &total, DLRT_COLLECTIVE_SUM);
-    double prescale = 1.0 / ((double)tp->micro * (scale.scaler.enabled ? scale.scale : 1.0));
-    double norm = sqrt((double)total) * prescale, coef = t->cfg.clip_norm / (norm + 1e-6);
-    for (int i = 0; i < tp->n && rc == DLRT_OK && coef < 1.0; i++)
-      for (int64_t k = 0; k < counts[i]; k++) values[i][k] *= (float)coef;
-  }
-  if (rc == DLRT_OK && tp->zero_stage) return zero_apply(tp, overflow > 0);
-  for (int i = 0; i < tp->n && rc == DLRT_OK; i++)
-    rc = dlrt_exec_gradients_write(tp->peers[i].e, values[i], counts[i]);
-  return rc;
-}
-
-/* ZeRO stages 2 and 3: the peers' gradients of the micro-batch just run,
- * from their buckets on the host into each peer's sum (the first run
- * copies, later ones add, as the accumulators would). */
-static int bucket_sums(dlrt__tp *tp) {
-  int rc = DLRT_OK;
-  for (int i = 0; i < tp->n && rc == DLRT_OK; i++) {
-    tp_peer *p = &tp->peers[i];
-    int nb = dlrt__exec_bucket_count(p->e);
-    for (int b = 0; b < nb && rc == DLRT_OK; b++) rc = dlrt__exec_bucket_wait(p->e, b);
-    const float *host = dlrt__exec_buckets_host(p->e);
-    for (int64_t k = 0; rc == DLRT_OK && k < p->n_grads; k++)
-      p->grads[k] = tp->micro ? p->grads[k] + host[k] : host[k];
-  }
-  return rc;
-}
-
-int dlrt__tp_step(dlrt_trainer_t *t, const int32_t *tokens, const int32_t *targets, float lr,
-                  float *loss) {
-  dlrt__tp *tp = t->tp;
-  int rc = tp_run(t, tokens, targets, tp->update ? DLRT_RUN_GRADIENTS : DLRT_RUN_TRAIN, lr, loss);
-  if (rc < 0 || !tp->update) return rc;
-  if (tp->zero_stage >= 2 && (rc = bucket_sums(tp)) < 0) return rc;
-  /* The batch's loss over the replicas. */
-  if (dlrt__across_processes(t)) {
-    float *v = loss;
-    int64_t one = 1;
-    *loss /= (float)(t->cfg.world > 1 ? t->cfg.world : 1);
-    if ((rc = replicas_sum(t, &v, &one, 1)) < 0) return rc;
-  }
-  if (++tp->micro < t->accum) return DLRT_OK;
-  if (tp->update == HOST_UPDATE) rc = host_update(t);
-  tp->micro = 0;
-  for (int i = 0; i < tp->n && rc == DLRT_OK && !tp->zero_stage; i++)
-    rc = dlrt_exec_apply_gradients(tp->peers[i].e);
-  if (rc < 0) return rc;
-  /* The trainer's executor shows the peers' loss scale and step. */
-  dlrt__loss_scale_saved scale;
-  dlrt__exec_save_loss_scale(tp->peers[0].e, &scale);
-  dlrt__exec_restore_loss_scale(t->e, &scale);
-  t->e->steps = tp->peers[0].e->steps;
-  return DLRT_OK;
-}
 
 int dlrt__tp_evaluate(dlrt_trainer_t *t, const int32_t *tokens, const int32_t *targets,
                       float *loss) {
-  return tp_run(t, tokens, targets, DLRT_RUN_FORWARD, 0, loss);
+  return dlrt__tp_run(t, tokens, targets, DLRT_RUN_FORWARD, 0, loss);
 }
 
 /* ------------------------------------------------------------ whole tensors */
@@ -812,7 +523,7 @@ int dlrt__tp_export(dlrt_trainer_t *t, dlrt_host_tensor **out, int *n_out) {
       }
     tp_piece p;
     int split = h->dtype == DLRT_F32 && h->ndim <= 2 &&
-                piece_of(h->name, &tp->gpt, &tp->peers[0].shard, h->ndim, &p);
+                dlrt__tp_piece_of(h->name, &tp->gpt, &tp->peers[0].shard, h->ndim, &p);
     if (!(w->data = calloc(1, w->bytes ? w->bytes : 1))) {
       rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
       break;
@@ -829,7 +540,7 @@ int dlrt__tp_export(dlrt_trainer_t *t, dlrt_host_tensor **out, int *n_out) {
                              "lists %s: their graphs differ", i, mine[i][k].name, h->name);
         break;
       }
-      piece_of(h->name, &tp->gpt, &tp->peers[i].shard, h->ndim, &p);
+      dlrt__tp_piece_of(h->name, &tp->gpt, &tp->peers[i].shard, h->ndim, &p);
       copy_piece(w->data, rows, cols, mine[i][k].data, &p, 0);
     }
     if (rc < 0) break;
@@ -885,7 +596,7 @@ static int same_split(dlrt_trainer_t *t) {
   memcpy(all, mine, sizeof all);
   float *v = all;
   int64_t count = LAYOUT;
-  int rc = replicas_sum(t, &v, &count, 1);
+  int rc = dlrt__tp_replicas_sum(t, &v, &count, 1);
   int world = t->cfg.world > 1 ? t->cfg.world : 1;
   for (int k = 0; k < LAYOUT && rc == DLRT_OK; k++)
     if (all[k] != (float)world * mine[k])
@@ -908,7 +619,7 @@ int dlrt__tp_set_replicas(dlrt_trainer_t *t) {
   tp->update = update_mode(t);
   int rc = DLRT_OK;
   for (int i = 0; i < tp->n && rc == DLRT_OK && tp->update == HOST_UPDATE; i++)
-    rc = host_gradients(&tp->peers[i]);
+    rc = dlrt__tp_host_gradients(&tp->peers[i]);
   if (rc == DLRT_OK && dlrt__across_processes(t)) rc = same_split(t);
   return rc;
 }
@@ -926,69 +637,5 @@ int dlrt__tp_info(dlrt_trainer_t *t, dlrt_exec_info *out) {
     if (peer.measured_peak_bytes > out->measured_peak_bytes)
       out->measured_peak_bytes = peer.measured_peak_bytes;
   }
-  return rc;
-}
-
-/* ------------------------------------------------------------ ZeRO over the replicas */
-
-int dlrt__tp_set_zero(dlrt_trainer_t *t, int stage, const dlrt_zero_collectives *across) {
-  dlrt__tp *tp = t->tp;
-  int world = t->cfg.world > 1 ? t->cfg.world : 1;
-  if (tp->zero_stage)
-    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_zero: the split model's replicas "
-                           "are sharded already (once per trainer)");
-  if (!across || !across->reduce || !across->broadcast || !across->wait ||
-      !dlrt__across_processes(t) || world < 2 || !t->allreduce_start)
-    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "ZeRO shards a split model's model states "
-                           "over its data-parallel replicas across processes: run N x R ranks "
-                           "with --tensor-parallel N (R > 1 replicas; config.world %d), set "
-                           "the replicas' all-reduce (dlrt_trainer_set_allreduce_async) first "
-                           "and give the data ranks' reduce, broadcast and wait", world);
-  if (tp->micro > 0)
-    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_zero: %d micro-batches of an "
-                           "update are under way", tp->micro);
-  int rc = DLRT_OK;
-  for (int i = 0; i < tp->n && rc == DLRT_OK; i++) {
-    tp_peer *p = &tp->peers[i];
-    rc = dlrt__zero_peer_create(p->e, p->dev, stage, t->cfg.rank, world, across,
-                                t->cfg.opt.kind == DLRT_OPT_SGD, &p->zero);
-  }
-  if (rc < 0) { /* a half-sharded split cannot train on */
-    for (int i = 0; i < tp->n; i++) dlrt__zero_peer_free(tp->peers[i].zero);
-    for (int i = 0; i < tp->n; i++) tp->peers[i].zero = NULL;
-    return dlrt__set_error(rc, "%s (the split model's executors gave up their model states: "
-                           "make the trainer again)", dlrt_last_error());
-  }
-  tp->zero_stage = stage;
-  tp->update = HOST_UPDATE;
-  for (int i = 0; i < tp->n && rc == DLRT_OK; i++) rc = host_gradients(&tp->peers[i]);
-  return rc;
-}
-
-int dlrt__tp_zero_info(dlrt_trainer_t *t, dlrt_zero_info *out) {
-  dlrt__tp *tp = t->tp;
-  out->stage = tp->zero_stage;
-  out->replicas = dlrt__across_processes(t) && t->cfg.world > 1 ? t->cfg.world : 1;
-  /* The largest peer's, what it holds and what its shard holds unsharded. */
-  uint64_t best = 0;
-  for (int i = 0; i < tp->n; i++) {
-    dlrt_zero_info peer = {0};
-    dlrt__zero_peer_figures(tp->peers[i].e, tp->peers[i].zero, &peer);
-    uint64_t held = peer.param_bytes + peer.grad_bytes + peer.optimizer_bytes;
-    if (i == 0 || held > best) {
-      best = held;
-      out->param_bytes = peer.param_bytes, out->grad_bytes = peer.grad_bytes;
-      out->optimizer_bytes = peer.optimizer_bytes;
-      out->full_param_bytes = peer.full_param_bytes, out->full_grad_bytes = peer.full_grad_bytes;
-      out->full_optimizer_bytes = peer.full_optimizer_bytes;
-    }
-  }
-  return DLRT_OK;
-}
-
-int dlrt__tp_sync(dlrt_trainer_t *t) {
-  int rc = DLRT_OK;
-  for (int i = 0; i < t->tp->n && rc == DLRT_OK; i++)
-    if (t->tp->peers[i].zero) rc = dlrt__zero_peer_sync(t->tp->peers[i].zero);
   return rc;
 }

@@ -1,0 +1,98 @@
+/* tensor_parallel_internal.h — what tensor_parallel.c (the split, the
+ * peers, their runs, whole tensors) and tensor_parallel_update.c (the
+ * host's part of an update, ZeRO over the replicas) share. Private to
+ * lib/train. */
+#ifndef DLRT_TRAIN_TENSOR_PARALLEL_INTERNAL_H
+#define DLRT_TRAIN_TENSOR_PARALLEL_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "train/train.h"
+
+/* The peers of one process meeting at each collective: the last to arrive
+ * combines every peer's values in peer order and writes the result back to
+ * each (they wait meanwhile), so all get the same bits. A peer that fails
+ * breaks the group, and the others' collectives fail instead of waiting. */
+typedef struct {
+  pthread_mutex_t lock;
+  pthread_cond_t done;
+  int n, arrived, broken;
+  int64_t generation;
+  float *values[DLRT_TP_MAX];
+  int64_t count[DLRT_TP_MAX], tag[DLRT_TP_MAX];
+  dlrt_collective_op op[DLRT_TP_MAX];
+  char why[256];
+} tp_group;
+
+typedef struct {
+  dlrt_device_t *dev;
+  dlrt_graph_t *g;
+  dlrt_exec_t *e;
+  dlrt_tensor_t *tokens, *targets, *loss;
+  dlrt_gpt_shard shard;
+  int32_t *shifted; /* the batch's tokens minus the shard's first vocabulary row */
+  tp_group *group;
+  int index;
+  pthread_t thread;
+  dlrt_run_mode mode;
+  int rc;
+  char error[512];
+  /* With updates made here (see host_update): the peer's gradients on the
+   * host, its parameter elements (dlrt_exec_gradients_read's vector). */
+  float *grads;
+  int64_t n_grads;
+  /* ZeRO over the data-parallel replicas (dlrt__tp_set_zero): this peer's
+   * shard of its model states (zero.c), else NULL. */
+  struct dlrt__zero *zero;
+} tp_peer;
+
+struct dlrt__tp {
+  dlrt_gpt_config gpt;
+  tp_peer peers[DLRT_TP_MAX];
+  int n;          /* peers in this process */
+  int rank, ranks; /* across processes: this process's shard of `ranks` (else 0 of n) */
+  dlrt_collective_fn fn; /* across processes: the caller's collective */
+  void *user;
+  tp_group group;
+  /* How the peers update: 0, each in its training run (DLRT_RUN_TRAIN);
+   * else gradient runs (DLRT_RUN_GRADIENTS), one per micro-batch, then
+   * GRADIENT_RUNS: each peer applies its own sum (accumulation alone), or
+   * HOST_UPDATE: the sums go through the host, where data parallelism
+   * averages them over the replicas, fp16 loss scaling agrees on the
+   * overflow and clipping on the global norm, before each peer applies. */
+  int update;
+  int micro; /* micro-batches of the update under way */
+  int zero_stage; /* ZeRO over the replicas (each peer's `zero`); 0: none */
+};
+enum { GRADIENT_RUNS = 1, HOST_UPDATE = 2 };
+
+
+/* Where shard s's part of a whole tensor lies, viewed as rows x cols (a
+ * vector as one row): along rows or columns, in up to three segments (the
+ * q, k and v blocks of c_attn). 0 for a tensor every peer holds whole. */
+typedef struct {
+  int by_cols, n_seg;
+  int64_t start[3], len[3];
+} tp_piece;
+
+/* Whether `tensor_name` (a parameter or its optimizer state) is split by
+ * shard s of model c, and where its piece lies (*out); 0 for a tensor every
+ * peer holds whole. */
+int dlrt__tp_piece_of(const char *tensor_name, const dlrt_gpt_config *c, const dlrt_gpt_shard *s,
+                      int ndim, tp_piece *out);
+
+/* Every peer runs its graph on the batch (tokens B x T, targets B T) in
+ * `mode` (a training run at learning rate lr); *loss is the whole model's
+ * mean loss. */
+int dlrt__tp_run(dlrt_trainer_t *t, const int32_t *tokens, const int32_t *targets,
+                 dlrt_run_mode mode, float lr, float *loss);
+
+/* Peer p's host vector of its gradients (p->grads, p->n_grads), made once. */
+int dlrt__tp_host_gradients(tp_peer *p);
+
+/* The data-parallel sum over the processes of `n` vectors, in place,
+ * started in the same order on every process. */
+int dlrt__tp_replicas_sum(dlrt_trainer_t *t, float *const *values, const int64_t *count, int n);
+
+#endif
