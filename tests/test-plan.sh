@@ -14,7 +14,7 @@ DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=31
+TOOL=$DLTRAIN PLAN=32
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
@@ -234,3 +234,17 @@ assert a['spilled_bytes'] > 0 and b['spilled_bytes'] == 0, (a['spilled_bytes'], 
 p, m = b['planned_peak_bytes'], b['peak_device_bytes']
 assert abs(p - m) <= 0.05 * m and m <= 12 << 20, (p, m)" "$tmp/spill-none.json" "$tmp/out"
 result "cnn, batch 70, --mem-limit 12M: spills without checkpointing; --checkpoint sqrt fits unspilled, as planned"
+
+# 32: the largest-batch rows are each one technique over the plain run: the
+# run's own --checkpoint and --offload change none of them (they had made
+# "plain" the checkpointed or the offloaded figure).
+rows="--data generated --model cnn --plan --device-memory 200M --json --device cpu"
+run $rows
+cp "$tmp/out" "$tmp/rows-plain.json"
+plain_rc=$rc
+run $rows --mem-limit 100M --offload optimizer --checkpoint sqrt
+[ $plain_rc -eq 0 ] && [ $rc -eq 0 ] && python3 -c "import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1])['max_batch'] for p in sys.argv[1:])
+assert a == b, (a, b)
+assert a['plain'] < a['offload'] and a['plain'] < a['checkpoint_sqrt'], a" "$tmp/rows-plain.json" "$tmp/out"
+result "--plan's largest batches: --offload optimizer --checkpoint sqrt on the command line change no row"

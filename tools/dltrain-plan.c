@@ -61,10 +61,15 @@ int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_datase
   dlrt_memory_plan p, fit, fit_accum, fit_ckpt, fit_spill, fit_mixed;
   int rc = dlrt_plan_memory(cfg, d->channels, d->height, d->width, d->classes, &p);
   if (rc < 0) return tool_fail("cannot plan", rc);
+  /* Each row is one technique over the plain run: the run's own --accum,
+   * --checkpoint and --offload left out (they had made "plain" the
+   * checkpointed or offloaded figure). */
   dlrt_trainer_config one = *cfg;
   one.accum = 1;
+  one.checkpoint = 0;
+  one.spill.policy = DLRT_OFFLOAD_NONE;
   rc = dlrt_plan_max_batch(&one, d->channels, d->height, d->width, d->classes, memory, &fit);
-  dlrt_trainer_config acc = *cfg;
+  dlrt_trainer_config acc = one;
   acc.accum = 2; /* any K > 1 holds the same running sums */
   if (rc == DLRT_OK)
     rc = dlrt_plan_max_batch(&acc, d->channels, d->height, d->width, d->classes, memory,
