@@ -5,7 +5,9 @@
 # --plan-strategy auto against each pure strategy (belady, swap,
 # recompute) and the unlimited run, in alternating rounds; prints the
 # median measured step, the planner's predicted step and their ratio, each
-# against the best pure strategy and the unlimited step, and whether the
+# against the best pure strategy and the unlimited step, the megabytes
+# that crossed the link a step (both ways, the spill pool's count: the
+# first step's fetch of the state spread over the steps), and whether the
 # saved parameters are the same bytes as the unlimited run's. Strategies the
 # planner's model says do not fit are not run; nor those it predicts to
 # take over --max-run seconds (said so in the table, with the prediction).
@@ -31,7 +33,7 @@ while [ $# -gt 0 ]; do
   --device) device=$2; shift 2 ;;
   --max-run) max_run=$2; shift 2 ;;
   --out) out=$2; shift 2 ;;
-  -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
   *) echo "plan-strategies.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
