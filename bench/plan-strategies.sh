@@ -5,7 +5,9 @@
 # --plan-strategy auto against each pure strategy (belady, swap,
 # recompute) and the unlimited run, in alternating rounds; prints the
 # median measured step, the planner's predicted step and their ratio, each
-# against the best pure strategy and the unlimited step, and whether the
+# against the best pure strategy and the unlimited step, the megabytes
+# that crossed the link a step (both ways, the spill pool's count: the
+# first step's fetch of the state spread over the steps), and whether the
 # saved parameters are the same bytes as the unlimited run's. Strategies the
 # planner's model says do not fit are not run; nor those it predicts to
 # take over --max-run seconds (said so in the table, with the prediction).
@@ -31,7 +33,7 @@ while [ $# -gt 0 ]; do
   --device) device=$2; shift 2 ;;
   --max-run) max_run=$2; shift 2 ;;
   --out) out=$2; shift 2 ;;
-  -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
   *) echo "plan-strategies.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -119,7 +121,7 @@ for model in models.split(","):
                 else:
                     todo.append(s)
             meas = {s: [] for s in todo}
-            predicted, bits = {}, {}
+            predicted, bits, moved = {}, {}, {}
             for r in range(rounds):
                 for s in todo:  # alternating: every strategy once per round
                     save = os.path.join(tmp, "%s.st" % s)
@@ -133,6 +135,12 @@ for model in models.split(","):
                     m = step_ms(d, model, batch)
                     if m:
                         meas[s].append(m)
+                    # What crossed the link a step, both ways (the spill pool's count over
+                    # the epoch's steps; the batch's own copies are not in it).
+                    n_steps = steps if model.startswith("gpt") else int(limit) // batch
+                    if "fetched_bytes" in d:
+                        moved.setdefault(s, []).append(
+                            (d["fetched_bytes"] + d.get("spilled_bytes", 0)) / n_steps / 1e6)
                     if s != "unlimited":
                         p = d.get("spill_plan") or {}
                         predicted.setdefault(s, []).append(p.get("predicted", {}).get("step_ms"))
@@ -148,7 +156,8 @@ for model in models.split(","):
                        "predicted_ms": statistics.median([x for x in predicted.get(s, []) if x])
                        if predicted.get(s) else ((sp.get("predicted") if s == "auto" else
                                                   preds.get(s, {})) or {}).get("step_ms"),
-                       "same_bits": bits.get(s), "note": notes.get(s, "")}
+                       "same_bits": bits.get(s), "note": notes.get(s, ""),
+                       "moved_mb_per_step": statistics.median(moved[s]) if moved.get(s) else None}
                 if s == "auto":
                     row["chose"] = notes.get("auto_chose")
                 rows.append(row)
@@ -163,17 +172,21 @@ for model in models.split(","):
                        1e6 * (sp["link_latency_s"] + sp.get("copy_overhead_s", 0)),
                        1e6 * sp.get("copy_overhead_s", 0), sp["copy_floor_bytes_per_s"] / 1e6,
                        sp["unlimited_ms"]))
-            print("  %-10s %11s %11s %7s %8s %8s %5s  %s" %
-                  ("strategy", "measured", "predicted", "p/m", "/best", "/unlim", "bits", ""))
+            # wide enough for "auto(recompute)": the chosen strategy rides on auto's name
+            print("  %-16s %11s %11s %7s %8s %8s %9s %5s  %s" %
+                  ("strategy", "measured", "predicted", "p/m", "/best", "/unlim", "MB/step",
+                   "bits", ""))
             for row in rows[-5:]:
                 m, p = row["measured_ms"], row["predicted_ms"]
-                fmt = lambda x: "%9.1f ms" % x if x else "%11s" % "-"
+                fmt = lambda x: "%8.1f ms" % x if x else "%11s" % "-"  # 11 wide, as its header
                 ratio = lambda a, b: "%.3f" % (a / b) if a and b else "-"
-                print("  %-10s %11s %11s %7s %8s %8s %5s  %s" % (
+                print("  %-16s %11s %11s %7s %8s %8s %9s %5s  %s" % (
                     row["strategy"] + ("(%s)" % row["chose"] if row.get("chose") else ""),
                     fmt(m), fmt(p), ratio(p, m) if row["strategy"] != "unlimited" else "",
                     ratio(m, best_pure) if row["strategy"] == "auto" else "",
                     ratio(m, u) if row["strategy"] != "unlimited" else "",
+                    "%.3f" % row["moved_mb_per_step"] if row["moved_mb_per_step"] is not None
+                    else "",
                     {True: "same", False: "DIFF", None: ""}[row["same_bits"]], row["note"]))
             sys.stdout.flush()
 PY
