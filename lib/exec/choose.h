@@ -22,6 +22,9 @@ typedef struct {
   int passes;                /* counted passes: each node's time is their median */
   double spread;             /* the passes' step totals: (q3 - q1) / median */
   double handoff_ms;         /* the step's stream hand-offs, left out of the nodes */
+  double nodes_ms;           /* a pass's nodes, summed: the median over the passes */
+  double step_ms;            /* the step queued whole, as training runs it (one wait) */
+  double dispatch_ms;        /* its excess over its pass's nodes (median), per position */
 } dlrt__op_costs;
 
 /* Times the nodes of the executor's training schedule (spilling on): a
