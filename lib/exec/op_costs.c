@@ -1,7 +1,9 @@
 /* op_costs.c — the cost model's measured half: each node of the training
  * schedule timed on the device by a short profiling pass (the median of
  * enough runs, each node between two events on the compute stream and
- * waited for), cached per device, graph shape and offload policy in the
+ * waited for), and beside each pass the step queued whole as training
+ * runs it (its excess over the nodes: the dispatch per node), cached per
+ * device, graph shape, chunked blocks and offload policy in the
  * process and, where DLRT_PROFILE_CACHE or XDG_CACHE_HOME names a folder,
  * in a file; and the host's memcpy rate, below which no copy on a device
  * that shares host memory goes, whatever its link model says. */
@@ -368,6 +370,12 @@ int dlrt__op_costs_measure(dlrt_exec_t *e, int reps, dlrt__op_costs *c) {
    * pass, so that a time slice lost to another process moves both. */
   int passes = 0;
   double m0 = dlrt__now_ms();
+  /* A whole run counts as a training step: the executor's step count
+   * (Adam's bias correction) and loss-scale state are put back after, so
+   * that training after the profile makes the bits it makes without one. */
+  int64_t steps0 = e->steps, skipped0 = e->grads.skipped_steps, clean0 = e->grads.clean_steps;
+  float scale0 = e->grads.loss_scale;
+  int last_skipped0 = e->grads.last_skipped, micro0 = e->grads.micro;
   while (rc == DLRT_OK && passes < PROFILE_MAX_PASSES &&
          (passes < reps || dlrt__now_ms() - m0 < PROFILE_EXTRA_MS)) {
     rc = profile_runs(e, 1, times + (size_t)passes * n, wall + (size_t)passes * n, &pass_res_ms);
@@ -377,6 +385,8 @@ int dlrt__op_costs_measure(dlrt_exec_t *e, int reps, dlrt__op_costs *c) {
     whole[passes] = dlrt__now_ms() - w0;
     res_ms += pass_res_ms, passes++;
   }
+  e->steps = steps0, e->grads.skipped_steps = skipped0, e->grads.clean_steps = clean0;
+  e->grads.loss_scale = scale0, e->grads.last_skipped = last_skipped0, e->grads.micro = micro0;
   if (rc == DLRT_OK) rc = dlrt__mpool_stats(e->spill.pool, &st1);
 
   /* The device's own copies, as the step makes them (write-backs and

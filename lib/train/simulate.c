@@ -12,7 +12,9 @@
  *    compute stream before a node, its "prefetch" copies on the copy
  *    stream after one, needed by the next node within the prefetch
  *    distance that reads a storage of that size; updates that ran on the
- *    host take the machine's host time;
+ *    host take the machine's host time; on "this" machine each copy takes
+ *    the time the dry run measured for it (the pool's own copy, not the
+ *    bare link's), and the copies after the last node end the step;
  *  - the optimizer offloaded without a budget: ZeRO-Offload's schedule,
  *    each gradient copied to the host once its last backward node made it,
  *    its update on the host (one at a time, at host memory speed), the
@@ -240,8 +242,9 @@ static int dry_run(const dlrt_trainer_config *cfg, int64_t channels, int64_t hei
 /* For "this" machine: each node's time measured on dev at the model's own
  * shapes, by the planner's profiling pass (op_costs.c: a warm-up, then the
  * median of at least three runs of each node, each timed on the stream,
- * cached per device, graph shape and offload policy), in place of the
- * roofline of figures measured on other shapes (a GEMM of 64 x 784 x 512
+ * cached per device, graph shape and offload policy), plus the dispatch
+ * per node the profile measured (the step queued whole beyond its nodes),
+ * in place of the roofline of figures measured on other shapes (a GEMM of 64 x 784 x 512
  * runs at its own rate, not a square's). The executor runs with spilling
  * on and a budget of the whole device (the profiler needs the pool;
  * nothing spills), the link model off (kernels only), and an offloaded
