@@ -34,12 +34,14 @@ static uint64_t fnv(uint64_t h, const void *data, size_t n) {
 
 /* The device (its spec and name) and the graph's shape: each node's op, and
  * its tensors' types and shapes, in order. Values do not enter it. */
-static uint64_t costs_key(const dlrt_exec_t *e) {
+static uint64_t costs_key(const dlrt_exec_t *e, int whole_steps) {
   uint64_t h = 0xcbf29ce484222325ULL;
   dlrt_device_props props;
   const char *spec = dlrt_device_spec(e->dev);
   h = fnv(h, spec, strlen(spec));
   if (dlrt_device_props_get(e->dev, &props) == DLRT_OK) h = fnv(h, props.name, strlen(props.name));
+  /* A profile with the whole steps (their dispatch) is not one without. */
+  h = fnv(h, &whole_steps, sizeof whole_steps);
   /* Updates offloaded to the host are timed there. */
   int policy = e->spill.pool ? (int)e->spill.cfg.policy : -1;
   h = fnv(h, &policy, sizeof policy);
@@ -326,13 +328,17 @@ static int profile_runs(dlrt_exec_t *e, int reps, double *times, double *wall,
 }
 
 int dlrt__op_costs_measure(dlrt_exec_t *e, int reps, dlrt__op_costs *c) {
+  return dlrt__op_costs_measure_steps(e, reps, 0, c);
+}
+
+int dlrt__op_costs_measure_steps(dlrt_exec_t *e, int reps, int whole_steps, dlrt__op_costs *c) {
   memset(c, 0, sizeof *c);
   DLRT__CHECK_ARG(e->spill.pool, "profiling needs spilling on (a device budget)");
   const dlrt__schedule *s = &e->plan.plans[DLRT_RUN_TRAIN];
   c->n_nodes = e->g->n_nodes;
   c->node_ms = calloc((size_t)(c->n_nodes ? c->n_nodes : 1), sizeof *c->node_ms);
   if (!c->node_ms) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
-  uint64_t key = costs_key(e);
+  uint64_t key = costs_key(e, whole_steps);
   const char *off = getenv("DLRT_PROFILE_FRESH");
   int fresh = off && *off && strcmp(off, "0") != 0;
   if (!fresh && from_process(key, c)) {
@@ -362,7 +368,9 @@ int dlrt__op_costs_measure(dlrt_exec_t *e, int reps, dlrt__op_costs *c) {
   /* At least `reps` passes, and more while the passes have taken less than
    * PROFILE_EXTRA_MS: a short step (a 4 ms mlp) gets enough of them for
    * its medians to stand against a time slice lost to another process. */
-  /* After each pass, the step as training runs it: the schedule queued
+  /* With whole_steps, after each pass, the step as training runs it (on
+   * an executor of the caller's own: it trains a step, which moves the
+   * step count, the loss scale and the optimizer state): the schedule queued
    * node after node and waited for once at its end. Its excess over the
    * pass's node times (whole[pass]) is the dispatch that a replay of the
    * nodes alone leaves out: the residency's bookkeeping, the launches'
@@ -370,23 +378,15 @@ int dlrt__op_costs_measure(dlrt_exec_t *e, int reps, dlrt__op_costs *c) {
    * pass, so that a time slice lost to another process moves both. */
   int passes = 0;
   double m0 = dlrt__now_ms();
-  /* A whole run counts as a training step: the executor's step count
-   * (Adam's bias correction) and loss-scale state are put back after, so
-   * that training after the profile makes the bits it makes without one. */
-  int64_t steps0 = e->steps, skipped0 = e->grads.skipped_steps, clean0 = e->grads.clean_steps;
-  float scale0 = e->grads.loss_scale;
-  int last_skipped0 = e->grads.last_skipped, micro0 = e->grads.micro;
   while (rc == DLRT_OK && passes < PROFILE_MAX_PASSES &&
          (passes < reps || dlrt__now_ms() - m0 < PROFILE_EXTRA_MS)) {
     rc = profile_runs(e, 1, times + (size_t)passes * n, wall + (size_t)passes * n, &pass_res_ms);
     double w0 = dlrt__now_ms();
-    if (rc == DLRT_OK) rc = dlrt_exec_run(e, DLRT_RUN_TRAIN);
-    if (rc == DLRT_OK) rc = dlrt_stream_synchronize(e->stream);
-    whole[passes] = dlrt__now_ms() - w0;
+    if (rc == DLRT_OK && whole_steps) rc = dlrt_exec_run(e, DLRT_RUN_TRAIN);
+    if (rc == DLRT_OK && whole_steps) rc = dlrt_stream_synchronize(e->stream);
+    whole[passes] = whole_steps ? dlrt__now_ms() - w0 : 0;
     res_ms += pass_res_ms, passes++;
   }
-  e->steps = steps0, e->grads.skipped_steps = skipped0, e->grads.clean_steps = clean0;
-  e->grads.loss_scale = scale0, e->grads.last_skipped = last_skipped0, e->grads.micro = micro0;
   if (rc == DLRT_OK) rc = dlrt__mpool_stats(e->spill.pool, &st1);
 
   /* The device's own copies, as the step makes them (write-backs and
@@ -415,7 +415,7 @@ int dlrt__op_costs_measure(dlrt_exec_t *e, int reps, dlrt__op_costs *c) {
   }
   if (rc == DLRT_OK) {
     c->passes = passes;
-    double excess = median(whole, passes);
+    double excess = whole_steps ? median(whole, passes) : 0;
     c->spread = pass_spread(one, passes);
     c->nodes_ms = median(one, passes);
     c->step_ms = c->nodes_ms + excess;

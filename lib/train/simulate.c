@@ -288,7 +288,7 @@ static int measured_seconds(const dlrt_trainer_config *cfg, int64_t channels, in
     if ((rc = dlrt_link_set(dev, "none")) == DLRT_OK) link_off = 1;
   }
   dlrt__op_costs costs = {0};
-  if (rc == DLRT_OK) rc = dlrt__op_costs_measure(e, 3, &costs);
+  if (rc == DLRT_OK) rc = dlrt__op_costs_measure_steps(e, 3, 1, &costs);
   if (link_off && dlrt_link_set(dev, spec) < 0 && rc == DLRT_OK) rc = DLRT_ERR_STATE;
   int same = rc == DLRT_OK && g2->n_nodes == g->n_nodes && costs.n_nodes == g->n_nodes;
   for (int i = 0; same && i < g->n_nodes; i++)
