@@ -6,6 +6,9 @@
 # device budget. The measured step is the batch over the run's steady-state
 # throughput (train_images_per_s, or tokens_per_s for a GPT); each side's
 # figure is the median over the runs; the bar (issue 20) is within 10%.
+# Each prediction profiles the device afresh (DLRT_PROFILE_FRESH=1), so
+# that it sees the machine its neighbouring run sees, not a cached profile
+# taken under another load.
 #
 # Usage: bench/simulate-vs-measured.sh [--runs N] [--device D] [--only NAME]
 # Needs a build (DLTRAIN: default ./tools/dltrain; run from the build folder).
@@ -41,7 +44,7 @@ for c in "${cases[@]}"; do
   pred=() meas=()
   for ((r = 0; r < runs; r++)); do
     # shellcheck disable=SC2086
-    p=$($DLTRAIN --plan --simulate this --device "$device" $args --json 2>/dev/null |
+    p=$(DLRT_PROFILE_FRESH=1 $DLTRAIN --plan --simulate this --device "$device" $args --json 2>/dev/null |
       python3 -c 'import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])["simulate"]["step_s"])')
     # shellcheck disable=SC2086
     m=$($DLTRAIN --device "$device" $args --json 2>/dev/null | python3 -c '

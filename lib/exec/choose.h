@@ -22,6 +22,9 @@ typedef struct {
   int passes;                /* counted passes: each node's time is their median */
   double spread;             /* the passes' step totals: (q3 - q1) / median */
   double handoff_ms;         /* the step's stream hand-offs, left out of the nodes */
+  double nodes_ms;           /* a pass's nodes, summed: the median over the passes */
+  double step_ms;            /* the step queued whole, as training runs it (one wait) */
+  double dispatch_ms;        /* its excess over its pass's nodes (median), per position */
 } dlrt__op_costs;
 
 /* Times the nodes of the executor's training schedule (spilling on): a
@@ -32,6 +35,13 @@ typedef struct {
  * the storages hold garbage afterwards (the caller initialises them
  * again). */
 int dlrt__op_costs_measure(dlrt_exec_t *e, int reps, dlrt__op_costs *c);
+/* The same, and with whole_steps, beside each pass the step queued whole
+ * as training runs it (its excess over the nodes: dispatch_ms; without,
+ * dispatch_ms is 0 and step_ms the nodes' nodes_ms).
+ * A whole step trains: the executor's step count, loss scale and optimizer
+ * state move, so it is for an executor made to be profiled and thrown
+ * away (--simulate this), not a trainer's. */
+int dlrt__op_costs_measure_steps(dlrt_exec_t *e, int reps, int whole_steps, dlrt__op_costs *c);
 void dlrt__op_costs_free(dlrt__op_costs *c);
 
 /* The spill pool's model (choose_model.c): one training step of schedule s

@@ -1,7 +1,9 @@
 /* op_costs.c — the cost model's measured half: each node of the training
  * schedule timed on the device by a short profiling pass (the median of
  * enough runs, each node between two events on the compute stream and
- * waited for), cached per device, graph shape and offload policy in the
+ * waited for), and beside each pass the step queued whole as training
+ * runs it (its excess over the nodes: the dispatch per node), cached per
+ * device, graph shape, chunked blocks and offload policy in the
  * process and, where DLRT_PROFILE_CACHE or XDG_CACHE_HOME names a folder,
  * in a file; and the host's memcpy rate, below which no copy on a device
  * that shares host memory goes, whatever its link model says. */
@@ -32,15 +34,26 @@ static uint64_t fnv(uint64_t h, const void *data, size_t n) {
 
 /* The device (its spec and name) and the graph's shape: each node's op, and
  * its tensors' types and shapes, in order. Values do not enter it. */
-static uint64_t costs_key(const dlrt_exec_t *e) {
+static uint64_t costs_key(const dlrt_exec_t *e, int whole_steps) {
   uint64_t h = 0xcbf29ce484222325ULL;
   dlrt_device_props props;
   const char *spec = dlrt_device_spec(e->dev);
   h = fnv(h, spec, strlen(spec));
   if (dlrt_device_props_get(e->dev, &props) == DLRT_OK) h = fnv(h, props.name, strlen(props.name));
+  /* A profile with the whole steps (their dispatch) is not one without. */
+  h = fnv(h, &whole_steps, sizeof whole_steps);
   /* Updates offloaded to the host are timed there. */
   int policy = e->spill.pool ? (int)e->spill.cfg.policy : -1;
   h = fnv(h, &policy, sizeof policy);
+  /* A chunked block (segments, or the slices a budget made) is timed
+   * whole, its slice copies with it: the blocks enter the key, so a
+   * profile under one budget is not another's. */
+  const dlrt__schedule *s = &e->plan.plans[DLRT_RUN_TRAIN];
+  for (int b = 0; b < s->n_blocks; b++) {
+    int64_t block[4] = {s->blocks[b].begin, s->blocks[b].end, s->blocks[b].batch,
+                        s->blocks[b].chunk};
+    h = fnv(h, block, sizeof block);
+  }
   const dlrt_graph_t *g = e->g;
   for (int i = 0; i < g->n_nodes; i++) {
     const dlrt__node *n = g->nodes[i];
@@ -65,7 +78,7 @@ static struct {
   double *ms;
   double memcpy_rate, copy_rate;
   int passes;
-  double spread, handoff_ms;
+  double spread, handoff_ms, nodes_ms, step_ms, dispatch_ms;
 } cache[PROCESS_CACHE];
 static int cache_used;
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -80,6 +93,8 @@ static int from_process(uint64_t key, dlrt__op_costs *c) {
       c->copy_bytes_per_s = cache[i].copy_rate;
       c->passes = cache[i].passes, c->spread = cache[i].spread;
       c->handoff_ms = cache[i].handoff_ms;
+      c->nodes_ms = cache[i].nodes_ms;
+      c->step_ms = cache[i].step_ms, c->dispatch_ms = cache[i].dispatch_ms;
       found = 1;
     }
   pthread_mutex_unlock(&cache_lock);
@@ -98,6 +113,8 @@ static void to_process(uint64_t key, const dlrt__op_costs *c) {
     cache[slot].copy_rate = c->copy_bytes_per_s;
     cache[slot].passes = c->passes, cache[slot].spread = c->spread;
     cache[slot].handoff_ms = c->handoff_ms;
+    cache[slot].nodes_ms = c->nodes_ms;
+    cache[slot].step_ms = c->step_ms, cache[slot].dispatch_ms = c->dispatch_ms;
   }
   pthread_mutex_unlock(&cache_lock);
 }
@@ -114,10 +131,13 @@ static int from_file(uint64_t key, dlrt__op_costs *c) {
   if (!cache_path(key, path, sizeof path)) return 0;
   FILE *f = fopen(path, "r");
   if (!f) return 0;
-  /* Version 3: nodes timed on the stream, over filled inputs (a version 2
-   * file's times were not: measured again). */
-  int n = -1, ok = fscanf(f, "dlrt-profile-3 %d %lf %lf %d %lf %lf", &n, &c->memcpy_bytes_per_s,
-                          &c->copy_bytes_per_s, &c->passes, &c->spread, &c->handoff_ms) == 6 &&
+  /* Version 4: version 3's nodes (timed on the stream, over filled
+   * inputs) with the whole step as training runs it and its dispatch per
+   * node; the key covers the schedule's chunked blocks (an older file's
+   * figures lack the step: measured again). */
+  int n = -1, ok = fscanf(f, "dlrt-profile-4 %d %lf %lf %d %lf %lf %lf %lf %lf", &n,
+                          &c->memcpy_bytes_per_s, &c->copy_bytes_per_s, &c->passes, &c->spread,
+                          &c->handoff_ms, &c->nodes_ms, &c->step_ms, &c->dispatch_ms) == 9 &&
                    n == c->n_nodes;
   for (int i = 0; ok && i < n; i++) ok = fscanf(f, "%lf", &c->node_ms[i]) == 1;
   fclose(f);
@@ -131,8 +151,9 @@ static void to_file(uint64_t key, const dlrt__op_costs *c) {
   snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
   FILE *f = fopen(tmp, "w");
   if (!f) return;
-  fprintf(f, "dlrt-profile-3 %d %.6e %.6e %d %.6f %.6f\n", c->n_nodes, c->memcpy_bytes_per_s,
-          c->copy_bytes_per_s, c->passes, c->spread, c->handoff_ms);
+  fprintf(f, "dlrt-profile-4 %d %.6e %.6e %d %.6f %.6f %.6f %.6f %.9f\n", c->n_nodes,
+          c->memcpy_bytes_per_s, c->copy_bytes_per_s, c->passes, c->spread, c->handoff_ms,
+          c->nodes_ms, c->step_ms, c->dispatch_ms);
   for (int i = 0; i < c->n_nodes; i++) fprintf(f, "%.6f\n", c->node_ms[i]);
   if (fclose(f) == 0 && rename(tmp, path) == 0) return;
   unlink(tmp);
@@ -307,13 +328,17 @@ static int profile_runs(dlrt_exec_t *e, int reps, double *times, double *wall,
 }
 
 int dlrt__op_costs_measure(dlrt_exec_t *e, int reps, dlrt__op_costs *c) {
+  return dlrt__op_costs_measure_steps(e, reps, 0, c);
+}
+
+int dlrt__op_costs_measure_steps(dlrt_exec_t *e, int reps, int whole_steps, dlrt__op_costs *c) {
   memset(c, 0, sizeof *c);
   DLRT__CHECK_ARG(e->spill.pool, "profiling needs spilling on (a device budget)");
   const dlrt__schedule *s = &e->plan.plans[DLRT_RUN_TRAIN];
   c->n_nodes = e->g->n_nodes;
   c->node_ms = calloc((size_t)(c->n_nodes ? c->n_nodes : 1), sizeof *c->node_ms);
   if (!c->node_ms) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
-  uint64_t key = costs_key(e);
+  uint64_t key = costs_key(e, whole_steps);
   const char *off = getenv("DLRT_PROFILE_FRESH");
   int fresh = off && *off && strcmp(off, "0") != 0;
   if (!fresh && from_process(key, c)) {
@@ -331,7 +356,8 @@ int dlrt__op_costs_measure(dlrt_exec_t *e, int reps, dlrt__op_costs *c) {
   double *times = calloc(PROFILE_MAX_PASSES * n, sizeof *times);
   double *wall = calloc(PROFILE_MAX_PASSES * n, sizeof *wall);
   double *one = calloc(PROFILE_MAX_PASSES, sizeof *one);
-  int rc = times && wall && one ? DLRT_OK : dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  double *whole = calloc(PROFILE_MAX_PASSES, sizeof *whole);
+  int rc = times && wall && one && whole ? DLRT_OK : dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   if (rc == DLRT_OK) rc = fill_inputs(e);
   /* A first run warms the caches, the allocator and the host copies; it
    * is not counted. */
@@ -342,14 +368,27 @@ int dlrt__op_costs_measure(dlrt_exec_t *e, int reps, dlrt__op_costs *c) {
   /* At least `reps` passes, and more while the passes have taken less than
    * PROFILE_EXTRA_MS: a short step (a 4 ms mlp) gets enough of them for
    * its medians to stand against a time slice lost to another process. */
+  /* With whole_steps, after each pass, the step as training runs it (on
+   * an executor of the caller's own: it trains a step, which moves the
+   * step count, the loss scale and the optimizer state): the schedule queued
+   * node after node and waited for once at its end. Its excess over the
+   * pass's node times (whole[pass]) is the dispatch that a replay of the
+   * nodes alone leaves out: the residency's bookkeeping, the launches'
+   * hand-off to the stream thread, the final wait. Each beside its own
+   * pass, so that a time slice lost to another process moves both. */
   int passes = 0;
   double m0 = dlrt__now_ms();
   while (rc == DLRT_OK && passes < PROFILE_MAX_PASSES &&
          (passes < reps || dlrt__now_ms() - m0 < PROFILE_EXTRA_MS)) {
     rc = profile_runs(e, 1, times + (size_t)passes * n, wall + (size_t)passes * n, &pass_res_ms);
+    double w0 = dlrt__now_ms();
+    if (rc == DLRT_OK && whole_steps) rc = dlrt_exec_run(e, DLRT_RUN_TRAIN);
+    if (rc == DLRT_OK && whole_steps) rc = dlrt_stream_synchronize(e->stream);
+    whole[passes] = whole_steps ? dlrt__now_ms() - w0 : 0;
     res_ms += pass_res_ms, passes++;
   }
   if (rc == DLRT_OK) rc = dlrt__mpool_stats(e->spill.pool, &st1);
+
   /* The device's own copies, as the step makes them (write-backs and
    * fetches on the compute stream, waited for), when there are enough. */
   uint64_t moved = rc == DLRT_OK ? st1.spilled_bytes - st0.spilled_bytes + st1.fetched_bytes -
@@ -366,16 +405,23 @@ int dlrt__op_costs_measure(dlrt_exec_t *e, int reps, dlrt__op_costs *c) {
     c->handoff_ms += median(one, passes) - on_stream;
   }
   /* The spread of whole passes: their interquartile range over their
-   * median. */
+   * median; the dispatch per position, the median excess of the step as
+   * training runs it over its pass's nodes (none where the queued step is
+   * the faster: the stream timing's hand-offs pipelined away). */
   for (int r = 0; rc == DLRT_OK && r < passes; r++) {
     one[r] = 0;
     for (int k = 0; k < s->n; k++) one[r] += times[(size_t)r * n + (size_t)k];
+    whole[r] -= one[r];
   }
   if (rc == DLRT_OK) {
     c->passes = passes;
+    double excess = whole_steps ? median(whole, passes) : 0;
     c->spread = pass_spread(one, passes);
+    c->nodes_ms = median(one, passes);
+    c->step_ms = c->nodes_ms + excess;
+    c->dispatch_ms = s->n && excess > 0 ? excess / s->n : 0;
   }
-  free(times), free(wall), free(one);
+  free(times), free(wall), free(one), free(whole);
   if (rc < 0) {
     dlrt__op_costs_free(c);
     return rc;

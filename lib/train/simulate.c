@@ -12,7 +12,9 @@
  *    compute stream before a node, its "prefetch" copies on the copy
  *    stream after one, needed by the next node within the prefetch
  *    distance that reads a storage of that size; updates that ran on the
- *    host take the machine's host time;
+ *    host take the machine's host time; on "this" machine each copy takes
+ *    the time the dry run measured for it (the pool's own copy, not the
+ *    bare link's), and the copies after the last node end the step;
  *  - the optimizer offloaded without a budget: ZeRO-Offload's schedule,
  *    each gradient copied to the host once its last backward node made it,
  *    its update on the host (one at a time, at host memory speed), the
@@ -39,24 +41,31 @@
 
 /* A copy of the replay: before position `pos` on the compute stream
  * (on_compute), or issued when `pos` starts on the copy engine and needed
- * by position `need` (-1: by none in this step). */
+ * by position `need` (-1: by none in this step); pos = the schedule's
+ * length: after its last node (the step ends when it does). */
 typedef struct {
   int pos, need, dir, on_compute;
   double bytes;
 } sim_copy;
 
+/* Copies, and beside each the seconds it took on the device where a dry
+ * run made it (measured_s; 0: not measured). */
 typedef struct {
   sim_copy *v;
+  double *measured_s;
   int n, cap;
 } copy_list;
 
-static int copies_add(copy_list *l, sim_copy c) {
+static int copies_add(copy_list *l, sim_copy c, double measured_s) {
   if (l->n == l->cap) {
     int cap = l->cap ? 2 * l->cap : 64;
     sim_copy *v = realloc(l->v, (size_t)cap * sizeof *v);
-    if (!v) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory replaying a step");
-    l->v = v, l->cap = cap;
+    if (v) l->v = v;
+    double *t = v ? realloc(l->measured_s, (size_t)cap * sizeof *t) : NULL;
+    if (!t) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory replaying a step");
+    l->measured_s = t, l->cap = cap;
   }
+  l->measured_s[l->n] = measured_s;
   l->v[l->n++] = c;
   return DLRT_OK;
 }
@@ -122,7 +131,6 @@ typedef struct {
 
 static void dry_sink(void *ctx, const char *name, const char *cat, int tid, double start_us,
                      double end_us) {
-  (void)start_us, (void)end_us;
   dry_log *l = ctx;
   if (l->failed) return;
   if (strcmp(cat, "copy") == 0) {
@@ -138,7 +146,7 @@ static void dry_sink(void *ctx, const char *name, const char *cat, int tid, doub
     int out = strncmp(name, "write back", 10) == 0 || strncmp(name, "slice out", 9) == 0;
     sim_copy c = {l->nodes, -1, out ? DLRT__LINK_D2H : DLRT__LINK_H2D,
                   tid != DLRT_TRACE_COPY, bytes};
-    if (copies_add(&l->copies, c) < 0) l->failed = 1;
+    if (copies_add(&l->copies, c, (end_us - start_us) / 1e6) < 0) l->failed = 1;
     return;
   }
   if (strcmp(cat, "forward") && strcmp(cat, "backward") && strcmp(cat, "update")) return;
@@ -234,8 +242,9 @@ static int dry_run(const dlrt_trainer_config *cfg, int64_t channels, int64_t hei
 /* For "this" machine: each node's time measured on dev at the model's own
  * shapes, by the planner's profiling pass (op_costs.c: a warm-up, then the
  * median of at least three runs of each node, each timed on the stream,
- * cached per device, graph shape and offload policy), in place of the
- * roofline of figures measured on other shapes (a GEMM of 64 x 784 x 512
+ * cached per device, graph shape and offload policy), plus the dispatch
+ * per node the profile measured (the step queued whole beyond its nodes),
+ * in place of the roofline of figures measured on other shapes (a GEMM of 64 x 784 x 512
  * runs at its own rate, not a square's). The executor runs with spilling
  * on and a budget of the whole device (the profiler needs the pool;
  * nothing spills), the link model off (kernels only), and an offloaded
@@ -279,20 +288,25 @@ static int measured_seconds(const dlrt_trainer_config *cfg, int64_t channels, in
     if ((rc = dlrt_link_set(dev, "none")) == DLRT_OK) link_off = 1;
   }
   dlrt__op_costs costs = {0};
-  if (rc == DLRT_OK) rc = dlrt__op_costs_measure(e, 3, &costs);
+  if (rc == DLRT_OK) rc = dlrt__op_costs_measure_steps(e, 3, 1, &costs);
   if (link_off && dlrt_link_set(dev, spec) < 0 && rc == DLRT_OK) rc = DLRT_ERR_STATE;
   int same = rc == DLRT_OK && g2->n_nodes == g->n_nodes && costs.n_nodes == g->n_nodes;
   for (int i = 0; same && i < g->n_nodes; i++)
     same = g2->nodes[i]->op == g->nodes[i]->op && g2->nodes[i]->phase == g->nodes[i]->phase;
   if (same) {
-    for (int k = 0; k < s->n; k++) seconds[k] = costs.node_ms[s->order[k]] / 1e3;
+    /* Each node as timed on the stream, and the dispatch per node that
+     * the whole step measured beyond them. */
+    for (int k = 0; k < s->n; k++)
+      seconds[k] = (costs.node_ms[s->order[k]] + costs.dispatch_ms) / 1e3;
     *measured = 1;
     const char *trace = getenv("DLRT_SIMULATE_TRACE");
     if (trace && *trace && strcmp(trace, "0") != 0)
       fprintf(stderr, "profile %s: %d passes, their spread (q3 - q1) / median %.1f%%, %.3f ms "
-              "of stream hand-offs left out, updates timed on the %s\n",
+              "of stream hand-offs left out, updates timed on the %s; the step queued whole "
+              "%.3f ms over its nodes' %.3f ms, %.3f us of dispatch per node\n",
               costs.cached ? "cached" : "measured now", costs.passes, 100 * costs.spread,
-              costs.handoff_ms, offloaded(cfg) ? "host" : "device");
+              costs.handoff_ms, offloaded(cfg) ? "host" : "device", costs.step_ms,
+              costs.nodes_ms, costs.dispatch_ms * 1e3);
   }
   dlrt__op_costs_free(&costs);
   dlrt_exec_destroy(e);
@@ -313,10 +327,9 @@ typedef struct {
   int counting;         /* the step that is counted */
 } replay;
 
-static double copy_end(replay *r, double issue, const sim_copy *c) {
+/* When copy c, issued at `issue`, ends on its engine, taking `seconds`. */
+static double copy_end_taking(replay *r, double issue, const sim_copy *c, double seconds) {
   dlrt__link_engine e = {.free_at = r->engine[c->dir]};
-  double seconds = dlrt__link_seconds(r->m->link_bytes_per_s, r->m->link_latency_s,
-                                      (uint64_t)c->bytes);
   double end = dlrt__link_engine_take(&e, issue, seconds, (uint64_t)c->bytes);
   r->engine[c->dir] = end;
   if (r->counting) {
@@ -326,6 +339,22 @@ static double copy_end(replay *r, double issue, const sim_copy *c) {
     else r->p->d2h_bytes += (uint64_t)c->bytes;
   }
   return end;
+}
+
+/* The same at the link model's time. */
+static double copy_end(replay *r, double issue, const sim_copy *c) {
+  return copy_end_taking(r, issue, c, dlrt__link_seconds(r->m->link_bytes_per_s,
+                                                         r->m->link_latency_s,
+                                                         (uint64_t)c->bytes));
+}
+
+/* Copy i of l issued at `issue`: on this machine (measured), as long as
+ * its dry run's took (the pool's own copy, its staging and bookkeeping with
+ * it, not the bare link's); elsewhere the link model's. */
+static double list_copy_end(replay *r, double issue, const copy_list *l, int i, int measured) {
+  if (measured && l->measured_s[i] > 0)
+    return copy_end_taking(r, issue, &l->v[i], l->measured_s[i]);
+  return copy_end(r, issue, &l->v[i]);
 }
 
 /* The compute stream waits until `until`. */
@@ -939,9 +968,14 @@ int dlrt_simulate_step(const dlrt_trainer_config *cfg, int64_t channels, int64_t
     }
     for (int i = 0; i < log.copies.n; i++) {
       sim_copy c = log.copies.v[i];
-      if (c.pos >= n) c.pos = n - 1; /* after the last node: at its place */
-      if (!c.on_compute) c.need = prefetch_need(g, &s, c.pos, cfg->spill.prefetch, c.bytes);
-      if ((rc = copies_add(&copies, c)) < 0) goto done;
+      if (c.pos > n) c.pos = n;
+      if (!c.on_compute && c.pos < n)
+        c.need = prefetch_need(g, &s, c.pos, cfg->spill.prefetch, c.bytes);
+      if ((rc = copies_add(&copies, c, log.copies.measured_s[i])) < 0) goto done;
+      if (trace)
+        fprintf(stderr, "copy %5d %s %-7s %12.0f B %10.3f us (the dry run's)\n", c.pos,
+                c.dir == DLRT__LINK_H2D ? "in " : "out", c.on_compute ? "compute" : "engine",
+                c.bytes, log.copies.measured_s[i] * 1e6);
     }
     snprintf(out->copies_from, sizeof out->copies_from, "a dry run of the executor on %s",
              dlrt_device_spec(dev));
@@ -988,6 +1022,7 @@ int dlrt_simulate_step(const dlrt_trainer_config *cfg, int64_t channels, int64_t
       for (int j = 0; j < node->n_out; j++) grad_done[node->out[j]->owner->id] = k;
     }
   replay r = {.m = m, .p = out};
+  int measured_copies = budget && strcmp(m->name, "this") == 0;
   double step_start = 0, backward_start = 0, backward_end = 0, batch_ready = 0;
   double host_in_backward = 0;
   int steps = host_updates ? 3 : 1;
@@ -1007,11 +1042,12 @@ int dlrt_simulate_step(const dlrt_trainer_config *cfg, int64_t channels, int64_t
       double start = r.t;
       for (int i = ci; i < copies.n && copies.v[i].pos == k; i++)
         if (copies.v[i].on_compute)
-          wait_until(&r, copy_end(&r, r.t, &copies.v[i]), &out->exposed_transfer_s);
+          wait_until(&r, list_copy_end(&r, r.t, &copies, i, measured_copies),
+                     &out->exposed_transfer_s);
       for (; ci < copies.n && copies.v[ci].pos == k; ci++) {
         const sim_copy *c = &copies.v[ci];
         if (c->on_compute) continue;
-        double end = copy_end(&r, start, c);
+        double end = list_copy_end(&r, start, &copies, ci, measured_copies);
         if (c->need >= k && end > wait_at[c->need]) wait_at[c->need] = end;
       }
       wait_until(&r, wait_at[k], &out->exposed_transfer_s);
@@ -1057,6 +1093,13 @@ int dlrt_simulate_step(const dlrt_trainer_config *cfg, int64_t channels, int64_t
         for (int j = 0; j < node->n_out; j++)
           if (grad_done[node->out[j]->owner->id] == k) ready[node->out[j]->owner->id] = r.t;
     }
+    /* The copies the pool made after the last node (write-backs of what
+     * the updates wrote, room for the next step's first nodes): the next
+     * step starts once they are done (a dry run's trace shows its steps
+     * that far apart). */
+    for (; ci < copies.n; ci++)
+      wait_until(&r, list_copy_end(&r, r.t, &copies, ci, measured_copies),
+                 &out->exposed_transfer_s);
   }
   /* The last step, from its start (its first nodes waited for the previous
    * step's parameters: the steady state) to its last node. */
@@ -1079,8 +1122,8 @@ done:
   free(host_done);
   free(grad_done);
   free(first_use);
-  free(copies.v);
-  free(log.copies.v);
+  free(copies.v), free(copies.measured_s);
+  free(log.copies.v), free(log.copies.measured_s);
   free(log.on_host);
   dlrt__schedule_free(&s);
   dlrt_graph_destroy(g);
