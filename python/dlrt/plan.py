@@ -234,12 +234,14 @@ def plan(model="mlp", batch=None, precision="fp32", device_memory=None, device=N
                          parse_size(device_memory) if device_memory is not None else 0, host,
                          prefetch_given)
     p = _plan(cfg, d, S.MemoryPlan())
-    plain = dict(accum=1)
+    # Each row is one technique over the plain run (tools/dltrain-plan.c):
+    # the run's own accum, checkpoint and offload left out.
+    plain = dict(accum=1, checkpoint=0, policy=C.OFFLOAD["none"])
     fits = {
         "plain": _max_batch(cfg, d, memory, **plain),
-        "accumulation": _max_batch(cfg, d, memory, accum=2),  # any K > 1: the same sums
-        "checkpoint_sqrt": _max_batch(cfg, d, memory, checkpoint=C.CHECKPOINT_SQRT, **plain),
-        "offload": _max_batch(cfg, d, memory, policy=C.OFFLOAD["optimizer"], **plain),
+        "accumulation": _max_batch(cfg, d, memory, **dict(plain, accum=2)),  # any K > 1
+        "checkpoint_sqrt": _max_batch(cfg, d, memory, **dict(plain, checkpoint=C.CHECKPOINT_SQRT)),
+        "offload": _max_batch(cfg, d, memory, **dict(plain, policy=C.OFFLOAD["optimizer"])),
         "mixed_precision": _max_batch(cfg, d, memory, precision=1, **plain),  # bf16: the same
     }
     count = (parameter_count(what_if) if what_if is not None
