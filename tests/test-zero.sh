@@ -183,8 +183,8 @@ usage --zero 2 --device cpu --data generated --limit 640
 result "--zero without --devices or mpirun is a usage error"
 usage --zero 4 --devices cpu,cpu --data generated --limit 640
 result "--zero 4 is a usage error"
-usage --zero 1 --pipeline cpu,cpu --data generated --limit 640
-result "--zero with --pipeline is a usage error"
+usage --zero 2 --pipeline cpu,cpu --data generated --limit 640
+result "--zero 2 with --pipeline is a usage error (it takes --zero 1, under mpirun)"
 usage --zero 1 --devices cpu,cpu --precision fp16 --data generated --limit 640
 result "--zero with --precision fp16 (loss scaling) is a usage error"
 usage --zero 1 --devices cpu --data generated --limit 640

@@ -66,7 +66,10 @@ void dltrain_usage(FILE *out) {
         "                             (gathered for each pass); each replica updates its\n"
         "                             range. With --tensor-parallel N under mpirun -np\n"
         "                             N x R: each shard's states over its R replicas\n"
-        "                             (with --accum, --clip-norm, fp16) (default 0: off)\n"
+        "                             (with --accum, --clip-norm, fp16). With --pipeline\n"
+        "                             under mpirun -np R: --zero 1, each stage's optimizer\n"
+        "                             state over the R ranks (with --accum, --clip-norm,\n"
+        "                             fp16) (default 0: off)\n"
         "  -e, --epochs N             epochs in all, counting resumed ones (default 1)\n"
         "  -b, --batch N              images per step (default 64; a GPT's: windows of\n"
         "                             --context tokens, default 32)\n"
@@ -491,17 +494,20 @@ static int check_combinations(options *o, int momentum_given, dlrt_optimizer_kin
   if (o->pipeline && o->checkpoint == DLRT_CHECKPOINT_AUTO)
     return tool_usage_error(err, "--pipeline takes --checkpoint blocks, sqrt or every:N, not "
                             "auto, in this version");
-  if (o->zero && o->pipeline)
-    return tool_usage_error(err, "--zero shards data-parallel replicas (--devices, or the "
-                            "ranks under mpirun), not --pipeline stages");
+  if (o->zero > 1 && o->pipeline)
+    return tool_usage_error(err, "--pipeline takes --zero 1 (each stage's optimizer state "
+                            "over the ranks under mpirun), not --zero %d (its gradients or "
+                            "parameters), in this version", o->zero);
   /* A split model's replicas shard through tensor_parallel.c's host update,
-   * which takes loss scaling and accumulation too. */
-  if (o->zero && o->precision == DLRT_F16 && !o->tensor_parallel)
+   * a pipeline's stages through pipeline.c's, which take loss scaling and
+   * accumulation too. */
+  int zero_own_update = o->tensor_parallel || o->pipeline;
+  if (o->zero && o->precision == DLRT_F16 && !zero_own_update)
     return tool_usage_error(err, "--zero goes without --precision fp16 (loss scaling) in this "
-                            "version, but with --tensor-parallel: use bf16");
-  if (o->zero && (o->mem_limit || (o->accum > 1 && !o->tensor_parallel)))
+                            "version, but with --tensor-parallel or --pipeline: use bf16");
+  if (o->zero && (o->mem_limit || (o->accum > 1 && !zero_own_update)))
     return tool_usage_error(err, "--zero goes without --mem-limit, and without --accum but "
-                            "with --tensor-parallel, in this version");
+                            "with --tensor-parallel or --pipeline, in this version");
   if (o->devices && (o->mem_limit || o->accum > 1 || o->checkpoint))
     return tool_usage_error(err, "--devices goes without --mem-limit, --accum and --checkpoint "
                             "in this version");

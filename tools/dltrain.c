@@ -936,9 +936,8 @@ int main(int argc, char **argv) {
             dlrt_plan_strategy_name(sp.chosen), measured_step_ms(&o, &r));
   }
   TRY(dlrt_trainer_zero_info(trainer, &r.zero), "cannot read the replicas' model states");
-  /* (A pipeline's replicas hold their states on the stages, which the
-   * figures do not count: no line rather than a wrong one.) */
-  if (r.zero.replicas > 1 && !o.pipeline) {
+  /* (A pipeline's figures are its stages' sum.) */
+  if (r.zero.replicas > 1) {
     const dlrt_zero_info *z = &r.zero;
     uint64_t held = z->param_bytes + z->grad_bytes + z->optimizer_bytes;
     uint64_t full = z->full_param_bytes + z->full_grad_bytes + z->full_optimizer_bytes;

@@ -235,7 +235,7 @@ static int import_all(dlrt_trainer_t *t, const char *path, const dlrt_host_tenso
 
 int dlrt_trainer_load(dlrt_trainer_t *t, const char *path, int *epochs_done) {
   DLRT__CHECK_ARG(t && path, "trainer or path is NULL");
-  if (t->zero)
+  if (t->zero || t->stage_zero)
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_load: the model states are sharded "
                            "(dlrt_trainer_set_zero): load the checkpoint before sharding");
   dlrt_host_tensor *tensors = NULL;

@@ -23,6 +23,7 @@
 #include "util/status.h"
 
 static void stage_free(struct stage *s) {
+  dlrt__zero_peer_free(s->zero); /* first: it waits for the executor's stream */
   dlrt_exec_destroy(s->e);
   dlrt_graph_destroy(s->g);
   memset(s, 0, sizeof *s);
@@ -39,6 +40,7 @@ void dlrt__pipeline_free(dlrt_trainer_t *t) {
   free(t->tied_last);
   free(t->stage_sums);
   t->stage_sums = NULL;
+  t->stage_zero = 0;
   t->tied_first = t->tied_last = NULL;
   t->stages = NULL;
   t->acts = t->upstream = NULL;
@@ -397,6 +399,22 @@ static int reduce_loss(dlrt_trainer_t *t, float *loss, int64_t *correct) {
   return DLRT_OK;
 }
 
+/* Under ZeRO stage 1, stage st's update of this rank's range from the
+ * gradient sums its executor holds (every rank's mean, as reduce_stages
+ * left them), at dlrt__exec_apply_gradients_as's scale (the mean of its
+ * runs, the loss scale divided out, times the clipping factor), its
+ * parameters then all-gathered over the ranks; or, where the verdict is an
+ * overflow, no update and the loss scale backs off, as that would. */
+static int zero_apply(struct stage *st, float clip, int finite) {
+  dlrt_exec_t *e = st->e;
+  float mean = e->grads.grad_runs > 1 ? 1.0f / (float)e->grads.grad_runs : 1.0f;
+  if (e->grads.scaler.enabled) mean /= e->grads.loss_scale;
+  int rc = finite ? dlrt__zero_peer_update(st->zero, NULL, mean * clip) : DLRT_OK;
+  if (rc == DLRT_OK && e->grads.scaler.enabled) dlrt__exec_update_loss_scale(e, finite);
+  e->grads.grad_runs = 0; /* the next update's runs start again */
+  return rc;
+}
+
 /* One update of every stage from the mean of its gradient sums. Clipping
  * takes the global norm over the stages, counting the tied wte once (after
  * sum_tied_gradients both stages hold the same sum): the last stage leaves
@@ -428,7 +446,8 @@ static int update_stages(dlrt_trainer_t *t) {
     if (coef < 1.0) clip = (float)coef;
   }
   for (int s = 0; s < S && rc == DLRT_OK; s++)
-    rc = dlrt__exec_apply_gradients_as(t->stages[s].e, clip, finite);
+    rc = t->stages[s].zero ? zero_apply(&t->stages[s], clip, finite)
+                           : dlrt__exec_apply_gradients_as(t->stages[s].e, clip, finite);
   if (rc == DLRT_OK) scale_to_main(t);
   return rc;
 }
@@ -546,7 +565,13 @@ int dlrt__pipeline_sync_main(dlrt_trainer_t *t) {
   for (int s = 0; s < t->n_stages && rc == DLRT_OK; s++) {
     dlrt_host_tensor *part;
     int n;
-    if ((rc = dlrt_exec_export(t->stages[s].e, 1, &part, &n)) < 0) break;
+    /* Under ZeRO its optimizer state is gathered from the ranks first
+     * (every rank syncs at the end of an epoch). */
+    struct dlrt__zero *z = t->stages[s].zero;
+    if (z && (rc = dlrt__zero_peer_sync(z)) < 0) break;
+    if ((rc = z ? dlrt__zero_peer_export(z, &part, &n)
+                : dlrt_exec_export(t->stages[s].e, 1, &part, &n)) < 0)
+      break;
     dlrt_host_tensor *grown = realloc(all, (size_t)(n_all + n) * sizeof *all);
     if (!grown) {
       dlrt_host_tensors_free(part, n);
@@ -562,4 +587,64 @@ int dlrt__pipeline_sync_main(dlrt_trainer_t *t) {
   dlrt_host_tensors_free(all, n_all);
   if (rc == DLRT_OK) scale_to_main(t);
   return rc;
+}
+
+/* ------------------------------------------------------------ ZeRO over the ranks */
+
+/* Each stage's executor shards its model states over the R data-parallel
+ * ranks (dlrt__zero_peer_create: a range of its gradient vector a rank,
+ * over the ranks' collectives `across`): at stage 1 it keeps its gradient
+ * sums whole (reduce_stages all-reduces them, clipping and the overflow
+ * verdict read them as without ZeRO) and 1/R of its optimizer state. */
+int dlrt__pipeline_set_zero(dlrt_trainer_t *t, int stage, const dlrt_zero_collectives *across) {
+  int world = t->cfg.world > 1 ? t->cfg.world : 1;
+  if (t->stage_zero)
+    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_zero: the pipeline's stages are "
+                           "sharded already (once per trainer)");
+  if (stage >= 2)
+    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "ZeRO stage %d with --pipeline: this version "
+                           "shards a pipeline's optimizer state only (--zero 1), not its "
+                           "gradients or parameters", stage);
+  if (!across || !across->reduce || !across->broadcast || !across->wait ||
+      !dlrt__across_processes(t) || world < 2 || !t->allreduce_start)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "ZeRO shards each pipeline stage's optimizer "
+                           "state over the data-parallel ranks: run mpirun -np R (R > 1; "
+                           "config.world %d) with --pipeline, set the ranks' all-reduce "
+                           "(dlrt_trainer_set_allreduce_async) first and give their reduce, "
+                           "broadcast and wait", world);
+  if (t->stage_batches > 0)
+    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_zero: %d batches of an update are "
+                           "under way", t->stage_batches);
+  int rc = DLRT_OK;
+  for (int s = 0; s < t->n_stages && rc == DLRT_OK; s++) {
+    struct stage *st = &t->stages[s];
+    rc = dlrt__zero_peer_create(st->e, st->dev, stage, t->cfg.rank, world, across,
+                                t->cfg.opt.kind == DLRT_OPT_SGD, &st->zero);
+  }
+  if (rc < 0) { /* a half-sharded pipeline cannot train on */
+    for (int s = 0; s < t->n_stages; s++) dlrt__zero_peer_free(t->stages[s].zero);
+    for (int s = 0; s < t->n_stages; s++) t->stages[s].zero = NULL;
+    return dlrt__set_error(rc, "%s (the pipeline's stages gave up their optimizer state: make "
+                           "the trainer again)", dlrt_last_error());
+  }
+  t->stage_zero = stage;
+  return DLRT_OK;
+}
+
+/* What this rank's stages hold together (each stage's executor, with its
+ * ZeRO pieces), and would unsharded. A GPT's tied wte counts on both end
+ * stages: each holds a copy. The main executor (evaluation, checkpoints)
+ * holds no gradients and is not counted. */
+int dlrt__pipeline_zero_info(dlrt_trainer_t *t, dlrt_zero_info *out) {
+  out->stage = t->stage_zero;
+  out->replicas = dlrt__across_processes(t) && t->cfg.world > 1 ? t->cfg.world : 1;
+  for (int s = 0; s < t->n_stages; s++) {
+    dlrt_zero_info part = {0};
+    dlrt__zero_peer_figures(t->stages[s].e, t->stages[s].zero, &part);
+    out->param_bytes += part.param_bytes, out->grad_bytes += part.grad_bytes;
+    out->optimizer_bytes += part.optimizer_bytes;
+    out->full_param_bytes += part.full_param_bytes, out->full_grad_bytes += part.full_grad_bytes;
+    out->full_optimizer_bytes += part.full_optimizer_bytes;
+  }
+  return DLRT_OK;
 }

@@ -52,6 +52,7 @@ struct dlrt_trainer {
   int n_stages, micro;
   int stage_batches;        /* batches in the stages' gradient sums (--accum: up to accum) */
   float *stage_sums;        /* across processes: every stage's gradient sums, end to end */
+  int stage_zero;           /* ZeRO over the ranks: each stage's `zero` at this stage; 0: none */
   float *acts;              /* stage inputs per micro-batch (host) */
   int64_t *act_at;          /* offset of stage s, micro-batch m: act_at[s] + m * act_numel[s] */
   int64_t *act_numel;
@@ -74,6 +75,7 @@ struct stage {
   dlrt_tensor_t *tied;  /* a GPT's wte on the first and the last stage, else NULL */
   int first, last;      /* its layers (a GPT's blocks) */
   int64_t grads;        /* its parameters' gradient elements */
+  struct dlrt__zero *zero; /* ZeRO over the data ranks (dlrt__pipeline_set_zero), or NULL */
 };
 
 struct dlrt__replica {
@@ -192,7 +194,8 @@ int dlrt__zero_rebuild_end(dlrt_trainer_t *t);
  * (dlrt__exec_buckets_host, bucket order). layout: the parameters (ids,
  * flat offsets, n) and this replica's range [from, to). reduce_scatter:
  * each range of `grads` summed into its owner's. update: this replica's
- * range updated from `grads` (the mean gradients, times `scale`), the
+ * range updated from `grads` (the mean gradients, times `scale`; at stage
+ * 1 NULL where the executor's gradient sums hold them already), the
  * parameters all-gathered into every replica's peer (stage 3: into the
  * host copy its uses are gathered from). sync: the optimizer state gathered
  * on every replica (collective), for export: the peer's tensors whole, as
@@ -210,6 +213,12 @@ int dlrt__zero_peer_sync(struct dlrt__zero *z);
 int dlrt__zero_peer_export(struct dlrt__zero *z, dlrt_host_tensor **tensors, int *n);
 void dlrt__zero_peer_figures(const dlrt_exec_t *e, const struct dlrt__zero *z,
                              dlrt_zero_info *out);
+/* pipeline.c: ZeRO over the data-parallel ranks of a pipeline
+ * (dlrt_trainer_set_zero on a pipeline trainer; stage 1: each stage's
+ * optimizer state in ranges, one per rank) and its figures
+ * (dlrt_trainer_zero_info: the sum over the stages). */
+int dlrt__pipeline_set_zero(dlrt_trainer_t *t, int stage, const dlrt_zero_collectives *across);
+int dlrt__pipeline_zero_info(dlrt_trainer_t *t, dlrt_zero_info *out);
 /* tensor_parallel.c: ZeRO over the replicas of a split model
  * (dlrt_trainer_set_zero on a tensor-parallel trainer), its figures
  * (dlrt_trainer_zero_info: the largest peer's) and the optimizer state

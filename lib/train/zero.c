@@ -262,8 +262,10 @@ int dlrt_trainer_set_zero(dlrt_trainer_t *t, int stage, const dlrt_zero_collecti
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_zero: the trainer is sharded "
                            "already (once per trainer)");
   if (stage == 0) return DLRT_OK;
-  /* A split model: each peer's model states sharded over its replicas. */
+  /* A split model: each peer's model states sharded over its replicas; a
+   * pipeline: each stage's over the ranks. */
   if (t->tp) return dlrt__tp_set_zero(t, stage, across);
+  if (t->n_stages) return dlrt__pipeline_set_zero(t, stage, across);
   int world = t->cfg.world > 1 ? t->cfg.world : 1;
   if (across) {
     DLRT__CHECK_ARG(across->reduce && across->broadcast && across->wait,
@@ -279,8 +281,6 @@ int dlrt_trainer_set_zero(dlrt_trainer_t *t, int stage, const dlrt_zero_collecti
                            "dlrt_trainer_set_devices first), or run across processes "
                            "(mpirun)");
   }
-  if (t->n_stages)
-    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "ZeRO goes without --pipeline in this version");
   if (loss_scaling_on(&t->cfg))
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "ZeRO goes without loss scaling (fp16) in "
                            "this version: use --precision bf16, or fp32");
@@ -411,8 +411,9 @@ static int update_ranges(struct dlrt__zero *z, const float *grads, float scale) 
     zero_member *m = &z->members[i];
     dlrt_stream_t *stream = dlrt_exec_stream(m->e);
     /* Stage 1: every replica gets every mean gradient (the all-reduce's
-     * result), as in plain data parallel; its update reads its range. */
-    if (z->stage == 1)
+     * result), as in plain data parallel; its update reads its range (none
+     * given: the executor's sums hold them already, a pipeline stage's). */
+    if (z->stage == 1 && grads)
       rc = z->tensor_order ? dlrt_exec_gradients_write(m->e, grads, z->total)
                            : dlrt__exec_gradients_write_buckets(m->e, grads);
     for (int k = 0; k < m->n_pieces && rc == DLRT_OK; k++) {
@@ -626,6 +627,7 @@ int dlrt_trainer_zero_info(dlrt_trainer_t *t, dlrt_zero_info *out) {
   memset(out, 0, sizeof *out);
   /* A split model keeps its bytes in its peers (tensor_parallel.c). */
   if (t->tp) return dlrt__tp_zero_info(t, out);
+  if (t->n_stages) return dlrt__pipeline_zero_info(t, out); /* in its stages */
   struct dlrt__zero *z = t->zero;
   int world = t->cfg.world > 1 && dlrt__across_processes(t) ? t->cfg.world : 1;
   out->stage = z ? z->stage : 0;

@@ -1,0 +1,125 @@
+#!/bin/sh
+# shellcheck disable=SC2086
+# test-pipeline-zero.sh — TAP checks of ZeRO over the data-parallel ranks of
+# a pipeline (issue 22, "they compose"): mpirun -np R dltrain --pipeline A,B
+# --zero 1 gives each stage's executor its own ZeRO object, its optimizer
+# state in R ranges, one a rank. The gradient sums stay whole on every rank
+# (all-reduced per stage as without ZeRO), so clipping's norm and fp16's
+# overflow verdict read the same sums, and the updates, elementwise over
+# each rank's range at the same scale, give the run without ZeRO's bits.
+# Each rank's stages hold 1/R of their optimizer state, as the trainer's
+# figures count them (dltrain's zero line and the JSON's "zero" object: the
+# stages' sum). Checkpoints stay one whole file that resumes on one device;
+# --zero 2 and 3 with --pipeline are refused by name.
+
+DLTRAIN=${DLTRAIN:-./tools/dltrain}
+unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
+
+TOOL=$DLTRAIN PLAN=8
+# shellcheck source=tests/tap.sh
+. "$(dirname "$0")/tap.sh"
+
+why=""
+[ $have_python = no ] && why="python3 not found"
+[ -z "$why" ] && why=$(mpi_why)
+if [ -n "$why" ]; then
+  for i in $(seq 1 $PLAN); do skip "test $i" "$why"; done
+  exit 0
+fi
+
+python3 "$(dirname "$0")/english_corpus.py" "$tmp/corpus.txt" 100000 96
+common="--model gpt-mini --data $tmp/corpus.txt --context 64 --threads 1"
+common="$common --eval-every 1 --eval-batches 1 --json --quiet --batch 4"
+mpi=$(mpi_np)
+
+# ranks N NAME ARGS: mpirun -np N dltrain ARGS, kept as $tmp/NAME.json (its
+# log $tmp/NAME.err, the status in $rc).
+ranks() {
+  np=$1 name=$2
+  shift 2
+  $mpi -np $np "$DLTRAIN" $common "$@" >"$tmp/$name.json" 2>"$tmp/$name.err"
+  rc=$?
+  cp "$tmp/$name.json" "$tmp/out"
+  cp "$tmp/$name.err" "$tmp/err"
+}
+
+# same A B: the two runs' train and validation losses are the same floats.
+same() {
+  python3 -c "import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
+x = a['round_losses'] + a['round_val_losses']
+y = b['round_losses'] + b['round_val_losses']
+assert len(x) == len(y) > 0 and x == y, (x, y)
+print('# %d losses, bit for bit' % len(x))" "$1" "$2"
+}
+
+# held A B R: run B's stages hold 1/R of run A's optimizer state (A without
+# ZeRO holds it whole), all else the same; both print the zero line.
+held() {
+  python3 -c "import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1])['zero'] for p in sys.argv[1:3])
+r = int(sys.argv[3])
+assert a['stage'] == 0 and b['stage'] == 1 and a['replicas'] == b['replicas'] == r, (a, b)
+for part in ('param_bytes', 'grad_bytes', 'optimizer_bytes'):
+    assert a[part] == a['full_' + part] == b['full_' + part] > 0, (a, b)
+assert b['param_bytes'] == a['param_bytes'] and b['grad_bytes'] == a['grad_bytes'], (a, b)
+ratio = b['optimizer_bytes'] / a['optimizer_bytes']
+assert abs(ratio - 1 / r) <= 0.02, ratio
+print('# optimizer state per rank %.3fx of unsharded over %d ranks' % (ratio, r))" "$@" &&
+    grep -q "^zero     stage 0, $3 replicas" "${1%.json}.err" &&
+    grep -q "^zero     stage 1, $3 replicas" "${2%.json}.err"
+}
+
+# 1, 2: two stages over 2 ranks, against the same run without ZeRO.
+ranks 2 p0 --steps 8 --pipeline cpu,cpu
+ranks 2 p1 --steps 8 --pipeline cpu,cpu --zero 1
+[ $rc -eq 0 ] && same "$tmp/p0.json" "$tmp/p1.json"
+result "mpirun -np 2 --pipeline cpu,cpu --zero 1: the losses of the run without ZeRO"
+held "$tmp/p0.json" "$tmp/p1.json" 2
+result "--zero 1: each rank's stages hold 0.5x of their optimizer state, all else whole"
+
+# 3, 4: three stages over 3 ranks with --accum 2, --clip-norm 0.1 (one
+# global norm over the stages) and --checkpoint blocks.
+all="--accum 2 --clip-norm 0.1 --checkpoint blocks --pipeline cpu,cpu,cpu"
+ranks 3 all0 --steps 6 $all
+ranks 3 all1 --steps 6 $all --zero 1
+[ $rc -eq 0 ] && same "$tmp/all0.json" "$tmp/all1.json"
+result "mpirun -np 3 over three stages with --accum 2 --clip-norm 0.1 --zero 1: the same losses"
+held "$tmp/all0.json" "$tmp/all1.json" 3
+result "over 3 ranks: each rank's stages hold 1/3 of their optimizer state"
+
+# 5: fp16 loss scaling from 2^24, which overflows the first updates: every
+# stage of every rank skips the same ones (one verdict over the stages).
+ranks 2 fp0 --steps 8 --pipeline cpu,cpu --precision fp16 --loss-scale 16777216
+ranks 2 fp1 --steps 8 --pipeline cpu,cpu --precision fp16 --loss-scale 16777216 --zero 1
+[ $rc -eq 0 ] && same "$tmp/fp0.json" "$tmp/fp1.json" && python3 -c "import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
+assert 0 < a['skipped_steps'] == b['skipped_steps'] < 8, (a['skipped_steps'], b['skipped_steps'])
+print('# %d of 8 updates skipped by both' % b['skipped_steps'])" "$tmp/fp0.json" "$tmp/fp1.json"
+result "--zero 1 --precision fp16 from a scale of 2^24: the same updates skipped, same losses"
+
+# 6, 7: saved at step 4 with --zero 1 (one whole file, its optimizer state
+# gathered from the ranks), resumed on one device at the ranks' whole batch
+# (the unbroken run's losses, 1e-5), and into the pipeline with --zero 1
+# (bit for bit).
+ranks 2 saved --steps 4 --pipeline cpu,cpu --zero 1 --save "$tmp/z1.st"
+[ $rc -eq 0 ] && run $common --device cpu --steps 8 --batch 8 --resume "$tmp/z1.st" && [ $rc -eq 0 ] &&
+  python3 -c "import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
+x, y = a['round_losses'][4:], b['round_losses']
+worst = max(abs(p - q) / abs(p) for p, q in zip(x, y))
+assert len(y) == 4 and worst <= 1e-5, (x, y)
+print('# steps 5-8 resumed on one device: worst relative difference %.2g' % worst)
+" "$tmp/p0.json" "$tmp/out"
+result "a --pipeline --zero 1 checkpoint resumes on one device with the unbroken losses"
+ranks 2 resumed --steps 8 --pipeline cpu,cpu --zero 1 --resume "$tmp/z1.st"
+[ $rc -eq 0 ] && python3 -c "import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
+assert a['round_losses'][4:] == b['round_losses'], (a['round_losses'], b['round_losses'])
+print('# steps 5-8 resumed with --zero 1: bit for bit')" "$tmp/p0.json" "$tmp/resumed.json"
+result "and resumes into the pipeline with --zero 1, bit for bit"
+
+# 8: what this version does not shard with a pipeline is refused by name.
+run $common --steps 2 --pipeline cpu,cpu --zero 2
+[ $rc -eq 2 ] && grep -q "pipeline takes --zero 1" "$tmp/err"
+result "--pipeline --zero 2 is a usage error naming --zero 1"
