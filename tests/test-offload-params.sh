@@ -147,7 +147,7 @@ assert d['disk_written_bytes'] > state * 3 / 4, d['disk_written_bytes']"
 result "cpu: --host-limit 100K, below three times the largest state: it streams in chunks, the same losses"
 
 run $deep --host-limit 1K
-[ $rc -eq 1 ] && grep -q -- "--host-limit of 1.0 KiB .* is too small .* give at least 2.0 KiB" "$tmp/err"
+[ $rc -eq 1 ] && grep -q -- "--host-limit of 1.0 KiB .* is too small for the optimizer state and masters .* give at least 3.0 KiB" "$tmp/err"
 result "--host-limit below the slots of the least chunks: an error naming the least that would do"
 
 run_limited $((256 << 10)) "$DLTRAIN" $deep --host-limit 420K --spill-dir "$tmp/spill"

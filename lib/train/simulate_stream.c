@@ -44,8 +44,9 @@ typedef struct {
   /* Its optimizer state on disk: the state's bytes (else 0), where it is
    * in the round's order of disk updates, whether its file slot holds
    * data yet, and when its update waited for its read. */
-  double state_bytes;
+  double state_bytes;     /* its master's too where the master is on disk */
   int seq_pos, written;
+  int master_on_disk;     /* fetched in fp32 through the disk's slots */
 } streamed_param;
 
 /* ---------------------------------------------------------- the state on disk */
@@ -91,6 +92,15 @@ static double disk_io(stream_disk *d, int i, double issue, int write) {
     else if (d->p[i].written) d->out->disk_read_bytes += (uint64_t)bytes;
   }
   if (write) d->p[i].written = 1;
+  return d->io_free;
+}
+
+/* A master's fetch from disk queued at `issue`: `bytes` read, when it ends. */
+static double disk_fetch(stream_disk *d, double bytes, double issue) {
+  double begin = issue > d->io_free ? issue : d->io_free;
+  double seconds = bytes / d->m->disk_read_bytes_per_s;
+  d->io_free = begin + seconds;
+  if (d->counting) d->out->disk_s += seconds, d->out->disk_read_bytes += (uint64_t)bytes;
   return d->io_free;
 }
 
@@ -272,16 +282,19 @@ int dlrt__sim_stream_replay(const dlrt_graph_t *g, const dlrt__schedule *s,
       rc = dlrt__state_split_make(ns, sbytes, sstates, host_budget, on_disk, &split);
     for (int j = 0; rc == DLRT_OK && j < ns; j++)
       if (on_disk[j] && of_id[sid[j]] >= 0) {
-        p[of_id[sid[j]]].state_bytes = (double)sbytes[j];
+        streamed_param *q = &p[of_id[sid[j]]];
+        /* A master on disk is one part more of its state's place. */
+        q->state_bytes = (double)sbytes[j] + (split.masters ? q->bytes : 0);
+        q->master_on_disk = q->written = split.masters; /* the master is there from the start */
         out->params_on_disk++;
-        out->state_disk_bytes += sbytes[j];
+        out->state_disk_bytes += (uint64_t)q->state_bytes;
       }
     free(sid), free(sbytes), free(sstates), free(on_disk);
     if (rc == DLRT_OK && !split.fits)
       rc = dlrt__set_error(DLRT_ERR_OOM, "a host budget of %.3f MiB is too small for the "
-                           "optimizer state of the streamed parameters: give at least %.3f MiB "
-                           "(its slots of the least chunks)",
-                           (double)host_budget / 1048576.0,
+                           "optimizer state%s of the streamed parameters: give at least %.3f "
+                           "MiB (its slots of the least chunks)",
+                           (double)host_budget / 1048576.0, split.masters ? " and masters" : "",
                            (double)split.least_host_bytes / 1048576.0);
     if (rc < 0) goto done;
     if (out->params_on_disk && m->disk_read_bytes_per_s > 0 && m->disk_write_bytes_per_s > 0) {
@@ -397,7 +410,16 @@ int dlrt__sim_stream_replay(const dlrt_graph_t *g, const dlrt__schedule *s,
           int i = use[u];
           if (p[i].resident) continue;
           sim_copy in = {k, a, DLRT__LINK_H2D, 0, p[i].bytes};
-          p[i].fetched = copy_end(&r, r.t, &in);
+          if (dk && p[i].master_on_disk) {
+            /* param_stream_host.c's dlrt__pstream_fetch_master: read by the
+             * I/O thread (each chunk whole, its state's parts with the
+             * master), copied, on the executor's thread: the compute waits
+             * for both. */
+            p[i].fetched = copy_end(&r, disk_fetch(dk, p[i].state_bytes, r.t), &in);
+            wait_until(&r, p[i].fetched, &out->exposed_transfer_s);
+          } else {
+            p[i].fetched = copy_end(&r, r.t, &in);
+          }
           p[i].resident = 1;
           resident += (uint64_t)p[i].bytes;
           if (r.counting && resident > out->param_peak_bytes) out->param_peak_bytes = resident;
