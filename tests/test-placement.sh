@@ -23,17 +23,19 @@
 #  - the same GPT on 4M with a host of 7500K: rung 4; its flags train within
 #    the device, the runtime puts on disk exactly the state the plan put
 #    there (the shared rule), its host state within --host-limit, and the
-#    losses are those of the host-only streamed run and of --offload auto.
+#    losses are those of the host-only streamed run and of --offload auto;
+#  - with a host of 4000K: rung 5; its flags train, masters and state on disk
+#    as the plan put them, the same losses.
 
 DLTRAIN=${DLTRAIN:-./tools/dltrain}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT DLRT_PLAN_STRATEGY
 
-TOOL=$DLTRAIN PLAN=14
+TOOL=$DLTRAIN PLAN=17
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
 if [ $have_python = no ]; then
-  for i in $(seq 1 14); do skip "test $i" "python3 not found"; done
+  for i in $(seq 1 17); do skip "test $i" "python3 not found"; done
   exit 0
 fi
 
@@ -248,3 +250,26 @@ cp "$tmp/err" "$tmp/auto-disk.err"
   grep '^step ' "$tmp/auto-disk.err" | grep -o 'loss [0-9.]*' >"$tmp/ad.losses" &&
   [ -s "$tmp/ad.losses" ] && cmp -s "$tmp/ad.losses" "$tmp/d.losses"
 result "--offload auto --mem-limit 4M --host-memory 7500K: the disk rung, the same losses"
+
+# The masters' rung trained: a host of 4000K (3200K usable) cannot hold the
+# masters beside the gradients and the state's slots; most masters go to
+# disk with their state, as planned, and the losses stay the host-only run's.
+run --plan $small --device-memory 4M --host-memory 4000K --json
+cp "$tmp/out" "$tmp/plan-masters"
+flags=$(python3 -c "import json, sys
+p = json.loads(open(sys.argv[1]).read().splitlines()[-1])['placement']
+assert p['rung'] == 5 and p['parts']['master_params']['disk'] > 0, p
+print(p['flags'])" "$tmp/plan-masters")
+run $small $flags --json
+cp "$tmp/err" "$tmp/masters.err"
+[ $rc -eq 0 ] && python3 -c "import json, sys
+p = json.loads(open(sys.argv[1]).read().splitlines()[-1])['placement']
+r = json.loads(open(sys.argv[2]).read().splitlines()[-1])
+st, parts = r['stream'], p['parts']
+# The runtime put on disk the masters and state the plan put there.
+assert st['state_disk_bytes'] == parts['master_params']['disk'] + parts['optimizer_state']['disk'], (st, parts)
+assert r['peak_device_bytes'] <= p['mem_limit'] == 4 << 20, (r['peak_device_bytes'], p)" \
+  "$tmp/plan-masters" "$tmp/out" &&
+  grep '^step ' "$tmp/masters.err" | grep -o 'loss [0-9.]*' >"$tmp/m.losses" &&
+  [ -s "$tmp/m.losses" ] && cmp -s "$tmp/m.losses" "$tmp/b.losses"
+result "a host of 4000K: the masters' rung's flags ($flags) train within 4M, masters and state on disk as planned, the host-only losses"
