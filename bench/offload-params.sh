@@ -9,14 +9,20 @@
 # threads and the host update thread shared the cores). Sides ending in -bf16
 # run --precision bf16 and compare with free-bf16 (the unlimited bf16 run);
 # params-disk streams with --host-limit at a quarter of the Adam state (8
-# bytes a parameter: the rest goes through the disk tier, $TMPDIR), and
-# params-disk8 at an eighth (below gpt2-medium's embedding's state alone:
-# it passes through the slots in chunks).
+# bytes a parameter), 2 bytes a parameter: below the fp32 masters' 4, so
+# the masters go to the disk tier ($TMPDIR) with the state (--host-limit
+# holds both); params-disk-host at the masters and a quarter of the state
+# (6 bytes a parameter): the masters stay on the host, the state beyond
+# goes to disk; params-disk8 at an eighth (below gpt2-medium's embedding's
+# state alone: it passes through the slots in chunks). The disk sides
+# compare their losses with the host-only streamed run (params, or
+# params-bf16) when it ran, else with the unlimited one.
 #
 # Usage: bench/offload-params.sh [--model M] [--limit SIZE] [--runs N] [--steps S]
 #        [--link SPEC] [--context T] [--batch B] [--threads N] [--sides "free params ..."]
-# (sides: free params optimizer free-bf16 params-bf16 params-disk params-disk8;
-# default all but params-disk8)
+# (sides: free params optimizer free-bf16 params-bf16 params-disk
+# params-disk-host params-disk-bf16 params-disk8; default free params
+# optimizer free-bf16 params-bf16 params-disk)
 # From the build folder (DLTRAIN: default ./tools/dltrain); the tokens are
 # generated text (a fixed seed), the same for every run.
 set -euo pipefail
@@ -65,8 +71,13 @@ args_params_bf16=(--precision bf16 --mem-limit "$limit" --offload params --link 
 args_params_disk=(--mem-limit "$limit" --offload params --link "$link" --host-limit "$quarter")
 args_params_disk8=(--mem-limit "$limit" --offload params --link "$link"
                    --host-limit "$((quarter / 2))")
+args_params_disk_host=(--mem-limit "$limit" --offload params --link "$link"
+                       --host-limit "$((params * 4 + quarter))")
+args_params_disk_bf16=(--precision bf16 "${args_params_disk[@]}")
 echo "$model: $params parameters; params-disk: --host-limit $quarter (a quarter of the Adam" \
-     "state); params-disk8: --host-limit $((quarter / 2)) (an eighth)"
+     "state, below the masters' $((params * 4))); params-disk-host: --host-limit" \
+     "$((params * 4 + quarter)) (the masters and a quarter); params-disk8: --host-limit" \
+     "$((quarter / 2)) (an eighth)"
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 declare -A rates cpu
 for ((i = 1; i <= runs; i++)); do
@@ -87,7 +98,14 @@ d = json.loads(open(sys.argv[1]).read().splitlines()[-1]); print(d['tokens_per_s
   done
 done
 # Each side against the unlimited run of its precision (when it ran).
-reference() { case $1 in *-bf16) echo free-bf16 ;; *) echo free ;; esac; }
+reference() {
+  case $1 in
+  params-disk*-bf16) [ -n "${rates[params-bf16]:-}" ] && echo params-bf16 || echo free-bf16 ;;
+  params-disk*) [ -n "${rates[params]:-}" ] && echo params || echo free ;;
+  *-bf16) echo free-bf16 ;;
+  *) echo free ;;
+  esac
+}
 echo "$model, context $context, batch $batch, $steps steps, $threads threads, $runs runs alternated:"
 for side in "${sides[@]}"; do
   r=$(median ${rates[$side]})

@@ -8,18 +8,20 @@
 # JSON val loss; test-param-stream checks every bit), within the budget, the JSON
 # counting the parameters fetched and the gradients sent back; a look-ahead
 # of 1 node, and checkpointed blocks, give the same losses; what it does
-# not go with is refused.
+# not go with is refused. Under --host-limit the state goes to disk, and
+# below the masters' bytes the masters with it (fp32 and bf16, cpu and
+# OpenCL: the same losses); a full spill folder is an error, no results.
 
 DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=18
+TOOL=$DLTRAIN PLAN=22
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
 if [ $have_python = no ]; then
-  for i in $(seq 1 18); do skip "test $i" "python3 not found"; done
+  for i in $(seq 1 22); do skip "test $i" "python3 not found"; done
   exit 0
 fi
 
@@ -147,8 +149,33 @@ assert d['disk_written_bytes'] > state * 3 / 4, d['disk_written_bytes']"
 result "cpu: --host-limit 100K, below three times the largest state: it streams in chunks, the same losses"
 
 run $deep --host-limit 1K
-[ $rc -eq 1 ] && grep -q -- "--host-limit of 1.0 KiB .* is too small .* give at least 2.0 KiB" "$tmp/err"
+[ $rc -eq 1 ] && grep -q -- "--host-limit of 1.0 KiB .* is too small for the optimizer state and masters .* give at least 3.0 KiB" "$tmp/err"
 result "--host-limit below the slots of the least chunks: an error naming the least that would do"
+
+# 420K is below the 874 KB of fp32 masters: they go to disk with their
+# state (--host-limit holds both), updated in the slots, fetched in fp32 or
+# cast to bf16 there; the host-only streamed run's losses, bit for bit.
+for device in cpu opencl:0; do
+  if [ $device = opencl:0 ] && ! has_opencl; then
+    skip "$device: fp32 masters on disk" "no OpenCL device"
+    skip "$device: bf16 masters on disk" "no OpenCL device"
+    continue
+  fi
+  on=$(echo $deep | sed "s/--device cpu/--device $device/")
+  for precision in fp32 bf16; do
+    run $on --precision $precision
+    cp "$tmp/out" "$tmp/m-host"
+    cp "$tmp/err" "$tmp/m-host.err"
+    run $on --precision $precision --host-limit 420K --spill-dir "$tmp/spill"
+    cp "$tmp/out" "$tmp/m-disk"
+    cp "$tmp/err" "$tmp/m-disk.err"
+    [ $rc -eq 0 ] && same_losses "$tmp/m-host" "$tmp/m-disk" && last_json "$tmp/m-disk" "
+st = d['stream']
+assert st['state_disk_bytes'] > d['params'] * 8, (st, d['params'])
+assert st['disk_written_bytes'] >= st['state_disk_bytes'], st"
+    result "$device: $precision masters on disk under --host-limit 420K: the host-only losses bit for bit"
+  done
+done
 
 run_limited $((256 << 10)) "$DLTRAIN" $deep --host-limit 420K --spill-dir "$tmp/spill"
 [ $rc -eq 1 ] && ! grep -q '^{' "$tmp/out" && grep -q "the spill directory $tmp/spill is full" "$tmp/err"

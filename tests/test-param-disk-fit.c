@@ -7,7 +7,10 @@
  * (412 MB of Adam state) on disk under 256 MiB in 16 MiB chunks; the chunk
  * halved (a multiple of 64 elements) until the slots fit; a budget below
  * the least chunks' slots refused with the least named; and, over a sweep
- * of budgets, every answer within its budget with every byte accounted for.
+ * of budgets, every answer within its budget with every byte accounted for;
+ * and dlrt__param_disk_fit_masters, --host-limit's rule: the masters stay
+ * while the state's slots fit beside them, else they go to disk with their
+ * state (three parts a chunk for Adam).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,5 +119,38 @@ int main(void) {
   }
   ok(good, "%d budgets from 2 KiB to past the whole state: each fits within itself, every byte "
      "kept or on disk", tried);
+
+  /* --host-limit's rule (dlrt__param_disk_fit_masters): the masters and
+   * the state together. gpt2-medium's masters are 1.35 GiB. */
+  n = gpt2_medium(numel, n_state);
+  uint64_t masters = state / 2;
+  int with_masters = -1;
+  rc = dlrt__param_disk_fit_masters(n, numel, n_state, masters + state, 0, &f, on_disk,
+                                    &with_masters);
+  ok(rc == 0 && f.fits && !with_masters && f.n_on_disk == 0 && f.host_bytes == state,
+     "masters and state within the budget: all in host memory, the masters not on disk");
+  rc = dlrt__param_disk_fit_masters(n, numel, n_state, masters + state / 4, 0, &f, on_disk,
+                                    &with_masters);
+  ok(rc == 0 && !with_masters && consistent(&f, state / 4, numel[0]) && f.n_on_disk > 0,
+     "the masters and a quarter of the state: the masters stay, the state is split under the "
+     "quarter (%d on disk, %.1f MiB)", f.n_on_disk, (double)f.disk_bytes / 1048576.0);
+  rc = dlrt__param_disk_fit_masters(n, numel, n_state, state / 4, 0, &f, on_disk,
+                                    &with_masters);
+  uint64_t kept_masters = 0;
+  for (int i = 0; i < n; i++)
+    if (!on_disk[i]) kept_masters += (uint64_t)numel[i] * 4;
+  ok(rc == 0 && with_masters && f.fits && f.host_bytes <= state / 4 &&
+         f.state_bytes == masters + state &&
+         f.host_bytes - f.slot_bytes + f.disk_bytes == masters + state &&
+         f.slot_bytes == (uint64_t)DLRT__PDISK_SLOTS * 3 * (uint64_t)f.chunk * 4 &&
+         kept_masters < masters / 2,
+     "a quarter of the state, below the masters: masters go to disk with their state, three "
+     "parts a slot (%.1f MiB on disk, %.1f MiB of masters kept)",
+     (double)f.disk_bytes / 1048576.0, (double)kept_masters / 1048576.0);
+  rc = dlrt__param_disk_fit_masters(n, numel, n_state, 2048, 0, &f, on_disk, &with_masters);
+  ok(rc == 0 && !f.fits && with_masters &&
+         f.least_host_bytes == DLRT__PDISK_SLOTS * 3 * 64 * 4,
+     "2 KiB: refused, the least %llu bytes (four slots of 64 elements of master and moments)",
+     (unsigned long long)f.least_host_bytes);
   return done_testing();
 }

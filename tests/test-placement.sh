@@ -6,9 +6,12 @@
 #  - gpt2-xl on a device of 8G with 64G of host: parameters streamed, the host
 #    holding the fp32 master, its bf16 copy, the gradients and Adam's two
 #    moments, 18 B a parameter, nothing on disk; with 32G of host the Adam
-#    state beyond --host-limit goes to disk (rung 4); with 16G the masters,
-#    copies and gradients alone exceed the host, and it spills through the
-#    pool (rung 5) with the host's share on disk;
+#    state beyond --host-limit goes to disk (rung 4); with 16G the masters
+#    do not fit beside the copies and gradients, and most go to disk with
+#    their state (rung 5, replayed); with 8G the copies and gradients alone
+#    exceed the host, and it spills through the pool (rung 6) with the
+#    host's share on disk;
+#  - gpt3-175b on one H200 with 1T of host: masters on NVMe (rung 5);
 #  - gpt3-175b on 8G fits nothing, and says why for every rung; on one H200
 #    (141G) with 2T of host it streams with masters and gradients on the
 #    host and Adam on NVMe, and --simulate h200-pcie5 replays the disk at
@@ -20,17 +23,19 @@
 #  - the same GPT on 4M with a host of 7500K: rung 4; its flags train within
 #    the device, the runtime puts on disk exactly the state the plan put
 #    there (the shared rule), its host state within --host-limit, and the
-#    losses are those of the host-only streamed run and of --offload auto.
+#    losses are those of the host-only streamed run and of --offload auto;
+#  - with a host of 4000K: rung 5; its flags train, masters and state on disk
+#    as the plan put them, the same losses.
 
 DLTRAIN=${DLTRAIN:-./tools/dltrain}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT DLRT_PLAN_STRATEGY
 
-TOOL=$DLTRAIN PLAN=14
+TOOL=$DLTRAIN PLAN=17
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
 if [ $have_python = no ]; then
-  for i in $(seq 1 14); do skip "test $i" "python3 not found"; done
+  for i in $(seq 1 17); do skip "test $i" "python3 not found"; done
   exit 0
 fi
 
@@ -91,22 +96,45 @@ assert state['disk'] > 0 and state['disk'] == p['disk_need'], p
 assert state['pinned_host'] + state['pageable_host'] + state['disk'] >= 8 * n, state
 assert parts['master_params']['pinned_host'] + parts['master_params']['pageable_host'] == 4 * n
 assert parts['master_params']['disk'] == parts['gradients']['disk'] == 0, parts
-# The state's budget is what the host has beside the masters, copies and gradients.
+# The budget (masters and state: --host-limit holds both) is what the host
+# has beside the copies and gradients.
 assert p['host_need'] <= p['host_usable'], p
-assert p['host_limit'] <= p['host_usable'] - 10 * n, (p['host_limit'], n)
+assert p['host_limit'] <= p['host_usable'] - 6 * n, (p['host_limit'], n)
+assert p['host_limit'] >= 4 * n, (p['host_limit'], n)
 assert 'parameters streamed, all on the host' in p['why_not_cheaper'], p['why_not_cheaper']"
 result "gpt2-xl with 32G of host: streamed, Adam state beyond --host-limit on disk (rung 4)"
 
-run $xl --host-memory 16G --json
+# 16G: the masters do not fit beside the copies and gradients: most go to
+# disk with their state (rung 5), and the replay reads them there.
+run $xl --host-memory 16G --simulate h200-pcie5 --json
 [ $rc -eq 0 ] && placed "$tmp/out" "
 n = p['params']
 assert p['fits'] and p['rung'] == 5, p
+for f in ('--offload params', '--host-limit', '--spill-prefetch'):
+    assert f in p['flags'], (f, p['flags'])
+m, st = parts['master_params'], parts['optimizer_state']
+assert m['disk'] > 0 and m['pinned_host'] + m['pageable_host'] + m['disk'] == 4 * n, m
+assert st['disk'] > 0 and parts['gradients']['disk'] == parts['compute_copies']['disk'] == 0, parts
+assert p['disk_need'] == m['disk'] + st['disk'] and p['host_need'] <= p['host_usable'], p
+assert 'parameters streamed, masters on the host' in p['why_not_cheaper'], p['why_not_cheaper']
+s = p['simulate']
+# Each state on disk with its master is written once a step; fp32 readers
+# (the layer norms, the tied head) fetch their masters from disk besides.
+assert s['state_disk_bytes'] == p['disk_need'], (s, p['disk_need'])
+assert s['disk_written_bytes'] == s['state_disk_bytes'] and s['disk_read_bytes'] >= s['disk_written_bytes'], s
+assert s['step_s'] >= s['compute_s'] > 0, s"
+result "gpt2-xl with 16G of host: masters on disk with their state (rung 5), the replay reads them there"
+
+run $xl --host-memory 8G --json
+[ $rc -eq 0 ] && placed "$tmp/out" "
+n = p['params']
+assert p['fits'] and p['rung'] == 6, p
 assert '--offload all' in p['flags'] and '--host-limit' in p['flags'], p['flags']
-assert p['host_need'] <= p['host_usable'] < 16 << 30 and p['disk_need'] > 0, p
+assert p['host_need'] <= p['host_usable'] < 8 << 30 and p['disk_need'] > 0, p
 assert p['host_need'] + p['disk_need'] >= 16 * n, p
 assert parts['optimizer_state']['disk'] > 0, parts
 assert 'copies and gradients on the host' in p['why_not_cheaper'], p['why_not_cheaper']"
-result "gpt2-xl with 16G of host: spilled through the pool, the rest on disk (--host-limit)"
+result "gpt2-xl with 8G of host: spilled through the pool, the rest on disk (--host-limit)"
 
 run --plan --model gpt3-175b --device-memory 8G --host-memory 2T --json
 [ $rc -eq 0 ] && placed "$tmp/out" "
@@ -135,6 +163,24 @@ assert abs(s['disk_s'] - want) <= 1e-6 * want, (s['disk_s'], want)
 assert 0 <= s['exposed_disk_s'] <= s['exposed_host_s'] < s['step_s'], s
 assert s['step_s'] >= s['compute_s'] > 0, s" "$tmp/out"
 result "gpt3-175b on one H200, 2T of host: Adam on NVMe (rung 4), the disk replayed"
+
+# 1T of host: the 650 GiB of masters do not fit beside the gradients, and go
+# to NVMe with their state; the replay reads each master there for its
+# update and again for each fp32 fetch.
+run --plan --model gpt3-175b --batch 1 --device-memory 141G --host-memory 1T \
+  --simulate h200-pcie5 --json
+[ $rc -eq 0 ] && python3 -c "import json, sys
+d = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+p = d['placement']
+n, parts, s = p['params'], p['parts'], p['simulate']
+assert p['fits'] and p['rung'] == 5 and '--host-limit' in p['flags'], p
+m = parts['master_params']
+assert m['disk'] > 0.5 * 4 * n and m['pinned_host'] + m['pageable_host'] + m['disk'] == 4 * n, m
+assert parts['gradients']['disk'] == 0 and p['host_need'] <= p['host_usable'], p
+assert s['state_disk_bytes'] == p['disk_need'] == m['disk'] + parts['optimizer_state']['disk'], s
+assert s['disk_written_bytes'] == s['state_disk_bytes'] < s['disk_read_bytes'], s
+assert s['step_s'] >= s['compute_s'] > 0 and s['exposed_disk_s'] > 0, s" "$tmp/out"
+result "gpt3-175b on one H200, 1T of host: masters on NVMe with their state (rung 5), the disk replayed"
 
 run $xl --simulate h200-pcie5 --json
 [ $rc -eq 0 ] && python3 -c "import json, sys
@@ -204,3 +250,26 @@ cp "$tmp/err" "$tmp/auto-disk.err"
   grep '^step ' "$tmp/auto-disk.err" | grep -o 'loss [0-9.]*' >"$tmp/ad.losses" &&
   [ -s "$tmp/ad.losses" ] && cmp -s "$tmp/ad.losses" "$tmp/d.losses"
 result "--offload auto --mem-limit 4M --host-memory 7500K: the disk rung, the same losses"
+
+# The masters' rung trained: a host of 4000K (3200K usable) cannot hold the
+# masters beside the gradients and the state's slots; most masters go to
+# disk with their state, as planned, and the losses stay the host-only run's.
+run --plan $small --device-memory 4M --host-memory 4000K --json
+cp "$tmp/out" "$tmp/plan-masters"
+flags=$(python3 -c "import json, sys
+p = json.loads(open(sys.argv[1]).read().splitlines()[-1])['placement']
+assert p['rung'] == 5 and p['parts']['master_params']['disk'] > 0, p
+print(p['flags'])" "$tmp/plan-masters")
+run $small $flags --json
+cp "$tmp/err" "$tmp/masters.err"
+[ $rc -eq 0 ] && python3 -c "import json, sys
+p = json.loads(open(sys.argv[1]).read().splitlines()[-1])['placement']
+r = json.loads(open(sys.argv[2]).read().splitlines()[-1])
+st, parts = r['stream'], p['parts']
+# The runtime put on disk the masters and state the plan put there.
+assert st['state_disk_bytes'] == parts['master_params']['disk'] + parts['optimizer_state']['disk'], (st, parts)
+assert r['peak_device_bytes'] <= p['mem_limit'] == 4 << 20, (r['peak_device_bytes'], p)" \
+  "$tmp/plan-masters" "$tmp/out" &&
+  grep '^step ' "$tmp/masters.err" | grep -o 'loss [0-9.]*' >"$tmp/m.losses" &&
+  [ -s "$tmp/m.losses" ] && cmp -s "$tmp/m.losses" "$tmp/b.losses"
+result "a host of 4000K: the masters' rung's flags ($flags) train within 4M, masters and state on disk as planned, the host-only losses"

@@ -305,15 +305,17 @@ static void check_streaming(void) {
 static void check_disk(void) {
   /* Four 16 x 16 layers and a head: SGD's momentum of each square weight
    * is 1024 B, the head's 640 B, the biases' 64 B (40 B the head's), 5032 B
-   * in all. Under 3000 B the runtime's rule (dlrt__param_disk_fit) takes
-   * chunks of 128 elements, four slots of 512 B (2048 B): no square fits
-   * beside them, so the four go to disk, and the rest (936 B) stays. */
+   * in all, and the fp32 masters as much. Under 8032 B (the masters'
+   * 5032 B and 3000 B for the state: --host-limit holds both) the
+   * runtime's rule (dlrt__param_disk_fit_masters) takes chunks of 128
+   * elements, four slots of 512 B (2048 B): no square fits beside them, so
+   * the four go to disk, and the rest (936 B) stays. */
   const char *model = tap_join(dir, "deep.model");
   tap_write_text(model, "linear 16\nrelu\nlinear 16\nrelu\nlinear 16\nrelu\nlinear 16\n"
                         "relu\nlinear 10\n");
   dlrt_trainer_config cfg = regression(model);
   cfg.spill.policy = DLRT_OFFLOAD_PARAMS;
-  cfg.spill.host_budget = 3000;
+  cfg.spill.host_budget = 8032;
   dlrt_machine m;
   /* Only the disk costs: 1 MB/s to read, 0.5 MB/s to write. */
   dlrt_machine_load(machine_file("disk", "matmul_fp32 = 1e30\nvector_fp32 = 1e30\n"
@@ -331,7 +333,7 @@ static void check_disk(void) {
          p.disk_written_bytes == 4096 && p.disk_read_bytes % 1024 == 0 &&
          p.disk_read_bytes > 0 && p.disk_read_bytes <= 4096 && near(p.disk_s, disk_s, 1e-9) &&
          strstr(p.copies_from, "state on disk"),
-     "3000 B of host budget: the 4 square layers' 4096 B of state on disk, each written back "
+     "8032 B of host budget: the 4 square layers' 4096 B of state on disk, each written back "
      "once a step (4096 B at 0.5 MB/s) and %llu B read ahead (at 1 MB/s): %g s of disk, "
      "got %g (%s)", (unsigned long long)p.disk_read_bytes, disk_s, p.disk_s,
      rc ? dlrt_last_error() : p.copies_from);
@@ -357,13 +359,32 @@ static void check_disk(void) {
          strstr(q.copies_from, "no disk figures"),
      "no disk figures: 4 states on disk, their time not replayed (%s)",
      rc ? dlrt_last_error() : q.copies_from);
-  /* A budget below the least chunks' slots (4 of 64 elements: 1024 B) is
-   * refused, as the runtime refuses it. */
+  /* 3000 B, below the masters: each goes to disk with its state. Two
+   * parts a parameter: slots of 64 elements of each (2048 B); beside them
+   * only the five biases (592 B), so the four squares and the head (4736 B
+   * of momentum, as much of masters) are on disk. Each is written once a
+   * step with its update; the fp32 fetches read the masters there again
+   * (each chunk whole), so more is read than written. */
+  cfg.spill.host_budget = 3000;
+  rc = dlrt_simulate_step(&cfg, 1, 4, 4, 10, &m, NULL, &q);
+  ok(rc == DLRT_OK && q.params_on_disk == 5 && q.state_disk_bytes == 2 * 4736 &&
+         q.disk_written_bytes == q.state_disk_bytes &&
+         q.disk_read_bytes > q.disk_written_bytes &&
+         near(q.disk_s, (double)q.disk_read_bytes / 1e6 + (double)q.disk_written_bytes / 0.5e6,
+              1e-9) && q.step_s > p.step_s,
+     "3000 B, below the masters: 5 parameters' masters and state on disk (%llu B), %llu B "
+     "written, %llu B read (the fetches besides the updates), a %g s step (%g with the "
+     "masters on the host) (%s)", (unsigned long long)q.state_disk_bytes,
+     (unsigned long long)q.disk_written_bytes, (unsigned long long)q.disk_read_bytes, q.step_s,
+     p.step_s, rc ? dlrt_last_error() : q.copies_from);
+  /* A budget below the least chunks' slots (4 of 64 elements of each of
+   * the master and the momentum: 2048 B) is refused, as the runtime
+   * refuses it. */
   cfg.spill.host_budget = 1000;
   rc = dlrt_simulate_step(&cfg, 1, 4, 4, 10, &m, NULL, &q);
-  ok(rc == DLRT_ERR_OOM && strstr(dlrt_last_error(), "give at least 0.001 MiB"),
-     "a host budget of 1000 B, under four slots of 64 elements (1024 B), is refused: %s",
-     dlrt_last_error());
+  ok(rc == DLRT_ERR_OOM && strstr(dlrt_last_error(), "give at least 0.002 MiB"),
+     "a host budget of 1000 B, under four slots of 64 elements of two parts (2048 B), is "
+     "refused: %s", dlrt_last_error());
 }
 
 int main(void) {

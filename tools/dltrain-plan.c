@@ -417,7 +417,7 @@ int dltrain_placement_print(FILE *out, const options *o, const dlrt_trainer_conf
             "update %.2f of which %.1f%% beside the backward pass, exposed %.2f)%s\n", m->name,
             st.step_s * 1e3, st.compute_s * 1e3, st.exposed_transfer_s * 1e3,
             st.host_update_s * 1e3, 100 * st.host_hidden_fraction, st.exposed_host_s * 1e3,
-            pl.rung == 5 ? "; a lower bound: the pool's own traffic of parameters and "
+            pl.rung == 6 ? "; a lower bound: the pool's own traffic of parameters and "
                            "gradients, and the disk, not replayed"
             : pl.mem_limit ? "; the budget itself not replayed" : "");
   if (simulated && st.params_on_disk)

@@ -2,7 +2,8 @@
  * host budget (param_disk.h; param_stream_host.c,
  * dlrt_exec_param_state_limit): each such parameter's state (Adam's two
  * moments, SGD's momentum: n_state x its elements) has its place in the
- * spill file (disk.h), reserved at once, state after state, and is in host
+ * spill file (disk.h), reserved at once, state after state (a master on
+ * disk is the last of them: param_stream_host.c), and is in host
  * memory only a chunk at a time, in one of a few slots around its update:
  * read ahead by an I/O thread in the order the updates will come, updated
  * in place, then written back by the same thread while later chunks are
@@ -218,6 +219,18 @@ int dlrt__pdisk_put(dlrt__pdisk *d, int i, int c) {
   }
   pthread_mutex_unlock(&d->lock);
   return rc;
+}
+
+void dlrt__pdisk_release(dlrt__pdisk *d, int i, int c) {
+  int q = chunk_of(d, i, c);
+  if (q < 0) return;
+  pthread_mutex_lock(&d->lock);
+  int k = d->slot_of[q];
+  if (k >= 0 && d->s[k].state == SLOT_IN_USE) {
+    d->s[k].state = SLOT_READY;
+    pthread_cond_broadcast(&d->changed);
+  }
+  pthread_mutex_unlock(&d->lock);
 }
 
 void dlrt__pdisk_new_round(dlrt__pdisk *d) {

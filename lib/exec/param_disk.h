@@ -40,6 +40,18 @@ typedef struct {
  * parameters' state goes to disk. */
 int dlrt__param_disk_fit(int n, const int64_t *numel, const int *n_state, uint64_t host_limit,
                          int64_t chunk_most, dlrt__param_disk_fit_t *out, char *on_disk);
+/* The rule of --host-limit (dlrt_exec_param_state_limit): host_limit bytes
+ * hold the fp32 masters (numel[i] x 4 bytes each) and the state together.
+ * The masters stay in host memory while the state streams beside them
+ * (the fit above under host_limit less the masters; *masters 0, out's
+ * bytes the state's); where even that does not fit, each parameter counts
+ * n_state[i] + 1 parts, and one whose state goes to disk takes its master
+ * along, as the last part of its place in the file (*masters 1, out's
+ * bytes the masters' and the state's). The executor and the planner both
+ * follow it. */
+int dlrt__param_disk_fit_masters(int n, const int64_t *numel, const int *n_state,
+                                 uint64_t host_limit, int64_t chunk_most,
+                                 dlrt__param_disk_fit_t *out, char *on_disk, int *masters);
 /* The chunk limit from DLRT_PARAM_DISK_CHUNK (bytes of one state), else
  * the default; in elements. */
 int64_t dlrt__param_disk_chunk_most(void);
@@ -69,6 +81,9 @@ int dlrt__pdisk_chunks(const dlrt__pdisk *d, int i);
 void dlrt__pdisk_prefetch(dlrt__pdisk *d, int i, int c);
 int dlrt__pdisk_get(dlrt__pdisk *d, int i, int c, float **state, int64_t *count);
 int dlrt__pdisk_put(dlrt__pdisk *d, int i, int c);
+/* release hands a chunk back unchanged (read only: a master's fetch), its
+ * slot clean at once. */
+void dlrt__pdisk_release(dlrt__pdisk *d, int i, int c);
 void dlrt__pdisk_new_round(dlrt__pdisk *d);
 int dlrt__pdisk_io(dlrt__pdisk *d, int i, size_t at, void *buf, size_t bytes, int write);
 void dlrt__pdisk_stats_get(dlrt__pdisk *d, dlrt__pdisk_stats *out);

@@ -84,3 +84,26 @@ int dlrt__param_disk_fit(int n, const int64_t *numel, const int *n_state, uint64
   out->host_bytes = host + slots;
   return DLRT_OK;
 }
+
+int dlrt__param_disk_fit_masters(int n, const int64_t *numel, const int *n_state,
+                                 uint64_t host_limit, int64_t chunk_most,
+                                 dlrt__param_disk_fit_t *out, char *on_disk, int *masters) {
+  uint64_t master_bytes = 0;
+  for (int i = 0; i < n; i++) master_bytes += (uint64_t)numel[i] * 4u;
+  *masters = 0;
+  if (!host_limit) return dlrt__param_disk_fit(n, numel, n_state, 0, chunk_most, out, on_disk);
+  /* The masters in host memory, the state beside them (on disk in part). */
+  if (master_bytes < host_limit) {
+    int rc = dlrt__param_disk_fit(n, numel, n_state, host_limit - master_bytes, chunk_most, out,
+                                  on_disk);
+    if (rc < 0 || out->fits) return rc;
+  }
+  /* Too little for that: a master goes to disk with its state. */
+  int *parts = malloc(sizeof(int) * (size_t)(n ? n : 1));
+  if (!parts) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  for (int i = 0; i < n; i++) parts[i] = n_state[i] + 1;
+  int rc = dlrt__param_disk_fit(n, numel, parts, host_limit, chunk_most, out, on_disk);
+  free(parts);
+  *masters = 1;
+  return rc;
+}

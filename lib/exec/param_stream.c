@@ -187,7 +187,8 @@ static int fetch(dlrt_exec_t *e, int i) {
   }
   if ((rc = dlrt_event_record(ps->mark, e->stream)) < 0 ||
       (rc = dlrt_stream_wait_event(ps->copy, ps->mark)) < 0 ||
-      (rc = dlrt_copy_h2d(e->bufs[x->id], 0, x->host, x->bytes, ps->copy)) < 0 ||
+      (rc = x->host ? dlrt_copy_h2d(e->bufs[x->id], 0, x->host, x->bytes, ps->copy)
+                    : dlrt__pstream_fetch_master(ps, x->param, e->bufs[x->id])) < 0 ||
       (rc = dlrt_event_record(x->fetched, ps->copy)) < 0 ||
       (rc = dlrt_buffer_record_stream(e->bufs[x->id], ps->copy)) < 0)
     return rc;
@@ -326,6 +327,8 @@ static void stream_begin_run(dlrt_exec_t *e, const dlrt__schedule *s) {
   r->needs_all = gr->clip_norm > 0 || gr->scaler.enabled;
   /* exec_grads.c's scale of an update without clipping or loss scaling. */
   r->early_scale = r->accum > 1 ? 1.0f / (float)r->accum : 1.0f;
+  /* A master on disk given its initial values last: written before any read. */
+  if (dlrt__pstream_flush_init(ps) < 0) ps->now = NULL;
   for (int i = 0; i < ps->n; i++) {
     streamed *p = &ps->p[i];
     p->queued = p->finished = p->arrived = p->applied = p->grad_on_host = 0;
@@ -473,6 +476,7 @@ void dlrt__pstream_destroy(dlrt_exec_t *e) {
     dlrt_event_destroy(p->grad_done);
   }
   tables_free(&ps->t[0]), tables_free(&ps->t[1]);
+  dlrt_host_free(ps->init_buf);
   dlrt__pdisk_destroy(ps->disk);
   free(ps->seq), free(ps->seq_pos);
   dlrt_event_destroy(ps->mark);
@@ -608,6 +612,7 @@ int dlrt_exec_offload_params(dlrt_exec_t *e, int ahead) {
   ps->ahead = ahead ? ahead : 4;
   ps->choose = ahead == 0;
   ps->e = e;
+  ps->init_pending = -1;
   const char *overlap = getenv("DLRT_PARAM_OVERLAP");
   ps->overlap = !(overlap && strcmp(overlap, "0") == 0);
   pthread_mutex_init(&ps->up.lock, NULL);
@@ -689,6 +694,18 @@ int dlrt__pstream_init_host(dlrt_exec_t *e, int id, float **host) {
   *host = NULL;
   if (!ps) return 0;
   int i = ps->param_of[id];
+  if (i >= 0 && ps->p[i].master_on_disk) {
+    /* A master on disk: one buffer at a time, written to disk at the next
+     * call, the next run or read (dlrt__pstream_flush_init). */
+    if (dlrt__pstream_flush_init(ps) == DLRT_OK &&
+        dlrt__host_alloc_staging(e->dev, ps->p[i].bytes ? ps->p[i].bytes : 4,
+                                 (void **)&ps->init_buf) == DLRT_OK) {
+      memset(ps->init_buf, 0, ps->p[i].bytes);
+      ps->init_pending = i;
+      *host = ps->init_buf;
+    }
+    return 1;
+  }
   if (i >= 0) {
     *host = ps->p[i].host;
     return 1;
@@ -703,11 +720,14 @@ int dlrt__pstream_init_host(dlrt_exec_t *e, int id, float **host) {
 
 int dlrt__pstream_io(dlrt_exec_t *e, dlrt_tensor_t *t, void *host, size_t bytes, int write,
                      int *handled) {
-  float *mine;
+  float *mine = NULL;
   *handled = 0;
-  if (!e->pstream || t->id < 0 || t->id >= e->g->n_tensors || e->g->tensors[t->id] != t ||
-      !dlrt__pstream_init_host(e, t->owner->id, &mine))
+  if (!e->pstream || t->id < 0 || t->id >= e->g->n_tensors || e->g->tensors[t->id] != t)
     return DLRT_OK; /* check_io judges it */
+  int master = e->pstream->param_of[t->owner->id];
+  if (master >= 0 && !e->pstream->p[master].master_on_disk) mine = e->pstream->p[master].host;
+  else if (master < 0 && !dlrt__pstream_init_host(e, t->owner->id, &mine))
+    return DLRT_OK;
   *handled = 1;
   if (t != t->owner || bytes != dlrt__tensor_bytes(t))
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s: tensor %s is streamed from the host "
@@ -722,6 +742,14 @@ int dlrt__pstream_io(dlrt_exec_t *e, dlrt_tensor_t *t, void *host, size_t bytes,
   if (rc < 0) return rc;
   int i = e->pstream->param_of[t->id], of;
   size_t at;
+  if ((rc = dlrt__pstream_flush_init(e->pstream)) < 0) return rc;
+  if (i >= 0 && e->pstream->p[i].master_on_disk) {
+    /* The master after its state in its place on disk. */
+    streamed *p = &e->pstream->p[i];
+    rc = dlrt__pdisk_io(e->pstream->disk, i, (size_t)p->n_state * p->bytes, host, bytes, write);
+    if (rc == DLRT_OK && write) dlrt__pstream_release_param(e, i), p->low_stale = 1;
+    return rc;
+  }
   if (dlrt__pstream_state_on_disk(e->pstream, t->id, &of, &at))
     return dlrt__pdisk_io(e->pstream->disk, of, at, host, bytes, write);
   if (write) {

@@ -22,9 +22,60 @@
 int dlrt__pstream_make_low(dlrt__pstream *ps, int i) {
   streamed *p = &ps->p[i];
   if (p->unit[1] < 0 || !p->low_stale) return DLRT_OK;
-  int rc = dlrt__host_cast_f32(ps->u[p->unit[1]].host, p->low_dtype, p->host,
-                               (int64_t)(p->bytes / sizeof(float)));
+  int64_t count = (int64_t)(p->bytes / sizeof(float));
+  if (!p->master_on_disk) {
+    int rc = dlrt__host_cast_f32(ps->u[p->unit[1]].host, p->low_dtype, p->host, count);
+    if (rc == DLRT_OK) p->low_stale = 0;
+    return rc;
+  }
+  /* A master on disk: read a chunk at a time and cast (elementwise: the
+   * same bits as the whole tensor's cast). */
+  int rc = dlrt__pstream_flush_init(ps);
+  int64_t chunk = dlrt__pdisk_chunk(ps->disk);
+  float *buf = rc == DLRT_OK ? malloc(sizeof(float) * (size_t)chunk) : NULL;
+  if (rc == DLRT_OK && !buf) rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  for (int64_t at = 0; at < count && rc == DLRT_OK; at += chunk) {
+    int64_t n = count - at < chunk ? count - at : chunk;
+    rc = dlrt__pdisk_io(ps->disk, i, (size_t)p->n_state * p->bytes + (size_t)at * 4, buf,
+                        (size_t)n * 4, 0);
+    if (rc == DLRT_OK)
+      rc = dlrt__host_cast_f32((char *)ps->u[p->unit[1]].host + at * 2, p->low_dtype, buf, n);
+  }
+  free(buf);
   if (rc == DLRT_OK) p->low_stale = 0;
+  return rc;
+}
+
+int dlrt__pstream_flush_init(dlrt__pstream *ps) {
+  if (ps->init_pending < 0) return DLRT_OK;
+  streamed *p = &ps->p[ps->init_pending];
+  int rc = dlrt__pdisk_io(ps->disk, ps->init_pending, (size_t)p->n_state * p->bytes,
+                          ps->init_buf, p->bytes, 1);
+  if (rc < 0) return rc; /* kept pending: the next flush tries again and reports */
+  p->low_stale = 1;
+  dlrt_host_free(ps->init_buf);
+  ps->init_buf = NULL, ps->init_pending = -1;
+  return DLRT_OK;
+}
+
+int dlrt__pstream_fetch_master(dlrt__pstream *ps, int i, dlrt_buffer_t *dst) {
+  streamed *p = &ps->p[i];
+  int chunks = dlrt__pdisk_chunks(ps->disk, i);
+  int64_t chunk = dlrt__pdisk_chunk(ps->disk);
+  int rc = dlrt__pstream_flush_init(ps);
+  for (int c = 0; c < chunks && rc == DLRT_OK; c++) {
+    /* Two chunks read ahead while this one is copied (one slot is an
+     * update's, one may be being written back). */
+    for (int a = c + 1; a <= c + DLRT__PDISK_SLOTS - 2; a++) dlrt__pdisk_prefetch(ps->disk, i, a);
+    float *slot;
+    int64_t count;
+    if ((rc = dlrt__pdisk_get(ps->disk, i, c, &slot, &count)) < 0) break;
+    rc = dlrt_copy_h2d(dst, (size_t)c * (size_t)chunk * 4, slot + (int64_t)p->n_state * chunk,
+                       (size_t)count * 4, ps->copy);
+    /* The slot is read until the copy is done. */
+    if (rc == DLRT_OK) rc = dlrt_stream_synchronize(ps->copy);
+    dlrt__pdisk_release(ps->disk, i, c);
+  }
   return rc;
 }
 
@@ -122,14 +173,20 @@ static int apply_update(dlrt__pstream *ps, int i, float grad_scale) {
       /* One slot is updated, one written back: the others read ahead. */
       read_ahead(ps, ps->seq_pos[i], c + 1, DLRT__PDISK_SLOTS - 2);
       if (rc < 0) break;
-      rc = dlrt_host_optimizer_update(&now, e->steps, p->host + at, slot,
+      /* The slot: the states' parts, then a master on disk's. */
+      float *master = p->master_on_disk ? slot + (int64_t)p->n_state * chunk : p->host + at;
+      rc = dlrt_host_optimizer_update(&now, e->steps, master, slot,
                                       p->n_state > 1 ? slot + chunk : NULL, p->host_grad + at,
                                       count, decay, grad_scale);
+      /* Its 16-bit copy cast from the slot, for the next fetch. */
+      if (rc == DLRT_OK && p->master_on_disk && p->unit[1] >= 0)
+        rc = dlrt__host_cast_f32((char *)ps->u[p->unit[1]].host + at * 2, p->low_dtype, master,
+                                 count);
       int rc2 = dlrt__pdisk_put(ps->disk, i, c); /* written back behind the next chunks */
       if (rc == DLRT_OK) rc = rc2;
     }
   }
-  p->low_stale = 1;
+  p->low_stale = !p->master_on_disk || rc < 0;
   if (rc == DLRT_OK) rc = dlrt__pstream_make_low(ps, i);
   p->applied = 1;
   return rc;
@@ -316,20 +373,25 @@ int dlrt_exec_param_state_limit(dlrt_exec_t *e, uint64_t host_bytes) {
   for (int i = 0; i < n; i++)
     numel[i] = (int64_t)(ps->p[i].bytes / sizeof(float)), n_state[i] = ps->p[i].n_state;
   dlrt__param_disk_fit_t fit;
-  int rc = dlrt__param_disk_fit(n, numel, n_state, host_bytes, 0, &fit, on_disk);
+  int masters = 0;
+  int rc = dlrt__param_disk_fit_masters(n, numel, n_state, host_bytes, 0, &fit, on_disk,
+                                        &masters);
   if (rc == DLRT_OK && !fit.fits) {
     char a[32], b[32], c[32];
     rc = dlrt__set_error(DLRT_ERR_OOM, "--host-limit of %s (dlrt_exec_param_state_limit) is "
-                         "too small for the optimizer state of the streamed parameters (%s): "
+                         "too small for the optimizer state%s of the streamed parameters (%s): "
                          "its slots alone, %d chunks of %d elements of each state, take %s; "
                          "give at least %s (%llu bytes)", size_text(host_bytes, a, sizeof a),
+                         masters ? " and masters" : "",
                          size_text(fit.state_bytes, b, sizeof b), DLRT__PDISK_SLOTS,
                          (int)DLRT__PDISK_CHUNK_LEAST, size_text(fit.least_host_bytes, c, sizeof c),
                          c, (unsigned long long)fit.least_host_bytes);
   }
-  /* Only the state on disk in the file: numel 0 for the rest. */
+  /* Only the state on disk in the file: numel 0 for the rest; a master
+   * on disk is one state more. */
   for (int i = 0; i < n; i++)
     if (!on_disk[i]) numel[i] = 0;
+    else n_state[i] += masters;
   if (rc == DLRT_OK && fit.n_on_disk)
     rc = dlrt__pdisk_create(n, numel, n_state, fit.chunk, DLRT__PDISK_SLOTS, &ps->disk);
   if (rc == DLRT_OK && fit.n_on_disk &&
@@ -349,6 +411,18 @@ int dlrt_exec_param_state_limit(dlrt_exec_t *e, uint64_t host_bytes) {
       rc = dlrt__pdisk_io(ps->disk, i, (size_t)j * p->bytes, p->host_state[j], p->bytes, 1);
     p->on_disk = 1;
     for (int j = 0; j < p->n_state; j++) dlrt_host_free(p->host_state[j]), p->host_state[j] = NULL;
+    if (!masters || rc < 0) continue;
+    /* The master after the state (zeros need no write: a place never
+     * written reads as zeros); its host copy goes, with its unit's. */
+    nonzero = 0;
+    for (size_t k = 0; k < p->bytes / sizeof(float) && !nonzero; k++) nonzero = p->host[k] != 0.0f;
+    if (nonzero)
+      rc = dlrt__pdisk_io(ps->disk, i, (size_t)p->n_state * p->bytes, p->host, p->bytes, 1);
+    if (rc < 0) break;
+    p->master_on_disk = 1;
+    dlrt_host_free(p->host);
+    p->host = NULL;
+    ps->u[p->unit[0]].host = NULL;
   }
   free(n_state), free(numel), free(on_disk);
   if (rc == DLRT_OK) ps->state_host_bytes = fit.host_bytes;

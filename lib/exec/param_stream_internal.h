@@ -40,6 +40,8 @@ typedef struct {
   int64_t sum_at, sq_at; /* its entries among the partial sums of all gradients */
   dlrt_event_t *grad_done;
   int on_disk;         /* its optimizer state is in the spill file (ps->disk) */
+  int master_on_disk;  /* its fp32 master too, as state n_state of its place there (host
+                          NULL): updated in the slots, fetched chunk by chunk from them */
   int grad_on_host;    /* the gradient's copy to the host is queued (grad_done) */
   int queued;          /* its job is with the host thread this run */
   int finished;        /* the host thread has done its job this run */
@@ -110,6 +112,11 @@ struct dlrt__pstream {
   dlrt__pdisk *disk;
   int *seq, *seq_pos, n_seq;
   uint64_t state_host_bytes;
+  /* A master on disk being given its initial values (dlrt__pstream_init_host
+   * hands out one buffer at a time): parameter init_pending (-1: none),
+   * written to disk before anything else reads or writes streamed values. */
+  int init_pending;
+  float *init_buf;
   /* The look-ahead chosen (dlrt_exec_offload_params with 0): the first
    * training run times its nodes (node_ms, by position), the next run
    * chooses from them and the link. */
@@ -134,5 +141,11 @@ int dlrt__pstream_join_all(dlrt_exec_t *e);
 int dlrt__pstream_host_update(dlrt_exec_t *e, int i);
 void dlrt__pstream_plan_disk_reads(dlrt__pstream *ps);
 int dlrt__pstream_state_on_disk(const dlrt__pstream *ps, int id, int *i, size_t *at);
+/* Masters on disk: flush_init writes the pending initial values (above);
+ * fetch_master queues parameter i's master from its chunks to device
+ * buffer dst on the copy stream (each chunk's slot kept until its copy is
+ * done, the next ones read ahead meanwhile). */
+int dlrt__pstream_flush_init(dlrt__pstream *ps);
+int dlrt__pstream_fetch_master(dlrt__pstream *ps, int i, dlrt_buffer_t *dst);
 
 #endif

@@ -20,7 +20,13 @@ int dlrt__state_split_make(int n, const uint64_t *bytes, const int *n_state, uin
   for (int i = 0; i < n; i++)
     numel[i] = (int64_t)(bytes[i] / ((uint64_t)n_state[i] * sizeof(float)));
   dlrt__param_disk_fit_t fit;
-  int rc = dlrt__param_disk_fit(n, numel, n_state, budget, 0, &fit, disk);
+  char *mine = disk ? disk : calloc((size_t)n, 1);
+  int rc = mine ? dlrt__param_disk_fit_masters(n, numel, n_state, budget, 0, &fit, mine,
+                                               &out->masters)
+                : dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  for (int i = 0; rc == DLRT_OK && out->masters && i < n; i++)
+    if (mine[i]) out->master_disk_bytes += (uint64_t)numel[i] * 4u;
+  if (mine != disk) free(mine);
   free(numel);
   if (rc < 0) return rc;
   out->fits = fit.fits;

@@ -18,10 +18,14 @@
 #define DLRT__STATE_SLOTS DLRT__PDISK_SLOTS
 
 typedef struct {
-  uint64_t host_bytes;       /* state kept in host memory, the slots not counted */
+  uint64_t host_bytes;       /* state kept in host memory (with masters on disk, the
+                                masters kept too), the slots not counted */
   uint64_t slot_bytes;       /* one slot: a chunk of each state (0: none on disk) */
   int n_slots;               /* slots (0: none on disk) */
-  uint64_t disk_bytes;       /* state on disk */
+  uint64_t disk_bytes;       /* state on disk (with masters on disk, their masters too) */
+  int masters;               /* 1: the masters and the state's slots exceed the budget:
+                                each master goes to disk with its state */
+  uint64_t master_disk_bytes; /* of disk_bytes, the masters' */
   uint64_t least_host_bytes; /* the smallest budget that streams the state */
   int on_disk;               /* parameters whose state is on disk */
   int fits;                  /* 1: the budget holds the state kept and the slots */
@@ -29,7 +33,8 @@ typedef struct {
 
 /* The split of n states (bytes[i], of n_state[i] tensors each: Adam 2, SGD
  * 1) under `budget` bytes of host memory (0: all in host memory), by the
- * runtime's own rule (dlrt__param_disk_fit, param_disk.h). disk[i] (may be
+ * runtime's own rule (dlrt__param_disk_fit_masters, param_disk.h: the
+ * budget holds the fp32 masters and the state together). disk[i] (may be
  * NULL) is set to 1 for those on disk, else 0. DLRT_ERR_OOM: out of host
  * memory. */
 int dlrt__state_split_make(int n, const uint64_t *bytes, const int *n_state, uint64_t budget,

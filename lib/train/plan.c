@@ -373,11 +373,12 @@ int dlrt_plan_placement(const dlrt_trainer_config *cfg, int64_t channels, int64_
   }
   why_add(out, "%soptimizer state on the host: %s on the device > %s", (double)need2,
           (double)out->device_usable);
-  /* 3 and 4: parameters streamed (param_stream.c): masters, their 16-bit
-   * copies, the gradients' host copies (and running sums under --accum)
-   * on the host; the optimizer state there too (3), or beyond --host-limit
-   * on disk (4, param_disk.c); what streaming does not run with rules both
-   * out. Both hold the same on the device. */
+  /* 3, 4 and 5: parameters streamed (param_stream.c): masters, their
+   * 16-bit copies, the gradients' host copies (and running sums under
+   * --accum) on the host; the optimizer state there too (3), or beyond
+   * --host-limit on disk (4, param_disk.c), or the masters on disk with it
+   * (5); what streaming does not run with rules all out. All hold the same
+   * on the device. */
   const char *refuses = cfg->world > 1 ? "data parallelism" : NULL;
   uint64_t sums = cfg->accum > 1 ? grads : 0;
   uint64_t host_rest = master + copies + grads + sums; /* all but the state */
@@ -421,11 +422,14 @@ int dlrt_plan_placement(const dlrt_trainer_config *cfg, int64_t channels, int64_
       best = c.spill.prefetch, best_s = step_s, need3 = need, pp = pp_i, gp = gp_i;
     }
     /* The state's split under the host's room beside the rest (rung 4),
-     * by the runtime's own rule (state_split.h). */
+     * and the masters' with it where even that is too little (rung 5), by
+     * the runtime's own rule (state_split.h): --host-limit holds the fp32
+     * masters and the optimizer state together. */
+    uint64_t host_fixed = copies + grads + sums; /* on the host whatever the limit */
     dlrt__state_split split = {0};
     uint64_t state_budget = 0;
-    if (best && host_rest + state > out->host_usable && host_rest < out->host_usable) {
-      state_budget = size_round(out->host_usable - host_rest);
+    if (best && host_rest + state > out->host_usable && host_fixed < out->host_usable) {
+      state_budget = size_round(out->host_usable - host_fixed);
       if ((rc = streamed_split(&c, channels, height, width, classes, state_budget, &split)) < 0)
         return rc;
     }
@@ -433,17 +437,23 @@ int dlrt_plan_placement(const dlrt_trainer_config *cfg, int64_t channels, int64_
       why_add(out, "%sparameters streamed: %s on the device > %s", (double)need3,
               (double)out->device_usable);
     } else if (host_rest + state <= out->host_usable || (state_budget && split.fits)) {
-      int disk = host_rest + state > out->host_usable;
+      int disk = host_rest + state > out->host_usable, on_disk = disk && split.masters;
       if (disk)
         why_add(out, "%sparameters streamed, all on the host: %s > %s",
                 (double)(host_rest + state), (double)out->host_usable);
+      if (on_disk)
+        why_add(out, "%sparameters streamed, masters on the host: %s > %s",
+                (double)host_rest, (double)out->host_usable);
       c.spill.prefetch = best;
-      out->rung = disk ? 4 : 3;
-      out->strategy = disk ? "parameters (with their 16-bit copies) and gradients on the host, "
-                             "optimizer state beyond --host-limit on disk, parameters streamed "
-                             "to the device around each use"
-                           : "parameters, gradients and optimizer state on the host, "
-                             "parameters streamed to the device around each use";
+      out->rung = on_disk ? 5 : disk ? 4 : 3;
+      out->strategy = on_disk ? "16-bit copies and gradients on the host; fp32 masters and "
+                                "optimizer state beyond --host-limit on disk, together, "
+                                "parameters streamed to the device around each use"
+                      : disk ? "parameters (with their 16-bit copies) and gradients on the "
+                               "host, optimizer state beyond --host-limit on disk, parameters "
+                               "streamed to the device around each use"
+                             : "parameters, gradients and optimizer state on the host, "
+                               "parameters streamed to the device around each use";
       out->policy = DLRT_OFFLOAD_PARAMS;
       out->checkpoint = c.checkpoint;
       out->ahead = c.spill.prefetch;
@@ -455,10 +465,18 @@ int dlrt_plan_placement(const dlrt_trainer_config *cfg, int64_t channels, int64_
       part[DLRT_PART_GRADIENTS].device = gp;
       part[DLRT_PART_ACTIVATIONS].device = acts;
       /* Staging memory (pinned while the pool has room): masters, copies,
-       * gradients and sums, the state kept; the slots are plain malloc. */
-      host_part(out, DLRT_PART_MASTER, master, &pinned_left);
+       * gradients and sums, the state kept; the slots are plain malloc.
+       * Masters on disk: those kept are among the split's host bytes. */
       host_part(out, DLRT_PART_COMPUTE_COPY, copies, &pinned_left);
       host_part(out, DLRT_PART_GRADIENTS, grads + sums, &pinned_left);
+      if (on_disk) {
+        uint64_t kept = master - split.master_disk_bytes;
+        host_part(out, DLRT_PART_MASTER, kept, &pinned_left);
+        part[DLRT_PART_MASTER].disk = split.master_disk_bytes;
+        split.host_bytes -= kept, split.disk_bytes -= split.master_disk_bytes;
+      } else {
+        host_part(out, DLRT_PART_MASTER, master, &pinned_left);
+      }
       if (disk) {
         out->host_limit = state_budget;
         host_part(out, DLRT_PART_OPTIMIZER, split.host_bytes, &pinned_left);
@@ -469,18 +487,16 @@ int dlrt_plan_placement(const dlrt_trainer_config *cfg, int64_t channels, int64_
       }
       out->device_need = need3;
       goto found;
-    } else if (host_rest >= out->host_usable) {
-      why_add(out, "%sparameters streamed: %s of masters, 16-bit copies and gradients on "
-              "the host > %s (they have no disk tier yet)", (double)host_rest,
-              (double)out->host_usable);
+    } else if (host_fixed >= out->host_usable) {
+      why_add(out, "%sparameters streamed: %s of 16-bit copies and gradients on the host > %s "
+              "(they have no disk tier yet)", (double)host_fixed, (double)out->host_usable);
     } else {
-      why_add(out, "%sparameters streamed, optimizer state on disk: %s on the host (the "
-              "state's slots beside the rest) > %s",
-              (double)(host_rest + split.host_bytes + (uint64_t)split.n_slots * split.slot_bytes),
-              (double)out->host_usable);
+      why_add(out, "%sparameters streamed, masters and optimizer state on disk: %s on the host "
+              "(the slots beside the rest) > %s",
+              (double)(host_fixed + split.least_host_bytes), (double)out->host_usable);
     }
   }
-  /* 5: everything through the spill pool: the device holds what one
+  /* 6: everything through the spill pool: the device holds what one
    * operation needs at once; host copies beyond the host on disk. */
   dlrt_trainer_config c4 = *cfg;
   c4.checkpoint = ck;
@@ -488,7 +504,7 @@ int dlrt_plan_placement(const dlrt_trainer_config *cfg, int64_t channels, int64_
   dlrt_memory_plan p4;
   if ((rc = dlrt_plan_memory(&c4, channels, height, width, classes, &p4)) < 0) return rc;
   if (p4.spill_least <= out->device_usable) {
-    out->rung = 5;
+    out->rung = 6;
     out->strategy = "everything spilled by the pool: the device holds each operation's "
                     "tensors, the host the rest, the disk what the host cannot";
     out->policy = DLRT_OFFLOAD_ALL;
@@ -527,7 +543,7 @@ found:
   else part[DLRT_PART_COMPUTE_COPY].how = "on the device: 2 B a parameter, cast from the fp32 "
                                           "master at its first use and kept for the backward "
                                           "pass (those live at the peak; fetches move fp32)";
-  if (copies && (out->rung == 3 || out->rung == 4))
+  if (copies && out->rung >= 3 && out->rung <= 5)
     part[DLRT_PART_COMPUTE_COPY].how = "on the host: 2 B a parameter, cast there after each "
                                        "update and fetched in the master's place (device: "
                                        "those live at the peak)";
@@ -535,22 +551,27 @@ found:
     part[DLRT_PART_OPTIMIZER].how = part[DLRT_PART_OPTIMIZER].disk
                                         ? "on the host, beyond --host-limit on disk; updated there"
                                         : "on the host, updated there";
-  } else if (out->rung == 3 || out->rung == 4) {
-    part[DLRT_PART_MASTER].how = "on the host; each fetched to the device ahead of its forward "
-                                 "and backward uses, freed after (device: the most at once)";
+  } else if (out->rung >= 3 && out->rung <= 5) {
+    part[DLRT_PART_MASTER].how =
+        out->rung == 5 ? "the largest that fit with their state on the host, the rest on disk "
+                         "with their state: updated in its slots, the 16-bit copy cast there; "
+                         "fetched in fp32 chunk by chunk through the slots (device: the most "
+                         "at once)"
+                       : "on the host; each fetched to the device ahead of its forward "
+                         "and backward uses, freed after (device: the most at once)";
     part[DLRT_PART_GRADIENTS].how = "to the host as soon as complete (device: the most at once)";
     part[DLRT_PART_OPTIMIZER].how =
         out->rung == 3 ? "on the host, updated there beside the backward pass"
-                       : "the largest that fit on the host, the rest on disk: read ahead of "
+                       : "beside the masters kept, the largest that fit on the host, the rest on disk: read ahead of "
                          "its update in chunks through 4 host slots, written back behind it; "
                          "updated on the host beside the backward pass";
-  } else if (out->rung == 5) {
+  } else if (out->rung == 6) {
     for (int i = 0; i < DLRT_PARTS_; i++)
       if (i != DLRT_PART_COMPUTE_COPY)
         part[i].how = "spilled by the pool: on the device while used, else on the host, "
                       "beyond --host-limit on disk";
   }
-  if (out->rung >= 1 && out->rung <= 4 && out->checkpoint)
+  if (out->rung >= 1 && out->rung <= 5 && out->checkpoint)
     part[DLRT_PART_ACTIVATIONS].how = "on the device, checkpointed (recomputed in the backward "
                                       "pass)";
   for (int i = 0; i < DLRT_PARTS_; i++) {
