@@ -12,7 +12,7 @@
 DLTRAIN=${DLTRAIN:-./tools/dltrain}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=13
+TOOL=$DLTRAIN PLAN=14
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
