@@ -110,6 +110,32 @@ mpi_np() {
     "--oversubscribe${1:+ -np $1}"
 }
 
+# mpi_ranks N NAME ARGS...: mpirun -np N TOOL $common ARGS ($common: the
+# test's shared options), its output kept as $tmp/NAME.json and its log as
+# $tmp/NAME.err (both also in $tmp/out and $tmp/err), the status in $rc.
+mpi_ranks() {
+  np=$1 name=$2
+  shift 2
+  # shellcheck disable=SC2086
+  $(mpi_np "$np") "$TOOL" $common "$@" >"$tmp/$name.json" 2>"$tmp/$name.err"
+  rc=$?
+  cp "$tmp/$name.json" "$tmp/out"
+  cp "$tmp/$name.err" "$tmp/err"
+}
+
+# same_round_losses A B [COUNT]: the two runs' (JSON files A, B) train and
+# validation losses of a GPT's rounds are the same floats, as many of them
+# (COUNT of them where given, else at least one).
+same_round_losses() {
+  python3 -c "import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
+x = a['round_losses'] + a['round_val_losses']
+y = b['round_losses'] + b['round_val_losses']
+want = int(sys.argv[3]) if len(sys.argv) > 3 else None
+assert len(x) == len(y) > 0 and (want is None or len(x) == want) and x == y, (x, y)
+print('# %d losses, bit for bit' % len(x))" "$@"
+}
+
 # opencl_auto_same_bits LIMIT ARGS...: two points on OpenCL device 0 (or two
 # skips without one): dltrain ARGS unlimited, then under --mem-limit LIMIT
 # (--link 16GB/s --plan-strategy auto), which must save the same checkpoint

@@ -30,28 +30,6 @@ fi
 python3 "$(dirname "$0")/english_corpus.py" "$tmp/corpus.txt" 100000 96
 common="--model gpt-mini --data $tmp/corpus.txt --context 64 --threads 1"
 common="$common --eval-every 1 --eval-batches 1 --json --quiet --batch 4"
-mpi=$(mpi_np)
-
-# ranks N NAME ARGS: mpirun -np N dltrain ARGS, kept as $tmp/NAME.json (its
-# log $tmp/NAME.err, the status in $rc).
-ranks() {
-  np=$1 name=$2
-  shift 2
-  $mpi -np $np "$DLTRAIN" $common "$@" >"$tmp/$name.json" 2>"$tmp/$name.err"
-  rc=$?
-  cp "$tmp/$name.json" "$tmp/out"
-  cp "$tmp/$name.err" "$tmp/err"
-}
-
-# same A B: the two runs' train and validation losses are the same floats.
-same() {
-  python3 -c "import json, sys
-a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
-x = a['round_losses'] + a['round_val_losses']
-y = b['round_losses'] + b['round_val_losses']
-assert len(x) == len(y) > 0 and x == y, (x, y)
-print('# %d losses, bit for bit' % len(x))" "$1" "$2"
-}
 
 # held A B R: run B's stages hold 1/R of run A's optimizer state (A without
 # ZeRO holds it whole), all else the same; both print the zero line.
@@ -71,9 +49,9 @@ print('# optimizer state per rank %.3fx of unsharded over %d ranks' % (ratio, r)
 }
 
 # 1, 2: two stages over 2 ranks, against the same run without ZeRO.
-ranks 2 p0 --steps 8 --pipeline cpu,cpu
-ranks 2 p1 --steps 8 --pipeline cpu,cpu --zero 1
-[ $rc -eq 0 ] && same "$tmp/p0.json" "$tmp/p1.json"
+mpi_ranks 2 p0 --steps 8 --pipeline cpu,cpu
+mpi_ranks 2 p1 --steps 8 --pipeline cpu,cpu --zero 1
+[ $rc -eq 0 ] && same_round_losses "$tmp/p0.json" "$tmp/p1.json"
 result "mpirun -np 2 --pipeline cpu,cpu --zero 1: the losses of the run without ZeRO"
 held "$tmp/p0.json" "$tmp/p1.json" 2
 result "--zero 1: each rank's stages hold 0.5x of their optimizer state, all else whole"
@@ -81,18 +59,18 @@ result "--zero 1: each rank's stages hold 0.5x of their optimizer state, all els
 # 3, 4: three stages over 3 ranks with --accum 2, --clip-norm 0.1 (one
 # global norm over the stages) and --checkpoint blocks.
 all="--accum 2 --clip-norm 0.1 --checkpoint blocks --pipeline cpu,cpu,cpu"
-ranks 3 all0 --steps 6 $all
-ranks 3 all1 --steps 6 $all --zero 1
-[ $rc -eq 0 ] && same "$tmp/all0.json" "$tmp/all1.json"
+mpi_ranks 3 all0 --steps 6 $all
+mpi_ranks 3 all1 --steps 6 $all --zero 1
+[ $rc -eq 0 ] && same_round_losses "$tmp/all0.json" "$tmp/all1.json"
 result "mpirun -np 3 over three stages with --accum 2 --clip-norm 0.1 --zero 1: the same losses"
 held "$tmp/all0.json" "$tmp/all1.json" 3
 result "over 3 ranks: each rank's stages hold 1/3 of their optimizer state"
 
 # 5: fp16 loss scaling from 2^24, which overflows the first updates: every
 # stage of every rank skips the same ones (one verdict over the stages).
-ranks 2 fp0 --steps 8 --pipeline cpu,cpu --precision fp16 --loss-scale 16777216
-ranks 2 fp1 --steps 8 --pipeline cpu,cpu --precision fp16 --loss-scale 16777216 --zero 1
-[ $rc -eq 0 ] && same "$tmp/fp0.json" "$tmp/fp1.json" && python3 -c "import json, sys
+mpi_ranks 2 fp0 --steps 8 --pipeline cpu,cpu --precision fp16 --loss-scale 16777216
+mpi_ranks 2 fp1 --steps 8 --pipeline cpu,cpu --precision fp16 --loss-scale 16777216 --zero 1
+[ $rc -eq 0 ] && same_round_losses "$tmp/fp0.json" "$tmp/fp1.json" && python3 -c "import json, sys
 a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
 assert 0 < a['skipped_steps'] == b['skipped_steps'] < 8, (a['skipped_steps'], b['skipped_steps'])
 print('# %d of 8 updates skipped by both' % b['skipped_steps'])" "$tmp/fp0.json" "$tmp/fp1.json"
@@ -102,7 +80,7 @@ result "--zero 1 --precision fp16 from a scale of 2^24: the same updates skipped
 # gathered from the ranks), resumed on one device at the ranks' whole batch
 # (the unbroken run's losses, 1e-5), and into the pipeline with --zero 1
 # (bit for bit).
-ranks 2 saved --steps 4 --pipeline cpu,cpu --zero 1 --save "$tmp/z1.st"
+mpi_ranks 2 saved --steps 4 --pipeline cpu,cpu --zero 1 --save "$tmp/z1.st"
 [ $rc -eq 0 ] && run $common --device cpu --steps 8 --batch 8 --resume "$tmp/z1.st" && [ $rc -eq 0 ] &&
   python3 -c "import json, sys
 a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
@@ -112,7 +90,7 @@ assert len(y) == 4 and worst <= 1e-5, (x, y)
 print('# steps 5-8 resumed on one device: worst relative difference %.2g' % worst)
 " "$tmp/p0.json" "$tmp/out"
 result "a --pipeline --zero 1 checkpoint resumes on one device with the unbroken losses"
-ranks 2 resumed --steps 8 --pipeline cpu,cpu --zero 1 --resume "$tmp/z1.st"
+mpi_ranks 2 resumed --steps 8 --pipeline cpu,cpu --zero 1 --resume "$tmp/z1.st"
 [ $rc -eq 0 ] && python3 -c "import json, sys
 a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
 assert a['round_losses'][4:] == b['round_losses'], (a['round_losses'], b['round_losses'])

@@ -605,8 +605,7 @@ int dlrt__pipeline_set_zero(dlrt_trainer_t *t, int stage, const dlrt_zero_collec
     return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "ZeRO stage %d with --pipeline: this version "
                            "shards a pipeline's optimizer state only (--zero 1), not its "
                            "gradients or parameters", stage);
-  if (!across || !across->reduce || !across->broadcast || !across->wait ||
-      !dlrt__across_processes(t) || world < 2 || !t->allreduce_start)
+  if (!dlrt__zero_across_ready(t, across))
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "ZeRO shards each pipeline stage's optimizer "
                            "state over the data-parallel ranks: run mpirun -np R (R > 1; "
                            "config.world %d) with --pipeline, set the ranks' all-reduce "
@@ -615,18 +614,13 @@ int dlrt__pipeline_set_zero(dlrt_trainer_t *t, int stage, const dlrt_zero_collec
   if (t->stage_batches > 0)
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_zero: %d batches of an update are "
                            "under way", t->stage_batches);
-  int rc = DLRT_OK;
-  for (int s = 0; s < t->n_stages && rc == DLRT_OK; s++) {
-    struct stage *st = &t->stages[s];
-    rc = dlrt__zero_peer_create(st->e, st->dev, stage, t->cfg.rank, world, across,
-                                t->cfg.opt.kind == DLRT_OPT_SGD, &st->zero);
-  }
-  if (rc < 0) { /* a half-sharded pipeline cannot train on */
-    for (int s = 0; s < t->n_stages; s++) dlrt__zero_peer_free(t->stages[s].zero);
-    for (int s = 0; s < t->n_stages; s++) t->stages[s].zero = NULL;
-    return dlrt__set_error(rc, "%s (the pipeline's stages gave up their optimizer state: make "
-                           "the trainer again)", dlrt_last_error());
-  }
+  dlrt__zero_peer_spec *peers = calloc((size_t)t->n_stages, sizeof *peers);
+  if (!peers) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  for (int s = 0; s < t->n_stages; s++)
+    peers[s] = (dlrt__zero_peer_spec){t->stages[s].e, t->stages[s].dev, &t->stages[s].zero};
+  int rc = dlrt__zero_peers_create(t, stage, across, peers, t->n_stages, "the pipeline's stages");
+  free(peers);
+  if (rc < 0) return rc;
   t->stage_zero = stage;
   return DLRT_OK;
 }

@@ -247,8 +247,7 @@ int dlrt__tp_set_zero(dlrt_trainer_t *t, int stage, const dlrt_zero_collectives 
   if (tp->zero_stage)
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_zero: the split model's replicas "
                            "are sharded already (once per trainer)");
-  if (!across || !across->reduce || !across->broadcast || !across->wait ||
-      !dlrt__across_processes(t) || world < 2 || !t->allreduce_start)
+  if (!dlrt__zero_across_ready(t, across))
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "ZeRO shards a split model's model states "
                            "over its data-parallel replicas across processes: run N x R ranks "
                            "with --tensor-parallel N (R > 1 replicas; config.world %d), set "
@@ -257,18 +256,11 @@ int dlrt__tp_set_zero(dlrt_trainer_t *t, int stage, const dlrt_zero_collectives 
   if (tp->micro > 0)
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_zero: %d micro-batches of an "
                            "update are under way", tp->micro);
-  int rc = DLRT_OK;
-  for (int i = 0; i < tp->n && rc == DLRT_OK; i++) {
-    tp_peer *p = &tp->peers[i];
-    rc = dlrt__zero_peer_create(p->e, p->dev, stage, t->cfg.rank, world, across,
-                                t->cfg.opt.kind == DLRT_OPT_SGD, &p->zero);
-  }
-  if (rc < 0) { /* a half-sharded split cannot train on */
-    for (int i = 0; i < tp->n; i++) dlrt__zero_peer_free(tp->peers[i].zero);
-    for (int i = 0; i < tp->n; i++) tp->peers[i].zero = NULL;
-    return dlrt__set_error(rc, "%s (the split model's executors gave up their model states: "
-                           "make the trainer again)", dlrt_last_error());
-  }
+  dlrt__zero_peer_spec peers[DLRT_TP_MAX];
+  for (int i = 0; i < tp->n; i++)
+    peers[i] = (dlrt__zero_peer_spec){tp->peers[i].e, tp->peers[i].dev, &tp->peers[i].zero};
+  int rc = dlrt__zero_peers_create(t, stage, across, peers, tp->n, "the split model's executors");
+  if (rc < 0) return rc;
   tp->zero_stage = stage;
   tp->update = HOST_UPDATE;
   for (int i = 0; i < tp->n && rc == DLRT_OK; i++) rc = dlrt__tp_host_gradients(&tp->peers[i]);

@@ -205,6 +205,21 @@ int dlrt__zero_peer_create(dlrt_exec_t *e, dlrt_device_t *dev, int stage, int re
                            int replicas, const dlrt_zero_collectives *coll, int sgd,
                            struct dlrt__zero **out);
 void dlrt__zero_peer_free(struct dlrt__zero *z);
+/* Whether ZeRO can shard over the data ranks: the ranks' reduce,
+ * broadcast and wait in `across`, more than one process, and the
+ * replicas' asynchronous all-reduce set. */
+int dlrt__zero_across_ready(const dlrt_trainer_t *t, const dlrt_zero_collectives *across);
+/* An executor to shard, its device, and where its ZeRO object goes. */
+typedef struct {
+  dlrt_exec_t *e;
+  dlrt_device_t *dev;
+  struct dlrt__zero **slot;
+} dlrt__zero_peer_spec;
+/* One ZeRO object per peer of `peers` (n), sharded over the data ranks:
+ * all or none (on failure those made are freed, the slots NULL, and the
+ * error names `whose` executors). */
+int dlrt__zero_peers_create(dlrt_trainer_t *t, int stage, const dlrt_zero_collectives *across,
+                            const dlrt__zero_peer_spec *peers, int n, const char *whose);
 void dlrt__zero_peer_layout(const struct dlrt__zero *z, int *n, const int **ids,
                             const int64_t **at, int64_t *from, int64_t *to);
 int dlrt__zero_peer_reduce_scatter(struct dlrt__zero *z, float *grads);

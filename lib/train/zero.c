@@ -705,6 +705,26 @@ int dlrt__zero_peer_create(dlrt_exec_t *e, dlrt_device_t *dev, int stage, int re
 
 void dlrt__zero_peer_free(struct dlrt__zero *z) { zero_destroy(z); }
 
+int dlrt__zero_across_ready(const dlrt_trainer_t *t, const dlrt_zero_collectives *across) {
+  return across && across->reduce && across->broadcast && across->wait &&
+         dlrt__across_processes(t) && t->cfg.world > 1 && t->allreduce_start;
+}
+
+int dlrt__zero_peers_create(dlrt_trainer_t *t, int stage, const dlrt_zero_collectives *across,
+                            const dlrt__zero_peer_spec *peers, int n, const char *whose) {
+  int rc = DLRT_OK;
+  for (int i = 0; i < n && rc == DLRT_OK; i++)
+    rc = dlrt__zero_peer_create(peers[i].e, peers[i].dev, stage, t->cfg.rank, t->cfg.world,
+                                across, t->cfg.opt.kind == DLRT_OPT_SGD, peers[i].slot);
+  if (rc == DLRT_OK) return DLRT_OK;
+  for (int i = 0; i < n; i++) { /* half-sharded executors cannot train on */
+    dlrt__zero_peer_free(*peers[i].slot);
+    *peers[i].slot = NULL;
+  }
+  return dlrt__set_error(rc, "%s (%s gave up their model states: make the trainer again)",
+                         dlrt_last_error(), whose);
+}
+
 void dlrt__zero_peer_layout(const struct dlrt__zero *z, int *n, const int **ids,
                             const int64_t **at, int64_t *from, int64_t *to) {
   *n = z->n_params, *ids = z->ids, *at = z->at;
