@@ -357,7 +357,8 @@ int dlrt__op_costs_measure_steps(dlrt_exec_t *e, int reps, int whole_steps, dlrt
   double *wall = calloc(PROFILE_MAX_PASSES * n, sizeof *wall);
   double *one = calloc(PROFILE_MAX_PASSES, sizeof *one);
   double *whole = calloc(PROFILE_MAX_PASSES, sizeof *whole);
-  int rc = times && wall && one && whole ? DLRT_OK : dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  int rc = times && wall && one && whole ? DLRT_OK
+                                          : dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   if (rc == DLRT_OK) rc = fill_inputs(e);
   /* A first run warms the caches, the allocator and the host copies; it
    * is not counted. */

@@ -399,22 +399,6 @@ static int reduce_loss(dlrt_trainer_t *t, float *loss, int64_t *correct) {
   return DLRT_OK;
 }
 
-/* Under ZeRO stage 1, stage st's update of this rank's range from the
- * gradient sums its executor holds (every rank's mean, as reduce_stages
- * left them), at dlrt__exec_apply_gradients_as's scale (the mean of its
- * runs, the loss scale divided out, times the clipping factor), its
- * parameters then all-gathered over the ranks; or, where the verdict is an
- * overflow, no update and the loss scale backs off, as that would. */
-static int zero_apply(struct stage *st, float clip, int finite) {
-  dlrt_exec_t *e = st->e;
-  float mean = e->grads.grad_runs > 1 ? 1.0f / (float)e->grads.grad_runs : 1.0f;
-  if (e->grads.scaler.enabled) mean /= e->grads.loss_scale;
-  int rc = finite ? dlrt__zero_peer_update(st->zero, NULL, mean * clip) : DLRT_OK;
-  if (rc == DLRT_OK && e->grads.scaler.enabled) dlrt__exec_update_loss_scale(e, finite);
-  e->grads.grad_runs = 0; /* the next update's runs start again */
-  return rc;
-}
-
 /* One update of every stage from the mean of its gradient sums. Clipping
  * takes the global norm over the stages, counting the tied wte once (after
  * sum_tied_gradients both stages hold the same sum): the last stage leaves
@@ -446,8 +430,11 @@ static int update_stages(dlrt_trainer_t *t) {
     if (coef < 1.0) clip = (float)coef;
   }
   for (int s = 0; s < S && rc == DLRT_OK; s++)
-    rc = t->stages[s].zero ? zero_apply(&t->stages[s], clip, finite)
-                           : dlrt__exec_apply_gradients_as(t->stages[s].e, clip, finite);
+    /* Under ZeRO stage 1 each rank's range from the sums its executor
+     * holds (every rank's mean, as reduce_stages left them). */
+    rc = t->stages[s].zero
+             ? dlrt__zero_peer_apply(t->stages[s].zero, t->stages[s].e, NULL, clip, finite)
+             : dlrt__exec_apply_gradients_as(t->stages[s].e, clip, finite);
   if (rc == DLRT_OK) scale_to_main(t);
   return rc;
 }

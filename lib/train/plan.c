@@ -562,9 +562,9 @@ found:
     part[DLRT_PART_GRADIENTS].how = "to the host as soon as complete (device: the most at once)";
     part[DLRT_PART_OPTIMIZER].how =
         out->rung == 3 ? "on the host, updated there beside the backward pass"
-                       : "beside the masters kept, the largest that fit on the host, the rest on disk: read ahead of "
-                         "its update in chunks through 4 host slots, written back behind it; "
-                         "updated on the host beside the backward pass";
+                       : "beside the masters kept, the largest that fit on the host, the rest "
+                         "on disk: read ahead of its update in chunks through 4 host slots, "
+                         "written back behind it; updated on the host beside the backward pass";
   } else if (out->rung == 6) {
     for (int i = 0; i < DLRT_PARTS_; i++)
       if (i != DLRT_PART_COMPUTE_COPY)

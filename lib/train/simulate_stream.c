@@ -366,7 +366,8 @@ int dlrt__sim_stream_replay(const dlrt_graph_t *g, const dlrt__schedule *s,
    * plan_disk_reads). */
   for (int k = 0; dk && k < n; k++)
     for (int i = 0; i < np; i++)
-      if (p[i].ready == k && p[i].state_bytes > 0) p[i].seq_pos = disk.n_seq, disk.seq[disk.n_seq++] = i;
+      if (p[i].ready == k && p[i].state_bytes > 0)
+        p[i].seq_pos = disk.n_seq, disk.seq[disk.n_seq++] = i;
   for (int k = 0; dk && k < n; k++) {
     int i = update_of[k];
     if (i >= 0 && p[i].ready < 0 && p[i].state_bytes > 0)

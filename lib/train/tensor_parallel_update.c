@@ -109,14 +109,9 @@ static void reduced_range(const dlrt__tp *tp, const tp_peer *p, int64_t *from, i
  * scale. */
 static int zero_apply(dlrt__tp *tp, int overflow) {
   int rc = DLRT_OK;
-  for (int i = 0; i < tp->n && rc == DLRT_OK; i++) {
-    dlrt_exec_t *e = tp->peers[i].e;
-    float mean = e->grads.grad_runs > 1 ? 1.0f / (float)e->grads.grad_runs : 1.0f;
-    if (e->grads.scaler.enabled) mean /= e->grads.loss_scale;
-    if (!overflow) rc = dlrt__zero_peer_update(tp->peers[i].zero, tp->peers[i].grads, mean);
-    if (rc == DLRT_OK && e->grads.scaler.enabled) dlrt__exec_update_loss_scale(e, !overflow);
-    e->grads.grad_runs = 0; /* the next update's runs start again */
-  }
+  for (int i = 0; i < tp->n && rc == DLRT_OK; i++)
+    rc = dlrt__zero_peer_apply(tp->peers[i].zero, tp->peers[i].e, tp->peers[i].grads, 1.0f,
+                               !overflow);
   return rc;
 }
 

@@ -205,6 +205,14 @@ int dlrt__zero_peer_create(dlrt_exec_t *e, dlrt_device_t *dev, int stage, int re
                            int replicas, const dlrt_zero_collectives *coll, int sgd,
                            struct dlrt__zero **out);
 void dlrt__zero_peer_free(struct dlrt__zero *z);
+/* Executor e's update under ZeRO (z its peer object): this replica's
+ * range from `grads` (NULL: e's own sums, stage 1) at the scale
+ * dlrt_exec_apply_gradients would use (the mean of its gradient runs, the
+ * loss scale divided out) times `factor` (clipping's), the parameters
+ * all-gathered; where the group's verdict is not `finite`, no update and
+ * the loss scale backs off. Either way its gradient runs start again. */
+int dlrt__zero_peer_apply(struct dlrt__zero *z, dlrt_exec_t *e, const float *grads,
+                          float factor, int finite);
 /* Whether ZeRO can shard over the data ranks: the ranks' reduce,
  * broadcast and wait in `across`, more than one process, and the
  * replicas' asynchronous all-reduce set. */

@@ -705,6 +705,16 @@ int dlrt__zero_peer_create(dlrt_exec_t *e, dlrt_device_t *dev, int stage, int re
 
 void dlrt__zero_peer_free(struct dlrt__zero *z) { zero_destroy(z); }
 
+int dlrt__zero_peer_apply(struct dlrt__zero *z, dlrt_exec_t *e, const float *grads,
+                          float factor, int finite) {
+  float mean = e->grads.grad_runs > 1 ? 1.0f / (float)e->grads.grad_runs : 1.0f;
+  if (e->grads.scaler.enabled) mean /= e->grads.loss_scale;
+  int rc = finite ? dlrt__zero_peer_update(z, grads, mean * factor) : DLRT_OK;
+  if (rc == DLRT_OK && e->grads.scaler.enabled) dlrt__exec_update_loss_scale(e, finite);
+  e->grads.grad_runs = 0; /* the next update's runs start again */
+  return rc;
+}
+
 int dlrt__zero_across_ready(const dlrt_trainer_t *t, const dlrt_zero_collectives *across) {
   return across && across->reduce && across->broadcast && across->wait &&
          dlrt__across_processes(t) && t->cfg.world > 1 && t->allreduce_start;
