@@ -437,8 +437,11 @@ static void take_back_sums(dlrt_exec_t *e) {
   }
 }
 
-static int check_sums(const dlrt_exec_t *e, const char *fn) {
-  if (e->shard.stage)
+/* Whether e's gradient sums may be read (`reading`) or applied by fn: no
+ * update of a sharded optimizer state here (the trainer updates the
+ * shards), though ZeRO stage 1 keeps the sums whole to read. */
+static int check_sums(const dlrt_exec_t *e, const char *fn, int reading) {
+  if (e->shard.stage && !(reading && e->shard.stage == 1))
     return dlrt__set_error(DLRT_ERR_STATE, "%s: the optimizer state is sharded (ZeRO): the "
                            "trainer updates the shards", fn);
   if (!e->grads.accum || !e->g->optimized || e->spill.pool)
@@ -448,10 +451,7 @@ static int check_sums(const dlrt_exec_t *e, const char *fn) {
 }
 
 int dlrt__exec_grad_sums_check(dlrt_exec_t *e, int skip, float *squares, int *finite) {
-  /* Reading the sums: ZeRO stage 1 keeps them whole (a pipeline stage's). */
-  int rc = e && e->shard.stage == 1 && e->grads.accum && e->g->optimized && !e->spill.pool
-               ? DLRT_OK
-               : check_sums(e, "dlrt__exec_grad_sums_check");
+  int rc = check_sums(e, "dlrt__exec_grad_sums_check", 1);
   if (rc == DLRT_OK) rc = lend_sums(e);
   if (rc == DLRT_OK && squares) rc = gradients_total(e, 1, skip, squares);
   /* Finite from the plain sum, as dlrt__exec_gradients_finite: squares of
@@ -496,14 +496,14 @@ static int apply_sums(dlrt_exec_t *e, float clip, int finite) {
 
 int dlrt_exec_apply_gradients(dlrt_exec_t *e) {
   DLRT__CHECK_ARG(e, "dlrt_exec_apply_gradients: executor is NULL");
-  int rc = check_sums(e, "dlrt_exec_apply_gradients");
+  int rc = check_sums(e, "dlrt_exec_apply_gradients", 0);
   return rc < 0 ? rc : apply_sums(e, -1.0f, 1);
 }
 
 int dlrt__exec_apply_gradients_as(dlrt_exec_t *e, float clip, int finite) {
   DLRT__CHECK_ARG(e && clip >= 0 && clip <= 1, "dlrt__exec_apply_gradients_as: executor is "
                   "NULL or a clipping factor of %g outside [0, 1]", clip);
-  int rc = check_sums(e, "dlrt__exec_apply_gradients_as");
+  int rc = check_sums(e, "dlrt__exec_apply_gradients_as", 0);
   return rc < 0 ? rc : apply_sums(e, clip, finite);
 }
 
