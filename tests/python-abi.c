@@ -127,7 +127,8 @@ int main(void) {
                                         F(T, nodes_measured) F(T, params_on_disk)
                                             F(T, state_disk_bytes) F(T, disk_read_bytes)
                                                 F(T, disk_written_bytes) F(T, disk_s)
-                                                    F(T, disk_wait_s) F(T, exposed_disk_s));
+                                                    F(T, disk_wait_s) F(T, exposed_disk_s)
+                                                        F(T, exchange_s));
 #undef T
 #define T dlrt_placement_part
   STRUCT(T, F(T, device) F(T, pinned) F(T, pageable) F(T, disk) F(T, how));

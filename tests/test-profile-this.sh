@@ -8,9 +8,10 @@
 # hand-offs (which a training run pipelines) are left out and counted
 # apart, never negative; the step queued whole, as training runs it, is
 # timed beside each pass, and its excess over the pass's nodes is charged
-# to every node as dispatch; the cache file is version 4 (a version 3
-# file, without the whole step, is measured again) and a later process
-# predicts the same step from it; an offloaded optimizer's updates are
+# to every node as dispatch, and the trainer's exchange around it (inputs
+# in, loss and logits read back) is timed apart and ends the step; the
+# cache file is version 5 (a version 4 file, without the exchange, is
+# measured again) and a later process predicts the same step from it; an offloaded optimizer's updates are
 # profiled on the host, under a key of their own, and the replay's host
 # time is exactly their measured time (not their bytes at host memory
 # speed); under a budget each copy of the dry run takes its measured time.
@@ -19,7 +20,7 @@ DLTRAIN=${DLTRAIN:-./tools/dltrain}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT DLRT_LINK DLRT_LINK_FLOPS DLRT_PROFILE_FRESH
 unset XDG_CACHE_HOME
 
-TOOL=$DLTRAIN PLAN=9
+TOOL=$DLTRAIN PLAN=10
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
@@ -55,7 +56,7 @@ m = re.search(r'([-0-9.]+) ms of stream hand-offs left out', line)
 assert m and float(m.group(1)) > 0, line" "$tmp/profile"
 result "nodes are timed on the stream: the waited-for time's excess is left out, and positive"
 
-# 3: the dispatch, measured and charged
+# 3-4: the dispatch, measured and charged; the exchange, timed apart
 python3 -c "import json, re, sys
 line = open(sys.argv[1]).read()
 m = re.search(r'queued whole ([0-9.]+) ms over its nodes. ([0-9.]+) ms, ([0-9.]+) us of dispatch', line)
@@ -68,22 +69,32 @@ d = json.loads(open(sys.argv[3]).read().strip().splitlines()[-1])['simulate']
 assert abs(d['compute_s'] * 1e6 - sum(us)) < 1e-3 * sum(us), (d['compute_s'], sum(us))
 " "$tmp/profile" "$tmp/err" "$tmp/out"
 result "the queued step's excess over its nodes is the dispatch, charged to each node"
+python3 -c "import json, re, sys
+line = open(sys.argv[1]).read()
+m = re.search(r'the trainer.s exchange around it ([0-9.]+) ms', line)
+assert m and float(m.group(1)) > 0, line
+d = json.loads(open(sys.argv[2]).read().strip().splitlines()[-1])['simulate']
+assert abs(d['exchange_s'] * 1e3 - float(m.group(1))) < 1e-3, (d['exchange_s'], line)
+# nothing else is exposed without a budget: the nodes, then the exchange
+assert abs(d['step_s'] - d['compute_s'] - d['exchange_s']) < 1e-9 + 1e-6 * d['step_s'], d
+" "$tmp/profile" "$tmp/out"
+result "the trainer's exchange (inputs in, loss and logits read) is timed apart and ends the step"
 
-# 4-5: the cache file
+# 5-6: the cache file
 cp "$tmp/step" "$tmp/first"
 f=$(ls "$cache"/profile-*.txt | head -n 1)
-head -n 1 "$f" | grep -q '^dlrt-profile-4 ' && predict && grep -q '^profile cached' "$tmp/profile" &&
+head -n 1 "$f" | grep -q '^dlrt-profile-5 ' && predict && grep -q '^profile cached' "$tmp/profile" &&
   python3 -c "import sys
 a, b = (float(open(p).read()) for p in sys.argv[1:3])
 assert abs(a - b) <= 1e-6 * a, (a, b)  # the file keeps each node to the nanosecond
 " "$tmp/step" "$tmp/first"
-result "the profile is kept as version 4, and the next process predicts the same step from it"
-sed '1s/^dlrt-profile-4 \(\([^ ]* \)\{5\}[^ ]*\).*/dlrt-profile-3 \1/' "$f" >"$f.new" && mv "$f.new" "$f" &&
-  head -n 1 "$f" | grep -q '^dlrt-profile-3 ' && predict &&
-  grep -q '^profile measured now' "$tmp/profile" && head -n 1 "$f" | grep -q '^dlrt-profile-4 '
-result "a version 3 file (no whole step: no dispatch) is measured again"
+result "the profile is kept as version 5, and the next process predicts the same step from it"
+sed '1s/^dlrt-profile-5 \(\([^ ]* \)\{8\}[^ ]*\).*/dlrt-profile-4 \1/' "$f" >"$f.new" && mv "$f.new" "$f" &&
+  head -n 1 "$f" | grep -q '^dlrt-profile-4 ' && predict &&
+  grep -q '^profile measured now' "$tmp/profile" && head -n 1 "$f" | grep -q '^dlrt-profile-5 '
+result "a version 4 file (no exchange around the steps) is measured again"
 
-# 6-9: the optimizer offloaded (under a budget: a dry run's copies)
+# 7-10: the optimizer offloaded (under a budget: a dry run's copies)
 predict $offload && grep -q 'updates timed on the host' "$tmp/profile"
 result "--offload optimizer: the profile runs the updates on the host"
 grep -q '^profile measured now' "$tmp/profile" && [ "$(ls "$cache"/profile-*.txt | wc -l)" -ge 2 ]

@@ -379,11 +379,11 @@ int dltrain_placement_print(FILE *out, const options *o, const dlrt_trainer_conf
               "%.6g, \"tokens_per_s\": %.9g, \"samples_per_s\": %.9g, \"params_on_disk\": %d, "
               "\"state_disk_bytes\": %" PRIu64 ", \"disk_read_bytes\": %" PRIu64
               ", \"disk_written_bytes\": %" PRIu64 ", \"disk_s\": %.9g, \"disk_wait_s\": %.9g, "
-              "\"exposed_disk_s\": %.9g}", st.step_s, st.compute_s,
+              "\"exposed_disk_s\": %.9g, \"exchange_s\": %.9g}", st.step_s, st.compute_s,
               st.exposed_transfer_s, st.host_update_s, st.exposed_host_s,
               st.host_hidden_fraction, st.tokens_per_s, st.samples_per_s, st.params_on_disk,
               st.state_disk_bytes, st.disk_read_bytes, st.disk_written_bytes, st.disk_s,
-              st.disk_wait_s, st.exposed_disk_s);
+              st.disk_wait_s, st.exposed_disk_s, st.exchange_s);
     }
     fputc('}', out);
     return 0;

@@ -86,8 +86,9 @@ int run_simulate(const options *o, const dlrt_trainer_config *cfg, const dlrt_da
            m.disk_write_bytes_per_s);
     printf(", \"params_on_disk\": %d, \"state_disk_bytes\": %" PRIu64 ", \"disk_read_bytes\": %"
            PRIu64 ", \"disk_written_bytes\": %" PRIu64 ", \"disk_s\": %.9g, \"disk_wait_s\": "
-           "%.9g, \"exposed_disk_s\": %.9g}", p.params_on_disk, p.state_disk_bytes,
-           p.disk_read_bytes, p.disk_written_bytes, p.disk_s, p.disk_wait_s, p.exposed_disk_s);
+           "%.9g, \"exposed_disk_s\": %.9g, \"exchange_s\": %.9g}", p.params_on_disk,
+           p.state_disk_bytes, p.disk_read_bytes, p.disk_written_bytes, p.disk_s, p.disk_wait_s,
+           p.exposed_disk_s, p.exchange_s);
     if (place) {
       fputs(", \"placement\": ", stdout);
       if ((rc = dltrain_placement_print(stdout, o, cfg, d, place_device, place_host, place_from,
@@ -120,6 +121,10 @@ int run_simulate(const options *o, const dlrt_trainer_config *cfg, const dlrt_da
          "transfer", ms(p.transfer_s), (double)p.h2d_bytes / 1048576.0,
          (double)p.d2h_bytes / 1048576.0, p.copies, p.copies_from);
   printf("  %-22s %12.3f ms\n", "exposed transfer", ms(p.exposed_transfer_s));
+  printf("  %-22s %12.3f ms  (the loss%s read back and the next inputs copied in, the device "
+         "idle; %s)\n", "host exchange", ms(p.exchange_s),
+         o->gpt_model ? "" : " and logits",
+         p.nodes_measured ? "timed here beside the profile's steps" : "the link's latency a read");
   if (p.params_streamed)
     printf("  %-22s %12d      (%d nodes ahead; at most %.1f MiB of parameters and %.1f MiB of "
            "gradients on the device at once)\n", "parameters streamed", p.params_streamed,

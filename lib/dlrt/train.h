@@ -701,6 +701,12 @@ typedef struct {
   int params_on_disk;
   uint64_t state_disk_bytes, disk_read_bytes, disk_written_bytes;
   double disk_s, disk_wait_s, exposed_disk_s;
+  /* The trainer's exchange with the host between steps, the device idle
+   * through it (part of step_s): the loss read back, and a classifier's
+   * logits, and the next batch's inputs copied into the graph's. On "this"
+   * machine as the profile timed it beside its steps; elsewhere a link
+   * latency a read plus the inputs' bytes at memory bandwidth. */
+  double exchange_s;
 } dlrt_simulated_step;
 
 /* Predicts cfg's training step (the classifier or GPT of dlrt_plan_memory)

@@ -25,7 +25,23 @@ typedef struct {
   double nodes_ms;           /* a pass's nodes, summed: the median over the passes */
   double step_ms;            /* the step queued whole, as training runs it (one wait) */
   double dispatch_ms;        /* its excess over its pass's nodes (median), per position */
+  double exchange_ms;        /* the caller's exchange around a whole step (median; 0
+                                without one): dlrt__step_exchange's before and after */
 } dlrt__op_costs;
+
+/* What a training loop does around each step beyond the executor's run,
+ * passed down by the caller (lib/train knows its inputs and what it reads
+ * back): `prepare` once, untimed, after the profile has filled the inputs;
+ * then `before` each whole step (the next batch's inputs queued) and
+ * `after` it (the loss read back, a classifier's logits), both timed. The
+ * device waits through them: a loop that reads its loss after every step
+ * pays them once a step. */
+typedef struct {
+  int (*prepare)(void *user, dlrt_exec_t *e);
+  int (*before)(void *user, dlrt_exec_t *e);
+  int (*after)(void *user, dlrt_exec_t *e);
+  void *user;
+} dlrt__step_exchange;
 
 /* Times the nodes of the executor's training schedule (spilling on): a
  * warm-up run, then at least `reps` more (more for a short step, within a
@@ -37,11 +53,14 @@ typedef struct {
 int dlrt__op_costs_measure(dlrt_exec_t *e, int reps, dlrt__op_costs *c);
 /* The same, and with whole_steps, beside each pass the step queued whole
  * as training runs it (its excess over the nodes: dispatch_ms; without,
- * dispatch_ms is 0 and step_ms the nodes' nodes_ms).
+ * dispatch_ms is 0 and step_ms the nodes' nodes_ms), with the caller's
+ * exchange x around it when x is not NULL (its time: exchange_ms; the
+ * whole step is timed from its run, the inputs x queued running first).
  * A whole step trains: the executor's step count, loss scale and optimizer
  * state move, so it is for an executor made to be profiled and thrown
  * away (--simulate this), not a trainer's. */
-int dlrt__op_costs_measure_steps(dlrt_exec_t *e, int reps, int whole_steps, dlrt__op_costs *c);
+int dlrt__op_costs_measure_steps(dlrt_exec_t *e, int reps, int whole_steps,
+                                const dlrt__step_exchange *x, dlrt__op_costs *c);
 void dlrt__op_costs_free(dlrt__op_costs *c);
 
 /* The spill pool's model (choose_model.c): one training step of schedule s

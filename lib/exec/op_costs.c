@@ -34,7 +34,7 @@ static uint64_t fnv(uint64_t h, const void *data, size_t n) {
 
 /* The device (its spec and name) and the graph's shape: each node's op, and
  * its tensors' types and shapes, in order. Values do not enter it. */
-static uint64_t costs_key(const dlrt_exec_t *e, int whole_steps) {
+static uint64_t costs_key(const dlrt_exec_t *e, int whole_steps, int exchange) {
   uint64_t h = 0xcbf29ce484222325ULL;
   dlrt_device_props props;
   const char *spec = dlrt_device_spec(e->dev);
@@ -42,6 +42,8 @@ static uint64_t costs_key(const dlrt_exec_t *e, int whole_steps) {
   if (dlrt_device_props_get(e->dev, &props) == DLRT_OK) h = fnv(h, props.name, strlen(props.name));
   /* A profile with the whole steps (their dispatch) is not one without. */
   h = fnv(h, &whole_steps, sizeof whole_steps);
+  /* Nor one with the caller's exchange around its steps one without. */
+  h = fnv(h, &exchange, sizeof exchange);
   /* Updates offloaded to the host are timed there. */
   int policy = e->spill.pool ? (int)e->spill.cfg.policy : -1;
   h = fnv(h, &policy, sizeof policy);
@@ -78,7 +80,7 @@ static struct {
   double *ms;
   double memcpy_rate, copy_rate;
   int passes;
-  double spread, handoff_ms, nodes_ms, step_ms, dispatch_ms;
+  double spread, handoff_ms, nodes_ms, step_ms, dispatch_ms, exchange_ms;
 } cache[PROCESS_CACHE];
 static int cache_used;
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -95,6 +97,7 @@ static int from_process(uint64_t key, dlrt__op_costs *c) {
       c->handoff_ms = cache[i].handoff_ms;
       c->nodes_ms = cache[i].nodes_ms;
       c->step_ms = cache[i].step_ms, c->dispatch_ms = cache[i].dispatch_ms;
+      c->exchange_ms = cache[i].exchange_ms;
       found = 1;
     }
   pthread_mutex_unlock(&cache_lock);
@@ -115,6 +118,7 @@ static void to_process(uint64_t key, const dlrt__op_costs *c) {
     cache[slot].handoff_ms = c->handoff_ms;
     cache[slot].nodes_ms = c->nodes_ms;
     cache[slot].step_ms = c->step_ms, cache[slot].dispatch_ms = c->dispatch_ms;
+    cache[slot].exchange_ms = c->exchange_ms;
   }
   pthread_mutex_unlock(&cache_lock);
 }
@@ -131,13 +135,14 @@ static int from_file(uint64_t key, dlrt__op_costs *c) {
   if (!cache_path(key, path, sizeof path)) return 0;
   FILE *f = fopen(path, "r");
   if (!f) return 0;
-  /* Version 4: version 3's nodes (timed on the stream, over filled
-   * inputs) with the whole step as training runs it and its dispatch per
-   * node; the key covers the schedule's chunked blocks (an older file's
-   * figures lack the step: measured again). */
-  int n = -1, ok = fscanf(f, "dlrt-profile-4 %d %lf %lf %d %lf %lf %lf %lf %lf", &n,
+  /* Version 5: version 4's (nodes timed on the stream over filled inputs,
+   * the whole step as training runs it and its dispatch per node, the key
+   * covering the schedule's chunked blocks) with the caller's exchange
+   * around each step (an older file lacks it: measured again). */
+  int n = -1, ok = fscanf(f, "dlrt-profile-5 %d %lf %lf %d %lf %lf %lf %lf %lf %lf", &n,
                           &c->memcpy_bytes_per_s, &c->copy_bytes_per_s, &c->passes, &c->spread,
-                          &c->handoff_ms, &c->nodes_ms, &c->step_ms, &c->dispatch_ms) == 9 &&
+                          &c->handoff_ms, &c->nodes_ms, &c->step_ms, &c->dispatch_ms,
+                          &c->exchange_ms) == 10 &&
                    n == c->n_nodes;
   for (int i = 0; ok && i < n; i++) ok = fscanf(f, "%lf", &c->node_ms[i]) == 1;
   fclose(f);
@@ -151,9 +156,9 @@ static void to_file(uint64_t key, const dlrt__op_costs *c) {
   snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
   FILE *f = fopen(tmp, "w");
   if (!f) return;
-  fprintf(f, "dlrt-profile-4 %d %.6e %.6e %d %.6f %.6f %.6f %.6f %.9f\n", c->n_nodes,
+  fprintf(f, "dlrt-profile-5 %d %.6e %.6e %d %.6f %.6f %.6f %.6f %.9f %.9f\n", c->n_nodes,
           c->memcpy_bytes_per_s, c->copy_bytes_per_s, c->passes, c->spread, c->handoff_ms,
-          c->nodes_ms, c->step_ms, c->dispatch_ms);
+          c->nodes_ms, c->step_ms, c->dispatch_ms, c->exchange_ms);
   for (int i = 0; i < c->n_nodes; i++) fprintf(f, "%.6f\n", c->node_ms[i]);
   if (fclose(f) == 0 && rename(tmp, path) == 0) return;
   unlink(tmp);
@@ -328,17 +333,19 @@ static int profile_runs(dlrt_exec_t *e, int reps, double *times, double *wall,
 }
 
 int dlrt__op_costs_measure(dlrt_exec_t *e, int reps, dlrt__op_costs *c) {
-  return dlrt__op_costs_measure_steps(e, reps, 0, c);
+  return dlrt__op_costs_measure_steps(e, reps, 0, NULL, c);
 }
 
-int dlrt__op_costs_measure_steps(dlrt_exec_t *e, int reps, int whole_steps, dlrt__op_costs *c) {
+int dlrt__op_costs_measure_steps(dlrt_exec_t *e, int reps, int whole_steps,
+                                const dlrt__step_exchange *x, dlrt__op_costs *c) {
   memset(c, 0, sizeof *c);
   DLRT__CHECK_ARG(e->spill.pool, "profiling needs spilling on (a device budget)");
   const dlrt__schedule *s = &e->plan.plans[DLRT_RUN_TRAIN];
   c->n_nodes = e->g->n_nodes;
   c->node_ms = calloc((size_t)(c->n_nodes ? c->n_nodes : 1), sizeof *c->node_ms);
   if (!c->node_ms) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
-  uint64_t key = costs_key(e, whole_steps);
+  if (!whole_steps) x = NULL; /* it goes around whole steps */
+  uint64_t key = costs_key(e, whole_steps, x != NULL);
   const char *off = getenv("DLRT_PROFILE_FRESH");
   int fresh = off && *off && strcmp(off, "0") != 0;
   if (!fresh && from_process(key, c)) {
@@ -357,9 +364,11 @@ int dlrt__op_costs_measure_steps(dlrt_exec_t *e, int reps, int whole_steps, dlrt
   double *wall = calloc(PROFILE_MAX_PASSES * n, sizeof *wall);
   double *one = calloc(PROFILE_MAX_PASSES, sizeof *one);
   double *whole = calloc(PROFILE_MAX_PASSES, sizeof *whole);
-  int rc = times && wall && one && whole ? DLRT_OK
+  double *traded = calloc(PROFILE_MAX_PASSES, sizeof *traded);
+  int rc = times && wall && one && whole && traded ? DLRT_OK
                                           : dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   if (rc == DLRT_OK) rc = fill_inputs(e);
+  if (rc == DLRT_OK && x && x->prepare) rc = x->prepare(x->user, e);
   /* A first run warms the caches, the allocator and the host copies; it
    * is not counted. */
   double res_ms = 0, pass_res_ms;
@@ -376,16 +385,25 @@ int dlrt__op_costs_measure_steps(dlrt_exec_t *e, int reps, int whole_steps, dlrt
    * pass's node times (whole[pass]) is the dispatch that a replay of the
    * nodes alone leaves out: the residency's bookkeeping, the launches'
    * hand-off to the stream thread, the final wait. Each beside its own
-   * pass, so that a time slice lost to another process moves both. */
+   * pass, so that a time slice lost to another process moves both. The
+   * caller's exchange (x) around it is timed apart: before, the host
+   * queueing the next inputs (their copies run on the stream, so the step
+   * is timed from its run); after, the reads that wait for the step and
+   * then for their own round trips. */
   int passes = 0;
   double m0 = dlrt__now_ms();
   while (rc == DLRT_OK && passes < PROFILE_MAX_PASSES &&
          (passes < reps || dlrt__now_ms() - m0 < PROFILE_EXTRA_MS)) {
     rc = profile_runs(e, 1, times + (size_t)passes * n, wall + (size_t)passes * n, &pass_res_ms);
+    double x0 = dlrt__now_ms();
+    if (rc == DLRT_OK && x && x->before) rc = x->before(x->user, e);
     double w0 = dlrt__now_ms();
     if (rc == DLRT_OK && whole_steps) rc = dlrt_exec_run(e, DLRT_RUN_TRAIN);
     if (rc == DLRT_OK && whole_steps) rc = dlrt_stream_synchronize(e->stream);
-    whole[passes] = whole_steps ? dlrt__now_ms() - w0 : 0;
+    double w1 = dlrt__now_ms();
+    whole[passes] = whole_steps ? w1 - w0 : 0;
+    if (rc == DLRT_OK && x && x->after) rc = x->after(x->user, e);
+    traded[passes] = x ? w0 - x0 + dlrt__now_ms() - w1 : 0;
     res_ms += pass_res_ms, passes++;
   }
   if (rc == DLRT_OK) rc = dlrt__mpool_stats(e->spill.pool, &st1);
@@ -421,8 +439,9 @@ int dlrt__op_costs_measure_steps(dlrt_exec_t *e, int reps, int whole_steps, dlrt
     c->nodes_ms = median(one, passes);
     c->step_ms = c->nodes_ms + excess;
     c->dispatch_ms = s->n && excess > 0 ? excess / s->n : 0;
+    c->exchange_ms = x ? median(traded, passes) : 0;
   }
-  free(times), free(wall), free(one), free(whole);
+  free(times), free(wall), free(one), free(whole), free(traded);
   if (rc < 0) {
     dlrt__op_costs_free(c);
     return rc;

@@ -219,6 +219,60 @@ static int dry_run(const dlrt_trainer_config *cfg, int64_t channels, int64_t hei
 
 /* ---------------------------------------------------------------- this machine */
 
+/* The trainer's exchange with the host around each step (trainer.c: feed,
+ * then the reads after dlrt_exec_run), for the profile to time beside its
+ * whole steps: the batch's inputs copied in on the stream from device
+ * buffers (the loader's batch is on the device by then), and after the
+ * step the loss read back, and a classifier's logits (a GPT's trainer
+ * reads the loss only). The buffers hold the inputs the profile filled
+ * (prepare), so the steps run on the values the nodes were timed on. */
+typedef struct {
+  dlrt_device_t *dev;
+  dlrt_tensor_t *in[2];
+  dlrt_buffer_t *from[2];
+  dlrt_tensor_t *read[2];
+  int n_read;
+  void *host;
+  size_t host_bytes;
+} trainer_exchange;
+
+static int exchange_prepare(void *user, dlrt_exec_t *e) {
+  trainer_exchange *x = user;
+  int rc = DLRT_OK;
+  for (int i = 0; i < 2 && rc == DLRT_OK; i++) {
+    size_t bytes = dlrt__tensor_bytes(x->in[i]);
+    void *tmp = malloc(bytes ? bytes : 1);
+    if (!tmp) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+    rc = dlrt_exec_read(e, x->in[i], tmp, bytes);
+    if (rc == DLRT_OK) rc = dlrt_buffer_alloc(x->dev, bytes, NULL, &x->from[i]);
+    if (rc == DLRT_OK) rc = dlrt_copy_h2d(x->from[i], 0, tmp, bytes, dlrt_exec_stream(e));
+    if (rc == DLRT_OK) rc = dlrt_stream_synchronize(dlrt_exec_stream(e));
+    free(tmp);
+  }
+  for (int i = 0; i < x->n_read; i++) {
+    size_t bytes = dlrt__tensor_bytes(x->read[i]);
+    if (bytes > x->host_bytes) x->host_bytes = bytes;
+  }
+  x->host = rc == DLRT_OK ? malloc(x->host_bytes ? x->host_bytes : 1) : NULL;
+  if (rc == DLRT_OK && !x->host) rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+  return rc;
+}
+
+static int exchange_before(void *user, dlrt_exec_t *e) {
+  trainer_exchange *x = user;
+  int rc = DLRT_OK;
+  for (int i = 0; i < 2 && rc == DLRT_OK; i++) rc = dlrt_exec_copy_in(e, x->in[i], x->from[i], 0, NULL);
+  return rc;
+}
+
+static int exchange_after(void *user, dlrt_exec_t *e) {
+  trainer_exchange *x = user;
+  int rc = DLRT_OK;
+  for (int i = 0; i < x->n_read && rc == DLRT_OK; i++)
+    rc = dlrt_exec_read(e, x->read[i], x->host, dlrt__tensor_bytes(x->read[i]));
+  return rc;
+}
+
 /* For "this" machine: each node's time measured on dev at the model's own
  * shapes, by the planner's profiling pass (op_costs.c: a warm-up, then the
  * median of at least three runs of each node, each timed on the stream,
@@ -235,7 +289,7 @@ static int dry_run(const dlrt_trainer_config *cfg, int64_t channels, int64_t hei
 static int measured_seconds(const dlrt_trainer_config *cfg, int64_t channels, int64_t height,
                             int64_t width, int classes, dlrt_device_t *dev,
                             const dlrt_graph_t *g, const dlrt__schedule *s, double *seconds,
-                            int *measured) {
+                            double *exchange_s, int *measured) {
   *measured = 0;
   dlrt_device_props props;
   dlrt_memory_plan plan;
@@ -268,7 +322,12 @@ static int measured_seconds(const dlrt_trainer_config *cfg, int64_t channels, in
     if ((rc = dlrt_link_set(dev, "none")) == DLRT_OK) link_off = 1;
   }
   dlrt__op_costs costs = {0};
-  if (rc == DLRT_OK) rc = dlrt__op_costs_measure_steps(e, 3, 1, &costs);
+  trainer_exchange tx = {.dev = dev, .in = {images, labels}, .read = {loss, logits},
+                         .n_read = dlrt__gpt_model(cfg, NULL) ? 1 : 2};
+  dlrt__step_exchange x = {exchange_prepare, exchange_before, exchange_after, &tx};
+  if (rc == DLRT_OK) rc = dlrt__op_costs_measure_steps(e, 3, 1, &x, &costs);
+  for (int i = 0; i < 2; i++) dlrt_buffer_free(tx.from[i]);
+  free(tx.host);
   if (link_off && dlrt_link_set(dev, spec) < 0 && rc == DLRT_OK) rc = DLRT_ERR_STATE;
   int same = rc == DLRT_OK && g2->n_nodes == g->n_nodes && costs.n_nodes == g->n_nodes;
   for (int i = 0; same && i < g->n_nodes; i++)
@@ -278,15 +337,17 @@ static int measured_seconds(const dlrt_trainer_config *cfg, int64_t channels, in
      * the whole step measured beyond them. */
     for (int k = 0; k < s->n; k++)
       seconds[k] = (costs.node_ms[s->order[k]] + costs.dispatch_ms) / 1e3;
+    *exchange_s = costs.exchange_ms / 1e3;
     *measured = 1;
     const char *trace = getenv("DLRT_SIMULATE_TRACE");
     if (trace && *trace && strcmp(trace, "0") != 0)
       fprintf(stderr, "profile %s: %d passes, their spread (q3 - q1) / median %.1f%%, %.3f ms "
               "of stream hand-offs left out, updates timed on the %s; the step queued whole "
-              "%.3f ms over its nodes' %.3f ms, %.3f us of dispatch per node\n",
+              "%.3f ms over its nodes' %.3f ms, %.3f us of dispatch per node; the trainer's "
+              "exchange around it %.3f ms\n",
               costs.cached ? "cached" : "measured now", costs.passes, 100 * costs.spread,
               costs.handoff_ms, offloaded(cfg) ? "host" : "device", costs.step_ms,
-              costs.nodes_ms, costs.dispatch_ms * 1e3);
+              costs.nodes_ms, costs.dispatch_ms * 1e3, costs.exchange_ms);
   }
   dlrt__op_costs_free(&costs);
   dlrt_exec_destroy(e);
@@ -434,11 +495,20 @@ int dlrt_simulate_step(const dlrt_trainer_config *cfg, int64_t channels, int64_t
     else out->update_s += seconds[k];
   }
   out->nodes = n;
-  /* This machine: the nodes as measured at their own shapes. */
+  /* The trainer's exchange between steps, the device idle through it: the
+   * loss read back (and a classifier's logits), each a round trip over the
+   * link, their few bytes aside; the next inputs copied into the graph's
+   * on the device (read and written at its memory bandwidth). */
+  int classifier = !dlrt__gpt_model(cfg, NULL);
+  out->exchange_s = (1 + classifier) * m->link_latency_s +
+                    2.0 * (double)(dlrt__tensor_bytes(images) + dlrt__tensor_bytes(labels)) /
+                        m->memory_bytes_per_s;
+  /* This machine: the nodes as measured at their own shapes, and the
+   * exchange as the profile timed it. */
   if (dev && strcmp(m->name, "this") == 0) {
     int measured;
     if ((rc = measured_seconds(cfg, channels, height, width, classes, dev, g, &s, seconds,
-                               &measured)) < 0)
+                               &out->exchange_s, &measured)) < 0)
       goto done;
     if (measured) {
       out->forward_s = out->backward_s = out->update_s = 0;
@@ -613,6 +683,7 @@ int dlrt_simulate_step(const dlrt_trainer_config *cfg, int64_t channels, int64_t
     out->update_s = 0; /* the device runs no update */
   }
 summary:
+  out->step_s += out->exchange_s;
   out->compute_s = out->forward_s + out->backward_s + out->update_s;
   out->samples_per_s = cfg->batch / out->step_s;
   if (dlrt__gpt_model(cfg, NULL)) out->tokens_per_s = out->samples_per_s * (double)width;

@@ -161,7 +161,8 @@ class SimulatedStep(Struct):  # dlrt_simulated_step
                 ("grad_peak_bytes", c_uint64), ("nodes_measured", c_int),
                 ("params_on_disk", c_int), ("state_disk_bytes", c_uint64),
                 ("disk_read_bytes", c_uint64), ("disk_written_bytes", c_uint64),
-                ("disk_s", c_double), ("disk_wait_s", c_double), ("exposed_disk_s", c_double)]
+                ("disk_s", c_double), ("disk_wait_s", c_double), ("exposed_disk_s", c_double),
+                ("exchange_s", c_double)]
 
 
 class PlacementPart(Struct):  # dlrt_placement_part

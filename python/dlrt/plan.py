@@ -127,11 +127,12 @@ def _placement(cfg, d, device_memory, host_memory, machine, prefetch_given):
 
 
 def _disk(st):
-    """The optimizer state on disk of a simulated step, as dltrain prints it."""
+    """The optimizer state on disk of a simulated step, and the trainer's
+    exchange with the host that closes it, as dltrain prints them."""
     out = {key: getattr(st, key) for key in ("params_on_disk", "state_disk_bytes",
                                              "disk_read_bytes", "disk_written_bytes")}
     out.update({key: _g(getattr(st, key), 9) for key in ("disk_s", "disk_wait_s",
-                                                          "exposed_disk_s")})
+                                                          "exposed_disk_s", "exchange_s")})
     return out
 
 
