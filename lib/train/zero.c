@@ -741,18 +741,68 @@ void dlrt__zero_peer_layout(const struct dlrt__zero *z, int *n, const int **ids,
   *from = z->cut[z->members[0].rank], *to = z->cut[z->members[0].rank + 1];
 }
 
-int dlrt__zero_peer_reduce_scatter(struct dlrt__zero *z, float *grads) {
+int dlrt__zero_peer_reduce_scatter(struct dlrt__zero *z, float *grads, int whole) {
+  /* Each owner's range, around the elements of `whole` (the caller reduces
+   * them to every rank): up to two reduces an owner. */
+  int64_t hole = whole >= 0 && whole < z->n_tensors ? z->at_of[whole] : -1;
+  int64_t hole_end = hole >= 0 ? hole + dlrt__exec_graph(z->members[0].e)->tensors[whole]->numel
+                               : -1;
   void **requests = z->requests;
   int started = 0, rc = DLRT_OK;
-  for (int r = 0; r < z->owners && rc == DLRT_OK; r++)
-    if ((rc = z->coll.reduce(z->coll.user, grads + z->cut[r], z->cut[r + 1] - z->cut[r], r,
-                             &requests[started])) == DLRT_OK)
-      started++;
+  for (int r = 0; r < z->owners && rc == DLRT_OK; r++) {
+    int64_t parts[2][2] = {{z->cut[r], z->cut[r + 1]}, {0, 0}};
+    if (hole >= 0 && hole < z->cut[r + 1] && hole_end > z->cut[r]) {
+      parts[0][1] = hole > z->cut[r] ? hole : z->cut[r];
+      parts[1][0] = hole_end < z->cut[r + 1] ? hole_end : z->cut[r + 1];
+      parts[1][1] = z->cut[r + 1];
+    }
+    for (int k = 0; k < 2 && rc == DLRT_OK; k++)
+      if (parts[k][1] > parts[k][0] &&
+          (rc = z->coll.reduce(z->coll.user, grads + parts[k][0], parts[k][1] - parts[k][0], r,
+                               &requests[started])) == DLRT_OK)
+        started++;
+  }
   for (int r = 0; r < started; r++) { /* every started request is completed */
     int rc2 = z->coll.wait(z->coll.user, requests[r]);
     if (rc == DLRT_OK) rc = rc2;
   }
   return rc;
+}
+
+int dlrt__zero_peer_gradients_add(struct dlrt__zero *z, float *sums) {
+  dlrt_exec_t *e = z->members[0].e;
+  int nb = dlrt__exec_bucket_count(e), rc = DLRT_OK;
+  for (int b = 0; b < nb && rc == DLRT_OK; b++) rc = dlrt__exec_bucket_wait(e, b);
+  if (rc < 0) return rc;
+  /* The first run since the last update copies, later ones add: the
+   * device's accumulators' order (exec_grads.c's dlrt__exec_accumulate). */
+  const float *host = dlrt__exec_buckets_host(e);
+  if (dlrt__exec_grad_runs(e) <= 1) {
+    memcpy(sums, host, (size_t)z->total * sizeof(float));
+  } else {
+    for (int64_t k = 0; k < z->total; k++) sums[k] = sums[k] + host[k];
+  }
+  return DLRT_OK;
+}
+
+void dlrt__zero_peer_range_check(const struct dlrt__zero *z, const float *grads,
+                                 int (*counted)(void *user, int id), void *user,
+                                 double *squares, int *finite) {
+  int64_t from = z->cut[z->members[0].rank], to = z->cut[z->members[0].rank + 1];
+  double sq = 0;
+  int ok = 1;
+  /* Parameter by parameter, each in element order (the split model's
+   * clipping sums its ranges in this order). */
+  for (int j = 0; j < z->n_params; j++) {
+    int64_t lo = z->at[j] > from ? z->at[j] : from;
+    int64_t hi = z->at[j] + z->numel[j] < to ? z->at[j] + z->numel[j] : to;
+    if (lo >= hi) continue;
+    if (squares && (!counted || counted(user, z->ids[j])))
+      for (int64_t k = lo; k < hi; k++) sq += (double)grads[k] * grads[k];
+    for (int64_t k = lo; finite && ok && k < hi; k++) ok = isfinite(grads[k]) != 0;
+  }
+  if (squares) *squares = sq;
+  if (finite) *finite = ok;
 }
 
 int dlrt__zero_peer_update(struct dlrt__zero *z, const float *grads, float scale) {
