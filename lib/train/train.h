@@ -185,8 +185,8 @@ void dlrt__zero_free(dlrt_trainer_t *t);
  * shards let go), then every replica sharded again. */
 int dlrt__zero_rebuild_begin(dlrt_trainer_t *t, dlrt_host_tensor **state, int *n);
 int dlrt__zero_rebuild_end(dlrt_trainer_t *t);
-/* ZeRO over the data-parallel replicas of a tensor-parallel peer
- * (tensor_parallel.c; zero.c keeps the shards): the peer's executor `e`
+/* zero_peer.c: ZeRO over the data-parallel replicas of one executor among
+ * a rank's (a tensor-parallel peer, a pipeline stage): the executor `e`
  * lets go of its model states (dlrt__exec_set_shard) and keeps replica
  * `replica`'s range of `replicas` of its gradient vector, over the data
  * collectives `coll`. Stage 1's vector is dlrt_exec_gradients_read's
