@@ -1,7 +1,7 @@
 /* pipeline_zero.c — ZeRO over the data-parallel ranks of a pipeline
  * (dlrt_trainer_set_zero on a pipeline trainer, under mpirun -np R): each
  * stage's executor shards its model states over the R ranks through
- * zero.c's peer calls, a range of its gradient vector a rank.
+ * zero_peer.c's calls, a range of its gradient vector a rank.
  *
  * Stage 1 keeps the stages' gradient sums whole (pipeline.c's
  * reduce_stages all-reduces them; clipping and the overflow verdict read
