@@ -116,10 +116,13 @@ result "--pipeline --zero 2 in one process is a usage error naming mpirun"
 # on the host) and --zero 3 (parameters gathered before each use) over 2
 # ranks and 2 stages: the run without ZeRO's losses; 0.5x of the sharded
 # parts.
+failed=0
 for z in 2 3; do
   mpi_ranks 2 p$z --steps 8 --pipeline cpu,cpu --zero $z
-  [ $rc -eq 0 ] && same_round_losses "$tmp/p0.json" "$tmp/p$z.json" 16 || break
+  [ $rc -eq 0 ] && same_round_losses "$tmp/p0.json" "$tmp/p$z.json" 16 ||
+    { failed=1; break; }
 done
+[ $failed -eq 0 ]
 result "mpirun -np 2 --pipeline cpu,cpu --zero 2 and 3: the losses of the run without ZeRO"
 held "$tmp/p0.json" "$tmp/p2.json" 2 2 grad_bytes,optimizer_bytes
 result "--zero 2: each rank's stages hold 0.5x of their gradients and optimizer state"
@@ -129,10 +132,13 @@ result "--zero 3: and 0.5x of their parameters"
 # 12, 13: three stages over 3 ranks with --accum 2, --clip-norm 0.1 (the
 # norm over each rank's ranges, then over the ranks) and --checkpoint
 # blocks, at stages 2 and 3: the same losses, 1/3 of the sharded parts.
+failed=0
 for z in 2 3; do
   mpi_ranks 3 all$z --steps 6 $all --zero $z
-  [ $rc -eq 0 ] && same_round_losses "$tmp/all0.json" "$tmp/all$z.json" 12 || break
+  [ $rc -eq 0 ] && same_round_losses "$tmp/all0.json" "$tmp/all$z.json" 12 ||
+    { failed=1; break; }
 done
+[ $failed -eq 0 ]
 result "mpirun -np 3, three stages, --accum 2 --clip-norm 0.1 --zero 2 and 3: the same losses"
 held "$tmp/all0.json" "$tmp/all2.json" 3 2 grad_bytes,optimizer_bytes &&
   held "$tmp/all0.json" "$tmp/all3.json" 3 3 param_bytes,grad_bytes,optimizer_bytes
@@ -140,6 +146,7 @@ result "over 3 ranks: 1/3 of the gradients (--zero 2) and the parameters too (--
 
 # 14: fp16 from 2^24 at stages 2 and 3: one overflow verdict over every
 # rank's ranges of every stage, the same updates skipped.
+failed=0
 for z in 2 3; do
   mpi_ranks 2 fp$z --steps 8 --pipeline cpu,cpu --precision fp16 --loss-scale 16777216 --zero $z
   [ $rc -eq 0 ] && same_round_losses "$tmp/fp0.json" "$tmp/fp$z.json" 16 &&
@@ -147,8 +154,10 @@ for z in 2 3; do
 a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
 assert a['skipped_steps'] == b['skipped_steps'] > 0, (a['skipped_steps'], b['skipped_steps'])
 print('# --zero %s: %d of 8 updates skipped, as without ZeRO' % (sys.argv[3], b['skipped_steps']))
-" "$tmp/fp0.json" "$tmp/fp$z.json" $z || break
+" "$tmp/fp0.json" "$tmp/fp$z.json" $z ||
+    { failed=1; break; }
 done
+[ $failed -eq 0 ]
 result "--zero 2 and 3 --precision fp16 from a scale of 2^24: the same updates skipped"
 
 # 15, 16: saved at step 4 with --zero 2 (one whole file), resumed on one
