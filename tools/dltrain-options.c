@@ -40,7 +40,8 @@ void dltrain_usage(FILE *out) {
         "      --pipeline A,B,...     pipeline parallel: the model's layers (a GPT's\n"
         "                             blocks) cut into stages on these devices (GPipe\n"
         "                             schedule); with --accum, --clip-norm, --checkpoint\n"
-        "                             blocks|sqrt|every:N and --precision\n"
+        "                             blocks|sqrt|every:N, --precision, and under mpirun\n"
+        "                             (a pipeline a rank) --zero 1|2|3\n"
         "      --micro-batches M      micro-batches per batch with --pipeline (default 4)\n"
         "      --devices A,B,...      data parallel over these devices (any backends):\n"
         "                             each batch split between them in proportion to\n"
@@ -67,8 +68,8 @@ void dltrain_usage(FILE *out) {
         "                             range. With --tensor-parallel N under mpirun -np\n"
         "                             N x R: each shard's states over its R replicas\n"
         "                             (with --accum, --clip-norm, fp16). With --pipeline\n"
-        "                             under mpirun -np R: --zero 1, each stage's optimizer\n"
-        "                             state over the R ranks (with --accum, --clip-norm,\n"
+        "                             under mpirun -np R: each stage's states over the R\n"
+        "                             ranks, all three stages (with --accum, --clip-norm,\n"
         "                             fp16) (default 0: off)\n"
         "  -e, --epochs N             epochs in all, counting resumed ones (default 1)\n"
         "  -b, --batch N              images per step (default 64; a GPT's: windows of\n"
@@ -502,10 +503,6 @@ static int check_combinations(options *o, int momentum_given, dlrt_optimizer_kin
   if (o->pipeline && o->checkpoint == DLRT_CHECKPOINT_AUTO)
     return tool_usage_error(err, "--pipeline takes --checkpoint blocks, sqrt or every:N, not "
                             "auto, in this version");
-  if (o->zero > 1 && o->pipeline)
-    return tool_usage_error(err, "--pipeline takes --zero 1 (each stage's optimizer state "
-                            "over the ranks under mpirun), not --zero %d (its gradients or "
-                            "parameters), in this version", o->zero);
   /* A split model's replicas shard through tensor_parallel.c's host update,
    * a pipeline's stages through pipeline.c's, which take loss scaling and
    * accumulation too. */

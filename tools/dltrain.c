@@ -585,8 +585,11 @@ int main(int argc, char **argv) {
     goto done;
   }
   if (o.zero && !(o.devices && n_replicas > 1) && world < 2) {
-    fputs("dltrain: --zero shards the model states of data-parallel replicas: give "
-          "--devices with two devices or more, or run under mpirun -np N\n", stderr);
+    fputs(o.pipeline ? "dltrain: --zero shards each pipeline stage's model states over the "
+                       "data-parallel ranks: run under mpirun -np R (R > 1) with --pipeline\n"
+                     : "dltrain: --zero shards the model states of data-parallel replicas: "
+                       "give --devices with two devices or more, or run under mpirun -np N\n",
+          stderr);
     status = STATUS_USAGE;
     goto done;
   }

@@ -494,7 +494,13 @@ DLRT_API int dlrt_trainer_split(const dlrt_trainer_t *t, int64_t *split, int *n)
  * ranks' collectives (root: a rank among them): the same three stages,
  * with accumulation, clipping (one global norm) and fp16 loss scaling (one
  * overflow verdict); load a checkpoint before, not after (DLRT_ERR_STATE).
- * Stage 0 turns nothing on (DLRT_ERR_INVALID_ARG outside 0 to 3, or without
+ * On a pipeline trainer across processes (after dlrt_trainer_set_pipeline
+ * and dlrt_trainer_set_allreduce_async) each stage's executor is sharded
+ * over the ranks, with `across` their collectives: the same three stages
+ * (from 2 on, each stage's gradients summed on the host and reduce-scattered;
+ * a GPT's tied wte all-reduced whole), with accumulation, clipping and fp16
+ * loss scaling, one norm and one verdict over every stage; refused in one
+ * process. Stage 0 turns nothing on (DLRT_ERR_INVALID_ARG outside 0 to 3, or without
  * replicas). Once per trainer. */
 typedef int (*dlrt_collective_start_fn)(void *user, float *values, int64_t count, int root,
                                         void **request);

@@ -405,6 +405,11 @@ static int reduce_loss(dlrt_trainer_t *t, float *loss, int64_t *correct) {
  * its copy out. Loss scaling takes one overflow verdict for all stages, so
  * that they skip together and their scales stay the same. */
 static int update_stages(dlrt_trainer_t *t) {
+  if (t->stage_zero >= 2) { /* the sums are on the host, each range's on its owner */
+    int rc = dlrt__pipeline_zero_update(t);
+    if (rc == DLRT_OK) scale_to_main(t);
+    return rc;
+  }
   int S = t->n_stages, rc = dlrt__across_processes(t) ? reduce_stages(t) : DLRT_OK;
   if (rc == DLRT_OK && t->lm) rc = sum_tied_gradients(t);
   dlrt__loss_scale_saved scale;
@@ -497,6 +502,9 @@ static int backward_wave(dlrt_trainer_t *t, int w, const int32_t *labels, float 
     int m = w - (S - 1 - s);
     if (m < 0 || m >= M) continue;
     struct stage *st = &t->stages[s];
+    /* ZeRO stages 2 and 3: the run's gradients, from its buckets into the
+     * stage's sums on the host (the device keeps none). */
+    if (t->stage_zero >= 2 && (rc = dlrt__pipeline_zero_gather(t, s)) < 0) break;
     if (s == S - 1) {
       float l = 0;
       rc = dlrt_exec_read(st->e, st->loss, &l, sizeof l);
@@ -574,58 +582,4 @@ int dlrt__pipeline_sync_main(dlrt_trainer_t *t) {
   dlrt_host_tensors_free(all, n_all);
   if (rc == DLRT_OK) scale_to_main(t);
   return rc;
-}
-
-/* ------------------------------------------------------------ ZeRO over the ranks */
-
-/* Each stage's executor shards its model states over the R data-parallel
- * ranks (dlrt__zero_peer_create: a range of its gradient vector a rank,
- * over the ranks' collectives `across`): at stage 1 it keeps its gradient
- * sums whole (reduce_stages all-reduces them, clipping and the overflow
- * verdict read them as without ZeRO) and 1/R of its optimizer state. */
-int dlrt__pipeline_set_zero(dlrt_trainer_t *t, int stage, const dlrt_zero_collectives *across) {
-  int world = t->cfg.world > 1 ? t->cfg.world : 1;
-  if (t->stage_zero)
-    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_zero: the pipeline's stages are "
-                           "sharded already (once per trainer)");
-  if (stage >= 2)
-    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "ZeRO stage %d with --pipeline: this version "
-                           "shards a pipeline's optimizer state only (--zero 1), not its "
-                           "gradients or parameters", stage);
-  if (!dlrt__zero_across_ready(t, across))
-    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "ZeRO shards each pipeline stage's optimizer "
-                           "state over the data-parallel ranks: run mpirun -np R (R > 1; "
-                           "config.world %d) with --pipeline, set the ranks' all-reduce "
-                           "(dlrt_trainer_set_allreduce_async) first and give their reduce, "
-                           "broadcast and wait", world);
-  if (t->stage_batches > 0)
-    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_zero: %d batches of an update are "
-                           "under way", t->stage_batches);
-  dlrt__zero_peer_spec *peers = calloc((size_t)t->n_stages, sizeof *peers);
-  if (!peers) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
-  for (int s = 0; s < t->n_stages; s++)
-    peers[s] = (dlrt__zero_peer_spec){t->stages[s].e, t->stages[s].dev, &t->stages[s].zero};
-  int rc = dlrt__zero_peers_create(t, stage, across, peers, t->n_stages, "the pipeline's stages");
-  free(peers);
-  if (rc < 0) return rc;
-  t->stage_zero = stage;
-  return DLRT_OK;
-}
-
-/* What this rank's stages hold together (each stage's executor, with its
- * ZeRO pieces), and would unsharded. A GPT's tied wte counts on both end
- * stages: each holds a copy. The main executor (evaluation, checkpoints)
- * holds no gradients and is not counted. */
-int dlrt__pipeline_zero_info(dlrt_trainer_t *t, dlrt_zero_info *out) {
-  out->stage = t->stage_zero;
-  out->replicas = dlrt__across_processes(t) && t->cfg.world > 1 ? t->cfg.world : 1;
-  for (int s = 0; s < t->n_stages; s++) {
-    dlrt_zero_info part = {0};
-    dlrt__zero_peer_figures(t->stages[s].e, t->stages[s].zero, &part);
-    out->param_bytes += part.param_bytes, out->grad_bytes += part.grad_bytes;
-    out->optimizer_bytes += part.optimizer_bytes;
-    out->full_param_bytes += part.full_param_bytes, out->full_grad_bytes += part.full_grad_bytes;
-    out->full_optimizer_bytes += part.full_optimizer_bytes;
-  }
-  return DLRT_OK;
 }

@@ -68,24 +68,29 @@ static int all_finite(const float *v, int64_t n) {
   return 1;
 }
 
-/* Peer p's share of the squared global norm over the range [from, to) of
- * its ZeRO layout (stages 2 and 3: the range this replica holds reduced),
- * with peer_squares' rule for the tensors every peer holds whole. */
+/* Whether parameter `id` of a peer counts in the global norm: a piece of
+ * its shard, or (on the first peer only) a tensor every peer holds whole. */
+typedef struct {
+  const dlrt__tp *tp;
+  const tp_peer *p;
+  int first;
+} norm_share;
+
+static int counts_in_norm(void *user, int id) {
+  const norm_share *ns = user;
+  const dlrt_tensor_t *w = ns->p->g->tensors[id];
+  tp_piece piece;
+  return ns->first ||
+         (w->ndim <= 2 && dlrt__tp_piece_of(w->name, &ns->tp->gpt, &ns->p->shard, w->ndim, &piece));
+}
+
+/* Peer p's share of the squared global norm over the range of its ZeRO
+ * layout this replica holds reduced (stages 2 and 3), with peer_squares'
+ * rule for the tensors every peer holds whole. */
 static double range_squares(const dlrt__tp *tp, const tp_peer *p, int first) {
-  int n;
-  const int *ids;
-  const int64_t *at;
-  int64_t from, to;
-  dlrt__zero_peer_layout(p->zero, &n, &ids, &at, &from, &to);
-  double sq = 0;
-  for (int j = 0; j < n; j++) {
-    const dlrt_tensor_t *w = p->g->tensors[ids[j]];
-    tp_piece piece;
-    int split = w->ndim <= 2 && dlrt__tp_piece_of(w->name, &tp->gpt, &p->shard, w->ndim, &piece);
-    int64_t lo = at[j] > from ? at[j] : from, hi = at[j] + w->numel < to ? at[j] + w->numel : to;
-    for (int64_t k = lo; (split || first) && k < hi; k++)
-      sq += (double)p->grads[k] * p->grads[k];
-  }
+  norm_share ns = {tp, p, first};
+  double sq;
+  dlrt__zero_peer_range_check(p->zero, p->grads, counts_in_norm, &ns, &sq, NULL);
   return sq;
 }
 
@@ -142,7 +147,7 @@ static int host_update(dlrt_trainer_t *t) {
       for (int64_t k = 0; k < counts[i]; k++) values[i][k] *= inv;
     if (scatter) {
       for (int i = 0; i < tp->n && rc == DLRT_OK; i++)
-        rc = dlrt__zero_peer_reduce_scatter(tp->peers[i].zero, values[i]);
+        rc = dlrt__zero_peer_reduce_scatter(tp->peers[i].zero, values[i], -1);
     } else {
       rc = dlrt__tp_replicas_sum(t, values, counts, tp->n);
     }
@@ -191,18 +196,11 @@ static int host_update(dlrt_trainer_t *t) {
 }
 
 /* ZeRO stages 2 and 3: the peers' gradients of the micro-batch just run,
- * from their buckets on the host into each peer's sum (the first run
- * copies, later ones add, as the accumulators would). */
+ * from their buckets on the host into each peer's sum (zero.c). */
 static int bucket_sums(dlrt__tp *tp) {
   int rc = DLRT_OK;
-  for (int i = 0; i < tp->n && rc == DLRT_OK; i++) {
-    tp_peer *p = &tp->peers[i];
-    int nb = dlrt__exec_bucket_count(p->e);
-    for (int b = 0; b < nb && rc == DLRT_OK; b++) rc = dlrt__exec_bucket_wait(p->e, b);
-    const float *host = dlrt__exec_buckets_host(p->e);
-    for (int64_t k = 0; rc == DLRT_OK && k < p->n_grads; k++)
-      p->grads[k] = tp->micro ? p->grads[k] + host[k] : host[k];
-  }
+  for (int i = 0; i < tp->n && rc == DLRT_OK; i++)
+    rc = dlrt__zero_peer_gradients_add(tp->peers[i].zero, tp->peers[i].grads);
   return rc;
 }
 

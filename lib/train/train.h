@@ -185,8 +185,8 @@ void dlrt__zero_free(dlrt_trainer_t *t);
  * shards let go), then every replica sharded again. */
 int dlrt__zero_rebuild_begin(dlrt_trainer_t *t, dlrt_host_tensor **state, int *n);
 int dlrt__zero_rebuild_end(dlrt_trainer_t *t);
-/* ZeRO over the data-parallel replicas of a tensor-parallel peer
- * (tensor_parallel.c; zero.c keeps the shards): the peer's executor `e`
+/* zero_peer.c: ZeRO over the data-parallel replicas of one executor among
+ * a rank's (a tensor-parallel peer, a pipeline stage): the executor `e`
  * lets go of its model states (dlrt__exec_set_shard) and keeps replica
  * `replica`'s range of `replicas` of its gradient vector, over the data
  * collectives `coll`. Stage 1's vector is dlrt_exec_gradients_read's
@@ -230,18 +230,39 @@ int dlrt__zero_peers_create(dlrt_trainer_t *t, int stage, const dlrt_zero_collec
                             const dlrt__zero_peer_spec *peers, int n, const char *whose);
 void dlrt__zero_peer_layout(const struct dlrt__zero *z, int *n, const int **ids,
                             const int64_t **at, int64_t *from, int64_t *to);
-int dlrt__zero_peer_reduce_scatter(struct dlrt__zero *z, float *grads);
+/* reduce_scatter: each owner's range of `grads` summed into its owner's,
+ * leaving out the elements of tensor `whole` (-1: none), which the caller
+ * reduces to every rank itself (a pipeline's tied wte, which two stages sum
+ * with each other after the reduction). */
+int dlrt__zero_peer_reduce_scatter(struct dlrt__zero *z, float *grads, int whole);
+/* Stages 2 and 3: the gradients of the executor's DLRT_RUN_GRADIENTS run
+ * just queued, from its buckets on the host (waited for) into `sums` (the
+ * layout's vector, bucket order): the first run since the last update
+ * copies, later ones add, as the device's accumulators would. */
+int dlrt__zero_peer_gradients_add(struct dlrt__zero *z, float *sums);
+/* Over this replica's range of `grads` (the layout's vector): the sum of
+ * the squares (in double) of the elements of the parameters that
+ * `counted(user, tensor id)` keeps (NULL: all), and whether every element
+ * is finite; either output may be NULL. */
+void dlrt__zero_peer_range_check(const struct dlrt__zero *z, const float *grads,
+                                 int (*counted)(void *user, int id), void *user,
+                                 double *squares, int *finite);
 int dlrt__zero_peer_update(struct dlrt__zero *z, const float *grads, float scale);
 int dlrt__zero_peer_sync(struct dlrt__zero *z);
 int dlrt__zero_peer_export(struct dlrt__zero *z, dlrt_host_tensor **tensors, int *n);
 void dlrt__zero_peer_figures(const dlrt_exec_t *e, const struct dlrt__zero *z,
                              dlrt_zero_info *out);
-/* pipeline.c: ZeRO over the data-parallel ranks of a pipeline
- * (dlrt_trainer_set_zero on a pipeline trainer; stage 1: each stage's
- * optimizer state in ranges, one per rank) and its figures
- * (dlrt_trainer_zero_info: the sum over the stages). */
+/* pipeline_zero.c: ZeRO over the data-parallel ranks of a pipeline
+ * (dlrt_trainer_set_zero on a pipeline trainer: each stage's model states
+ * in ranges, one per rank) and its figures (dlrt_trainer_zero_info: the
+ * sum over the stages). Stages 2 and 3: gather adds stage s's gradients of
+ * the run just queued into its sums on the host (after each of its
+ * DLRT_RUN_GRADIENTS runs); update is the stages' update from those sums
+ * (reduce-scattered, one overflow verdict and clipping norm). */
 int dlrt__pipeline_set_zero(dlrt_trainer_t *t, int stage, const dlrt_zero_collectives *across);
 int dlrt__pipeline_zero_info(dlrt_trainer_t *t, dlrt_zero_info *out);
+int dlrt__pipeline_zero_gather(dlrt_trainer_t *t, int s);
+int dlrt__pipeline_zero_update(dlrt_trainer_t *t);
 /* tensor_parallel.c: ZeRO over the replicas of a split model
  * (dlrt_trainer_set_zero on a tensor-parallel trainer), its figures
  * (dlrt_trainer_zero_info: the largest peer's) and the optimizer state

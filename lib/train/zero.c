@@ -19,7 +19,11 @@
  * different vendors have no other path): `params` holds every parameter,
  * written by the owners after each update and, across processes,
  * all-gathered (a broadcast from each owner); stage 3's devices gather a
- * parameter from it before each pass that uses it. */
+ * parameter from it before each pass that uses it.
+ *
+ * zero_peer.c shards one executor among several a rank holds (a split
+ * model's peer, a pipeline's stage) with the same pieces
+ * (zero_internal.h). */
 #include "config.h"
 
 #include <math.h>
@@ -29,49 +33,10 @@
 
 #include "exec/exec.h"
 #include "train/train.h"
+#include "train/zero_internal.h"
 #include "util/status.h"
 
-#define ZERO_ALIGN 64 /* elements between cuts within a parameter */
-
-typedef struct {
-  int id;                         /* the parameter (tensor id) */
-  int64_t flat, off, count;       /* its elements [off, off + count), at `flat` */
-  dlrt_buffer_t *state0, *state1; /* its optimizer state (state1: Adam's second moment) */
-  dlrt_buffer_t *grad;            /* stage >= 2: its reduced gradient */
-  dlrt_buffer_t *param;           /* stage 3: its values between steps */
-} zero_piece;
-
-typedef struct {
-  dlrt_exec_t *e;
-  dlrt_device_t *dev;
-  int rank; /* the owner it is: [cut[rank], cut[rank + 1]) */
-  zero_piece *pieces;
-  int n_pieces;
-} zero_member;
-
-struct dlrt__zero {
-  int stage, owners, across;
-  int tensor_order; /* the gradient vector in tensor order (dlrt_exec_gradients_read's), not
-                       bucket order: a tensor-parallel peer's at stage 1 */
-  dlrt_zero_collectives coll;
-  int n_params;          /* laid out, in bucket order: */
-  int *ids;              /* tensor id */
-  int64_t *at, *numel;   /* flat offset, elements */
-  int64_t total;
-  int n_tensors;
-  int64_t *at_of;        /* by tensor id: flat offset, -1 when not laid out */
-  int *state_of;         /* by tensor id: 1 + which (0, 1) for optimizer state, else 0 */
-  int *param_of;         /* by tensor id: the parameter an optimizer state is of */
-  int64_t *cut;          /* owners + 1 */
-  float *params;         /* pinned: every parameter, current after each update */
-  float *state[2];       /* the whole optimizer state as of the last gather */
-  int n_state, state_valid;
-  zero_member *members;
-  int n_members;
-  void **requests;       /* owners: the all-gathers' */
-};
-
-static int oom(void) { return dlrt__set_error(DLRT_ERR_OOM, "out of host memory"); }
+int dlrt__zero_oom(void) { return dlrt__set_error(DLRT_ERR_OOM, "out of host memory"); }
 
 static void pieces_free(zero_member *m) {
   for (int i = 0; i < m->n_pieces; i++) {
@@ -84,7 +49,7 @@ static void pieces_free(zero_member *m) {
   m->n_pieces = 0;
 }
 
-static void zero_destroy(struct dlrt__zero *z) {
+void dlrt__zero_destroy(struct dlrt__zero *z) {
   if (!z) return;
   for (int i = 0; i < z->n_members; i++) {
     if (z->members[i].e) dlrt_stream_synchronize(dlrt_exec_stream(z->members[i].e));
@@ -99,14 +64,14 @@ static void zero_destroy(struct dlrt__zero *z) {
 }
 
 void dlrt__zero_free(dlrt_trainer_t *t) {
-  zero_destroy(t->zero);
+  dlrt__zero_destroy(t->zero);
   t->zero = NULL;
 }
 
 /* Stage 3's gather: the whole parameter from the host copy, on the
  * executor's stream (pinned: asynchronous; `params` changes only after
  * every stream has been waited for). */
-static int fetch_param(void *user, dlrt_exec_t *e, int id, dlrt_buffer_t *buf,
+int dlrt__zero_fetch_param(void *user, dlrt_exec_t *e, int id, dlrt_buffer_t *buf,
                        dlrt_stream_t *stream) {
   struct dlrt__zero *z = user;
   const dlrt_tensor_t *p = dlrt__exec_graph(e)->tensors[id];
@@ -119,7 +84,7 @@ static int fetch_param(void *user, dlrt_exec_t *e, int id, dlrt_buffer_t *buf,
 /* The layout of executor e's parameters (their tensor ids and flat
  * offsets in the gradient vector, n of them) and the owners' cuts; the
  * optimizer state of each parameter as e's update nodes name it. */
-static int lay_out_params(struct dlrt__zero *z, const dlrt_exec_t *e, int n, const int *ids,
+int dlrt__zero_lay_out_params(struct dlrt__zero *z, const dlrt_exec_t *e, int n, const int *ids,
                           const int64_t *at) {
   const dlrt_graph_t *g = dlrt__exec_graph(e);
   if (n == 0)
@@ -134,7 +99,7 @@ static int lay_out_params(struct dlrt__zero *z, const dlrt_exec_t *e, int n, con
   z->param_of = calloc((size_t)g->n_tensors, sizeof *z->param_of);
   z->cut = calloc((size_t)z->owners + 1, sizeof *z->cut);
   if (!z->ids || !z->at || !z->numel || !z->at_of || !z->state_of || !z->param_of || !z->cut)
-    return oom();
+    return dlrt__zero_oom();
   for (int i = 0; i < g->n_tensors; i++) z->at_of[i] = -1;
   z->total = 0;
   for (int j = 0; j < n; j++) {
@@ -193,20 +158,20 @@ static int lay_out(dlrt_trainer_t *t, struct dlrt__zero *z) {
       return dlrt__set_error(DLRT_ERR_STATE, "ZeRO: parameter %s differs between the "
                              "replicas and the main executor", p->name);
   }
-  return lay_out_params(z, t->e, n, ids, at);
+  return dlrt__zero_lay_out_params(z, t->e, n, ids, at);
 }
 
 /* The host copies: every parameter (from executor `params_from`), and the
  * whole optimizer state (from `state_from`: the main executor, fresh or as
  * loaded), pinned for `dev`. */
-static int host_copies(struct dlrt__zero *z, dlrt_device_t *dev, dlrt_exec_t *params_from,
+int dlrt__zero_host_copies(struct dlrt__zero *z, dlrt_device_t *dev, dlrt_exec_t *params_from,
                        dlrt_exec_t *state_from, int sgd) {
   size_t bytes = (size_t)(z->total ? z->total : 1) * sizeof(float);
   int rc = dlrt_host_alloc(dev, bytes, (void **)&z->params);
   if (rc < 0) return rc;
   z->n_state = sgd ? 1 : 2;
   for (int s = 0; s < z->n_state; s++)
-    if (!(z->state[s] = calloc(1, bytes))) return oom();
+    if (!(z->state[s] = calloc(1, bytes))) return dlrt__zero_oom();
   dlrt_graph_t *g = dlrt__exec_graph(state_from), *gp = dlrt__exec_graph(params_from);
   for (int j = 0; j < z->n_params && rc == DLRT_OK; j++) {
     size_t b = (size_t)z->numel[j] * sizeof(float);
@@ -229,9 +194,9 @@ static int buffer_from(dlrt_device_t *dev, dlrt_stream_t *stream, const float *h
 
 /* A member's pieces of its range, with their state (and gradient and
  * parameter buffers) on its device. */
-static int make_pieces(struct dlrt__zero *z, zero_member *m) {
+int dlrt__zero_make_pieces(struct dlrt__zero *z, zero_member *m) {
   int64_t from = z->cut[m->rank], to = z->cut[m->rank + 1];
-  if (!(m->pieces = calloc((size_t)z->n_params + 1, sizeof *m->pieces))) return oom();
+  if (!(m->pieces = calloc((size_t)z->n_params + 1, sizeof *m->pieces))) return dlrt__zero_oom();
   dlrt_stream_t *stream = dlrt_exec_stream(m->e);
   int rc = DLRT_OK;
   for (int j = 0; j < z->n_params && rc == DLRT_OK; j++) {
@@ -294,7 +259,7 @@ int dlrt_trainer_set_zero(dlrt_trainer_t *t, int stage, const dlrt_zero_collecti
     if (rc < 0) return rc;
   }
   struct dlrt__zero *z = calloc(1, sizeof *z);
-  if (!z) return oom();
+  if (!z) return dlrt__zero_oom();
   t->zero = z;
   z->stage = stage;
   z->across = across != NULL;
@@ -303,7 +268,7 @@ int dlrt_trainer_set_zero(dlrt_trainer_t *t, int stage, const dlrt_zero_collecti
   z->n_members = across ? 1 : t->n_reps;
   z->members = calloc((size_t)z->n_members, sizeof *z->members);
   z->requests = calloc((size_t)z->owners + 1, sizeof *z->requests);
-  if (!z->members || !z->requests) rc = oom();
+  if (!z->members || !z->requests) rc = dlrt__zero_oom();
   for (int i = 0; rc == DLRT_OK && i < z->n_members; i++) {
     zero_member *m = &z->members[i];
     m->e = across ? t->e : t->reps[i].e;
@@ -314,19 +279,20 @@ int dlrt_trainer_set_zero(dlrt_trainer_t *t, int stage, const dlrt_zero_collecti
   if (rc == DLRT_OK && across) {
     free(t->requests);
     size_t slots = (size_t)(dlrt__exec_bucket_count(t->e) + 1) * (size_t)world + 1;
-    if (!(t->requests = calloc(slots, sizeof *t->requests))) rc = oom();
+    if (!(t->requests = calloc(slots, sizeof *t->requests))) rc = dlrt__zero_oom();
   }
   if (rc == DLRT_OK) rc = lay_out(t, z);
   if (rc == DLRT_OK)
-    rc = host_copies(z, t->dev, z->members[0].e, t->e, t->cfg.opt.kind == DLRT_OPT_SGD);
+    rc = dlrt__zero_host_copies(z, t->dev, z->members[0].e, t->e, t->cfg.opt.kind == DLRT_OPT_SGD);
   /* The executors let go of what the shards will hold (the replicas, and
    * in one process the main executor for evaluation and checkpoints), and
    * only then are the shards made from the host copies: no device holds
    * both at once. */
   for (int i = 0; rc == DLRT_OK && i < z->n_members; i++)
-    rc = dlrt__exec_set_shard(z->members[i].e, stage, fetch_param, z);
-  if (rc == DLRT_OK && !across) rc = dlrt__exec_set_shard(t->e, stage, fetch_param, z);
-  for (int i = 0; rc == DLRT_OK && i < z->n_members; i++) rc = make_pieces(z, &z->members[i]);
+    rc = dlrt__exec_set_shard(z->members[i].e, stage, dlrt__zero_fetch_param, z);
+  if (rc == DLRT_OK && !across) rc = dlrt__exec_set_shard(t->e, stage, dlrt__zero_fetch_param, z);
+  for (int i = 0; rc == DLRT_OK && i < z->n_members; i++)
+    rc = dlrt__zero_make_pieces(z, &z->members[i]);
   if (rc < 0) dlrt__zero_free(t);
   return rc;
 }
@@ -356,8 +322,8 @@ int dlrt__zero_rebuild_end(dlrt_trainer_t *t) {
       return dlrt__set_error(DLRT_ERR_STATE, "ZeRO: replica %d, rebuilt for its new rows, "
                              "orders its gradients differently", i);
     if (!dlrt__exec_shard_stage(m->e))
-      rc = dlrt__exec_set_shard(m->e, z->stage, fetch_param, z);
-    if (rc == DLRT_OK) rc = make_pieces(z, m);
+      rc = dlrt__exec_set_shard(m->e, z->stage, dlrt__zero_fetch_param, z);
+    if (rc == DLRT_OK) rc = dlrt__zero_make_pieces(z, m);
   }
   return rc;
 }
@@ -389,7 +355,7 @@ static int clip_scale(dlrt_trainer_t *t, const float *grads, float *scale) {
 }
 
 /* Each owner's range of `values` to every process. */
-static int all_gather(struct dlrt__zero *z, float *values) {
+int dlrt__zero_all_gather(struct dlrt__zero *z, float *values) {
   int started = 0, rc = DLRT_OK;
   for (int r = 0; r < z->owners && rc == DLRT_OK; r++)
     if ((rc = z->coll.broadcast(z->coll.user, values + z->cut[r], z->cut[r + 1] - z->cut[r], r,
@@ -404,7 +370,7 @@ static int all_gather(struct dlrt__zero *z, float *values) {
 
 /* Each member's update of its range from the mean gradients `grads` (times
  * `scale`), the updated values into the host copy; the streams waited for. */
-static int update_ranges(struct dlrt__zero *z, const float *grads, float scale) {
+int dlrt__zero_update_ranges(struct dlrt__zero *z, const float *grads, float scale) {
   int rc = DLRT_OK;
   z->state_valid = 0;
   for (int i = 0; i < z->n_members && rc == DLRT_OK; i++) {
@@ -441,7 +407,7 @@ static int update_ranges(struct dlrt__zero *z, const float *grads, float scale) 
 
 /* Stages 1 and 2: every member takes every updated parameter from the host
  * copy. */
-static int take_params(struct dlrt__zero *z) {
+int dlrt__zero_take_params(struct dlrt__zero *z) {
   int rc = DLRT_OK;
   for (int i = 0; i < z->n_members && rc == DLRT_OK; i++) {
     zero_member *m = &z->members[i];
@@ -458,12 +424,12 @@ int dlrt__zero_update(dlrt_trainer_t *t, const float *grads) {
   struct dlrt__zero *z = t->zero;
   float scale;
   int rc = clip_scale(t, grads, &scale);
-  if (rc == DLRT_OK) rc = update_ranges(z, grads, scale);
+  if (rc == DLRT_OK) rc = dlrt__zero_update_ranges(z, grads, scale);
   if (rc < 0) return rc;
   if (!z->across) dlrt__exec_count_update(t->e); /* the main executor's step, for checkpoints */
-  if (z->across && (rc = all_gather(z, z->params)) < 0) return rc;
+  if (z->across && (rc = dlrt__zero_all_gather(z, z->params)) < 0) return rc;
   if (z->stage == 3) return DLRT_OK; /* gathered from the host copy at each use */
-  return take_params(z);
+  return dlrt__zero_take_params(z);
 }
 
 int dlrt__zero_reduce_bucket(dlrt_trainer_t *t, float *host, int64_t from, int64_t count,
@@ -482,7 +448,7 @@ int dlrt__zero_reduce_bucket(dlrt_trainer_t *t, float *host, int64_t from, int64
 
 /* The whole optimizer state into the host copies: each member's pieces,
  * then (across processes) each owner's range to every process. */
-static int gather_state(struct dlrt__zero *z) {
+int dlrt__zero_gather_state(struct dlrt__zero *z) {
   int rc = DLRT_OK;
   for (int i = 0; i < z->n_members && rc == DLRT_OK; i++) {
     zero_member *m = &z->members[i];
@@ -496,7 +462,8 @@ static int gather_state(struct dlrt__zero *z) {
     }
     if (rc == DLRT_OK) rc = dlrt_stream_synchronize(stream);
   }
-  for (int s = 0; z->across && s < z->n_state && rc == DLRT_OK; s++) rc = all_gather(z, z->state[s]);
+  for (int s = 0; z->across && s < z->n_state && rc == DLRT_OK; s++)
+    rc = dlrt__zero_all_gather(z, z->state[s]);
   z->state_valid = rc == DLRT_OK;
   return rc;
 }
@@ -515,7 +482,7 @@ int dlrt__zero_sync_main(dlrt_trainer_t *t) {
       if (!x->buffer || x->kind == DLRT__TENSOR_PARAM) continue;
       size_t bytes = dlrt__tensor_bytes(x);
       float *tmp = malloc(bytes ? bytes : 1);
-      if (!tmp) return oom();
+      if (!tmp) return dlrt__zero_oom();
       rc = dlrt_exec_read(from, x, tmp, bytes);
       if (rc == DLRT_OK) rc = dlrt_exec_write(t->e, gm->tensors[i], tmp, bytes);
       free(tmp);
@@ -524,25 +491,25 @@ int dlrt__zero_sync_main(dlrt_trainer_t *t) {
       rc = dlrt_exec_write(t->e, gm->tensors[z->ids[j]], z->params + z->at[j],
                            (size_t)z->numel[j] * sizeof(float));
   }
-  return rc == DLRT_OK ? gather_state(z) : rc;
+  return rc == DLRT_OK ? dlrt__zero_gather_state(z) : rc;
 }
 
 /* What dlrt_exec_export of executor `main` gives, in its order, from z's
  * host copies where the executor holds a shard or nothing; the buffers
  * (batch-norm statistics) from `stats_from` where it has them. */
-static int export_from(struct dlrt__zero *z, dlrt_exec_t *main, dlrt_exec_t *stats_from,
+int dlrt__zero_export_from(struct dlrt__zero *z, dlrt_exec_t *main, dlrt_exec_t *stats_from,
                        int with_state, dlrt_host_tensor **tensors, int *n) {
   if (with_state && !z->state_valid) {
     if (z->across)
       return dlrt__set_error(DLRT_ERR_STATE, "the sharded optimizer state is gathered at the "
                              "end of each epoch (on every process): save after an epoch");
-    int rc = gather_state(z);
+    int rc = dlrt__zero_gather_state(z);
     if (rc < 0) return rc;
   }
   dlrt_graph_t *g = dlrt__exec_graph(main);
   int count = dlrt__export_count(g, with_state);
   dlrt_host_tensor *out = calloc((size_t)(count ? count : 1), sizeof *out);
-  if (!out) return oom();
+  if (!out) return dlrt__zero_oom();
   int k = 0, rc = DLRT_OK;
   for (int i = 0; i < g->n_tensors && rc == DLRT_OK; i++) {
     dlrt_tensor_t *x = g->tensors[i];
@@ -574,7 +541,7 @@ static int export_from(struct dlrt__zero *z, dlrt_exec_t *main, dlrt_exec_t *sta
     int32_t *step = malloc(4);
     if (step) *step = (int32_t)(info.steps < INT32_MAX ? info.steps : INT32_MAX);
     h->data = step;
-    if (!step) rc = oom();
+    if (!step) rc = dlrt__zero_oom();
   }
   if (rc < 0) {
     dlrt_host_tensors_free(out, k);
@@ -589,12 +556,12 @@ int dlrt__trainer_export(dlrt_trainer_t *t, int with_state, dlrt_host_tensor **t
   struct dlrt__zero *z = t->zero;
   if (!z) return dlrt_exec_export(t->e, with_state, tensors, n);
   /* In one process the first replica's statistics are the current ones. */
-  return export_from(z, t->e, t->n_reps ? t->reps[0].e : t->e, with_state, tensors, n);
+  return dlrt__zero_export_from(z, t->e, t->n_reps ? t->reps[0].e : t->e, with_state, tensors, n);
 }
 
 /* The model-state bytes executor e holds now, with member m's pieces (m
  * NULL: none). */
-static void held_bytes(const dlrt_exec_t *e, const zero_member *m, uint64_t *params,
+void dlrt__zero_held_bytes(const dlrt_exec_t *e, const zero_member *m, uint64_t *params,
                        uint64_t *grads, uint64_t *state) {
   dlrt__exec_held_bytes(e, params, grads, state);
   for (int k = 0; m && k < m->n_pieces; k++) {
@@ -608,7 +575,7 @@ static void held_bytes(const dlrt_exec_t *e, const zero_member *m, uint64_t *par
 /* An unsharded replica's (of executor e's graph): every parameter, a
  * gradient per trained one (the accumulator the combined gradients go to),
  * and its optimizer state. */
-static void full_bytes(const dlrt_exec_t *e, dlrt_zero_info *out) {
+void dlrt__zero_full_bytes(const dlrt_exec_t *e, dlrt_zero_info *out) {
   const dlrt_graph_t *g = dlrt__exec_graph(e);
   for (int i = 0; i < g->n_tensors; i++) {
     const dlrt_tensor_t *x = g->tensors[i];
@@ -638,140 +605,14 @@ int dlrt_trainer_zero_info(dlrt_trainer_t *t, dlrt_zero_info *out) {
   for (int i = 0; i < n; i++) {
     dlrt_exec_t *e = t->n_reps ? t->reps[i].e : t->e;
     uint64_t p, g, s;
-    held_bytes(e, z ? &z->members[z->n_members > 1 ? i : 0] : NULL, &p, &g, &s);
+    dlrt__zero_held_bytes(e, z ? &z->members[z->n_members > 1 ? i : 0] : NULL, &p, &g, &s);
     if (p + g + s >= best) {
       best = p + g + s;
       out->param_bytes = p, out->grad_bytes = g, out->optimizer_bytes = s;
     }
   }
-  full_bytes(t->e, out);
+  dlrt__zero_full_bytes(t->e, out);
   return DLRT_OK;
 }
 
 int dlrt__zero_stage(const dlrt_trainer_t *t) { return t->zero ? t->zero->stage : 0; }
-
-/* ------------------------------------------------------------ a tensor-parallel peer's replicas */
-
-/* ZeRO over the data-parallel replicas of one tensor-parallel peer: the
- * peer's executor is the one member, its owner index the replica's, and
- * the collectives go over the data communicator (the ranks holding the same
- * shard). Stage 1 lays out the gradient vector of dlrt_exec_gradients_read
- * (tensor order: the peer keeps its accumulators); stages 2 and 3 stream
- * the peer's gradients in buckets, as a process of plain data parallel
- * does, and lay out their order. */
-int dlrt__zero_peer_create(dlrt_exec_t *e, dlrt_device_t *dev, int stage, int replica,
-                           int replicas, const dlrt_zero_collectives *coll, int sgd,
-                           struct dlrt__zero **out) {
-  *out = NULL;
-  struct dlrt__zero *z = calloc(1, sizeof *z);
-  if (!z) return oom();
-  z->stage = stage, z->across = 1, z->coll = *coll, z->owners = replicas;
-  z->tensor_order = stage == 1;
-  z->n_members = 1;
-  z->members = calloc(1, sizeof *z->members);
-  z->requests = calloc((size_t)replicas + 1, sizeof *z->requests);
-  int rc = z->members && z->requests ? DLRT_OK : oom();
-  if (rc == DLRT_OK) z->members[0] = (zero_member){.e = e, .dev = dev, .rank = replica};
-  const dlrt_graph_t *g = dlrt__exec_graph(e);
-  int n = 0, *ids = NULL;
-  int64_t *at = NULL;
-  if (rc == DLRT_OK && z->tensor_order) {
-    ids = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *ids);
-    at = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *at);
-    if (!ids || !at) rc = oom();
-    int64_t off = 0;
-    for (int i = 0; rc == DLRT_OK && i < g->n_tensors; i++)
-      if (g->tensors[i]->kind == DLRT__TENSOR_PARAM && g->tensors[i]->grad)
-        ids[n] = i, at[n++] = off, off += g->tensors[i]->numel;
-    if (rc == DLRT_OK) rc = lay_out_params(z, e, n, ids, at);
-  } else if (rc == DLRT_OK) {
-    const int *bids;
-    const int64_t *bat;
-    rc = dlrt__exec_stream_gradients(e, DLRT_GRADIENT_BUCKET);
-    if (rc == DLRT_OK) dlrt__exec_bucket_params(e, &n, &bids, &bat);
-    if (rc == DLRT_OK) rc = lay_out_params(z, e, n, bids, bat);
-  }
-  free(ids), free(at);
-  if (rc == DLRT_OK) rc = host_copies(z, dev, e, e, sgd);
-  if (rc == DLRT_OK) rc = dlrt__exec_set_shard(e, stage, fetch_param, z);
-  if (rc == DLRT_OK) rc = make_pieces(z, &z->members[0]);
-  if (rc < 0) {
-    dlrt__zero_peer_free(z);
-    return rc;
-  }
-  *out = z;
-  return DLRT_OK;
-}
-
-void dlrt__zero_peer_free(struct dlrt__zero *z) { zero_destroy(z); }
-
-int dlrt__zero_peer_apply(struct dlrt__zero *z, dlrt_exec_t *e, const float *grads,
-                          float factor, int finite) {
-  float mean = e->grads.grad_runs > 1 ? 1.0f / (float)e->grads.grad_runs : 1.0f;
-  if (e->grads.scaler.enabled) mean /= e->grads.loss_scale;
-  int rc = finite ? dlrt__zero_peer_update(z, grads, mean * factor) : DLRT_OK;
-  if (rc == DLRT_OK && e->grads.scaler.enabled) dlrt__exec_update_loss_scale(e, finite);
-  e->grads.grad_runs = 0; /* the next update's runs start again */
-  return rc;
-}
-
-int dlrt__zero_across_ready(const dlrt_trainer_t *t, const dlrt_zero_collectives *across) {
-  return across && across->reduce && across->broadcast && across->wait &&
-         dlrt__across_processes(t) && t->cfg.world > 1 && t->allreduce_start;
-}
-
-int dlrt__zero_peers_create(dlrt_trainer_t *t, int stage, const dlrt_zero_collectives *across,
-                            const dlrt__zero_peer_spec *peers, int n, const char *whose) {
-  int rc = DLRT_OK;
-  for (int i = 0; i < n && rc == DLRT_OK; i++)
-    rc = dlrt__zero_peer_create(peers[i].e, peers[i].dev, stage, t->cfg.rank, t->cfg.world,
-                                across, t->cfg.opt.kind == DLRT_OPT_SGD, peers[i].slot);
-  if (rc == DLRT_OK) return DLRT_OK;
-  for (int i = 0; i < n; i++) { /* half-sharded executors cannot train on */
-    dlrt__zero_peer_free(*peers[i].slot);
-    *peers[i].slot = NULL;
-  }
-  return dlrt__set_error(rc, "%s (%s gave up their model states: make the trainer again)",
-                         dlrt_last_error(), whose);
-}
-
-void dlrt__zero_peer_layout(const struct dlrt__zero *z, int *n, const int **ids,
-                            const int64_t **at, int64_t *from, int64_t *to) {
-  *n = z->n_params, *ids = z->ids, *at = z->at;
-  *from = z->cut[z->members[0].rank], *to = z->cut[z->members[0].rank + 1];
-}
-
-int dlrt__zero_peer_reduce_scatter(struct dlrt__zero *z, float *grads) {
-  void **requests = z->requests;
-  int started = 0, rc = DLRT_OK;
-  for (int r = 0; r < z->owners && rc == DLRT_OK; r++)
-    if ((rc = z->coll.reduce(z->coll.user, grads + z->cut[r], z->cut[r + 1] - z->cut[r], r,
-                             &requests[started])) == DLRT_OK)
-      started++;
-  for (int r = 0; r < started; r++) { /* every started request is completed */
-    int rc2 = z->coll.wait(z->coll.user, requests[r]);
-    if (rc == DLRT_OK) rc = rc2;
-  }
-  return rc;
-}
-
-int dlrt__zero_peer_update(struct dlrt__zero *z, const float *grads, float scale) {
-  int rc = update_ranges(z, grads, scale);
-  if (rc == DLRT_OK) rc = all_gather(z, z->params);
-  if (rc < 0 || z->stage == 3) return rc; /* stage 3: gathered from the host copy at each use */
-  return take_params(z);
-}
-
-int dlrt__zero_peer_sync(struct dlrt__zero *z) { return gather_state(z); }
-
-int dlrt__zero_peer_export(struct dlrt__zero *z, dlrt_host_tensor **tensors, int *n) {
-  dlrt_exec_t *e = z->members[0].e;
-  return export_from(z, e, e, 1, tensors, n);
-}
-
-void dlrt__zero_peer_figures(const dlrt_exec_t *e, const struct dlrt__zero *z,
-                             dlrt_zero_info *out) {
-  held_bytes(e, z ? &z->members[0] : NULL, &out->param_bytes, &out->grad_bytes,
-             &out->optimizer_bytes);
-  full_bytes(e, out);
-}
