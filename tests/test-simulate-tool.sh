@@ -54,12 +54,15 @@ run --plan --model gpt-mini --simulate a100-pcie4 --json
 assert abs(s['tokens_per_s'] - s['samples_per_s'] * 128) <= 1e-6 * s['tokens_per_s'], s"
 result "gpt-mini on a100-pcie4: tokens per second are samples x the context"
 
+# Nothing is built on a device: a replay of its schedule, some seconds at most
+# (8.8 s seen under ASan on a loaded 2-core machine; a model of 175B
+# parameters built anywhere would take far longer, or fail).
 start=$(date +%s%N)
 run --plan --model gpt3-175b --batch 1 --context 2048 --precision bf16 --simulate h200-pcie5 \
   --offload optimizer --json
 end=$(date +%s%N)
 ms=$(((end - start) / 1000000))
-[ $rc -eq 0 ] && has_keys "$tmp/out" && [ $ms -lt 5000 ] &&
+[ $rc -eq 0 ] && has_keys "$tmp/out" && [ $ms -lt 30000 ] &&
   last_json "$tmp/out" "s = d['simulate']
 assert s['params'] > 1.7e11 and s['host_update_s'] > 0, s
 assert s['copies_from'] == 'the optimizer on the host', s
