@@ -18,12 +18,6 @@
 #include "config.h" /* DLRT_HAVE_MPI */
 #include "dlrt.h"
 #include "dltrain.h"
-#ifdef DLRT_HAVE_MPI
-#include <mpi.h>
-#ifdef HAVE_MPI_EXT_H
-#include <mpi-ext.h> /* Open MPI: MPIX_Query_cuda_support */
-#endif
-#endif
 
 const char tool_name[] = "dltrain";
 
@@ -95,345 +89,6 @@ static void on_progress(void *user, int64_t step, int64_t steps, const dlrt_epoc
   fflush(p->out);
 }
 
-/* A number, or null for NaN and infinities (which JSON lacks). The figures
- * are floats: the shortest text that reads back as the same float, so runs
- * compare exactly ("lr": 0.001, not 0.00100000005). */
-static void json_number(double v) {
-  char text[32];
-  if (!isfinite(v)) {
-    fputs("null", stdout);
-    return;
-  }
-  for (int digits = 6; digits <= 9; digits++) {
-    snprintf(text, sizeof text, "%.*g", digits, v);
-    if ((float)strtod(text, NULL) == (float)v)
-      break;
-  }
-  fputs(text, stdout);
-}
-
-static const char *checkpoint_name(int every) {
-  static char text[32];
-  if (every == 0) return "none";
-  if (every == DLRT_CHECKPOINT_SQRT) return "sqrt";
-  if (every == DLRT_CHECKPOINT_AUTO) return "auto";
-  if (every == DLRT_CHECKPOINT_MARKS) return "blocks";
-  snprintf(text, sizeof text, "every:%d", every);
-  return text;
-}
-
-/* What the run measured, for the JSON line. */
-typedef struct {
-  const char *device, *device_name, *data;
-  const dlrt_dataset *train, *test;
-  const float *losses; /* train loss of each epoch run by this invocation */
-  int epochs_run;
-  dlrt_epoch_stats last, eval;
-  const lm_results *lm; /* a GPT's figures, else NULL */
-  dlrt_exec_info info;
-  double seconds;
-  int64_t skipped_steps; /* loss scaling, over this invocation's epochs */
-  /* Every device the run used (--devices, --pipeline, else the one), with
-   * the rows of each batch it took (its share under --devices). */
-  dlrt_device_t *const *devices;
-  int n_devices;
-  int64_t rows[64];
-  /* --tensor-parallel: this process's peers (their shards and bytes). */
-  dlrt_tp_peer_info tp[DLRT_TP_MAX];
-  int n_tp, tp_ranks;
-  dlrt_zero_info zero; /* the model states a replica holds (--zero, or unsharded) */
-  dlrt_trainer_t *trainer;
-} results;
-
-/* The measured training step, ms (0 when nothing ran). */
-static double measured_step_ms(const options *o, const results *r) {
-  if (r->lm) return r->lm->steps_run && r->lm->last.tokens_per_s > 0
-                        ? 1e3 * (double)(o->batch * r->train->width) / r->lm->last.tokens_per_s
-                        : 0;
-  return r->epochs_run > 0 && r->last.images_per_s > 0
-             ? 1e3 * (double)o->batch / r->last.images_per_s : 0;
-}
-
-static void print_json(const options *o, const results *r) {
-  const char *keys[] = {"device", "device_name", "model", "data", "data_source",
-                        "optimizer"};
-  const char *vals[] = {r->device, r->device_name, o->model, r->data, r->train->source,
-                        dlrt_optimizer_name(o->opt.kind)};
-  putchar('{');
-  tool_json_strings(stdout, keys, vals, sizeof keys / sizeof *keys);
-  printf("\"train_images\": %" PRId64 ", \"test_images\": %" PRId64 ", \"epochs\": %d, "
-         "\"epochs_run\": %d, \"batch\": %" PRId64 ", \"seed\": %" PRIu64 ", \"threads\": ",
-         r->train->count, r->test->count, o->epochs, r->epochs_run, o->batch, o->seed);
-  if (o->threads >= 0)
-    printf("%d", o->threads);
-  else
-    fputs("null", stdout);
-  printf(", \"deterministic\": %s", o->deterministic ? "true" : "false");
-  printf(", \"workers\": %d, \"prefetch\": %d, \"augment\": %s, \"accum\": %d, "
-         "\"checkpoint\": \"%s\"", o->workers, o->prefetch, o->augment ? "true" : "false",
-         o->accum, checkpoint_name(o->checkpoint));
-  printf(", \"precision\": \"%s\", \"loss_scale\": ",
-         o->precision == DLRT_F32 ? "fp32" : o->precision == DLRT_F16 ? "fp16" : "bf16");
-  json_number(r->epochs_run > 0 ? r->last.loss_scale : NAN);
-  printf(", \"skipped_steps\": %" PRId64, r->skipped_steps);
-  printf(", \"mem_limit\": ");
-  if (o->spill.device_budget)
-    printf("%" PRIu64, o->spill.device_budget);
-  else
-    fputs("null", stdout);
-  printf(", \"spilled_bytes\": %" PRIu64 ", \"spilled_to_disk_bytes\": %" PRIu64
-         ", \"disk_written_bytes\": %" PRIu64 ", \"fetched_bytes\": %" PRIu64
-         ", \"spill_slice_images\": %" PRId64, r->last.spilled_bytes, r->last.disk_bytes,
-         r->last.disk_written_bytes, r->last.fetched_bytes, r->last.slice_images);
-  /* Staging past the pinned pool's limit (DLRT_PINNED_LIMIT). */
-  uint64_t pageable_peak = 0;
-  for (int i = 0; i < r->n_devices; i++) {
-    dlrt_pageable_stats pg;
-    if (dlrt_pageable_stats_get(r->devices[i], &pg) == DLRT_OK) pageable_peak += pg.peak;
-  }
-  printf(", \"pageable_staging_peak_bytes\": %" PRIu64, pageable_peak);
-  const char *nums[] = {"lr", "momentum", "weight_decay", "label_smoothing", "final_loss",
-                        "final_accuracy", "test_loss", "test_accuracy", "train_images_per_s",
-                        "stall_fraction", "loader_images_per_s", "transfer_stall_fraction"};
-  int ran = r->epochs_run > 0;
-  double vals_n[] = {o->opt.lr, o->opt.momentum, o->opt.weight_decay, o->label_smoothing,
-                     ran ? r->last.loss : NAN, ran ? r->last.accuracy : NAN, r->eval.loss,
-                     r->eval.accuracy, ran ? r->last.images_per_s : NAN,
-                     ran ? r->last.stall_fraction : NAN,
-                     ran ? r->last.loader_images_per_s : NAN,
-                     ran && r->last.seconds > 0 ? r->last.transfer_ms / (r->last.seconds * 1e3)
-                                                : NAN};
-  for (size_t k = 0; k < sizeof nums / sizeof *nums; k++) {
-    printf(", \"%s\": ", nums[k]);
-    json_number(vals_n[k]);
-  }
-  printf(", \"planned_peak_bytes\": %" PRIu64 ", \"peak_device_bytes\": %" PRIu64
-         ", \"params\": %" PRId64 ", \"epoch_losses\": [",
-         r->info.planned_peak_bytes, r->info.measured_peak_bytes, r->info.params);
-  for (int i = 0; i < r->epochs_run; i++) {
-    fputs(i ? ", " : "", stdout);
-    json_number(r->losses[i]);
-  }
-  fputs("], \"devices\": [", stdout);
-  for (int i = 0; i < r->n_devices; i++) {
-    dlrt_device_props p = {0};
-    dlrt_mem_stats mem = {0};
-    dlrt_device_props_get(r->devices[i], &p);
-    dlrt_mem_stats_get(r->devices[i], &mem);
-    const char *dk[] = {"device", "device_name"}, *dv[] = {dlrt_device_spec(r->devices[i]), p.name};
-    fputs(i ? ", {" : "{", stdout);
-    tool_json_strings(stdout, dk, dv, 2);
-    printf("\"rows\": %" PRId64 ", \"peak_device_bytes\": %" PRIu64 "}", r->rows[i],
-           mem.allocated.peak);
-  }
-  /* Tensor parallel: each peer's shard and bytes beside the whole model's
-   * (the trainer's plan of one device). */
-  fputs("], \"tensor_parallel\": [", stdout);
-  for (int i = 0; i < r->n_tp; i++) {
-    const dlrt_tp_peer_info *p = &r->tp[i];
-    printf("%s{\"device\": \"%s\", \"rank\": %d, \"head_first\": %d, \"heads\": %d, "
-           "\"vocab_first\": %" PRId64 ", \"vocab\": %" PRId64 ", \"param_bytes\": %" PRIu64
-           ", \"state_bytes\": %" PRIu64 ", \"planned_peak_bytes\": %" PRIu64 "}",
-           i ? ", " : "", p->device, p->rank, p->head_first, p->heads, p->vocab_first,
-           p->vocab, p->param_bytes, p->state_bytes, p->planned_peak_bytes);
-  }
-  printf("], \"tensor_parallel_ranks\": %d, \"param_bytes\": %" PRIu64
-         ", \"state_bytes\": %" PRIu64, r->tp_ranks, r->info.param_bytes, r->info.state_bytes);
-  const dlrt_zero_info *z = &r->zero;
-  printf(", \"zero\": {\"stage\": %d, \"replicas\": %d, \"param_bytes\": %" PRIu64
-         ", \"grad_bytes\": %" PRIu64 ", \"optimizer_bytes\": %" PRIu64
-         ", \"full_param_bytes\": %" PRIu64 ", \"full_grad_bytes\": %" PRIu64
-         ", \"full_optimizer_bytes\": %" PRIu64 "}", z->stage, z->replicas, z->param_bytes,
-         z->grad_bytes, z->optimizer_bytes, z->full_param_bytes, z->full_grad_bytes,
-         z->full_optimizer_bytes);
-  if (r->lm) {
-    fputs(", \"round_losses\": [", stdout);
-    for (int i = 0; i < r->lm->rounds; i++) {
-      fputs(i ? ", " : "", stdout);
-      json_number(r->lm->round_loss[i]);
-    }
-    fputs("], \"round_val_losses\": [", stdout);
-    for (int i = 0; i < r->lm->rounds; i++) {
-      fputs(i ? ", " : "", stdout);
-      json_number(r->lm->round_val_loss[i]);
-    }
-    printf("], \"steps\": %" PRId64 ", \"steps_run\": %" PRId64 ", \"tokens_per_s\": ",
-           o->steps, r->lm->steps_run);
-    json_number(r->lm->steps_run ? r->lm->last.tokens_per_s : NAN);
-    fputs(", \"val_loss\": ", stdout);
-    json_number(r->lm->val_loss);
-    fputs(", \"val_perplexity\": ", stdout);
-    json_number(exp(r->lm->val_loss));
-    fputs(", \"val_bpb\": ", stdout);
-    json_number(r->lm->val_bpb);
-    printf(", \"context\": %" PRId64, r->train->width);
-    fputs(", \"seconds\": ", stdout);
-  } else {
-    fputs(", \"seconds\": ", stdout);
-  }
-  printf("%.3f", r->seconds);
-  /* Parameter streaming (--offload params): its look-ahead as run (the
-   * one param_ahead.c chose from the first step's timings unless
-   * --spill-prefetch named it) and its traffic over the run; null when
-   * nothing streams. */
-  dlrt_param_offload_stats ps = {0};
-  if (r->trainer) dlrt_exec_param_offload_stats(dlrt_trainer_executor(r->trainer), &ps);
-  fputs(", \"stream\": ", stdout);
-  if (ps.params_streamed)
-    printf("{\"params_streamed\": %d, \"ahead\": %d, \"fetched_bytes\": %" PRIu64
-           ", \"gradient_bytes\": %" PRIu64 ", \"peak_param_bytes\": %" PRIu64
-           ", \"state_host_bytes\": %" PRIu64 ", \"state_disk_bytes\": %" PRIu64
-           ", \"disk_read_bytes\": %" PRIu64 ", \"disk_written_bytes\": %" PRIu64 "}",
-           ps.params_streamed, ps.ahead, ps.fetched_bytes, ps.gradient_bytes,
-           ps.peak_param_bytes, ps.state_host_bytes, ps.state_disk_bytes, ps.disk_read_bytes,
-           ps.disk_written_bytes);
-  else
-    fputs("null", stdout);
-  if (r->trainer) {
-    fputs(", \"spill_plan\": ", stdout);
-    if (!dltrain_spill_plan_json(stdout, r->trainer, measured_step_ms(o, r), 0))
-      fputs("null", stdout);
-  }
-  puts("}");
-}
-
-#ifdef DLRT_HAVE_MPI
-/* ---------------------------------------------------------------- MPI */
-
-/* Started by mpirun (Open MPI, MPICH or a PMIx launcher)? Only then does
- * dltrain join an MPI job: a plain run stays a plain process. */
-static int launched_by_mpi(void) {
-  return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
-}
-
-typedef struct {
-  int rank;
-  double timeout_s; /* DLRT_MPI_TIMEOUT, default 120 */
-  /* The ranks this one sums gradients with (its data-parallel group) and
-   * those it holds one model with (its tensor-parallel group): both
-   * MPI_COMM_WORLD, unless --tensor-parallel N splits the N x R ranks
-   * into R replicas of N shards (sub-communicators). */
-  MPI_Comm data, tensor;
-} mpi_job;
-
-/* The gradient all-reduce, bucket by bucket while the backward pass goes on
- * (dlrt_trainer_set_allreduce_async): each bucket starts an MPI_Iallreduce,
- * and the waits are polled, so that a rank that died (or hangs) stops the
- * others with a message instead of a hang. */
-static int mpi_allreduce_start(void *user, float *values, int64_t count, void **request) {
-  mpi_job *job = user;
-  MPI_Request *req = malloc(sizeof *req); /* freed by the wait */
-  if (!req) {
-    fprintf(stderr, "dltrain: rank %d: out of host memory\n", job->rank);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  if (MPI_Iallreduce(MPI_IN_PLACE, values, (int)count, MPI_FLOAT, MPI_SUM, job->data,
-                     req) != MPI_SUCCESS) {
-    fprintf(stderr, "dltrain: rank %d: MPI_Iallreduce failed\n", job->rank);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  *request = req;
-  return 0;
-}
-
-static int mpi_allreduce_wait(void *user, void *request) {
-  mpi_job *job = user;
-  MPI_Request *req = request;
-  double deadline = tool_now_s() + job->timeout_s;
-  for (int done = 0;;) {
-    MPI_Test(req, &done, MPI_STATUS_IGNORE);
-    if (done) {
-      free(req);
-      return 0;
-    }
-    if (tool_now_s() > deadline) {
-      fprintf(stderr, "dltrain: rank %d: the other ranks did not join the gradient all-reduce "
-              "within %.0f s (did one stop? see its messages; DLRT_MPI_TIMEOUT sets the "
-              "wait); stopping the job\n", job->rank, job->timeout_s);
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    struct timespec pause = {0, 50000}; /* 50 us */
-    nanosleep(&pause, NULL);
-  }
-}
-#endif
-
-#ifdef DLRT_HAVE_MPI
-/* Tensor parallelism's collective across the ranks (one shard each): the
- * sum or maximum of `count` floats, in place, polled as the gradient
- * all-reduce's waits are (a rank that stopped ends the job with a message). */
-static int mpi_collective(void *user, float *values, int64_t count, dlrt_collective_op op,
-                          int64_t tag) {
-  mpi_job *job = user;
-  (void)tag; /* MPI orders the collectives itself */
-  MPI_Request *req = malloc(sizeof *req); /* freed by the wait */
-  if (!req || MPI_Iallreduce(MPI_IN_PLACE, values, (int)count, MPI_FLOAT,
-                             op == DLRT_COLLECTIVE_MAX ? MPI_MAX : MPI_SUM, job->tensor,
-                             req) != MPI_SUCCESS) {
-    fprintf(stderr, "dltrain: rank %d: the tensor-parallel all-reduce failed\n", job->rank);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  return mpi_allreduce_wait(user, req);
-}
-
-/* ZeRO's collectives (dlrt_zero_collectives): a sum to one rank, in place
- * there (MPI_Ireduce), and one rank's values to all (MPI_Ibcast), completed
- * by mpi_allreduce_wait. */
-static int mpi_rooted_start(void *user, float *values, int64_t count, int root, void **request,
-                            int reduce) {
-  mpi_job *job = user;
-  MPI_Request *req = malloc(sizeof *req); /* freed by the wait */
-  if (!req) {
-    fprintf(stderr, "dltrain: rank %d: out of host memory\n", job->rank);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  /* Over the data-parallel ranks (all of them, or those holding the same
-   * tensor-parallel shard); root is a rank among them. */
-  int me;
-  MPI_Comm_rank(job->data, &me);
-  int ok = reduce ? MPI_Ireduce(me == root ? MPI_IN_PLACE : values, values, (int)count,
-                                MPI_FLOAT, MPI_SUM, root, job->data, req)
-                  : MPI_Ibcast(values, (int)count, MPI_FLOAT, root, job->data, req);
-  if (ok != MPI_SUCCESS) {
-    fprintf(stderr, "dltrain: rank %d: MPI_I%s failed\n", job->rank, reduce ? "reduce" : "bcast");
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  *request = req;
-  return DLRT_OK;
-}
-
-static int mpi_reduce_start(void *user, float *values, int64_t count, int root, void **request) {
-  return mpi_rooted_start(user, values, count, root, request, 1);
-}
-
-static int mpi_broadcast_start(void *user, float *values, int64_t count, int root,
-                               void **request) {
-  return mpi_rooted_start(user, values, count, root, request, 0);
-}
-
-/* The all-gather of dlrt_trainer_check_ranks. */
-static int mpi_allgather(void *user, const void *mine, void *all, size_t bytes) {
-  mpi_job *job = user;
-  if (MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, job->data) !=
-      MPI_SUCCESS) {
-    fprintf(stderr, "dltrain: rank %d: MPI_Allgather failed\n", job->rank);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  return 0;
-}
-
-/* Whether this MPI reads device memory (a CUDA-aware Open MPI says so at
- * run time). */
-static int mpi_cuda_aware(void) {
-#if defined(OMPI_HAVE_MPI_EXT_CUDA) && OMPI_HAVE_MPI_EXT_CUDA
-  return MPIX_Query_cuda_support();
-#else
-  return 0;
-#endif
-}
-#endif
-
-
 /* Ends the run when a dlrt call fails, saying what failed and why. */
 #define TRY(call, what)                                                                   \
   do {                                                                                    \
@@ -462,20 +117,15 @@ int main(int argc, char **argv) {
   FILE *log = o.json ? stderr : stdout; /* stdout ends with the JSON alone */
   int rank = 0, world = 1;
 #ifdef DLRT_HAVE_MPI
-  mpi_job job = {0, 120, MPI_COMM_NULL, MPI_COMM_NULL};
-  int mpi = launched_by_mpi(), ranks_agree_to_stop = 0;
-  if (mpi) {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    job.rank = rank;
-    job.data = job.tensor = MPI_COMM_WORLD;
-    const char *timeout = getenv("DLRT_MPI_TIMEOUT");
-    if (timeout && atof(timeout) > 0) job.timeout_s = atof(timeout);
+  mpi_job *job = NULL; /* NULL: not launched by mpirun */
+  int ranks_agree_to_stop = 0;
+  if (dltrain_mpi_launched()) {
+    job = dltrain_mpi_start(&argc, &argv, &rank, &world);
     if (world > 1 && o.devices) {
       if (rank == 0) fputs("dltrain: --devices is for one process; under mpirun give each "
                            "rank its --device (or its --pipeline stages)\n", stderr);
-      MPI_Finalize();
+      /* Every rank says the same: all finalize, none aborts. */
+      dltrain_mpi_end(job, STATUS_USAGE, world, 1);
       return STATUS_USAGE;
     }
   }
@@ -538,10 +188,7 @@ int main(int argc, char **argv) {
 #ifdef DLRT_HAVE_MPI
     /* Ranks r * N .. r * N + N - 1 hold replica r's N shards; shard k of
      * every replica sums its gradients with the others'. */
-    if (world > tp_ranks) {
-      MPI_Comm_split(MPI_COMM_WORLD, rank / tp_ranks, rank, &job.tensor);
-      MPI_Comm_split(MPI_COMM_WORLD, rank % tp_ranks, rank, &job.data);
-    }
+    if (world > tp_ranks) dltrain_mpi_split(job, rank, tp_ranks);
 #endif
   } else if (o.tensor_parallel) {
     char list[512];
@@ -705,17 +352,19 @@ int main(int argc, char **argv) {
   if (data_world < 2 || n_tp > 0 || tp_ranks) {
     /* One model split over the ranks: no data parallel all-reduce; replicas
      * of a split model take theirs once split (below). */
-  } else if (world > 1 && !o.zero && !o.pipeline && mpi_cuda_aware() &&
+  } else if (world > 1 && !o.zero && !o.pipeline && dltrain_mpi_cuda_aware() &&
              strcmp(props.backend, "cuda") == 0)
     /* CUDA-aware MPI: the gradients go from device memory, not the host. */
-    TRY(dlrt_trainer_set_allreduce_device(trainer, mpi_allreduce_start, mpi_allreduce_wait, &job),
+    TRY(dlrt_trainer_set_allreduce_device(trainer, dltrain_mpi_allreduce_start,
+                                          dltrain_mpi_allreduce_wait, job),
         "cannot train across the MPI ranks");
   else if (world > 1)
-    TRY(dlrt_trainer_set_allreduce_async(trainer, mpi_allreduce_start, mpi_allreduce_wait, &job),
+    TRY(dlrt_trainer_set_allreduce_async(trainer, dltrain_mpi_allreduce_start,
+                                         dltrain_mpi_allreduce_wait, job),
         "cannot train across the MPI ranks");
   if (o.zero && world > 1 && !tp_ranks && !n_tp) {
-    dlrt_zero_collectives across = {mpi_reduce_start, mpi_broadcast_start, mpi_allreduce_wait,
-                                    &job};
+    dlrt_zero_collectives across = {dltrain_mpi_reduce_start, dltrain_mpi_broadcast_start,
+                                    dltrain_mpi_allreduce_wait, job};
     TRY(dlrt_trainer_set_zero(trainer, o.zero, &across),
         "cannot shard the model states over the ranks (--zero)");
   }
@@ -724,14 +373,14 @@ int main(int argc, char **argv) {
   /* (Tensor parallel ranks compare within their data-parallel group, the
    * ranks of the same shard, before the split.) */
   if (data_world > 1 &&
-      (rc = dlrt_trainer_check_ranks(trainer, &data[0], mpi_allgather, &job)) < 0) {
+      (rc = dlrt_trainer_check_ranks(trainer, &data[0], dltrain_mpi_allgather, job)) < 0) {
     status = rank == 0 ? tool_fail("the MPI ranks disagree", rc) : STATUS_FAIL;
     ranks_agree_to_stop = 1;
     goto done;
   }
   if (tp_ranks)
     TRY(dlrt_trainer_set_tensor_parallel_ranks(trainer, dev, rank % tp_ranks, tp_ranks, NULL,
-                                               mpi_collective, &job),
+                                               dltrain_mpi_collective, job),
         "cannot split the model over the MPI ranks (--tensor-parallel)");
 #endif
   if (n_tp > 0)
@@ -742,12 +391,13 @@ int main(int argc, char **argv) {
   /* Replicas of a split model: each shard's gradients summed with the same
    * shard's of the other replicas, through the host. */
   if (data_world > 1 && (n_tp > 0 || tp_ranks))
-    TRY(dlrt_trainer_set_allreduce_async(trainer, mpi_allreduce_start, mpi_allreduce_wait, &job),
+    TRY(dlrt_trainer_set_allreduce_async(trainer, dltrain_mpi_allreduce_start,
+                                         dltrain_mpi_allreduce_wait, job),
         "cannot train the split model's replicas across the MPI ranks");
   /* ZeRO over them: each shard's model states over the ranks that hold it. */
   if (o.zero && data_world > 1 && (n_tp > 0 || tp_ranks)) {
-    dlrt_zero_collectives across = {mpi_reduce_start, mpi_broadcast_start, mpi_allreduce_wait,
-                                    &job};
+    dlrt_zero_collectives across = {dltrain_mpi_reduce_start, dltrain_mpi_broadcast_start,
+                                    dltrain_mpi_allreduce_wait, job};
     TRY(dlrt_trainer_set_zero(trainer, o.zero, &across),
         "cannot shard the split model's states over its replicas (--zero)");
   }
@@ -896,7 +546,7 @@ int main(int argc, char **argv) {
   fprintf(log, "memory   planned peak %.1f MiB, measured peak %.1f MiB%s%s\n",
           (double)r.info.planned_peak_bytes / 1048576.0,
           (double)r.info.measured_peak_bytes / 1048576.0, o.checkpoint ? ", checkpointing " : "",
-          o.checkpoint ? checkpoint_name(o.checkpoint) : "");
+          o.checkpoint ? dltrain_checkpoint_name(o.checkpoint) : "");
   /* Spilling within --mem-limit, or on its own within 85% of the device's
    * budget (DLRT_MEM_LIMIT), which the copies show. */
   uint64_t env_limit = dlrt_mem_get_limit(dev);
@@ -936,7 +586,7 @@ int main(int argc, char **argv) {
     r.train = &data[0];
     r.lm = o.gpt_model ? &lm : NULL;
     fprintf(log, "step     predicted %.1f ms (%s), measured %.1f ms\n", sp.predicted.step_ms,
-            dlrt_plan_strategy_name(sp.chosen), measured_step_ms(&o, &r));
+            dlrt_plan_strategy_name(sp.chosen), dltrain_measured_step_ms(&o, &r));
   }
   TRY(dlrt_trainer_zero_info(trainer, &r.zero), "cannot read the replicas' model states");
   /* (A pipeline's figures are its stages' sum.) */
@@ -977,20 +627,14 @@ int main(int argc, char **argv) {
     r.losses = losses;
     r.trainer = trainer;
     r.seconds = tool_now_s() - start;
-    print_json(&o, &r);
+    dltrain_print_json(&o, &r);
   }
 
 done:
   if (o.trace) dlrt_trace_stop();
   if (quiet_log) fclose(quiet_log);
 #ifdef DLRT_HAVE_MPI
-  if (mpi) {
-    /* The others stop too (unless all stop on the same verdict). */
-    if (status != 0 && world > 1 && !ranks_agree_to_stop) MPI_Abort(MPI_COMM_WORLD, status);
-    if (job.data != MPI_COMM_WORLD) MPI_Comm_free(&job.data);
-    if (job.tensor != MPI_COMM_WORLD) MPI_Comm_free(&job.tensor);
-    MPI_Finalize();
-  }
+  if (job) dltrain_mpi_end(job, status, world, ranks_agree_to_stop);
 #endif
   free(losses);
   dlrt_trainer_destroy(trainer);
