@@ -1,6 +1,7 @@
 /* dltrain.h — what dltrain's files share: dltrain.c (main's phases: set up,
  * build the trainer, train), dltrain-options.c (the command line),
- * dltrain-report.c (--json), dltrain-mpi.c (MPI),
+ * dltrain-train.c (the data, the epochs), dltrain-report.c (the run's
+ * summary and --json), dltrain-mpi.c (MPI),
  * dltrain-plan.c, dltrain-simulate.c and dltrain-split.c (--plan) and
  * dltrain-lm.c (GPT models). */
 #ifndef DLTRAIN_H
@@ -162,6 +163,64 @@ const char *dltrain_checkpoint_name(int every);
 double dltrain_measured_step_ms(const options *o, const results *r);
 /* The run's JSON object on one line of stdout (--json, rank 0 only). */
 void dltrain_print_json(const options *o, const results *r);
+
+/* One run of dltrain, from the command line to the cleanup: what main()'s
+ * phases (dltrain.c) and the report's (dltrain-report.c) share. Zeros
+ * first: whatever a phase did not reach stays 0 / NULL for the cleanup. */
+typedef struct {
+  options o;
+  double start;             /* tool_now_s() as main began (--json's "seconds") */
+  int status;               /* the exit status */
+  FILE *log;                /* the lines: stdout; stderr under --json; /dev/null ranks > 0 */
+  FILE *quiet_log;          /* that /dev/null (closed at the end), else NULL */
+  int tty;                  /* log redraws a progress line in place */
+  int rank, world;          /* MPI_COMM_WORLD's (0 and 1 without mpirun) */
+  int data_rank, data_world; /* among the data-parallel replicas (--tensor-parallel N's) */
+  struct mpi_job *job;      /* dltrain-mpi.c's; NULL: not launched by mpirun */
+  int ranks_agree_to_stop;  /* every rank stops on the same verdict: none aborts */
+  dlrt_device_t *dev;       /* --device (or the first of the lists) */
+  dlrt_device_props props;
+  dlrt_device_t *replicas[64]; /* --devices or --pipeline */
+  int n_replicas;
+  char device_list[512];    /* their specs, cut in place by strtok_r */
+  dlrt_device_t *tp_devs[DLRT_TP_MAX]; /* --tensor-parallel DEV[@WEIGHT],... */
+  double tp_weights[DLRT_TP_MAX];
+  int n_tp, tp_weighted;    /* tp_weighted: a @WEIGHT was given */
+  int tp_ranks;             /* --tensor-parallel N: the MPI ranks one model is split over */
+  dlrt_dataset data[2];     /* training and test (a GPT's: validation) */
+  int generated;            /* the data was generated (or fell back to it) */
+  dlrt_trainer_config cfg;
+  dlrt_trainer_t *trainer;
+  int done;                 /* the epochs (a GPT: steps) --resume's checkpoint had done */
+  float *losses;            /* each epoch's train loss, for --json */
+  lm_results lm;            /* a GPT's figures */
+  results r;
+} run;
+
+/* Ends one of main()'s phases when a dlrt call fails: s->status says what
+ * failed and why, and 1 stops the run (rc: the phase's). */
+#define TRY(call, what)                                                                   \
+  do {                                                                                    \
+    if ((rc = (call)) != DLRT_OK) {                                                       \
+      s->status = tool_fail(what, rc);                                                    \
+      return 1;                                                                           \
+    }                                                                                     \
+  } while (0)
+
+/* The run's lines before training, what it chose, defaults included
+ * (dltrain-report.c); after it, the figures and --json's object. Both 0,
+ * or 1 with s->status set. */
+int dltrain_describe(run *s);
+int dltrain_summarize(run *s);
+
+/* The training (d[0]) and test (d[1]) splits --data names, over `world`
+ * data-parallel ranks (dltrain-train.c). A missing Fashion-MNIST package
+ * falls back to generated data; a folder named explicitly must load.
+ * *generated says which was used. 0, or an exit status after saying why. */
+int dltrain_load_data(const options *o, int world, dlrt_dataset d[2], int *generated);
+/* The epochs from s->done to --epochs, each evaluated (and saved with
+ * --save), or a GPT's steps (dltrain_lm_train); 0, or 1 with s->status. */
+int dltrain_train(run *s);
 
 #ifdef DLRT_HAVE_MPI
 /* MPI glue (dltrain-mpi.c; config.h's DLRT_HAVE_MPI). The job is opaque:
