@@ -1,9 +1,8 @@
 /* dltrain.h — what dltrain's files share: dltrain.c (main's phases: set up,
- * build the trainer, train), dltrain-options.c (the command line),
- * dltrain-train.c (the data, the epochs), dltrain-report.c (the run's
- * summary and --json), dltrain-mpi.c (MPI),
- * dltrain-plan.c, dltrain-simulate.c and dltrain-split.c (--plan) and
- * dltrain-lm.c (GPT models). */
+ * build the trainer and its parallelism, clean up), dltrain-options.c (the
+ * command line), dltrain-train.c (the data, the epochs), dltrain-report.c
+ * (the run's summary and --json), dltrain-mpi.c (MPI), dltrain-plan.c,
+ * dltrain-simulate.c and dltrain-split.c (--plan), dltrain-lm.c (GPT). */
 #ifndef DLTRAIN_H
 #define DLTRAIN_H
 
