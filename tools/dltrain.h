@@ -1,5 +1,8 @@
-/* dltrain.h — what dltrain.c (options, training, JSON) and dltrain-plan.c
- * (--plan) share. */
+/* dltrain.h — what dltrain's files share: dltrain.c (main's phases: set up,
+ * build the trainer and its parallelism, clean up), dltrain-options.c (the
+ * command line), dltrain-train.c (the data, the epochs), dltrain-report.c
+ * (the run's summary and --json), dltrain-mpi.c (MPI), dltrain-plan.c,
+ * dltrain-simulate.c and dltrain-split.c (--plan), dltrain-lm.c (GPT). */
 #ifndef DLTRAIN_H
 #define DLTRAIN_H
 
@@ -84,7 +87,7 @@ int dltrain_placement_print(FILE *out, const options *o, const dlrt_trainer_conf
                             const dlrt_dataset *d, uint64_t device_memory,
                             uint64_t host_memory, const char *memory_from,
                             const dlrt_machine *m, int json);
-/* --offload auto (dltrain.c): cfg placed by dlrt_plan_placement for the
+/* --offload auto (dltrain-plan.c): cfg placed by dlrt_plan_placement for the
  * budget (or the device's memory); a line on `log` says which. */
 int dltrain_offload_auto(const options *o, dlrt_trainer_config *cfg, const dlrt_dataset *d,
                          uint64_t device_memory, FILE *log);
@@ -127,5 +130,131 @@ int dltrain_lm_byte_tokens(void);
  * (and saving after each when --save); 0 or an exit status. */
 int dltrain_lm_train(const options *o, dlrt_trainer_t *t, dlrt_dataset d[2], int start,
                      FILE *log, int tty, dlrt_device_t *dev, int rank, lm_results *out);
+
+/* What the run measured, for the JSON line (dltrain-report.c). */
+typedef struct {
+  const char *device, *device_name, *data;
+  const dlrt_dataset *train, *test;
+  const float *losses; /* train loss of each epoch run by this invocation */
+  int epochs_run;
+  dlrt_epoch_stats last, eval;
+  const lm_results *lm; /* a GPT's figures, else NULL */
+  dlrt_exec_info info;
+  double seconds;
+  int64_t skipped_steps; /* loss scaling, over this invocation's epochs */
+  /* Every device the run used (--devices, --pipeline, else the one), with
+   * the rows of each batch it took (its share under --devices). */
+  dlrt_device_t *const *devices;
+  int n_devices;
+  int64_t rows[64];
+  /* --tensor-parallel: this process's peers (their shards and bytes). */
+  dlrt_tp_peer_info tp[DLRT_TP_MAX];
+  int n_tp, tp_ranks;
+  dlrt_zero_info zero; /* the model states a replica holds (--zero, or unsharded) */
+  dlrt_trainer_t *trainer;
+} results;
+
+/* --checkpoint as --json and the memory line name it ("none", "sqrt",
+ * "every:N" ...); the text lives until the next call. */
+const char *dltrain_checkpoint_name(int every);
+/* The measured training step, ms (0 when nothing ran): r->lm's tokens or
+ * r->last's images per second over one batch. */
+double dltrain_measured_step_ms(const options *o, const results *r);
+/* The run's JSON object on one line of stdout (--json, rank 0 only). */
+void dltrain_print_json(const options *o, const results *r);
+
+/* One run of dltrain, from the command line to the cleanup: what main()'s
+ * phases (dltrain.c) and the report's (dltrain-report.c) share. Zeros
+ * first: whatever a phase did not reach stays 0 / NULL for the cleanup. */
+typedef struct {
+  options o;
+  double start;             /* tool_now_s() as main began (--json's "seconds") */
+  int status;               /* the exit status */
+  FILE *log;                /* the lines: stdout; stderr under --json; /dev/null ranks > 0 */
+  FILE *quiet_log;          /* that /dev/null (closed at the end), else NULL */
+  int tty;                  /* log redraws a progress line in place */
+  int rank, world;          /* MPI_COMM_WORLD's (0 and 1 without mpirun) */
+  int data_rank, data_world; /* among the data-parallel replicas (--tensor-parallel N's) */
+  struct mpi_job *job;      /* dltrain-mpi.c's; NULL: not launched by mpirun */
+  int ranks_agree_to_stop;  /* every rank stops on the same verdict: none aborts */
+  dlrt_device_t *dev;       /* --device (or the first of the lists) */
+  dlrt_device_props props;
+  dlrt_device_t *replicas[64]; /* --devices or --pipeline */
+  int n_replicas;
+  char device_list[512];    /* their specs, cut in place by strtok_r */
+  dlrt_device_t *tp_devs[DLRT_TP_MAX]; /* --tensor-parallel DEV[@WEIGHT],... */
+  double tp_weights[DLRT_TP_MAX];
+  int n_tp, tp_weighted;    /* tp_weighted: a @WEIGHT was given */
+  int tp_ranks;             /* --tensor-parallel N: the MPI ranks one model is split over */
+  dlrt_dataset data[2];     /* training and test (a GPT's: validation) */
+  int generated;            /* the data was generated (or fell back to it) */
+  dlrt_trainer_config cfg;
+  dlrt_trainer_t *trainer;
+  int done;                 /* the epochs (a GPT: steps) --resume's checkpoint had done */
+  float *losses;            /* each epoch's train loss, for --json */
+  lm_results lm;            /* a GPT's figures */
+  results r;
+} run;
+
+/* Ends one of main()'s phases when a dlrt call fails: s->status says what
+ * failed and why, and 1 stops the run (rc: the phase's). */
+#define TRY(call, what)                                                                   \
+  do {                                                                                    \
+    if ((rc = (call)) != DLRT_OK) {                                                       \
+      s->status = tool_fail(what, rc);                                                    \
+      return 1;                                                                           \
+    }                                                                                     \
+  } while (0)
+
+/* The run's lines before training, what it chose, defaults included
+ * (dltrain-report.c); after it, the figures and --json's object. Both 0,
+ * or 1 with s->status set. */
+int dltrain_describe(run *s);
+int dltrain_summarize(run *s);
+
+/* The training (d[0]) and test (d[1]) splits --data names, over `world`
+ * data-parallel ranks (dltrain-train.c). A missing Fashion-MNIST package
+ * falls back to generated data; a folder named explicitly must load.
+ * *generated says which was used. 0, or an exit status after saying why. */
+int dltrain_load_data(const options *o, int world, dlrt_dataset d[2], int *generated);
+/* The epochs from s->done to --epochs, each evaluated (and saved with
+ * --save), or a GPT's steps (dltrain_lm_train); 0, or 1 with s->status. */
+int dltrain_train(run *s);
+
+#ifdef DLRT_HAVE_MPI
+/* MPI glue (dltrain-mpi.c; config.h's DLRT_HAVE_MPI). The job is opaque:
+ * mpi.h is for dltrain-mpi.c alone, so the files including this header
+ * (tests/test-options.c among them) need no MPI flags. */
+typedef struct mpi_job mpi_job;
+/* Started by mpirun (Open MPI, MPICH or a PMIx launcher)? */
+int dltrain_mpi_launched(void);
+/* MPI_Init; this rank and the world's size. The job's groups are both
+ * MPI_COMM_WORLD, its wait DLRT_MPI_TIMEOUT seconds (default 120). */
+mpi_job *dltrain_mpi_start(int *argc, char ***argv, int *rank, int *world);
+/* --tensor-parallel N over N x R ranks: ranks r * N .. r * N + N - 1 hold
+ * replica r's N shards; shard k of every replica sums its gradients with
+ * the others' (the job's tensor and data groups). */
+void dltrain_mpi_split(mpi_job *job, int rank, int tp_ranks);
+/* Leaves the job: a failed rank aborts the others (unless all ranks agree
+ * to stop), the groups are freed, MPI_Finalize. */
+void dltrain_mpi_end(mpi_job *job, int status, int world, int ranks_agree_to_stop);
+/* Whether this MPI reads device memory (a CUDA-aware Open MPI). */
+int dltrain_mpi_cuda_aware(void);
+/* The trainer's collectives over the job (user: the mpi_job); a rank that
+ * stops ends the job with a message instead of a hang. The gradient
+ * all-reduce over the data group, started per bucket and polled: */
+int dltrain_mpi_allreduce_start(void *user, float *values, int64_t count, void **request);
+int dltrain_mpi_allreduce_wait(void *user, void *request);
+/* Tensor parallelism's sum or maximum over the tensor group, in place: */
+int dltrain_mpi_collective(void *user, float *values, int64_t count, dlrt_collective_op op,
+                           int64_t tag);
+/* ZeRO's (dlrt_zero_collectives): a sum to one rank, one rank's to all: */
+int dltrain_mpi_reduce_start(void *user, float *values, int64_t count, int root,
+                             void **request);
+int dltrain_mpi_broadcast_start(void *user, float *values, int64_t count, int root,
+                                void **request);
+/* dlrt_trainer_check_ranks's all-gather over the data group: */
+int dltrain_mpi_allgather(void *user, const void *mine, void *all, size_t bytes);
+#endif
 
 #endif
