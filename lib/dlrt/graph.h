@@ -592,9 +592,9 @@ DLRT_API int dlrt_exec_offload_params(dlrt_exec_t *e, int ahead);
  * master goes there with its state (updated in the slots; its fp32 fetches
  * read the master's part alone ahead of need, through a staging of four
  * chunks of one state counted in the budget). 16-bit copies and gradient
- * copies stay in host memory. The same results bit for bit. 0: all of it in host memory. Call before the
- * first run; DLRT_ERR_OOM naming the least budget that would do when the
- * slots of the least chunks do not fit. */
+ * copies stay in host memory. The same results bit for bit. 0: all of it
+ * in host memory. Call before the first run; DLRT_ERR_OOM naming the least
+ * budget that would do when the slots of the least chunks do not fit. */
 DLRT_API int dlrt_exec_param_state_limit(dlrt_exec_t *e, uint64_t host_bytes);
 typedef struct {
   int params_streamed;        /* parameters on the host */

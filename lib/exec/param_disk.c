@@ -11,8 +11,11 @@
  * embedding alone has 412 MB of Adam state). A slot written back stays
  * readable (clean) until another chunk needs it. A chunk never written
  * reads as zeros: the optimizer's initial state. The update is elementwise,
- * so chunks give the same bits as one whole-tensor update. Which
- * parameters go there, and the chunk: param_disk_fit.c. */
+ * so chunks give the same bits as one whole-tensor update. The same
+ * thread reads one part of a chunk (a master on disk, for its fp32 fetch:
+ * param_master.c) into the caller's buffer ahead of the slots' work, from
+ * the chunk's slot where one holds it. Which parameters go there, and the
+ * chunk: param_disk_fit.c. */
 #include "config.h"
 
 #include <pthread.h>

@@ -3,7 +3,7 @@
  * tables of each schedule, fetches, releases, gradients out, the residency
  * policy, setup), and param_stream_host.c, the host side (gradients in,
  * their sums, the updates on the host thread, the optimizer state on
- * disk). */
+ * disk); and param_master.c, masters on disk fetched ahead of need. */
 #ifndef DLRT_EXEC_PARAM_STREAM_INTERNAL_H
 #define DLRT_EXEC_PARAM_STREAM_INTERNAL_H
 
