@@ -13,14 +13,17 @@
  * chunk of one state, pinned (dlrt__host_alloc_staging: within
  * DLRT_PINNED_LIMIT) and counted in --host-limit beside the slots
  * (dlrt__param_disk_fit_masters), so that the h2d copies are truly
- * asynchronous and the updates' read-ahead keeps its four slots. A read
- * starts one look-ahead before its fetch (the fetch itself is `ahead`
- * nodes before the use), as far as the buffers allow; at the fetch the
- * executor waits only for reads not done yet, queues each chunk's copy on
- * the copy stream and records an event after it: the kernel waits for the
- * fetch by its event as for any other, and a buffer is read into again
- * only once its copy is done (an event query; a wait only when every
- * buffer is still being copied from).
+ * asynchronous and the updates' read-ahead keeps its four slots. The
+ * reads run ahead as far as the stages allow: at the run's start, after
+ * each fetch, and at each node (a stage whose copy has ended is read into
+ * again); the fetch itself is `ahead` nodes before the use. At the fetch
+ * the executor waits only for reads not done yet, queues each chunk's copy
+ * on the copy stream and records an event after it: the kernel waits for
+ * the fetch by its event as for any other, and a stage is read into again
+ * only once its copy is done (an event query; a wait only when every stage
+ * is still being copied from). (Reads started only one look-ahead before
+ * their fetch left the executor waiting twice as long for them on
+ * gpt2-medium, whose chosen look-ahead is one node.)
  *
  * Coherence: a run's plan is made after the last run's updates have all
  * been put back (stream_begin_run joins them), and within a run every
@@ -54,13 +57,12 @@ typedef struct {
 struct dlrt__pmaster {
   stage s[DLRT__PDISK_STAGES];
   /* The run's fetches of masters on disk, in order: fetch j is of
-   * parameter param[j] at position at[j]; its chunks are the pieces
-   * first[j] .. first[j + 1] - 1 (piece m: chunk m - first[j]). */
-  int n_fetch, cap_fetch, *param, *at, *first;
+   * parameter param[j]; its chunks are the pieces first[j] .. first[j + 1]
+   * - 1 (piece m: chunk m - first[j]). */
+  int n_fetch, cap_fetch, *param, *first;
   int n_pieces, *entry_of; /* per piece: its fetch */
   int consumed;   /* fetches made */
   int next_piece; /* the next piece to read */
-  int horizon;    /* reads start for fetches at positions up to it */
   uint64_t copies;
 };
 
@@ -138,32 +140,28 @@ static int stage_take(dlrt__pstream *ps, stage **out) {
 
 /* ---------------------------------------------------------------- the plan */
 
-static int plan_add(dlrt__pmaster *m, int i, int k, int chunks) {
+static int plan_add(dlrt__pmaster *m, int i, int chunks) {
   if (m->n_fetch == m->cap_fetch) {
     int cap = m->cap_fetch ? 2 * m->cap_fetch : 64;
     int *param = realloc(m->param, sizeof(int) * (size_t)cap);
     if (param) m->param = param;
-    int *at = realloc(m->at, sizeof(int) * (size_t)cap);
-    if (at) m->at = at;
     int *first = realloc(m->first, sizeof(int) * ((size_t)cap + 1));
     if (first) m->first = first;
-    if (!param || !at || !first) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+    if (!param || !first) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
     m->cap_fetch = cap;
   }
-  m->param[m->n_fetch] = i, m->at[m->n_fetch] = k;
+  m->param[m->n_fetch] = i;
   m->first[m->n_fetch + 1] = m->first[m->n_fetch] + chunks;
   m->n_fetch++;
   return DLRT_OK;
 }
 
-/* Reads started for the next pieces, in order, into free stages, for the
- * fetches at positions up to the horizon. */
+/* Reads started for the next pieces, in order, into the stages free. */
 static int top_up(dlrt__pstream *ps) {
   dlrt__pmaster *m = ps->master;
   int rc = DLRT_OK;
   while (rc == DLRT_OK && m->next_piece < m->n_pieces) {
     int j = m->entry_of[m->next_piece];
-    if (m->at[j] > m->horizon) break;
     stage *x = NULL;
     for (int k = 0; k < DLRT__PDISK_STAGES && !x; k++)
       if (stage_free(&m->s[k])) x = &m->s[k];
@@ -181,7 +179,6 @@ int dlrt__pmaster_plan(dlrt_exec_t *e) {
   if (!m || !t) return DLRT_OK;
   int rc = stages_drop(ps, INT32_MAX);
   m->n_fetch = m->n_pieces = m->consumed = m->next_piece = 0;
-  m->horizon = -1;
   if (rc < 0) return rc;
   if (!m->first && !(m->first = calloc(1, sizeof(int))))
     return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
@@ -202,7 +199,7 @@ int dlrt__pmaster_plan(dlrt_exec_t *e) {
         if (on[u]) continue;
         on[u] = 1;
         if (!ps->u[u].host && ps->p[i].master_on_disk)
-          rc = plan_add(m, i, k, dlrt__pdisk_chunks(ps->disk, i));
+          rc = plan_add(m, i, dlrt__pdisk_chunks(ps->disk, i));
       }
     for (int q = t->use_at[k]; q < t->use_at[k + 1]; q++)
       if (dlrt__pstream_next_use(t, t->use[q], k) > k + ps->ahead) on[t->use[q]] = 0;
@@ -215,17 +212,13 @@ int dlrt__pmaster_plan(dlrt_exec_t *e) {
   m->entry_of = entry_of;
   for (int j = 0; j < m->n_fetch; j++)
     for (int q = m->first[j]; q < m->first[j + 1]; q++) entry_of[q] = j;
-  /* The first reads, for the fetches of the run's first look-ahead. */
-  m->horizon = ps->ahead;
+  /* The first reads, as many as the stages hold. */
   return top_up(ps);
 }
 
-int dlrt__pmaster_ahead(dlrt_exec_t *e, int k) {
-  dlrt__pmaster *m = e->pstream->master;
-  if (!m) return DLRT_OK;
-  /* One look-ahead before the fetches, as the fetches are before the uses. */
-  m->horizon = k + e->pstream->ahead;
-  return top_up(e->pstream);
+int dlrt__pmaster_ahead(dlrt_exec_t *e) {
+  /* Stages whose copies have ended since are read into again. */
+  return e->pstream->master ? top_up(e->pstream) : DLRT_OK;
 }
 
 int dlrt__pmaster_drop(dlrt__pstream *ps) {
@@ -307,7 +300,7 @@ void dlrt__pmaster_destroy(dlrt__pstream *ps) {
     dlrt_host_free(m->s[k].buf);
     dlrt_event_destroy(m->s[k].copied);
   }
-  free(m->param), free(m->at), free(m->first), free(m->entry_of);
+  free(m->param), free(m->first), free(m->entry_of);
   free(m);
   ps->master = NULL;
 }

@@ -363,9 +363,9 @@ static int stream_begin_node(dlrt_exec_t *e, const dlrt__schedule *s, int k, int
     return dlrt__pstream_host_update(e, ps->param_of[n->in[0]->owner->id]);
   }
   const tables *t = ps->now;
-  /* Masters on disk read for the fetches a look-ahead further; this
-   * node's units, then those of the next `ahead` nodes. */
-  int rc = dlrt__pmaster_ahead(e, k);
+  /* Masters on disk read ahead into the stages come free; this node's
+   * units, then those of the next `ahead` nodes. */
+  int rc = dlrt__pmaster_ahead(e);
   for (int a = k; a <= k + ps->ahead && a < t->n && rc == DLRT_OK; a++)
     for (int u = t->use_at[a]; u < t->use_at[a + 1] && rc == DLRT_OK; u++) rc = fetch(e, t->use[u]);
   if (rc == DLRT_OK && is_host_cast(ps, n)) {

@@ -152,15 +152,15 @@ int dlrt__pstream_flush_init(dlrt__pstream *ps);
 
 /* param_master.c, masters on disk. create: the staging (after the file);
  * plan: this run's fetches of them in order, the first reads started (at
- * the run's start, its releases made); ahead: the reads for the fetches
- * within a look-ahead of position k started; fetch: parameter i's master
+ * the run's start, its releases made); ahead: more reads started where
+ * stages have come free (at each node); fetch: parameter i's master
  * queued to device buffer dst on the copy stream from its reads (waiting
  * only for those not done yet); drop: what is staged forgotten (a master
  * was written). */
 int dlrt__pmaster_create(dlrt_exec_t *e);
 void dlrt__pmaster_destroy(dlrt__pstream *ps);
 int dlrt__pmaster_plan(dlrt_exec_t *e);
-int dlrt__pmaster_ahead(dlrt_exec_t *e, int k);
+int dlrt__pmaster_ahead(dlrt_exec_t *e);
 int dlrt__pmaster_fetch(dlrt__pstream *ps, int i, dlrt_buffer_t *dst);
 int dlrt__pmaster_drop(dlrt__pstream *ps);
 

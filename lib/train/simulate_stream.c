@@ -106,20 +106,17 @@ static double disk_fetch(stream_disk *d, double bytes, double issue) {
 }
 
 /* param_master.c's reads, replayed: the step's fetches of masters on disk
- * in order (parameter mf_param[j], made at position mf_at[j]), each read
- * (its master's bytes alone, on the I/O thread) one look-ahead before its
- * fetch, at most DLRT__PDISK_STAGES read and not yet fetched (the
- * runtime's staging holds chunks, here whole masters); a read not started
- * by its fetch starts then. mf_end[j]: when read j ends. */
+ * in order (of parameter param[j]), each read (its master's bytes alone,
+ * on the I/O thread) as soon as the staging has room: at most
+ * DLRT__PDISK_STAGES read and not yet fetched (the runtime's staging holds
+ * chunks, here whole masters). end[j]: when read j ends. */
 typedef struct {
-  int *param, *at, n, issued, used;
+  int *param, n, issued, used;
   double *end;
 } master_reads;
 
-static void master_reads_start(stream_disk *d, master_reads *mr, int horizon, double t) {
-  for (; mr->issued < mr->n && mr->at[mr->issued] <= horizon &&
-         mr->issued - mr->used < DLRT__PDISK_STAGES;
-       mr->issued++)
+static void master_reads_start(stream_disk *d, master_reads *mr, double t) {
+  for (; mr->issued < mr->n && mr->issued - mr->used < DLRT__PDISK_STAGES; mr->issued++)
     mr->end[mr->issued] = disk_fetch(d, d->p[mr->param[mr->issued]].bytes, t);
 }
 
@@ -398,7 +395,6 @@ int dlrt__sim_stream_replay(const dlrt_graph_t *g, const dlrt__schedule *s,
    * plan; every step starts with nothing on the device). */
   for (int i = 0; dk && i < np; i++) seen[i] = 0;
   if (dk && (!(mr.param = malloc(sizeof(int) * (size_t)(use_at[n] + 1))) ||
-             !(mr.at = malloc(sizeof(int) * (size_t)(use_at[n] + 1))) ||
              !(mr.end = malloc(sizeof(double) * (size_t)(use_at[n] + 1))))) {
     rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory replaying a step");
     goto done;
@@ -410,7 +406,7 @@ int dlrt__sim_stream_replay(const dlrt_graph_t *g, const dlrt__schedule *s,
         int i = use[u];
         if (seen[i]) continue;
         seen[i] = 1;
-        if (p[i].master_on_disk) mr.param[mr.n] = i, mr.at[mr.n++] = k;
+        if (p[i].master_on_disk) mr.param[mr.n++] = i;
       }
     for (int u = use_at[k]; u < use_at[k + 1]; u++)
       if (use_next[u] > k + ahead) seen[use[u]] = 0;
@@ -448,9 +444,9 @@ int dlrt__sim_stream_replay(const dlrt_graph_t *g, const dlrt__schedule *s,
         }
         continue;
       }
-      /* Masters on disk read for the fetches a look-ahead further; the
+      /* Masters on disk read ahead where the staging has room; the
        * fetches of positions k .. k + ahead. */
-      if (dk) master_reads_start(dk, &mr, k + ahead, r.t);
+      if (dk) master_reads_start(dk, &mr, r.t);
       for (int a = k; a <= k + ahead && a < n; a++) {
         for (int u = use_at[a]; u < use_at[a + 1]; u++) {
           int i = use[u];
@@ -461,7 +457,7 @@ int dlrt__sim_stream_replay(const dlrt_graph_t *g, const dlrt__schedule *s,
              * (started ahead, or now), queues its copy and goes on. */
             if (mr.used == mr.issued) mr.end[mr.issued++] = disk_fetch(dk, p[i].bytes, r.t);
             wait_until(&r, mr.end[mr.used++], &out->exposed_transfer_s);
-            master_reads_start(dk, &mr, k + ahead, r.t);
+            master_reads_start(dk, &mr, r.t);
           }
           p[i].fetched = copy_end(&r, r.t, &in);
           p[i].resident = 1;
@@ -520,6 +516,6 @@ done:
   free(update_of);
   free(use_at), free(use), free(use_next), free(seen), free(seen_grad);
   free(disk.slot_of), free(disk.used), free(disk.seq);
-  free(mr.param), free(mr.at), free(mr.end);
+  free(mr.param), free(mr.end);
   return rc;
 }
