@@ -122,10 +122,16 @@ print('same losses as %s' % sys.argv[3] if a == b and a[0] else 'LOSSES DIFFER %
     "$tmp/$ref.1" "$tmp/$side.1" "$ref")
   info=$(python3 -c "import json, sys
 d = json.loads(open(sys.argv[1]).read().splitlines()[-1])
-print('peak %.0f MiB of %s planned %.0f MiB, %.2f GiB fetched, %.2f GiB off the device, %.2f GiB to disk (last stretch)' % (
+s = d.get('stream') or {}
+disk = ''
+if s.get('disk_read_bytes'):
+    disk = ', %.2f GiB read from disk in the run (%.2f by the fp32 fetches of masters)' % (
+        s['disk_read_bytes'] / 2**30, s.get('disk_fetch_read_bytes', 0) / 2**30)
+print(('peak %.0f MiB of %s planned %.0f MiB, %.2f GiB fetched, %.2f GiB off the device, '
+       '%.2f GiB to disk (last stretch)%s') % (
     d['peak_device_bytes'] / 2**20, 'a budget of %.0f MiB,' % (d['mem_limit'] / 2**20) if d['mem_limit'] else 'no budget,',
     d['planned_peak_bytes'] / 2**20, d['fetched_bytes'] / 2**30, d['spilled_bytes'] / 2**30,
-    d['disk_written_bytes'] / 2**30))" "$tmp/$side.1.json")
+    d['disk_written_bytes'] / 2**30, disk))" "$tmp/$side.1.json")
   printf '  %-11s %8.2f tokens/s  %.2fx of %s  cpu %.2f cores  %s; %s\n' "$side" "$r" \
     "$(awk -v a="$r" -v b="$free_rate" 'BEGIN {print a / b}')" "$ref" "$c" "$same" "$info"
 done

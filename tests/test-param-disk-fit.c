@@ -141,16 +141,19 @@ int main(void) {
     if (!on_disk[i]) kept_masters += (uint64_t)numel[i] * 4;
   ok(rc == 0 && with_masters && f.fits && f.host_bytes <= state / 4 &&
          f.state_bytes == masters + state &&
-         f.host_bytes - f.slot_bytes + f.disk_bytes == masters + state &&
+         f.host_bytes - f.slot_bytes - f.stage_bytes + f.disk_bytes == masters + state &&
          f.slot_bytes == (uint64_t)DLRT__PDISK_SLOTS * 3 * (uint64_t)f.chunk * 4 &&
+         f.stage_bytes == (uint64_t)DLRT__PDISK_STAGES * (uint64_t)f.chunk * 4 &&
          kept_masters < masters / 2,
      "a quarter of the state, below the masters: masters go to disk with their state, three "
-     "parts a slot (%.1f MiB on disk, %.1f MiB of masters kept)",
-     (double)f.disk_bytes / 1048576.0, (double)kept_masters / 1048576.0);
+     "parts a slot and %d chunks of the masters' staging beside them (%.1f MiB on disk, %.1f "
+     "MiB of masters kept)", (int)DLRT__PDISK_STAGES, (double)f.disk_bytes / 1048576.0,
+     (double)kept_masters / 1048576.0);
   rc = dlrt__param_disk_fit_masters(n, numel, n_state, 2048, 0, &f, on_disk, &with_masters);
   ok(rc == 0 && !f.fits && with_masters &&
-         f.least_host_bytes == DLRT__PDISK_SLOTS * 3 * 64 * 4,
-     "2 KiB: refused, the least %llu bytes (four slots of 64 elements of master and moments)",
+         f.least_host_bytes == (DLRT__PDISK_SLOTS * 3 + DLRT__PDISK_STAGES) * 64 * 4,
+     "2 KiB: refused, the least %llu bytes (four slots of 64 elements of master and moments, "
+     "four of the masters' staging)",
      (unsigned long long)f.least_host_bytes);
   return done_testing();
 }

@@ -178,10 +178,11 @@ void dltrain_print_json(const options *o, const results *r) {
     printf("{\"params_streamed\": %d, \"ahead\": %d, \"fetched_bytes\": %" PRIu64
            ", \"gradient_bytes\": %" PRIu64 ", \"peak_param_bytes\": %" PRIu64
            ", \"state_host_bytes\": %" PRIu64 ", \"state_disk_bytes\": %" PRIu64
-           ", \"disk_read_bytes\": %" PRIu64 ", \"disk_written_bytes\": %" PRIu64 "}",
+           ", \"disk_read_bytes\": %" PRIu64 ", \"disk_written_bytes\": %" PRIu64
+           ", \"disk_fetch_read_bytes\": %" PRIu64 ", \"disk_fetch_wait_ms\": %.3f}",
            ps.params_streamed, ps.ahead, ps.fetched_bytes, ps.gradient_bytes,
            ps.peak_param_bytes, ps.state_host_bytes, ps.state_disk_bytes, ps.disk_read_bytes,
-           ps.disk_written_bytes);
+           ps.disk_written_bytes, ps.disk_fetch_read_bytes, ps.disk_fetch_wait_ms);
   else
     fputs("null", stdout);
   if (r->trainer) {

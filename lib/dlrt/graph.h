@@ -588,10 +588,13 @@ DLRT_API int dlrt_exec_offload_params(dlrt_exec_t *e, int ahead);
  * most DLRT_PARAM_DISK_CHUNK bytes of one state, default 16 MiB, halved
  * until the slots fit, at least 64 elements): read ahead of its update by
  * an I/O thread, in the order the updates come, and written back behind
- * it. Masters, 16-bit copies and gradient copies stay in host memory. The
- * same results bit for bit. 0: all of it in host memory. Call before the
- * first run; DLRT_ERR_OOM naming the least budget that would do when the
- * slots of the least chunks do not fit. */
+ * it. Where the budget cannot hold the fp32 masters beside the slots, a
+ * master goes there with its state (updated in the slots; its fp32 fetches
+ * read the master's part alone ahead of need, through a staging of four
+ * chunks of one state counted in the budget). 16-bit copies and gradient
+ * copies stay in host memory. The same results bit for bit. 0: all of it
+ * in host memory. Call before the first run; DLRT_ERR_OOM naming the least
+ * budget that would do when the slots of the least chunks do not fit. */
 DLRT_API int dlrt_exec_param_state_limit(dlrt_exec_t *e, uint64_t host_bytes);
 typedef struct {
   int params_streamed;        /* parameters on the host */
@@ -611,6 +614,12 @@ typedef struct {
    * on disk, read and written back, and the updates' waiting for reads. */
   uint64_t state_host_bytes, state_disk_bytes, disk_read_bytes, disk_written_bytes;
   double disk_wait_ms;
+  /* Masters on disk: of disk_read_bytes, those their fp32 fetches read
+   * (the masters' bytes alone, ahead of need; a chunk still in a slot is
+   * taken from it, not read), and the executor's time waiting for those
+   * reads at the fetches. */
+  uint64_t disk_fetch_read_bytes;
+  double disk_fetch_wait_ms;
 } dlrt_param_offload_stats;
 DLRT_API int dlrt_exec_param_offload_stats(dlrt_exec_t *e, dlrt_param_offload_stats *out);
 /* The gradients of the DLRT_RUN_GRADIENTS runs since the last update (their

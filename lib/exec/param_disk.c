@@ -11,8 +11,11 @@
  * embedding alone has 412 MB of Adam state). A slot written back stays
  * readable (clean) until another chunk needs it. A chunk never written
  * reads as zeros: the optimizer's initial state. The update is elementwise,
- * so chunks give the same bits as one whole-tensor update. Which
- * parameters go there, and the chunk: param_disk_fit.c. */
+ * so chunks give the same bits as one whole-tensor update. The same
+ * thread reads one part of a chunk (a master on disk, for its fp32 fetch:
+ * param_master.c) into the caller's buffer ahead of the slots' work, from
+ * the chunk's slot where one holds it. Which parameters go there, and the
+ * chunk: param_disk_fit.c. */
 #include "config.h"
 
 #include <pthread.h>
@@ -54,6 +57,10 @@ struct dlrt__pdisk {
   pthread_mutex_t lock;
   pthread_cond_t work, changed;
   int *queue, head, tail; /* slots to read or write (their state says which), a ring */
+  /* Reads of one part of a chunk into the caller's memory (a master's
+   * fetch: dlrt__pdisk_part_start), a ring; part_busy: one being done. */
+  dlrt__pdisk_part *parts[DLRT__PDISK_PARTS];
+  int part_head, part_tail, part_busy;
   int failed;
   char error[512];
   dlrt__pdisk_stats st;
@@ -87,11 +94,58 @@ static uint64_t chunk_bytes(const dlrt__pdisk *d, int q) {
   return (uint64_t)count * (uint64_t)d->n_state[i] * 4u;
 }
 
+/* Part read r (lock held, returned held): from chunk q's slot where one
+ * holds it (written back or being written: as new as the file or newer),
+ * waiting while an update has it; else from the file (a chunk never written
+ * reads as zeros). */
+static void part_read(dlrt__pdisk *d, dlrt__pdisk_part *r) {
+  int q = d->first[r->i] + r->c, i, k;
+  int64_t at, count = chunk_span(d, q, &i, &at);
+  while ((k = d->slot_of[q]) >= 0 && d->s[k].state == SLOT_IN_USE)
+    pthread_cond_wait(&d->changed, &d->lock);
+  size_t bytes = (size_t)count * 4;
+  r->count = count;
+  if (k >= 0 && (d->s[k].state == SLOT_READY || d->s[k].state == SLOT_WRITING)) {
+    /* Under the lock: a clean slot may be handed to an update meanwhile. */
+    memcpy(r->dst, d->s[k].buf + (int64_t)r->part * d->chunk, bytes);
+    d->st.part_slot_bytes += bytes;
+    return;
+  }
+  int was_written = d->written[q];
+  pthread_mutex_unlock(&d->lock);
+  double t0 = dlrt__now_ms();
+  int rc = DLRT_OK;
+  if (was_written)
+    rc = dlrt__disk_read(&d->disk, d->offset[i] + ((int64_t)r->part * d->numel[i] + at) * 4,
+                         r->dst, bytes);
+  else
+    memset(r->dst, 0, bytes);
+  double ms = dlrt__now_ms() - t0;
+  pthread_mutex_lock(&d->lock);
+  if (rc < 0 && !d->failed) {
+    d->failed = 1;
+    snprintf(d->error, sizeof d->error, "%s", dlrt_last_error());
+  }
+  if (was_written) d->st.read_bytes += bytes, d->st.part_read_bytes += bytes, d->st.read_ms += ms;
+}
+
 static void *io_main(void *arg) {
   dlrt__pdisk *d = arg;
   pthread_mutex_lock(&d->lock);
   for (;;) {
-    while (!d->stop && d->head == d->tail) pthread_cond_wait(&d->work, &d->lock);
+    while (!d->stop && d->head == d->tail && d->part_head == d->part_tail)
+      pthread_cond_wait(&d->work, &d->lock);
+    if (d->part_head != d->part_tail) {
+      /* A part read first: the compute waits for it at its fetch, an
+       * update only later. */
+      dlrt__pdisk_part *r = d->parts[d->part_head % DLRT__PDISK_PARTS];
+      d->part_busy = 1;
+      part_read(d, r);
+      d->part_head++, d->part_busy = 0;
+      r->done = 1;
+      pthread_cond_broadcast(&d->changed);
+      continue;
+    }
     if (d->head == d->tail) break;
     slot *x = &d->s[d->queue[d->head++ % d->n_slots]];
     int q = x->owner, write = x->state == SLOT_WRITING, was_written = d->written[q];
@@ -221,16 +275,31 @@ int dlrt__pdisk_put(dlrt__pdisk *d, int i, int c) {
   return rc;
 }
 
-void dlrt__pdisk_release(dlrt__pdisk *d, int i, int c) {
-  int q = chunk_of(d, i, c);
-  if (q < 0) return;
+int dlrt__pdisk_part_start(dlrt__pdisk *d, dlrt__pdisk_part *r) {
+  if (chunk_of(d, r->i, r->c) < 0 || r->part < 0 || r->part >= d->n_state[r->i])
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "state on disk: parameter %d has no part %d "
+                           "of chunk %d there", r->i, r->part, r->c);
   pthread_mutex_lock(&d->lock);
-  int k = d->slot_of[q];
-  if (k >= 0 && d->s[k].state == SLOT_IN_USE) {
-    d->s[k].state = SLOT_READY;
-    pthread_cond_broadcast(&d->changed);
+  int rc = d->failed ? failed(d) : DLRT_OK;
+  if (rc == DLRT_OK && d->part_tail - d->part_head >= DLRT__PDISK_PARTS)
+    rc = dlrt__set_error(DLRT_ERR_STATE, "state on disk: more than %d part reads queued",
+                         (int)DLRT__PDISK_PARTS);
+  if (rc == DLRT_OK) {
+    r->done = 0, r->count = 0;
+    d->parts[d->part_tail++ % DLRT__PDISK_PARTS] = r;
+    d->st.part_reads++;
+    pthread_cond_signal(&d->work);
   }
   pthread_mutex_unlock(&d->lock);
+  return rc;
+}
+
+int dlrt__pdisk_part_wait(dlrt__pdisk *d, dlrt__pdisk_part *r) {
+  pthread_mutex_lock(&d->lock);
+  while (!r->done) pthread_cond_wait(&d->changed, &d->lock);
+  int rc = d->failed ? failed(d) : DLRT_OK;
+  pthread_mutex_unlock(&d->lock);
+  return rc;
 }
 
 void dlrt__pdisk_new_round(dlrt__pdisk *d) {
@@ -240,10 +309,11 @@ void dlrt__pdisk_new_round(dlrt__pdisk *d) {
   pthread_mutex_unlock(&d->lock);
 }
 
-/* Waits until no read or write is queued or running; lock held. */
+/* Waits until no read or write (part reads too) is queued or running;
+ * lock held. */
 static void idle(dlrt__pdisk *d) {
   for (;;) {
-    int busy = 0;
+    int busy = d->part_head != d->part_tail || d->part_busy;
     for (int k = 0; k < d->n_slots; k++)
       busy |= d->s[k].state == SLOT_READING || d->s[k].state == SLOT_WRITING;
     if (!busy) return;

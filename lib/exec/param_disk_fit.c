@@ -19,14 +19,18 @@ int64_t dlrt__param_disk_chunk_most(void) {
 }
 
 /* The slots' bytes for chunks of `chunk` elements (the largest parameter
- * on disk bounds it: a slot need not be larger than a whole state). */
-static uint64_t slots_bytes(int64_t chunk, int64_t largest, int most_states) {
+ * on disk bounds it: a slot need not be larger than a whole state), and
+ * `stages` staging buffers of a chunk of one state beside them. */
+static uint64_t slots_bytes(int64_t chunk, int64_t largest, int most_states, int stages) {
   int64_t c = chunk < largest ? chunk : largest;
-  return (uint64_t)DLRT__PDISK_SLOTS * (uint64_t)most_states * (uint64_t)c * 4u;
+  return ((uint64_t)DLRT__PDISK_SLOTS * (uint64_t)most_states + (uint64_t)stages) *
+         (uint64_t)c * 4u;
 }
 
-int dlrt__param_disk_fit(int n, const int64_t *numel, const int *n_state, uint64_t host_limit,
-                         int64_t chunk_most, dlrt__param_disk_fit_t *out, char *on_disk) {
+/* dlrt__param_disk_fit with `stages` chunk buffers beside the slots (the
+ * masters' staging where they are on disk). */
+static int fit(int n, const int64_t *numel, const int *n_state, uint64_t host_limit,
+               int64_t chunk_most, int stages, dlrt__param_disk_fit_t *out, char *on_disk) {
   memset(out, 0, sizeof *out);
   if (on_disk) memset(on_disk, 0, (size_t)(n > 0 ? n : 0));
   int64_t largest = 0;
@@ -38,7 +42,7 @@ int dlrt__param_disk_fit(int n, const int64_t *numel, const int *n_state, uint64
   }
   if (chunk_most <= 0) chunk_most = dlrt__param_disk_chunk_most();
   int64_t least = DLRT__PDISK_CHUNK_LEAST;
-  out->least_host_bytes = largest ? slots_bytes(least, largest, most_states) : 0;
+  out->least_host_bytes = largest ? slots_bytes(least, largest, most_states, stages) : 0;
   if (!host_limit || out->state_bytes <= host_limit) {
     out->fits = 1;
     out->host_bytes = out->state_bytes;
@@ -48,10 +52,10 @@ int dlrt__param_disk_fit(int n, const int64_t *numel, const int *n_state, uint64
   }
   /* The largest chunk whose slots fit (halving from the most). */
   int64_t chunk = chunk_most;
-  while (chunk > least && slots_bytes(chunk, largest, most_states) > host_limit)
+  while (chunk > least && slots_bytes(chunk, largest, most_states, stages) > host_limit)
     chunk = (chunk / 2) - (chunk / 2) % least;
   if (chunk < least) chunk = least;
-  uint64_t slots = slots_bytes(chunk, largest, most_states);
+  uint64_t slots = slots_bytes(chunk, largest, most_states, stages);
   if (slots > host_limit) return DLRT_OK; /* fits = 0: least_host_bytes says what would */
   int *by_size = malloc(sizeof(int) * (size_t)(n ? n : 1));
   if (!by_size) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
@@ -80,9 +84,15 @@ int dlrt__param_disk_fit(int n, const int64_t *numel, const int *n_state, uint64
   out->fits = 1;
   out->chunk = chunk < largest ? chunk : largest;
   out->n_slots = DLRT__PDISK_SLOTS;
-  out->slot_bytes = slots;
+  out->stage_bytes = slots - slots_bytes(chunk, largest, most_states, 0);
+  out->slot_bytes = slots - out->stage_bytes;
   out->host_bytes = host + slots;
   return DLRT_OK;
+}
+
+int dlrt__param_disk_fit(int n, const int64_t *numel, const int *n_state, uint64_t host_limit,
+                         int64_t chunk_most, dlrt__param_disk_fit_t *out, char *on_disk) {
+  return fit(n, numel, n_state, host_limit, chunk_most, 0, out, on_disk);
 }
 
 int dlrt__param_disk_fit_masters(int n, const int64_t *numel, const int *n_state,
@@ -102,7 +112,8 @@ int dlrt__param_disk_fit_masters(int n, const int64_t *numel, const int *n_state
   int *parts = malloc(sizeof(int) * (size_t)(n ? n : 1));
   if (!parts) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   for (int i = 0; i < n; i++) parts[i] = n_state[i] + 1;
-  int rc = dlrt__param_disk_fit(n, numel, parts, host_limit, chunk_most, out, on_disk);
+  /* The masters' fetches read through a staging of their own beside the slots. */
+  int rc = fit(n, numel, parts, host_limit, chunk_most, DLRT__PDISK_STAGES, out, on_disk);
   free(parts);
   *masters = 1;
   return rc;

@@ -154,9 +154,7 @@ oom:
   return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
 }
 
-/* The position of unit i's next use after k in the running schedule, or
- * INT32_MAX. */
-static int next_use(const tables *t, int i, int k) {
+int dlrt__pstream_next_use(const tables *t, int i, int k) {
   for (int a = t->pos_at[i]; a < t->pos_at[i + 1]; a++)
     if (t->pos[a] > k) return t->pos[a];
   return INT32_MAX;
@@ -188,7 +186,7 @@ static int fetch(dlrt_exec_t *e, int i) {
   if ((rc = dlrt_event_record(ps->mark, e->stream)) < 0 ||
       (rc = dlrt_stream_wait_event(ps->copy, ps->mark)) < 0 ||
       (rc = x->host ? dlrt_copy_h2d(e->bufs[x->id], 0, x->host, x->bytes, ps->copy)
-                    : dlrt__pstream_fetch_master(ps, x->param, e->bufs[x->id])) < 0 ||
+                    : dlrt__pmaster_fetch(ps, x->param, e->bufs[x->id])) < 0 ||
       (rc = dlrt_event_record(x->fetched, ps->copy)) < 0 ||
       (rc = dlrt_buffer_record_stream(e->bufs[x->id], ps->copy)) < 0)
     return rc;
@@ -348,7 +346,9 @@ static void stream_begin_run(dlrt_exec_t *e, const dlrt__schedule *s) {
   if (ps->disk && ps->now && r->train && r->last) dlrt__pstream_plan_disk_reads(ps);
   /* Copies left from the last run that this one needs only later go. */
   for (int i = 0; ps->now && i < ps->n_units; i++)
-    if (next_use(ps->now, i, -1) > ps->ahead) release(e, i);
+    if (dlrt__pstream_next_use(ps->now, i, -1) > ps->ahead) release(e, i);
+  /* Masters on disk: this run's fetches of them planned, the first read. */
+  if (dlrt__pmaster_plan(e) < 0) ps->now = NULL;
 }
 
 static int stream_begin_node(dlrt_exec_t *e, const dlrt__schedule *s, int k, int *done) {
@@ -363,8 +363,9 @@ static int stream_begin_node(dlrt_exec_t *e, const dlrt__schedule *s, int k, int
     return dlrt__pstream_host_update(e, ps->param_of[n->in[0]->owner->id]);
   }
   const tables *t = ps->now;
-  int rc = DLRT_OK;
-  /* This node's units, then those of the next `ahead` nodes. */
+  /* Masters on disk read ahead into the stages come free; this node's
+   * units, then those of the next `ahead` nodes. */
+  int rc = dlrt__pmaster_ahead(e);
   for (int a = k; a <= k + ps->ahead && a < t->n && rc == DLRT_OK; a++)
     for (int u = t->use_at[a]; u < t->use_at[a + 1] && rc == DLRT_OK; u++) rc = fetch(e, t->use[u]);
   if (rc == DLRT_OK && is_host_cast(ps, n)) {
@@ -399,7 +400,7 @@ static int stream_end_node(dlrt_exec_t *e, const dlrt__schedule *s, int k) {
   for (int u = t->ready_at[k]; ps->overlap && u < t->ready_at[k + 1] && rc == DLRT_OK; u++)
     if (ps->p[t->ready[u]].grad_on_host) rc = dlrt__pstream_enqueue(ps, t->ready[u]);
   for (int u = t->use_at[k]; u < t->use_at[k + 1]; u++)
-    if (next_use(t, t->use[u], k) > k + ps->ahead) release(e, t->use[u]);
+    if (dlrt__pstream_next_use(t, t->use[u], k) > k + ps->ahead) release(e, t->use[u]);
   return rc;
 }
 
@@ -477,6 +478,7 @@ void dlrt__pstream_destroy(dlrt_exec_t *e) {
   }
   tables_free(&ps->t[0]), tables_free(&ps->t[1]);
   dlrt_host_free(ps->init_buf);
+  dlrt__pmaster_destroy(ps);
   dlrt__pdisk_destroy(ps->disk);
   free(ps->seq), free(ps->seq_pos);
   dlrt_event_destroy(ps->mark);
@@ -746,7 +748,9 @@ int dlrt__pstream_io(dlrt_exec_t *e, dlrt_tensor_t *t, void *host, size_t bytes,
   if (i >= 0 && e->pstream->p[i].master_on_disk) {
     /* The master after its state in its place on disk. */
     streamed *p = &e->pstream->p[i];
-    rc = dlrt__pdisk_io(e->pstream->disk, i, (size_t)p->n_state * p->bytes, host, bytes, write);
+    if (write) rc = dlrt__pmaster_drop(e->pstream); /* staged reads of it are stale */
+    if (rc == DLRT_OK)
+      rc = dlrt__pdisk_io(e->pstream->disk, i, (size_t)p->n_state * p->bytes, host, bytes, write);
     if (rc == DLRT_OK && write) dlrt__pstream_release_param(e, i), p->low_stale = 1;
     return rc;
   }
@@ -779,5 +783,6 @@ int dlrt_exec_param_offload_stats(dlrt_exec_t *e, dlrt_param_offload_stats *out)
   out->state_disk_bytes = ds.disk_bytes;
   out->disk_read_bytes = ds.read_bytes, out->disk_written_bytes = ds.written_bytes;
   out->disk_wait_ms = ds.wait_ms;
+  out->disk_fetch_read_bytes = ds.part_read_bytes;
   return rc;
 }

@@ -49,34 +49,15 @@ int dlrt__pstream_make_low(dlrt__pstream *ps, int i) {
 int dlrt__pstream_flush_init(dlrt__pstream *ps) {
   if (ps->init_pending < 0) return DLRT_OK;
   streamed *p = &ps->p[ps->init_pending];
-  int rc = dlrt__pdisk_io(ps->disk, ps->init_pending, (size_t)p->n_state * p->bytes,
-                          ps->init_buf, p->bytes, 1);
+  int rc = dlrt__pmaster_drop(ps); /* staged reads of it are stale */
+  if (rc == DLRT_OK)
+    rc = dlrt__pdisk_io(ps->disk, ps->init_pending, (size_t)p->n_state * p->bytes, ps->init_buf,
+                        p->bytes, 1);
   if (rc < 0) return rc; /* kept pending: the next flush tries again and reports */
   p->low_stale = 1;
   dlrt_host_free(ps->init_buf);
   ps->init_buf = NULL, ps->init_pending = -1;
   return DLRT_OK;
-}
-
-int dlrt__pstream_fetch_master(dlrt__pstream *ps, int i, dlrt_buffer_t *dst) {
-  streamed *p = &ps->p[i];
-  int chunks = dlrt__pdisk_chunks(ps->disk, i);
-  int64_t chunk = dlrt__pdisk_chunk(ps->disk);
-  int rc = dlrt__pstream_flush_init(ps);
-  for (int c = 0; c < chunks && rc == DLRT_OK; c++) {
-    /* Two chunks read ahead while this one is copied (one slot is an
-     * update's, one may be being written back). */
-    for (int a = c + 1; a <= c + DLRT__PDISK_SLOTS - 2; a++) dlrt__pdisk_prefetch(ps->disk, i, a);
-    float *slot;
-    int64_t count;
-    if ((rc = dlrt__pdisk_get(ps->disk, i, c, &slot, &count)) < 0) break;
-    rc = dlrt_copy_h2d(dst, (size_t)c * (size_t)chunk * 4, slot + (int64_t)p->n_state * chunk,
-                       (size_t)count * 4, ps->copy);
-    /* The slot is read until the copy is done. */
-    if (rc == DLRT_OK) rc = dlrt_stream_synchronize(ps->copy);
-    dlrt__pdisk_release(ps->disk, i, c);
-  }
-  return rc;
 }
 
 /* Parameter i's gradient of this run on the host: its queued copy waited
@@ -380,11 +361,13 @@ int dlrt_exec_param_state_limit(dlrt_exec_t *e, uint64_t host_bytes) {
     char a[32], b[32], c[32];
     rc = dlrt__set_error(DLRT_ERR_OOM, "--host-limit of %s (dlrt_exec_param_state_limit) is "
                          "too small for the optimizer state%s of the streamed parameters (%s): "
-                         "its slots alone, %d chunks of %d elements of each state, take %s; "
+                         "its slots alone, %d chunks of %d elements of each state%s, take %s; "
                          "give at least %s (%llu bytes)", size_text(host_bytes, a, sizeof a),
                          masters ? " and masters" : "",
                          size_text(fit.state_bytes, b, sizeof b), DLRT__PDISK_SLOTS,
-                         (int)DLRT__PDISK_CHUNK_LEAST, size_text(fit.least_host_bytes, c, sizeof c),
+                         (int)DLRT__PDISK_CHUNK_LEAST,
+                         masters ? " and the masters' staging beside them" : "",
+                         size_text(fit.least_host_bytes, c, sizeof c),
                          c, (unsigned long long)fit.least_host_bytes);
   }
   /* Only the state on disk in the file: numel 0 for the rest; a master
@@ -425,6 +408,8 @@ int dlrt_exec_param_state_limit(dlrt_exec_t *e, uint64_t host_bytes) {
     ps->u[p->unit[0]].host = NULL;
   }
   free(n_state), free(numel), free(on_disk);
+  /* The masters' fetches read ahead through a staging of their own. */
+  if (rc == DLRT_OK && masters && fit.n_on_disk) rc = dlrt__pmaster_create(e);
   if (rc == DLRT_OK) ps->state_host_bytes = fit.host_bytes;
   return rc;
 }

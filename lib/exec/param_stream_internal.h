@@ -3,7 +3,7 @@
  * tables of each schedule, fetches, releases, gradients out, the residency
  * policy, setup), and param_stream_host.c, the host side (gradients in,
  * their sums, the updates on the host thread, the optimizer state on
- * disk). */
+ * disk); and param_master.c, masters on disk fetched ahead of need. */
 #ifndef DLRT_EXEC_PARAM_STREAM_INTERNAL_H
 #define DLRT_EXEC_PARAM_STREAM_INTERNAL_H
 
@@ -41,7 +41,7 @@ typedef struct {
   dlrt_event_t *grad_done;
   int on_disk;         /* its optimizer state is in the spill file (ps->disk) */
   int master_on_disk;  /* its fp32 master too, as state n_state of its place there (host
-                          NULL): updated in the slots, fetched chunk by chunk from them */
+                          NULL): updated in the slots, fetched ahead (param_master.c) */
   int grad_on_host;    /* the gradient's copy to the host is queued (grad_done) */
   int queued;          /* its job is with the host thread this run */
   int finished;        /* the host thread has done its job this run */
@@ -85,6 +85,9 @@ typedef struct {
   float early_scale;   /* the gradient scale of updates made before the update nodes */
 } run_kind;
 
+/* Masters on disk fetched ahead of need (param_master.c). */
+typedef struct dlrt__pmaster dlrt__pmaster;
+
 struct dlrt__pstream {
   int ahead;
   int n, n_units;
@@ -112,6 +115,7 @@ struct dlrt__pstream {
   dlrt__pdisk *disk;
   int *seq, *seq_pos, n_seq;
   uint64_t state_host_bytes;
+  dlrt__pmaster *master; /* masters on disk: their fetches' plan and staging (else NULL) */
   /* A master on disk being given its initial values (dlrt__pstream_init_host
    * hands out one buffer at a time): parameter init_pending (-1: none),
    * written to disk before anything else reads or writes streamed values. */
@@ -125,8 +129,10 @@ struct dlrt__pstream {
 };
 
 /* param_stream.c: parameter i's device copies freed (stale after its
- * update: the next uses fetch them). */
+ * update: the next uses fetch them); next_use: the position of unit i's
+ * next use after k in tables t, or INT32_MAX. */
 void dlrt__pstream_release_param(dlrt_exec_t *e, int i);
+int dlrt__pstream_next_use(const tables *t, int i, int k);
 
 /* param_stream_host.c. make_low: parameter i's 16-bit copy made from its
  * master where stale. enqueue: its gradient (whose copy is queued) handed
@@ -141,11 +147,21 @@ int dlrt__pstream_join_all(dlrt_exec_t *e);
 int dlrt__pstream_host_update(dlrt_exec_t *e, int i);
 void dlrt__pstream_plan_disk_reads(dlrt__pstream *ps);
 int dlrt__pstream_state_on_disk(const dlrt__pstream *ps, int id, int *i, size_t *at);
-/* Masters on disk: flush_init writes the pending initial values (above);
- * fetch_master queues parameter i's master from its chunks to device
- * buffer dst on the copy stream (each chunk's slot kept until its copy is
- * done, the next ones read ahead meanwhile). */
+/* Masters on disk: flush_init writes the pending initial values (above). */
 int dlrt__pstream_flush_init(dlrt__pstream *ps);
-int dlrt__pstream_fetch_master(dlrt__pstream *ps, int i, dlrt_buffer_t *dst);
+
+/* param_master.c, masters on disk. create: the staging (after the file);
+ * plan: this run's fetches of them in order, the first reads started (at
+ * the run's start, its releases made); ahead: more reads started where
+ * stages have come free (at each node); fetch: parameter i's master
+ * queued to device buffer dst on the copy stream from its reads (waiting
+ * only for those not done yet); drop: what is staged forgotten (a master
+ * was written). */
+int dlrt__pmaster_create(dlrt_exec_t *e);
+void dlrt__pmaster_destroy(dlrt__pstream *ps);
+int dlrt__pmaster_plan(dlrt_exec_t *e);
+int dlrt__pmaster_ahead(dlrt_exec_t *e);
+int dlrt__pmaster_fetch(dlrt__pstream *ps, int i, dlrt_buffer_t *dst);
+int dlrt__pmaster_drop(dlrt__pstream *ps);
 
 #endif

@@ -33,7 +33,8 @@ int dlrt__state_split_make(int n, const uint64_t *bytes, const int *n_state, uin
   out->on_disk = fit.n_on_disk;
   out->n_slots = fit.n_slots;
   out->slot_bytes = fit.n_slots ? fit.slot_bytes / (uint64_t)fit.n_slots : 0;
-  out->host_bytes = fit.host_bytes - fit.slot_bytes;
+  out->stage_bytes = fit.stage_bytes;
+  out->host_bytes = fit.host_bytes - fit.slot_bytes - fit.stage_bytes;
   out->disk_bytes = fit.disk_bytes;
   out->least_host_bytes = fit.least_host_bytes;
   return DLRT_OK;

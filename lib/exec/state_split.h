@@ -22,6 +22,7 @@ typedef struct {
                                 masters kept too), the slots not counted */
   uint64_t slot_bytes;       /* one slot: a chunk of each state (0: none on disk) */
   int n_slots;               /* slots (0: none on disk) */
+  uint64_t stage_bytes;      /* masters on disk: their fetches' staging (pinned) */
   uint64_t disk_bytes;       /* state on disk (with masters on disk, their masters too) */
   int masters;               /* 1: the masters and the state's slots exceed the budget:
                                 each master goes to disk with its state */

@@ -481,6 +481,8 @@ int dlrt_plan_placement(const dlrt_trainer_config *cfg, int64_t channels, int64_
         out->host_limit = state_budget;
         host_part(out, DLRT_PART_OPTIMIZER, split.host_bytes, &pinned_left);
         part[DLRT_PART_OPTIMIZER].pageable += (uint64_t)split.n_slots * split.slot_bytes;
+        /* The masters' fetches' staging (masters on disk), pinned while the pool has room. */
+        host_part(out, DLRT_PART_OPTIMIZER, split.stage_bytes, &pinned_left);
         part[DLRT_PART_OPTIMIZER].disk = split.disk_bytes;
       } else {
         host_part(out, DLRT_PART_OPTIMIZER, state, &pinned_left);

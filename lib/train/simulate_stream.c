@@ -2,7 +2,8 @@
  * simulate_internal.h): param_stream.c's fetches, releases, gradients out
  * and host updates on the replay's clocks, and the optimizer state on disk
  * behind a host budget on param_disk.c's rules (one I/O thread, slots read
- * ahead and written behind). simulate.c calls it for a streamed step. */
+ * ahead and written behind; masters on disk read ahead of their fetches,
+ * param_master.c). simulate.c calls it for a streamed step. */
 #include "config.h"
 
 #include <math.h>
@@ -46,7 +47,7 @@ typedef struct {
    * data yet, and when its update waited for its read. */
   double state_bytes;     /* its master's too where the master is on disk */
   int seq_pos, written;
-  int master_on_disk;     /* fetched in fp32 through the disk's slots */
+  int master_on_disk;     /* its fp32 fetches read its master there, ahead */
 } streamed_param;
 
 /* ---------------------------------------------------------- the state on disk */
@@ -95,13 +96,28 @@ static double disk_io(stream_disk *d, int i, double issue, int write) {
   return d->io_free;
 }
 
-/* A master's fetch from disk queued at `issue`: `bytes` read, when it ends. */
+/* A master's read for its fetch queued at `issue`: `bytes` read, when it ends. */
 static double disk_fetch(stream_disk *d, double bytes, double issue) {
   double begin = issue > d->io_free ? issue : d->io_free;
   double seconds = bytes / d->m->disk_read_bytes_per_s;
   d->io_free = begin + seconds;
   if (d->counting) d->out->disk_s += seconds, d->out->disk_read_bytes += (uint64_t)bytes;
   return d->io_free;
+}
+
+/* param_master.c's reads, replayed: the step's fetches of masters on disk
+ * in order (of parameter param[j]), each read (its master's bytes alone,
+ * on the I/O thread) as soon as the staging has room: at most
+ * DLRT__PDISK_STAGES read and not yet fetched (the runtime's staging holds
+ * chunks, here whole masters). end[j]: when read j ends. */
+typedef struct {
+  int *param, n, issued, used;
+  double *end;
+} master_reads;
+
+static void master_reads_start(stream_disk *d, master_reads *mr, double t) {
+  for (; mr->issued < mr->n && mr->issued - mr->used < DLRT__PDISK_STAGES; mr->issued++)
+    mr->end[mr->issued] = disk_fetch(d, d->p[mr->param[mr->issued]].bytes, t);
 }
 
 /* A slot at time t (param_disk.c's slot_for): a free one, else the least
@@ -219,6 +235,7 @@ int dlrt__sim_stream_replay(const dlrt_graph_t *g, const dlrt__schedule *s,
   int *use_at = calloc((size_t)n + 1, sizeof(int)), *use = NULL, *use_next = NULL, *seen = NULL;
   int *seen_grad = malloc(sizeof(int) * (size_t)(g->n_tensors ? g->n_tensors : 1));
   stream_disk disk = {.m = m, .p = p, .out = out}, *dk = NULL;
+  master_reads mr = {0};
   if (!of_id || !p || !update_of || !use_at || !seen_grad) {
     rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory replaying a step");
     goto done;
@@ -373,6 +390,27 @@ int dlrt__sim_stream_replay(const dlrt_graph_t *g, const dlrt__schedule *s,
     if (i >= 0 && p[i].ready < 0 && p[i].state_bytes > 0)
       p[i].seq_pos = disk.n_seq, disk.seq[disk.n_seq++] = i;
   }
+  /* The step's fetches of masters on disk, in order: param_stream.c's
+   * fetches and releases replayed without the clocks (param_master.c's
+   * plan; every step starts with nothing on the device). */
+  for (int i = 0; dk && i < np; i++) seen[i] = 0;
+  if (dk && (!(mr.param = malloc(sizeof(int) * (size_t)(use_at[n] + 1))) ||
+             !(mr.end = malloc(sizeof(double) * (size_t)(use_at[n] + 1))))) {
+    rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory replaying a step");
+    goto done;
+  }
+  for (int k = 0; dk && k < n; k++) {
+    if (update_of[k] >= 0) continue;
+    for (int a = k; a <= k + ahead && a < n; a++)
+      for (int u = use_at[a]; u < use_at[a + 1]; u++) {
+        int i = use[u];
+        if (seen[i]) continue;
+        seen[i] = 1;
+        if (p[i].master_on_disk) mr.param[mr.n++] = i;
+      }
+    for (int u = use_at[k]; u < use_at[k + 1]; u++)
+      if (use_next[u] > k + ahead) seen[use[u]] = 0;
+  }
   replay r = {.m = m, .p = out};
   double step_start = 0, batch_ready = 0, bw0 = -1, bw1 = 0;
   uint64_t resident = 0, grads_live = 0;
@@ -386,6 +424,7 @@ int dlrt__sim_stream_replay(const dlrt_graph_t *g, const dlrt__schedule *s,
     batch_ready = copy_end(&r, r.t, &next_batch);
     for (int i = 0; i < np; i++) p[i].resident = 0, p[i].host_done = 0;
     resident = 0;
+    mr.issued = mr.used = 0;
     for (int k = 0; k < n; k++) {
       const dlrt__node *nd = g->nodes[s->order[k]];
       if (update_of[k] >= 0) {
@@ -405,22 +444,22 @@ int dlrt__sim_stream_replay(const dlrt_graph_t *g, const dlrt__schedule *s,
         }
         continue;
       }
-      /* The fetches of positions k .. k + ahead. */
+      /* Masters on disk read ahead where the staging has room; the
+       * fetches of positions k .. k + ahead. */
+      if (dk) master_reads_start(dk, &mr, r.t);
       for (int a = k; a <= k + ahead && a < n; a++) {
         for (int u = use_at[a]; u < use_at[a + 1]; u++) {
           int i = use[u];
           if (p[i].resident) continue;
           sim_copy in = {k, a, DLRT__LINK_H2D, 0, p[i].bytes};
-          if (dk && p[i].master_on_disk) {
-            /* param_stream_host.c's dlrt__pstream_fetch_master: read by the
-             * I/O thread (each chunk whole, its state's parts with the
-             * master), copied, on the executor's thread: the compute waits
-             * for both. */
-            p[i].fetched = copy_end(&r, disk_fetch(dk, p[i].state_bytes, r.t), &in);
-            wait_until(&r, p[i].fetched, &out->exposed_transfer_s);
-          } else {
-            p[i].fetched = copy_end(&r, r.t, &in);
+          if (dk && p[i].master_on_disk && mr.used < mr.n) {
+            /* param_master.c: the executor waits for the master's read
+             * (started ahead, or now), queues its copy and goes on. */
+            if (mr.used == mr.issued) mr.end[mr.issued++] = disk_fetch(dk, p[i].bytes, r.t);
+            wait_until(&r, mr.end[mr.used++], &out->exposed_transfer_s);
+            master_reads_start(dk, &mr, r.t);
           }
+          p[i].fetched = copy_end(&r, r.t, &in);
           p[i].resident = 1;
           resident += (uint64_t)p[i].bytes;
           if (r.counting && resident > out->param_peak_bytes) out->param_peak_bytes = resident;
@@ -477,5 +516,6 @@ done:
   free(update_of);
   free(use_at), free(use), free(use_next), free(seen), free(seen_grad);
   free(disk.slot_of), free(disk.used), free(disk.seq);
+  free(mr.param), free(mr.end);
   return rc;
 }
