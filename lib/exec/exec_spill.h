@@ -22,10 +22,19 @@ typedef struct {
   struct dlrt__slice {
     int id, read, written;
     size_t rows, row_image_bytes, pitch; /* per channel row: one image's bytes */
+    /* On a copy stream, overlapping the chunks' compute (a segment's
+     * block, not a slice block's one node): a slice read and not written
+     * comes in for the next chunk after `last_read`, the block's last
+     * position reading it; one written first goes out after its chunk. */
+    int overlap, last_read;
   } *slices;
   int n_slices;
   const dlrt__chunk_block *slice_block; /* the block running in slices */
 } dlrt__exec_spill;
+
+/* Whether a segment's block copies its slices on the copy streams,
+ * overlapping its chunks (unless DLRT_SLICE_OVERLAP=0). exec_spill.c. */
+int dlrt__slice_overlap(void);
 
 /* The most one node (or chunked block) of the schedules holds on the
  * device at once: no smaller spill budget can work (*worst: that node, or
