@@ -436,7 +436,7 @@ static void run_block(sim *z, const dlrt__chunk_block *b, double *compute, doubl
   /* In: a slice read and also written, each chunk on the compute stream
    * (all of them priced first); one only read, the first chunk's there and
    * the others on the copy stream while the chunk before runs. */
-  int overlap = dlrt__slice_overlap() && !b->one_node;
+  int overlap = m->overlap && !b->one_node;
   uint64_t sync_in = 0, n_sync_in = 0, ahead = 0, n_ahead = 0;
   for (int i = 0; i < m->g->n_tensors && windows; i++) {
     if (z->st[i].win != 1) continue;

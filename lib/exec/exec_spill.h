@@ -30,11 +30,15 @@ typedef struct {
   } *slices;
   int n_slices;
   const dlrt__chunk_block *slice_block; /* the block running in slices */
+  int overlap; /* its slices on the copy streams (dlrt__slice_overlap) */
 } dlrt__exec_spill;
 
 /* Whether a segment's block copies its slices on the copy streams,
- * overlapping its chunks (unless DLRT_SLICE_OVERLAP=0). exec_spill.c. */
-int dlrt__slice_overlap(void);
+ * overlapping its chunks: DLRT_SLICE_OVERLAP=1 or 0 says; unset, on a
+ * device with memory of its own (copy engines beside its compute) and not
+ * on one that shares the host's (`host_memory`: its copy streams are more
+ * host threads on the cores the compute runs on). exec_spill.c. */
+int dlrt__slice_overlap(int host_memory);
 
 /* The most one node (or chunked block) of the schedules holds on the
  * device at once: no smaller spill budget can work (*worst: that node, or
