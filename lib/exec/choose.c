@@ -604,7 +604,7 @@ static int choose(dlrt_exec_t *e, dlrt_plan_strategy strategy, const dlrt__op_co
   /* Each copy pays the link's latency and the stream's own hand-offs. */
   double overhead = props.host_addressable ? copy_overhead_s(e->dev) : 0;
   z.latency = (li.active ? li.latency_s : 0) + overhead;
-  z.overlap = dlrt__slice_overlap(props.host_addressable);
+  z.overlap = dlrt__slice_overlap(props.kind == DLRT_DEVICE_CPU);
   /* On a device that shares host memory a copy is a memcpy: no faster than
    * the host's (the profiling pass's own copies, waited for one by one,
    * counted the pass's waits too: their rate was a fraction of this). */

@@ -34,11 +34,11 @@ typedef struct {
 } dlrt__exec_spill;
 
 /* Whether a segment's block copies its slices on the copy streams,
- * overlapping its chunks: DLRT_SLICE_OVERLAP=1 or 0 says; unset, on a
- * device with memory of its own (copy engines beside its compute) and not
- * on one that shares the host's (`host_memory`: its copy streams are more
- * host threads on the cores the compute runs on). exec_spill.c. */
-int dlrt__slice_overlap(int host_memory);
+ * overlapping its chunks: DLRT_SLICE_OVERLAP=1 or 0 says; unset, on a GPU
+ * (copy engines beside its compute) and not on a device that computes on
+ * the host's cores (`host_cores`: the cpu device, PoCL), whose copy
+ * streams are more threads on those cores. exec_spill.c. */
+int dlrt__slice_overlap(int host_cores);
 
 /* The most one node (or chunked block) of the schedules holds on the
  * device at once: no smaller spill budget can work (*worst: that node, or
