@@ -46,7 +46,7 @@ struct timespec dlrt__timespec_at(double s) {
  * whatever its length: the kernel's timer and the wake-up. A modelled copy
  * of 11 KiB at 16 GB/s lasts 0.7 us, so each copy the link model timed on
  * a stream cost some 20 times its model (the cnn's slices at 25% of its
- * peak: 141 copies, 3-4 ms a 31 ms step). The sleep ends SPIN_S early and
+ * peak: 141 copies, 1.7-3.2 ms a 31 ms step). The sleep ends SPIN_S early and
  * the rest is waited for on the clock, at most SPIN_S of a core: 0.1 us
  * late (the median, tests/test-clock). Not yielding: under a load of 7 a
  * yield in that loop gave the core away for a time slice, one wait in ten
