@@ -49,6 +49,7 @@ typedef struct {
   const dlrt__schedule *s0; /* the plain training schedule */
   const double *ms;
   double rate, latency, floor;
+  int overlap; /* slices on the copy streams (dlrt__slice_overlap) */
   uint64_t budget;
   int lookahead;
   dlrt_offload_policy policy;
@@ -213,7 +214,7 @@ static int price(const chooser *z, plan *p) {
       .bytes_per_s = z->rate, .latency_s = z->latency, .floor_bytes_per_s = z->floor,
       .lookahead = z->lookahead, .policy = z->policy, .swap_out = p->swap_out,
       .first_backward = p->first_backward, .prefetch_at = p->prefetch_at, .inputs = z->inputs,
-      .slicing = p->slicing};
+      .slicing = p->slicing, .overlap = z->overlap};
   return dlrt__model_step_run(&m, &p->step);
 }
 
@@ -603,6 +604,7 @@ static int choose(dlrt_exec_t *e, dlrt_plan_strategy strategy, const dlrt__op_co
   /* Each copy pays the link's latency and the stream's own hand-offs. */
   double overhead = props.host_addressable ? copy_overhead_s(e->dev) : 0;
   z.latency = (li.active ? li.latency_s : 0) + overhead;
+  z.overlap = dlrt__slice_overlap(props.kind == DLRT_DEVICE_CPU);
   /* On a device that shares host memory a copy is a memcpy: no faster than
    * the host's (the profiling pass's own copies, waited for one by one,
    * counted the pass's waits too: their rate was a fraction of this). */

@@ -78,6 +78,7 @@ typedef struct {
   double floor_bytes_per_s;   /* no copy goes faster (0: none) */
   int lookahead;              /* the executor's prefetch distance, nodes */
   int slicing;                /* chunked blocks move their image storages in slices */
+  int overlap;                /* and copy them on the copy streams (dlrt__slice_overlap) */
   dlrt_offload_policy policy;
   const char *swap_out;       /* by storage id, or NULL */
   int first_backward;         /* the schedule's first backward position */

@@ -19,6 +19,7 @@
 typedef struct {
   char resident, dirty, on_host, in_flight, handed_over;
   char drain; /* written back, its block still held (counted in `resident`) */
+  char win;   /* in slices in the block running: 1 read first, 2 written first */
   int locked;
   int64_t next_use, last_use, drain_seq;
   double ready_s;   /* a prefetch's end */
@@ -54,6 +55,17 @@ static double copy_s(const sim *z, uint64_t bytes) {
   double t = m->bytes_per_s > 0 ? m->latency_s + (double)bytes / m->bytes_per_s : 0;
   double floor = m->floor_bytes_per_s > 0 ? (double)bytes / m->floor_bytes_per_s : 0;
   return t > floor ? t : floor;
+}
+
+/* `copies` copies of `bytes` in all on the compute stream, back to back
+ * (a block's slices): each pays the latency, the stream's hand-offs with
+ * it; it waits. */
+static void copies_on_compute(sim *z, int dir, uint64_t bytes, uint64_t copies) {
+  double start = z->now > z->engine[dir] ? z->now : z->engine[dir];
+  double end = start + copy_s(z, bytes) + (double)(copies - 1) * z->m->latency_s;
+  z->engine[dir] = end;
+  z->exposed += end - z->now;
+  z->now = end;
 }
 
 /* A copy on the compute stream (a fetch, a write-back): it waits. */
@@ -356,11 +368,15 @@ static uint64_t window_bytes(const dlrt__chunk_block *b, const dlrt_tensor_t *t)
  * copy made current (a dirty device copy written back on the compute
  * stream), the device copy dropped, a window of a chunk held; then each
  * is copied in (when the block reads it) and out (when it writes it), a
- * slice at a time on the compute stream: the whole storage each way. */
+ * slice at a time: the whole storage each way, a copy a chunk, on the
+ * compute stream or overlapping the chunks (exec_spill.c). */
 static void run_block(sim *z, const dlrt__chunk_block *b, double *compute, double *recompute) {
   const dlrt__pool_model *m = z->m;
   const dlrt__schedule *s = m->s;
-  uint64_t windows = 0, read_in = 0, written_out = 0;
+  uint64_t windows = 0, read_in = 0;
+  /* Each chunk copies each of its windows on its own (dlrt__spill_slices):
+   * the cnn's at 25% of its peak, 141 copies a step. */
+  uint64_t chunks = b->chunk > 0 ? (uint64_t)((b->batch + b->chunk - 1) / b->chunk) : 1;
   for (int k = b->begin; k < b->end; k++) {
     const dlrt__node *n = m->g->nodes[s->order[k]];
     for (int j = 0; j < n->n_in + n->n_out; j++) {
@@ -383,6 +399,7 @@ static void run_block(sim *z, const dlrt__chunk_block *b, double *compute, doubl
       }
       st->on_host = 1;
       st->dirty = j >= n->n_in ? 2 : 0;
+      st->win = j < n->n_in ? 1 : 2;
       if (j < n->n_in) read_in += size_of(z, t->id);
       uint64_t w = window_bytes(b, t);
       if (!make_room(z, w, -1)) z->feasible = 0;
@@ -416,7 +433,20 @@ static void run_block(sim *z, const dlrt__chunk_block *b, double *compute, doubl
       acquire(z, t->id, j >= n->n_in);
     }
   }
-  if (read_in) copy_on_compute(z, 0, read_in), z->fetched += read_in;
+  /* In: a slice read and also written, each chunk on the compute stream
+   * (all of them priced first); one only read, the first chunk's there and
+   * the others on the copy stream while the chunk before runs. */
+  int overlap = m->overlap && !b->one_node;
+  uint64_t sync_in = 0, n_sync_in = 0, ahead = 0, n_ahead = 0;
+  for (int i = 0; i < m->g->n_tensors && windows; i++) {
+    if (z->st[i].win != 1) continue;
+    if (overlap && z->st[i].dirty != 2) ahead += size_of(z, i), n_ahead++;
+    else sync_in += size_of(z, i), n_sync_in++;
+  }
+  if (sync_in) copies_on_compute(z, 0, sync_in, n_sync_in * chunks);
+  if (ahead) copies_on_compute(z, 0, ahead / chunks, n_ahead);
+  z->fetched += read_in;
+  double began = z->now;
   for (int k = b->begin; k < b->end; k++) {
     const dlrt__node *n = m->g->nodes[s->order[k]];
     double cost = m->node_ms[s->order[k]] / 1e3;
@@ -425,13 +455,33 @@ static void run_block(sim *z, const dlrt__chunk_block *b, double *compute, doubl
     else *compute += cost;
     if (s->inplace[k] >= 0) z->st[s->inplace[k]].resident = 0, z->st[s->inplace[k]].handed_over = 0;
   }
-  /* The slices written go out; the windows go. */
-  for (int i = 0; i < m->g->n_tensors && windows; i++)
-    if (z->st[i].dirty == 2 && !z->st[i].resident) {
-      written_out += size_of(z, i);
-      z->st[i].dirty = 0, z->st[i].on_host = 1;
+  /* Out: a slice written first goes on the write-back stream after its
+   * chunk, the last chunk's waited for; the rest on the compute stream. */
+  uint64_t sync_out = 0, n_sync_out = 0, behind = 0, n_behind = 0;
+  for (int i = 0; i < m->g->n_tensors && windows; i++) {
+    store *st = &z->st[i];
+    if (st->dirty == 2 && !st->resident) {
+      if (overlap && st->win == 2) behind += size_of(z, i), n_behind++;
+      else sync_out += size_of(z, i), n_sync_out++;
+      st->dirty = 0, st->on_host = 1;
     }
-  if (written_out) copy_on_compute(z, 1, written_out), z->spilled += written_out;
+    st->win = 0;
+  }
+  /* The chunks' copies on the copy engines each have a chunk's compute
+   * to hide behind; what they take past it is exposed. */
+  double per_chunk = (z->now - began) / (double)chunks;
+  for (int dir = 0; dir < 2 && chunks > 1; dir++) {
+    uint64_t bytes = dir ? behind : ahead, n_copies = dir ? n_behind : n_ahead;
+    if (!bytes) continue;
+    double one = copy_s(z, bytes / chunks) + (double)(n_copies - 1) * m->latency_s;
+    double past = (double)(chunks - 1) * (one > per_chunk ? one - per_chunk : 0);
+    z->now += past, z->exposed += past;
+    double busy = began + (double)(chunks - 1) * one;
+    if (busy > z->engine[dir]) z->engine[dir] = busy;
+  }
+  if (sync_out) copies_on_compute(z, 1, sync_out, n_sync_out * chunks);
+  if (behind) copies_on_compute(z, 1, behind / chunks, n_behind);
+  z->spilled += sync_out + behind;
   z->resident -= windows;
   for (int k = b->begin; k < b->end; k++) {
     const dlrt__node *n = m->g->nodes[s->order[k]];

@@ -22,10 +22,23 @@ typedef struct {
   struct dlrt__slice {
     int id, read, written;
     size_t rows, row_image_bytes, pitch; /* per channel row: one image's bytes */
+    /* On a copy stream, overlapping the chunks' compute (a segment's
+     * block, not a slice block's one node): a slice read and not written
+     * comes in for the next chunk after `last_read`, the block's last
+     * position reading it; one written first goes out after its chunk. */
+    int overlap, last_read;
   } *slices;
   int n_slices;
   const dlrt__chunk_block *slice_block; /* the block running in slices */
+  int overlap; /* its slices on the copy streams (dlrt__slice_overlap) */
 } dlrt__exec_spill;
+
+/* Whether a segment's block copies its slices on the copy streams,
+ * overlapping its chunks: DLRT_SLICE_OVERLAP=1 or 0 says; unset, on a GPU
+ * (copy engines beside its compute) and not on a device that computes on
+ * the host's cores (`host_cores`: the cpu device, PoCL), whose copy
+ * streams are more threads on those cores. exec_spill.c. */
+int dlrt__slice_overlap(int host_cores);
 
 /* The most one node (or chunked block) of the schedules holds on the
  * device at once: no smaller spill budget can work (*worst: that node, or

@@ -55,6 +55,8 @@ void dlrt__mpool_destroy(dlrt__mpool *p) {
     dlrt_buffer_free(p->s[i].drain);
     dlrt_event_destroy(p->s[i].fetched);
     dlrt_event_destroy(p->s[i].written);
+    dlrt_event_destroy(p->s[i].slice_from);
+    dlrt_event_destroy(p->s[i].slice_done);
   }
   for (int i = 0; i < TIMED_MAX; i++) {
     dlrt_event_destroy(p->timed[i][0]);
@@ -582,9 +584,44 @@ int dlrt__mpool_slice(dlrt__mpool *p, int id, int out, size_t at, size_t pitch, 
   return DLRT_OK;
 }
 
+int dlrt__mpool_slice_async(dlrt__mpool *p, int id, int out, size_t at, size_t pitch,
+                            size_t width, size_t rows) {
+  dlrt__mstore *m = &p->s[id];
+  dlrt_stream_t *st = out ? p->wb : p->copy;
+  char *host = (char *)m->host + at;
+  int rc = DLRT_OK;
+  if (!m->slice_from) rc = dlrt_event_create(p->dev, &m->slice_from);
+  if (rc == DLRT_OK && !m->slice_done) rc = dlrt_event_create(p->dev, &m->slice_done);
+  /* A copy still pending on the window (the other direction's) goes first. */
+  if (rc == DLRT_OK) rc = dlrt__mpool_slice_wait(p, id);
+  if (rc == DLRT_OK) rc = dlrt_event_record(m->slice_from, p->compute);
+  if (rc == DLRT_OK) rc = dlrt_stream_wait_event(st, m->slice_from);
+  double t0 = dlrt__mpool_trace_begin(st);
+  if (rc == DLRT_OK)
+    rc = out ? dlrt_copy_d2h_rows(host, pitch, m->window, 0, width, rows, st)
+             : dlrt_copy_h2d_rows(m->window, 0, host, pitch, width, rows, st);
+  if (rc == DLRT_OK) rc = dlrt_event_record(m->slice_done, st);
+  if (out) m->on_disk = 0; /* stale now */
+  if (rc < 0) return rc;
+  m->slice_pending = 1;
+  dlrt__mpool_trace_end(st, t0, out ? "slice out" : "slice in", width * rows, DLRT_TRACE_COPY);
+  *(out ? &p->st.spilled_bytes : &p->st.fetched_bytes) += width * rows;
+  if (out && m->temp_host) m->view_spilled += width * rows;
+  return DLRT_OK;
+}
+
+int dlrt__mpool_slice_wait(dlrt__mpool *p, int id) {
+  dlrt__mstore *m = &p->s[id];
+  if (!m->slice_pending) return DLRT_OK;
+  m->slice_pending = 0;
+  return dlrt_stream_wait_event(p->compute, m->slice_done);
+}
+
 int dlrt__mpool_slices_end(dlrt__mpool *p, int id, int written) {
   dlrt__mstore *m = &p->s[id];
   if (!m->window) return DLRT_OK;
+  /* The compute stream frees the window: after its last copy. */
+  int rc = dlrt__mpool_slice_wait(p, id);
   dlrt_buffer_free(m->window); /* stream-ordered: after the copies queued */
   m->window = NULL;
   p->resident -= m->window_bytes;
@@ -592,10 +629,10 @@ int dlrt__mpool_slices_end(dlrt__mpool *p, int id, int written) {
   m->window_bytes = 0;
   m->on_host = 1;
   m->dirty = 0;
-  if (!m->temp_host) return DLRT_OK;
+  if (rc < 0 || !m->temp_host) return rc;
   /* Past the host budget: to disk once the copies are done, unless the
    * disk holds it already (the device copy that came back is gone). */
-  int rc = dlrt_stream_synchronize(p->compute);
+  rc = dlrt_stream_synchronize(p->compute);
   return rc < 0 ? rc : dlrt__mpool_host_view_end(p, id, written || !m->on_disk);
 }
 

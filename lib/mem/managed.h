@@ -84,6 +84,14 @@ int dlrt__mpool_slices_begin(dlrt__mpool *p, int id, int write, size_t window,
                              dlrt_buffer_t **buf);
 int dlrt__mpool_slice(dlrt__mpool *p, int id, int out, size_t at, size_t pitch, size_t width,
                       size_t rows);
+/* The same copy on the copy engine of its direction (the prefetch stream
+ * in, the write-back stream out), after all the compute stream queued so
+ * far (its last use of the window): it overlaps the compute that follows.
+ * The compute stream waits for it at dlrt__mpool_slice_wait (before its
+ * next use of the window) or at slices_end. */
+int dlrt__mpool_slice_async(dlrt__mpool *p, int id, int out, size_t at, size_t pitch,
+                            size_t width, size_t rows);
+int dlrt__mpool_slice_wait(dlrt__mpool *p, int id);
 /* Frees the window; `written`: slices went back to the host copy. */
 int dlrt__mpool_slices_end(dlrt__mpool *p, int id, int written);
 

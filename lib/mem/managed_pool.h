@@ -29,6 +29,11 @@ typedef struct {
                             disk (spilled_to_disk_bytes) if host_view_end writes it */
   dlrt_buffer_t *window; /* used in slices (dlrt__mpool_slices_begin), else NULL */
   size_t window_bytes;   /* its granules, counted resident and locked */
+  /* A slice copied on a copy stream (dlrt__mpool_slice_async): `slice_from`
+   * on the compute stream before it, `slice_done` after it on the copy
+   * stream, which the compute stream has not waited for while pending. */
+  dlrt_event_t *slice_from, *slice_done;
+  int slice_pending;
   dlrt_event_t *fetched;
   /* Written back on the pool's write-back stream (the device-to-host copy
    * engine): `written` passes when the host copy is complete (`writing`

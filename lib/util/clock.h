@@ -14,7 +14,9 @@ double dlrt__now_us(void);
 struct timespec dlrt__timespec_at(double s);
 /* Sleeps until `when` (dlrt__now_s's seconds); at once when it has passed.
  * The first call on a thread asks Linux for 1 us of timer slack instead of
- * the 50 us an ordinary thread's timers may end late by. */
+ * the 50 us an ordinary thread's timers may end late by; the last 60 us
+ * are waited for on the clock (yielding), since a timed sleep still ends
+ * 10-30 us late (clock.c). */
 void dlrt__sleep_until_s(double when);
 
 #endif
