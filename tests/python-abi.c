@@ -148,7 +148,8 @@ int main(void) {
                             F(T, runs_now) F(T, flags) F(T, needs) F(T, step_s) F(T, compute_s)
                                 F(T, tensor_s) F(T, pipeline_s) F(T, bubble_s) F(T, data_s)
                                     F(T, serial_step_s) F(T, tokens_per_s)
-                                        F(T, model_tflops) F(T, mfu) F(T, host_fits));
+                                        F(T, model_tflops) F(T, mfu) F(T, host_fits)
+                                            F(T, exchange_s));
 #undef T
 #define T dlrt_split_limits
   STRUCT(T, F(T, device_memory) F(T, max_devices) F(T, max_tensor) F(T, max_pipeline)

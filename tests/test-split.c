@@ -198,7 +198,7 @@ static void check_gpt3(void) {
   dlrt_machine m;
   dlrt_machine_preset("a100-pcie4", &m);
   rc = eval(&cfg, 2048, forty, &m, 8, 16, 1, 0, 0, 1, &s);
-  double parts = s.compute_s + s.tensor_s + s.pipeline_s + s.bubble_s + s.data_s;
+  double parts = s.compute_s + s.tensor_s + s.pipeline_s + s.bubble_s + s.data_s + s.exchange_s;
   ok(rc == DLRT_OK && s.step_s > 0 && s.tensor_s > 0 && s.pipeline_s > 0 && s.bubble_s > 0 &&
          s.serial_step_s > s.step_s && s.tokens_per_s > 0 &&
          fabs(parts - s.step_s) <= 1e-9 * s.step_s &&

@@ -36,10 +36,10 @@ static void split_json(FILE *out, const dlrt_split *s, int predicted) {
     fprintf(out, ", \"step_s\": %.9g, \"compute_s\": %.9g, \"tensor_s\": %.9g, "
             "\"pipeline_s\": %.9g, \"bubble_s\": %.9g, \"data_s\": %.9g, "
             "\"serial_step_s\": %.9g, \"tokens_per_s\": %.9g, \"model_tflops\": %.6g, "
-            "\"mfu\": %.6g, \"host_fits\": %s",
+            "\"mfu\": %.6g, \"host_fits\": %s, \"exchange_s\": %.9g",
             s->step_s, s->compute_s, s->tensor_s, s->pipeline_s, s->bubble_s, s->data_s,
             s->serial_step_s, s->tokens_per_s, s->model_tflops, s->mfu,
-            s->host_fits ? "true" : "false");
+            s->host_fits ? "true" : "false", s->exchange_s);
   fputc('}', out);
 }
 
@@ -135,11 +135,12 @@ int run_split(const options *o, const dlrt_trainer_config *cfg, const dlrt_datas
     if (!s->runs_now) printf("      not in this version: %s\n", s->needs);
     if (m && s->pipeline > 1)
       printf("      step: compute %.3f s, tensor all-reduces %.3f, stage copies %.3f, bubble "
-             "%.3f, data %.3f; the stages one after another %.3f s\n", s->compute_s, s->tensor_s, s->pipeline_s, s->bubble_s, s->data_s,
+             "%.3f, data %.3f, exchange %.6f; the stages one after another %.3f s\n",
+             s->compute_s, s->tensor_s, s->pipeline_s, s->bubble_s, s->data_s, s->exchange_s,
              s->serial_step_s);
     else if (m)
-      printf("      step: compute %.3f s, tensor all-reduces %.3f, data %.3f\n", s->compute_s,
-             s->tensor_s, s->data_s);
+      printf("      step: compute %.3f s, tensor all-reduces %.3f, data %.3f, exchange %.6f\n",
+             s->compute_s, s->tensor_s, s->data_s, s->exchange_s);
     if (m && !s->host_fits)
       printf("      host memory: %.1f GiB a device, %d a node: more than the host's %.0f GiB\n",
              gib(s->host_bytes), m->devices_per_node, gib(m->host_memory));

@@ -847,7 +847,9 @@ typedef struct {
    * bubble ((pipeline - 1) micro-batch slots of the slowest stage), the
    * data-parallel gradient all-reduce or ZeRO's reduce-scatter and gathers
    * (on the node's network, a device's share of it; staged through the
-   * host as dlrt's collectives are; not overlapped). */
+   * host as dlrt's collectives are; not overlapped), and the trainer's
+   * exchange with the host between steps (exchange_s, below: the loss read
+   * back, the next batch copied in). */
   double step_s, compute_s, tensor_s, pipeline_s, bubble_s, data_s;
   double serial_step_s;   /* the stages one after another, no micro-batch
                              overlapping another */
@@ -857,6 +859,7 @@ typedef struct {
                              included) */
   double mfu;             /* model_tflops / the 16-bit tensor peak */
   int host_fits;          /* host_bytes x devices per node <= the host's memory */
+  double exchange_s;      /* the trainer's exchange between steps (part of step_s) */
 } dlrt_split;
 
 /* What to search. */

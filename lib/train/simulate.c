@@ -496,13 +496,10 @@ int dlrt_simulate_step(const dlrt_trainer_config *cfg, int64_t channels, int64_t
   }
   out->nodes = n;
   /* The trainer's exchange between steps, the device idle through it: the
-   * loss read back (and a classifier's logits), each a round trip over the
-   * link, their few bytes aside; the next inputs copied into the graph's
-   * on the device (read and written at its memory bandwidth). */
-  int classifier = !dlrt__gpt_model(cfg, NULL);
-  out->exchange_s = (1 + classifier) * m->link_latency_s +
-                    2.0 * (double)(dlrt__tensor_bytes(images) + dlrt__tensor_bytes(labels)) /
-                        m->memory_bytes_per_s;
+   * loss read back (and a classifier's logits), the next inputs copied in. */
+  out->exchange_s = dlrt__exchange_s(m, dlrt__gpt_model(cfg, NULL) ? 1 : 2,
+                                     (double)(dlrt__tensor_bytes(images) +
+                                              dlrt__tensor_bytes(labels)));
   /* This machine: the nodes as measured at their own shapes, and the
    * exchange as the profile timed it. */
   if (dev && strcmp(m->name, "this") == 0) {

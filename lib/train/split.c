@@ -413,6 +413,12 @@ static int eval_split(split_ctx *x, uint64_t device_memory, dlrt_split *s) {
     s->step_s += s->data_s;
     s->serial_step_s += s->data_s;
   }
+  /* The trainer's exchange between steps: the loss read back, and the
+   * replica's batch of tokens and targets (int32) copied into the first
+   * stage's inputs (dlrt_simulate_step's, so one device's steps agree). */
+  s->exchange_s = dlrt__exchange_s(m, 1, 8.0 * (double)replica * (double)x->context);
+  s->step_s += s->exchange_s;
+  s->serial_step_s += s->exchange_s;
   s->tokens_per_s = (double)cfg->batch * (double)x->context / s->step_s;
   /* Narayanan et al.'s count: 96 B s l h^2 (1 + s / 6h + V / 16 l h), with
    * the recomputation of activation checkpointing (or of dlrt's GPipe). */

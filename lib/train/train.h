@@ -335,4 +335,15 @@ static inline uint64_t dlrt__loader_device_bytes(const dlrt_trainer_config *cfg,
   return slots * (images + labels);
 }
 
+/* The trainer's exchange with the host between two steps on machine m,
+ * where it is not timed (dlrt_simulate_step on a named machine,
+ * dlrt_split_predict): `reads` values read back after the step (the loss,
+ * and a classifier's logits), each a round trip of the link's latency
+ * (their few bytes aside), and `input_bytes` of the next batch copied into
+ * the graph's inputs on the device (read and written at its memory
+ * bandwidth); the device waits through it. Seconds. */
+static inline double dlrt__exchange_s(const dlrt_machine *m, int reads, double input_bytes) {
+  return reads * m->link_latency_s + 2.0 * input_bytes / m->memory_bytes_per_s;
+}
+
 #endif

@@ -195,7 +195,8 @@ class Split(Struct):  # dlrt_split
                 ("needs", c_char * 384), ("step_s", c_double), ("compute_s", c_double),
                 ("tensor_s", c_double), ("pipeline_s", c_double), ("bubble_s", c_double),
                 ("data_s", c_double), ("serial_step_s", c_double), ("tokens_per_s", c_double),
-                ("model_tflops", c_double), ("mfu", c_double), ("host_fits", c_int)]
+                ("model_tflops", c_double), ("mfu", c_double), ("host_fits", c_int),
+                ("exchange_s", c_double)]
 
 
 class SplitLimits(Struct):  # dlrt_split_limits
