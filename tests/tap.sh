@@ -87,6 +87,26 @@ assert len(x) == len(y) and len(x) > 0 and worst <= float(sys.argv[3]), (x, y, w
 print('# %d losses, worst relative difference %.2g' % (len(x), worst))" "$1" "$2" "$3"
 }
 
+# resumed_losses UNBROKEN RESUMED FROM COUNT [TOL]: a GPT run resumed from a
+# checkpoint saved after FROM rounds (dltrain --json file RESUMED) trains
+# COUNT more rounds with the unbroken run's losses (file UNBROKEN) from
+# there on: the same floats, or within TOL (relative) where given.
+resumed_losses() {
+  python3 -c "import json, sys
+a, b = (json.loads(open(p).read().splitlines()[-1]) for p in sys.argv[1:3])
+first, count = int(sys.argv[3]), int(sys.argv[4])
+x, y = a['round_losses'][first:], b['round_losses']
+assert len(x) == len(y) == count, (x, y)
+if len(sys.argv) > 5:
+    worst = max(abs(p - q) / abs(p) for p, q in zip(x, y))
+    assert worst <= float(sys.argv[5]), (x, y, worst)
+    print('# rounds %d-%d resumed: worst relative difference %.2g' % (first + 1, first + count,
+                                                                      worst))
+else:
+    assert x == y, (x, y)
+    print('# rounds %d-%d resumed: bit for bit' % (first + 1, first + count))" "$@"
+}
+
 # mpi_why: why the MPI tests cannot run here, or nothing when they can
 # (dltrain, $DLTRAIN, built with MPI, and mpirun on PATH).
 mpi_why() {
