@@ -166,10 +166,11 @@ else
   done
 fi
 
-# 17, 18: what stays refused names what works.
-run $common --batch 4 --tensor-parallel cpu,cpu --mem-limit 100M
-[ $rc -eq 2 ] && grep -q "clip-norm and --precision fp16 or bf16 work" "$tmp/err"
-result "--tensor-parallel --mem-limit is a usage error naming what works"
-run $common --batch 4 --tensor-parallel cpu,cpu --checkpoint auto
-[ $rc -eq 2 ] && grep -q "blocks, sqrt or every:N" "$tmp/err"
-result "--tensor-parallel --checkpoint auto is a usage error naming blocks"
+# 17, 18: what stays refused names what works (the memory options that
+# compose: test-tensor-parallel-memory.sh).
+run $common --batch 4 --tensor-parallel cpu,cpu --mem-limit 100M --clip-norm 0.1
+[ $rc -eq 2 ] && grep -q "accum, --checkpoint and bf16 work" "$tmp/err"
+result "--tensor-parallel --mem-limit --clip-norm is a usage error naming what works"
+run $common --batch 4 --tensor-parallel cpu,cpu --mem-limit 100M --offload auto
+[ $rc -eq 2 ] && grep -q "offload activations, optimizer, params or all, not auto" "$tmp/err"
+result "--tensor-parallel --offload auto is a usage error naming the offloads that work"

@@ -279,12 +279,37 @@ static void refusals(void) {
             "a GPT with accumulation splits");
   dlrt_trainer_destroy(t);
   c.accum = 1;
-  c.checkpoint = DLRT_CHECKPOINT_AUTO; /* chosen for one device's budget, not a peer's */
+  c.checkpoint = DLRT_CHECKPOINT_AUTO; /* chosen again on the first peer, given to all */
   if (dlrt_trainer_create(cpu, &c, 1, 8, 256, &t) < 0) bail_out("%s", dlrt_last_error());
-  is_status(dlrt_trainer_set_tensor_parallel(t, two, 2, NULL), DLRT_ERR_UNSUPPORTED,
-            "a GPT with --checkpoint auto is refused: %s", dlrt_last_error());
+  is_status(dlrt_trainer_set_tensor_parallel(t, two, 2, NULL), DLRT_OK,
+            "a GPT with --checkpoint auto splits");
   dlrt_trainer_destroy(t);
   c.checkpoint = 0;
+  /* The peers' memory options: before the split only, and not with an
+   * update through the host (clipping reads the gradients there). */
+  dlrt_spill_config budget = {.device_budget = 64 << 20};
+  c.clip_norm = 1.0f;
+  if (dlrt_trainer_create(cpu, &c, 1, 8, 256, &t) < 0) bail_out("%s", dlrt_last_error());
+  is_status(dlrt_trainer_set_tensor_parallel_memory(t, &budget, 0), DLRT_OK,
+            "the peers' budget is given before the split");
+  is_status(dlrt_trainer_set_tensor_parallel(t, two, 2, NULL), DLRT_ERR_UNSUPPORTED,
+            "spilling peers with clipping are refused: %s", dlrt_last_error());
+  dlrt_trainer_destroy(t);
+  c.clip_norm = 0;
+  if (dlrt_trainer_create(cpu, &c, 1, 8, 256, &t) < 0) bail_out("%s", dlrt_last_error());
+  is_status(dlrt_trainer_set_tensor_parallel_memory(t, &budget, 0), DLRT_OK,
+            "the peers' budget is given");
+  is_status(dlrt_trainer_set_tensor_parallel(t, two, 2, NULL), DLRT_OK,
+            "peers that spill within 64 MiB each split");
+  is_status(dlrt_trainer_set_tensor_parallel_memory(t, &budget, 0), DLRT_ERR_STATE,
+            "the peers' budget after the split is refused: %s", dlrt_last_error());
+  dlrt_tp_peer_info spilled[2];
+  int n_spilled = 0;
+  if (tap_check(dlrt_trainer_tensor_parallel(t, spilled, 2, &n_spilled), "the peers are listed"))
+    ok(n_spilled == 2 && spilled[0].spill_budget_bytes == 64 << 20 &&
+           spilled[1].spill_budget_bytes == 64 << 20,
+       "each peer spills within its own budget of 64 MiB");
+  dlrt_trainer_destroy(t);
   if (dlrt_trainer_create(cpu, &c, 1, 8, 256, &t) < 0) bail_out("%s", dlrt_last_error());
   dlrt_device_t *three[3] = {cpu, cpu, cpu};
   is_status(dlrt_trainer_set_tensor_parallel(t, three, 3, NULL), DLRT_ERR_INVALID_ARG,

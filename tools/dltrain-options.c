@@ -490,13 +490,16 @@ static int check_combinations(options *o, int momentum_given, dlrt_optimizer_kin
     if (o->plan)
       return tool_usage_error(err, "--plan does not plan --tensor-parallel yet: plan the "
                               "model on one device");
-    if (o->mem_limit)
-      return tool_usage_error(err, "--tensor-parallel goes without --mem-limit (and --offload) "
-                              "in this version (--accum, --checkpoint blocks, --clip-norm and "
-                              "--precision fp16 or bf16 work)");
-    if (o->checkpoint == DLRT_CHECKPOINT_AUTO)
-      return tool_usage_error(err, "--tensor-parallel takes --checkpoint blocks, sqrt or "
-                              "every:N, not auto, in this version");
+    /* Each peer spills within the budget on its device; the updates that
+     * go through the host read gradients a spilling peer does not give. */
+    if (o->mem_limit && (o->clip_norm > 0 || o->precision == DLRT_F16))
+      return tool_usage_error(err, "--tensor-parallel with --mem-limit goes without --clip-norm "
+                              "and --precision fp16 in this version (their update goes through "
+                              "the host; --accum, --checkpoint and bf16 work)");
+    if (o->offload_auto)
+      return tool_usage_error(err, "--tensor-parallel takes --offload activations, optimizer, "
+                              "params or all, not auto (its placement is one device's), in "
+                              "this version");
   }
   if (o->pipeline && o->mem_limit)
     return tool_usage_error(err, "--pipeline goes without --mem-limit in this version");

@@ -124,13 +124,23 @@ void dltrain_print_json(const options *o, const results *r) {
   /* Tensor parallel: each peer's shard and bytes beside the whole model's
    * (the trainer's plan of one device). */
   fputs("], \"tensor_parallel\": [", stdout);
-  for (int i = 0; i < r->n_tp; i++) {
-    const dlrt_tp_peer_info *p = &r->tp[i];
+  /* The peers' measured and spilling peaks, now that they have trained. */
+  dlrt_tp_peer_info tp[DLRT_TP_MAX];
+  int n_tp = r->n_tp;
+  if (n_tp > 0 && dlrt_trainer_tensor_parallel(r->trainer, tp, DLRT_TP_MAX, &n_tp) < 0) {
+    dlrt_clear_error();
+    n_tp = 0;
+  }
+  for (int i = 0; i < n_tp; i++) {
+    const dlrt_tp_peer_info *p = &tp[i];
     printf("%s{\"device\": \"%s\", \"rank\": %d, \"head_first\": %d, \"heads\": %d, "
            "\"vocab_first\": %" PRId64 ", \"vocab\": %" PRId64 ", \"param_bytes\": %" PRIu64
-           ", \"state_bytes\": %" PRIu64 ", \"planned_peak_bytes\": %" PRIu64 "}",
+           ", \"state_bytes\": %" PRIu64 ", \"planned_peak_bytes\": %" PRIu64
+           ", \"measured_peak_bytes\": %" PRIu64 ", \"spill_budget_bytes\": %" PRIu64
+           ", \"spill_peak_bytes\": %" PRIu64 "}",
            i ? ", " : "", p->device, p->rank, p->head_first, p->heads, p->vocab_first,
-           p->vocab, p->param_bytes, p->state_bytes, p->planned_peak_bytes);
+           p->vocab, p->param_bytes, p->state_bytes, p->planned_peak_bytes,
+           p->measured_peak_bytes, p->spill_budget_bytes, p->spill_peak_bytes);
   }
   printf("], \"tensor_parallel_ranks\": %d, \"param_bytes\": %" PRIu64
          ", \"state_bytes\": %" PRIu64, r->tp_ranks, r->info.param_bytes, r->info.state_bytes);

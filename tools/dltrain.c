@@ -237,7 +237,15 @@ static int build_trainer(run *s) {
     dlrt_clear_error();
     whole_on = s->dev;
   }
-  TRY(dlrt_trainer_create(whole_on, &s->cfg, data[0].height, data[0].width, data[0].classes,
+  /* Its peers spill and choose --checkpoint auto each on its device
+   * (dlrt_trainer_set_tensor_parallel_memory, before the split): the whole
+   * model waits for the split without them. */
+  dlrt_trainer_config whole = s->cfg;
+  if (s->n_tp > 0 || s->tp_ranks) {
+    whole.spill = (dlrt_spill_config){0};
+    if (whole.checkpoint == DLRT_CHECKPOINT_AUTO) whole.checkpoint = 0;
+  }
+  TRY(dlrt_trainer_create(whole_on, &whole, data[0].height, data[0].width, data[0].classes,
                           &s->trainer), "cannot build the model");
   if (!o->quiet) dltrain_spill_plan_text(log, s->trainer, 0);
   if (o->resume)
@@ -301,11 +309,17 @@ static int set_parallelism(run *s) {
     return 1;
   }
   if (s->tp_ranks)
+    TRY(dlrt_trainer_set_tensor_parallel_memory(trainer, &s->cfg.spill, s->cfg.checkpoint),
+        "cannot give the split model's peers their memory options");
+  if (s->tp_ranks)
     TRY(dlrt_trainer_set_tensor_parallel_ranks(trainer, s->dev, s->rank % s->tp_ranks,
                                                s->tp_ranks, NULL, dltrain_mpi_collective,
                                                s->job),
         "cannot split the model over the MPI ranks (--tensor-parallel)");
 #endif
+  if (s->n_tp > 0)
+    TRY(dlrt_trainer_set_tensor_parallel_memory(trainer, &s->cfg.spill, s->cfg.checkpoint),
+        "cannot give the split model's peers their memory options");
   if (s->n_tp > 0)
     TRY(dlrt_trainer_set_tensor_parallel(trainer, s->tp_devs, s->n_tp,
                                          s->tp_weighted ? s->tp_weights : NULL),

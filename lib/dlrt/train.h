@@ -164,7 +164,8 @@ typedef struct {
    * segment), or DLRT_CHECKPOINT_AUTO: the longest segments
    * (least recompute) whose planned peak fits 80% of the device's budget
    * (dlrt_mem_get_limit, else its memory; the rest is slack for the
-   * allocator's segments). */
+   * allocator's segments), those of the least planned peak where none
+   * fits. */
   int checkpoint;
   /* Spilling (dlrt_exec_set_spill): spill.device_budget bounds all the
    * trainer's device memory (its loader and accumulators included). 0: off,
@@ -419,14 +420,15 @@ DLRT_API int dlrt_trainer_set_pipeline(dlrt_trainer_t *t, dlrt_device_t *const *
  * model until then: make the trainer on the host's CPU device for a model
  * larger than one accelerator (its initial values do not depend on the
  * device). Accumulation, clipping (the global norm over the whole model,
- * each tensor the peers hold whole counted once), checkpointing (not
- * DLRT_CHECKPOINT_AUTO) and fp16 loss scaling (one overflow verdict for
+ * each tensor the peers hold whole counted once), checkpointing and fp16
+ * loss scaling (one overflow verdict for
  * the peers) work as on one device. Data-parallel replicas of a split
  * model across processes: set the all-reduce (dlrt_trainer_set_allreduce
  * or _async, config.world the replicas) after the split; each shard's
- * gradients are then averaged over the replicas through the host. GPT
- * models only, without --devices, --pipeline, ZeRO or spilling
- * (DLRT_ERR_UNSUPPORTED naming it). */
+ * gradients are then averaged over the replicas through the host. Each
+ * peer spills within its own budget: dlrt_trainer_set_tensor_parallel_memory.
+ * GPT models only, without --devices, --pipeline or ZeRO set before the
+ * split (DLRT_ERR_UNSUPPORTED naming it). */
 #define DLRT_TP_MAX 64
 DLRT_API int dlrt_trainer_set_tensor_parallel(dlrt_trainer_t *t, dlrt_device_t *const *devs,
                                               int n, const double *weights);
@@ -444,13 +446,40 @@ DLRT_API int dlrt_trainer_set_tensor_parallel_ranks(dlrt_trainer_t *t, dlrt_devi
                                                     int rank, int ranks,
                                                     const double *weights,
                                                     dlrt_collective_fn fn, void *user);
-/* One peer of this process: its device, rank, shard and executor's bytes. */
+/* The memory options of a split model's peers, set before the split
+ * (dlrt_trainer_set_tensor_parallel or _ranks), as config.spill and
+ * config.checkpoint set them for one device, each peer on its own device:
+ * its executor spills within spill->device_budget bytes (or the device's
+ * DLRT_MEM_LIMIT budget, as one device's trainer does), its parameters
+ * stream from the host with DLRT_OFFLOAD_PARAMS (then the budget bounds its
+ * device's allocator: peers sharing one device share a limit of the budget
+ * times their count), and DLRT_CHECKPOINT_AUTO chooses the segments on the
+ * first peer's graph and budget and gives every peer the same (their
+ * collectives meet in the same order when a segment is run again). A
+ * spilling peer may run an operation later, never in another order, so
+ * the peers meet as without a budget; the results are the unlimited
+ * split's bit for bit on the CPU and PoCL. Without this call the peers take
+ * the trainer's config.spill and config.checkpoint; make the trainer
+ * without them (its executor holds the whole model only until the split)
+ * and give them here. Not with updates through the host (clipping, fp16
+ * loss scaling, data-parallel replicas, ZeRO: DLRT_ERR_UNSUPPORTED at the
+ * split or at dlrt_trainer_set_allreduce_async); --accum sums on each
+ * peer. */
+DLRT_API int dlrt_trainer_set_tensor_parallel_memory(dlrt_trainer_t *t,
+                                                     const dlrt_spill_config *spill,
+                                                     int checkpoint);
+/* One peer of this process: its device, rank, shard and executor's bytes:
+ * the planned peak, its device allocator's measured peak (peers on one
+ * device share it) and, where it spills, its budget and the most its
+ * storages held on the device (spill_peak_bytes: its own, shared device or
+ * not). */
 typedef struct {
   const char *device;
   int rank;
   int head_first, heads;
   int64_t vocab_first, vocab;
   uint64_t param_bytes, state_bytes, planned_peak_bytes;
+  uint64_t measured_peak_bytes, spill_budget_bytes, spill_peak_bytes;
 } dlrt_tp_peer_info;
 /* The peers of this process (*n; 0 without tensor parallelism), the first
  * `max` of them in out. */

@@ -280,11 +280,11 @@ static int peer_build(dlrt_trainer_t *t, tp_peer *p, const dlrt_host_tensor *who
     if ((rc = dlrt_graph_status(p->g)) == DLRT_OK) rc = dlrt_graph_backward(p->g, p->loss);
   }
   if (rc == DLRT_OK) rc = dlrt_graph_optimize(p->g, &cfg->opt);
-  if (rc == DLRT_OK) rc = dlrt_exec_create(p->g, p->dev, cfg->seed, &p->e);
+  if (rc == DLRT_OK) rc = dlrt__exec_create_deferred(p->g, p->dev, cfg->seed, &p->e);
   /* --checkpoint: the same segments on every peer (a recomputed segment
-   * meets the others in its collectives again, in the same order). */
-  if (rc == DLRT_OK && cfg->checkpoint != 0)
-    rc = dlrt_exec_set_checkpointing(p->e, cfg->checkpoint);
+   * meets the others in its collectives again, in the same order); then
+   * spilling within the peer's budget, and the storage is made. */
+  if (rc == DLRT_OK) rc = dlrt__tp_peer_memory(t, p);
   dlrt_host_tensor *mine = NULL;
   if (rc == DLRT_OK) rc = scatter(&t->tp->gpt, &p->shard, whole, n, &mine);
   if (rc == DLRT_OK) {
@@ -310,15 +310,10 @@ static const char *refused(const dlrt_trainer_t *t) {
                                        "--pipeline in this version (data parallel replicas "
                                        "of a split model: run under mpirun, one replica per "
                                        "rank or per group of ranks)";
-  if (t->spilling) return "tensor parallelism goes without spilling (--mem-limit, --offload, "
-                          "DLRT_MEM_LIMIT) in this version";
   if (t->zero) return "ZeRO shards a split model's replicas once it is split: call "
                       "dlrt_trainer_set_zero after the tensor-parallel split, not before";
   if (t->reduce_on_device) return "tensor parallelism takes the host all-reduce "
                                   "(dlrt_trainer_set_allreduce_async), not the device one";
-  if (t->cfg.checkpoint == DLRT_CHECKPOINT_AUTO)
-    return "tensor parallelism takes --checkpoint blocks, sqrt or every:N, not auto, in this "
-           "version";
   return NULL;
 }
 
@@ -347,11 +342,16 @@ static int tp_setup(dlrt_trainer_t *t, dlrt_device_t *const *devs, int n, int ra
   pthread_cond_init(&tp->group.done, NULL);
   tp->group.n = n;
   t->tp = tp;
+  int rc = dlrt__tp_memory_update(t);
+  if (rc < 0) {
+    dlrt__tp_free(t);
+    return rc;
+  }
   dlrt_gpt_shard shards[DLRT_TP_MAX];
   make_shards(&gpt, peers, weights, shards);
   dlrt_host_tensor *whole;
   int n_whole;
-  int rc = dlrt_exec_export(t->e, 1, &whole, &n_whole);
+  rc = dlrt_exec_export(t->e, 1, &whole, &n_whole);
   if (rc < 0) {
     dlrt__tp_free(t);
     return rc;
@@ -376,6 +376,7 @@ static int tp_setup(dlrt_trainer_t *t, dlrt_device_t *const *devs, int n, int ra
     dlrt__exec_restore_loss_scale(bare, &scale);
     dlrt_exec_destroy(t->e);
     t->e = bare;
+    rc = dlrt__tp_memory_limits(t);
   }
   if (rc < 0) dlrt__tp_free(t);
   dlrt__drop_train_loader(t);
@@ -422,7 +423,12 @@ int dlrt_trainer_tensor_parallel(const dlrt_trainer_t *t, dlrt_tp_peer_info *out
                                  .vocab_first = p->shard.vocab_first, .vocab = p->shard.vocab,
                                  .param_bytes = info.param_bytes,
                                  .state_bytes = info.state_bytes,
-                                 .planned_peak_bytes = info.planned_peak_bytes};
+                                 .planned_peak_bytes = info.planned_peak_bytes,
+                                 .measured_peak_bytes = info.measured_peak_bytes,
+                                 .spill_budget_bytes = p->spill_budget};
+    dlrt_spill_stats spill;
+    if (p->spill_budget && !p->streams && dlrt_exec_spill_stats(p->e, &spill) == DLRT_OK)
+      out[i].spill_peak_bytes = spill.peak_resident;
   }
   return DLRT_OK;
 }
@@ -617,7 +623,7 @@ int dlrt__tp_set_replicas(dlrt_trainer_t *t) {
     return dlrt__set_error(DLRT_ERR_STATE, "the all-reduce of a split model changes half-way "
                            "through an update (%d micro-batches run)", tp->micro);
   tp->update = update_mode(t);
-  int rc = DLRT_OK;
+  int rc = dlrt__tp_memory_update(t);
   for (int i = 0; i < tp->n && rc == DLRT_OK && tp->update == HOST_UPDATE; i++)
     rc = dlrt__tp_host_gradients(&tp->peers[i]);
   if (rc == DLRT_OK && dlrt__across_processes(t)) rc = same_split(t);

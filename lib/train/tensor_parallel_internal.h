@@ -45,6 +45,10 @@ typedef struct {
   /* ZeRO over the data-parallel replicas (dlrt__tp_set_zero): this peer's
    * shard of its model states (zero.c), else NULL. */
   struct dlrt__zero *zero;
+  /* Under the memory options (tensor_parallel_memory.c): the budget its
+   * executor spills within (0: none), whether its parameters stream. */
+  uint64_t spill_budget;
+  int streams;
 } tp_peer;
 
 struct dlrt__tp {
@@ -64,6 +68,11 @@ struct dlrt__tp {
   int update;
   int micro; /* micro-batches of the update under way */
   int zero_stage; /* ZeRO over the replicas (each peer's `zero`); 0: none */
+  /* The memory options (tensor_parallel_memory.c): whether the peers spill
+   * or stream (memory), sum micro-batches on their devices (device_accum:
+   * a spilling executor makes no gradient runs), and the segments that
+   * DLRT_CHECKPOINT_AUTO chose (forward nodes a segment, once chosen). */
+  int memory, device_accum, chosen, checkpoint;
 };
 enum { GRADIENT_RUNS = 1, HOST_UPDATE = 2 };
 
@@ -90,6 +99,19 @@ int dlrt__tp_run(dlrt_trainer_t *t, const int32_t *tokens, const int32_t *target
 
 /* Peer p's host vector of its gradients (p->grads, p->n_grads), made once. */
 int dlrt__tp_host_gradients(tp_peer *p);
+
+/* tensor_parallel_memory.c. Fits tp->update to the memory options (made
+ * once t->tp is; again after the update's mode changes): accumulation on
+ * the peers' devices, an update through the host refused. */
+int dlrt__tp_memory_update(dlrt_trainer_t *t);
+/* Peer p's executor (made deferred on its graph) checkpointed, summing its
+ * micro-batches and spilling or streaming as the options say; then its
+ * storage is made. */
+int dlrt__tp_peer_memory(dlrt_trainer_t *t, tp_peer *p);
+/* Once every peer is built and the trainer's executor holds no storage:
+ * the peers' devices' peaks counted from here, and the allocators' limits
+ * of streaming peers. */
+int dlrt__tp_memory_limits(dlrt_trainer_t *t);
 
 /* The data-parallel sum over the processes of `n` vectors, in place,
  * started in the same order on every process. */

@@ -249,6 +249,11 @@ int dlrt__tp_set_zero(dlrt_trainer_t *t, int stage, const dlrt_zero_collectives 
   if (tp->micro > 0)
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_zero: %d micro-batches of an "
                            "update are under way", tp->micro);
+  if (tp->memory || tp->device_accum)
+    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "ZeRO goes without the split model's memory "
+                           "options (--mem-limit, --offload) in this version: its update goes "
+                           "through the host, where a spilling peer does not hand its "
+                           "gradients");
   dlrt__zero_peer_spec peers[DLRT_TP_MAX];
   for (int i = 0; i < tp->n; i++)
     peers[i] = (dlrt__zero_peer_spec){tp->peers[i].e, tp->peers[i].dev, &tp->peers[i].zero};

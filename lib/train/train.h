@@ -60,6 +60,11 @@ struct dlrt_trainer {
   /* Tensor parallelism (tensor_parallel.c): a GPT's shards on several
    * devices or processes; NULL without. */
   struct dlrt__tp *tp;
+  /* The peers' memory options (dlrt_trainer_set_tensor_parallel_memory),
+   * else the trainer's own config.spill and config.checkpoint. */
+  int tp_memory_set;
+  dlrt_spill_config tp_spill;
+  int tp_checkpoint;
   /* ZeRO sharding of the replicas' model states (zero.c), or NULL. */
   struct dlrt__zero *zero;
   /* A GPT's tied wte: a copy on the first and on the last stage, whose
@@ -162,6 +167,20 @@ int dlrt__tp_set_replicas(dlrt_trainer_t *t);
 /* dlrt_trainer_info: the whole model's parameter and state bytes, the
  * largest peer's planned and measured peaks. */
 int dlrt__tp_info(dlrt_trainer_t *t, dlrt_exec_info *out);
+/* tensor_parallel_memory.c: the split model's peers under memory options.
+ * Their spilling figures summed (*spill, *stream; both zero where no peer
+ * spills or streams); whether any spills, streams. */
+int dlrt__tp_memory_stats(dlrt_trainer_t *t, dlrt_spill_stats *spill,
+                          dlrt_param_offload_stats *stream);
+int dlrt__tp_spills(const dlrt_trainer_t *t);
+int dlrt__tp_streams(const dlrt_trainer_t *t);
+/* trainer.c, for the peers too: the segments DLRT_CHECKPOINT_AUTO chooses
+ * for e's budget (*every forward nodes a segment, 0 none), and the spilling
+ * budget of an executor on dev (device_budget 0: none). */
+int dlrt__choose_checkpoint_every(dlrt_exec_t *e, const dlrt_graph_t *g, dlrt_device_t *dev,
+                                  uint64_t spill_budget, uint64_t outside, int *every);
+int dlrt__spill_budget(dlrt_exec_t *e, dlrt_device_t *dev, const dlrt_spill_config *spill,
+                       uint64_t outside, dlrt_spill_config *out, char *note, size_t size);
 /* zero.c: ZeRO sharding (dlrt_trainer_set_zero). The update after the
  * gradients of a step: `grads` (host, bucket order, the mean over the
  * replicas in at least each of this process's ranges; in stage 1 every

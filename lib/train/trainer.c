@@ -97,37 +97,53 @@ int dlrt__set_loss_scaling(dlrt_exec_t *e, const dlrt_trainer_config *cfg) {
 
 static uint64_t outside_bytes(const dlrt_trainer_t *t);
 
-/* Sets the trainer's checkpointing; for DLRT_CHECKPOINT_AUTO the longest
- * segments (least recompute) whose planned peak, with the loaders' slots
- * beside it, fits 80% of the budget (the spilling budget when one is given,
- * else the device's), none when everything fits, and the shortest when
- * nothing does. */
-static int choose_checkpointing(dlrt_trainer_t *t) {
-  if (t->cfg.checkpoint != DLRT_CHECKPOINT_AUTO)
-    return dlrt_exec_set_checkpointing(t->e, t->cfg.checkpoint);
+/* The segments for DLRT_CHECKPOINT_AUTO (tensor_parallel_memory.c chooses a
+ * split model's on its first peer): the longest (least recompute) whose
+ * planned peak, with `outside` bytes beside it, fits 80% of the budget (the
+ * spilling budget when one is given, else the device's), none when
+ * everything fits, and those of the least planned peak when nothing does.
+ * *every: the forward nodes a segment, 0 none; e is left checkpointed so. */
+int dlrt__choose_checkpoint_every(dlrt_exec_t *e, const dlrt_graph_t *g, dlrt_device_t *dev,
+                                  uint64_t spill_budget, uint64_t outside, int *every) {
   dlrt_device_props props;
-  int rc = dlrt_device_props_get(t->dev, &props);
+  int rc = dlrt_device_props_get(dev, &props);
   if (rc < 0) return rc;
   /* An explicit spilling budget (--mem-limit) first, else the device's. */
-  uint64_t budget = t->cfg.spill.device_budget ? t->cfg.spill.device_budget
-                                               : dlrt_mem_get_limit(t->dev);
+  uint64_t budget = spill_budget ? spill_budget : dlrt_mem_get_limit(dev);
   if (!budget) budget = props.total_memory;
   /* The plan counts bytes in buffers; the budget binds the allocator's
    * segments, which hold some slack (buffers of different sizes in turn,
    * such as convolution workspaces, fragment them): aim at 80% of it. */
   budget = budget / 100 * 80;
-  uint64_t outside = outside_bytes(t);
   budget = budget > outside ? budget - outside : 0;
   int forward = 0;
-  for (int i = 0; i < t->g->n_nodes; i++) forward += t->g->nodes[i]->phase == DLRT__PHASE_FORWARD;
+  for (int i = 0; i < g->n_nodes; i++) forward += g->nodes[i]->phase == DLRT__PHASE_FORWARD;
   dlrt_exec_info info;
-  for (int every = 0; every == 0 || every >= 1; every = every == 0 ? forward - 1 : every - 1) {
-    if ((rc = dlrt_exec_set_checkpointing(t->e, every)) < 0) return rc;
-    if ((rc = dlrt_exec_info_get(t->e, &info)) < 0) return rc;
+  int least = 0;
+  uint64_t least_peak = UINT64_MAX;
+  for (int k = 0; k == 0 || k >= 1; k = k == 0 ? forward - 1 : k - 1) {
+    *every = k;
+    if ((rc = dlrt_exec_set_checkpointing(e, k)) < 0) return rc;
+    if ((rc = dlrt_exec_info_get(e, &info)) < 0) return rc;
     if (info.planned_peak_bytes <= budget) return DLRT_OK;
-    if (every == 1) break;
+    if (info.planned_peak_bytes < least_peak) least = k, least_peak = info.planned_peak_bytes;
+    if (k == 1) break;
   }
-  return DLRT_OK; /* segments of 1: the least memory it can do */
+  /* Nothing fits: the segments of the least planned peak, which need not
+   * be the shortest (a gpt-mini peer at context 64, batch 4 plans 10.9 MB
+   * unsegmented and with segments of one node, 8.4 MB with 8). */
+  *every = least;
+  return dlrt_exec_set_checkpointing(e, least);
+}
+
+/* Sets the trainer's checkpointing (DLRT_CHECKPOINT_AUTO: as chosen for its
+ * budget, with the loaders' slots beside the plan). */
+static int choose_checkpointing(dlrt_trainer_t *t) {
+  if (t->cfg.checkpoint != DLRT_CHECKPOINT_AUTO)
+    return dlrt_exec_set_checkpointing(t->e, t->cfg.checkpoint);
+  int every;
+  return dlrt__choose_checkpoint_every(t->e, t->g, t->dev, t->cfg.spill.device_budget,
+                                       outside_bytes(t), &every);
 }
 
 /* Bytes of the trainer's device memory outside the executor's storages:
@@ -188,17 +204,22 @@ static int choose_param_streaming(dlrt_trainer_t *t) {
   return c->device_budget ? dlrt_mem_set_limit(t->dev, c->device_budget) : DLRT_OK;
 }
 
-/* Spilling as configured, or on its own when the plan does not fit 80% of
- * the device's budget (the same slack as automatic checkpointing: buffers
- * of different sizes in turn fragment the allocator's segments). */
-static int choose_spilling(dlrt_trainer_t *t) {
-  dlrt_spill_config c = t->cfg.spill;
-  if (c.policy == DLRT_OFFLOAD_PARAMS) return choose_param_streaming(t);
-  uint64_t limit = dlrt_mem_get_limit(t->dev);
+/* The spilling budget an executor on `dev` gets (tensor_parallel_memory.c
+ * gives each peer its own): spill as configured, or on its own when the
+ * plan does not fit 80% of the device's budget (the same slack as automatic
+ * checkpointing: buffers of different sizes in turn fragment the
+ * allocator's segments). *out's device_budget is 0 without spilling, else
+ * what the executor's storages may hold (`outside` bytes taken off);
+ * `note` says where a budget from the device came from, for messages. */
+int dlrt__spill_budget(dlrt_exec_t *e, dlrt_device_t *dev, const dlrt_spill_config *spill,
+                       uint64_t outside, dlrt_spill_config *out, char *note, size_t size) {
+  dlrt_spill_config c = *spill;
+  uint64_t limit = dlrt_mem_get_limit(dev);
   dlrt_exec_info info;
-  int rc = dlrt_exec_info_get(t->e, &info);
+  note[0] = '\0';
+  out->device_budget = 0;
+  int rc = dlrt_exec_info_get(e, &info);
   if (rc < 0) return rc;
-  uint64_t outside = outside_bytes(t);
   int from_limit = c.device_budget == 0 && limit > 0;
   /* The device's budget (DLRT_MEM_LIMIT) is a hard bound of the allocator:
    * the plan must fit 80% of it, else the trainer spills, as --mem-limit
@@ -212,19 +233,29 @@ static int choose_spilling(dlrt_trainer_t *t) {
     from_limit = 0;
   }
   if (c.device_budget == 0) return DLRT_OK;
-  char budget[160];
   if (from_limit)
-    snprintf(budget, sizeof budget, " (85%% of the device's budget, DLRT_MEM_LIMIT or "
+    snprintf(note, size, " (85%% of the device's budget, DLRT_MEM_LIMIT or "
              "dlrt_mem_set_limit: %.1f MiB)", (double)limit / 1048576.0);
-  else
-    budget[0] = '\0';
   if (c.device_budget <= outside)
     return dlrt__set_error(DLRT_ERR_OOM, "a device budget of %.1f MiB%s leaves nothing for "
                            "the model: the loader (--prefetch batches), accumulators and "
                            "clipping take %.1f MiB; raise the budget or lower --prefetch",
-                           (double)c.device_budget / 1048576.0, budget,
+                           (double)c.device_budget / 1048576.0, note,
                            (double)outside / 1048576.0);
   c.device_budget -= outside;
+  *out = c;
+  return DLRT_OK;
+}
+
+/* Spilling as configured (dlrt__spill_budget), with the planner's hint
+ * when the budget does not fit. */
+static int choose_spilling(dlrt_trainer_t *t) {
+  if (t->cfg.spill.policy == DLRT_OFFLOAD_PARAMS) return choose_param_streaming(t);
+  dlrt_spill_config c;
+  char budget[160];
+  int rc = dlrt__spill_budget(t->e, t->dev, &t->cfg.spill, outside_bytes(t), &c, budget,
+                              sizeof budget);
+  if (rc < 0 || c.device_budget == 0) return rc;
   t->spilling = 1;
   if ((rc = dlrt_exec_set_spill(t->e, &c)) != DLRT_ERR_OOM) return rc;
   /* The planner's recompute strategy (DLRT_PLAN_STRATEGY=recompute or
@@ -467,8 +498,13 @@ int dlrt_trainer_epoch_from(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
       (rc = dlrt_loader_stats_reset(l)) < 0)
     return rc;
   dlrt_spill_stats spill0 = {0}, spill1;
-  if (t->spilling && (rc = dlrt_exec_spill_stats(t->e, &spill0)) < 0) return rc;
   dlrt_param_offload_stats stream0 = {0}, stream1;
+  /* A split model's peers spill each on its device: their figures summed. */
+  int spilling = t->spilling || (t->tp && dlrt__tp_spills(t));
+  int streaming = t->streaming || (t->tp && dlrt__tp_streams(t));
+  if (t->tp && (spilling || streaming) && (rc = dlrt__tp_memory_stats(t, &spill0, &stream0)) < 0)
+    return rc;
+  if (t->spilling && (rc = dlrt_exec_spill_stats(t->e, &spill0)) < 0) return rc;
   if (t->streaming && (rc = dlrt_exec_param_offload_stats(t->e, &stream0)) < 0) return rc;
   /* s runs over the epoch's updates from first_step; out counts this part. */
   int64_t steps = epoch_steps - first_step;
@@ -578,7 +614,13 @@ int dlrt_trainer_epoch_from(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
       progress(user, at, span, out);
   }
   if (rc == DLRT_OK) rc = dlrt__dp_sync_main(t);
-  if (rc == DLRT_OK && t->spilling && (rc = dlrt_exec_spill_stats(t->e, &spill1)) == DLRT_OK) {
+  if (rc == DLRT_OK && t->tp && (spilling || streaming))
+    rc = dlrt__tp_memory_stats(t, &spill1, &stream1);
+  else if (rc == DLRT_OK && t->spilling)
+    rc = dlrt_exec_spill_stats(t->e, &spill1);
+  else if (rc == DLRT_OK && t->streaming)
+    rc = dlrt_exec_param_offload_stats(t->e, &stream1);
+  if (rc == DLRT_OK && spilling) {
     out->spilled_bytes = spill1.spilled_bytes - spill0.spilled_bytes;
     out->disk_bytes = spill1.spilled_to_disk_bytes - spill0.spilled_to_disk_bytes;
     out->disk_written_bytes = spill1.disk_written_bytes - spill0.disk_written_bytes;
@@ -586,8 +628,7 @@ int dlrt_trainer_epoch_from(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
     out->transfer_ms = spill1.transfer_ms - spill0.transfer_ms;
     out->slice_images = spill1.slice_images;
   }
-  if (rc == DLRT_OK && t->streaming &&
-      (rc = dlrt_exec_param_offload_stats(t->e, &stream1)) == DLRT_OK) {
+  if (rc == DLRT_OK && streaming) {
     /* Streaming's traffic: gradients off the device, parameters onto it. */
     out->spilled_bytes = stream1.gradient_bytes - stream0.gradient_bytes;
     out->fetched_bytes = stream1.fetched_bytes - stream0.fetched_bytes;
