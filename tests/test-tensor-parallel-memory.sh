@@ -13,7 +13,10 @@
 # a device each (cpu beside PoCL's opencl:0, or a rank each under mpirun)
 # each device's measured peak does; a checkpoint saved by spilling peers
 # resumes on one device with the unbroken run's losses; what stays refused
-# (updates through the host) says what works.
+# (updates through the host) says what works. --plan --tensor-parallel
+# plans each peer's shard as the peer's executor does (the trained runs'
+# planned peaks to the byte, --checkpoint auto's segments too) and the
+# largest batch every peer fits.
 #
 # CI runs 12 steps at context 64, batch 4: a peer plans a 10.4 MiB peak,
 # and the budgets are 3 MiB (0.29x) unless said.
@@ -22,12 +25,12 @@ DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=18
+TOOL=$DLTRAIN PLAN=22
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
 if [ $have_python = no ]; then
-  for i in $(seq 1 18); do skip "test $i" "python3 not found"; done
+  for i in $(seq 1 22); do skip "test $i" "python3 not found"; done
   exit 0
 fi
 
@@ -172,3 +175,40 @@ run $common --tensor-parallel cpu,cpu --mem-limit 64K
 [ $rc -ne 0 ] && grep -q "tensor parallel peer 0 on cpu:0 (heads 0-1)" "$tmp/err" &&
   grep -q "smallest budget that fits" "$tmp/err"
 result "a budget below what a peer's operation needs names the peer and the least budget"
+
+# 19-22: --plan --tensor-parallel.
+# plan_is_run PLAN RUN: each peer's planned peak in PLAN's --plan --json is
+# the trained RUN's, to the byte.
+plan_is_run() {
+  python3 -c "import json, sys
+p, r = (json.loads(open(f).read().splitlines()[-1]) for f in sys.argv[1:3])
+a = [x['planned_peak_bytes'] for x in p['plan']['tensor_parallel']]
+b = [x['planned_peak_bytes'] for x in r['tensor_parallel']]
+assert a == b and len(a) == 2, (a, b)
+assert all(x['spill_least_bytes'] < x['planned_peak_bytes'] for x in p['plan']['tensor_parallel'])
+print('# planned peaks %s, the runs\' own' % a)" "$1" "$2"
+}
+run $common --tensor-parallel cpu,cpu --plan
+cp "$tmp/out" "$tmp/plan.json"
+[ $rc -eq 0 ] && plan_is_run "$tmp/plan.json" "$tmp/free.json" && keep w13 --steps 2 \
+  --tensor-parallel cpu@1,cpu@3 && run $common --tensor-parallel cpu@1,cpu@3 --plan &&
+  plan_is_run "$tmp/out" "$tmp/w13.json"
+result "--plan --tensor-parallel: each peer's planned peak is the run's (even and 1:3 heads)"
+run $common --tensor-parallel cpu,cpu --plan --checkpoint auto --mem-limit 3M
+[ $rc -eq 0 ] && plan_is_run "$tmp/out" "$tmp/auto.json" && last_json "$tmp/out" "
+assert d['plan']['checkpoint_every'] > 0, d['plan']
+assert all(x['fits_mem_limit'] for x in d['plan']['tensor_parallel']), d['plan']"
+result "--plan --checkpoint auto --mem-limit 3M: the segments the split chose, the same peaks"
+# The largest batch in 32 MiB a peer: its peak fits, one more window's does not.
+run $common --tensor-parallel 2 --device cpu --plan --device-memory 32M
+most=$(last_json "$tmp/out" "print(d['plan']['max_batch'])" | tail -1)
+run $common --tensor-parallel 2 --device cpu --plan --device-memory 32M --batch "$most" &&
+  last_json "$tmp/out" "assert all(x['fits'] for x in d['plan']['tensor_parallel'])" &&
+  run $common --tensor-parallel 2 --device cpu --plan --device-memory 32M \
+    --batch $((most + 1)) &&
+  last_json "$tmp/out" "assert not all(x['fits'] for x in d['plan']['tensor_parallel'])
+print('# batch $most fits 32 MiB a peer, $((most + 1)) does not')"
+result "--plan --tensor-parallel 2 --device-memory 32M: the largest batch every peer fits"
+run $common --tensor-parallel cpu,cpu --plan --simulate h200-pcie5
+[ $rc -eq 2 ] && grep -q "does not predict --tensor-parallel yet" "$tmp/err"
+result "--plan --simulate --tensor-parallel is a usage error naming what plans it"

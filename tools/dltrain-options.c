@@ -58,9 +58,12 @@ void dltrain_usage(FILE *out) {
         "                             parallel replicas of N shards; with A,B,... under\n"
         "                             mpirun every rank holds a replica split over its\n"
         "                             devices). With --accum, --clip-norm (the global\n"
-        "                             norm), --checkpoint blocks|sqrt|every:N, fp16 loss\n"
-        "                             scaling. Checkpoints hold whole tensors (resume on\n"
-        "                             any split)\n"
+        "                             norm), --checkpoint (auto: chosen on the first\n"
+        "                             peer, the same on all), fp16 loss scaling;\n"
+        "                             --mem-limit and --offload (not auto) give each\n"
+        "                             peer that budget on its device (not with\n"
+        "                             --clip-norm, fp16 or replicas). Checkpoints hold\n"
+        "                             whole tensors (resume on any split)\n"
         "      --zero 1|2|3           ZeRO: shard the replicas' model states (of --devices,\n"
         "                             or of the ranks under mpirun): 1 the optimizer\n"
         "                             state, 2 the gradients too, 3 the parameters too\n"
@@ -487,9 +490,10 @@ static int check_combinations(options *o, int momentum_given, dlrt_optimizer_kin
     if (o->device && !ranks)
       return tool_usage_error(err, "give --device or --tensor-parallel A,B,... (its devices), "
                               "not both");
-    if (o->plan)
-      return tool_usage_error(err, "--plan does not plan --tensor-parallel yet: plan the "
-                              "model on one device");
+    if (o->plan && o->simulate)
+      return tool_usage_error(err, "--plan --simulate does not predict --tensor-parallel yet: "
+                              "--plan --tensor-parallel plans each peer's memory, and --plan "
+                              "--simulate MACHINE of the model alone ranks its splits");
     /* Each peer spills within the budget on its device; the updates that
      * go through the host read gradients a spilling peer does not give. */
     if (o->mem_limit && (o->clip_norm > 0 || o->precision == DLRT_F16))

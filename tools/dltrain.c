@@ -57,7 +57,8 @@ static int open_lists(run *s) {
   if (o->tensor_parallel && isdigit((unsigned char)o->tensor_parallel[0])) {
     char *end;
     long n = strtol(o->tensor_parallel, &end, 10);
-    if (*end || n < 2 || s->world % n != 0) {
+    /* --plan plans the N shards without the ranks. */
+    if (*end || n < 2 || (s->world % n != 0 && !o->plan)) {
       if (s->rank == 0)
         fprintf(stderr, "dltrain: --tensor-parallel %s: a number is the MPI ranks each model "
                 "is split over, a divisor of the ranks (%s%d here; N x R ranks train R "
@@ -175,6 +176,7 @@ static int build_trainer(run *s) {
    * split between the replicas (world / N of them), not the shards. */
   s->data_world = s->tp_ranks ? s->world / s->tp_ranks : s->world;
   s->data_rank = s->tp_ranks ? s->rank / s->tp_ranks : s->rank;
+  if (s->data_world < 1) s->data_world = 1; /* --plan --tensor-parallel N outside mpirun */
   if ((s->status = dltrain_load_data(o, s->data_world, data, &s->generated)) != 0)
     return 1;
   s->cfg = (dlrt_trainer_config){.model = o->model, .batch = o->batch, .opt = o->opt,
@@ -201,6 +203,17 @@ static int build_trainer(run *s) {
     s->status = dltrain_offload_auto(o, &s->cfg, &data[0], memory, o->plan ? stderr : log);
     if (s->status != 0)
       return 1;
+  }
+  if (o->plan && (s->n_tp > 0 || s->tp_ranks)) {
+    /* Each peer's shard planned (no device needed): --tensor-parallel N's
+     * N shards alike on --device. */
+    dlrt_device_t *same[DLRT_TP_MAX];
+    for (int i = 0; i < s->tp_ranks; i++) same[i] = s->dev;
+    s->status = s->rank > 0 ? 0
+                : run_plan_tp(o, &s->cfg, &data[0], s->n_tp ? s->tp_devs : same,
+                              s->n_tp ? s->n_tp : s->tp_ranks,
+                              s->tp_weighted ? s->tp_weights : NULL);
+    return 1;
   }
   if (o->plan && o->mem_limit) {
     /* The spill plan is made on the device: a trainer under the budget

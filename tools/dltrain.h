@@ -73,6 +73,10 @@ void dltrain_version(FILE *out);
  * for each strategy, and the what-if table (dltrain-plan.c). */
 int run_plan(const options *o, const dlrt_trainer_config *cfg, const dlrt_dataset *d,
              const char *device, uint64_t memory, const char *memory_from);
+/* --plan --tensor-parallel: each of the n peers' shards planned against its
+ * device (devs[i]) and the largest batch every peer fits (dltrain-plan-tp.c). */
+int run_plan_tp(const options *o, const dlrt_trainer_config *cfg, const dlrt_dataset *d,
+                dlrt_device_t *const *devs, int n, const double *weights);
 /* --plan --simulate: the step replayed on o->simulate's machine
  * (dltrain-simulate.c); dev measures "this" and runs a budget's dry run. */
 int run_simulate(const options *o, const dlrt_trainer_config *cfg, const dlrt_dataset *d,

@@ -587,6 +587,30 @@ typedef struct {
   uint64_t spill_least;
 } dlrt_memory_plan;
 
+/* A split GPT's plan (dltrain --plan --tensor-parallel): each peer's shard
+ * (as dlrt_trainer_set_tensor_parallel makes them: heads in proportion to
+ * `weights`, NULL for even shares) and what its training step holds on its
+ * device, planned as its executor plans it (the peer takes the whole batch
+ * from the host: no loader slots; --accum's running sums beside), so that
+ * plan.peak is the peer's dlrt_tp_peer_info.planned_peak_bytes. `width`:
+ * the windows' tokens. checkpoint_every: the forward nodes a segment on
+ * every peer (DLRT_CHECKPOINT_MARKS for a GPT's blocks, 0 none);
+ * config.checkpoint DLRT_CHECKPOINT_AUTO chooses it on the first peer's
+ * graph for device_memory, as the split does. out: n entries. */
+typedef struct {
+  dlrt_gpt_shard shard;
+  int checkpoint_every;
+  dlrt_memory_plan plan;
+} dlrt_tp_plan;
+DLRT_API int dlrt_plan_tensor_parallel(const dlrt_trainer_config *cfg, int64_t width, int n,
+                                       const double *weights, uint64_t device_memory,
+                                       dlrt_tp_plan *out);
+/* The largest batch (windows) whose every peer's planned peak fits
+ * device_memory (0: not even one). */
+DLRT_API int dlrt_plan_tensor_parallel_max_batch(const dlrt_trainer_config *cfg, int64_t width,
+                                                 int n, const double *weights,
+                                                 uint64_t device_memory, int64_t *batch);
+
 /* Plans `cfg` (model, batch, optimizer, accum, prefetch) for images of
  * channels x height x width in `classes` classes. */
 DLRT_API int dlrt_plan_memory(const dlrt_trainer_config *cfg, int64_t channels, int64_t height,

@@ -129,6 +129,11 @@ static void make_shards(const dlrt_gpt_config *c, int n, const double *weights,
   }
 }
 
+void dlrt__tp_make_shards(const dlrt_gpt_config *c, int n, const double *weights,
+                          dlrt_gpt_shard *out) {
+  make_shards(c, n, weights, out);
+}
+
 
 static int ends_with(const char *s, const char *suffix) {
   size_t a = strlen(s), b = strlen(suffix);

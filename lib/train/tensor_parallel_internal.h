@@ -85,6 +85,12 @@ typedef struct {
   int64_t start[3], len[3];
 } tp_piece;
 
+/* The shards of c over n peers as the split makes them: heads in
+ * proportion to `weights` (NULL: even), vocabulary rows likewise
+ * (plan_tp.c plans them). */
+void dlrt__tp_make_shards(const dlrt_gpt_config *c, int n, const double *weights,
+                          dlrt_gpt_shard *out);
+
 /* Whether `tensor_name` (a parameter or its optimizer state) is split by
  * shard s of model c, and where its piece lies (*out); 0 for a tensor every
  * peer holds whole. */
