@@ -4,7 +4,7 @@
 # the options a user expects: --accum K (the stages' gradient sums run on
 # over K batches), --clip-norm (one global norm over the stages, the tied wte
 # counted once), --checkpoint blocks|sqrt|every:N inside the stages (the
-# same bits, a smaller stage peak), --precision bf16 and fp16 (one loss
+# same bits, a smaller stage peak; auto: each stage's own), --precision bf16 and fp16 (one loss
 # scale and one overflow verdict for all stages), each against one device
 # with the same options; and that what it still refuses is a usage error.
 
@@ -163,10 +163,13 @@ else
   skip "mpirun -np 2 --pipeline with $all" "$why"
 fi
 
-# 16, 17: what a pipeline does not take yet is a usage error that says so.
+# 16: --checkpoint auto: each stage chooses its segments for its own
+# device (here the whole device: none), the pipeline's bits.
 run $gpt --pipeline cpu,cpu --checkpoint auto
-[ $rc -eq 2 ] && grep -q "pipeline takes --checkpoint blocks, sqrt or every:N" "$tmp/err"
-result "--pipeline --checkpoint auto is a usage error naming what works"
+[ $rc -eq 0 ] && same_bits "$tmp/pipe.json" "$tmp/out" &&
+  grep -q "checkpointing auto" "$tmp/err"
+result "--pipeline --checkpoint auto: each stage's own segments, the same losses bit for bit"
+# 17: what a pipeline does not take yet is a usage error that says so.
 run $gpt --pipeline cpu,cpu --mem-limit 8M
 [ $rc -eq 2 ] && grep -q "pipeline goes without --mem-limit" "$tmp/err"
 result "--pipeline --mem-limit is a usage error"

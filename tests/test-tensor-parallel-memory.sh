@@ -112,7 +112,7 @@ assert b['spilled_bytes'] < c['spilled_bytes'], (b['spilled_bytes'], c['spilled_
 print('# planned peak a peer %d -> %d; spilled %d -> %d bytes' % (
     pa[0], pb[0], c['spilled_bytes'], b['spilled_bytes']))" "$tmp/free.json" "$tmp/auto.json" \
     "$tmp/m3.json"
-result "--checkpoint auto --mem-limit 3M: the same segments on both peers, a lower plan, less spilled"
+result "--checkpoint auto --mem-limit 3M: one choice of segments, lower plans, less spilled"
 keep blocks --tensor-parallel cpu,cpu --checkpoint blocks --mem-limit 2M
 [ $rc -eq 0 ] && same_round_losses "$tmp/free.json" "$tmp/blocks.json" 24 &&
   within "$tmp/blocks.json" 2097152 1

@@ -40,8 +40,8 @@ void dltrain_usage(FILE *out) {
         "      --pipeline A,B,...     pipeline parallel: the model's layers (a GPT's\n"
         "                             blocks) cut into stages on these devices (GPipe\n"
         "                             schedule); with --accum, --clip-norm, --checkpoint\n"
-        "                             blocks|sqrt|every:N, --precision, and under mpirun\n"
-        "                             (a pipeline a rank) --zero 1|2|3\n"
+        "                             (auto: each stage's own), --precision, and under\n"
+        "                             mpirun (a pipeline a rank) --zero 1|2|3\n"
         "      --micro-batches M      micro-batches per batch with --pipeline (default 4)\n"
         "      --devices A,B,...      data parallel over these devices (any backends):\n"
         "                             each batch split between them in proportion to\n"
@@ -509,9 +509,6 @@ static int check_combinations(options *o, int momentum_given, dlrt_optimizer_kin
   }
   if (o->pipeline && o->mem_limit)
     return tool_usage_error(err, "--pipeline goes without --mem-limit in this version");
-  if (o->pipeline && o->checkpoint == DLRT_CHECKPOINT_AUTO)
-    return tool_usage_error(err, "--pipeline takes --checkpoint blocks, sqrt or every:N, not "
-                            "auto, in this version");
   /* A split model's replicas shard through tensor_parallel.c's host update,
    * a pipeline's stages through pipeline.c's, which take loss scaling and
    * accumulation too. */

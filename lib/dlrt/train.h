@@ -397,8 +397,9 @@ DLRT_API int dlrt_trainer_check_ranks(dlrt_trainer_t *t, const dlrt_dataset *tra
  * embedding, whose two gradients are summed into both before every update
  * (the same update on both sides). The trainer's accumulation (each
  * stage's sums run on over its batches), clipping (one global norm, the
- * tied embedding once), checkpointing (inside each stage; not
- * DLRT_CHECKPOINT_AUTO) and precision (activations between stages in fp32;
+ * tied embedding once), checkpointing (inside each stage;
+ * DLRT_CHECKPOINT_AUTO chooses each stage's segments for its own device's
+ * budget) and precision (activations between stages in fp32;
  * under fp16 one loss scale and one overflow verdict for all stages) apply
  * to the stages. Not with spilling, --devices, MPI or a GPT's dropout in
  * this version. */

@@ -148,6 +148,18 @@ static int check_stage_ops(const dlrt_trainer_t *t, const struct stage *st) {
   return DLRT_OK;
 }
 
+/* --checkpoint auto in a stage: the segments chosen for its own device's
+ * budget (DLRT_MEM_LIMIT, else its memory), as one device's trainer
+ * chooses them, with the stage's gradient sums beside its plan. The stages
+ * meet between their runs, never inside a segment, so each may choose its
+ * own. */
+static int stage_auto_segments(struct stage *st) {
+  dlrt_exec_info info;
+  int every, rc = dlrt_exec_info_get(st->e, &info);
+  return rc < 0 ? rc : dlrt__choose_checkpoint_every(st->e, st->g, st->dev, 0,
+                                                     info.param_bytes, &every);
+}
+
 /* Builds stage s over layers [first, last) for micro-batches of `rows`, on
  * the main executor's parameters and state. */
 static int stage_build(dlrt_trainer_t *t, struct stage *st, int last_stage, int64_t rows,
@@ -194,7 +206,9 @@ static int stage_build(dlrt_trainer_t *t, struct stage *st, int last_stage, int6
   if (rc == DLRT_OK) rc = dlrt_exec_create(st->g, st->dev, t->cfg.seed, &st->e);
   /* Checkpointing inside a stage: its backward pass (which recomputes the
    * stage's forward, as GPipe does) keeps only the segments' inputs. */
-  if (rc == DLRT_OK && t->cfg.checkpoint != 0)
+  if (rc == DLRT_OK && t->cfg.checkpoint == DLRT_CHECKPOINT_AUTO)
+    rc = stage_auto_segments(st);
+  else if (rc == DLRT_OK && t->cfg.checkpoint != 0)
     rc = dlrt_exec_set_checkpointing(st->e, t->cfg.checkpoint);
   if (rc == DLRT_OK) rc = dlrt_exec_import(st->e, state, n_state);
   /* Every stage scales (or not) as the main executor does, from its state,
@@ -216,11 +230,10 @@ int dlrt_trainer_set_pipeline(dlrt_trainer_t *t, dlrt_device_t *const *devs, int
   DLRT__CHECK_ARG(t && devs && n >= 2 && n <= 16 && micro >= 1,
                   "dlrt_trainer_set_pipeline: trainer or devices is NULL, %d stages (2 to 16) "
                   "or %d micro-batches", n, micro);
-  DLRT__CHECK_ARG(!t->spilling && !t->n_reps && !dlrt__across_processes(t) &&
-                      t->cfg.checkpoint != DLRT_CHECKPOINT_AUTO,
-                  "dlrt_trainer_set_pipeline: not with spilling, --devices or automatic "
-                  "checkpointing in this version; across processes, set the pipeline before "
-                  "the all-reduce (dlrt_trainer_set_allreduce_async)");
+  DLRT__CHECK_ARG(!t->spilling && !t->n_reps && !dlrt__across_processes(t),
+                  "dlrt_trainer_set_pipeline: not with spilling or --devices in this version; "
+                  "across processes, set the pipeline before the all-reduce "
+                  "(dlrt_trainer_set_allreduce_async)");
   if (t->batch % micro)
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "a batch of %lld does not split into %d "
                            "micro-batches", (long long)t->batch, micro);

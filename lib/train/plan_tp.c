@@ -85,7 +85,8 @@ static int segments(const dlrt_trainer_config *cfg, const dlrt_gpt_config *gpt,
   if (rc < 0) return rc;
   int forward = 0;
   for (int i = 0; i < g->n_nodes; i++) forward += g->nodes[i]->phase == DLRT__PHASE_FORWARD;
-  if (cfg->checkpoint != DLRT_CHECKPOINT_AUTO) *every = dlrt__checkpoint_segment(g, cfg->checkpoint);
+  if (cfg->checkpoint != DLRT_CHECKPOINT_AUTO)
+    *every = dlrt__checkpoint_segment(g, cfg->checkpoint);
   dlrt_graph_destroy(g);
   if (cfg->checkpoint != DLRT_CHECKPOINT_AUTO) return DLRT_OK;
   dlrt_memory_plan p;
