@@ -138,6 +138,9 @@ int dlrt__tp_peer_memory(dlrt_trainer_t *t, tp_peer *p) {
 int dlrt__tp_memory_limits(dlrt_trainer_t *t) {
   dlrt__tp *tp = t->tp;
   int rc = DLRT_OK;
+  /* A trainer made with config.spill spilled the whole model; its executor
+   * now holds nothing, and the peers spill (their figures are the run's). */
+  t->spilling = t->streaming = 0;
   /* The peers' measured peaks count from here: until now the device may
    * have held the whole model too (made there, or on the host's CPU device
    * that a peer shares), which is gone, and each executor's base was what
