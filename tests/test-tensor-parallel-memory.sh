@@ -15,8 +15,8 @@
 # resumes on one device with the unbroken run's losses; what stays refused
 # (updates through the host) says what works. --plan --tensor-parallel
 # plans each peer's shard as the peer's executor does (the trained runs'
-# planned peaks to the byte, --checkpoint auto's segments too) and the
-# largest batch every peer fits.
+# planned peaks to the byte, --checkpoint auto's segments too), the
+# largest batch every peer fits, and with --simulate the split's step.
 #
 # CI runs 12 steps at context 64, batch 4: a peer plans a 10.4 MiB peak,
 # and the budgets are 3 MiB (0.29x) unless said.
@@ -209,6 +209,21 @@ run $common --tensor-parallel 2 --device cpu --plan --device-memory 32M --batch 
   last_json "$tmp/out" "assert not all(x['fits'] for x in d['plan']['tensor_parallel'])
 print('# batch $most fits 32 MiB a peer, $((most + 1)) does not')"
 result "--plan --tensor-parallel 2 --device-memory 32M: the largest batch every peer fits"
+# --simulate: the split's step on the machine, as --plan's splits predict
+# a tensor degree of 2 without pipeline or replicas.
 run $common --tensor-parallel cpu,cpu --plan --simulate h200-pcie5
-[ $rc -eq 2 ] && grep -q "does not predict --tensor-parallel yet" "$tmp/err"
-result "--plan --simulate --tensor-parallel is a usage error naming what plans it"
+cp "$tmp/out" "$tmp/sim.json"
+[ $rc -eq 0 ] && run $common --device cpu --plan --simulate h200-pcie5 --splits 60 \
+  --max-devices 2 && python3 -c "import json, sys
+sim = json.loads(open(sys.argv[1]).read().splitlines()[-1])['plan']['simulate']
+lines = [json.loads(l) for l in open(sys.argv[2]).read().splitlines() if l.startswith('{')]
+best = [x for l in lines if 'splits' in l for x in l['splits']['best']]
+t2 = [x for x in best if (x['tensor'], x['pipeline'], x['data'], x['checkpoint']) ==
+      (2, 1, 1, False)]
+assert len(t2) == 1 and sim['tensor_s'] > 0, (sim, len(best))
+assert abs(sim['step_s'] - t2[0]['step_s']) <= 1e-9 * t2[0]['step_s'], (sim, t2[0])
+print('# predicted step %.4g ms (tensor all-reduces %.3g ms), the splits\' t=2' % (
+    sim['step_s'] * 1e3, sim['tensor_s'] * 1e3))" "$tmp/sim.json" "$tmp/out" &&
+  run $common --tensor-parallel cpu@1,cpu@3 --plan --simulate h200-pcie5 && [ $rc -eq 2 ] &&
+  grep -q "predicts even shares" "$tmp/err"
+result "--plan --simulate --tensor-parallel: the split's predicted step (uneven shares refused)"

@@ -209,8 +209,9 @@ void dltrain_usage(FILE *out) {
         "                             (parameters, gradients, optimizer state,\n"
         "                             activations, loader buffers, peak), the activation\n"
         "                             peak and the largest batch that fits the device;\n"
-        "                             with --tensor-parallel each peer's shard, and the\n"
-        "                             largest batch every peer fits\n"
+        "                             with --tensor-parallel each peer's shard, the\n"
+        "                             largest batch every peer fits (and with --simulate\n"
+        "                             the split's step)\n"
         "      --device-memory SIZE   plan for a device of SIZE (40G, 80G, ...) instead;\n"
         "                             --plan then also prints the placement: where\n"
         "                             parameters, gradients, optimizer state and\n"
@@ -492,10 +493,6 @@ static int check_combinations(options *o, int momentum_given, dlrt_optimizer_kin
     if (o->device && !ranks)
       return tool_usage_error(err, "give --device or --tensor-parallel A,B,... (its devices), "
                               "not both");
-    if (o->plan && o->simulate)
-      return tool_usage_error(err, "--plan --simulate does not predict --tensor-parallel yet: "
-                              "--plan --tensor-parallel plans each peer's memory, and --plan "
-                              "--simulate MACHINE of the model alone ranks its splits");
     /* Each peer spills within the budget on its device; the updates that
      * go through the host read gradients a spilling peer does not give. */
     if (o->mem_limit && (o->clip_norm > 0 || o->precision == DLRT_F16))

@@ -2,7 +2,8 @@
  * planned (dlrt_plan_tensor_parallel: its parameters, gradients, state and
  * activations at its peak, and the least budget spilling can do), against
  * its device's memory (or --device-memory) and --mem-limit, and the
- * largest batch every peer fits; as text or JSON. */
+ * largest batch every peer fits; with --simulate, the split's step on that
+ * machine; as text or JSON. */
 #include <inttypes.h>
 #include <stdio.h>
 
@@ -20,12 +21,50 @@ static uint64_t peer_memory(const options *o, dlrt_device_t *dev) {
   return dlrt_device_props_get(dev, &props) == DLRT_OK ? props.total_memory : 0;
 }
 
+/* --simulate MACHINE: the split's step on the machine's devices and peer
+ * links, as --plan's splits predict it (dlrt_split_eval: tensor degree n,
+ * no pipeline or replicas; checkpointing at the blocks). */
+static int predict(const options *o, const dlrt_trainer_config *cfg, const dlrt_dataset *d,
+                   dlrt_device_t *dev, int n, const double *weights, dlrt_machine *m,
+                   dlrt_split *s) {
+  int rc;
+  for (int i = 1; weights && i < n; i++)
+    if (weights[i] != weights[0]) {
+      fputs("dltrain: --plan --simulate predicts even shares: give --tensor-parallel without "
+            "@WEIGHT\n", stderr);
+      return STATUS_USAGE;
+    }
+  if (cfg->checkpoint != 0 && cfg->checkpoint != DLRT_CHECKPOINT_MARKS) {
+    fputs("dltrain: --plan --simulate --tensor-parallel predicts --checkpoint blocks or none\n",
+          stderr);
+    return STATUS_USAGE;
+  }
+  if ((rc = dlrt_machine_get(o->simulate, dev, m)) < 0) {
+    fprintf(stderr, "dltrain: --simulate: %s\n", dlrt_last_error());
+    return rc == DLRT_ERR_INVALID_ARG || rc == DLRT_ERR_IO ? STATUS_USAGE : STATUS_FAIL;
+  }
+  *s = (dlrt_split){.tensor = n, .pipeline = 1, .data = 1, .checkpoint = cfg->checkpoint != 0,
+                    .micro_batch = cfg->batch};
+  uint64_t memory = o->device_memory ? o->device_memory : m->device_memory;
+  if ((rc = dlrt_split_eval(cfg, d->width, memory, m, s)) < 0)
+    return tool_fail("cannot predict the split's step (--simulate)", rc);
+  return 0;
+}
+
 int run_plan_tp(const options *o, const dlrt_trainer_config *cfg, const dlrt_dataset *d,
                 dlrt_device_t *const *devs, int n, const double *weights) {
+  dlrt_machine machine;
+  dlrt_split split;
+  if (o->simulate) {
+    int status = predict(o, cfg, d, devs[0], n, weights, &machine, &split);
+    if (status != 0) return status;
+  }
   dlrt_tp_plan plans[DLRT_TP_MAX];
   uint64_t memory[DLRT_TP_MAX], least_memory = 0;
   for (int i = 0; i < n; i++) {
-    memory[i] = peer_memory(o, devs[i]);
+    /* --simulate without --device-memory: the machine's devices. */
+    memory[i] = o->simulate && !o->device_memory ? machine.device_memory
+                                                 : peer_memory(o, devs[i]);
     if (i == 0 || memory[i] < least_memory) least_memory = memory[i];
   }
   /* --checkpoint auto chooses for the spilling budget, else the first
@@ -63,8 +102,17 @@ int run_plan_tp(const options *o, const dlrt_trainer_config *cfg, const dlrt_dat
              p->peak <= memory[i] ? "true" : "false",
              !limit ? "null" : p->spill_least <= limit ? "true" : "false");
     }
-    printf("], \"max_batch\": %" PRId64 ", \"max_batch_memory\": %" PRIu64 "}}\n", most,
+    printf("], \"max_batch\": %" PRId64 ", \"max_batch_memory\": %" PRIu64, most,
            least_memory);
+    if (o->simulate) {
+      printf(", \"simulate\": {\"machine\": ");
+      tool_json_string(stdout, machine.name);
+      printf(", \"step_s\": %.9g, \"compute_s\": %.9g, \"tensor_s\": %.9g, \"exchange_s\": "
+             "%.9g, \"tokens_per_s\": %.9g, \"device_bytes\": %" PRIu64 ", \"fits\": %s}",
+             split.step_s, split.compute_s, split.tensor_s, split.exchange_s,
+             split.tokens_per_s, split.device_bytes, split.fits ? "true" : "false");
+    }
+    printf("}}\n");
     return 0;
   }
   printf("plan     %s split over %d peers, batch %" PRId64 " of %" PRId64 " tokens%s, %s, %s",
@@ -88,7 +136,8 @@ int run_plan_tp(const options *o, const dlrt_trainer_config *cfg, const dlrt_dat
     printf("    peak %.2f MiB: %s %.1f MiB (%s); spilling can do %.2f MiB (the least "
            "--mem-limit with --offload optimizer)", mib(p->peak),
            p->peak <= memory[i] ? "fits" : "too big for", mib(memory[i]),
-           o->device_memory ? "--device-memory" : "the device", mib(p->spill_least));
+           o->device_memory ? "--device-memory" : o->simulate ? machine.name : "the device",
+           mib(p->spill_least));
     if (limit)
       printf("; --mem-limit %.2f MiB: %s", mib(limit),
              p->peak <= limit ? "fits unspilled"
@@ -97,5 +146,10 @@ int run_plan_tp(const options *o, const dlrt_trainer_config *cfg, const dlrt_dat
   }
   printf("largest batch that fits every peer (%.1f MiB each): %" PRId64 "\n",
          mib(least_memory), most);
+  if (o->simulate)
+    printf("predicted step on %s (%d of its devices, on its peer links): %.3f ms = compute "
+           "%.3f + tensor all-reduces %.3f + exchange %.3f; %.0f tokens/s\n", machine.name, n,
+           split.step_s * 1e3, split.compute_s * 1e3, split.tensor_s * 1e3,
+           split.exchange_s * 1e3, split.tokens_per_s);
   return 0;
 }
