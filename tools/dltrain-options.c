@@ -41,7 +41,9 @@ void dltrain_usage(FILE *out) {
         "                             blocks) cut into stages on these devices (GPipe\n"
         "                             schedule); with --accum, --clip-norm, --checkpoint\n"
         "                             blocks|sqrt|every:N, --precision, and under mpirun\n"
-        "                             (a pipeline a rank) --zero 1|2|3\n"
+        "                             (a pipeline a rank) --zero 1|2|3; with\n"
+        "                             --tensor-parallel N under mpirun, each stage\n"
+        "                             split over N ranks\n"
         "      --micro-batches M      micro-batches per batch with --pipeline (default 4)\n"
         "      --devices A,B,...      data parallel over these devices (any backends):\n"
         "                             each batch split between them in proportion to\n"
@@ -57,10 +59,11 @@ void dltrain_usage(FILE *out) {
         "                             each on its --device (mpirun -np N x R: R data-\n"
         "                             parallel replicas of N shards; with A,B,... under\n"
         "                             mpirun every rank holds a replica split over its\n"
-        "                             devices). With --accum, --clip-norm (the global\n"
-        "                             norm), --checkpoint blocks|sqrt|every:N, fp16 loss\n"
-        "                             scaling. Checkpoints hold whole tensors (resume on\n"
-        "                             any split)\n"
+        "                             devices; with --pipeline A,B,... every stage split\n"
+        "                             over the N ranks). With --accum, --clip-norm (the\n"
+        "                             global norm), --checkpoint blocks|sqrt|every:N,\n"
+        "                             fp16 loss scaling. Checkpoints hold whole tensors\n"
+        "                             (resume on any split)\n"
         "      --zero 1|2|3           ZeRO: shard the replicas' model states (of --devices,\n"
         "                             or of the ranks under mpirun): 1 the optimizer\n"
         "                             state, 2 the gradients too, 3 the parameters too\n"
@@ -481,8 +484,12 @@ static int check_combinations(options *o, int momentum_given, dlrt_optimizer_kin
     if (!o->gpt_model)
       return tool_usage_error(err, "--tensor-parallel splits GPT models (--model gpt-mini, "
                               "gpt2, ...); for %s use --devices or --pipeline", o->model);
-    if (o->devices || o->pipeline)
-      return tool_usage_error(err, "--tensor-parallel goes without --devices and --pipeline "
+    if (o->devices || (o->pipeline && !ranks))
+      return tool_usage_error(err, "--tensor-parallel goes without --devices, and with "
+                              "--pipeline as a number of MPI ranks only (mpirun -np N "
+                              "dltrain --pipeline A,B --tensor-parallel N), in this version");
+    if (o->pipeline && o->zero)
+      return tool_usage_error(err, "--zero goes with --pipeline or --tensor-parallel, not both, "
                               "in this version");
     if (o->device && !ranks)
       return tool_usage_error(err, "give --device or --tensor-parallel A,B,... (its devices), "

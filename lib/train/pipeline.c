@@ -85,8 +85,9 @@ static int gpt_stage_graph(dlrt_trainer_t *t, struct stage *st, int last_stage, 
   }
   int rc = dlrt_graph_status(st->g);
   if (rc == DLRT_OK)
-    rc = dlrt__gpt_build_stage(st->g, &c, st->x, rows, T, st->first, st->last, st->labels,
-                               t->cfg.label_smoothing, last_stage ? &st->loss : &st->y);
+    rc = dlrt__gpt_build_stage(st->g, &c, t->ptp ? dlrt__ptp_shard(t) : NULL, st->x, rows, T,
+                               st->first, st->last, st->labels, t->cfg.label_smoothing,
+                               last_stage ? &st->loss : &st->y);
   for (int i = 0; rc == DLRT_OK && i < st->g->n_tensors; i++) {
     dlrt_tensor_t *p = st->g->tensors[i];
     if (p->kind == DLRT__TENSOR_PARAM && strcmp(p->name, "transformer.wte.weight") == 0)
@@ -196,7 +197,9 @@ static int stage_build(dlrt_trainer_t *t, struct stage *st, int last_stage, int6
    * stage's forward, as GPipe does) keeps only the segments' inputs. */
   if (rc == DLRT_OK && t->cfg.checkpoint != 0)
     rc = dlrt_exec_set_checkpointing(st->e, t->cfg.checkpoint);
-  if (rc == DLRT_OK) rc = dlrt_exec_import(st->e, state, n_state);
+  if (rc == DLRT_OK) /* tensor x pipeline: the shard's pieces (pipeline_tp.c) */
+    rc = t->ptp ? dlrt__ptp_stage_import(t, st->e, state, n_state)
+                : dlrt_exec_import(st->e, state, n_state);
   /* Every stage scales (or not) as the main executor does, from its state,
    * by scale / M: each micro-batch's loss is the mean of its rows, M times
    * the share of one row in the batch's mean, so the per-row gradients then
@@ -416,7 +419,9 @@ static int update_stages(dlrt_trainer_t *t) {
   dlrt__exec_save_loss_scale(t->stages[0].e, &scale);
   int scaled = scale.scaler.enabled, clipped = t->cfg.clip_norm > 0, finite = 1;
   double squares = 0;
-  for (int s = 0; s < S && rc == DLRT_OK && (scaled || clipped); s++) {
+  /* Tensor x pipeline: over the shards too (pipeline_tp.c). */
+  if (rc == DLRT_OK && t->ptp && (scaled || clipped)) rc = dlrt__ptp_check(t, &squares, &finite);
+  for (int s = 0; s < S && rc == DLRT_OK && (scaled || clipped) && !t->ptp; s++) {
     const struct stage *st = &t->stages[s];
     int skip = t->lm && s == S - 1 ? st->tied->id : -1, ok = 1;
     float sq = 0;
@@ -533,6 +538,7 @@ int dlrt__pipeline_step(dlrt_trainer_t *t, const void *inputs, const int32_t *la
   int64_t correct_before = *correct;
   _Static_assert(sizeof(float) == sizeof(int32_t), "a token takes an activation's slot");
   memcpy(t->acts + t->act_at[0], inputs, (size_t)(t->act_numel[0] * M) * sizeof(float));
+  if (t->ptp) dlrt__ptp_shift_tokens(t, (int32_t *)(t->acts + t->act_at[0]), t->act_numel[0] * M);
   for (int w = 0; w < M + S - 2 && rc == DLRT_OK; w++) rc = forward_wave(t, w);
   *loss = 0;
   for (int w = 0; w < M + S - 1 && rc == DLRT_OK; w++)
@@ -567,6 +573,11 @@ int dlrt__pipeline_sync_main(dlrt_trainer_t *t) {
     if ((rc = z ? dlrt__zero_peer_export(z, &part, &n)
                 : dlrt_exec_export(t->stages[s].e, 1, &part, &n)) < 0)
       break;
+    /* Tensor x pipeline: the shards' pieces gathered over the ranks. */
+    if (t->ptp && (rc = dlrt__ptp_gather(t, part, n)) < 0) {
+      dlrt_host_tensors_free(part, n);
+      break;
+    }
     dlrt_host_tensor *grown = realloc(all, (size_t)(n_all + n) * sizeof *all);
     if (!grown) {
       dlrt_host_tensors_free(part, n);

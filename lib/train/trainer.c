@@ -19,6 +19,7 @@ void dlrt_trainer_destroy(dlrt_trainer_t *t) {
   dlrt__zero_free(t); /* its shards first: they lie on the replicas' devices */
   for (int i = 0; i < t->n_reps; i++) dlrt__replica_free(&t->reps[i]);
   dlrt__pipeline_free(t);
+  dlrt__ptp_free(t);
   dlrt__tp_free(t);
   free(t->reps);
   free(t->grads);
