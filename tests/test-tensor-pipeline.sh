@@ -10,17 +10,17 @@
 # (every step's train and validation loss within 1e-5, relative), each
 # stage of each rank holding about 1/(stages x N) of one device's parameter
 # bytes (--json's "stages"); --accum, --clip-norm (one global norm over the
-# stages and shards) and --checkpoint blocks go with it; a checkpoint saved
-# from it is one whole file that resumes on one device and back into the
-# composition with the unbroken run's losses; what it does not take is a
-# usage error naming what works.
+# stages and shards), --checkpoint blocks and fp16 go with it; a checkpoint
+# saved from it is one whole file that resumes on one device and back into
+# the composition with the unbroken run's losses; what it does not take is
+# a usage error naming what works.
 #
 # CI runs 12 steps at context 64 (the README's table: the same runs).
 
 DLTRAIN=${DLTRAIN:-./tools/dltrain}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=11
+TOOL=$DLTRAIN PLAN=12
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
@@ -104,7 +104,18 @@ mpi_ranks 2 three --steps 12 --pipeline cpu,cpu,cpu --tensor-parallel 2
 [ $rc -eq 0 ] && round_losses_close "$tmp/one.json" "$tmp/three.json" 1e-5
 result "three stages split over 2 ranks: within 1e-5 of one device"
 
-# 10, 11: what it does not take names what works.
+# 10: fp16 loss scaling: one overflow verdict over the stages and the
+# ranks. From a scale of 1024, where neither run overflows, the same run
+# to fp16 rounding (the split's partial sums meet in fp32; 1e-3, as
+# test-tensor-parallel-compose.sh holds the split alone).
+fp16="--precision fp16 --loss-scale 1024"
+run $common --steps 12 --device cpu $fp16
+cp "$tmp/out" "$tmp/one-fp16.json"
+mpi_ranks 2 fp16 --steps 12 --pipeline cpu,cpu --tensor-parallel 2 $fp16
+[ $rc -eq 0 ] && round_losses_close "$tmp/one-fp16.json" "$tmp/fp16.json" 1e-3
+result "--precision fp16 --loss-scale 1024: within 1e-3 of one device in fp16"
+
+# 11, 12: what it does not take names what works.
 run $common --steps 1 --pipeline cpu,cpu --tensor-parallel cpu,cpu
 [ $rc -eq 2 ] && grep -q "with --pipeline as a number of MPI ranks only" "$tmp/err"
 result "--pipeline with --tensor-parallel A,B (devices) is a usage error naming the rank form"
