@@ -20,7 +20,7 @@
 DLTRAIN=${DLTRAIN:-./tools/dltrain}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=12
+TOOL=$DLTRAIN PLAN=14
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
@@ -86,7 +86,15 @@ run $common --steps 12 --device cpu --accum 2 --checkpoint blocks
 ! round_losses_close "$tmp/out" "$tmp/opts.json" 1e-3 >/dev/null 2>&1
 result "and the clip changes the run (more than 1e-3 from the unclipped one)"
 
-# 7, 8: saved after 4 steps from the composition (the shards of every
+# 7: the same options over 2 replicas of 2 shards, against one device at
+# batch 8 (the clipping norm of the replicas' mean gradients).
+run $common --steps 12 --device cpu --batch 8 $opts
+cp "$tmp/out" "$tmp/one8-opts.json"
+mpi_ranks 4 opts4 --steps 12 --pipeline cpu,cpu --tensor-parallel 2 $opts
+[ $rc -eq 0 ] && round_losses_close "$tmp/one8-opts.json" "$tmp/opts4.json" 1e-5
+result "2 replicas x 2 shards with them: within 1e-5 of one device at batch 8"
+
+# 8, 9: saved after 4 steps from the composition (the shards of every
 # stage gathered, rank 0 writes one whole file), resumed on one device and
 # back into the composition: the unbroken run's next losses.
 run $common --steps 8 --device cpu
@@ -99,12 +107,20 @@ mpi_ranks 2 resumed --steps 8 --pipeline cpu,cpu --tensor-parallel 2 --resume "$
 [ $rc -eq 0 ] && resumed_losses "$tmp/one-8.json" "$tmp/resumed.json" 4 4 1e-5
 result "and resumes into the composition with them"
 
-# 9: three stages over two ranks (uneven blocks: 2, 1, 1 of gpt-mini's 4).
+# 10: at step 0 (--steps 0 --save: the initial parameters) the file the
+# composition gathers from its shards is one device's, byte for byte: the
+# same whole tensors, names, order and metadata.
+run $common --steps 0 --device cpu --save "$tmp/one0.st"
+mpi_ranks 2 zero-steps --steps 0 --pipeline cpu,cpu --tensor-parallel 2 --save "$tmp/tp0.st"
+[ $rc -eq 0 ] && cmp "$tmp/one0.st" "$tmp/tp0.st"
+result "--steps 0 --save: the composition's checkpoint is one device's, byte for byte"
+
+# 11: three stages over two ranks (uneven blocks: 2, 1, 1 of gpt-mini's 4).
 mpi_ranks 2 three --steps 12 --pipeline cpu,cpu,cpu --tensor-parallel 2
 [ $rc -eq 0 ] && round_losses_close "$tmp/one.json" "$tmp/three.json" 1e-5
 result "three stages split over 2 ranks: within 1e-5 of one device"
 
-# 10: fp16 loss scaling: one overflow verdict over the stages and the
+# 12: fp16 loss scaling: one overflow verdict over the stages and the
 # ranks. From a scale of 1024, where neither run overflows, the same run
 # to fp16 rounding (the split's partial sums meet in fp32; 1e-3, as
 # test-tensor-parallel-compose.sh holds the split alone).
@@ -115,7 +131,7 @@ mpi_ranks 2 fp16 --steps 12 --pipeline cpu,cpu --tensor-parallel 2 $fp16
 [ $rc -eq 0 ] && round_losses_close "$tmp/one-fp16.json" "$tmp/fp16.json" 1e-3
 result "--precision fp16 --loss-scale 1024: within 1e-3 of one device in fp16"
 
-# 11, 12: what it does not take names what works.
+# 13, 14: what it does not take names what works.
 run $common --steps 1 --pipeline cpu,cpu --tensor-parallel cpu,cpu
 [ $rc -eq 2 ] && grep -q "with --pipeline as a number of MPI ranks only" "$tmp/err"
 result "--pipeline with --tensor-parallel A,B (devices) is a usage error naming the rank form"

@@ -472,10 +472,12 @@ DLRT_API int dlrt_trainer_stages(const dlrt_trainer_t *t, int *first, int *last,
  * (dlrt_trainer_set_allreduce_async) is set after this call, and sums each
  * stage with the same stage of the same shard. Accumulation, clipping (one
  * global norm over the stages and shards), in-stage checkpointing and
- * precision as the pipeline takes them. The trainer's executor keeps the
- * whole model for evaluation and checkpoints, gathered from the ranks at
- * the end of each round (a collective: every rank trains the same rounds);
- * every rank may call dlrt_trainer_save, rank 0 writes. Not with ZeRO,
+ * precision as the pipeline takes them. The trainer's executor keeps no
+ * storage after it (the model lives in the stages' shards): evaluation
+ * runs through the stages, and dlrt_trainer_save (and the ranks'
+ * dlrt_trainer_check_ranks) gathers whole tensors from them over the ranks,
+ * so every rank of a replica calls it (rank 0 writes; the file is one
+ * device's); dlrt_trainer_load cuts one into the shards. Not with ZeRO,
  * spilling or --devices in this version. */
 DLRT_API int dlrt_trainer_set_pipeline_tensor_parallel(dlrt_trainer_t *t,
                                                        dlrt_device_t *const *devs, int n,

@@ -224,6 +224,9 @@ int dlrt_trainer_set_pipeline(dlrt_trainer_t *t, dlrt_device_t *const *devs, int
                   "dlrt_trainer_set_pipeline: not with spilling, --devices or automatic "
                   "checkpointing in this version; across processes, set the pipeline before "
                   "the all-reduce (dlrt_trainer_set_allreduce_async)");
+  if (t->ptp && t->n_stages)
+    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_pipeline: the trainer's stages "
+                           "are split over tensor-parallel ranks already (once per trainer)");
   if (t->batch % micro)
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "a batch of %lld does not split into %d "
                            "micro-batches", (long long)t->batch, micro);
@@ -558,6 +561,7 @@ int dlrt__pipeline_step(dlrt_trainer_t *t, const void *inputs, const int32_t *la
  * checkpoints). */
 int dlrt__pipeline_sync_main(dlrt_trainer_t *t) {
   if (!t->n_stages) return DLRT_OK;
+  if (t->ptp) return dlrt__ptp_sync(t); /* no whole model to sync: pipeline_tp.c */
   /* Each stage holds its layers' parameters and state: all of them together
    * are the model's. A GPT's wte and its state are on two stages, alike:
    * the import takes the first stage's. */
@@ -573,11 +577,6 @@ int dlrt__pipeline_sync_main(dlrt_trainer_t *t) {
     if ((rc = z ? dlrt__zero_peer_export(z, &part, &n)
                 : dlrt_exec_export(t->stages[s].e, 1, &part, &n)) < 0)
       break;
-    /* Tensor x pipeline: the shards' pieces gathered over the ranks. */
-    if (t->ptp && (rc = dlrt__ptp_gather(t, part, n)) < 0) {
-      dlrt_host_tensors_free(part, n);
-      break;
-    }
     dlrt_host_tensor *grown = realloc(all, (size_t)(n_all + n) * sizeof *all);
     if (!grown) {
       dlrt_host_tensors_free(part, n);

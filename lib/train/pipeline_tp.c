@@ -18,9 +18,10 @@
  * replicas (the trainer's all-reduce) sum each stage with the same stage
  * of the same shard on the other replicas.
  *
- * The trainer's own executor keeps the whole model, as a pipeline's does:
- * at the end of each round the stages' pieces are gathered over the ranks
- * into it (a sum of zero-padded pieces), for evaluation and checkpoints. */
+ * The trainer's own executor keeps no storage (as a split model's): the
+ * whole model lives in the shards of the stages. Evaluation runs through
+ * the stages, and checkpoints and the ranks' fingerprint gather whole
+ * tensors from them over the ranks (a sum of zero-padded pieces). */
 #include "config.h"
 
 #include <math.h>
@@ -83,7 +84,66 @@ int dlrt_trainer_set_pipeline_tensor_parallel(dlrt_trainer_t *t, dlrt_device_t *
   /* The stages are built for the shard (pipeline.c asks dlrt__ptp_shard). */
   t->ptp = p;
   int rc = dlrt_trainer_set_pipeline(t, devs, n, micro);
-  if (rc < 0) dlrt__ptp_free(t);
+  /* The whole model now lives in the stages' shards: the trainer's
+   * executor is made again without storage (its plan and figures stay). */
+  dlrt__loss_scale_saved scale;
+  dlrt__exec_save_loss_scale(t->e, &scale);
+  dlrt_exec_t *bare = NULL;
+  if (rc == DLRT_OK) rc = dlrt__exec_create_deferred(t->g, t->dev, t->cfg.seed, &bare);
+  if (rc == DLRT_OK) {
+    bare->steps = t->e->steps;
+    dlrt__exec_restore_loss_scale(bare, &scale);
+    dlrt_exec_destroy(t->e);
+    t->e = bare;
+    dlrt_loader_destroy(t->eval_loader); /* evaluation takes host batches now */
+    t->eval_loader = NULL;
+    t->eval_data = NULL;
+  } else {
+    dlrt__pipeline_free(t);
+    dlrt__ptp_free(t);
+  }
+  return rc;
+}
+
+int dlrt__ptp_sync(dlrt_trainer_t *t) {
+  /* The stages' step count to the trainer's executor (its loss scale goes
+   * there after each update). */
+  t->e->steps = t->stages[0].e->steps;
+  return DLRT_OK;
+}
+
+int dlrt__ptp_evaluate(dlrt_trainer_t *t, const int32_t *tokens, const int32_t *targets,
+                       float *loss) {
+  /* The batch (t->batch rows of T tokens) in the training step's
+   * micro-batches, each forward through the stages in turn (micro-batch 0's
+   * slots of the host activations as scratch); the mean of their mean
+   * losses is the batch's. Every rank evaluates the same batches in the
+   * same order, so the stages' collectives meet. */
+  int S = t->n_stages, M = t->micro, rc = DLRT_OK;
+  int64_t per = t->act_numel[0]; /* tokens of a micro-batch */
+  double sum = 0;
+  for (int m = 0; m < M && rc == DLRT_OK; m++) {
+    int32_t *in = (int32_t *)(t->acts + t->act_at[0]);
+    memcpy(in, tokens + m * per, (size_t)per * sizeof(int32_t));
+    dlrt__ptp_shift_tokens(t, in, per);
+    for (int s = 0; s < S && rc == DLRT_OK; s++) {
+      struct stage *st = &t->stages[s];
+      rc = dlrt_exec_write(st->e, st->x, t->acts + t->act_at[s],
+                           (size_t)t->act_numel[s] * sizeof(float));
+      if (rc == DLRT_OK && s == S - 1)
+        rc = dlrt_exec_write(st->e, st->labels, targets + m * per,
+                             (size_t)per * sizeof(int32_t));
+      if (rc == DLRT_OK) rc = dlrt_exec_run(st->e, DLRT_RUN_FORWARD);
+      if (rc == DLRT_OK && s < S - 1)
+        rc = dlrt_exec_read(st->e, st->y, t->acts + t->act_at[s + 1],
+                            (size_t)t->act_numel[s + 1] * sizeof(float));
+      float l = 0;
+      if (rc == DLRT_OK && s == S - 1 &&
+          (rc = dlrt_exec_read(st->e, st->loss, &l, sizeof l)) == DLRT_OK)
+        sum += l;
+    }
+  }
+  *loss = (float)(sum / M);
   return rc;
 }
 
@@ -180,6 +240,71 @@ int dlrt__ptp_gather(dlrt_trainer_t *t, dlrt_host_tensor *part, int n) {
     h->bytes = bytes;
     memcpy(h->shape, w->shape, sizeof h->shape);
   }
+  return DLRT_OK;
+}
+
+int dlrt__ptp_info(dlrt_trainer_t *t, dlrt_exec_info *out) {
+  int rc = dlrt_exec_info_get(t->e, out); /* the whole model's parameters and state */
+  out->planned_peak_bytes = out->measured_peak_bytes = 0;
+  for (int s = 0; s < t->n_stages && rc == DLRT_OK; s++) {
+    dlrt_exec_info stage;
+    if ((rc = dlrt_exec_info_get(t->stages[s].e, &stage)) < 0) break;
+    if (stage.planned_peak_bytes > out->planned_peak_bytes)
+      out->planned_peak_bytes = stage.planned_peak_bytes;
+    if (stage.measured_peak_bytes > out->measured_peak_bytes)
+      out->measured_peak_bytes = stage.measured_peak_bytes;
+  }
+  return rc;
+}
+
+/* The position of `name` among the whole model's tensors (its export
+ * order), or n_tensors for those it has not (the step count: last). */
+static int whole_order(const dlrt_graph_t *g, const char *name) {
+  for (int id = 0; id < g->n_tensors; id++)
+    if (strcmp(g->tensors[id]->name, name) == 0) return id;
+  return g->n_tensors;
+}
+
+int dlrt__ptp_export(dlrt_trainer_t *t, int with_state, dlrt_host_tensor **out, int *n_out) {
+  dlrt_host_tensor *all = NULL;
+  int n_all = 0, rc = DLRT_OK;
+  for (int s = 0; s < t->n_stages && rc == DLRT_OK; s++) {
+    dlrt_host_tensor *part;
+    int n;
+    if ((rc = dlrt_exec_export(t->stages[s].e, with_state, &part, &n)) < 0) break;
+    /* Every rank takes part in each gather, in the same order. */
+    rc = dlrt__ptp_gather(t, part, n);
+    dlrt_host_tensor *grown = rc == DLRT_OK ? realloc(all, (size_t)(n_all + n) * sizeof *all)
+                                            : NULL;
+    if (rc == DLRT_OK && !grown) rc = dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
+    if (rc < 0) {
+      dlrt_host_tensors_free(part, n);
+      break;
+    }
+    all = grown;
+    /* A GPT's wte (and its state, the step count) on two stages, alike:
+     * the first stage's. */
+    for (int k = 0; k < n; k++) {
+      int seen = 0;
+      for (int j = 0; j < n_all && !seen; j++) seen = strcmp(all[j].name, part[k].name) == 0;
+      if (seen) free(part[k].data);
+      else all[n_all++] = part[k];
+    }
+    free(part); /* the tensors' data now belong to `all` */
+  }
+  if (rc < 0) {
+    dlrt_host_tensors_free(all, n_all);
+    return rc;
+  }
+  /* In the whole model's order, as one device exports it (stable). */
+  for (int i = 1; i < n_all; i++) {
+    dlrt_host_tensor h = all[i];
+    int key = whole_order(t->g, h.name), j = i;
+    for (; j > 0 && whole_order(t->g, all[j - 1].name) > key; j--) all[j] = all[j - 1];
+    all[j] = h;
+  }
+  *out = all;
+  *n_out = n_all;
   return DLRT_OK;
 }
 

@@ -157,6 +157,18 @@ int dlrt__ptp_stage_import(dlrt_trainer_t *t, dlrt_exec_t *e, const dlrt_host_te
 void dlrt__ptp_shift_tokens(const dlrt_trainer_t *t, int32_t *tokens, int64_t n);
 int dlrt__ptp_check(dlrt_trainer_t *t, double *squares, int *finite);
 int dlrt__ptp_gather(dlrt_trainer_t *t, dlrt_host_tensor *part, int n);
+/* The whole model's tensors from the stages' shards, as dlrt_exec_export
+ * lists them for one device (dlrt__trainer_export; a collective); an
+ * evaluation batch (tokens B x T, targets B T) forward through the stages,
+ * *loss its mean; the stages' step count to the trainer's executor, which
+ * keeps no storage (dlrt__pipeline_sync_main, after a load). */
+int dlrt__ptp_export(dlrt_trainer_t *t, int with_state, dlrt_host_tensor **out, int *n);
+int dlrt__ptp_evaluate(dlrt_trainer_t *t, const int32_t *tokens, const int32_t *targets,
+                       float *loss);
+int dlrt__ptp_sync(dlrt_trainer_t *t);
+/* dlrt_trainer_info: the whole model's parameter and state bytes, the
+ * largest stage's planned and measured peaks. */
+int dlrt__ptp_info(dlrt_trainer_t *t, dlrt_exec_info *out);
 int dlrt__ptp_rank(const dlrt_trainer_t *t);
 void dlrt__ptp_free(dlrt_trainer_t *t);
 /* parallel.c: the training loader is made again at the next epoch (whether it
