@@ -400,7 +400,8 @@ DLRT_API int dlrt_trainer_check_ranks(dlrt_trainer_t *t, const dlrt_dataset *tra
  * DLRT_CHECKPOINT_AUTO) and precision (activations between stages in fp32;
  * under fp16 one loss scale and one overflow verdict for all stages) apply
  * to the stages. Not with spilling, --devices, MPI or a GPT's dropout in
- * this version. */
+ * this version. Each stage split over tensor-parallel ranks as well:
+ * dlrt_trainer_set_pipeline_tensor_parallel. */
 DLRT_API int dlrt_trainer_set_pipeline(dlrt_trainer_t *t, dlrt_device_t *const *devs, int n,
                                        int micro);
 /* Tensor parallelism for GPT models (Megatron-LM): the model's blocks split
