@@ -61,10 +61,10 @@ int dlrt_trainer_set_pipeline_tensor_parallel(dlrt_trainer_t *t, dlrt_device_t *
     return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "tensor x pipeline parallelism splits GPT "
                            "models (--model gpt-mini, gpt2, ...); for %s use --pipeline alone",
                            t->model);
-  if (t->tp || t->ptp || t->n_reps || t->zero)
+  if (t->tp || t->ptp || t->n_stages || t->n_reps || t->zero)
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_pipeline_tensor_parallel: the "
-                           "trainer is split already (tensor parallel, --devices or ZeRO): "
-                           "call it once, on a trainer of one device");
+                           "trainer is split already (tensor or pipeline parallel, --devices "
+                           "or ZeRO): call it once, on a trainer of one device");
   dlrt_gpt_config gpt;
   dlrt__gpt_model(&t->cfg, &gpt);
   if (ranks > gpt.heads)
