@@ -149,8 +149,8 @@ run $common --steps 1 --tensor-parallel cpu,cpu --zero 1
 [ $rc -eq 2 ] && grep -q "run mpirun -np N x R with --tensor-parallel N" "$tmp/err"
 result "--tensor-parallel --zero 1 in one process (no replicas) is a usage error saying how"
 run $common --steps 1 --tensor-parallel cpu,cpu --pipeline cpu,cpu
-[ $rc -eq 2 ] && grep -q "without --devices and --pipeline" "$tmp/err"
-result "--tensor-parallel with --pipeline is a usage error"
+[ $rc -eq 2 ] && grep -q "with --pipeline as a number of MPI ranks only" "$tmp/err"
+result "--tensor-parallel A,B with --pipeline is a usage error naming the form that works"
 run $common --steps 1 --tensor-parallel 2
 [ $rc -eq 2 ] && grep -q "mpirun -np N" "$tmp/err" && grep -q "cpu,opencl:0" "$tmp/err"
 result "--tensor-parallel 2 outside mpirun is a usage error naming both forms"

@@ -41,7 +41,9 @@ void dltrain_usage(FILE *out) {
         "                             blocks) cut into stages on these devices (GPipe\n"
         "                             schedule); with --accum, --clip-norm, --checkpoint\n"
         "                             (auto: each stage's own), --precision, and under\n"
-        "                             mpirun (a pipeline a rank) --zero 1|2|3\n"
+        "                             mpirun (a pipeline a rank) --zero 1|2|3; with\n"
+        "                             --tensor-parallel N under mpirun, each stage\n"
+        "                             split over N ranks\n"
         "      --micro-batches M      micro-batches per batch with --pipeline (default 4)\n"
         "      --devices A,B,...      data parallel over these devices (any backends):\n"
         "                             each batch split between them in proportion to\n"
@@ -57,13 +59,15 @@ void dltrain_usage(FILE *out) {
         "                             each on its --device (mpirun -np N x R: R data-\n"
         "                             parallel replicas of N shards; with A,B,... under\n"
         "                             mpirun every rank holds a replica split over its\n"
-        "                             devices). With --accum, --clip-norm (the global\n"
-        "                             norm), --checkpoint (auto: chosen on the first\n"
-        "                             peer, the same on all), fp16 loss scaling;\n"
-        "                             --mem-limit and --offload (not auto) give each\n"
-        "                             peer that budget on its device (not with\n"
-        "                             --clip-norm, fp16 or replicas). Checkpoints hold\n"
-        "                             whole tensors (resume on any split)\n"
+        "                             devices; with --pipeline A,B,... every stage split\n"
+        "                             over the N ranks). With --accum, --clip-norm (the\n"
+        "                             global norm), --checkpoint (auto: chosen on the\n"
+        "                             first peer, the same on all; not with --pipeline),\n"
+        "                             fp16 loss scaling; --mem-limit and --offload (not\n"
+        "                             auto) give each peer that budget on its device\n"
+        "                             (not with --clip-norm, fp16, replicas or\n"
+        "                             --pipeline). Checkpoints hold whole tensors\n"
+        "                             (resume on any split)\n"
         "      --zero 1|2|3           ZeRO: shard the replicas' model states (of --devices,\n"
         "                             or of the ranks under mpirun): 1 the optimizer\n"
         "                             state, 2 the gradients too, 3 the parameters too\n"
@@ -487,9 +491,19 @@ static int check_combinations(options *o, int momentum_given, dlrt_optimizer_kin
     if (!o->gpt_model)
       return tool_usage_error(err, "--tensor-parallel splits GPT models (--model gpt-mini, "
                               "gpt2, ...); for %s use --devices or --pipeline", o->model);
-    if (o->devices || o->pipeline)
-      return tool_usage_error(err, "--tensor-parallel goes without --devices and --pipeline "
+    if (o->devices || (o->pipeline && !ranks))
+      return tool_usage_error(err, "--tensor-parallel goes without --devices, and with "
+                              "--pipeline as a number of MPI ranks only (mpirun -np N "
+                              "dltrain --pipeline A,B --tensor-parallel N), in this version");
+    if (o->pipeline && o->zero)
+      return tool_usage_error(err, "--zero goes with --pipeline or --tensor-parallel, not both, "
                               "in this version");
+    /* Each rank's stage would choose automatic segments apart (their
+     * collectives must meet); the planner plans one split model's peers. */
+    if (o->pipeline && (o->checkpoint == DLRT_CHECKPOINT_AUTO || o->plan))
+      return tool_usage_error(err, "--tensor-parallel with --pipeline takes --checkpoint "
+                              "blocks, sqrt or every:N (not auto) and no --plan, in this "
+                              "version");
     if (o->device && !ranks)
       return tool_usage_error(err, "give --device or --tensor-parallel A,B,... (its devices), "
                               "not both");

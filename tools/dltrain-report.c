@@ -142,6 +142,18 @@ void dltrain_print_json(const options *o, const results *r) {
            p->vocab, p->param_bytes, p->state_bytes, p->planned_peak_bytes,
            p->measured_peak_bytes, p->spill_budget_bytes, p->spill_peak_bytes);
   }
+  /* Pipeline stages: each one's layers and bytes (with --tensor-parallel N:
+   * this rank's shard of it). */
+  fputs("], \"stages\": [", stdout);
+  for (int i = 0; i < r->n_stages; i++) {
+    const dlrt_stage_info *p = &r->stages[i];
+    printf("%s{\"device\": \"%s\", \"first\": %d, \"last\": %d, \"rank\": %d, \"ranks\": %d, "
+           "\"head_first\": %d, \"heads\": %d, \"vocab_first\": %" PRId64 ", \"vocab\": %"
+           PRId64 ", \"param_bytes\": %" PRIu64 ", \"state_bytes\": %" PRIu64
+           ", \"planned_peak_bytes\": %" PRIu64 "}", i ? ", " : "", p->device, p->first,
+           p->last, p->rank, p->ranks, p->head_first, p->heads, p->vocab_first, p->vocab,
+           p->param_bytes, p->state_bytes, p->planned_peak_bytes);
+  }
   printf("], \"tensor_parallel_ranks\": %d, \"param_bytes\": %" PRIu64
          ", \"state_bytes\": %" PRIu64, r->tp_ranks, r->info.param_bytes, r->info.state_bytes);
   const dlrt_zero_info *z = &r->zero;
@@ -218,6 +230,10 @@ int dltrain_describe(run *s) {
     return 1;
   }
   r->tp_ranks = s->tp_ranks;
+  if ((rc = dlrt_trainer_stage_info(trainer, r->stages, 16, &r->n_stages)) < 0) {
+    s->status = tool_fail("cannot read the pipeline's stages", rc);
+    return 1;
+  }
   if (r->n_tp > 0) {
     fputs("tensor parallel", log);
     for (int i = 0; i < r->n_tp; i++) {

@@ -266,9 +266,20 @@ static int build_trainer(run *s) {
   if (s->n_replicas > 0 && o->devices)
     TRY(dlrt_trainer_set_devices(s->trainer, s->replicas, s->n_replicas, NULL),
         "cannot spread the model over --devices");
-  if (s->n_replicas > 0 && o->pipeline) {
+  if (s->n_replicas > 0 && o->pipeline && s->tp_ranks) {
+#ifdef DLRT_HAVE_MPI
+    /* Tensor x pipeline: this rank's shard of every stage, the stages'
+     * collectives over its tensor-parallel ranks. */
+    TRY(dlrt_trainer_set_pipeline_tensor_parallel(s->trainer, s->replicas, s->n_replicas,
+                                                  o->micro, s->rank % s->tp_ranks, s->tp_ranks,
+                                                  NULL, dltrain_mpi_collective, s->job),
+        "cannot cut the model into --pipeline stages split over --tensor-parallel ranks");
+#endif
+  } else if (s->n_replicas > 0 && o->pipeline) {
     TRY(dlrt_trainer_set_pipeline(s->trainer, s->replicas, s->n_replicas, o->micro),
         "cannot cut the model into --pipeline stages");
+  }
+  if (s->n_replicas > 0 && o->pipeline) {
     int first[16], last[16], n = 0;
     dlrt_trainer_stages(s->trainer, first, last, &n);
     fputs("pipeline", log);
@@ -279,7 +290,13 @@ static int build_trainer(run *s) {
     for (int i = 0; i < n && o->gpt_model; i++)
       fprintf(log, "%s %s %sblocks %d-%d%s", i ? "," : "", dlrt_device_spec(s->replicas[i]),
               i == 0 ? "embeddings + " : "", first[i], last[i] - 1, i == n - 1 ? " + head" : "");
-    fprintf(log, "; %d micro-batches of %" PRId64 "\n", o->micro, o->batch / o->micro);
+    fprintf(log, "; %d micro-batches of %" PRId64, o->micro, o->batch / o->micro);
+    dlrt_stage_info st;
+    if (s->tp_ranks && dlrt_trainer_stage_info(s->trainer, &st, 1, &n) == DLRT_OK && n > 0)
+      fprintf(log, "; each stage split over %d ranks, this one's heads %d-%d, vocabulary %"
+              PRId64 "-%" PRId64, st.ranks, st.head_first, st.head_first + st.heads - 1,
+              st.vocab_first, st.vocab_first + st.vocab - 1);
+    fputc('\n', log);
   }
   return 0;
 }
@@ -321,10 +338,11 @@ static int set_parallelism(run *s) {
     s->ranks_agree_to_stop = 1;
     return 1;
   }
-  if (s->tp_ranks)
+  /* (With --pipeline the split is made in build_trainer.) */
+  if (s->tp_ranks && !o->pipeline)
     TRY(dlrt_trainer_set_tensor_parallel_memory(trainer, &s->cfg.spill, s->cfg.checkpoint),
         "cannot give the split model's peers their memory options");
-  if (s->tp_ranks)
+  if (s->tp_ranks && !o->pipeline)
     TRY(dlrt_trainer_set_tensor_parallel_ranks(trainer, s->dev, s->rank % s->tp_ranks,
                                                s->tp_ranks, NULL, dltrain_mpi_collective,
                                                s->job),

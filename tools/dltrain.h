@@ -154,6 +154,8 @@ typedef struct {
   /* --tensor-parallel: this process's peers (their shards and bytes). */
   dlrt_tp_peer_info tp[DLRT_TP_MAX];
   int n_tp, tp_ranks;
+  dlrt_stage_info stages[16]; /* --pipeline's stages (of this rank's shard) */
+  int n_stages;
   dlrt_zero_info zero; /* the model states a replica holds (--zero, or unsharded) */
   dlrt_trainer_t *trainer;
 } results;

@@ -402,7 +402,8 @@ DLRT_API int dlrt_trainer_check_ranks(dlrt_trainer_t *t, const dlrt_dataset *tra
  * budget) and precision (activations between stages in fp32;
  * under fp16 one loss scale and one overflow verdict for all stages) apply
  * to the stages. Not with spilling, --devices, MPI or a GPT's dropout in
- * this version. */
+ * this version. Each stage split over tensor-parallel ranks as well:
+ * dlrt_trainer_set_pipeline_tensor_parallel. */
 DLRT_API int dlrt_trainer_set_pipeline(dlrt_trainer_t *t, dlrt_device_t *const *devs, int n,
                                        int micro);
 /* Tensor parallelism for GPT models (Megatron-LM): the model's blocks split
@@ -489,6 +490,44 @@ DLRT_API int dlrt_trainer_tensor_parallel(const dlrt_trainer_t *t, dlrt_tp_peer_
 /* The layers [first[s], last[s]) of each stage s (*n stages; 0: none); a
  * GPT's blocks, numbered as its parameter names number them (h.0 ..). */
 DLRT_API int dlrt_trainer_stages(const dlrt_trainer_t *t, int *first, int *last, int *n);
+/* Tensor x pipeline parallelism for GPT models: the blocks cut into n
+ * pipeline stages on `devs` in this process (as dlrt_trainer_set_pipeline,
+ * `micro` micro-batches on the GPipe schedule) and every stage split over
+ * `ranks` processes Megatron-style, this one holding shard `rank` of each
+ * (dlrt_gpt_shard: heads by `weights`, NULL for even shares, the MLP's
+ * columns and rows with them, as many vocabulary rows of the tied wte on
+ * the first and the last stage); the stages' collectives go through `fn`
+ * (tags as dlrt_trainer_set_tensor_parallel_ranks's). Every rank must run
+ * the same steps. config.world and config.rank count the data-parallel
+ * replicas, each of `ranks` ranks; their all-reduce
+ * (dlrt_trainer_set_allreduce_async) is set after this call, and sums each
+ * stage with the same stage of the same shard. Accumulation, clipping (one
+ * global norm over the stages and shards), in-stage checkpointing and
+ * precision as the pipeline takes them. The trainer's executor keeps no
+ * storage after it (the model lives in the stages' shards): evaluation
+ * runs through the stages, and dlrt_trainer_save (and the ranks'
+ * dlrt_trainer_check_ranks) gathers whole tensors from them over the ranks,
+ * so every rank of a replica calls it (rank 0 writes; the file is one
+ * device's); dlrt_trainer_load cuts one into the shards. Not with ZeRO,
+ * spilling or --devices in this version. */
+DLRT_API int dlrt_trainer_set_pipeline_tensor_parallel(dlrt_trainer_t *t,
+                                                       dlrt_device_t *const *devs, int n,
+                                                       int micro, int rank, int ranks,
+                                                       const double *weights,
+                                                       dlrt_collective_fn fn, void *user);
+/* One pipeline stage of this process: its device and layers (a GPT's
+ * blocks), and under tensor x pipeline parallelism this rank's shard of it
+ * (rank of ranks; heads 0 and ranks 0 without); its executor's bytes. */
+typedef struct {
+  const char *device;
+  int first, last;
+  int rank, ranks;
+  int head_first, heads;
+  int64_t vocab_first, vocab;
+  uint64_t param_bytes, state_bytes, planned_peak_bytes;
+} dlrt_stage_info;
+/* The stages (*n; 0 without a pipeline), the first `max` of them in out. */
+DLRT_API int dlrt_trainer_stage_info(dlrt_trainer_t *t, dlrt_stage_info *out, int max, int *n);
 /* The rows of each batch each device takes now (*n devices). */
 DLRT_API int dlrt_trainer_split(const dlrt_trainer_t *t, int64_t *split, int *n);
 

@@ -72,7 +72,9 @@ int dlrt_trainer_save(dlrt_trainer_t *t, const char *path, int epochs_done) {
     dlrt_host_tensors_free(tensors, n);
     return rc;
   }
-  if (t->tp && dlrt__tp_rank(t) > 0) { /* tensor parallel ranks: rank 0 writes the file */
+  /* Tensor parallel ranks: rank 0 writes the file (tensor x pipeline: every
+   * rank gathered it whole). */
+  if ((t->tp && dlrt__tp_rank(t) > 0) || (t->ptp && dlrt__ptp_rank(t) > 0)) {
     dlrt_host_tensors_free(tensors, n);
     return DLRT_OK;
   }
@@ -220,11 +222,15 @@ static int import_all(dlrt_trainer_t *t, const char *path, const dlrt_host_tenso
                       int n) {
   /* Tensor parallel: cut into the shards (the trainer's executor holds no
    * storage then). */
-  int rc = t->tp ? dlrt__tp_import(t, tensors, n) : dlrt_exec_import(t->e, tensors, n);
+  int rc = t->tp    ? dlrt__tp_import(t, tensors, n)
+           : t->ptp ? DLRT_OK /* tensor x pipeline: the stages' shards only (below) */
+                    : dlrt_exec_import(t->e, tensors, n);
   for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++)
     rc = dlrt_exec_import(t->reps[i].e, tensors, n); /* every replica the same */
-  for (int i = 0; i < t->n_stages && rc == DLRT_OK; i++)
-    rc = dlrt_exec_import(t->stages[i].e, tensors, n); /* each takes its layers' */
+  for (int i = 0; i < t->n_stages && rc == DLRT_OK; i++) /* each takes its layers' */
+    rc = t->ptp ? dlrt__ptp_stage_import(t, t->stages[i].e, tensors, n) /* its shard's */
+                : dlrt_exec_import(t->stages[i].e, tensors, n);
+  if (rc == DLRT_OK && t->ptp) rc = dlrt__ptp_sync(t);
   if (rc < 0) {
     char msg[512];
     snprintf(msg, sizeof msg, "%s", dlrt_last_error());

@@ -374,18 +374,20 @@ int dlrt__gpt_model(const dlrt_trainer_config *cfg, dlrt_gpt_config *out) {
   return 0;
 }
 
-int dlrt__gpt_build_stage(dlrt_graph_t *g, const dlrt_gpt_config *c, dlrt_tensor_t *in,
-                          int64_t batch, int64_t T, int first, int last,
-                          dlrt_tensor_t *targets, float smoothing, dlrt_tensor_t **out) {
+int dlrt__gpt_build_stage(dlrt_graph_t *g, const dlrt_gpt_config *c,
+                          const dlrt_gpt_shard *shard, dlrt_tensor_t *in, int64_t batch,
+                          int64_t T, int first, int last, dlrt_tensor_t *targets,
+                          float smoothing, dlrt_tensor_t **out) {
   *out = NULL;
-  int rc = dlrt_gpt_check(c);
+  int rc = shard ? dlrt_gpt_shard_check(c, shard) : dlrt_gpt_check(c);
   if (rc < 0) return rc;
   if (first < 0 || first >= last || last > c->layers || T < 1 || T > c->context ||
       (last == c->layers) != (targets != NULL))
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "dlrt__gpt_build_stage: blocks [%d, %d) of "
                            "%lld, windows of %lld, targets %s", first, last,
                            (long long)c->layers, (long long)T, targets ? "given" : "none");
-  gpt_builder b = {.g = g, .c = c, .proj_std = 0.02f / sqrtf(2.0f * (float)c->layers)};
+  gpt_builder b = {.g = g, .c = c, .proj_std = 0.02f / sqrtf(2.0f * (float)c->layers),
+                   .shard = shard};
   dlrt_tensor_t *x = in, *wte = NULL;
   /* Each block a checkpoint segment, as in the whole model (--checkpoint
    * blocks within a pipeline stage). */
@@ -396,9 +398,17 @@ int dlrt__gpt_build_stage(dlrt_graph_t *g, const dlrt_gpt_config *c, dlrt_tensor
   }
   if (last == c->layers) {
     x = layer_norm(&b, x, "transformer.ln_f");
-    /* A stage without the embeddings has the head's own copy of wte. */
-    if (!wte) wte = param(&b, "transformer.wte.weight", c->vocab, c->embd, 0.02f, 0);
-    x = dlrt_linear_cross_entropy(g, x, wte, targets, smoothing);
+    /* A stage without the embeddings has the head's own copy of wte (of
+     * a shard: its vocabulary rows, as the first stage's). */
+    int by_vocab = shard && shard->vocab > 0;
+    if (!wte)
+      wte = param(&b, "transformer.wte.weight", by_vocab ? shard->vocab : c->vocab, c->embd,
+                  0.02f, 0);
+    /* A shard's head as dlrt_gpt_build_loss_shard's: x through f, the row
+     * statistics combined over the peers. */
+    x = by_vocab ? dlrt_linear_cross_entropy_shard(g, dlrt_tp_copy(g, x), wte, targets,
+                                                   shard->vocab_first, c->vocab, smoothing)
+                 : dlrt_linear_cross_entropy(g, x, wte, targets, smoothing);
   }
   *out = x;
   return dlrt_graph_status(g);

@@ -85,8 +85,9 @@ static int gpt_stage_graph(dlrt_trainer_t *t, struct stage *st, int last_stage, 
   }
   int rc = dlrt_graph_status(st->g);
   if (rc == DLRT_OK)
-    rc = dlrt__gpt_build_stage(st->g, &c, st->x, rows, T, st->first, st->last, st->labels,
-                               t->cfg.label_smoothing, last_stage ? &st->loss : &st->y);
+    rc = dlrt__gpt_build_stage(st->g, &c, t->ptp ? dlrt__ptp_shard(t) : NULL, st->x, rows, T,
+                               st->first, st->last, st->labels, t->cfg.label_smoothing,
+                               last_stage ? &st->loss : &st->y);
   for (int i = 0; rc == DLRT_OK && i < st->g->n_tensors; i++) {
     dlrt_tensor_t *p = st->g->tensors[i];
     if (p->kind == DLRT__TENSOR_PARAM && strcmp(p->name, "transformer.wte.weight") == 0)
@@ -210,7 +211,9 @@ static int stage_build(dlrt_trainer_t *t, struct stage *st, int last_stage, int6
     rc = stage_auto_segments(st);
   else if (rc == DLRT_OK && t->cfg.checkpoint != 0)
     rc = dlrt_exec_set_checkpointing(st->e, t->cfg.checkpoint);
-  if (rc == DLRT_OK) rc = dlrt_exec_import(st->e, state, n_state);
+  if (rc == DLRT_OK) /* tensor x pipeline: the shard's pieces (pipeline_tp.c) */
+    rc = t->ptp ? dlrt__ptp_stage_import(t, st->e, state, n_state)
+                : dlrt_exec_import(st->e, state, n_state);
   /* Every stage scales (or not) as the main executor does, from its state,
    * by scale / M: each micro-batch's loss is the mean of its rows, M times
    * the share of one row in the batch's mean, so the per-row gradients then
@@ -234,6 +237,15 @@ int dlrt_trainer_set_pipeline(dlrt_trainer_t *t, dlrt_device_t *const *devs, int
                   "dlrt_trainer_set_pipeline: not with spilling or --devices in this version; "
                   "across processes, set the pipeline before the all-reduce "
                   "(dlrt_trainer_set_allreduce_async)");
+  if (t->ptp && t->n_stages)
+    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_pipeline: the trainer's stages "
+                           "are split over tensor-parallel ranks already (once per trainer)");
+  /* Each stage chooses automatic segments for its own budget; the ranks of
+   * a split stage would choose apart, and their collectives must meet. */
+  if (t->ptp && t->cfg.checkpoint == DLRT_CHECKPOINT_AUTO)
+    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "tensor x pipeline parallelism takes "
+                           "--checkpoint blocks, sqrt or every:N, not auto, in this version "
+                           "(each rank's stage would choose its own segments)");
   if (t->batch % micro)
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "a batch of %lld does not split into %d "
                            "micro-batches", (long long)t->batch, micro);
@@ -429,7 +441,9 @@ static int update_stages(dlrt_trainer_t *t) {
   dlrt__exec_save_loss_scale(t->stages[0].e, &scale);
   int scaled = scale.scaler.enabled, clipped = t->cfg.clip_norm > 0, finite = 1;
   double squares = 0;
-  for (int s = 0; s < S && rc == DLRT_OK && (scaled || clipped); s++) {
+  /* Tensor x pipeline: over the shards too (pipeline_tp.c). */
+  if (rc == DLRT_OK && t->ptp && (scaled || clipped)) rc = dlrt__ptp_check(t, &squares, &finite);
+  for (int s = 0; s < S && rc == DLRT_OK && (scaled || clipped) && !t->ptp; s++) {
     const struct stage *st = &t->stages[s];
     int skip = t->lm && s == S - 1 ? st->tied->id : -1, ok = 1;
     float sq = 0;
@@ -546,6 +560,7 @@ int dlrt__pipeline_step(dlrt_trainer_t *t, const void *inputs, const int32_t *la
   int64_t correct_before = *correct;
   _Static_assert(sizeof(float) == sizeof(int32_t), "a token takes an activation's slot");
   memcpy(t->acts + t->act_at[0], inputs, (size_t)(t->act_numel[0] * M) * sizeof(float));
+  if (t->ptp) dlrt__ptp_shift_tokens(t, (int32_t *)(t->acts + t->act_at[0]), t->act_numel[0] * M);
   for (int w = 0; w < M + S - 2 && rc == DLRT_OK; w++) rc = forward_wave(t, w);
   *loss = 0;
   for (int w = 0; w < M + S - 1 && rc == DLRT_OK; w++)
@@ -565,6 +580,7 @@ int dlrt__pipeline_step(dlrt_trainer_t *t, const void *inputs, const int32_t *la
  * checkpoints). */
 int dlrt__pipeline_sync_main(dlrt_trainer_t *t) {
   if (!t->n_stages) return DLRT_OK;
+  if (t->ptp) return dlrt__ptp_sync(t); /* no whole model to sync: pipeline_tp.c */
   /* Each stage holds its layers' parameters and state: all of them together
    * are the model's. A GPT's wte and its state are on two stages, alike:
    * the import takes the first stage's. */

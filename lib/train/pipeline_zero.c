@@ -156,6 +156,10 @@ int dlrt__pipeline_set_zero(dlrt_trainer_t *t, int stage, const dlrt_zero_collec
   if (t->stage_zero)
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_zero: the pipeline's stages are "
                            "sharded already (once per trainer)");
+  if (t->ptp)
+    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "ZeRO does not shard a pipeline of "
+                           "tensor-parallel shards in this version: train it without --zero, "
+                           "or give --zero to --pipeline or --tensor-parallel alone");
   if (!dlrt__zero_across_ready(t, across))
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "ZeRO shards each pipeline stage's model "
                            "states over the data-parallel ranks: run mpirun -np R (R > 1; "

@@ -57,6 +57,10 @@ struct dlrt_trainer {
   int64_t *act_at;          /* offset of stage s, micro-batch m: act_at[s] + m * act_numel[s] */
   int64_t *act_numel;
   float *upstream;          /* the gradients passed back between stages, laid out as acts */
+  /* Tensor x pipeline parallelism (pipeline_tp.c): every stage built for
+   * this rank's shard, its collectives over the tensor-parallel ranks;
+   * NULL without. */
+  struct dlrt__ptp *ptp;
   /* Tensor parallelism (tensor_parallel.c): a GPT's shards on several
    * devices or processes; NULL without. */
   struct dlrt__tp *tp;
@@ -142,6 +146,36 @@ void dlrt__gpt_stage_cuts(const dlrt_gpt_config *c, int n, int *cuts);
  * set on a pipelined trainer): each stage's gradients averaged with the
  * same stage's on the other ranks before every update. */
 int dlrt__pipeline_set_ranks(dlrt_trainer_t *t);
+/* pipeline_tp.c: tensor x pipeline parallelism (t->ptp; each hook is for
+ * a trainer with t->ptp set). The shard every stage is built for (NULL
+ * without); a stage's executor takes its collective and its shard's
+ * tensors cut from the whole ones; the first stage's tokens shifted to the
+ * shard's vocabulary; over every stage's gradient sums (after the tied
+ * wte's sum) the squares of the global norm (each piece of a shard, the
+ * tensors every rank holds whole on rank 0 only, the last stage's wte left
+ * out) and whether all are finite, over the tensor-parallel ranks; a
+ * stage's exported tensors made whole in place (a collective); the rank
+ * among the tensor-parallel ranks; freed with the trainer. */
+const dlrt_gpt_shard *dlrt__ptp_shard(const dlrt_trainer_t *t);
+int dlrt__ptp_stage_import(dlrt_trainer_t *t, dlrt_exec_t *e, const dlrt_host_tensor *whole,
+                           int n);
+void dlrt__ptp_shift_tokens(const dlrt_trainer_t *t, int32_t *tokens, int64_t n);
+int dlrt__ptp_check(dlrt_trainer_t *t, double *squares, int *finite);
+int dlrt__ptp_gather(dlrt_trainer_t *t, dlrt_host_tensor *part, int n);
+/* The whole model's tensors from the stages' shards, as dlrt_exec_export
+ * lists them for one device (dlrt__trainer_export; a collective); an
+ * evaluation batch (tokens B x T, targets B T) forward through the stages,
+ * *loss its mean; the stages' step count to the trainer's executor, which
+ * keeps no storage (dlrt__pipeline_sync_main, after a load). */
+int dlrt__ptp_export(dlrt_trainer_t *t, int with_state, dlrt_host_tensor **out, int *n);
+int dlrt__ptp_evaluate(dlrt_trainer_t *t, const int32_t *tokens, const int32_t *targets,
+                       float *loss);
+int dlrt__ptp_sync(dlrt_trainer_t *t);
+/* dlrt_trainer_info: the whole model's parameter and state bytes, the
+ * largest stage's planned and measured peaks. */
+int dlrt__ptp_info(dlrt_trainer_t *t, dlrt_exec_info *out);
+int dlrt__ptp_rank(const dlrt_trainer_t *t);
+void dlrt__ptp_free(dlrt_trainer_t *t);
 /* parallel.c: the training loader is made again at the next epoch (whether it
  * copies batches to the device depends on replicas and stages). */
 void dlrt__drop_train_loader(dlrt_trainer_t *t);
@@ -325,10 +359,16 @@ int dlrt__gpt_model(const dlrt_trainer_config *cfg, dlrt_gpt_config *out);
  * residual stream ((batch T) x C, F32). *out is the residual stream after
  * block last - 1, except on the last stage (last = c->layers, targets given:
  * batch T, I32), which ends in the final LayerNorm and the head fused into
- * its loss with a copy of its own of the tied wte: *out is the loss. */
-int dlrt__gpt_build_stage(dlrt_graph_t *g, const dlrt_gpt_config *c, dlrt_tensor_t *in,
-                          int64_t batch, int64_t T, int first, int last,
-                          dlrt_tensor_t *targets, float smoothing, dlrt_tensor_t **out);
+ * its loss with a copy of its own of the tied wte: *out is the loss. With
+ * `shard` (not NULL), the stage of one tensor-parallel peer, built as
+ * dlrt_gpt_build_loss_shard builds the whole model's: its heads and MLP
+ * columns in every block, its vocabulary rows of wte on both end stages
+ * (tokens shifted by vocab_first), the head through
+ * dlrt_linear_cross_entropy_shard; its collectives need the executor's. */
+int dlrt__gpt_build_stage(dlrt_graph_t *g, const dlrt_gpt_config *c,
+                          const dlrt_gpt_shard *shard, dlrt_tensor_t *in, int64_t batch,
+                          int64_t T, int first, int last, dlrt_tensor_t *targets,
+                          float smoothing, dlrt_tensor_t **out);
 
 /* The images' type of the trainer's loaders: I32 token windows for a GPT;
  * else the compute type in mixed precision (the graph's input has it), f32

@@ -19,6 +19,7 @@ void dlrt_trainer_destroy(dlrt_trainer_t *t) {
   dlrt__zero_free(t); /* its shards first: they lie on the replicas' devices */
   for (int i = 0; i < t->n_reps; i++) dlrt__replica_free(&t->reps[i]);
   dlrt__pipeline_free(t);
+  dlrt__ptp_free(t);
   dlrt__tp_free(t);
   free(t->reps);
   free(t->grads);
@@ -407,7 +408,7 @@ static int loader_for(dlrt_trainer_t *t, const dlrt_dataset *d, int train, dlrt_
         .augment = train && t->cfg.augment && !t->lm, .aug = t->lm ? (dlrt_augment){0} : t->cfg.aug,
         /* Replicas and stages copy their rows from the pinned batch, tensor
          * parallel peers the whole batch (evaluating too). */
-        .host_only = (train && (t->n_reps || t->n_stages)) || t->tp,
+        .host_only = (train && (t->n_reps || t->n_stages)) || t->tp || t->ptp,
         /* In mixed precision the batches come in the compute type. */
         .image_type = dlrt__loader_image_type(&t->cfg, train && (t->n_reps || t->n_stages))};
     int rc = dlrt_loader_create(t->dev, d, &c, slot);
@@ -654,9 +655,10 @@ int dlrt_trainer_evaluate(dlrt_trainer_t *t, const dlrt_dataset *d, dlrt_epoch_s
     dlrt_batch b;
     if ((rc = dlrt_loader_next(l, &b)) <= 0) break;
     int64_t count = b.count;
-    if (t->tp) { /* tensor parallel: the peers' forward passes */
+    if (t->tp || t->ptp) { /* tensor parallel: the peers' (or the stages') forward passes */
       float loss = 0;
-      rc = dlrt__tp_evaluate(t, b.host_tokens, b.host_labels, &loss);
+      rc = t->tp ? dlrt__tp_evaluate(t, b.host_tokens, b.host_labels, &loss)
+                 : dlrt__ptp_evaluate(t, b.host_tokens, b.host_labels, &loss);
       int rc2 = dlrt_loader_release(l, &b, NULL);
       if (rc < 0 || (rc = rc2) < 0) break;
       loss_sum += (double)loss * (double)count;
@@ -716,6 +718,7 @@ int dlrt_trainer_loss_scale(dlrt_trainer_t *t, dlrt_loss_scale_state *out) {
 int dlrt_trainer_info(dlrt_trainer_t *t, dlrt_exec_info *out) {
   DLRT__CHECK_ARG(t, "trainer is NULL");
   if (t->tp) return dlrt__tp_info(t, out);
+  if (t->ptp) return dlrt__ptp_info(t, out);
   int rc = dlrt_exec_info_get(t->e, out);
   if (rc < 0) return rc;
   /* The training loader's device buffers (images and labels per slot, in

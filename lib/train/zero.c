@@ -553,6 +553,8 @@ int dlrt__zero_export_from(struct dlrt__zero *z, dlrt_exec_t *main, dlrt_exec_t 
 }
 
 int dlrt__trainer_export(dlrt_trainer_t *t, int with_state, dlrt_host_tensor **tensors, int *n) {
+  /* Tensor x pipeline: gathered from the stages' shards (a collective). */
+  if (t->ptp) return dlrt__ptp_export(t, with_state, tensors, n);
   struct dlrt__zero *z = t->zero;
   if (!z) return dlrt_exec_export(t->e, with_state, tensors, n);
   /* In one process the first replica's statistics are the current ones. */
