@@ -233,6 +233,18 @@ static void refusals(void) {
   is_status(dlrt_trainer_set_pipeline_tensor_parallel(t, two, 2, 2, 2, 2, NULL, no_collective,
                                                       NULL),
             DLRT_ERR_INVALID_ARG, "rank 2 of 2 is refused: %s", dlrt_last_error());
+  dlrt_trainer_destroy(t);
+  /* Automatic segments: each rank's stage would choose its own, and the
+   * collectives inside them must meet. */
+  c = config(1, 0);
+  c.checkpoint = DLRT_CHECKPOINT_AUTO;
+  if (dlrt_trainer_create(cpu, &c, 1, T, 256, &t) < 0) bail_out("%s", dlrt_last_error());
+  is_status(dlrt_trainer_set_pipeline_tensor_parallel(t, two, 2, 2, 0, 2, NULL, no_collective,
+                                                      NULL),
+            DLRT_ERR_UNSUPPORTED, "--checkpoint auto is refused: %s", dlrt_last_error());
+  dlrt_trainer_destroy(t);
+  c = config(1, 0);
+  if (dlrt_trainer_create(cpu, &c, 1, T, 256, &t) < 0) bail_out("%s", dlrt_last_error());
   is_status(dlrt_trainer_set_pipeline_tensor_parallel(t, two, 2, 2, 0, 2, NULL, no_collective,
                                                       NULL),
             DLRT_OK, "rank 0 of 2 splits (building the stages meets no collective)");

@@ -20,7 +20,7 @@
 DLTRAIN=${DLTRAIN:-./tools/dltrain}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=14
+TOOL=$DLTRAIN PLAN=15
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
@@ -131,10 +131,15 @@ mpi_ranks 2 fp16 --steps 12 --pipeline cpu,cpu --tensor-parallel 2 $fp16
 [ $rc -eq 0 ] && round_losses_close "$tmp/one-fp16.json" "$tmp/fp16.json" 1e-3
 result "--precision fp16 --loss-scale 1024: within 1e-3 of one device in fp16"
 
-# 13, 14: what it does not take names what works.
+# 13-15: what it does not take names what works.
 run $common --steps 1 --pipeline cpu,cpu --tensor-parallel cpu,cpu
 [ $rc -eq 2 ] && grep -q "with --pipeline as a number of MPI ranks only" "$tmp/err"
 result "--pipeline with --tensor-parallel A,B (devices) is a usage error naming the rank form"
 run $common --steps 1 --pipeline cpu,cpu --tensor-parallel 2 --zero 1
 [ $rc -eq 2 ] && grep -q "with --pipeline or --tensor-parallel, not both" "$tmp/err"
 result "--zero with both is a usage error"
+run $common --steps 1 --pipeline cpu,cpu --tensor-parallel 2 --checkpoint auto
+[ $rc -eq 2 ] && grep -q "with --pipeline takes --checkpoint blocks, sqrt or every:N (not auto)" \
+  "$tmp/err" && run $common --plan --pipeline cpu,cpu --tensor-parallel 2 && [ $rc -eq 2 ] &&
+  grep -q "and no --plan" "$tmp/err"
+result "--checkpoint auto (each rank's stage would choose apart) and --plan with both are usage errors"

@@ -653,13 +653,9 @@ int dlrt__tp_info(dlrt_trainer_t *t, dlrt_exec_info *out) {
 
 /* ------------------------------------------------------------ for pipeline_tp.c */
 
-/* Tensor x pipeline parallelism cuts every stage by the same shards, from
- * the same whole tensors (tensor_parallel_internal.h). */
-void dlrt__tp_make_shards(const dlrt_gpt_config *c, int n, const double *weights,
-                          dlrt_gpt_shard *out) {
-  make_shards(c, n, weights, out);
-}
-
+/* Tensor x pipeline parallelism cuts every stage by the same shards
+ * (dlrt__tp_make_shards, above), from the same whole tensors
+ * (tensor_parallel_internal.h). */
 int dlrt__tp_scatter(const dlrt_gpt_config *c, const dlrt_gpt_shard *s,
                      const dlrt_host_tensor *whole, int n, dlrt_host_tensor **out) {
   return scatter(c, s, whole, n, out);

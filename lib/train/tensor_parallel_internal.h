@@ -87,7 +87,7 @@ typedef struct {
 
 /* The shards of c over n peers as the split makes them: heads in
  * proportion to `weights` (NULL: even), vocabulary rows likewise
- * (plan_tp.c plans them). */
+ * (plan_tp.c plans them; pipeline_tp.c cuts every stage by them). */
 void dlrt__tp_make_shards(const dlrt_gpt_config *c, int n, const double *weights,
                           dlrt_gpt_shard *out);
 
@@ -123,13 +123,11 @@ int dlrt__tp_memory_limits(dlrt_trainer_t *t);
  * started in the same order on every process. */
 int dlrt__tp_replicas_sum(dlrt_trainer_t *t, float *const *values, const int64_t *count, int n);
 
-/* For tensor x pipeline parallelism (pipeline_tp.c): the shards of n peers
- * (heads by weight, NULL: even; vocabulary rows with them); shard s's
- * tensors cut from the whole ones (names kept; free with
- * dlrt_host_tensors_free); the copy between a whole tensor (rows x cols
- * floats) and its piece p (dense): to_shard 1 scatters, 0 gathers. */
-void dlrt__tp_make_shards(const dlrt_gpt_config *c, int n, const double *weights,
-                          dlrt_gpt_shard *out);
+/* For tensor x pipeline parallelism (pipeline_tp.c, with
+ * dlrt__tp_make_shards above): shard s's tensors cut from the whole ones
+ * (names kept; free with dlrt_host_tensors_free); the copy between a whole
+ * tensor (rows x cols floats) and its piece p (dense): to_shard 1
+ * scatters, 0 gathers. */
 int dlrt__tp_scatter(const dlrt_gpt_config *c, const dlrt_gpt_shard *s,
                      const dlrt_host_tensor *whole, int n, dlrt_host_tensor **out);
 void dlrt__tp_copy_piece(float *whole, int64_t rows, int64_t cols, float *part,
