@@ -18,10 +18,12 @@
 #ifndef DLRT_H
 #define DLRT_H
 
-/* The API in four parts, each including the ones it builds on. */
+/* The API in six parts, each including the ones it builds on. */
 #include "dlrt/core.h"  /* devices, streams, memory, copies, compute */
 #include "dlrt/data.h"  /* data sets, the pipeline, safetensors */
 #include "dlrt/graph.h" /* static graphs and their executors */
-#include "dlrt/train.h" /* models, training, planning */
+#include "dlrt/train.h" /* models, training */
+#include "dlrt/parallel.h" /* data, pipeline and tensor parallelism, ZeRO */
+#include "dlrt/plan.h" /* memory planning, --simulate, splits */
 
 #endif /* DLRT_H */
