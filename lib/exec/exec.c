@@ -295,6 +295,7 @@ int dlrt__exec_run_block(dlrt_exec_t *e, const dlrt__residency *res, const dlrt_
     dlrt__chunk c = {b->batch, b0, b->batch - b0 < b->chunk ? b->batch - b0 : b->chunk, local};
     if ((rc = res->chunk_in(e, b0, c.nb)) < 0) break;
     for (int k = b->begin; k < b->end && rc == DLRT_OK; k++) {
+      if (dlrt__block_skips(b, k)) continue; /* made in the first half (fused) */
       dlrt__node *n = e->g->nodes[s->order[k]];
       rc = res->chunk_outputs(e, s, k, &c);
       double t0 = e->prof.on ? dlrt__now_ms() : 0;
