@@ -359,7 +359,8 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
       rc = dlrt__exec_run_block(e, res, s, b);
       for (int kk = b->begin; kk < b->end && rc == DLRT_OK; kk++) {
         rc = dlrt__grads_ready(e, &gr, kk);
-        if (tracing && rc == DLRT_OK) trace_node(e, g->nodes[s->order[kk]], 0, trace_t0);
+        if (tracing && rc == DLRT_OK && !dlrt__block_skips(b, kk))
+          trace_node(e, g->nodes[s->order[kk]], 0, trace_t0);
       }
       k = b->end - 1;
       continue;
