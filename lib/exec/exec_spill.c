@@ -553,6 +553,19 @@ static void refresh_needs(const dlrt_graph_t *g, const dlrt__schedule *plans, in
         needs[m][k] = position_need(g, plans, n_plans, &plans[m], k, policy, slices);
 }
 
+/* DLRT_SPLIT_FUSE=0 keeps split backward blocks apart in slices too (for
+ * comparison: the same bits either way). */
+static int fuse_splits(void) {
+  static int env = -1; /* -1: not read yet */
+  int v = __atomic_load_n(&env, __ATOMIC_RELAXED);
+  if (v < 0) {
+    const char *s = getenv("DLRT_SPLIT_FUSE");
+    v = !s || !*s || strcmp(s, "0") != 0;
+    __atomic_store_n(&env, v, __ATOMIC_RELAXED);
+  }
+  return v;
+}
+
 uint64_t dlrt__spill_fit(const dlrt_graph_t *g, dlrt__schedule *plans, int n_plans,
                          dlrt_offload_policy policy, uint64_t budget, int *slices, int *worst) {
   for (int m = 0; m < n_plans; m++) dlrt__reset_chunks(&plans[m]);
@@ -603,7 +616,7 @@ uint64_t dlrt__spill_fit(const dlrt_graph_t *g, dlrt__schedule *plans, int n_pla
    * The cnn at a quarter of its peak: 26 of 141 slice copies and 13 of 30
    * max-pool gradient runs a step fewer. Fused, the pair runs the same
    * chunks, so the same GEMMs: the bits stay. */
-  for (int m = 0; ok && *slices && budget && m < n_plans; m++)
+  for (int m = 0; ok && *slices && budget && fuse_splits() && m < n_plans; m++)
     for (int i = 0; i + 1 < plans[m].n_blocks; i++) {
       dlrt__schedule *s = &plans[m];
       dlrt__chunk_block *a = &s->blocks[i], *b = &s->blocks[i + 1];
