@@ -318,7 +318,8 @@ int dlrt__find_chunk_blocks(const dlrt_graph_t *g, dlrt__schedule *s, int every)
       /* The first half of a split: the second starts with its max-pool
        * gradients again (split_backward puts them first). */
       if (i == 1 && n_spans == 3)
-        for (int k = spans[2][0]; k < spans[2][1] && g->nodes[s->order[k]]->op == DLRT__OP_MAXPOOL_GRAD; k++)
+        for (int k = spans[2][0];
+             k < spans[2][1] && g->nodes[s->order[k]]->op == DLRT__OP_MAXPOOL_GRAD; k++)
           blk->again++;
     }
   }

@@ -397,7 +397,8 @@ void dlrt__spill_chunk_done(dlrt_exec_t *e, const dlrt__schedule *s, const dlrt_
                            int k) {
   if (s->inplace[k] >= 0) dlrt__mpool_handed_over(e->spill.pool, s->inplace[k]);
   for (int *f = s->frees[k]; *f >= 0; f++)
-    if (s->local[*f] && !dlrt__block_keeps(e->g, s, b, k, *f)) dlrt__mpool_discard(e->spill.pool, *f);
+    if (s->local[*f] && !dlrt__block_keeps(e->g, s, b, k, *f))
+      dlrt__mpool_discard(e->spill.pool, *f);
 }
 
 int dlrt__spill_end_block(dlrt_exec_t *e, const dlrt__schedule *s, const dlrt__chunk_block *b) {
