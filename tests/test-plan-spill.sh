@@ -17,18 +17,19 @@
 # a link of 2 ms a copy are priced a copy a chunk each, as they run; with
 # DLRT_SLICE_OVERLAP=1 they run on the copy streams, with the same bits;
 # its split backward block runs as one in slices (DLRT_SPLIT_FUSE=0: apart),
-# 26 copies and 13 max-pool gradients a step fewer, with the same bits.
+# 26 copies and 13 max-pool gradients a step fewer, with the same bits, on
+# the CPU and on OpenCL device 0.
 
 DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT DLRT_LINK DLRT_PLAN_STRATEGY DLRT_PROFILE_CACHE
 
-TOOL=$DLTRAIN PLAN=22
+TOOL=$DLTRAIN PLAN=23
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
 if [ $have_python = no ]; then
-  for i in $(seq 1 22); do skip "test $i" "python3 not found"; done
+  for i in $(seq 1 23); do skip "test $i" "python3 not found"; done
   exit 0
 fi
 
@@ -300,3 +301,30 @@ print("# a step: %s fused, %s split; under 2 ms a copy the model's exposed trans
                              two["exposed_transfer_ms"]))
 PY
 result "cnn at 25%: the split block's halves run as one (115 copies a step, not 141), the same bits"
+
+# 23: the same one pass on OpenCL device 0 (PoCL here): the unlimited run's
+# bytes, within the budget, 115 slice copies a step.
+if has_opencl; then
+  run $cnn --limit 128 --device opencl:0 --link 16GB/s --save "$tmp/cnn-free-cl.st"
+  free=$rc
+  DLRT_SPILL_CHECK=1 DLRT_PROFILE_CACHE="$tmp/cnn-profiles" run $cnn --limit 128 \
+    --device opencl:0 --mem-limit "$quarter" --offload optimizer --link 16GB/s \
+    --plan-strategy recompute --save "$tmp/cnn-fused-cl.st" --trace "$tmp/cnn-fused-cl.trace"
+  [ $free -eq 0 ] && [ $rc -eq 0 ] && cmp -s "$tmp/cnn-free-cl.st" "$tmp/cnn-fused-cl.st" &&
+    python3 - "$tmp/cnn-fused-cl.trace" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ev = sorted((e for e in (d["traceEvents"] if isinstance(d, dict) else d) if e.get("ph") == "X"),
+            key=lambda e: e["ts"])
+starts = sorted({e["ts"] for e in ev if e["name"] == "conv conv4"})
+steps = []
+for a, b in zip(starts, starts[1:] + [float("inf")]):
+    inside = [e for e in ev if a <= e["ts"] < b]
+    if any(e.get("cat") == "backward" for e in inside):
+        steps.append(sum(e["name"].startswith("slice ") for e in inside))
+assert steps and all(n == 115 for n in steps), steps
+PY
+  result "opencl:0: the cnn at 25% in one pass, the same bits as unlimited"
+else
+  skip "opencl:0: the cnn at 25% in one pass" "no OpenCL device"
+fi
