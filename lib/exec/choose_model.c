@@ -432,6 +432,11 @@ static void run_block(sim *z, const dlrt__chunk_block *b, double *compute, doubl
       }
       acquire(z, t->id, j >= n->n_in);
     }
+    /* A chunk's own storages end where the executor discards them after
+     * each chunk (exec_spill.c: dlrt__spill_chunk_done): a convolution's
+     * workspace is gone before the next one's is made. */
+    for (int *f = s->frees[k]; *f >= 0; f++)
+      if (s->local[*f] && !dlrt__block_keeps(m->g, s, b, k, *f)) discard(z, *f);
   }
   /* In: a slice read and also written, each chunk on the compute stream
    * (all of them priced first); one only read, the first chunk's there and
@@ -449,6 +454,7 @@ static void run_block(sim *z, const dlrt__chunk_block *b, double *compute, doubl
   double began = z->now;
   for (int k = b->begin; k < b->end; k++) {
     const dlrt__node *n = m->g->nodes[s->order[k]];
+    if (dlrt__block_skips(b, k)) continue; /* a fused split's: made once */
     double cost = m->node_ms[s->order[k]] / 1e3;
     z->now += cost;
     if (n->phase == DLRT__PHASE_FORWARD && k > m->first_backward) *recompute += cost;

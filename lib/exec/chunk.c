@@ -315,6 +315,12 @@ int dlrt__find_chunk_blocks(const dlrt_graph_t *g, dlrt__schedule *s, int every)
       dlrt__chunk_block *blk = &s->blocks[s->n_blocks++];
       blk->begin = spans[i][0], blk->end = spans[i][1], blk->batch = batch;
       blk->chunk = blk->full = chunk, blk->unit = unit;
+      /* The first half of a split: the second starts with its max-pool
+       * gradients again (split_backward puts them first). */
+      if (i == 1 && n_spans == 3)
+        for (int k = spans[2][0];
+             k < spans[2][1] && g->nodes[s->order[k]]->op == DLRT__OP_MAXPOOL_GRAD; k++)
+          blk->again++;
     }
   }
   free(trial);
@@ -338,7 +344,39 @@ void dlrt__reset_chunks(dlrt__schedule *s) {
     const dlrt__chunk_block *b = &s->blocks[--s->n_blocks];
     for (int k = b->begin; k < b->end; k++) s->block_of[k] = -1;
   }
-  for (int i = 0; i < s->n_blocks; i++) s->blocks[i].chunk = s->blocks[i].full;
+  for (int i = 0; i < s->n_blocks; i++) {
+    dlrt__fuse_split_blocks(s, i, 0);
+    s->blocks[i].chunk = s->blocks[i].full;
+  }
+}
+
+void dlrt__fuse_split_blocks(dlrt__schedule *s, int i, int fuse) {
+  dlrt__chunk_block *a = &s->blocks[i];
+  if (!a->again || i + 1 >= s->n_blocks) return;
+  dlrt__chunk_block *b = &s->blocks[i + 1];
+  if (fuse == b->fused) return;
+  if (fuse) {
+    /* One chunk loop: the pair's chunks are the same (spilling halves the
+     * blocks that start with one node together, dlrt__spill_fit). */
+    a->skip_begin = b->begin, a->skip_end = b->begin + a->again, a->end = b->end;
+    if (b->chunk < a->chunk) a->chunk = b->chunk;
+    b->chunk = a->chunk;
+  } else {
+    a->end = a->skip_begin, a->skip_begin = a->skip_end = 0;
+  }
+  b->fused = fuse;
+  for (int k = b->begin; k < b->end; k++) s->block_of[k] = fuse ? i : i + 1;
+}
+
+int dlrt__block_keeps(const dlrt_graph_t *g, const dlrt__schedule *s, const dlrt__chunk_block *b,
+                      int k, int id) {
+  if (k >= b->skip_begin) return 0;
+  for (int m = b->skip_begin; m < b->skip_end; m++) {
+    const dlrt__node *n = g->nodes[s->order[m]];
+    for (int j = 0; j < n->n_out; j++)
+      if (n->out[j]->owner->id == id) return 1;
+  }
+  return 0;
 }
 
 /* ---------------------------------------------------------------- slice blocks

@@ -295,6 +295,7 @@ int dlrt__exec_run_block(dlrt_exec_t *e, const dlrt__residency *res, const dlrt_
     dlrt__chunk c = {b->batch, b0, b->batch - b0 < b->chunk ? b->batch - b0 : b->chunk, local};
     if ((rc = res->chunk_in(e, b0, c.nb)) < 0) break;
     for (int k = b->begin; k < b->end && rc == DLRT_OK; k++) {
+      if (dlrt__block_skips(b, k)) continue; /* made in the first half (fused) */
       dlrt__node *n = e->g->nodes[s->order[k]];
       rc = res->chunk_outputs(e, s, k, &c);
       double t0 = e->prof.on ? dlrt__now_ms() : 0;
@@ -358,7 +359,8 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
       rc = dlrt__exec_run_block(e, res, s, b);
       for (int kk = b->begin; kk < b->end && rc == DLRT_OK; kk++) {
         rc = dlrt__grads_ready(e, &gr, kk);
-        if (tracing && rc == DLRT_OK) trace_node(e, g->nodes[s->order[kk]], 0, trace_t0);
+        if (tracing && rc == DLRT_OK && !dlrt__block_skips(b, kk))
+          trace_node(e, g->nodes[s->order[kk]], 0, trace_t0);
       }
       k = b->end - 1;
       continue;

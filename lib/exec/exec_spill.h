@@ -75,7 +75,8 @@ int dlrt__spill_begin_block(dlrt_exec_t *e, const dlrt__schedule *s, const dlrt_
  * back to the host copies. */
 int dlrt__spill_slices(dlrt_exec_t *e, int out, int64_t b0, int64_t nb);
 int dlrt__spill_chunk_outputs(dlrt_exec_t *e, const dlrt__schedule *s, int k);
-void dlrt__spill_chunk_done(dlrt_exec_t *e, const dlrt__schedule *s, int k);
+void dlrt__spill_chunk_done(dlrt_exec_t *e, const dlrt__schedule *s, const dlrt__chunk_block *b,
+                           int k);
 int dlrt__spill_end_block(dlrt_exec_t *e, const dlrt__schedule *s, const dlrt__chunk_block *b);
 /* A tensor's storage made resident (and locked) for host I/O or the
  * executor's own kernels; a no-op without spilling. */

@@ -17,12 +17,29 @@
  * adds it, dlrt__add_slice_blocks) is one node that holds more than the
  * budget whole, run over its `batch` items (rows of an elementwise node,
  * sequences of an attention node) `chunk` at a time, each operand but a
- * broadcast one in slices. */
+ * broadcast one in slices.
+ *
+ * A split backward block (chunk.c: split_backward) is two blocks, the
+ * second right after the first in `blocks`: `again` (on the first) is how
+ * many positions at the start of the second run the first's max-pool
+ * gradients again. Spilling in slices may run the two as one
+ * (dlrt__fuse_split_blocks): the first's `end` moves to the second's, its
+ * positions [skip_begin, skip_end) (the max-pool gradients made again) do
+ * not run, their outputs (a chunk's pooled gradients) living on from the
+ * first half instead, and the second is `fused` into it (its positions'
+ * block_of is the first's). */
 typedef struct {
   int begin, end;
   int64_t batch, chunk, full, unit;
   int one_node;
+  int again, skip_begin, skip_end, fused;
 } dlrt__chunk_block;
+
+/* Whether position k of block b does not run: a max-pool gradient made
+ * again in a fused split block. */
+static inline int dlrt__block_skips(const dlrt__chunk_block *b, int k) {
+  return k >= b->skip_begin && k < b->skip_end;
+}
 
 typedef struct {
   int *order;     /* node indices */
@@ -120,6 +137,13 @@ int dlrt__find_chunk_blocks(const dlrt_graph_t *g, dlrt__schedule *s, int every)
 /* Runs each block in chunks as planned again (spilling may run fewer), and
  * removes the slice blocks that spilling added. */
 void dlrt__reset_chunks(dlrt__schedule *s);
+/* Split blocks run as one (see dlrt__chunk_block): fuses the pair whose
+ * first block is blocks[i], or parts it again (dlrt__reset_chunks parts
+ * them all). Whether chunk-local storage `id`, ending at position k of
+ * block b, lives on because a skipped position would have made it again. */
+void dlrt__fuse_split_blocks(dlrt__schedule *s, int i, int fuse);
+int dlrt__block_keeps(const dlrt_graph_t *g, const dlrt__schedule *s, const dlrt__chunk_block *b,
+                      int k, int id);
 /* Slice blocks (chunk.c): the items node n can run in slices of (its
  * output's rows, or an attention's sequences; every item computed alone,
  * so any slicing gives the same bits), or 0 when it cannot; whether its
