@@ -16,12 +16,13 @@
 # sharded parts (--json's "zero", the stages' sum); a checkpoint stays one
 # whole file that resumes on one device and back into the composition.
 #
-# 2 shards x 2 replicas x 2 stages of gpt-mini at context 64, 6 steps.
+# 2 shards x 2 replicas x 2 stages of gpt-mini at context 64, 6 steps (and
+# 3 replicas x 3 stages, 4 steps).
 
 DLTRAIN=${DLTRAIN:-./tools/dltrain}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=11
+TOOL=$DLTRAIN PLAN=12
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
@@ -38,24 +39,27 @@ common="--model gpt-mini --data $tmp/corpus.txt --context 64 --threads 1"
 common="$common --eval-every 1 --eval-batches 1 --json --quiet --batch 4"
 ptp="--pipeline cpu,cpu --tensor-parallel 2"
 
-# held A B STAGE PARTS: run B (--zero STAGE over 2 replicas) holds 1/2 of
-# run A's (no ZeRO) PARTS (of param_bytes, grad_bytes and optimizer_bytes,
-# comma-separated) and as much as A of the others; both print the zero line.
+# held A B STAGE PARTS [R]: run B (--zero STAGE over R replicas, default 2)
+# holds 1/R of run A's (no ZeRO) PARTS (of param_bytes, grad_bytes and
+# optimizer_bytes, comma-separated) and as much as A of the others; both
+# print the zero line.
 held() {
+  r=${5:-2}
   python3 -c "import json, sys
 a, b = (json.loads(open(p).read().splitlines()[-1])['zero'] for p in sys.argv[1:3])
-stage, parts = int(sys.argv[3]), sys.argv[4].split(',')
-assert a['stage'] == 0 and b['stage'] == stage and a['replicas'] == b['replicas'] == 2, (a, b)
+stage, parts, r = int(sys.argv[3]), sys.argv[4].split(','), int(sys.argv[5])
+assert a['stage'] == 0 and b['stage'] == stage and a['replicas'] == b['replicas'] == r, (a, b)
 said = []
 for part in ('param_bytes', 'grad_bytes', 'optimizer_bytes'):
     assert a[part] == a['full_' + part] == b['full_' + part] > 0, (a, b)
     ratio = b[part] / a[part]
-    assert abs(ratio - 0.5) <= 0.02 if part in parts else ratio == 1.0, (part, ratio)
+    assert abs(ratio - 1 / r) <= 0.02 if part in parts else ratio == 1.0, (part, ratio)
     said.append('%s %d of %d (%.3fx)' % (part.split('_')[0], b[part], a[part], ratio))
-print('# --zero %d, the stages of rank 0 against no ZeRO: %s' % (stage, ', '.join(said)))
-" "$@" &&
-    grep -q "^zero     stage 0, 2 replicas" "${1%.json}.err" &&
-    grep -q "^zero     stage $3, 2 replicas" "${2%.json}.err"
+print('# --zero %d over %d replicas, the stages of rank 0 against no ZeRO: %s'
+      % (stage, r, ', '.join(said)))
+" "$1" "$2" "$3" "$4" "$r" &&
+    grep -q "^zero     stage 0, $r replicas" "${1%.json}.err" &&
+    grep -q "^zero     stage $3, $r replicas" "${2%.json}.err"
 }
 
 # 1-6: each stage against the same composition without ZeRO.
@@ -108,3 +112,13 @@ result "a --zero 2 checkpoint of the composition resumes on one device with the 
 mpi_ranks 4 resumed --steps 6 $ptp --zero 3 --resume "$tmp/z2.st"
 [ $rc -eq 0 ] && resumed_losses "$tmp/z0.json" "$tmp/resumed.json" 3 3 1e-5
 result "and resumes into the composition with --zero 3 with them"
+
+# 12: 3 replicas of 2 shards, three stages (mpirun -np 6), --accum 2
+# --checkpoint blocks, --zero 3: the losses of the run without ZeRO, 1/3 of
+# each sharded part (uneven cuts of each stage's shard).
+three="--pipeline cpu,cpu,cpu --tensor-parallel 2 --accum 2 --checkpoint blocks"
+mpi_ranks 6 t0 --steps 4 $three
+mpi_ranks 6 t3 --steps 4 $three --zero 3
+[ $rc -eq 0 ] && same_round_losses "$tmp/t0.json" "$tmp/t3.json" 8 &&
+  held "$tmp/t0.json" "$tmp/t3.json" 3 param_bytes,grad_bytes,optimizer_bytes 3
+result "mpirun -np 6 (3 replicas x 2 shards x 3 stages) --zero 3: the same losses, 1/3 of the parts"
