@@ -7,14 +7,16 @@
 # worst relative difference and the first step that differs) and, from the
 # trainer's figures (--json's "zero" object: the tensor bytes a rank's
 # stages hold between steps), the parameter, gradient and optimizer bytes
-# per rank against the run without ZeRO. Run it from the build folder
-# (needs a dltrain built with MPI, and mpirun).
+# per rank against the run without ZeRO. With --tensor-parallel N (ranks N
+# x R) every stage is split over N ranks too and each stage's shard is
+# sharded over its R replicas (the bytes: rank 0's stages). Run it from the
+# build folder (needs a dltrain built with MPI, and mpirun).
 #   --ranks R (2) --pipeline A,B,... (cpu,cpu) --steps N (50)
 #   --batch B (4, per rank) --context T (64) --data FILE (gpt-mini's own)
-#   --extra "OPTIONS" ("")
+#   --extra "OPTIONS" ("") --tensor-parallel N (none)
 set -eu
 DLTRAIN=${DLTRAIN:-./tools/dltrain}
-ranks=2 pipeline=cpu,cpu steps=50 batch=4 context=64 data="" extra=""
+ranks=2 pipeline=cpu,cpu steps=50 batch=4 context=64 data="" extra="" tp=""
 while [ $# -gt 0 ]; do
   case $1 in
   --ranks) ranks=$2; shift 2 ;;
@@ -24,7 +26,8 @@ while [ $# -gt 0 ]; do
   --context) context=$2; shift 2 ;;
   --data) data=$2; shift 2 ;;
   --extra) extra=$2; shift 2 ;;
-  -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+  --tensor-parallel) tp=$2; shift 2 ;;
+  -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
   *) echo "pipeline-zero.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -37,12 +40,13 @@ run() { # STAGE: the run's JSON in $tmp/zSTAGE
   # shellcheck disable=SC2086
   mpirun $root --oversubscribe -np "$ranks" "$DLTRAIN" --model gpt-mini ${data:+--data "$data"} \
     --context "$context" --steps "$steps" --eval-every 1 --eval-batches 1 --threads 1 --json \
-    --quiet --batch "$batch" --pipeline "$pipeline" $extra $zero </dev/null 2>/dev/null |
+    --quiet --batch "$batch" --pipeline "$pipeline" ${tp:+--tensor-parallel "$tp"} $extra \
+    $zero </dev/null 2>/dev/null |
     tail -1 >"$tmp/z$1"
 }
 for z in 0 1 2 3; do run $z; done
-echo "gpt-mini, mpirun -np $ranks --pipeline $pipeline, $steps steps, context $context," \
-  "batch $batch per rank${extra:+, $extra}"
+echo "gpt-mini, mpirun -np $ranks --pipeline $pipeline${tp:+ --tensor-parallel $tp}," \
+  "$steps steps, context $context, batch $batch per rank${extra:+, $extra}"
 python3 - "$tmp" <<'PY'
 import json, sys
 runs = [json.loads(open("%s/z%d" % (sys.argv[1], z)).read()) for z in range(4)]

@@ -135,9 +135,12 @@ result "--precision fp16 --loss-scale 1024: within 1e-3 of one device in fp16"
 run $common --steps 1 --pipeline cpu,cpu --tensor-parallel cpu,cpu
 [ $rc -eq 2 ] && grep -q "with --pipeline as a number of MPI ranks only" "$tmp/err"
 result "--pipeline with --tensor-parallel A,B (devices) is a usage error naming the rank form"
-run $common --steps 1 --pipeline cpu,cpu --tensor-parallel 2 --zero 1
-[ $rc -eq 2 ] && grep -q "with --pipeline or --tensor-parallel, not both" "$tmp/err"
-result "--zero with both is a usage error"
+# (--zero with both shards each stage's shard over its replicas:
+# test-tensor-pipeline-zero.sh; without replicas there is nothing to shard.)
+mpi_ranks 2 zero-alone --steps 1 --pipeline cpu,cpu --tensor-parallel 2 --zero 1
+[ $rc -ne 0 ] && grep -q "run mpirun -np N x R with --tensor-parallel N (R > 1 replicas)" \
+  "$tmp/err"
+result "--zero with both and no replicas (-np N) is an error naming N x R ranks"
 run $common --steps 1 --pipeline cpu,cpu --tensor-parallel 2 --checkpoint auto
 [ $rc -eq 2 ] && grep -q "with --pipeline takes --checkpoint blocks, sqrt or every:N (not auto)" \
   "$tmp/err" && run $common --plan --pipeline cpu,cpu --tensor-parallel 2 && [ $rc -eq 2 ] &&

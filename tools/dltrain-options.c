@@ -77,7 +77,8 @@ void dltrain_usage(FILE *out) {
         "                             (with --accum, --clip-norm, fp16). With --pipeline\n"
         "                             under mpirun -np R: each stage's states over the R\n"
         "                             ranks, all three stages (with --accum, --clip-norm,\n"
-        "                             fp16) (default 0: off)\n"
+        "                             fp16); with both (-np N x R), each stage's shard\n"
+        "                             over its R replicas (default 0: off)\n"
         "  -e, --epochs N             epochs in all, counting resumed ones (default 1)\n"
         "  -b, --batch N              images per step (default 64; a GPT's: windows of\n"
         "                             --context tokens, default 32)\n"
@@ -495,9 +496,6 @@ static int check_combinations(options *o, int momentum_given, dlrt_optimizer_kin
       return tool_usage_error(err, "--tensor-parallel goes without --devices, and with "
                               "--pipeline as a number of MPI ranks only (mpirun -np N "
                               "dltrain --pipeline A,B --tensor-parallel N), in this version");
-    if (o->pipeline && o->zero)
-      return tool_usage_error(err, "--zero goes with --pipeline or --tensor-parallel, not both, "
-                              "in this version");
     /* Each rank's stage would choose automatic segments apart (their
      * collectives must meet); the planner plans one split model's peers. */
     if (o->pipeline && (o->checkpoint == DLRT_CHECKPOINT_AUTO || o->plan))

@@ -202,8 +202,9 @@ DLRT_API int dlrt_trainer_stages(const dlrt_trainer_t *t, int *first, int *last,
  * runs through the stages, and dlrt_trainer_save (and the ranks'
  * dlrt_trainer_check_ranks) gathers whole tensors from them over the ranks,
  * so every rank of a replica calls it (rank 0 writes; the file is one
- * device's); dlrt_trainer_load cuts one into the shards. Not with ZeRO,
- * spilling or --devices in this version. */
+ * device's); dlrt_trainer_load cuts one into the shards. ZeRO
+ * (dlrt_trainer_set_zero, after the all-reduce) shards each stage's shard
+ * over its replicas. Not with spilling or --devices in this version. */
 DLRT_API int dlrt_trainer_set_pipeline_tensor_parallel(dlrt_trainer_t *t,
                                                        dlrt_device_t *const *devs, int n,
                                                        int micro, int rank, int ranks,
@@ -263,8 +264,11 @@ DLRT_API int dlrt_trainer_split(const dlrt_trainer_t *t, int64_t *split, int *n)
  * (from 2 on, each stage's gradients summed on the host and reduce-scattered;
  * a GPT's tied wte all-reduced whole), with accumulation, clipping and fp16
  * loss scaling, one norm and one verdict over every stage; refused in one
- * process. Stage 0 turns nothing on (DLRT_ERR_INVALID_ARG outside 0 to 3, or without
- * replicas). Once per trainer. */
+ * process. Under tensor x pipeline parallelism
+ * (dlrt_trainer_set_pipeline_tensor_parallel) the same, each stage's shard
+ * over its replicas (config.world of them), the norm and the verdict over
+ * the shards too. Stage 0 turns nothing on (DLRT_ERR_INVALID_ARG outside 0
+ * to 3, or without replicas). Once per trainer. */
 typedef int (*dlrt_collective_start_fn)(void *user, float *values, int64_t count, int root,
                                         void **request);
 typedef struct {

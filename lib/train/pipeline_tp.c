@@ -107,9 +107,15 @@ int dlrt_trainer_set_pipeline_tensor_parallel(dlrt_trainer_t *t, dlrt_device_t *
 
 int dlrt__ptp_sync(dlrt_trainer_t *t) {
   /* The stages' step count to the trainer's executor (its loss scale goes
-   * there after each update). */
+   * there after each update). Under ZeRO each stage's optimizer state is
+   * gathered from its replicas into its host copy (a collective over the
+   * data-parallel ranks of the shard: every rank syncs at the end of an
+   * epoch), for the checkpoint's export. */
   t->e->steps = t->stages[0].e->steps;
-  return DLRT_OK;
+  int rc = DLRT_OK;
+  for (int s = 0; s < t->n_stages && rc == DLRT_OK; s++)
+    if (t->stages[s].zero) rc = dlrt__zero_peer_sync(t->stages[s].zero);
+  return rc;
 }
 
 int dlrt__ptp_evaluate(dlrt_trainer_t *t, const int32_t *tokens, const int32_t *targets,
@@ -166,6 +172,20 @@ void dlrt__ptp_shift_tokens(const dlrt_trainer_t *t, int32_t *tokens, int64_t n)
   for (int64_t k = 0; first && k < n; k++) tokens[k] -= first;
 }
 
+int dlrt__ptp_counted(const dlrt_trainer_t *t, const dlrt_tensor_t *w) {
+  /* A piece of the shard counts on every rank, a tensor every rank holds
+   * whole (LayerNorms, wpe, the row-parallel biases) on rank 0 only. */
+  const struct dlrt__ptp *p = t->ptp;
+  tp_piece piece;
+  int split = w->ndim <= 2 && dlrt__tp_piece_of(w->name, &p->gpt, &p->shard, w->ndim, &piece);
+  return split || p->rank == 0;
+}
+
+int dlrt__ptp_sum(dlrt_trainer_t *t, float *v, int64_t n) {
+  /* Tag -2, as dlrt__ptp_check's (MPI orders the collectives itself). */
+  return t->ptp->fn(t->ptp->user, v, n, DLRT_COLLECTIVE_SUM, -2);
+}
+
 int dlrt__ptp_check(dlrt_trainer_t *t, double *squares, int *finite) {
   struct dlrt__ptp *p = t->ptp;
   int S = t->n_stages, rc = DLRT_OK;
@@ -184,12 +204,8 @@ int dlrt__ptp_check(dlrt_trainer_t *t, double *squares, int *finite) {
     for (int id = 0; id < st->g->n_tensors; id++) {
       const dlrt_tensor_t *w = st->g->tensors[id];
       if (w->kind != DLRT__TENSOR_PARAM || !w->grad) continue;
-      tp_piece piece;
-      int split = w->ndim <= 2 && dlrt__tp_piece_of(w->name, &p->gpt, &p->shard, w->ndim,
-                                                    &piece);
-      /* A piece of the shard on every rank, a tensor every rank holds whole
-       * on rank 0 only; the last stage's wte is the first's (summed). */
-      int counted = (split || p->rank == 0) && !(s == S - 1 && w == st->tied);
+      /* The last stage's wte is the first's (summed). */
+      int counted = dlrt__ptp_counted(t, w) && !(s == S - 1 && w == st->tied);
       for (int64_t k = 0; k < w->numel; k++) {
         float v = g[at + k];
         if (!isfinite(v)) bad = 1;
@@ -271,7 +287,12 @@ int dlrt__ptp_export(dlrt_trainer_t *t, int with_state, dlrt_host_tensor **out, 
   for (int s = 0; s < t->n_stages && rc == DLRT_OK; s++) {
     dlrt_host_tensor *part;
     int n;
-    if ((rc = dlrt_exec_export(t->stages[s].e, with_state, &part, &n)) < 0) break;
+    /* Under ZeRO from the stage's host copies (its parameters current, its
+     * optimizer state as of the last sync), whole for the shard. */
+    struct dlrt__zero *z = t->stages[s].zero;
+    if ((rc = z ? dlrt__zero_peer_export_as(z, with_state, &part, &n)
+                : dlrt_exec_export(t->stages[s].e, with_state, &part, &n)) < 0)
+      break;
     /* Every rank takes part in each gather, in the same order. */
     rc = dlrt__ptp_gather(t, part, n);
     dlrt_host_tensor *grown = rc == DLRT_OK ? realloc(all, (size_t)(n_all + n) * sizeof *all)

@@ -14,7 +14,15 @@
  * verdict and one global clipping norm over all stages and ranks, each
  * rank's ranges first. Stage 3 also gathers each stage's parameters from
  * its host copy before their uses (zero.c's fetch). The schedule and the
- * stages are pipeline.c's. */
+ * stages are pipeline.c's.
+ *
+ * Under tensor x pipeline (pipeline_tp.c; N x R ranks) each stage executor
+ * holds its shard of the stage, and "the ranks" above are the R replicas
+ * of that shard: config.world and config.rank are the replica count and
+ * index, and the all-reduce and ZeRO's collectives go over the shard's
+ * data-parallel communicator. The norm and the verdict are summed over the
+ * replicas, then over the shards (each shard's pieces, the tensors every
+ * shard holds whole on its rank 0 only). */
 #include "config.h"
 
 #include <math.h>
@@ -49,7 +57,20 @@ int dlrt__pipeline_zero_gather(dlrt_trainer_t *t, int s) {
   return dlrt__zero_peer_gradients_add(t->stages[s].zero, stage_sums(t, s));
 }
 
-static int counted_but(void *user, int id) { return id != *(const int *)user; }
+/* Which of a stage's parameters count in the global norm on this rank: all
+ * but the last stage's copy of the tied wte (it counts once); under tensor
+ * x pipeline only those pipeline_tp.c counts (the shard's pieces; the
+ * tensors every rank holds whole, on its rank 0). */
+typedef struct {
+  const dlrt_trainer_t *t;
+  const dlrt_graph_t *g; /* the stage's */
+  int skip;              /* a tensor id left out, or -1 */
+} norm_filter;
+
+static int counted_in_norm(void *user, int id) {
+  const norm_filter *f = user;
+  return id != f->skip && (!f->t->ptp || dlrt__ptp_counted(f->t, f->g->tensors[id]));
+}
 
 /* The sum of `n` floats over the ranks, in place. */
 static int ranks_sum(dlrt_trainer_t *t, float *v, int64_t n) {
@@ -116,16 +137,19 @@ int dlrt__pipeline_zero_update(dlrt_trainer_t *t) {
   if (scaled || clipped) {
     double squares = 0;
     for (int s = 0; s < S; s++) {
-      int skip = t->lm && s == S - 1 ? b->tied->id : -1, ok = 1;
+      norm_filter f = {t, t->stages[s].g, t->lm && s == S - 1 ? b->tied->id : -1};
+      int ok = 1;
       double sq = 0;
       dlrt__zero_peer_range_check(t->stages[s].zero, stage_sums(t, s),
-                                  skip >= 0 ? counted_but : NULL, &skip,
+                                  f.skip >= 0 || t->ptp ? counted_in_norm : NULL, &f,
                                   clipped ? &sq : NULL, scaled ? &ok : NULL);
       squares += sq;
       verdict[0] += !ok;
     }
     verdict[1] = (float)squares;
+    /* Over the replicas (the ranks of this shard), then the shards. */
     if ((rc = ranks_sum(t, verdict, 2)) < 0) return rc;
+    if (t->ptp && (rc = dlrt__ptp_sum(t, verdict, 2)) < 0) return rc;
     finite = verdict[0] == 0;
   }
   float clip = 1.0f;
@@ -156,14 +180,11 @@ int dlrt__pipeline_set_zero(dlrt_trainer_t *t, int stage, const dlrt_zero_collec
   if (t->stage_zero)
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_zero: the pipeline's stages are "
                            "sharded already (once per trainer)");
-  if (t->ptp)
-    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "ZeRO does not shard a pipeline of "
-                           "tensor-parallel shards in this version: train it without --zero, "
-                           "or give --zero to --pipeline or --tensor-parallel alone");
   if (!dlrt__zero_across_ready(t, across))
     return dlrt__set_error(DLRT_ERR_INVALID_ARG, "ZeRO shards each pipeline stage's model "
                            "states over the data-parallel ranks: run mpirun -np R (R > 1; "
-                           "config.world %d) with --pipeline, set the ranks' all-reduce "
+                           "config.world %d) with --pipeline (N x R with --tensor-parallel N: "
+                           "each stage's shard over its R replicas), set the ranks' all-reduce "
                            "(dlrt_trainer_set_allreduce_async) first and give their reduce, "
                            "broadcast and wait", world);
   if (t->stage_batches > 0)

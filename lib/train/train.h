@@ -161,6 +161,12 @@ int dlrt__ptp_stage_import(dlrt_trainer_t *t, dlrt_exec_t *e, const dlrt_host_te
                            int n);
 void dlrt__ptp_shift_tokens(const dlrt_trainer_t *t, int32_t *tokens, int64_t n);
 int dlrt__ptp_check(dlrt_trainer_t *t, double *squares, int *finite);
+/* Whether a stage's parameter w counts in the global norm on this rank (a
+ * piece of the shard: yes; a tensor every rank holds whole: on rank 0), and
+ * the sum of n floats over the tensor-parallel ranks, in place (ZeRO over
+ * the composition's replicas, pipeline_zero.c). */
+int dlrt__ptp_counted(const dlrt_trainer_t *t, const dlrt_tensor_t *w);
+int dlrt__ptp_sum(dlrt_trainer_t *t, float *v, int64_t n);
 int dlrt__ptp_gather(dlrt_trainer_t *t, dlrt_host_tensor *part, int n);
 /* The whole model's tensors from the stages' shards, as dlrt_exec_export
  * lists them for one device (dlrt__trainer_export; a collective); an
@@ -303,6 +309,9 @@ void dlrt__zero_peer_range_check(const struct dlrt__zero *z, const float *grads,
 int dlrt__zero_peer_update(struct dlrt__zero *z, const float *grads, float scale);
 int dlrt__zero_peer_sync(struct dlrt__zero *z);
 int dlrt__zero_peer_export(struct dlrt__zero *z, dlrt_host_tensor **tensors, int *n);
+/* As dlrt__zero_peer_export, with the optimizer state or without it. */
+int dlrt__zero_peer_export_as(struct dlrt__zero *z, int with_state, dlrt_host_tensor **tensors,
+                              int *n);
 void dlrt__zero_peer_figures(const dlrt_exec_t *e, const struct dlrt__zero *z,
                              dlrt_zero_info *out);
 /* pipeline_zero.c: ZeRO over the data-parallel ranks of a pipeline

@@ -180,8 +180,13 @@ int dlrt__zero_peer_update(struct dlrt__zero *z, const float *grads, float scale
 int dlrt__zero_peer_sync(struct dlrt__zero *z) { return dlrt__zero_gather_state(z); }
 
 int dlrt__zero_peer_export(struct dlrt__zero *z, dlrt_host_tensor **tensors, int *n) {
+  return dlrt__zero_peer_export_as(z, 1, tensors, n);
+}
+
+int dlrt__zero_peer_export_as(struct dlrt__zero *z, int with_state, dlrt_host_tensor **tensors,
+                              int *n) {
   dlrt_exec_t *e = z->members[0].e;
-  return dlrt__zero_export_from(z, e, e, 1, tensors, n);
+  return dlrt__zero_export_from(z, e, e, with_state, tensors, n);
 }
 
 void dlrt__zero_peer_figures(const dlrt_exec_t *e, const struct dlrt__zero *z,
