@@ -179,7 +179,8 @@ static void check_gpt3(void) {
      (double)s.device_bytes / 1e9);
   rc = eval(&cfg, 2048, forty, NULL, 8, 16, 1, 0, 0, 1, &s);
   ok(rc == DLRT_OK && s.fits && s.devices == 128 && s.stage_blocks == 6 && s.micro == 8 &&
-         !s.runs_now && strstr(s.needs, "--tensor-parallel with --pipeline"),
+         !s.runs_now && !strstr(s.needs, "--tensor-parallel with --pipeline") &&
+         strstr(s.needs, "--pipeline across processes"),
      "t=8 x p=16 fits on 128 devices: %.1f GB each (stages of up to %d blocks); needs %s",
      (double)s.device_bytes / 1e9, s.stage_blocks, s.needs);
   dlrt_split_limits lim = {.device_memory = forty, .max_zero = 3};

@@ -251,13 +251,13 @@ static void describe(const split_ctx *x, dlrt_split *s, int node) {
   } while (0)
   /* tensor_parallel.c composes with data-parallel ranks, ZeRO over them
    * (stages 1-3, fp16 loss scaling included), --checkpoint and fp16 loss
-   * scaling; not yet with a pipeline. A pipeline composes with --checkpoint,
-   * --precision and data-parallel ranks, each rank driving its stages, and
-   * ZeRO stages 1-3 over those ranks (pipeline_zero.c);
-   * ranks that share a node would need device lists of their own (dltrain
-   * gives every rank the same --pipeline). */
-  if (s->tensor > 1 && s->pipeline > 1) NEED("--tensor-parallel with --pipeline");
-  if (s->pipeline > 1 && s->data > 1 && s->pipeline < node)
+   * scaling. A pipeline composes with --checkpoint, --precision and
+   * data-parallel ranks, each rank driving its stages, and ZeRO stages 1-3
+   * over those ranks (pipeline_zero.c); with tensor-parallel ranks too, each
+   * rank driving its shard of every stage (pipeline_tp.c), ZeRO over the
+   * replicas included. Ranks that share a node would need device lists of
+   * their own (dltrain gives every rank the same --pipeline). */
+  if (s->pipeline > 1 && s->tensor * s->data > 1 && s->pipeline < node)
     NEED("--pipeline ranks sharing a node (a device list for each rank)");
   if (s->pipeline > node) NEED("--pipeline across processes (one process drives one node)");
   if (s->zero > 0 && s->tensor == 1 && s->pipeline == 1 && cfg->precision == DLRT_F16)
