@@ -43,7 +43,9 @@ void dltrain_usage(FILE *out) {
         "                             (auto: each stage's own), --precision, and under\n"
         "                             mpirun (a pipeline a rank) --zero 1|2|3; with\n"
         "                             --tensor-parallel N under mpirun, each stage\n"
-        "                             split over N ranks\n"
+        "                             split over N ranks; with --mem-limit (not with\n"
+        "                             --tensor-parallel), each stage spills within it on\n"
+        "                             its device\n"
         "      --micro-batches M      micro-batches per batch with --pipeline (default 4)\n"
         "      --devices A,B,...      data parallel over these devices (any backends):\n"
         "                             each batch split between them in proportion to\n"
@@ -522,8 +524,13 @@ static int check_combinations(options *o, int momentum_given, dlrt_optimizer_kin
                               "params or all, not auto (its placement is one device's), in "
                               "this version");
   }
-  if (o->pipeline && o->mem_limit)
-    return tool_usage_error(err, "--pipeline goes without --mem-limit in this version");
+  /* Each stage spills within the budget on its device; streamed
+   * parameters make no gradient runs, which the stages hand out. */
+  if (o->pipeline && o->mem_limit &&
+      (o->tensor_parallel || o->spill.policy == DLRT_OFFLOAD_PARAMS))
+    return tool_usage_error(err, "--pipeline with --mem-limit goes without --tensor-parallel "
+                            "and --offload params in this version (each stage spills within "
+                            "the budget on its device)");
   /* A split model's replicas shard through tensor_parallel.c's host update,
    * a pipeline's stages through pipeline.c's, which take loss scaling and
    * accumulation too. */
