@@ -17,9 +17,10 @@
  * that go through the host (clipping's global norm, fp16's overflow
  * verdict) take gradient runs, whose sums a spilling executor keeps on its
  * device beside its pool (exec_grads.c): the budget given to the pool is
- * the peer's less their bytes, so the update must be known at the split.
- * Streamed parameters make no gradient runs, and ZeRO is refused with the
- * memory options (tensor_parallel_update.c). */
+ * the peer's less their bytes, so the update must be known at the split
+ * (data-parallel replicas, whose all-reduce is set after it, by
+ * config.world > 1). Streamed parameters make no gradient runs, and ZeRO
+ * is refused with the memory options (tensor_parallel_update.c). */
 #include "config.h"
 
 #include <stdio.h>
@@ -69,14 +70,21 @@ int dlrt__tp_memory_update(dlrt_trainer_t *t) {
     if (tp->device_accum || (dlrt__tp_spills(t) && !tp->host_sums))
       return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "the peers of a split model spill within "
                              "budgets that left no room for the gradient sums of an update "
-                             "through the host: decide it before the split (--clip-norm or "
-                             "fp16 loss scaling in the trainer's config); data-parallel "
-                             "replicas set after the split (mpirun ... --tensor-parallel N "
-                             "--mem-limit) do not go with the memory options in this version");
+                             "through the host: decide it before the split (the trainer's "
+                             "config: clip_norm, fp16 loss scaling, or world > 1 for "
+                             "data-parallel replicas whose all-reduce comes after the split)");
     if (asked) tp->memory = 1, tp->host_sums = 1;
     return DLRT_OK;
   }
   if (asked) tp->memory = 1;
+  /* Data-parallel replicas (config.world > 1) set their all-reduce after
+   * the split, which takes the update through the host: their sums get
+   * room in the budgets from the start (and accumulation then sums in the
+   * gradient runs). Streamed parameters make none. */
+  if (tp->memory && t->cfg.world > 1 && s->policy != DLRT_OFFLOAD_PARAMS) {
+    tp->host_sums = 1;
+    return DLRT_OK;
+  }
   /* Accumulation: each peer sums its micro-batches on its device. */
   if (tp->update == GRADIENT_RUNS && (tp->memory || tp->device_accum))
     tp->update = 0, tp->device_accum = 1;
