@@ -472,10 +472,14 @@ DLRT_API int dlrt_trainer_set_tensor_parallel_ranks(dlrt_trainer_t *t, dlrt_devi
  * split's bit for bit on the CPU and PoCL. Without this call the peers take
  * the trainer's config.spill and config.checkpoint; make the trainer
  * without them (its executor holds the whole model only until the split)
- * and give them here. Not with updates through the host (clipping, fp16
- * loss scaling, data-parallel replicas, ZeRO: DLRT_ERR_UNSUPPORTED at the
- * split or at dlrt_trainer_set_allreduce_async); --accum sums on each
- * peer. */
+ * and give them here. --accum sums on each peer. Updates through the host
+ * (clipping, fp16 loss scaling, data-parallel replicas) work: the peers'
+ * gradient runs spill too, their sums (param_bytes) on each device beside
+ * the pool and within the budget, which the split gives them when it knows
+ * of the update (config.clip_norm, fp16, config.world > 1 for replicas
+ * whose all-reduce comes after it; else DLRT_ERR_UNSUPPORTED at
+ * dlrt_trainer_set_allreduce_async). Not with DLRT_OFFLOAD_PARAMS (no
+ * gradient runs) nor ZeRO: DLRT_ERR_UNSUPPORTED. */
 DLRT_API int dlrt_trainer_set_tensor_parallel_memory(dlrt_trainer_t *t,
                                                      const dlrt_spill_config *spill,
                                                      int checkpoint);
