@@ -6,18 +6,20 @@
 # counted once), --checkpoint blocks|sqrt|every:N inside the stages (the
 # same bits, a smaller stage peak; auto: each stage's own), --precision bf16 and fp16 (one loss
 # scale and one overflow verdict for all stages), each against one device
-# with the same options; and that what it still refuses is a usage error.
+# with the same options; --mem-limit (each stage spilling within it on its
+# device, the unlimited pipeline's bits); and that what it still refuses is
+# a usage error.
 
 DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=17
+TOOL=$DLTRAIN PLAN=20
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
 if [ $have_python = no ]; then
-  for i in $(seq 1 17); do skip "test $i" "python3 not found"; done
+  for i in $(seq 1 20); do skip "test $i" "python3 not found"; done
   exit 0
 fi
 
@@ -49,6 +51,22 @@ a, b = (json.loads(open(p).read().splitlines()[-1])['devices'] for p in sys.argv
 pa, pb = [x['peak_device_bytes'] for x in a], [x['peak_device_bytes'] for x in b]
 assert len(pa) == len(pb) >= 2 and all(q < p for p, q in zip(pa, pb)), (pa, pb)
 print('# stage peaks', pa, '->', pb)" "$1" "$2"
+}
+
+# stages_within FILE BUDGET: every stage's budget is BUDGET, its own
+# storages' peak within BUDGET less its sums (a float per parameter and a
+# granule a tensor), and the run spilled.
+stages_within() {
+  python3 -c "import json, sys
+d = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+budget, st = int(sys.argv[2]), d['stages']
+assert len(st) >= 2 and d['spilled_bytes'] > 0, d
+for s in st:
+    assert s['spill_budget_bytes'] == budget, (s, budget)
+    assert 0 < s['spill_peak_bytes'] <= budget - s['param_bytes'] - 64 * 512, (s, budget)
+print('# budget %d a stage (%.2fx of the first plan), spilled peaks %s, %d bytes spilled' % (
+    budget, budget / st[0]['planned_peak_bytes'], [s['spill_peak_bytes'] for s in st],
+    d['spilled_bytes']))" "$@"
 }
 
 # 1: --accum 2 against one device with --accum 2.
@@ -143,7 +161,7 @@ assert v[-1] < v[0] - 0.3, v
 print('# skipped', d['skipped_steps'], 'of 12; validation losses', v)"
 result "--pipeline fp16 from 3e7: some updates skipped, then the stages train together"
 
-# 14, 15: data parallel over MPI ranks, each rank a pipeline: 2 ranks of
+# 14-16: data parallel over MPI ranks, each rank a pipeline: 2 ranks of
 # --batch 4 train as one device with --batch 8.
 why=$(mpi_why)
 if [ -z "$why" ]; then
@@ -158,18 +176,38 @@ if [ -z "$why" ]; then
   rc=$?
   [ $rc -eq 0 ] && round_losses_close "$tmp/all-one.json" "$tmp/mpi.json" 1e-5
   result "mpirun -np 2 --pipeline over three stages --batch 4 with $all: one device's --batch 8"
+  # 16: each rank's stages spilling: their gradient sums read, averaged
+  # over the ranks and written back from beside the pools.
+  $mpi2 "$DLTRAIN" $wide --pipeline cpu,cpu >"$tmp/mpi.json" 2>"$tmp/mpi.err"
+  $mpi2 "$DLTRAIN" $wide --pipeline cpu,cpu --mem-limit 500K >"$tmp/mpim.json" 2>"$tmp/mpi.err"
+  rc=$?
+  [ $rc -eq 0 ] && same_bits "$tmp/mpi.json" "$tmp/mpim.json" &&
+    stages_within "$tmp/mpim.json" 512000
+  result "mpirun -np 2 --pipeline cpu,cpu --mem-limit 500K: the unlimited ranks' bits, within it"
 else
   skip "mpirun -np 2 --pipeline cpu,cpu" "$why"
   skip "mpirun -np 2 --pipeline with $all" "$why"
+  skip "mpirun -np 2 --pipeline --mem-limit" "$why"
 fi
 
-# 16: --checkpoint auto: each stage chooses its segments for its own
+# 17: --checkpoint auto: each stage chooses its segments for its own
 # device (here the whole device: none), the pipeline's bits.
 run $gpt --pipeline cpu,cpu --checkpoint auto
 [ $rc -eq 0 ] && same_bits "$tmp/pipe.json" "$tmp/out" &&
   grep -q "checkpointing auto" "$tmp/err"
 result "--pipeline --checkpoint auto: each stage's own segments, the same losses bit for bit"
-# 17: what a pipeline does not take yet is a usage error that says so.
-run $gpt --pipeline cpu,cpu --mem-limit 8M
-[ $rc -eq 2 ] && grep -q "pipeline goes without --mem-limit" "$tmp/err"
-result "--pipeline --mem-limit is a usage error"
+# 18-19: --mem-limit: each stage spills within it on its device (its
+# gradient runs too, their sums beside its pool: the pool's peak stays
+# within the budget less the sums), the unlimited pipeline's bits.
+run $gpt --pipeline cpu,cpu --mem-limit 600K
+[ $rc -eq 0 ] && same_bits "$tmp/pipe.json" "$tmp/out" && stages_within "$tmp/out" 614400
+result "--pipeline cpu,cpu --mem-limit 600K: each stage within it, the pipeline's bits"
+run $gpt --pipeline cpu,cpu --clip-norm 0.05 --precision fp16
+cp "$tmp/out" "$tmp/pipe-fp16.json"
+run $gpt --pipeline cpu,cpu --clip-norm 0.05 --precision fp16 --mem-limit 400K --offload optimizer
+[ $rc -eq 0 ] && same_bits "$tmp/pipe-fp16.json" "$tmp/out" && stages_within "$tmp/out" 409600
+result "--pipeline --clip-norm fp16 --mem-limit 400K --offload optimizer: the same bits, within it"
+# 20: what a pipeline does not take yet is a usage error that says so.
+run $gpt --pipeline cpu,cpu --mem-limit 8M --offload params
+[ $rc -eq 2 ] && grep -q "pipeline with --mem-limit goes without --tensor-parallel" "$tmp/err"
+result "--pipeline --mem-limit --offload params is a usage error"

@@ -7,8 +7,10 @@
  * at every allocation, and the allocator's measured peak stays within it);
  * clean copies are dropped without a write-back; the spill file leaves no
  * trace in its folder; a budget below what one node needs is refused with
- * the smallest budget that fits. On every device present
- * (tap_for_each_device).
+ * the smallest budget that fits. Gradient runs (DLRT_RUN_GRADIENTS) and the
+ * gradient sums read, rewritten and applied on a spilling executor give the
+ * unlimited executor's sums and parameters bit for bit. On every device
+ * present (tap_for_each_device).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -104,6 +106,98 @@ static int spill_dir_empty(void) {
   return entries == 0;
 }
 
+/* What pipeline stages and the host-side updates do with an executor:
+ * two gradient runs (micro-batches) a step, the sums read to the host and
+ * written back halved (a mean over two replicas), then the update, with
+ * clipping (its global norm reads every gradient again). */
+static int grad_step(net *n, int s, float *sums, int64_t count) {
+  int rc = net_train(n, 2 * s, 2 * s + 2, DLRT_RUN_GRADIENTS);
+  if (rc == DLRT_OK) rc = dlrt_exec_gradients_read(n->e, sums, count);
+  for (int64_t i = 0; rc == DLRT_OK && i < count; i++) sums[i] *= 0.5f;
+  if (rc == DLRT_OK) rc = dlrt_exec_gradients_write(n->e, sums, count);
+  return rc == DLRT_OK ? dlrt_exec_apply_gradients(n->e) : rc;
+}
+
+/* The unlimited executor first (every step's sums kept), then the
+ * spilling one alone on the device, so that the allocator's peak is its. */
+static void grad_runs(dlrt_device_t *dev, const char *spec, uint64_t peak) {
+  static const struct {
+    const char *name;
+    dlrt_offload_policy policy;
+    int prefetch, disk;
+  } cases[] = {{"gradient runs", DLRT_OFFLOAD_NONE, 2, 0},
+               {"gradient runs, optimizer on the host", DLRT_OFFLOAD_OPTIMIZER, 0, 0},
+               {"gradient runs, all through the disk", DLRT_OFFLOAD_ALL, 4, 1}};
+  net ref;
+  if (!tap_check(net_make(dev, DLRT_OPT_ADAM, &ref), "%s: gradient runs: the model builds", spec))
+    return;
+  dlrt_exec_info info;
+  dlrt_exec_info_get(ref.e, &info);
+  int64_t count = (int64_t)(info.param_bytes / sizeof(float));
+  float *want = malloc((size_t)(STEPS * count) * sizeof(float));
+  float *got = malloc((size_t)count * sizeof(float));
+  dlrt_exec_set_clip_norm(ref.e, 0.05f);
+  int rc = want && got ? DLRT_OK : DLRT_ERR_OOM;
+  for (int s = 0; s < STEPS && rc == DLRT_OK; s++) rc = grad_step(&ref, s, want + s * count, count);
+  tap_check(rc, "%s: %d steps of two gradient runs on the unlimited executor", spec, STEPS);
+  size_t ref_bytes = 0;
+  unsigned char *a = rc == DLRT_OK ? net_state(&ref, &ref_bytes) : NULL;
+  net_free(&ref);
+  for (size_t c = 0; c < sizeof cases / sizeof *cases && a; c++) {
+    net n;
+    if (net_make(dev, DLRT_OPT_ADAM, &n) < 0) {
+      ok(0, "%s, %s: build", spec, cases[c].name);
+      continue;
+    }
+    dlrt_spill_config sc = {.prefetch = cases[c].prefetch, .policy = cases[c].policy,
+                            .host_budget = cases[c].disk ? 4096 : 0};
+    rc = DLRT_ERR_OOM;
+    for (int div = 4; div >= 2 && rc == DLRT_ERR_OOM; div--) {
+      sc.device_budget = peak / (uint64_t)div;
+      rc = dlrt_exec_set_spill(n.e, &sc);
+    }
+    tap_check(rc, "%s, %s: spilling within %llu bytes", spec, cases[c].name,
+              (unsigned long long)sc.device_budget);
+    dlrt_exec_set_clip_norm(n.e, 0.05f);
+    int same = 1;
+    for (int s = 0; s < STEPS && rc == DLRT_OK; s++) {
+      if ((rc = grad_step(&n, s, got, count)) < 0) break;
+      same = same && memcmp(want + s * count, got, (size_t)count * sizeof(float)) == 0;
+    }
+    tap_check(rc, "%s, %s: %d steps of two gradient runs, the sums read, written and applied",
+              spec, cases[c].name, STEPS);
+    ok(rc == DLRT_OK && same, "%s, %s: every step's %lld gradient sums equal the unlimited "
+       "executor's bit for bit", spec, cases[c].name, (long long)count);
+    size_t got_bytes = 0;
+    unsigned char *b = rc == DLRT_OK ? net_state(&n, &got_bytes) : NULL;
+    ok(b && ref_bytes == got_bytes && memcmp(a, b, ref_bytes) == 0,
+       "%s, %s: parameters and optimizer state equal the unlimited executor's bit for bit",
+       spec, cases[c].name);
+    free(b);
+    dlrt_spill_stats st;
+    dlrt_exec_spill_stats(n.e, &st);
+    dlrt_exec_info ni;
+    dlrt_exec_info_get(n.e, &ni);
+    /* The sums live on the device beside the pool, as accumulation's do
+     * (the trainer takes their bytes off the budget it gives the pool),
+     * with clipping's partial sums. */
+    uint64_t sums = info.param_bytes + 64 * 512;
+    ok(st.evictions + st.offloads > 0 && st.peak_resident <= sc.device_budget &&
+           ni.measured_peak_bytes <= sc.device_budget + sums,
+       "%s, %s: %llu evictions, %llu offloads; at most %llu bytes resident within %llu, "
+       "%llu measured within it and the sums' %llu", spec, cases[c].name,
+       (unsigned long long)st.evictions, (unsigned long long)st.offloads,
+       (unsigned long long)st.peak_resident, (unsigned long long)sc.device_budget,
+       (unsigned long long)ni.measured_peak_bytes, (unsigned long long)sums);
+    if (cases[c].disk)
+      ok(st.disk_written_bytes > 0 && st.disk_read_bytes > 0 && spill_dir_empty(),
+         "%s, %s: %llu bytes through the disk, the spill file unnamed", spec, cases[c].name,
+         (unsigned long long)st.disk_written_bytes);
+    net_free(&n);
+  }
+  free(a), free(want), free(got);
+}
+
 typedef struct {
   const char *name;
   dlrt_offload_policy policy;
@@ -196,6 +290,8 @@ static void run_device(dlrt_device_t *dev, const char *spec, void *ctx) {
          spec, cf->name, (unsigned long long)st.peak_host, (unsigned long long)sc.host_budget);
     net_free(&n);
   }
+
+  grad_runs(dev, spec, peak);
 
   /* Forward runs only read the parameters: once on the host they are
    * clean, and making room drops them without writing them back. */

@@ -285,15 +285,29 @@ static void refusals(void) {
             "a GPT with --checkpoint auto splits");
   dlrt_trainer_destroy(t);
   c.checkpoint = 0;
-  /* The peers' memory options: before the split only, and not with an
-   * update through the host (clipping reads the gradients there). */
+  /* The peers' memory options: before the split only; an update through
+   * the host (clipping reads the gradients there) with spilling peers, not
+   * with streamed parameters (which make no gradient runs). */
   dlrt_spill_config budget = {.device_budget = 64 << 20};
+  dlrt_spill_config streamed = {.device_budget = 64 << 20, .policy = DLRT_OFFLOAD_PARAMS};
   c.clip_norm = 1.0f;
   if (dlrt_trainer_create(cpu, &c, 1, 8, 256, &t) < 0) bail_out("%s", dlrt_last_error());
-  is_status(dlrt_trainer_set_tensor_parallel_memory(t, &budget, 0), DLRT_OK,
+  is_status(dlrt_trainer_set_tensor_parallel_memory(t, &streamed, 0), DLRT_OK,
             "the peers' budget is given before the split");
   is_status(dlrt_trainer_set_tensor_parallel(t, two, 2, NULL), DLRT_ERR_UNSUPPORTED,
-            "spilling peers with clipping are refused: %s", dlrt_last_error());
+            "streaming peers with clipping are refused: %s", dlrt_last_error());
+  dlrt_trainer_destroy(t);
+  if (dlrt_trainer_create(cpu, &c, 1, 8, 256, &t) < 0) bail_out("%s", dlrt_last_error());
+  is_status(dlrt_trainer_set_tensor_parallel_memory(t, &budget, 0), DLRT_OK,
+            "the peers' budget is given before the split, with clipping");
+  is_status(dlrt_trainer_set_tensor_parallel(t, two, 2, NULL), DLRT_OK,
+            "spilling peers with clipping (their sums beside the budget) split");
+  dlrt_tp_peer_info clipped[2];
+  int n_clipped = 0;
+  if (tap_check(dlrt_trainer_tensor_parallel(t, clipped, 2, &n_clipped), "the peers are listed"))
+    ok(n_clipped == 2 && clipped[0].spill_budget_bytes == 64 << 20 &&
+           clipped[1].spill_budget_bytes == 64 << 20,
+       "each clipping peer spills within its own budget of 64 MiB, its sums included");
   dlrt_trainer_destroy(t);
   c.clip_norm = 0;
   if (dlrt_trainer_create(cpu, &c, 1, 8, 256, &t) < 0) bail_out("%s", dlrt_last_error());

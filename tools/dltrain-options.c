@@ -43,7 +43,9 @@ void dltrain_usage(FILE *out) {
         "                             (auto: each stage's own), --precision, and under\n"
         "                             mpirun (a pipeline a rank) --zero 1|2|3; with\n"
         "                             --tensor-parallel N under mpirun, each stage\n"
-        "                             split over N ranks\n"
+        "                             split over N ranks; with --mem-limit (not with\n"
+        "                             --tensor-parallel), each stage spills within it on\n"
+        "                             its device\n"
         "      --micro-batches M      micro-batches per batch with --pipeline (default 4)\n"
         "      --devices A,B,...      data parallel over these devices (any backends):\n"
         "                             each batch split between them in proportion to\n"
@@ -65,8 +67,9 @@ void dltrain_usage(FILE *out) {
         "                             first peer, the same on all; not with --pipeline),\n"
         "                             fp16 loss scaling; --mem-limit and --offload (not\n"
         "                             auto) give each peer that budget on its device\n"
-        "                             (not with --clip-norm, fp16, replicas or\n"
-        "                             --pipeline). Checkpoints hold whole tensors\n"
+        "                             (not with --pipeline; --offload params not with\n"
+        "                             --clip-norm, fp16 or replicas).\n"
+        "                             Checkpoints hold whole tensors\n"
         "                             (resume on any split)\n"
         "      --zero 1|2|3           ZeRO: shard the replicas' model states (of --devices,\n"
         "                             or of the ranks under mpirun): 1 the optimizer\n"
@@ -505,19 +508,27 @@ static int check_combinations(options *o, int momentum_given, dlrt_optimizer_kin
     if (o->device && !ranks)
       return tool_usage_error(err, "give --device or --tensor-parallel A,B,... (its devices), "
                               "not both");
-    /* Each peer spills within the budget on its device; the updates that
-     * go through the host read gradients a spilling peer does not give. */
-    if (o->mem_limit && (o->clip_norm > 0 || o->precision == DLRT_F16))
-      return tool_usage_error(err, "--tensor-parallel with --mem-limit goes without --clip-norm "
-                              "and --precision fp16 in this version (their update goes through "
-                              "the host; --accum, --checkpoint and bf16 work)");
+    /* Each peer spills within the budget on its device, its gradient sums
+     * beside it for the updates that go through the host; streamed
+     * parameters make no gradient runs. */
+    if (o->mem_limit && (o->clip_norm > 0 || o->precision == DLRT_F16) &&
+        o->spill.policy == DLRT_OFFLOAD_PARAMS)
+      return tool_usage_error(err, "--tensor-parallel with --offload params goes without "
+                              "--clip-norm and --precision fp16 in this version (their update "
+                              "goes through the host; --offload optimizer, activations or all "
+                              "work)");
     if (o->offload_auto)
       return tool_usage_error(err, "--tensor-parallel takes --offload activations, optimizer, "
                               "params or all, not auto (its placement is one device's), in "
                               "this version");
   }
-  if (o->pipeline && o->mem_limit)
-    return tool_usage_error(err, "--pipeline goes without --mem-limit in this version");
+  /* Each stage spills within the budget on its device; streamed
+   * parameters make no gradient runs, which the stages hand out. */
+  if (o->pipeline && o->mem_limit &&
+      (o->tensor_parallel || o->spill.policy == DLRT_OFFLOAD_PARAMS))
+    return tool_usage_error(err, "--pipeline with --mem-limit goes without --tensor-parallel "
+                            "and --offload params in this version (each stage spills within "
+                            "the budget on its device)");
   /* A split model's replicas shard through tensor_parallel.c's host update,
    * a pipeline's stages through pipeline.c's, which take loss scaling and
    * accumulation too. */

@@ -150,9 +150,11 @@ void dltrain_print_json(const options *o, const results *r) {
     printf("%s{\"device\": \"%s\", \"first\": %d, \"last\": %d, \"rank\": %d, \"ranks\": %d, "
            "\"head_first\": %d, \"heads\": %d, \"vocab_first\": %" PRId64 ", \"vocab\": %"
            PRId64 ", \"param_bytes\": %" PRIu64 ", \"state_bytes\": %" PRIu64
-           ", \"planned_peak_bytes\": %" PRIu64 "}", i ? ", " : "", p->device, p->first,
+           ", \"planned_peak_bytes\": %" PRIu64 ", \"spill_budget_bytes\": %" PRIu64
+           ", \"spill_peak_bytes\": %" PRIu64 "}", i ? ", " : "", p->device, p->first,
            p->last, p->rank, p->ranks, p->head_first, p->heads, p->vocab_first, p->vocab,
-           p->param_bytes, p->state_bytes, p->planned_peak_bytes);
+           p->param_bytes, p->state_bytes, p->planned_peak_bytes, p->spill_budget_bytes,
+           p->spill_peak_bytes);
   }
   printf("], \"tensor_parallel_ranks\": %d, \"param_bytes\": %" PRIu64
          ", \"state_bytes\": %" PRIu64, r->tp_ranks, r->info.param_bytes, r->info.state_bytes);

@@ -245,8 +245,12 @@ static int build_trainer(run *s) {
   }
   /* Tensor parallel: the whole model is made (and resumed) in host memory,
    * then cut into the shards, so no device need hold it all at once. */
+  /* So is a pipeline's under --mem-limit: its stages spill, each on its
+   * device (dlrt_trainer_set_pipeline_memory, before the cut). */
+  int stages_spill = o->pipeline && !s->tp_ranks && s->cfg.spill.device_budget;
   dlrt_device_t *whole_on = s->dev;
-  if ((s->n_tp > 0 || s->tp_ranks) && dlrt_device_open("cpu", &whole_on) != DLRT_OK) {
+  if ((s->n_tp > 0 || s->tp_ranks || stages_spill) &&
+      dlrt_device_open("cpu", &whole_on) != DLRT_OK) {
     dlrt_clear_error();
     whole_on = s->dev;
   }
@@ -254,6 +258,7 @@ static int build_trainer(run *s) {
    * (dlrt_trainer_set_tensor_parallel_memory, before the split): the whole
    * model waits for the split without them. */
   dlrt_trainer_config whole = s->cfg;
+  if (stages_spill) whole.spill = (dlrt_spill_config){0};
   if (s->n_tp > 0 || s->tp_ranks) {
     whole.spill = (dlrt_spill_config){0};
     if (whole.checkpoint == DLRT_CHECKPOINT_AUTO) whole.checkpoint = 0;
@@ -276,6 +281,9 @@ static int build_trainer(run *s) {
         "cannot cut the model into --pipeline stages split over --tensor-parallel ranks");
 #endif
   } else if (s->n_replicas > 0 && o->pipeline) {
+    if (stages_spill)
+      TRY(dlrt_trainer_set_pipeline_memory(s->trainer, &s->cfg.spill),
+          "cannot give the pipeline's stages their budget");
     TRY(dlrt_trainer_set_pipeline(s->trainer, s->replicas, s->n_replicas, o->micro),
         "cannot cut the model into --pipeline stages");
   }

@@ -630,7 +630,10 @@ DLRT_API int dlrt_exec_param_offload_stats(dlrt_exec_t *e, dlrt_param_offload_st
  * vector. Write replaces them (with a combination of replicas', say); apply
  * makes one update from their mean over those runs, as a training run would
  * have (clipping included). A kept parameter gradient (dlrt_keep) then holds
- * what the update applied, the sum these calls read and write. */
+ * what the update applied, the sum these calls read and write. A spilling
+ * executor (dlrt_exec_set_spill) does all of this too, with the same bits:
+ * the sums (param_bytes) stay on the device beside its budget, and the
+ * update makes each gradient storage resident with its sum. */
 DLRT_API int dlrt_exec_gradients_read(dlrt_exec_t *e, float *dst, int64_t count);
 DLRT_API int dlrt_exec_gradients_write(dlrt_exec_t *e, const float *src, int64_t count);
 DLRT_API int dlrt_exec_apply_gradients(dlrt_exec_t *e);

@@ -95,11 +95,20 @@ DLRT_API int dlrt_trainer_check_ranks(dlrt_trainer_t *t, const dlrt_dataset *tra
  * DLRT_CHECKPOINT_AUTO chooses each stage's segments for its own device's
  * budget) and precision (activations between stages in fp32;
  * under fp16 one loss scale and one overflow verdict for all stages) apply
- * to the stages. Not with spilling, --devices, MPI or a GPT's dropout in
- * this version. Each stage split over tensor-parallel ranks as well:
- * dlrt_trainer_set_pipeline_tensor_parallel. */
+ * to the stages. Not with the trainer's own spilling (give the stages a
+ * budget with dlrt_trainer_set_pipeline_memory), --devices, MPI or a GPT's
+ * dropout in this version. Each stage split over tensor-parallel ranks as
+ * well: dlrt_trainer_set_pipeline_tensor_parallel. */
 DLRT_API int dlrt_trainer_set_pipeline(dlrt_trainer_t *t, dlrt_device_t *const *devs, int n,
                                        int micro);
+/* Before dlrt_trainer_set_pipeline: every stage spills within
+ * spill->device_budget on its own device (its executor's storages, with
+ * the offload policy and host budget given; its gradient sums, one float
+ * per parameter, beside them and within the budget too), as one device's
+ * trainer does (dlrt_exec_set_spill): the same losses bit for bit on the
+ * CPU. device_budget 0: no budget. Not DLRT_OFFLOAD_PARAMS, nor with tensor
+ * x pipeline parallelism, in this version. */
+DLRT_API int dlrt_trainer_set_pipeline_memory(dlrt_trainer_t *t, const dlrt_spill_config *spill);
 /* Tensor parallelism for GPT models (Megatron-LM): the model's blocks split
  * over n devices of any backends in this process (2 to DLRT_TP_MAX), each
  * holding its shard (dlrt_gpt_shard: attention heads in proportion to
@@ -157,10 +166,14 @@ DLRT_API int dlrt_trainer_set_tensor_parallel_ranks(dlrt_trainer_t *t, dlrt_devi
  * split's bit for bit on the CPU and PoCL. Without this call the peers take
  * the trainer's config.spill and config.checkpoint; make the trainer
  * without them (its executor holds the whole model only until the split)
- * and give them here. Not with updates through the host (clipping, fp16
- * loss scaling, data-parallel replicas, ZeRO: DLRT_ERR_UNSUPPORTED at the
- * split or at dlrt_trainer_set_allreduce_async); --accum sums on each
- * peer. */
+ * and give them here. --accum sums on each peer. Updates through the host
+ * (clipping, fp16 loss scaling, data-parallel replicas) work: the peers'
+ * gradient runs spill too, their sums (param_bytes) on each device beside
+ * the pool and within the budget, which the split gives them when it knows
+ * of the update (config.clip_norm, fp16, config.world > 1 for replicas
+ * whose all-reduce comes after it; else DLRT_ERR_UNSUPPORTED at
+ * dlrt_trainer_set_allreduce_async). Not with DLRT_OFFLOAD_PARAMS (no
+ * gradient runs) nor ZeRO: DLRT_ERR_UNSUPPORTED. */
 DLRT_API int dlrt_trainer_set_tensor_parallel_memory(dlrt_trainer_t *t,
                                                      const dlrt_spill_config *spill,
                                                      int checkpoint);
@@ -212,7 +225,9 @@ DLRT_API int dlrt_trainer_set_pipeline_tensor_parallel(dlrt_trainer_t *t,
                                                        dlrt_collective_fn fn, void *user);
 /* One pipeline stage of this process: its device and layers (a GPT's
  * blocks), and under tensor x pipeline parallelism this rank's shard of it
- * (rank of ranks; heads 0 and ranks 0 without); its executor's bytes. */
+ * (rank of ranks; heads 0 and ranks 0 without); its executor's bytes; under
+ * dlrt_trainer_set_pipeline_memory its budget and the most its own
+ * storages held on the device (0 without). */
 typedef struct {
   const char *device;
   int first, last;
@@ -220,6 +235,7 @@ typedef struct {
   int head_first, heads;
   int64_t vocab_first, vocab;
   uint64_t param_bytes, state_bytes, planned_peak_bytes;
+  uint64_t spill_budget_bytes, spill_peak_bytes;
 } dlrt_stage_info;
 /* The stages (*n; 0 without a pipeline), the first `max` of them in out. */
 DLRT_API int dlrt_trainer_stage_info(dlrt_trainer_t *t, dlrt_stage_info *out, int max, int *n);

@@ -332,7 +332,7 @@ int dlrt_exec_run(dlrt_exec_t *e, dlrt_run_mode mode) {
                            "sharded (ZeRO): the trainer makes the updates; run "
                            "DLRT_RUN_GRADIENTS");
   dlrt__grad_run gr;
-  int rc = dlrt__grads_run_begin(e, mode, e->spill.pool != NULL, &gr);
+  int rc = dlrt__grads_run_begin(e, mode, &gr);
   if (rc < 0) return rc;
   if (e->pstream && (rc = dlrt__pstream_check(e, gr.gradients_only)) < 0) return rc;
   if (gr.gradients_only) mode = DLRT_RUN_TRAIN; /* the kernels train (dropout, batch statistics) */

@@ -339,8 +339,12 @@ int dlrt__exec_stream_ready(dlrt_exec_t *e, int k) {
   while (rc == DLRT_OK && bk->next < bk->n && bk->pos[bk->next] <= k) {
     int j = bk->next++;
     const dlrt_tensor_t *p = e->g->tensors[bk->param[j]];
+    /* Spilling: resident for the copy (after a chunked block its storages
+     * are released, and may have been evicted). */
+    if ((rc = dlrt__exec_use(e, p->grad, 0)) < 0) break;
     rc = dlrt_copy_d2h(bk->host + bk->at[j], dlrt__exec_buf(e, p->grad), 0,
                        (size_t)p->numel * sizeof(float), e->stream);
+    dlrt__exec_unuse(e, p->grad);
     if (rc == DLRT_OK && bk->closes[j] >= 0)
       rc = dlrt_event_record(bk->events[bk->closes[j]], e->stream);
     /* ZeRO stage 2: the device's copy goes once its copy to the host is
@@ -411,7 +415,12 @@ int dlrt_exec_gradients_write(dlrt_exec_t *e, const float *src, int64_t count) {
 
 /* The updates read the gradients where the accumulators hold them. A kept
  * gradient has a buffer of its own, which lives on (readable, freed with the
- * executor): it takes a copy of what the update applies. */
+ * executor): it takes a copy of what the update applies. A spilling
+ * executor's gradient storages are the pool's (it may evict them to the
+ * host or disk before the updates read them): each takes a copy of its sum,
+ * made resident for it, and the pool then moves it like any other storage;
+ * the accumulators themselves stay on the device, outside the pool's budget
+ * (the trainer takes their bytes off it, as for --accum). */
 static int lend_sums(dlrt_exec_t *e) {
   dlrt_graph_t *g = e->g;
   int rc = DLRT_OK;
@@ -419,10 +428,16 @@ static int lend_sums(dlrt_exec_t *e) {
     dlrt_tensor_t *p = g->tensors[i];
     if (p->kind != DLRT__TENSOR_PARAM || !p->grad) continue;
     dlrt_buffer_t **storage = &e->bufs[p->grad->owner->id];
-    if (*storage)
+    if (e->spill.pool) {
+      if ((rc = dlrt__exec_use(e, p->grad, 1)) < 0) break;
+      rc = dlrt_copy_d2d(dlrt__exec_buf(e, p->grad), 0, e->grads.accum[i], 0,
+                         dlrt__tensor_bytes(p), e->stream);
+      dlrt__exec_unuse(e, p->grad);
+    } else if (*storage) {
       rc = dlrt_copy_d2d(*storage, 0, e->grads.accum[i], 0, dlrt__tensor_bytes(p), e->stream);
-    else
+    } else {
       *storage = e->grads.accum[i];
+    }
   }
   return rc;
 }
@@ -433,7 +448,13 @@ static void take_back_sums(dlrt_exec_t *e) {
     dlrt_tensor_t *p = g->tensors[i];
     if (p->kind != DLRT__TENSOR_PARAM || !p->grad) continue;
     dlrt_buffer_t **storage = &e->bufs[p->grad->owner->id];
-    if (*storage == e->grads.accum[i]) *storage = NULL; /* lent for the updates */
+    if (e->spill.pool) {
+      /* The copies end here, on the device and off it (the updates'
+       * positions discard them too); a kept gradient keeps its copy. */
+      if (!dlrt__persistent(p->grad->owner)) dlrt__mpool_discard(e->spill.pool, p->grad->owner->id);
+    } else if (*storage == e->grads.accum[i]) {
+      *storage = NULL; /* lent for the updates */
+    }
   }
 }
 
@@ -444,9 +465,9 @@ static int check_sums(const dlrt_exec_t *e, const char *fn, int reading) {
   if (e->shard.stage && !(reading && e->shard.stage == 1))
     return dlrt__set_error(DLRT_ERR_STATE, "%s: the optimizer state is sharded (ZeRO): the "
                            "trainer updates the shards", fn);
-  if (!e->grads.accum || !e->g->optimized || e->spill.pool)
+  if (!e->grads.accum || !e->g->optimized)
     return dlrt__set_error(DLRT_ERR_STATE, "%s: run DLRT_RUN_GRADIENTS on an optimized graph "
-                           "first (no spilling)", fn);
+                           "first", fn);
   return DLRT_OK;
 }
 
@@ -485,7 +506,19 @@ static int apply_sums(dlrt_exec_t *e, float clip, int finite) {
   const dlrt__schedule *s = &e->plan.plans[DLRT_RUN_TRAIN];
   for (int k = 0; k < s->n && rc == DLRT_OK && finite; k++) {
     dlrt__node *n = g->nodes[s->order[k]];
-    if (n->phase == DLRT__PHASE_UPDATE) rc = dlrt__exec_run_node(e, n);
+    if (n->phase != DLRT__PHASE_UPDATE) continue;
+    if (!e->spill.pool) {
+      rc = dlrt__exec_run_node(e, n);
+      continue;
+    }
+    /* Spilling: the parameter, its state and its gradient made resident
+     * (or, with the optimizer offloaded, the update on their host copies)
+     * as a training run's update position does. */
+    int on_host = 0;
+    rc = dlrt__spill_begin_node(e, s, k, &on_host);
+    if (rc == DLRT_OK && !on_host) rc = dlrt__exec_run_node(e, n);
+    int rc2 = dlrt__spill_end_node(e, s, k);
+    if (rc == DLRT_OK) rc = rc2;
   }
   take_back_sums(e);
   if (rc == DLRT_OK && e->grads.scaler.enabled) dlrt__exec_update_loss_scale(e, finite);
@@ -524,12 +557,14 @@ dlrt_buffer_t *dlrt__exec_grad_sum(const dlrt_exec_t *e, int id) {
 
 /* ---------------------------------------------------------------- a run */
 
-int dlrt__grads_run_begin(dlrt_exec_t *e, dlrt_run_mode mode, int spilling, dlrt__grad_run *r) {
+int dlrt__grads_run_begin(dlrt_exec_t *e, dlrt_run_mode mode, dlrt__grad_run *r) {
   *r = (dlrt__grad_run){.gradients_only = mode == DLRT_RUN_GRADIENTS};
   if (r->gradients_only) {
-    if (e->grads.accum_steps > 1 || spilling || !e->g->optimized)
+    /* Spilling too: the sums are made from the gradients' storages
+     * wherever the pool holds them (dlrt__exec_accumulate acquires each). */
+    if (e->grads.accum_steps > 1 || !e->g->optimized)
       return dlrt__set_error(DLRT_ERR_STATE, "dlrt_exec_run: DLRT_RUN_GRADIENTS needs an "
-                             "optimized graph, without accumulation or spilling");
+                             "optimized graph, without accumulation");
     /* Under ZeRO stage 2 the trainer keeps its shard of the gradients. */
     int rc = e->shard.stage >= 2 ? DLRT_OK : dlrt__exec_ensure_accumulators(e);
     if (rc < 0) return rc;

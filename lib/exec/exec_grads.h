@@ -116,8 +116,8 @@ int dlrt__exec_apply_gradients_as(dlrt_exec_t *e, float clip, int finite);
 int dlrt__exec_gradients_write_buckets(dlrt_exec_t *e, const float *src);
 
 /* What a run does with its gradients (exec_grads.c), for dlrt_exec_run:
- * begin checks the mode (DLRT_RUN_GRADIENTS: optimized, no accumulation, not
- * `spilling`) and resets the step's scale; before_update runs
+ * begin checks the mode (DLRT_RUN_GRADIENTS: optimized, no accumulation)
+ * and resets the step's scale; before_update runs
  * at the first update node (accumulation, the overflow check of loss
  * scaling, clipping) and says whether the updates are skipped; ready
  * queues the bucket copies of gradients final at position k; end applies
@@ -129,7 +129,7 @@ typedef struct {
   int skip_updates;      /* the update nodes do not run */
   int checked, overflow; /* the loss-scaled gradients were checked; held inf or NaN */
 } dlrt__grad_run;
-int dlrt__grads_run_begin(dlrt_exec_t *e, dlrt_run_mode mode, int spilling, dlrt__grad_run *r);
+int dlrt__grads_run_begin(dlrt_exec_t *e, dlrt_run_mode mode, dlrt__grad_run *r);
 int dlrt__grads_before_update(dlrt_exec_t *e, dlrt__grad_run *r);
 int dlrt__grads_ready(dlrt_exec_t *e, const dlrt__grad_run *r, int k);
 void dlrt__grads_run_end(dlrt_exec_t *e, const dlrt__grad_run *r, int trained);

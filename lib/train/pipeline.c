@@ -161,6 +161,63 @@ static int stage_auto_segments(struct stage *st) {
                                                      info.param_bytes, &every);
 }
 
+/* Under the stages' budget (dlrt_trainer_set_pipeline_memory): the stage
+ * spills within it on its device, as one device's trainer does
+ * (dlrt__spill_budget). Its gradient runs' sums (one float per parameter
+ * gradient, exec_grads.c) stay on the device beside its pool, so the pool
+ * gets the budget less their bytes (and a granule per tensor's rounding). */
+static int stage_spill(dlrt_trainer_t *t, struct stage *st) {
+  uint64_t outside = (uint64_t)st->grads * sizeof(float) + 64 * 512;
+  dlrt_spill_config c = {0};
+  char note[160] = "";
+  int rc = dlrt__spill_budget(st->e, st->dev, &t->stage_spill, outside, &c, note, sizeof note);
+  if (rc == DLRT_OK && c.device_budget) {
+    rc = dlrt_exec_set_spill(st->e, &c);
+    st->spill_budget = c.device_budget + outside;
+  }
+  if (rc < 0)
+    return dlrt__set_error(rc, "pipeline stage of layers %d-%d on %s: %s%s", st->first,
+                           st->last - 1, dlrt_device_spec(st->dev), dlrt_last_error(), note);
+  return DLRT_OK;
+}
+
+int dlrt_trainer_set_pipeline_memory(dlrt_trainer_t *t, const dlrt_spill_config *spill) {
+  DLRT__CHECK_ARG(t && spill, "dlrt_trainer_set_pipeline_memory: trainer or spill is NULL");
+  DLRT__CHECK_ARG(spill->policy != DLRT_OFFLOAD_PARAMS || !spill->device_budget,
+                  "dlrt_trainer_set_pipeline_memory: the stages spill (--offload "
+                  "activations, optimizer or all); streamed parameters (--offload params) "
+                  "make no gradient runs, which the stages hand out, in this version");
+  if (t->n_stages)
+    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_pipeline_memory: the model is cut "
+                           "into stages already; give their budget before the cut");
+  t->stage_spill = *spill;
+  return DLRT_OK;
+}
+
+int dlrt__pipeline_spills(const dlrt_trainer_t *t) {
+  for (int s = 0; s < t->n_stages; s++)
+    if (t->stages[s].spill_budget) return 1;
+  return 0;
+}
+
+int dlrt__pipeline_spill_stats(dlrt_trainer_t *t, dlrt_spill_stats *out) {
+  memset(out, 0, sizeof *out);
+  int rc = DLRT_OK;
+  for (int i = 0; i < t->n_stages && rc == DLRT_OK; i++) {
+    dlrt_spill_stats s;
+    if (!t->stages[i].spill_budget || (rc = dlrt_exec_spill_stats(t->stages[i].e, &s)) < 0)
+      continue;
+    out->spilled_bytes += s.spilled_bytes, out->fetched_bytes += s.fetched_bytes;
+    out->spilled_to_disk_bytes += s.spilled_to_disk_bytes;
+    out->disk_written_bytes += s.disk_written_bytes;
+    out->disk_read_bytes += s.disk_read_bytes;
+    out->evictions += s.evictions, out->transfer_ms += s.transfer_ms;
+    if (s.peak_resident > out->peak_resident) out->peak_resident = s.peak_resident;
+    if (s.slice_images > out->slice_images) out->slice_images = s.slice_images;
+  }
+  return rc;
+}
+
 /* Builds stage s over layers [first, last) for micro-batches of `rows`, on
  * the main executor's parameters and state. */
 static int stage_build(dlrt_trainer_t *t, struct stage *st, int last_stage, int64_t rows,
@@ -226,6 +283,7 @@ static int stage_build(dlrt_trainer_t *t, struct stage *st, int last_stage, int6
     if (scale.scaler.enabled) scale.scale /= (float)t->micro; /* else 1: the kernels read it */
     dlrt__exec_restore_loss_scale(st->e, &scale);
   }
+  if (rc == DLRT_OK && t->stage_spill.device_budget) rc = stage_spill(t, st);
   return rc;
 }
 
@@ -234,9 +292,14 @@ int dlrt_trainer_set_pipeline(dlrt_trainer_t *t, dlrt_device_t *const *devs, int
                   "dlrt_trainer_set_pipeline: trainer or devices is NULL, %d stages (2 to 16) "
                   "or %d micro-batches", n, micro);
   DLRT__CHECK_ARG(!t->spilling && !t->n_reps && !dlrt__across_processes(t),
-                  "dlrt_trainer_set_pipeline: not with spilling or --devices in this version; "
-                  "across processes, set the pipeline before the all-reduce "
+                  "dlrt_trainer_set_pipeline: not with the trainer's own spilling (give the "
+                  "stages their budget: dlrt_trainer_set_pipeline_memory) or --devices in this "
+                  "version; across processes, set the pipeline before the all-reduce "
                   "(dlrt_trainer_set_allreduce_async)");
+  if (t->ptp && t->stage_spill.device_budget)
+    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "tensor x pipeline parallelism goes without "
+                           "the stages' budget (dlrt_trainer_set_pipeline_memory, --mem-limit) "
+                           "in this version");
   if (t->ptp && t->n_stages)
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_pipeline: the trainer's stages "
                            "are split over tensor-parallel ranks already (once per trainer)");

@@ -337,6 +337,8 @@ int dlrt_trainer_stage_info(dlrt_trainer_t *t, dlrt_stage_info *out, int max, in
     dlrt_exec_info info;
     int rc = dlrt_exec_info_get(st->e, &info);
     if (rc < 0) return rc;
+    dlrt_spill_stats sp = {0};
+    if (st->spill_budget && (rc = dlrt_exec_spill_stats(st->e, &sp)) < 0) return rc;
     const dlrt_gpt_shard *shard = t->ptp ? &t->ptp->shard : NULL;
     out[s] = (dlrt_stage_info){.device = dlrt_device_spec(st->dev), .first = st->first,
                                .last = st->last, .rank = t->ptp ? t->ptp->rank : 0,
@@ -346,7 +348,9 @@ int dlrt_trainer_stage_info(dlrt_trainer_t *t, dlrt_stage_info *out, int max, in
                                .vocab_first = shard ? shard->vocab_first : 0,
                                .vocab = shard ? shard->vocab : 0,
                                .param_bytes = info.param_bytes, .state_bytes = info.state_bytes,
-                               .planned_peak_bytes = info.planned_peak_bytes};
+                               .planned_peak_bytes = info.planned_peak_bytes,
+                               .spill_budget_bytes = st->spill_budget,
+                               .spill_peak_bytes = sp.peak_resident};
   }
   return DLRT_OK;
 }

@@ -69,10 +69,11 @@ struct dlrt__tp {
   int micro; /* micro-batches of the update under way */
   int zero_stage; /* ZeRO over the replicas (each peer's `zero`); 0: none */
   /* The memory options (tensor_parallel_memory.c): whether the peers spill
-   * or stream (memory), sum micro-batches on their devices (device_accum:
-   * a spilling executor makes no gradient runs), and the segments that
+   * or stream (memory), sum micro-batches on their devices (device_accum),
+   * whether their budgets left room for the gradient sums of a host update
+   * (host_sums: it was decided at the split), and the segments that
    * DLRT_CHECKPOINT_AUTO chose (forward nodes a segment, once chosen). */
-  int memory, device_accum, chosen, checkpoint;
+  int memory, device_accum, host_sums, chosen, checkpoint;
 };
 enum { GRADIENT_RUNS = 1, HOST_UPDATE = 2 };
 

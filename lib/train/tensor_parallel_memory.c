@@ -12,11 +12,15 @@
  * (dlrt_tp_copy and dlrt_tp_reduce inside each block), so every peer must
  * recompute the same segments: the automatic choice is made once, on the
  * first peer's graph and budget (across processes: the shortest segments
- * any rank chose), and given to all. A spilling executor makes no
- * gradient runs (DLRT_RUN_GRADIENTS reads its accumulators whole), so the
- * peers sum their micro-batches on their devices and the updates that go
- * through the host (clipping's global norm, fp16's overflow verdict, the
- * replicas' average, ZeRO) are refused with spilling. */
+ * any rank chose), and given to all. Accumulation alone sums the
+ * micro-batches on each peer's device (DLRT_RUN_TRAIN runs). The updates
+ * that go through the host (clipping's global norm, fp16's overflow
+ * verdict) take gradient runs, whose sums a spilling executor keeps on its
+ * device beside its pool (exec_grads.c): the budget given to the pool is
+ * the peer's less their bytes, so the update must be known at the split
+ * (data-parallel replicas, whose all-reduce is set after it, by
+ * config.world > 1). Streamed parameters make no gradient runs, and ZeRO
+ * is refused with the memory options (tensor_parallel_update.c). */
 #include "config.h"
 
 #include <stdio.h>
@@ -57,16 +61,30 @@ int dlrt__tp_memory_update(dlrt_trainer_t *t) {
    * device's DLRT_MEM_LIMIT alone leaves the peers as before (unspilled). */
   int asked = s->device_budget || s->policy != DLRT_OFFLOAD_NONE || s->host_budget;
   if (tp->update == HOST_UPDATE) {
-    if (asked || tp->device_accum || dlrt__tp_spills(t) || dlrt__tp_streams(t))
-      return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "the peers of a split model spill "
-                             "(--mem-limit, --offload) without updates through the host in "
-                             "this version: not with --clip-norm, fp16 loss scaling, "
-                             "data-parallel replicas or ZeRO (a spilling executor does not "
-                             "hand its gradients to the host); --accum, --checkpoint and bf16 "
-                             "work");
+    if ((asked && s->policy == DLRT_OFFLOAD_PARAMS) || dlrt__tp_streams(t))
+      return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "the peers of a split model stream their "
+                             "parameters (--offload params) without updates through the host "
+                             "in this version: not with --clip-norm, fp16 loss scaling, "
+                             "data-parallel replicas or ZeRO (a streaming executor makes no "
+                             "gradient runs); --mem-limit with another --offload works");
+    if (tp->device_accum || (dlrt__tp_spills(t) && !tp->host_sums))
+      return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "the peers of a split model spill within "
+                             "budgets that left no room for the gradient sums of an update "
+                             "through the host: decide it before the split (the trainer's "
+                             "config: clip_norm, fp16 loss scaling, or world > 1 for "
+                             "data-parallel replicas whose all-reduce comes after the split)");
+    if (asked) tp->memory = 1, tp->host_sums = 1;
     return DLRT_OK;
   }
   if (asked) tp->memory = 1;
+  /* Data-parallel replicas (config.world > 1) set their all-reduce after
+   * the split, which takes the update through the host: their sums get
+   * room in the budgets from the start (and accumulation then sums in the
+   * gradient runs). Streamed parameters make none. */
+  if (tp->memory && t->cfg.world > 1 && s->policy != DLRT_OFFLOAD_PARAMS) {
+    tp->host_sums = 1;
+    return DLRT_OK;
+  }
   /* Accumulation: each peer sums its micro-batches on its device. */
   if (tp->update == GRADIENT_RUNS && (tp->memory || tp->device_accum))
     tp->update = 0, tp->device_accum = 1;
@@ -102,9 +120,10 @@ int dlrt__tp_peer_memory(dlrt_trainer_t *t, tp_peer *p) {
   int checkpoint = peer_checkpoint(t), rc = DLRT_OK;
   dlrt_exec_info info;
   if ((rc = dlrt_exec_info_get(p->e, &info)) < 0) return rc;
-  /* On the device beside the executor's storages: the accumulators (the
-   * loaders are the host's: every peer takes the whole batch from it). */
-  uint64_t outside = tp->device_accum ? info.param_bytes + 64 * 512 : 0;
+  /* On the device beside the executor's storages: the accumulators, of
+   * accumulation or of the gradient runs of a host update (the loaders are
+   * the host's: every peer takes the whole batch from it). */
+  uint64_t outside = tp->device_accum || tp->host_sums ? info.param_bytes + 64 * 512 : 0;
   uint64_t budget = tp->memory ? spill->device_budget : 0;
   if (checkpoint == DLRT_CHECKPOINT_AUTO) rc = auto_segments(t, p, budget, outside);
   else if (checkpoint != 0) rc = dlrt_exec_set_checkpointing(p->e, checkpoint);

@@ -69,6 +69,9 @@ struct dlrt_trainer {
   int tp_memory_set;
   dlrt_spill_config tp_spill;
   int tp_checkpoint;
+  /* The stages' budget (dlrt_trainer_set_pipeline_memory): each stage
+   * spills within it on its device; device_budget 0: none. */
+  dlrt_spill_config stage_spill;
   /* ZeRO sharding of the replicas' model states (zero.c), or NULL. */
   struct dlrt__zero *zero;
   /* A GPT's tied wte: a copy on the first and on the last stage, whose
@@ -84,6 +87,7 @@ struct stage {
   dlrt_tensor_t *tied;  /* a GPT's wte on the first and the last stage, else NULL */
   int first, last;      /* its layers (a GPT's blocks) */
   int64_t grads;        /* its parameters' gradient elements */
+  uint64_t spill_budget; /* under dlrt_trainer_set_pipeline_memory: its own and its sums' */
   struct dlrt__zero *zero; /* ZeRO over the data ranks (dlrt__pipeline_set_zero), or NULL */
 };
 
@@ -213,6 +217,10 @@ int dlrt__tp_info(dlrt_trainer_t *t, dlrt_exec_info *out);
 int dlrt__tp_memory_stats(dlrt_trainer_t *t, dlrt_spill_stats *spill,
                           dlrt_param_offload_stats *stream);
 int dlrt__tp_spills(const dlrt_trainer_t *t);
+/* pipeline.c: whether a pipeline's stages spill, and their figures summed
+ * (peaks the largest). */
+int dlrt__pipeline_spills(const dlrt_trainer_t *t);
+int dlrt__pipeline_spill_stats(dlrt_trainer_t *t, dlrt_spill_stats *out);
 int dlrt__tp_streams(const dlrt_trainer_t *t);
 /* trainer.c, for the peers too: the segments DLRT_CHECKPOINT_AUTO chooses
  * for e's budget (*every forward nodes a segment, 0 none), and the spilling

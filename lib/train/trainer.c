@@ -501,11 +501,13 @@ int dlrt_trainer_epoch_from(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
   dlrt_spill_stats spill0 = {0}, spill1;
   dlrt_param_offload_stats stream0 = {0}, stream1;
   /* A split model's peers spill each on its device: their figures summed. */
-  int spilling = t->spilling || (t->tp && dlrt__tp_spills(t));
+  int spilling = t->spilling || (t->tp && dlrt__tp_spills(t)) || dlrt__pipeline_spills(t);
   int streaming = t->streaming || (t->tp && dlrt__tp_streams(t));
   if (t->tp && (spilling || streaming) && (rc = dlrt__tp_memory_stats(t, &spill0, &stream0)) < 0)
     return rc;
   if (t->spilling && (rc = dlrt_exec_spill_stats(t->e, &spill0)) < 0) return rc;
+  if (!t->spilling && dlrt__pipeline_spills(t) && (rc = dlrt__pipeline_spill_stats(t, &spill0)) < 0)
+    return rc;
   if (t->streaming && (rc = dlrt_exec_param_offload_stats(t->e, &stream0)) < 0) return rc;
   /* s runs over the epoch's updates from first_step; out counts this part. */
   int64_t steps = epoch_steps - first_step;
@@ -619,6 +621,8 @@ int dlrt_trainer_epoch_from(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
     rc = dlrt__tp_memory_stats(t, &spill1, &stream1);
   else if (rc == DLRT_OK && t->spilling)
     rc = dlrt_exec_spill_stats(t->e, &spill1);
+  else if (rc == DLRT_OK && spilling) /* a pipeline's stages */
+    rc = dlrt__pipeline_spill_stats(t, &spill1);
   else if (rc == DLRT_OK && t->streaming)
     rc = dlrt_exec_param_offload_stats(t->e, &stream1);
   if (rc == DLRT_OK && spilling) {
