@@ -117,6 +117,24 @@ mpi_why() {
   fi
 }
 
+# mpi_gpt_setup: for the scripts that train gpt-mini over MPI ranks: where
+# python3 or MPI is missing, skips the whole plan ($PLAN points) and exits;
+# else writes the corpus they train on ($tmp/corpus.txt) and sets $common,
+# the options their runs share (context 64, batch 4, an evaluation after
+# every step, --json).
+mpi_gpt_setup() {
+  why=""
+  [ $have_python = no ] && why="python3 not found"
+  [ -z "$why" ] && why=$(mpi_why)
+  if [ -n "$why" ]; then
+    for i in $(seq 1 $PLAN); do skip "test $i" "$why"; done
+    exit 0
+  fi
+  python3 "$(dirname "$0")/english_corpus.py" "$tmp/corpus.txt" 100000 96
+  common="--model gpt-mini --data $tmp/corpus.txt --context 64 --threads 1"
+  common="$common --eval-every 1 --eval-batches 1 --json --quiet --batch 4"
+}
+
 # mpi_np [N]: the command that runs N ranks here (without N: give -np
 # after it): oversubscribed (the machine may have fewer cores than ranks),
 # as root where root runs the tests, and without LeakSanitizer's report at

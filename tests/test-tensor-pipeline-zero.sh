@@ -26,17 +26,7 @@ TOOL=$DLTRAIN PLAN=12
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
-why=""
-[ $have_python = no ] && why="python3 not found"
-[ -z "$why" ] && why=$(mpi_why)
-if [ -n "$why" ]; then
-  for i in $(seq 1 $PLAN); do skip "test $i" "$why"; done
-  exit 0
-fi
-
-python3 "$(dirname "$0")/english_corpus.py" "$tmp/corpus.txt" 100000 96
-common="--model gpt-mini --data $tmp/corpus.txt --context 64 --threads 1"
-common="$common --eval-every 1 --eval-batches 1 --json --quiet --batch 4"
+mpi_gpt_setup
 ptp="--pipeline cpu,cpu --tensor-parallel 2"
 
 # held A B STAGE PARTS [R]: run B (--zero STAGE over R replicas, default 2)
