@@ -168,9 +168,9 @@ fi
 
 # 17, 18: what stays refused names what works (the memory options that
 # compose: test-tensor-parallel-memory.sh).
-run $common --batch 4 --tensor-parallel cpu,cpu --mem-limit 100M --clip-norm 0.1
-[ $rc -eq 2 ] && grep -q "accum, --checkpoint and bf16 work" "$tmp/err"
-result "--tensor-parallel --mem-limit --clip-norm is a usage error naming what works"
+run $common --batch 4 --tensor-parallel cpu,cpu --mem-limit 100M --offload params --clip-norm 0.1
+[ $rc -eq 2 ] && grep -q "offload optimizer, activations or all work" "$tmp/err"
+result "--tensor-parallel --offload params --clip-norm is a usage error naming what works"
 run $common --batch 4 --tensor-parallel cpu,cpu --mem-limit 100M --offload auto
 [ $rc -eq 2 ] && grep -q "offload activations, optimizer, params or all, not auto" "$tmp/err"
 result "--tensor-parallel --offload auto is a usage error naming the offloads that work"
