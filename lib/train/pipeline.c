@@ -207,13 +207,7 @@ int dlrt__pipeline_spill_stats(dlrt_trainer_t *t, dlrt_spill_stats *out) {
     dlrt_spill_stats s;
     if (!t->stages[i].spill_budget || (rc = dlrt_exec_spill_stats(t->stages[i].e, &s)) < 0)
       continue;
-    out->spilled_bytes += s.spilled_bytes, out->fetched_bytes += s.fetched_bytes;
-    out->spilled_to_disk_bytes += s.spilled_to_disk_bytes;
-    out->disk_written_bytes += s.disk_written_bytes;
-    out->disk_read_bytes += s.disk_read_bytes;
-    out->evictions += s.evictions, out->transfer_ms += s.transfer_ms;
-    if (s.peak_resident > out->peak_resident) out->peak_resident = s.peak_resident;
-    if (s.slice_images > out->slice_images) out->slice_images = s.slice_images;
+    dlrt__spill_stats_add(out, &s);
   }
   return rc;
 }

@@ -67,14 +67,8 @@ int dlrt_trainer_set_pipeline_tensor_parallel(dlrt_trainer_t *t, dlrt_device_t *
                            "or ZeRO): call it once, on a trainer of one device");
   dlrt_gpt_config gpt;
   dlrt__gpt_model(&t->cfg, &gpt);
-  if (ranks > gpt.heads)
-    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s has %lld heads: it splits over at most "
-                           "%lld ranks (--tensor-parallel)", t->model, (long long)gpt.heads,
-                           (long long)gpt.heads);
-  for (int i = 0; weights && i < ranks; i++)
-    if (!(weights[i] > 0) || !isfinite(weights[i]))
-      return dlrt__set_error(DLRT_ERR_INVALID_ARG, "tensor parallel weight %g of rank %d: "
-                             "weights must be positive", weights[i], i);
+  int rc = dlrt__tp_check_split(t, &gpt, ranks, weights, "ranks");
+  if (rc < 0) return rc;
   struct dlrt__ptp *p = calloc(1, sizeof *p);
   if (!p) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   dlrt_gpt_shard shards[DLRT_TP_MAX];
@@ -83,7 +77,7 @@ int dlrt_trainer_set_pipeline_tensor_parallel(dlrt_trainer_t *t, dlrt_device_t *
                           .fn = fn, .user = user};
   /* The stages are built for the shard (pipeline.c asks dlrt__ptp_shard). */
   t->ptp = p;
-  int rc = dlrt_trainer_set_pipeline(t, devs, n, micro);
+  rc = dlrt_trainer_set_pipeline(t, devs, n, micro);
   /* The whole model now lives in the stages' shards: the trainer's
    * executor is made again without storage (its plan and figures stay). */
   dlrt__loss_scale_saved scale;

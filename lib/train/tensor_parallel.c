@@ -322,6 +322,20 @@ static const char *refused(const dlrt_trainer_t *t) {
   return NULL;
 }
 
+int dlrt__tp_check_split(const dlrt_trainer_t *t, const dlrt_gpt_config *c, int peers,
+                         const double *weights, const char *what) {
+  if (peers > c->heads)
+    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s has %lld heads: it splits over at most "
+                           "%lld %s (--tensor-parallel)", t->model, (long long)c->heads,
+                           (long long)c->heads, what);
+  for (int i = 0; weights && i < peers; i++)
+    if (!(weights[i] > 0) || !isfinite(weights[i]))
+      return dlrt__set_error(DLRT_ERR_INVALID_ARG, "tensor parallel weight %g of %s %d: "
+                             "weights must be positive", weights[i],
+                             strcmp(what, "ranks") == 0 ? "rank" : "device", i);
+  return DLRT_OK;
+}
+
 /* Sets up the peers from the trainer's executor, whose storage then goes. */
 static int tp_setup(dlrt_trainer_t *t, dlrt_device_t *const *devs, int n, int rank, int ranks,
                     const double *weights, dlrt_collective_fn fn, void *user) {
@@ -330,14 +344,8 @@ static int tp_setup(dlrt_trainer_t *t, dlrt_device_t *const *devs, int n, int ra
   dlrt_gpt_config gpt;
   dlrt__gpt_model(&t->cfg, &gpt);
   int peers = ranks ? ranks : n;
-  if (peers > gpt.heads)
-    return dlrt__set_error(DLRT_ERR_INVALID_ARG, "%s has %lld heads: it splits over at most "
-                           "%lld devices (--tensor-parallel)", t->model, (long long)gpt.heads,
-                           (long long)gpt.heads);
-  for (int i = 0; weights && i < peers; i++)
-    if (!(weights[i] > 0) || !isfinite(weights[i]))
-      return dlrt__set_error(DLRT_ERR_INVALID_ARG, "tensor parallel weight %g of device %d: "
-                             "weights must be positive", weights[i], i);
+  int rc = dlrt__tp_check_split(t, &gpt, peers, weights, "devices");
+  if (rc < 0) return rc;
   dlrt__tp *tp = calloc(1, sizeof *tp);
   if (!tp) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
   tp->gpt = gpt;
@@ -347,7 +355,7 @@ static int tp_setup(dlrt_trainer_t *t, dlrt_device_t *const *devs, int n, int ra
   pthread_cond_init(&tp->group.done, NULL);
   tp->group.n = n;
   t->tp = tp;
-  int rc = dlrt__tp_memory_update(t);
+  rc = dlrt__tp_memory_update(t);
   if (rc < 0) {
     dlrt__tp_free(t);
     return rc;

@@ -86,6 +86,12 @@ typedef struct {
   int64_t start[3], len[3];
 } tp_piece;
 
+/* Whether model c splits over `peers` shards (at most one a head) with
+ * these weights (NULL: even; each positive and finite); `what` ("ranks" or
+ * "devices") names the peers in the message. */
+int dlrt__tp_check_split(const dlrt_trainer_t *t, const dlrt_gpt_config *c, int peers,
+                         const double *weights, const char *what);
+
 /* The shards of c over n peers as the split makes them: heads in
  * proportion to `weights` (NULL: even), vocabulary rows likewise
  * (plan_tp.c plans them; pipeline_tp.c cuts every stage by them). */

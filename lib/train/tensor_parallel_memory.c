@@ -216,13 +216,7 @@ int dlrt__tp_memory_stats(dlrt_trainer_t *t, dlrt_spill_stats *spill,
     } else if (p->spill_budget) {
       dlrt_spill_stats s;
       if ((rc = dlrt_exec_spill_stats(p->e, &s)) < 0) break;
-      spill->spilled_bytes += s.spilled_bytes, spill->fetched_bytes += s.fetched_bytes;
-      spill->spilled_to_disk_bytes += s.spilled_to_disk_bytes;
-      spill->disk_written_bytes += s.disk_written_bytes;
-      spill->disk_read_bytes += s.disk_read_bytes;
-      spill->evictions += s.evictions, spill->transfer_ms += s.transfer_ms;
-      if (s.peak_resident > spill->peak_resident) spill->peak_resident = s.peak_resident;
-      if (s.slice_images > spill->slice_images) spill->slice_images = s.slice_images;
+      dlrt__spill_stats_add(spill, &s);
     }
   }
   return rc;

@@ -221,6 +221,9 @@ int dlrt__tp_spills(const dlrt_trainer_t *t);
  * (peaks the largest). */
 int dlrt__pipeline_spills(const dlrt_trainer_t *t);
 int dlrt__pipeline_spill_stats(dlrt_trainer_t *t, dlrt_spill_stats *out);
+/* Adds one executor's spill figures to a sum over several (a split model's
+ * peers, a pipeline's stages): counts summed, peaks the largest. */
+void dlrt__spill_stats_add(dlrt_spill_stats *sum, const dlrt_spill_stats *s);
 int dlrt__tp_streams(const dlrt_trainer_t *t);
 /* trainer.c, for the peers too: the segments DLRT_CHECKPOINT_AUTO chooses
  * for e's budget (*every forward nodes a segment, 0 none), and the spilling

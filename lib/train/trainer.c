@@ -96,6 +96,16 @@ int dlrt__set_loss_scaling(dlrt_exec_t *e, const dlrt_trainer_config *cfg) {
   return dlrt_exec_set_loss_scaler(e, &s);
 }
 
+void dlrt__spill_stats_add(dlrt_spill_stats *sum, const dlrt_spill_stats *s) {
+  sum->spilled_bytes += s->spilled_bytes, sum->fetched_bytes += s->fetched_bytes;
+  sum->spilled_to_disk_bytes += s->spilled_to_disk_bytes;
+  sum->disk_written_bytes += s->disk_written_bytes;
+  sum->disk_read_bytes += s->disk_read_bytes;
+  sum->evictions += s->evictions, sum->transfer_ms += s->transfer_ms;
+  if (s->peak_resident > sum->peak_resident) sum->peak_resident = s->peak_resident;
+  if (s->slice_images > sum->slice_images) sum->slice_images = s->slice_images;
+}
+
 static uint64_t outside_bytes(const dlrt_trainer_t *t);
 
 /* The segments for DLRT_CHECKPOINT_AUTO (tensor_parallel_memory.c chooses a
