@@ -77,9 +77,9 @@ rc=$?
 result "a rank that left: the other stops after DLRT_MPI_TIMEOUT=3 (exit $rc), no hang"
 
 # 5
-$mpi "$DLTRAIN" --data generated --devices cpu,cpu --limit 640 >/dev/null 2>"$tmp/err"
-[ $? -ne 0 ] && grep -q "is for one process" "$tmp/err"
-result "--devices under mpirun is refused"
+$mpi "$DLTRAIN" --data generated --devices cpu,cpu --zero 1 --limit 640 >/dev/null 2>"$tmp/err"
+[ $? -ne 0 ] && grep -q "devices under mpirun goes without --zero" "$tmp/err"
+result "--devices with --zero under mpirun is refused (ZeRO over one or the other)"
 
 # 6-8: ranks that would train apart stop before training, all of them.
 cat >"$tmp/differ.sh" <<'SH'

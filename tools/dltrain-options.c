@@ -47,10 +47,17 @@ void dltrain_usage(FILE *out) {
         "                             --tensor-parallel), each stage spills within it on\n"
         "                             its device\n"
         "      --micro-batches M      micro-batches per batch with --pipeline (default 4)\n"
-        "      --devices A,B,...      data parallel over these devices (any backends):\n"
+        "      --devices A[@W],B[@W],...\n"
+        "                             data parallel over these devices (any backends):\n"
         "                             each batch split between them in proportion to\n"
-        "                             their measured speed, gradients combined, one\n"
-        "                             update everywhere\n"
+        "                             the weights W, else to their measured speed\n"
+        "                             (timed over 4 steps), gradients combined, one\n"
+        "                             update everywhere (under mpirun: every rank's\n"
+        "                             devices); with --accum (one all-reduce an update),\n"
+        "                             --checkpoint (auto: chosen on the first replica,\n"
+        "                             the same on all), --clip-norm, --precision, and\n"
+        "                             --mem-limit (not --offload params or auto): each\n"
+        "                             replica spills within it on its device\n"
         "      --tensor-parallel A[@W],B[@W],...|N\n"
         "                             tensor parallel (GPT models, Megatron-style): each\n"
         "                             block's attention heads and MLP, and the\n"
@@ -539,9 +546,15 @@ static int check_combinations(options *o, int momentum_given, dlrt_optimizer_kin
   if (o->zero && (o->mem_limit || (o->accum > 1 && !zero_own_update)))
     return tool_usage_error(err, "--zero goes without --mem-limit, and without --accum but "
                             "with --tensor-parallel or --pipeline, in this version");
-  if (o->devices && (o->mem_limit || o->accum > 1 || o->checkpoint))
-    return tool_usage_error(err, "--devices goes without --mem-limit, --accum and --checkpoint "
-                            "in this version");
+  /* Each replica spills within the budget on its device; streamed
+   * parameters make no gradient runs, which the replicas hand out. */
+  if (o->devices && o->mem_limit && o->spill.policy == DLRT_OFFLOAD_PARAMS)
+    return tool_usage_error(err, "--devices with --mem-limit goes without --offload params in "
+                            "this version (each replica spills within the budget on its "
+                            "device: --offload activations, optimizer or all work)");
+  if (o->devices && o->offload_auto)
+    return tool_usage_error(err, "--devices takes --offload activations, optimizer or all, "
+                            "not auto (its placement is one device's), in this version");
   /* DLRT_MEM_LIMIT is a budget too: the trainer spills within it. */
   const char *env_limit = getenv("DLRT_MEM_LIMIT");
   if ((o->host_limit || o->spill.policy != DLRT_OFFLOAD_NONE) && !o->mem_limit &&

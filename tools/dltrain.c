@@ -37,6 +37,16 @@ static int open_lists(run *s) {
              o->devices ? o->devices : o->pipeline);
     for (char *save = NULL, *spec = strtok_r(s->device_list, ",", &save); spec;
          spec = strtok_r(NULL, ",", &save)) {
+      /* --devices A@W: rows of each batch in proportion to W, not timed. */
+      char *at = o->devices ? strchr(spec, '@') : NULL, *end = NULL;
+      if (at) *at = '\0';
+      double w = at ? strtod(at + 1, &end) : 1.0;
+      if (at && (*end || !(w > 0) || !isfinite(w))) {
+        fputs("dltrain: --devices: a weight must be a positive number (cpu@1,opencl:0@3)\n",
+              stderr);
+        s->status = STATUS_USAGE;
+        return 1;
+      }
       if (s->n_replicas == 64 ||
           (rc = dlrt_device_open(spec, &s->replicas[s->n_replicas])) != DLRT_OK) {
         if (s->n_replicas == 64) fputs("dltrain: at most 64 devices\n", stderr);
@@ -44,7 +54,8 @@ static int open_lists(run *s) {
         s->status = STATUS_USAGE;
         return 1;
       }
-      s->n_replicas++;
+      s->replicas_weighted |= at != NULL;
+      s->replica_weights[s->n_replicas++] = w;
     }
     if (s->n_replicas == 0 || (o->pipeline && s->n_replicas < 2)) {
       fprintf(stderr, "dltrain: --%s needs a list such as cpu,opencl:0%s\n",
@@ -248,8 +259,11 @@ static int build_trainer(run *s) {
   /* So is a pipeline's under --mem-limit: its stages spill, each on its
    * device (dlrt_trainer_set_pipeline_memory, before the cut). */
   int stages_spill = o->pipeline && !s->tp_ranks && s->cfg.spill.device_budget;
+  /* And --devices' under --mem-limit: each replica spills on its device
+   * (dlrt_trainer_set_devices_memory, before the replicas). */
+  int replicas_spill = o->devices && s->cfg.spill.device_budget;
   dlrt_device_t *whole_on = s->dev;
-  if ((s->n_tp > 0 || s->tp_ranks || stages_spill) &&
+  if ((s->n_tp > 0 || s->tp_ranks || stages_spill || replicas_spill) &&
       dlrt_device_open("cpu", &whole_on) != DLRT_OK) {
     dlrt_clear_error();
     whole_on = s->dev;
@@ -258,7 +272,7 @@ static int build_trainer(run *s) {
    * (dlrt_trainer_set_tensor_parallel_memory, before the split): the whole
    * model waits for the split without them. */
   dlrt_trainer_config whole = s->cfg;
-  if (stages_spill) whole.spill = (dlrt_spill_config){0};
+  if (stages_spill || replicas_spill) whole.spill = (dlrt_spill_config){0};
   if (s->n_tp > 0 || s->tp_ranks) {
     whole.spill = (dlrt_spill_config){0};
     if (whole.checkpoint == DLRT_CHECKPOINT_AUTO) whole.checkpoint = 0;
@@ -268,8 +282,30 @@ static int build_trainer(run *s) {
   if (!o->quiet) dltrain_spill_plan_text(log, s->trainer, 0);
   if (o->resume)
     TRY(dlrt_trainer_load(s->trainer, o->resume, &s->done), "cannot resume");
+  if (s->n_replicas > 0 && replicas_spill)
+    TRY(dlrt_trainer_set_devices_memory(s->trainer, &s->cfg.spill),
+        "cannot give the replicas of --devices their budget");
+  /* Weighted: each device's rows rounded down (at least one), the rest to
+   * the first devices a row each. */
+  int64_t split[64], given = 0;
+  double weights = 0;
+  for (int i = 0; i < s->n_replicas; i++) weights += s->replica_weights[i];
+  for (int i = 0; i < s->n_replicas && s->replicas_weighted; i++) {
+    split[i] = (int64_t)((double)o->batch * s->replica_weights[i] / weights);
+    if (split[i] < 1) split[i] = 1;
+    given += split[i];
+  }
+  for (int i = 0; given < o->batch && s->replicas_weighted; i = (i + 1) % s->n_replicas)
+    split[i]++, given++;
+  if (s->replicas_weighted && o->devices && given > o->batch) {
+    fprintf(stderr, "dltrain: --devices: a batch of %" PRId64 " cannot give each of %d "
+            "devices a row\n", o->batch, s->n_replicas);
+    s->status = STATUS_USAGE;
+    return 1;
+  }
   if (s->n_replicas > 0 && o->devices)
-    TRY(dlrt_trainer_set_devices(s->trainer, s->replicas, s->n_replicas, NULL),
+    TRY(dlrt_trainer_set_devices(s->trainer, s->replicas, s->n_replicas,
+                                 s->replicas_weighted ? split : NULL),
         "cannot spread the model over --devices");
   if (s->n_replicas > 0 && o->pipeline && s->tp_ranks) {
 #ifdef DLRT_HAVE_MPI
@@ -320,7 +356,8 @@ static int set_parallelism(run *s) {
   if (s->data_world < 2 || s->n_tp > 0 || s->tp_ranks) {
     /* One model split over the ranks: no data parallel all-reduce; replicas
      * of a split model take theirs once split (below). */
-  } else if (s->world > 1 && !o->zero && !o->pipeline && dltrain_mpi_cuda_aware() &&
+  } else if (s->world > 1 && !o->zero && !o->pipeline && !o->devices && o->accum == 1 &&
+             !o->mem_limit && dltrain_mpi_cuda_aware() &&
              strcmp(s->props.backend, "cuda") == 0)
     /* CUDA-aware MPI: the gradients go from device memory, not the host. */
     TRY(dlrt_trainer_set_allreduce_device(trainer, dltrain_mpi_allreduce_start,
@@ -423,9 +460,12 @@ int main(int argc, char **argv) {
 #ifdef DLRT_HAVE_MPI
   if (dltrain_mpi_launched()) {
     s->job = dltrain_mpi_start(&argc, &argv, &s->rank, &s->world);
-    if (s->world > 1 && o->devices) {
-      if (s->rank == 0) fputs("dltrain: --devices is for one process; under mpirun give each "
-                              "rank its --device (or its --pipeline stages)\n", stderr);
+    /* Each rank's replicas combine their gradients in the process, then
+     * over the ranks; ZeRO shards over one or the other. */
+    if (s->world > 1 && o->devices && o->zero) {
+      if (s->rank == 0) fputs("dltrain: --devices under mpirun goes without --zero in this "
+                              "version: ZeRO shards over the ranks (a --device each) or over "
+                              "one process's --devices\n", stderr);
       /* Every rank says the same: all finalize, none aborts. */
       dltrain_mpi_end(s->job, STATUS_USAGE, s->world, 1);
       return STATUS_USAGE;

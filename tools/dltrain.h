@@ -187,6 +187,8 @@ typedef struct {
   dlrt_device_props props;
   dlrt_device_t *replicas[64]; /* --devices or --pipeline */
   int n_replicas;
+  double replica_weights[64]; /* --devices A@W,...: fixed shares of each batch */
+  int replicas_weighted;
   char device_list[512];    /* their specs, cut in place by strtok_r */
   dlrt_device_t *tp_devs[DLRT_TP_MAX]; /* --tensor-parallel DEV[@WEIGHT],... */
   double tp_weights[DLRT_TP_MAX];

@@ -21,9 +21,24 @@ extern "C" {
  * weighted by rows / batch, and every replica makes the same update, so
  * training equals the single-device run with the same batch (to fp32
  * rounding; batch-norm statistics and dropout masks are per replica).
- * Without accumulation, spilling or checkpointing in this version. */
+ * The trainer's accumulation (each micro-batch a gradient run on every
+ * replica, their sums combined once per update), checkpointing
+ * (DLRT_CHECKPOINT_AUTO: segments chosen once, on the first replica, for
+ * all), clipping and precision apply to the replicas; a budget is theirs
+ * (dlrt_trainer_set_devices_memory, before this), not the trainer's own
+ * spilling (DLRT_ERR_UNSUPPORTED). Across processes as well: set the
+ * devices first, then dlrt_trainer_set_allreduce_async. */
 DLRT_API int dlrt_trainer_set_devices(dlrt_trainer_t *t, dlrt_device_t *const *devs, int n,
                                       const int64_t *split);
+/* Before dlrt_trainer_set_devices: every replica spills within
+ * spill->device_budget on its own device (its executor's storages, with the
+ * offload policy and host budget given; its gradient sums, one float per
+ * parameter, and with clipping the squares' workspace beside them and
+ * within the budget too), as one device's trainer does: the same losses
+ * bit for bit on the CPU. device_budget 0: no budget. Not
+ * DLRT_OFFLOAD_PARAMS in this version (streamed parameters make no
+ * gradient runs). */
+DLRT_API int dlrt_trainer_set_devices_memory(dlrt_trainer_t *t, const dlrt_spill_config *spill);
 /* Data parallelism across processes (and machines): each process trains on
  * its shard (config.rank of config.world) with its own batch; after each
  * step's backward pass the trainer hands `reduce` one vector of

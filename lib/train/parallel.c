@@ -1,7 +1,8 @@
 /* parallel.c — data parallelism: replicas of the trainer's model on several
- * devices of any backends in one process (dlrt_trainer_set_devices), and
- * across processes through a caller's all-reduce (dlrt_trainer_set_allreduce,
- * which dltrain backs with MPI). Pipeline parallelism is in pipeline.c. */
+ * devices of any backends in one process (dlrt_trainer_set_devices), with
+ * accumulation, checkpointing and a budget each; across processes through
+ * a caller's all-reduce in allreduce.c. Pipeline parallelism is in
+ * pipeline.c. */
 #include "config.h"
 
 #include <stdlib.h>
@@ -40,8 +41,52 @@ static int copy_state(dlrt_exec_t *from, dlrt_exec_t *to) {
   return rc;
 }
 
+/* Under the replicas' budget (dlrt_trainer_set_devices_memory): replica r
+ * spills within it on its device, as one device's trainer does
+ * (dlrt__spill_budget). Its gradient runs' sums (one float per parameter
+ * gradient, exec_grads.c) and, with clipping, the squares' workspace stay
+ * on the device beside its pool: the pool gets the budget less their
+ * bytes (and a granule per tensor's rounding). */
+static int replica_spill(dlrt_trainer_t *t, dlrt__replica *r) {
+  dlrt_exec_info info;
+  int rc = dlrt_exec_info_get(r->e, &info);
+  if (rc < 0) return rc;
+  uint64_t outside = info.param_bytes + 64 * 512;
+  if (t->cfg.clip_norm > 0) outside += info.param_bytes + 64 * 512;
+  dlrt_spill_config c = {0};
+  char note[160] = "";
+  rc = dlrt__spill_budget(r->e, r->dev, &t->rep_spill, outside, &c, note, sizeof note);
+  if (rc == DLRT_OK && c.device_budget) {
+    rc = dlrt_exec_set_spill(r->e, &c);
+    r->spill_budget = c.device_budget + outside;
+  }
+  if (rc < 0)
+    return dlrt__set_error(rc, "data-parallel replica of %lld rows on %s: %s%s",
+                           (long long)r->batch, dlrt_device_spec(r->dev), dlrt_last_error(),
+                           note);
+  return DLRT_OK;
+}
+
+/* The replica's checkpointing: the trainer's segments, or for
+ * DLRT_CHECKPOINT_AUTO one choice for every replica (made on the first
+ * built, for its device's budget with its gradient sums beside the plan;
+ * the replicas then recompute alike whatever their devices). */
+static int replica_checkpointing(dlrt_trainer_t *t, dlrt__replica *r) {
+  if (t->cfg.checkpoint != DLRT_CHECKPOINT_AUTO)
+    return dlrt_exec_set_checkpointing(r->e, t->cfg.checkpoint);
+  if (t->rep_every >= 0) return dlrt_exec_set_checkpointing(r->e, t->rep_every);
+  dlrt_exec_info info;
+  int rc = dlrt_exec_info_get(r->e, &info);
+  return rc < 0 ? rc : dlrt__choose_checkpoint_every(r->e, r->g, r->dev,
+                                                     t->rep_spill.device_budget,
+                                                     info.param_bytes, &t->rep_every);
+}
+
 /* (Re)builds replica r for `batch` rows on its device, with `state` (from
- * dlrt_exec_export). */
+ * dlrt_exec_export): checkpointed and spilling as the trainer's replicas
+ * are, its storage made once both are decided (so a budget holds from the
+ * first parameter on). No accumulation in the executor: each micro-batch
+ * is a gradient run, whose sums the updates take (dlrt__dp_step). */
 static int replica_build(dlrt_trainer_t *t, dlrt__replica *r, int64_t batch,
                          const dlrt_host_tensor *state, int n_state) {
   dlrt_device_t *dev = r->dev;
@@ -54,9 +99,12 @@ static int replica_build(dlrt_trainer_t *t, dlrt__replica *r, int64_t batch,
   if (rc == DLRT_OK)
     rc = dlrt__build_classifier(r->g, &c, t->channels, t->height, t->width, t->classes,
                                 &r->images, &r->labels, &r->logits, &r->loss);
-  if (rc == DLRT_OK) rc = dlrt_exec_create(r->g, dev, t->cfg.seed, &r->e);
+  if (rc == DLRT_OK) rc = dlrt__exec_create_deferred(r->g, dev, t->cfg.seed, &r->e);
   if (rc == DLRT_OK && t->cfg.clip_norm > 0) rc = dlrt_exec_set_clip_norm(r->e, t->cfg.clip_norm);
   if (rc == DLRT_OK) rc = dlrt__set_loss_scaling(r->e, &t->cfg);
+  if (rc == DLRT_OK && t->cfg.checkpoint != 0) rc = replica_checkpointing(t, r);
+  if (rc == DLRT_OK && t->rep_spill.device_budget) rc = replica_spill(t, r);
+  if (rc == DLRT_OK) rc = dlrt__exec_materialize(r->e);
   if (rc == DLRT_OK && !t->device_reduce)
     rc = dlrt__exec_stream_gradients(r->e, DLRT_GRADIENT_BUCKET);
   if (rc == DLRT_OK) rc = dlrt_exec_import(r->e, state, n_state);
@@ -96,9 +144,16 @@ int dlrt_trainer_set_devices(dlrt_trainer_t *t, dlrt_device_t *const *devs, int 
                              const int64_t *split) {
   DLRT__CHECK_ARG(t && devs && n >= 1 && n <= 64, "dlrt_trainer_set_devices: trainer or "
                   "devices is NULL, or %d devices (1 to 64)", n);
-  DLRT__CHECK_ARG(t->accum == 1 && !t->spilling && t->cfg.checkpoint == 0,
-                  "dlrt_trainer_set_devices: data parallelism goes without accumulation, "
-                  "spilling and checkpointing in this version");
+  /* The replicas spill under their own budget (dlrt_trainer_set_devices_memory);
+   * the main executor only evaluates and checkpoints. */
+  if (t->spilling || t->streaming)
+    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "dlrt_trainer_set_devices: the trainer "
+                           "spills on its own device (config.spill): give the replicas their "
+                           "budget with dlrt_trainer_set_devices_memory instead, and the "
+                           "trainer none");
+  if (dlrt__across_processes(t))
+    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_devices: set the devices before "
+                           "the all-reduce across processes (dlrt_trainer_set_allreduce_async)");
   if (t->zero)
     return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_devices: the replicas' model "
                            "states are sharded (dlrt_trainer_set_zero): set the devices first");
@@ -138,7 +193,11 @@ int dlrt_trainer_set_devices(dlrt_trainer_t *t, dlrt_device_t *const *devs, int 
   if ((rc = dlrt_exec_export(t->e, 1, &state, &n_state)) < 0) return rc;
   dlrt__loss_scale_saved scale;
   dlrt__exec_save_loss_scale(t->e, &scale);
-  t->device_reduce = devices_reduce(devs, n);
+  /* The NCCL all-reduce sums one gradient run's; accumulation and the
+   * processes' all-reduce take the host's bucketed sums. */
+  t->device_reduce = t->accum == 1 && !t->rep_spill.device_budget && devices_reduce(devs, n);
+  t->rep_every = -1;
+  t->dp_micro = 0;
   for (int i = 0; i < n && rc == DLRT_OK; i++) {
     t->reps[i].dev = devs[i];
     /* Even shares (the first ones a row more) until measured. */
@@ -149,6 +208,39 @@ int dlrt_trainer_set_devices(dlrt_trainer_t *t, dlrt_device_t *const *devs, int 
   dlrt_host_tensors_free(state, n_state);
   set_offsets(t);
   t->probe_steps = split ? 0 : 4;
+  return rc;
+}
+
+int dlrt_trainer_set_devices_memory(dlrt_trainer_t *t, const dlrt_spill_config *spill) {
+  DLRT__CHECK_ARG(t && spill, "dlrt_trainer_set_devices_memory: trainer or spill is NULL");
+  /* Streamed parameters make no gradient runs, which the replicas hand out. */
+  if (spill->policy == DLRT_OFFLOAD_PARAMS && spill->device_budget)
+    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "dlrt_trainer_set_devices_memory: the "
+                           "replicas spill (--offload activations, optimizer or all); streamed "
+                           "parameters (--offload params) make no gradient runs, which data "
+                           "parallelism combines, in this version");
+  if (t->n_reps)
+    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_devices_memory: the replicas are "
+                           "built already; give their budget before dlrt_trainer_set_devices");
+  t->rep_spill = *spill;
+  return DLRT_OK;
+}
+
+int dlrt__dp_spills(const dlrt_trainer_t *t) {
+  for (int i = 0; i < t->n_reps; i++)
+    if (t->reps[i].spill_budget) return 1;
+  return 0;
+}
+
+int dlrt__dp_spill_stats(dlrt_trainer_t *t, dlrt_spill_stats *out) {
+  *out = t->rep_retired;
+  int rc = DLRT_OK;
+  for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++) {
+    dlrt_spill_stats s;
+    if (!t->reps[i].spill_budget || (rc = dlrt_exec_spill_stats(t->reps[i].e, &s)) < 0)
+      continue;
+    dlrt__spill_stats_add(out, &s);
+  }
   return rc;
 }
 
@@ -194,27 +286,95 @@ static int rebalance(dlrt_trainer_t *t) {
   for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++) {
     t->reps[i].seconds = 0;
     if (rows[i] == t->reps[i].batch) continue;
-    rc = replica_build(t, &t->reps[i], rows[i], state, n_state);
+    /* Its spilling figures outlive it: the epoch's are differences. */
+    dlrt_spill_stats gone;
+    if (t->reps[i].spill_budget && (rc = dlrt_exec_spill_stats(t->reps[i].e, &gone)) == DLRT_OK)
+      dlrt__spill_stats_add(&t->rep_retired, &gone);
+    if (rc == DLRT_OK) rc = replica_build(t, &t->reps[i], rows[i], state, n_state);
     if (rc == DLRT_OK) dlrt__exec_restore_loss_scale(t->reps[i].e, &scale);
   }
   if (exported) dlrt_host_tensors_free(state, n_state);
   set_offsets(t);
   if (rc == DLRT_OK && t->zero) rc = dlrt__zero_rebuild_end(t);
+  if (rc == DLRT_OK && t->allreduce_start) rc = dlrt__dp_size_requests(t);
   return rc;
 }
 
-/* One data-parallel step: each replica computes the gradient of the mean
- * loss over its rows; the mean over the whole batch is the combination
+/* The replicas' gradients of a micro-batch, bucket by bucket as the
+ * backward passes finish them (last layers first), into t->grad_sum (bucket
+ * order), each weighed by its rows / batch: combining a bucket overlaps the
+ * backward pass of the layers before it. Per element in replica order, and
+ * micro-batch after micro-batch, so the sum does not depend on timing. On
+ * the update's last micro-batch across processes, each bucket goes to the
+ * processes (divided by the world size) as soon as it is summed here; the
+ * requests started are counted in *started. */
+static int combine_buckets(dlrt_trainer_t *t, int last, int *started) {
+  const dlrt_exec_t *first = t->reps[0].e;
+  int across = last && dlrt__across_processes(t) && t->allreduce_start;
+  float inv = 1.0f / (float)(t->cfg.world > 1 ? t->cfg.world : 1);
+  int rc = DLRT_OK;
+  for (int b = 0; b < dlrt__exec_bucket_count(first) && rc == DLRT_OK; b++) {
+    int64_t from, count;
+    dlrt__exec_bucket_range(first, b, &from, &count);
+    int64_t to = from + count;
+    for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++) {
+      dlrt__replica *r = &t->reps[i];
+      if ((rc = dlrt__exec_bucket_wait(r->e, b)) < 0) break;
+      const float *g = dlrt__exec_buckets_host(r->e), w = (float)r->batch / (float)t->batch;
+      int fresh = i == 0 && t->dp_micro == 0; /* the update's first term */
+      for (int64_t k = from; k < to; k++)
+        t->grad_sum[k] = fresh ? w * g[k] : t->grad_sum[k] + w * g[k];
+    }
+    if (rc < 0 || !across) continue;
+    for (int64_t k = from; k < to; k++) t->grad_sum[k] *= inv;
+    if ((rc = t->allreduce_start(t->allreduce_user, t->grad_sum + from, count,
+                                 &t->requests[*started])) == DLRT_OK)
+      (*started)++;
+  }
+  return rc;
+}
+
+/* Device to device (NCCL): each replica weighs its gradients by its share
+ * of the batch, then one all-reduce per parameter sums them in place on
+ * every device, where the updates read them. */
+static int reduce_on_devices(dlrt_trainer_t *t) {
+  dlrt_graph_t *g = dlrt__exec_graph(t->reps[0].e);
+  dlrt_stream_t *streams[64];
+  dlrt_buffer_t *bufs[64];
+  int rc = DLRT_OK;
+  for (int i = 0; i < t->n_reps; i++) streams[i] = dlrt_exec_stream(t->reps[i].e);
+  for (int id = 0; id < g->n_tensors && rc == DLRT_OK; id++) {
+    const dlrt_tensor_t *p = g->tensors[id];
+    if (p->kind != DLRT__TENSOR_PARAM || !p->grad) continue;
+    for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++) {
+      bufs[i] = dlrt__exec_grad_sum(t->reps[i].e, id);
+      rc = dlrt_elementwise(streams[i], DLRT_EW_SCALE, DLRT_F32, p->numel,
+                            (float)t->reps[i].batch / (float)t->batch, bufs[i], 0, bufs[i], 0,
+                            NULL, 0);
+    }
+    if (rc == DLRT_OK) rc = dlrt__allreduce_devices(streams, bufs, p->numel, t->n_reps);
+  }
+  return rc;
+}
+
+/* One data-parallel micro-batch: each replica computes the gradient of the
+ * mean loss over its rows (a gradient run, summed in its executor over the
+ * update's micro-batches); the mean over the whole batch is the combination
  * weighted by rows / batch (summed on the host in replica order, so the
- * result does not depend on timing); every replica applies the same
- * update. While probing, the replicas run one after the other and are
- * timed; then they run side by side. */
+ * result does not depend on timing); after the update's last micro-batch
+ * (--accum), the sums go once over the processes and every replica applies
+ * the same update (the mean of the micro-batches: its executor divides by
+ * its gradient runs). While probing, the replicas run one after the other
+ * and are timed; then they run side by side. *loss and *correct: this
+ * micro-batch's, or across processes the whole update's on its last one
+ * (0 before). */
 int dlrt__dp_step(dlrt_trainer_t *t, const void *inputs, const int32_t *labels, float lr,
                   float *loss, int64_t *correct) {
   /* Per row: C x H x W pixels and a label, or a window of T tokens and
    * their T next tokens. */
   int64_t pixels = t->channels * t->height * t->width, labels_per_row = t->lm ? t->width : 1;
-  int probing = t->probe_steps > 0;
+  int probing = t->probe_steps > 0, last = t->dp_micro + 1 >= t->accum;
+  int across = dlrt__across_processes(t);
   int rc = DLRT_OK;
   double t0 = 0;
   for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++) {
@@ -234,43 +394,12 @@ int dlrt__dp_step(dlrt_trainer_t *t, const void *inputs, const int32_t *labels, 
     if (probing && (rc = dlrt_stream_synchronize(dlrt_exec_stream(r->e))) == DLRT_OK)
       r->seconds += dlrt__now_s() - t0;
   }
-  if (t->device_reduce) {
-    /* Device to device: each replica weighs its gradients by its share of
-     * the batch, then one all-reduce per parameter sums them in place on
-     * every device, where the updates read them. */
-    dlrt_graph_t *g = dlrt__exec_graph(t->reps[0].e);
-    dlrt_stream_t *streams[64];
-    dlrt_buffer_t *bufs[64];
-    for (int i = 0; i < t->n_reps; i++) streams[i] = dlrt_exec_stream(t->reps[i].e);
-    for (int id = 0; id < g->n_tensors && rc == DLRT_OK; id++) {
-      const dlrt_tensor_t *p = g->tensors[id];
-      if (p->kind != DLRT__TENSOR_PARAM || !p->grad) continue;
-      for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++) {
-        bufs[i] = dlrt__exec_grad_sum(t->reps[i].e, id);
-        rc = dlrt_elementwise(streams[i], DLRT_EW_SCALE, DLRT_F32, p->numel,
-                              (float)t->reps[i].batch / (float)t->batch, bufs[i], 0, bufs[i], 0,
-                              NULL, 0);
-      }
-      if (rc == DLRT_OK) rc = dlrt__allreduce_devices(streams, bufs, p->numel, t->n_reps);
-    }
-  }
-  /* The gradients, bucket by bucket as the backward passes finish them
-   * (last layers first): combining a bucket overlaps the backward pass of
-   * the layers before it. In bucket order; per element in replica order,
-   * so the sum does not depend on timing. */
-  const dlrt_exec_t *first = t->reps[0].e;
-  for (int b = 0; !t->device_reduce && b < dlrt__exec_bucket_count(first) && rc == DLRT_OK; b++) {
-    int64_t from, count;
-    dlrt__exec_bucket_range(first, b, &from, &count);
-    int64_t to = from + count;
-    for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++) {
-      dlrt__replica *r = &t->reps[i];
-      if ((rc = dlrt__exec_bucket_wait(r->e, b)) < 0) break;
-      const float *g = dlrt__exec_buckets_host(r->e), w = (float)r->batch / (float)t->batch;
-      for (int64_t k = from; k < to; k++) t->grad_sum[k] = i ? t->grad_sum[k] + w * g[k] : w * g[k];
-    }
-  }
-  *loss = 0;
+  if (rc == DLRT_OK && t->device_reduce && last) rc = reduce_on_devices(t);
+  int started = 0, tail_started = 0;
+  float tail[2] = {0, 0};
+  if (rc == DLRT_OK && !t->device_reduce) rc = combine_buckets(t, last, &started);
+  float micro_loss = 0;
+  int64_t right = 0;
   for (int i = 0; i < t->n_reps && rc == DLRT_OK; i++) {
     dlrt__replica *r = &t->reps[i];
     float l = 0;
@@ -280,224 +409,50 @@ int dlrt__dp_step(dlrt_trainer_t *t, const void *inputs, const int32_t *labels, 
       break;
     /* Each row's loss is a mean over its positions: rows weigh alike. */
     float w = (float)r->batch / (float)t->batch;
-    *loss += w * l;
+    micro_loss += w * l;
     for (int64_t j = 0; !t->lm && j < r->batch; j++) {
       const float *row = r->host_logits + j * t->classes;
       int64_t best = 0;
       for (int64_t c = 1; c < t->classes; c++)
         if (row[c] > row[best]) best = c;
-      *correct += best == labels[r->offset + j];
+      right += best == labels[r->offset + j];
     }
   }
+  if (across) {
+    /* The update's loss and correct count go with its gradients. */
+    t->dp_loss += (double)(micro_loss / (float)(t->cfg.world > 1 ? t->cfg.world : 1));
+    t->dp_correct += (double)right;
+    *loss = 0;
+    if (rc == DLRT_OK && last)
+      rc = dlrt__start_update_tail(t, tail, &t->requests[started], &tail_started);
+    /* Every started request is completed, also after a failure. */
+    for (int k = 0; k < started + tail_started; k++) {
+      int rc2 = t->allreduce_wait(t->allreduce_user, t->requests[k]);
+      if (rc == DLRT_OK) rc = rc2;
+    }
+    if (rc == DLRT_OK && last) {
+      *loss = tail[0];
+      *correct += (int64_t)(tail[1] + 0.5f);
+    }
+  } else {
+    *loss = micro_loss;
+    *correct += right;
+  }
+  if (rc < 0 || !last) {
+    t->dp_micro = rc < 0 ? 0 : t->dp_micro + 1;
+    if (rc < 0) t->dp_loss = t->dp_correct = 0;
+    return rc;
+  }
+  t->dp_micro = 0;
+  t->dp_loss = t->dp_correct = 0;
   /* ZeRO: each replica updates its range of the mean gradients. */
-  if (rc == DLRT_OK && t->zero) rc = dlrt__zero_update(t, t->grad_sum);
+  if (t->zero) rc = dlrt__zero_update(t, t->grad_sum);
   for (int i = 0; i < t->n_reps && rc == DLRT_OK && !t->zero; i++)
     if (t->device_reduce ||
         (rc = dlrt__exec_gradients_write_buckets(t->reps[i].e, t->grad_sum)) == DLRT_OK)
       rc = dlrt_exec_apply_gradients(t->reps[i].e);
   if (rc == DLRT_OK && probing && --t->probe_steps == 0) rc = rebalance(t);
   return rc;
-}
-
-int dlrt_trainer_set_allreduce(dlrt_trainer_t *t, dlrt_allreduce_fn reduce, void *user) {
-  DLRT__CHECK_ARG(t, "dlrt_trainer_set_allreduce: trainer is NULL");
-  if (t->tp) { /* a split model's replicas: tensor_parallel.c sums each shard's gradients */
-    t->allreduce = reduce, t->allreduce_start = NULL, t->allreduce_wait = NULL;
-    t->allreduce_user = user;
-    return dlrt__tp_set_replicas(t);
-  }
-  DLRT__CHECK_ARG(!reduce || (t->accum == 1 && !t->spilling && !t->n_reps && !t->n_stages),
-                  "dlrt_trainer_set_allreduce: not with accumulation, spilling, --devices or "
-                  "--pipeline in this version (a pipeline takes "
-                  "dlrt_trainer_set_allreduce_async)");
-  if (t->zero)
-    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_allreduce: the model states are "
-                           "sharded (dlrt_trainer_set_zero), which takes the bucketed form "
-                           "(dlrt_trainer_set_allreduce_async)");
-  t->allreduce = reduce;
-  t->allreduce_user = user;
-  if (!reduce) return DLRT_OK;
-  dlrt_exec_info info;
-  int rc = dlrt_exec_info_get(t->e, &info);
-  if (rc < 0) return rc;
-  t->n_grads = info.params;
-  free(t->grads);
-  t->grads = malloc((size_t)(t->n_grads + 2) * sizeof(float));
-  return t->grads ? DLRT_OK : dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
-}
-
-/* One step across processes: this process's gradients, loss and correct
- * count are summed over all of them (its own scaled by 1 / world first),
- * then applied. *loss and *correct come back global. */
-int dlrt_trainer_set_allreduce_async(dlrt_trainer_t *t, dlrt_allreduce_start_fn start,
-                                     dlrt_allreduce_wait_fn wait, void *user) {
-  DLRT__CHECK_ARG(t && (!start) == (!wait), "dlrt_trainer_set_allreduce_async: trainer is "
-                  "NULL, or only one of start and wait is given");
-  if (t->tp) { /* a split model's replicas: tensor_parallel.c sums each shard's gradients */
-    t->allreduce = NULL, t->allreduce_start = start, t->allreduce_wait = wait;
-    t->allreduce_user = user;
-    return dlrt__tp_set_replicas(t);
-  }
-  if (t->n_stages && start) { /* a pipeline's replicas: pipeline.c sums each stage's */
-    t->allreduce = NULL, t->allreduce_start = start, t->allreduce_wait = wait;
-    t->allreduce_user = user;
-    t->reduce_on_device = 0;
-    return dlrt__pipeline_set_ranks(t);
-  }
-  DLRT__CHECK_ARG(!start || (t->accum == 1 && !t->spilling && !t->n_reps),
-                  "dlrt_trainer_set_allreduce_async: not with accumulation, spilling or "
-                  "--devices in this version");
-  if (t->zero)
-    return dlrt__set_error(DLRT_ERR_STATE, "dlrt_trainer_set_allreduce_async: the model states "
-                           "are sharded (dlrt_trainer_set_zero): set the all-reduce first");
-  int rc = dlrt__exec_stream_gradients(t->e, start ? DLRT_GRADIENT_BUCKET : 0);
-  if (rc < 0) return rc;
-  free(t->requests);
-  t->requests = NULL;
-  t->allreduce = NULL;
-  t->reduce_on_device = 0;
-  t->allreduce_start = start;
-  t->allreduce_wait = wait;
-  t->allreduce_user = user;
-  if (!start) return DLRT_OK;
-  t->requests = calloc((size_t)dlrt__exec_bucket_count(t->e) + 1, sizeof *t->requests);
-  return t->requests ? DLRT_OK : dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
-}
-
-int dlrt_trainer_set_allreduce_device(dlrt_trainer_t *t, dlrt_allreduce_start_fn start,
-                                      dlrt_allreduce_wait_fn wait, void *user) {
-  DLRT__CHECK_ARG(t && start && wait, "dlrt_trainer_set_allreduce_device: trainer, start or "
-                  "wait is NULL");
-  if (t->tp || t->n_stages)
-    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "dlrt_trainer_set_allreduce_device: a split "
-                           "model's replicas (tensor or pipeline parallel) sum their parts' "
-                           "gradients through the host: use dlrt_trainer_set_allreduce_async");
-  if (!dlrt__device_has_addresses(t->dev))
-    return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "dlrt_trainer_set_allreduce_device: %s has "
-                           "no device addresses (not a CUDA device); use "
-                           "dlrt_trainer_set_allreduce_async",
-                           dlrt_device_spec(t->dev));
-  int rc = dlrt_trainer_set_allreduce_async(t, start, wait, user);
-  if (rc < 0) return rc;
-  /* No host buckets: a request per parameter instead. */
-  if ((rc = dlrt__exec_stream_gradients(t->e, 0)) < 0) return rc;
-  dlrt_exec_info info;
-  if ((rc = dlrt_exec_info_get(t->e, &info)) < 0) return rc;
-  free(t->requests);
-  t->requests = calloc((size_t)dlrt__exec_graph(t->e)->n_tensors + 1, sizeof *t->requests);
-  if (!t->requests) return dlrt__set_error(DLRT_ERR_OOM, "out of host memory");
-  t->reduce_on_device = 1;
-  return DLRT_OK;
-}
-
-/* After the gradients: this process's loss (times `inv`, 1 / the world
- * size) and its correct predictions go to the others as one more request,
- * the tail (*started: whether it was). */
-static int start_tail(dlrt_trainer_t *t, float *loss, float inv, float tail[2], void **request,
-                      int *started) {
-  int rc;
-  /* A language model counts no correct predictions (its logits, B x T x
-   * vocabulary, stay on the device). */
-  if ((rc = dlrt_exec_read(t->e, t->loss, loss, sizeof *loss)) < 0 ||
-      (!t->lm && (rc = dlrt_exec_read(t->e, t->logits, t->host_logits,
-                                      (size_t)(t->batch * t->classes) * sizeof(float))) < 0))
-    return rc;
-  tail[0] = *loss * inv;
-  tail[1] = t->lm ? 0.0f : (float)dlrt__count_correct(t, t->batch);
-  rc = t->allreduce_start(t->allreduce_user, tail, 2, request);
-  *started = rc == DLRT_OK;
-  return rc;
-}
-
-/* The device-pointer form: each parameter's gradient (in the executor's
- * accumulator) divided by the world size on the device, the stream waited
- * for, then one request per parameter on device memory. */
-static int allreduce_on_device(dlrt_trainer_t *t, float *loss, int64_t *correct) {
-  dlrt_exec_t *e = t->e;
-  dlrt_graph_t *g = dlrt__exec_graph(e);
-  dlrt_stream_t *stream = dlrt_exec_stream(e);
-  int world = t->cfg.world > 0 ? t->cfg.world : 1, started = 0;
-  float inv = 1.0f / (float)world, tail[2];
-  int rc = DLRT_OK;
-  for (int id = 0; id < g->n_tensors && rc == DLRT_OK; id++) {
-    const dlrt_tensor_t *p = g->tensors[id];
-    if (p->kind == DLRT__TENSOR_PARAM && p->grad)
-      rc = dlrt_elementwise(stream, DLRT_EW_SCALE, DLRT_F32, p->numel, inv,
-                            dlrt__exec_grad_sum(e, id), 0, dlrt__exec_grad_sum(e, id), 0, NULL, 0);
-  }
-  if (rc == DLRT_OK) rc = dlrt_stream_synchronize(stream);
-  for (int id = 0; id < g->n_tensors && rc == DLRT_OK; id++) {
-    const dlrt_tensor_t *p = g->tensors[id];
-    if (p->kind != DLRT__TENSOR_PARAM || !p->grad) continue;
-    float *on_device = dlrt__buffer_device_address(dlrt__exec_grad_sum(e, id));
-    if ((rc = t->allreduce_start(t->allreduce_user, on_device, p->numel,
-                                 &t->requests[started])) == DLRT_OK)
-      started++;
-  }
-  int tail_started = 0;
-  if (rc == DLRT_OK) rc = start_tail(t, loss, inv, tail, &t->requests[started], &tail_started);
-  for (int k = 0; k < started + tail_started; k++) {
-    int rc2 = t->allreduce_wait(t->allreduce_user, t->requests[k]);
-    if (rc == DLRT_OK) rc = rc2;
-  }
-  if (rc < 0) return rc;
-  *loss = tail[0];
-  *correct = (int64_t)(tail[1] + 0.5f);
-  return dlrt_exec_apply_gradients(e);
-}
-
-int dlrt__allreduce_overlapped(dlrt_trainer_t *t, float *loss, int64_t *correct) {
-  if (t->reduce_on_device) return allreduce_on_device(t, loss, correct);
-  dlrt_exec_t *e = t->e;
-  int world = t->cfg.world > 0 ? t->cfg.world : 1, nb = dlrt__exec_bucket_count(e), started = 0;
-  int tail_started = 0;
-  float inv = 1.0f / (float)world, tail[2];
-  int rc = DLRT_OK;
-  /* ZeRO stages 2 and 3 reduce each range of a bucket to its owner only. */
-  int scatter = t->zero && dlrt__zero_stage(t) >= 2;
-  /* Each bucket to the processes as soon as the backward pass has it. */
-  for (int b = 0; b < nb && rc == DLRT_OK; b++) {
-    if ((rc = dlrt__exec_bucket_wait(e, b)) < 0) break;
-    int64_t start, count;
-    dlrt__exec_bucket_range(e, b, &start, &count);
-    float *v = dlrt__exec_buckets_host(e) + start;
-    for (int64_t k = 0; k < count; k++) v[k] *= inv;
-    if (scatter) {
-      rc = dlrt__zero_reduce_bucket(t, dlrt__exec_buckets_host(e), start, count, t->requests,
-                                    &started);
-    } else if ((rc = t->allreduce_start(t->allreduce_user, v, count,
-                                        &t->requests[started])) == DLRT_OK) {
-      started++;
-    }
-  }
-  if (rc == DLRT_OK) rc = start_tail(t, loss, inv, tail, &t->requests[started], &tail_started);
-  /* Every started request is completed, also after a failure. */
-  for (int b = 0; b < started + tail_started; b++) {
-    int rc2 = t->allreduce_wait(t->allreduce_user, t->requests[b]);
-    if (rc == DLRT_OK) rc = rc2;
-  }
-  if (rc < 0) return rc;
-  *loss = tail[0];
-  *correct = (int64_t)(tail[1] + 0.5f);
-  if (t->zero) return dlrt__zero_update(t, dlrt__exec_buckets_host(e));
-  if ((rc = dlrt__exec_gradients_write_buckets(e, dlrt__exec_buckets_host(e))) < 0) return rc;
-  return dlrt_exec_apply_gradients(e);
-}
-
-int dlrt__allreduce_step(dlrt_trainer_t *t, float *loss, int64_t *correct) {
-  int world = t->cfg.world > 0 ? t->cfg.world : 1;
-  int64_t n = t->n_grads;
-  int rc = dlrt_exec_gradients_read(t->e, t->grads, n);
-  if (rc < 0) return rc;
-  float inv = 1.0f / (float)world;
-  for (int64_t k = 0; k < n; k++) t->grads[k] *= inv;
-  t->grads[n] = *loss * inv;
-  t->grads[n + 1] = (float)*correct;
-  if ((rc = t->allreduce(t->allreduce_user, t->grads, n + 2)) < 0) return rc;
-  *loss = t->grads[n];
-  *correct = (int64_t)(t->grads[n + 1] + 0.5f);
-  if ((rc = dlrt_exec_gradients_write(t->e, t->grads, n)) < 0) return rc;
-  return dlrt_exec_apply_gradients(t->e);
 }
 
 /* The main executor takes the replicas' parameters (for evaluation and

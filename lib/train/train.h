@@ -39,6 +39,16 @@ struct dlrt_trainer {
   int probe_steps;     /* steps left to time the replicas before rebalancing */
   int device_reduce;   /* replicas combine gradients device to device (NCCL) */
   float *grads, *grad_sum; /* parameter elements each (+ 2 for the all-reduce) */
+  /* --accum over replicas or processes: each micro-batch is a gradient
+   * run; its gradients are summed on the host (grad_sum, bucket order) and
+   * combined over the processes once, on the update's last micro-batch. */
+  int dp_micro;        /* micro-batches of the update under way */
+  double dp_loss, dp_correct; /* their loss (/ world) and correct predictions */
+  /* The replicas' budget (dlrt_trainer_set_devices_memory): each spills
+   * within it on its device; device_budget 0: none. */
+  dlrt_spill_config rep_spill;
+  int rep_every;       /* DLRT_CHECKPOINT_AUTO: the segments chosen once for all replicas */
+  dlrt_spill_stats rep_retired; /* spilling figures of replicas rebuilt since (rebalance) */
   int64_t n_grads;
   dlrt_allreduce_fn allreduce; /* across processes, or NULL */
   dlrt_allreduce_start_fn allreduce_start; /* the same, bucket by bucket */
@@ -99,6 +109,7 @@ struct dlrt__replica {
   int64_t batch, offset; /* its rows of each global batch */
   double seconds;        /* timed while probing */
   float *host_logits;
+  uint64_t spill_budget; /* under dlrt_trainer_set_devices_memory: its own and its sums' */
 };
 typedef struct dlrt__replica dlrt__replica;
 
@@ -134,6 +145,16 @@ static inline int dlrt__across_processes(const dlrt_trainer_t *t) {
 int dlrt__allreduce_overlapped(dlrt_trainer_t *t, float *loss, int64_t *correct);
 /* Gradient buckets of this size (bytes) overlap combining with backward. */
 #define DLRT_GRADIENT_BUCKET ((int64_t)1 << 20)
+/* allreduce.c: the update's loss and correct count (t->dp_loss,
+ * t->dp_correct) over the processes as one request (*started: whether it
+ * was); the requests for the replicas' buckets sized again (the most any
+ * replica has, and the loss's). */
+int dlrt__start_update_tail(dlrt_trainer_t *t, float tail[2], void **request, int *started);
+int dlrt__dp_size_requests(dlrt_trainer_t *t);
+/* Whether a replica spills (dlrt_trainer_set_devices_memory); the replicas'
+ * spilling figures summed (dlrt__spill_stats_add). */
+int dlrt__dp_spills(const dlrt_trainer_t *t);
+int dlrt__dp_spill_stats(dlrt_trainer_t *t, dlrt_spill_stats *out);
 /* The main executor takes the replicas' (or the stages') parameters. */
 int dlrt__dp_sync_main(dlrt_trainer_t *t);
 /* One pipeline step over the stages on a batch's pinned rows (`inputs` as

@@ -152,9 +152,8 @@ int dlrt__choose_checkpoint_every(dlrt_exec_t *e, const dlrt_graph_t *g, dlrt_de
 static int choose_checkpointing(dlrt_trainer_t *t) {
   if (t->cfg.checkpoint != DLRT_CHECKPOINT_AUTO)
     return dlrt_exec_set_checkpointing(t->e, t->cfg.checkpoint);
-  int every;
   return dlrt__choose_checkpoint_every(t->e, t->g, t->dev, t->cfg.spill.device_budget,
-                                       outside_bytes(t), &every);
+                                       outside_bytes(t), &t->rep_every);
 }
 
 /* Bytes of the trainer's device memory outside the executor's storages:
@@ -166,7 +165,10 @@ static uint64_t outside_bytes(const dlrt_trainer_t *t) {
                                                   t->channels * t->height * t->width);
   dlrt_exec_info info;
   uint64_t accum = 0, clip = 0;
-  if (dlrt_exec_info_get(t->e, &info) == DLRT_OK && t->accum > 1) accum = info.param_bytes + 64 * 512;
+  /* Accumulation's sums; across processes (config.world) the gradient
+   * runs' sums, which the all-reduce reads. */
+  if (dlrt_exec_info_get(t->e, &info) == DLRT_OK && (t->accum > 1 || t->cfg.world > 1))
+    accum = info.param_bytes + 64 * 512;
   if (t->cfg.clip_norm > 0) clip = info.param_bytes + 64 * 512; /* squares of the largest */
   return loader + accum + clip;
 }
@@ -511,13 +513,15 @@ int dlrt_trainer_epoch_from(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
   dlrt_spill_stats spill0 = {0}, spill1;
   dlrt_param_offload_stats stream0 = {0}, stream1;
   /* A split model's peers spill each on its device: their figures summed. */
-  int spilling = t->spilling || (t->tp && dlrt__tp_spills(t)) || dlrt__pipeline_spills(t);
+  int spilling = t->spilling || (t->tp && dlrt__tp_spills(t)) || dlrt__pipeline_spills(t) ||
+                 dlrt__dp_spills(t);
   int streaming = t->streaming || (t->tp && dlrt__tp_streams(t));
   if (t->tp && (spilling || streaming) && (rc = dlrt__tp_memory_stats(t, &spill0, &stream0)) < 0)
     return rc;
   if (t->spilling && (rc = dlrt_exec_spill_stats(t->e, &spill0)) < 0) return rc;
   if (!t->spilling && dlrt__pipeline_spills(t) && (rc = dlrt__pipeline_spill_stats(t, &spill0)) < 0)
     return rc;
+  if (dlrt__dp_spills(t) && (rc = dlrt__dp_spill_stats(t, &spill0)) < 0) return rc;
   if (t->streaming && (rc = dlrt_exec_param_offload_stats(t->e, &stream0)) < 0) return rc;
   /* s runs over the epoch's updates from first_step; out counts this part. */
   int64_t steps = epoch_steps - first_step;
@@ -631,6 +635,8 @@ int dlrt_trainer_epoch_from(dlrt_trainer_t *t, const dlrt_dataset *d, int epoch,
     rc = dlrt__tp_memory_stats(t, &spill1, &stream1);
   else if (rc == DLRT_OK && t->spilling)
     rc = dlrt_exec_spill_stats(t->e, &spill1);
+  else if (rc == DLRT_OK && dlrt__dp_spills(t)) /* data-parallel replicas */
+    rc = dlrt__dp_spill_stats(t, &spill1);
   else if (rc == DLRT_OK && spilling) /* a pipeline's stages */
     rc = dlrt__pipeline_spill_stats(t, &spill1);
   else if (rc == DLRT_OK && t->streaming)
