@@ -97,7 +97,7 @@ run --model "$tmp/bn.model" --data generated --limit 640 --pipeline cpu,cpu --qu
 result "--pipeline refuses batch norm before the last stage, trains it in the last"
 
 # 12-17
-for args in "--devices cpu --device cpu" "--devices bogus" "--devices cpu,cpu --accum 2" \
+for args in "--devices cpu --device cpu" "--devices bogus" "--devices cpu@0,cpu" \
   "--devices ," "--pipeline cpu" "--pipeline cpu,cpu --devices cpu,cpu"; do
   run --data generated --limit 640 $args
   [ $rc -eq 2 ] && [ -s "$tmp/err" ]

@@ -118,8 +118,15 @@ void dltrain_print_json(const options *o, const results *r) {
     const char *dk[] = {"device", "device_name"}, *dv[] = {dlrt_device_spec(r->devices[i]), p.name};
     fputs(i ? ", {" : "{", stdout);
     tool_json_strings(stdout, dk, dv, 2);
-    printf("\"rows\": %" PRId64 ", \"peak_device_bytes\": %" PRIu64 "}", r->rows[i],
-           mem.allocated.peak);
+    /* --devices under --mem-limit: each replica's budget and spilled peak. */
+    uint64_t budget = 0, spilled = 0;
+    int n_split = 0;
+    if (r->trainer && dlrt_trainer_split(r->trainer, NULL, &n_split) == DLRT_OK && n_split > 1 &&
+        dlrt_trainer_replica_memory(r->trainer, i, &budget, &spilled) < 0)
+      dlrt_clear_error();
+    printf("\"rows\": %" PRId64 ", \"peak_device_bytes\": %" PRIu64
+           ", \"spill_budget_bytes\": %" PRIu64 ", \"spill_peak_bytes\": %" PRIu64 "}",
+           r->rows[i], mem.allocated.peak, budget, spilled);
   }
   /* Tensor parallel: each peer's shard and bytes beside the whole model's
    * (the trainer's plan of one device). */

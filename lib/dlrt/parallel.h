@@ -39,6 +39,11 @@ DLRT_API int dlrt_trainer_set_devices(dlrt_trainer_t *t, dlrt_device_t *const *d
  * DLRT_OFFLOAD_PARAMS in this version (streamed parameters make no
  * gradient runs). */
 DLRT_API int dlrt_trainer_set_devices_memory(dlrt_trainer_t *t, const dlrt_spill_config *spill);
+/* Replica i's budget under dlrt_trainer_set_devices_memory (its storages'
+ * and its gradient sums'; 0: it does not spill) and its spilled storages'
+ * peak on the device (0 without a budget). */
+DLRT_API int dlrt_trainer_replica_memory(dlrt_trainer_t *t, int i, uint64_t *spill_budget,
+                                         uint64_t *spill_peak);
 /* Data parallelism across processes (and machines): each process trains on
  * its shard (config.rank of config.world) with its own batch; after each
  * step's backward pass the trainer hands `reduce` one vector of
@@ -58,9 +63,17 @@ DLRT_API int dlrt_trainer_set_allreduce(dlrt_trainer_t *t, dlrt_allreduce_fn red
  * place and sets *request; the loss and correct predictions follow as one
  * last vector of 2. `wait` then completes each request in turn. Both return
  * 0, or a negative dlrt status with the reason set. Gradients arrive
- * already divided by the world size. On a pipelined trainer (set the
- * pipeline first), each stage's gradient sums go as one vector before each
- * update, and each batch's loss and correct count as a vector of 2. */
+ * already divided by the world size. With accumulation (config.accum K)
+ * each micro-batch is a gradient run whose buckets the host sums; only the
+ * update's last one hands them over (one all-reduce an update, the loss
+ * and correct count of the K micro-batches after them). Replicas in this
+ * process (dlrt_trainer_set_devices, set first) combine theirs before they
+ * go. On a pipelined trainer (set the pipeline first), each stage's
+ * gradient sums go as one vector before each update, and each batch's loss
+ * and correct count as a vector of 2. With DLRT_CHECKPOINT_AUTO the
+ * processes agree on the shortest segments any chose (one all-gather,
+ * made through `start` now). Not with streamed parameters
+ * (DLRT_OFFLOAD_PARAMS). */
 typedef int (*dlrt_allreduce_start_fn)(void *user, float *values, int64_t count,
                                        void **request);
 typedef int (*dlrt_allreduce_wait_fn)(void *user, void *request);

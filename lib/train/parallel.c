@@ -44,15 +44,20 @@ static int copy_state(dlrt_exec_t *from, dlrt_exec_t *to) {
 /* Under the replicas' budget (dlrt_trainer_set_devices_memory): replica r
  * spills within it on its device, as one device's trainer does
  * (dlrt__spill_budget). Its gradient runs' sums (one float per parameter
- * gradient, exec_grads.c) and, with clipping, the squares' workspace stay
- * on the device beside its pool: the pool gets the budget less their
- * bytes (and a granule per tensor's rounding). */
+ * gradient, exec_grads.c) and, with clipping, the squares' workspace (as
+ * much again, as trainer.c counts it) stay on the device beside its pool:
+ * the pool gets the budget less their bytes (and a granule per tensor's
+ * rounding). */
+static uint64_t replica_outside(const dlrt_trainer_t *t, const dlrt_exec_info *info) {
+  uint64_t sums = (uint64_t)info->params * sizeof(float) + 64 * 512;
+  return t->cfg.clip_norm > 0 ? 2 * sums : sums;
+}
+
 static int replica_spill(dlrt_trainer_t *t, dlrt__replica *r) {
   dlrt_exec_info info;
   int rc = dlrt_exec_info_get(r->e, &info);
   if (rc < 0) return rc;
-  uint64_t outside = info.param_bytes + 64 * 512;
-  if (t->cfg.clip_norm > 0) outside += info.param_bytes + 64 * 512;
+  uint64_t outside = replica_outside(t, &info);
   dlrt_spill_config c = {0};
   char note[160] = "";
   rc = dlrt__spill_budget(r->e, r->dev, &t->rep_spill, outside, &c, note, sizeof note);
@@ -79,7 +84,7 @@ static int replica_checkpointing(dlrt_trainer_t *t, dlrt__replica *r) {
   int rc = dlrt_exec_info_get(r->e, &info);
   return rc < 0 ? rc : dlrt__choose_checkpoint_every(r->e, r->g, r->dev,
                                                      t->rep_spill.device_budget,
-                                                     info.param_bytes, &t->rep_every);
+                                                     replica_outside(t, &info), &t->rep_every);
 }
 
 /* (Re)builds replica r for `batch` rows on its device, with `state` (from
@@ -198,6 +203,7 @@ int dlrt_trainer_set_devices(dlrt_trainer_t *t, dlrt_device_t *const *devs, int 
   t->device_reduce = t->accum == 1 && !t->rep_spill.device_budget && devices_reduce(devs, n);
   t->rep_every = -1;
   t->dp_micro = 0;
+  memset(&t->rep_retired, 0, sizeof t->rep_retired);
   for (int i = 0; i < n && rc == DLRT_OK; i++) {
     t->reps[i].dev = devs[i];
     /* Even shares (the first ones a row more) until measured. */
@@ -241,6 +247,20 @@ int dlrt__dp_spill_stats(dlrt_trainer_t *t, dlrt_spill_stats *out) {
       continue;
     dlrt__spill_stats_add(out, &s);
   }
+  return rc;
+}
+
+int dlrt_trainer_replica_memory(dlrt_trainer_t *t, int i, uint64_t *spill_budget,
+                                uint64_t *spill_peak) {
+  DLRT__CHECK_ARG(t && spill_budget && spill_peak, "dlrt_trainer_replica_memory: trainer, "
+                  "spill_budget or spill_peak is NULL");
+  DLRT__CHECK_ARG(i >= 0 && i < t->n_reps, "dlrt_trainer_replica_memory: replica %d of %d "
+                  "(dlrt_trainer_set_devices)", i, t->n_reps);
+  const dlrt__replica *r = &t->reps[i];
+  *spill_budget = r->spill_budget, *spill_peak = 0;
+  dlrt_spill_stats s;
+  int rc = r->spill_budget ? dlrt_exec_spill_stats(r->e, &s) : DLRT_OK;
+  if (rc == DLRT_OK && r->spill_budget) *spill_peak = s.peak_resident;
   return rc;
 }
 
