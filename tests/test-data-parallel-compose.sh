@@ -9,8 +9,9 @@
 # optimizer or all (each replica spilling within the budget on its own
 # device) keep the unlimited run's losses bit for bit on the CPU, with
 # --accum, --clip-norm and fp16 loss scaling too; on OpenCL device 0 beside
-# the CPU the device's measured peak stays within the budget; what stays
-# refused (--offload params, --zero with --accum) says what works.
+# the CPU the device's measured peak stays within the budget; --zero 1|2|3
+# with --accum trains as the unsharded replicas (to fp32 rounding); what
+# stays refused (--offload params, --zero with --mem-limit) says what works.
 #
 # gpt-mini at context 64, batch 4, 20 steps, an evaluation after each
 # (40 losses a run). --devices cpu@1,cpu@1 fixes the split (2 rows each)
@@ -21,7 +22,7 @@ DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT
 
-TOOL=$DLTRAIN PLAN=22
+TOOL=$DLTRAIN PLAN=25
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
@@ -112,11 +113,16 @@ run $common $two --mem-limit 10M --offload params
 [ $rc -eq 2 ] && grep -q "devices with --mem-limit goes without --offload params" "$tmp/err" &&
   grep -q "activations, optimizer or all work" "$tmp/err"
 result "--devices --offload params: a usage error naming the offloads that work"
-run $common $two --accum 2 --zero 1
-[ $rc -ne 0 ] && grep -q "without --accum" "$tmp/err"
-result "--devices --accum 2 --zero 1: refused, naming --accum"
+run $common $two --zero 1 --mem-limit 10M
+[ $rc -eq 2 ] && grep -q "zero goes without --mem-limit" "$tmp/err"
+result "--devices --zero 1 --mem-limit 10M: a usage error naming --mem-limit"
 
-# 15-22: across MPI ranks, and ranks with --devices each.
+# 15: ZeRO with accumulation: each replica's range from the update's mean.
+keep two_acc_z3 $two --accum 2 --zero 3
+[ $rc -eq 0 ] && round_losses_close "$tmp/two_acc.json" "$tmp/two_acc_z3.json" 1e-5
+result "--devices --accum 2 --zero 3 trains as --devices --accum 2 (within 1e-5)"
+
+# 16-25: across MPI ranks, and ranks with --devices each.
 why=$(mpi_why)
 if [ -n "$why" ]; then
   while [ $n -lt $PLAN ]; do skip "test $((n + 1))" "$why"; done
@@ -129,6 +135,11 @@ result "one device --batch 8 --accum 2 (reference)"
 mpi_ranks 2 mpi_acc --device cpu --accum 2
 [ $rc -eq 0 ] && round_losses_close "$tmp/one_b8_acc.json" "$tmp/mpi_acc.json" 1e-5
 result "mpirun -np 2 --accum 2 trains as one device with --batch 8 --accum 2 (within 1e-5)"
+for z in 1 2; do
+  mpi_ranks 2 mpi_acc_z$z --device cpu --accum 2 --zero $z
+  [ $rc -eq 0 ] && round_losses_close "$tmp/mpi_acc.json" "$tmp/mpi_acc_z$z.json" 1e-5
+  result "mpirun -np 2 --accum 2 --zero $z trains as --accum 2 (within 1e-5)"
+done
 mpi_ranks 2 mpi_m3 --device cpu --mem-limit 10M --offload optimizer
 [ $rc -eq 0 ] && same_round_losses "$tmp/mpi_free.json" "$tmp/mpi_m3.json" 40 &&
   spilled "$tmp/mpi_m3.json"

@@ -82,7 +82,8 @@ void dltrain_usage(FILE *out) {
         "                             or of the ranks under mpirun): 1 the optimizer\n"
         "                             state, 2 the gradients too, 3 the parameters too\n"
         "                             (gathered for each pass); each replica updates its\n"
-        "                             range. With --tensor-parallel N under mpirun -np\n"
+        "                             range (with --accum, --clip-norm; not --mem-limit).\n"
+        "                             With --tensor-parallel N under mpirun -np\n"
         "                             N x R: each shard's states over its R replicas\n"
         "                             (with --accum, --clip-norm, fp16). With --pipeline\n"
         "                             under mpirun -np R: each stage's states over the R\n"
@@ -543,9 +544,8 @@ static int check_combinations(options *o, int momentum_given, dlrt_optimizer_kin
   if (o->zero && o->precision == DLRT_F16 && !zero_own_update)
     return tool_usage_error(err, "--zero goes without --precision fp16 (loss scaling) in this "
                             "version, but with --tensor-parallel or --pipeline: use bf16");
-  if (o->zero && (o->mem_limit || (o->accum > 1 && !zero_own_update)))
-    return tool_usage_error(err, "--zero goes without --mem-limit, and without --accum but "
-                            "with --tensor-parallel or --pipeline, in this version");
+  if (o->zero && o->mem_limit)
+    return tool_usage_error(err, "--zero goes without --mem-limit in this version");
   /* Each replica spills within the budget on its device; streamed
    * parameters make no gradient runs, which the replicas hand out. */
   if (o->devices && o->mem_limit && o->spill.policy == DLRT_OFFLOAD_PARAMS)

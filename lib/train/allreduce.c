@@ -274,7 +274,8 @@ static int allreduce_on_device(dlrt_trainer_t *t, float *loss, int64_t *correct)
  * as its backward pass finishes them, summed into t->grad_sum (bucket
  * order); on the update's last micro-batch each bucket of the sum goes to
  * the processes (divided by the world size) as soon as it is complete, and
- * the update's loss and correct count after them. *loss and *correct: the
+ * the update's loss and correct count after them (under ZeRO each range of
+ * the mean to its owner, which updates it). *loss and *correct: the
  * update's, global, on its last micro-batch, else 0. The executor divides
  * the sums by its gradient runs (the micro-batches) as it applies them. */
 static int overlapped_accum(dlrt_trainer_t *t, float *loss, int64_t *correct) {
@@ -283,7 +284,10 @@ static int overlapped_accum(dlrt_trainer_t *t, float *loss, int64_t *correct) {
   int last = t->dp_micro + 1 >= t->accum, started = 0, tail_started = 0;
   float inv = 1.0f / (float)world, tail[2] = {0, 0}, l = 0;
   float *sum = t->grad_sum;
-  int rc = DLRT_OK;
+  /* ZeRO: the mean of the micro-batches here (the shards' updates count no
+   * gradient runs); stages 2 and 3 reduce each range to its owner only. */
+  float scale = t->zero ? inv / (float)t->accum : inv;
+  int scatter = t->zero && dlrt__zero_stage(t) >= 2, rc = DLRT_OK;
   for (int b = 0; b < nb && rc == DLRT_OK; b++) {
     if ((rc = dlrt__exec_bucket_wait(e, b)) < 0) break;
     int64_t from, count;
@@ -291,9 +295,11 @@ static int overlapped_accum(dlrt_trainer_t *t, float *loss, int64_t *correct) {
     const float *v = dlrt__exec_buckets_host(e);
     for (int64_t k = from; k < from + count; k++) sum[k] = t->dp_micro ? sum[k] + v[k] : v[k];
     if (!last) continue;
-    for (int64_t k = from; k < from + count; k++) sum[k] *= inv;
-    if ((rc = t->allreduce_start(t->allreduce_user, sum + from, count,
-                                 &t->requests[started])) == DLRT_OK)
+    for (int64_t k = from; k < from + count; k++) sum[k] *= scale;
+    if (scatter)
+      rc = dlrt__zero_reduce_bucket(t, sum, from, count, t->requests, &started);
+    else if ((rc = t->allreduce_start(t->allreduce_user, sum + from, count,
+                                      &t->requests[started])) == DLRT_OK)
       started++;
   }
   /* (After a failure the requests started are still completed below.) */
@@ -320,6 +326,7 @@ static int overlapped_accum(dlrt_trainer_t *t, float *loss, int64_t *correct) {
   t->dp_micro = 0, t->dp_loss = t->dp_correct = 0;
   *loss = tail[0];
   *correct = (int64_t)(tail[1] + 0.5f);
+  if (t->zero) return dlrt__zero_update(t, sum);
   if ((rc = dlrt__exec_gradients_write_buckets(e, sum)) < 0) return rc;
   return dlrt_exec_apply_gradients(e);
 }

@@ -465,7 +465,11 @@ int dlrt__dp_step(dlrt_trainer_t *t, const void *inputs, const int32_t *labels, 
   }
   t->dp_micro = 0;
   t->dp_loss = t->dp_correct = 0;
-  /* ZeRO: each replica updates its range of the mean gradients. */
+  /* ZeRO: each replica updates its range of the mean gradients, the mean
+   * of the update's micro-batches too (the shards' updates count no
+   * gradient runs). */
+  if (t->zero && t->accum > 1)
+    for (int64_t k = 0; k < t->n_grads; k++) t->grad_sum[k] *= 1.0f / (float)t->accum;
   if (t->zero) rc = dlrt__zero_update(t, t->grad_sum);
   for (int i = 0; i < t->n_reps && rc == DLRT_OK && !t->zero; i++)
     if (t->device_reduce ||

@@ -231,10 +231,9 @@ int dlrt_trainer_set_zero(dlrt_trainer_t *t, int stage, const dlrt_zero_collecti
    * pipeline: each stage's over the ranks. */
   if (t->tp) return dlrt__tp_set_zero(t, stage, across);
   if (t->n_stages) return dlrt__pipeline_set_zero(t, stage, across);
-  if (t->accum > 1 || t->spilling || t->rep_spill.device_budget)
+  if (t->spilling || t->rep_spill.device_budget)
     return dlrt__set_error(DLRT_ERR_UNSUPPORTED, "ZeRO over plain data-parallel replicas goes "
-                           "without accumulation and spilling (--accum, --mem-limit) in this "
-                           "version (with --tensor-parallel or --pipeline it takes --accum)");
+                           "without spilling (--mem-limit) in this version");
   int world = t->cfg.world > 1 ? t->cfg.world : 1;
   if (across) {
     DLRT__CHECK_ARG(across->reduce && across->broadcast && across->wait,
