@@ -2,8 +2,9 @@
  * dlrt_trainer_zero_info (lib/train/zero.c) through the public API: what is
  * refused, with which status (no replicas, a stage out of range, fp16 loss
  * scaling, twice, the devices or a checkpoint after sharding, the bucketed
- * all-reduce after it: replicas across processes are set before sharding), and that a sharded trainer's update, figures and
- * checkpoint equal the unsharded replicas'. tests/test-zero.sh drives the
+ * all-reduce after it: replicas across processes are set before sharding),
+ * and that a sharded trainer's update, figures and checkpoint equal the
+ * unsharded replicas'. tests/test-zero.sh drives the
  * same through dltrain, in one process and across MPI ranks. */
 #include <math.h>
 #include <stdio.h>

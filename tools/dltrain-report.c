@@ -267,6 +267,13 @@ int dltrain_describe(run *s) {
       fprintf(log, "%s %s (%s)", i ? "," : "", dlrt_device_spec(s->replicas[i]), p.name);
     }
     fputs(", from --devices\n", log);
+    /* Under --mem-limit each replica spills within it on its device. */
+    uint64_t budget = 0, peak = 0;
+    if (s->trainer && dlrt_trainer_replica_memory(s->trainer, 0, &budget, &peak) < 0)
+      dlrt_clear_error();
+    if (budget)
+      fprintf(log, "spill    budget %.1f MiB a replica, each on its device (its gradient "
+              "sums within it)\n", (double)budget / 1048576.0);
     if (cpus > 1)
       fprintf(log, "note     %d of them are CPU devices sharing this host's cores: together "
               "they can train slower than one alone\n", cpus);
