@@ -597,8 +597,55 @@ static double copy_overhead_s(dlrt_device_t *dev) {
   return out;
 }
 
+/* What the link model adds to a copy past its modelled time (its notice
+ * and gate, link.c: two more commands on the stream), as a block's slices
+ * meet it: GATE_RUN 512-byte copies queued back to back and waited for
+ * once, with the link `spec` on and then off, a copy's share of the
+ * difference; the median of GATE_PAIRS such pairs (0 or more). Queued, as
+ * the slices are: a copy waited for alone also pays the stream thread's
+ * wake-up for each command (some 25 us a copy more at a load of 8 here,
+ * which a run of queued copies does not pay). In pairs, so that both sides
+ * meet the same load. Leaves the link as `spec`; 0 when it cannot be
+ * measured. */
+#define GATE_PAIRS 15
+#define GATE_RUN 16
+static double link_gate_s(dlrt_device_t *dev, const char *spec) {
+  const size_t bytes = 512;
+  dlrt_stream_t *s = NULL;
+  dlrt_buffer_t *b = NULL;
+  void *host = NULL;
+  double d[GATE_PAIRS], out = 0;
+  int rc = dlrt_stream_create(dev, &s);
+  if (rc == DLRT_OK) rc = dlrt_buffer_alloc(dev, bytes, s, &b);
+  if (rc == DLRT_OK) rc = dlrt_host_alloc(dev, bytes, &host);
+  if (rc == DLRT_OK) memset(host, 0, bytes);
+  int n = 0;
+  for (int i = 0; i <= GATE_PAIRS && rc == DLRT_OK; i++) { /* pair 0 warms up */
+    double t[2];
+    for (int on = 1; on >= 0 && rc == DLRT_OK; on--) {
+      if ((rc = dlrt_link_set(dev, on ? spec : "none")) < 0) break;
+      double model = dlrt_link_seconds(dev, bytes), t0 = dlrt__now_s();
+      for (int c = 0; c < GATE_RUN && rc == DLRT_OK; c++) rc = dlrt_copy_h2d(b, 0, host, bytes, s);
+      if (rc == DLRT_OK) rc = dlrt_stream_synchronize(s);
+      t[on] = (dlrt__now_s() - t0) / GATE_RUN - model;
+    }
+    if (rc == DLRT_OK && i > 0) d[n++] = t[1] - t[0];
+  }
+  if (n == GATE_PAIRS) {
+    qsort(d, (size_t)n, sizeof *d, cmp_seconds);
+    out = d[n / 2] > 0 ? d[n / 2] : 0;
+  }
+  if (s) dlrt_stream_synchronize(s);
+  dlrt_host_free(host);
+  dlrt_buffer_free(b);
+  dlrt_stream_destroy(s);
+  dlrt_link_set(dev, spec);
+  dlrt_clear_error(); /* best effort: without it the gates are priced at 0 */
+  return out;
+}
+
 static int choose(dlrt_exec_t *e, dlrt_plan_strategy strategy, const dlrt__op_costs *costs,
-                  const dlrt_link_info *link, double linked_overhead) {
+                  const dlrt_link_info *link, double gate) {
   const dlrt_plan_strategy asked = strategy;
   dlrt_graph_t *g = e->g;
   chooser z = {.e = e, .g = g, .s0 = &e->plan.plans[DLRT_RUN_TRAIN], .ms = costs->node_ms,
@@ -613,9 +660,7 @@ static int choose(dlrt_exec_t *e, dlrt_plan_strategy strategy, const dlrt__op_co
   double overhead = props.host_addressable ? copy_overhead_s(e->dev) : 0;
   z.latency = (li.active ? li.latency_s : 0) + overhead;
   z.link_latency = li.active ? li.latency_s : 0;
-  /* The link's notice and gate: a waited copy's overhead with the link on
-   * past the one with it off (2-5 us a copy on this cpu device). */
-  z.gate = li.active && linked_overhead > overhead ? linked_overhead - overhead : 0;
+  z.gate = gate;
   z.overlap = dlrt__slice_overlap(props.kind == DLRT_DEVICE_CPU);
   /* On a device that shares host memory a copy is a memcpy: no faster than
    * the host's (the profiling pass's own copies, waited for one by one,
@@ -766,18 +811,18 @@ int dlrt_exec_plan_spill(dlrt_exec_t *e, dlrt_plan_strategy strategy) {
   if (rc < 0) return rc;
   char spec[sizeof li.spec];
   snprintf(spec, sizeof spec, "%s", li.spec);
-  /* A copy's overhead with the link on (its notice and gate), before it
-   * goes off; choose measures the one with it off. */
+  /* The link's notice and gate, a copy (on a device whose copies the
+   * profile times at the host's memcpy, inside its blocks). */
   dlrt_device_props props;
   if ((rc = dlrt_device_props_get(e->dev, &props)) < 0) return rc;
-  double linked_overhead = li.active && props.host_addressable ? copy_overhead_s(e->dev) : 0;
+  double gate = li.active && props.host_addressable ? link_gate_s(e->dev, spec) : 0;
   if (li.active && (rc = dlrt_link_set(e->dev, "none")) < 0) return rc;
   dlrt__op_costs costs;
   rc = dlrt__op_costs_measure(e, 3, &costs);
   if (rc == DLRT_OK) {
     e->choice.plan.profile_ms = costs.profile_ms;
     e->choice.plan.profile_cached = costs.cached;
-    rc = choose(e, strategy, &costs, &li, linked_overhead);
+    rc = choose(e, strategy, &costs, &li, gate);
   }
   dlrt__op_costs_free(&costs);
   /* The link back, and the values as they started (the profiling pass ran
