@@ -97,6 +97,13 @@ typedef struct {
   double block_gate_s;        /* the link model's notice and gate, a copy */
 } dlrt__pool_model;
 
+/* copy_costs.c: what a 512-byte copy waited for costs past its modelled
+ * time on `dev` (the stream's hand-offs), s; and what the link model's
+ * notice and gate add to a queued copy, s (leaves the link as `spec`).
+ * 0 when they cannot be measured. */
+double dlrt__copy_overhead_s(dlrt_device_t *dev);
+double dlrt__link_gate_s(dlrt_device_t *dev, const char *spec);
+
 typedef struct {
   int feasible;               /* 0: some node finds no room (the run fails) */
   double step_ms, compute_ms, recompute_ms, exposed_ms;
