@@ -84,9 +84,9 @@ typedef struct {
   int first_backward;         /* the schedule's first backward position */
   int *const *prefetch_at;    /* by position: storages to prefetch after it, or NULL */
   const int *inputs;          /* storages the host writes before each step, -1 ended */
-  /* Copies that a node's profiled time holds (a host update's gradient
-   * written back; the executor's chunked blocks, timed whole with their
-   * slices and fetches, the link off) were made at this rate (B/s; the
+  /* Copies that a node's profiled time holds (the executor's chunked
+   * blocks, timed whole with their slices and fetches, the link off)
+   * were made at this rate (B/s; the
    * host's memcpy on a device that shares host memory; 0: unknown): they
    * add only the link's time past it (dlrt__link_seconds_past) and
    * block_gate_s. blocks_held: the blocks' times hold theirs (0: a
