@@ -128,8 +128,33 @@ static void engine_cases(void) {
      "waits for the rest of it (%.6f)", e5 - 200);
 }
 
+/* ---------------------------------------------------------------- held copies */
+
+/* A profiled block's slices: its measured time holds them at the host's
+ * memcpy; the link adds what it takes past that (the planner's model,
+ * choose_model.c). The cnn at a quarter of its peak: 23.7 MB in 115
+ * copies. */
+static void held_cases(void) {
+  /* At 16 GB/s, no latency, against a 9.7 GB/s memcpy: the memcpy is the
+   * longer, so each copy adds only its gate (3 us): 115 x 3 us. */
+  double t = dlrt__link_seconds_past(16e9, 0, 9.7e9, 3e-6, 23700000, 115);
+  ok(near(t, 115 * 3e-6), "16 GB/s under a 9.7 GB/s memcpy: only the gates, %g s", t);
+  /* At 1 GB/s: 23.7 ms on the link, 2.443 ms held, 21.257 ms past it, and
+   * the gates. */
+  t = dlrt__link_seconds_past(1e9, 0, 9.7e9, 3e-6, 23700000, 115);
+  ok(near(t, 0.0237 - 23700000 / 9.7e9 + 115 * 3e-6), "1 GB/s: the link past the memcpy "
+     "and the gates, %g s", t);
+  /* Under 2 ms a copy (16GB/s:2ms): each copy's latency is the link's own. */
+  t = dlrt__link_seconds_past(16e9, 2e-3, 9.7e9, 0, 23700000, 115);
+  ok(near(t, 115 * 2e-3 + 23700000 / 16e9 - 23700000 / 9.7e9), "2 ms a copy: 115 x 2 ms, "
+     "less the memcpy the link hides, %g s", t);
+  /* No link: only the gates (none without a link). */
+  ok(dlrt__link_seconds_past(0, 0, 9.7e9, 0, 23700000, 115) == 0, "no link: nothing past");
+}
+
 int main(void) {
   spec_cases();
   engine_cases();
+  held_cases();
   return done_testing();
 }

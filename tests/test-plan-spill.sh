@@ -16,6 +16,7 @@
 # keeps its columns with auto's choice in its name; the cnn's slices under
 # a link of 2 ms a copy are priced a copy a chunk each, as they run; with
 # DLRT_SLICE_OVERLAP=1 they run on the copy streams, with the same bits;
+# with no link they cost nothing past the profile's time of their blocks;
 # its split backward block runs as one in slices (DLRT_SPLIT_FUSE=0: apart),
 # 26 copies and 13 max-pool gradients a step fewer, with the same bits, on
 # the CPU and on OpenCL device 0.
@@ -24,7 +25,7 @@ DLTRAIN=${DLTRAIN:-./tools/dltrain}
 DLINFO=${DLINFO:-./tools/dlinfo}
 unset DLRT_DEVICE DLRT_BACKEND DLRT_MEM_LIMIT DLRT_LINK DLRT_PLAN_STRATEGY DLRT_PROFILE_CACHE
 
-TOOL=$DLTRAIN PLAN=23
+TOOL=$DLTRAIN PLAN=24
 # shellcheck source=tests/tap.sh
 . "$(dirname "$0")/tap.sh"
 
@@ -227,6 +228,7 @@ ov=$rc
 DLRT_PROFILE_CACHE="$tmp/cnn-profiles" run $cnn --limit 128 --device cpu --mem-limit "$quarter" \
   --offload optimizer --link 16GB/s --plan-strategy recompute --save "$tmp/cnn-sync.st" \
   --trace "$tmp/cnn-sync.trace" --json
+[ $rc -eq 0 ] && cp "$tmp/out" "$tmp/cnn-sync.json"
 [ $free -eq 0 ] && [ $ov -eq 0 ] && [ $rc -eq 0 ] && cmp -s "$tmp/cnn-free.st" "$tmp/cnn-ov.st" &&
   cmp -s "$tmp/cnn-free.st" "$tmp/cnn-sync.st" && python3 - "$tmp" <<'PY'
 import json, sys
@@ -250,7 +252,30 @@ print("# slice copies: %d on the copy streams, %d on the compute stream; by defa
 PY
 result "cnn at 25%: DLRT_SLICE_OVERLAP=1 overlaps its slices on the copy streams, the same bits"
 
-# 22: the second segment's backward block is split (the weight gradients,
+# 22: the profile timed each of those blocks whole, their slices in it (at
+# the host's memcpy, the link off): the model adds only what the link takes
+# past that, so with no link none of the blocks' slice bytes (some 21 of the
+# 25 MB a step moves) is priced again. It priced them all a second time
+# (3.0 ms of exposed transfer at 16 GB/s, against 1.0 since, a 53 ms step).
+# Against the bytes moved a step at the host's rate, with room for the
+# stream's hand-offs of the copies between the blocks.
+DLRT_PROFILE_CACHE="$tmp/cnn-profiles" run $cnn --limit 128 --device cpu --mem-limit "$quarter" \
+  --offload optimizer --link none --plan-strategy recompute --plan --json
+[ $rc -eq 0 ] && cp "$tmp/out" "$tmp/cnn-none.json" && python3 - "$tmp" <<'PY'
+import json, sys
+last = lambda name: json.loads(open(sys.argv[1] + name).read().strip().splitlines()[-1])
+run, plan = last("/cnn-sync.json"), last("/cnn-none.json")["spill_plan"]
+moved = (run["fetched_bytes"] + run["spilled_bytes"]) / 2  # 2 steps of 64 images
+held = 1e3 * moved / plan["copy_floor_bytes_per_s"]
+exposed = plan["predicted"]["exposed_transfer_ms"]
+bound = 0.5 * held + 64 * 1e3 * plan["copy_overhead_s"]
+assert exposed < bound, (exposed, held, bound)
+print("# no link: %.3f ms exposed; the %.1f MB a step moves take %.3f ms at the host's rate"
+      % (exposed, moved / 1e6, held))
+PY
+result "cnn at 25%, no link: the blocks' slices, timed in the profile, are not priced again"
+
+# 23: the second segment's backward block is split (the weight gradients,
 # then the max-pool gradients again and the input gradients, so that its x
 # and dx do not both hold the whole batch); in slices both are windows of a
 # chunk, and where the budget holds the two halves' windows at once they
@@ -302,7 +327,7 @@ print("# a step: %s fused, %s split; under 2 ms a copy the model's exposed trans
 PY
 result "cnn at 25%: the split block's halves run as one (115 copies a step, not 141), the same bits"
 
-# 23: the same one pass on OpenCL device 0 (PoCL here): the unlimited run's
+# 24: the same one pass on OpenCL device 0 (PoCL here): the unlimited run's
 # bytes, within the budget, 115 slice copies a step.
 if has_opencl; then
   run $cnn --limit 128 --device opencl:0 --link 16GB/s --save "$tmp/cnn-free-cl.st"

@@ -168,6 +168,13 @@ double dlrt__link_seconds(double bytes_per_s, double latency_s, uint64_t bytes) 
   return (double)bytes / bytes_per_s + latency_s;
 }
 
+double dlrt__link_seconds_past(double bytes_per_s, double latency_s, double held_bytes_per_s,
+                               double gate_s, uint64_t bytes, uint64_t copies) {
+  double link = bytes_per_s > 0 ? (double)bytes / bytes_per_s + (double)copies * latency_s : 0;
+  double held = (double)bytes / held_bytes_per_s;
+  return (link > held ? link - held : 0) + (double)copies * gate_s;
+}
+
 double dlrt__link_engine_take(dlrt__link_engine *e, double now, double seconds, uint64_t bytes) {
   double start = e->free_at > now ? e->free_at : now;
   e->queued_s += start - now;

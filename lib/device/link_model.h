@@ -21,6 +21,17 @@ typedef struct {
 /* Seconds a copy of `bytes` takes at `bytes_per_s` (> 0) plus `latency_s`. */
 double dlrt__link_seconds(double bytes_per_s, double latency_s, uint64_t bytes);
 
+/* Seconds that `copies` copies of `bytes` in all add to a measured time
+ * that already holds them made at `held_bytes_per_s` (> 0) with the
+ * stream's hand-offs: a chunked block's slices, profiled with the link off
+ * (on a device that shares host memory, a memcpy each). On the link each
+ * copy ends at max(its memcpy, the modelled copy) (link.c: its gate opens
+ * at the modelled end), so what it adds is the modelled time past the held
+ * one, none where the memcpy took longer, and `gate_s` a copy for the
+ * link's own notice and gate. bytes_per_s 0: no link, only the gates. */
+double dlrt__link_seconds_past(double bytes_per_s, double latency_s, double held_bytes_per_s,
+                               double gate_s, uint64_t bytes, uint64_t copies);
+
 /* A copy of `bytes` reaching the engine at `now` for `seconds`: it starts
  * when the engine is free (max(now, free_at)) and ends `seconds` later.
  * Returns the end, which becomes the engine's free_at; accounts for it. */

@@ -49,6 +49,9 @@ typedef struct {
   const dlrt__schedule *s0; /* the plain training schedule */
   const double *ms;
   double rate, latency, floor;
+  double link_latency;   /* of latency, the link's own */
+  double block_rate;     /* the profiled blocks' copies' rate (dlrt__pool_model) */
+  double gate;           /* the link model's notice and gate, s a copy */
   int overlap; /* slices on the copy streams (dlrt__slice_overlap) */
   uint64_t budget;
   int lookahead;
@@ -214,7 +217,12 @@ static int price(const chooser *z, plan *p) {
       .bytes_per_s = z->rate, .latency_s = z->latency, .floor_bytes_per_s = z->floor,
       .lookahead = z->lookahead, .policy = z->policy, .swap_out = p->swap_out,
       .first_backward = p->first_backward, .prefetch_at = p->prefetch_at, .inputs = z->inputs,
-      .slicing = p->slicing, .overlap = z->overlap};
+      .slicing = p->slicing, .overlap = z->overlap,
+      /* The executor's own schedule is the one profiled: its blocks' times
+       * hold their copies. A schedule made here (segments, drops) was not:
+       * its blocks' nodes carry whole-batch times without copies. */
+      .held_bytes_per_s = z->block_rate, .blocks_held = !p->own_s,
+      .link_latency_s = z->link_latency, .block_gate_s = z->gate};
   return dlrt__model_step_run(&m, &p->step);
 }
 
@@ -548,49 +556,8 @@ static int record(dlrt_exec_t *e, const chooser *z, const int *dec, const plan *
   return DLRT_OK;
 }
 
-static int cmp_seconds(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-/* What a copy costs beyond its modelled time: the stream's hand-offs (a
- * modelled copy's notice, the backend's copy, the gate its timer opens),
- * which on a host-memory device are thread wake-ups, about 10-20 us each
- * on the development machine. The fastest of a few 512-byte copies to the
- * device on a stream of its own, each waited for, less their modelled
- * time (the fastest: at a load of 18 on 2 cores, the median of seven once
- * took 12 ms, a descheduling, not the copies); 0 when it cannot be
- * measured. */
-#define OVERHEAD_COPIES 7
-static double copy_overhead_s(dlrt_device_t *dev) {
-  const size_t bytes = 512;
-  dlrt_stream_t *s = NULL;
-  dlrt_buffer_t *b = NULL;
-  void *host = NULL;
-  double t[OVERHEAD_COPIES + 1], model = dlrt_link_seconds(dev, bytes), out = 0;
-  int rc = dlrt_stream_create(dev, &s);
-  if (rc == DLRT_OK) rc = dlrt_buffer_alloc(dev, bytes, s, &b);
-  if (rc == DLRT_OK) rc = dlrt_host_alloc(dev, bytes, &host);
-  if (rc == DLRT_OK) memset(host, 0, bytes);
-  for (int i = 0; i <= OVERHEAD_COPIES && rc == DLRT_OK; i++) { /* copy 0 warms up */
-    double t0 = dlrt__now_s();
-    if ((rc = dlrt_copy_h2d(b, 0, host, bytes, s)) == DLRT_OK) rc = dlrt_stream_synchronize(s);
-    t[i] = dlrt__now_s() - t0 - model;
-  }
-  if (rc == DLRT_OK) {
-    qsort(t + 1, OVERHEAD_COPIES, sizeof *t, cmp_seconds);
-    out = t[1] > 0 ? t[1] : 0;
-  }
-  if (s) dlrt_stream_synchronize(s);
-  dlrt_host_free(host);
-  dlrt_buffer_free(b);
-  dlrt_stream_destroy(s);
-  dlrt_clear_error(); /* best effort: without it the copies are priced on the link alone */
-  return out;
-}
-
 static int choose(dlrt_exec_t *e, dlrt_plan_strategy strategy, const dlrt__op_costs *costs,
-                  const dlrt_link_info *link) {
+                  const dlrt_link_info *link, double gate) {
   const dlrt_plan_strategy asked = strategy;
   dlrt_graph_t *g = e->g;
   chooser z = {.e = e, .g = g, .s0 = &e->plan.plans[DLRT_RUN_TRAIN], .ms = costs->node_ms,
@@ -602,13 +569,18 @@ static int choose(dlrt_exec_t *e, dlrt_plan_strategy strategy, const dlrt__op_co
   if (rc < 0) return rc;
   z.rate = li.active ? li.bytes_per_s : 0;
   /* Each copy pays the link's latency and the stream's own hand-offs. */
-  double overhead = props.host_addressable ? copy_overhead_s(e->dev) : 0;
+  double overhead = props.host_addressable ? dlrt__copy_overhead_s(e->dev) : 0;
   z.latency = (li.active ? li.latency_s : 0) + overhead;
+  z.link_latency = li.active ? li.latency_s : 0;
+  z.gate = gate;
   z.overlap = dlrt__slice_overlap(props.kind == DLRT_DEVICE_CPU);
   /* On a device that shares host memory a copy is a memcpy: no faster than
    * the host's (the profiling pass's own copies, waited for one by one,
    * counted the pass's waits too: their rate was a fraction of this). */
   z.floor = !props.host_addressable ? 0 : costs->memcpy_bytes_per_s;
+  /* The profile's blocks made their copies at the host's memcpy there, at
+   * the device's measured copy rate elsewhere (0, unmeasured: priced whole). */
+  z.block_rate = props.host_addressable ? costs->memcpy_bytes_per_s : costs->copy_bytes_per_s;
   if (!li.active && !props.host_addressable) z.rate = 16e9; /* unmeasured: a PCIe 4 guess */
   int n_in = 0;
   z.inputs = malloc((size_t)(g->n_tensors + 1) * sizeof *z.inputs);
@@ -751,13 +723,18 @@ int dlrt_exec_plan_spill(dlrt_exec_t *e, dlrt_plan_strategy strategy) {
   if (rc < 0) return rc;
   char spec[sizeof li.spec];
   snprintf(spec, sizeof spec, "%s", li.spec);
+  /* The link's notice and gate, a copy (on a device whose copies the
+   * profile times at the host's memcpy, inside its blocks). */
+  dlrt_device_props props;
+  if ((rc = dlrt_device_props_get(e->dev, &props)) < 0) return rc;
+  double gate = li.active && props.host_addressable ? dlrt__link_gate_s(e->dev, spec) : 0;
   if (li.active && (rc = dlrt_link_set(e->dev, "none")) < 0) return rc;
   dlrt__op_costs costs;
   rc = dlrt__op_costs_measure(e, 3, &costs);
   if (rc == DLRT_OK) {
     e->choice.plan.profile_ms = costs.profile_ms;
     e->choice.plan.profile_cached = costs.cached;
-    rc = choose(e, strategy, &costs, &li);
+    rc = choose(e, strategy, &costs, &li, gate);
   }
   dlrt__op_costs_free(&costs);
   /* The link back, and the values as they started (the profiling pass ran

@@ -84,7 +84,25 @@ typedef struct {
   int first_backward;         /* the schedule's first backward position */
   int *const *prefetch_at;    /* by position: storages to prefetch after it, or NULL */
   const int *inputs;          /* storages the host writes before each step, -1 ended */
+  /* Copies that a node's profiled time holds (the executor's chunked
+   * blocks, timed whole with their slices and fetches, the link off)
+   * were made at this rate (B/s; the
+   * host's memcpy on a device that shares host memory; 0: unknown): they
+   * add only the link's time past it (dlrt__link_seconds_past) and
+   * block_gate_s. blocks_held: the blocks' times hold theirs (0: a
+   * schedule the profile did not run, its blocks' nodes whole-batch times). */
+  double held_bytes_per_s;
+  int blocks_held;
+  double link_latency_s;      /* of latency_s, the link's own (the rest: the stream's) */
+  double block_gate_s;        /* the link model's notice and gate, a copy */
 } dlrt__pool_model;
+
+/* copy_costs.c: what a 512-byte copy waited for costs past its modelled
+ * time on `dev` (the stream's hand-offs), s; and what the link model's
+ * notice and gate add to a queued copy, s (leaves the link as `spec`).
+ * 0 when they cannot be measured. */
+double dlrt__copy_overhead_s(dlrt_device_t *dev);
+double dlrt__link_gate_s(dlrt_device_t *dev, const char *spec);
 
 typedef struct {
   int feasible;               /* 0: some node finds no room (the run fails) */
